@@ -1,0 +1,189 @@
+"""The intermediate representation: plain frozen dataclasses that the parser fills and the renderer reads.
+
+The IR never imports the renderer. Types are a small closed set of nodes; records carry clang's layout
+(size, alignment, bit offsets) so that the renderer places fields exactly where the C compiler does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+# ---------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class Prim:
+    """A builtin arithmetic type. ``name`` is the cabi/ctypes name (``c_uint32``, ``c_double``, ...)."""
+
+    name: str
+    size: int
+    align: int
+    signed: bool = False
+    is_float: bool = False
+
+
+@dataclass(frozen=True)
+class Void:
+    pass
+
+
+@dataclass(frozen=True)
+class Named:
+    """A reference to a declared record, enum or typedef by its (final, Python) name."""
+
+    name: str
+    kind: str  # "record" | "enum" | "typedef"
+
+
+@dataclass(frozen=True)
+class Pointer:
+    pointee: "Type"
+
+
+@dataclass(frozen=True)
+class Array:
+    elem: "Type"
+    count: int | None  # None: flexible / incomplete array (renders as a zero-length array)
+
+
+@dataclass(frozen=True)
+class FuncType:
+    ret: "Type"
+    params: tuple["Type", ...]
+    variadic: bool = False
+
+
+Type = Union[Prim, Void, Named, Pointer, Array, FuncType]
+
+
+# ---------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str  # path relative to its source root, never absolute
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # "" never happens: anonymous members get a generated name and anonymous=True
+    type: Type
+    bit_offset: int  # from the start of the record, as clang reports it
+    bit_width: int | None = None  # None: not a bitfield
+    anonymous: bool = False  # an anonymous struct/union member whose fields are promoted
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str
+    kind: str  # "struct" | "union"
+    size: int | None  # None: opaque (forward-declared only)
+    align: int | None
+    fields: tuple[Field, ...] = ()
+    packed: bool = False
+    loc: Location | None = None
+    c_name: str = ""  # spelling in C (``struct foo``), for probes and reports
+
+    @property
+    def opaque(self) -> bool:
+        return self.size is None
+
+
+@dataclass(frozen=True)
+class Enum:
+    name: str
+    underlying: Prim
+    values: tuple[tuple[str, int], ...]
+    loc: Location | None = None
+    c_name: str = ""
+
+
+@dataclass(frozen=True)
+class Typedef:
+    name: str
+    type: Type
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    type: FuncType
+    param_names: tuple[str, ...]
+    library: str | None = None
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    type: Type
+    library: str | None = None
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class Constant:
+    """An object-like macro translated to Python: ``expr`` is Python source, ``value`` its value."""
+
+    name: str
+    expr: str
+    value: object
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class MacroFunction:
+    """A function-like macro whose body is an expression: rendered as ``def name(params): return body``."""
+
+    name: str
+    params: tuple[str, ...]
+    body: str
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class Ioctl:
+    """An ioctl request macro: ``_IOWR(type, nr, struct)`` etc."""
+
+    name: str
+    direction: str  # "" | "R" | "W" | "WR"
+    type_: int
+    nr: int
+    arg: str | None  # Python name of the argument record, or None for _IO
+    arg_size: int
+    request: int
+    loc: Location | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Something not emitted, with the reason; every one ends up in the target's report."""
+
+    name: str
+    what: str  # "macro" | "function-macro" | "record" | ...
+    reason: str
+    loc: Location | None = None
+
+
+@dataclass
+class Module:
+    """Everything one target emits, in a deterministic order (the renderer does not reorder)."""
+
+    target: str
+    records: list[Record] = field(default_factory=list)
+    enums: list[Enum] = field(default_factory=list)
+    typedefs: list[Typedef] = field(default_factory=list)
+    functions: list[Function] = field(default_factory=list)
+    variables: list[Var] = field(default_factory=list)
+    constants: list[Constant] = field(default_factory=list)
+    macro_functions: list[MacroFunction] = field(default_factory=list)
+    ioctls: list[Ioctl] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    extra_code: list[str] = field(default_factory=list)
+    libraries: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (name, candidates)
