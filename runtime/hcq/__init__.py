@@ -1,0 +1,93 @@
+"""runtime.hcq: a hardware command-queue GPU runtime.
+
+```python
+from runtime.hcq import open_device
+dev = open_device()            # best present: "nv:0", "amd:0", else the mock "mock-amd:0"
+buf = dev.alloc(4096); dev.copyin(buf, b"..."); dev.synchronize(); dev.close()
+```
+
+The core (this package) is vendor-neutral and never imports generated bindings; `AMDDevice` and
+`NVDevice` are imported from their drivers on first use.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from runtime.hcq.device import Device
+from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
+                                IoctlError, ProgramError, QueueError, SignalTimeout)
+from runtime.hcq.graph import Graph, Launch
+from runtime.hcq.memory import Buffer, BufferSpec, MemKind
+from runtime.hcq.program import ArgSlot, KernArgs, Program
+from runtime.hcq.queue import HWQueue, Var, VarExpr
+from runtime.hcq.seam import HostMapping, OSSeam, RealOS
+from runtime.hcq.signal import Signal
+
+__all__ = [
+    "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "Device", "DeviceClosed", "DeviceFault",
+    "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError",
+    "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
+    "RealOS", "Signal", "SignalTimeout", "Var", "VarExpr", "open_device",
+]
+
+_DRIVERS = {
+    "AMDDevice": ("runtime.drivers.amd.device", "AMDDevice"),
+    "NVDevice": ("runtime.drivers.nv.device", "NVDevice"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy driver classes: importing the core does not import vendor bindings."""
+    if name in _DRIVERS:
+        module, attr = _DRIVERS[name]
+        import importlib
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name and (module.startswith(e.name) or e.name.startswith(module)):
+                raise DeviceNotFound(f"{name}: its driver ({module}) is not installed in this tree") \
+                    from e
+            raise
+        return getattr(mod, attr)
+    raise AttributeError(f"module 'runtime.hcq' has no attribute {name!r}")
+
+
+_NAME = re.compile(r"^(amd|nv|mock-amd)(?::(\d+))?$")
+
+
+def open_device(name: str | None = None, **kwargs: Any) -> Device:
+    """Opens a device by name ("amd:0", "nv:0", "mock-amd:0"), or the best one present: an NVIDIA GPU,
+    then an AMD GPU (KFD), else the mock AMD GPU. Keyword arguments go to the device constructor."""
+    if name is None:
+        for cand in ("nv:0", "amd:0"):
+            if _present(cand):
+                return open_device(cand, **kwargs)
+        return open_device("mock-amd:0", **kwargs)
+    m = _NAME.match(name)
+    if m is None:
+        raise DeviceNotFound(f"unknown device name {name!r} (expected amd:N, nv:N or mock-amd:N)")
+    kind = m.group(1)
+    if kind == "nv":
+        return __getattr__("NVDevice")(name, **kwargs)
+    return __getattr__("AMDDevice")(name, **kwargs)
+
+
+def _present(name: str) -> bool:
+    """Cheap presence probe that opens nothing: the device node exists and the driver is importable."""
+    import importlib.util
+    if name.startswith("nv"):
+        return os.path.exists("/dev/nvidiactl") and \
+            importlib.util.find_spec("runtime.drivers.nv.device") is not None
+    if not os.path.exists("/dev/kfd"):
+        return False
+    topo = "/sys/devices/virtual/kfd/kfd/topology/nodes"
+    try:
+        for node in os.listdir(topo):
+            with open(f"{topo}/{node}/gpu_id") as f:
+                if int(f.read().strip() or 0):
+                    return True
+    except OSError:
+        return False
+    return False

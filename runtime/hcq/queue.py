@@ -1,0 +1,242 @@
+"""Hardware command queues: builders of vendor command streams with patchable values.
+
+A queue collects dwords in a preallocated `array('I')`. Each command method returns the queue, so a
+submission reads as one chain: ``q.wait(sig, v).exec(prg, args, gsz, lsz).signal(sig, v + 1).submit()``.
+
+Values that change between submissions (signal values, kernel-argument pointers) may be given as a
+`Var` (or `Var + k`). The builder then records *patch points*: the dword positions the value's low and
+high halves were written to. `submit(var_vals)` / `update(var_vals)` rewrite exactly those dwords, so a
+queue is built once and resubmitted many times (tinygrad's `q_sints`/`_apply_var_vals`, made explicit).
+
+Contract for drivers (subclasses):
+- implement the commands the engine supports; the base methods raise `QueueError` so a missing
+  override fails loudly instead of silently returning None;
+- write dwords with `self._d.extend(...)`, record symbolic values with `self._patch(...)`;
+- implement `_submit()` (copy the dwords to the hardware ring, or reference bound memory, then ring
+  the doorbell) and optionally `bind()` (place the commands in GPU memory for cheap resubmission).
+"""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+
+from runtime.hcq.errors import QueueError
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from runtime.hcq.device import Device
+    from runtime.hcq.memory import Buffer
+    from runtime.hcq.program import KernArgs, Program
+    from runtime.hcq.signal import Signal
+
+_M32 = 0xFFFFFFFF
+_M64 = (1 << 64) - 1
+
+
+class Var:
+    """A symbolic value bound at submission time. Identity is the object; `name` is for messages."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __add__(self, k: int) -> "VarExpr":
+        return VarExpr(self, k)
+
+    def __sub__(self, k: int) -> "VarExpr":
+        return VarExpr(self, -k)
+
+    def __repr__(self) -> str:
+        return f"Var({self.name!r})"
+
+
+@dataclass(frozen=True)
+class VarExpr:
+    """`var + add`: what a command stores when given ``v + 1``."""
+
+    var: Var
+    add: int = 0
+
+    def __add__(self, k: int) -> "VarExpr":
+        return VarExpr(self.var, self.add + k)
+
+    def __sub__(self, k: int) -> "VarExpr":
+        return VarExpr(self.var, self.add - k)
+
+
+Value = Union[int, Var, VarExpr]
+
+
+@dataclass(frozen=True)
+class PatchPoint:
+    """Where a symbolic value landed: dword `lo` holds bits [31:0] of (var + add), dword `hi` (or -1)
+    bits [63:32]; `max_bits` bounds the value (32 for commands that compare 32 bits)."""
+
+    var: Var
+    add: int
+    lo: int
+    hi: int
+    max_bits: int = 64
+
+
+class HWQueue:
+    """Base builder. See the module docstring for the driver contract."""
+
+    #: engine name for messages ("compute", "copy")
+    engine = "queue"
+
+    def __init__(self, device: "Device") -> None:
+        self.device = device
+        self._d = array("I")
+        self._patches: list[PatchPoint] = []
+        self._vals: dict[Var, int] = {}
+        # When bound to GPU memory, patches are also written there (a u32 view of the bound copy).
+        self._bound: memoryview | None = None
+
+    # ------------------------------------------------------------------ commands (driver-provided)
+    def signal(self, sig: "Signal", value: Value) -> "Self":
+        """Sets `sig` to `value` once all earlier commands of this queue completed."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) has no signal command")
+
+    def wait(self, sig: "Signal", value: Value) -> "Self":
+        """Stalls the queue until `sig` >= `value`."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) has no wait command")
+
+    def timestamp(self, sig: "Signal") -> "Self":
+        """Writes the GPU clock into `sig`'s timestamp once earlier commands completed."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) has no timestamp command")
+
+    def memory_barrier(self) -> "Self":
+        """Makes earlier writes (by CPU, copies, other queues) visible to later commands."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) has no memory_barrier command")
+
+    def exec(self, prg: "Program", args: "KernArgs | Value", global_size: Sequence[int],
+             local_size: Sequence[int]) -> "Self":
+        """Launches `prg` with `global_size` workgroups of `local_size` threads. `args` is the kernel
+        argument block (from `Program.fill_kernargs`) or a symbolic address of one."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) cannot launch kernels")
+
+    def copy(self, dst: int, src: int, size: int) -> "Self":
+        """Copies `size` bytes from GPU address `src` to `dst` (any alignment, any size)."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) has no copy command")
+
+    # ------------------------------------------------------------------ submission
+    def submit(self, var_vals: Mapping[Var, int] | None = None) -> "Self":
+        """Binds `var_vals` (patching in place) and hands the commands to the hardware."""
+        if var_vals:
+            self.update(var_vals)
+        dev = self.device
+        dev.check_usable()
+        missing = {p.var for p in self._patches} - self._vals.keys()
+        if missing:
+            names = ", ".join(sorted(v.name for v in missing))
+            raise QueueError(f"submit with unbound variable(s): {names}")
+        try:
+            self._submit()
+        except Exception as e:  # a fault noticed while submitting poisons the device
+            dev._note_exception(e)
+            raise
+        return self
+
+    def call(self, body: "HWQueue") -> "Self":
+        """Executes a bound queue's commands from this one (AMD: INDIRECT_BUFFER)."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) cannot call other command buffers")
+
+    def bind(self) -> "Self":
+        """Places the commands in GPU memory so a resubmission sends only a reference to them (AMD:
+        INDIRECT_BUFFER). Optional: the default keeps them in host memory and copies on submit. Do not
+        patch a bound queue while the GPU may still be executing its previous submission."""
+        return self
+
+    def unbind(self) -> None:
+        """Releases the GPU copy made by `bind` (the queue keeps its host copy)."""
+        self._bound = None
+
+    def update(self, var_vals: Mapping[Var, int]) -> "Self":
+        """Binds variables and rewrites their patch points (in the bound GPU copy as well)."""
+        vals = self._vals
+        changed = False
+        for var, val in var_vals.items():
+            if vals.get(var) != val:
+                vals[var] = val
+                changed = True
+        if not changed:
+            return self
+        d, bound = self._d, self._bound
+        for p in self._patches:
+            val = vals.get(p.var)
+            if val is None:
+                continue
+            v = val + p.add
+            if v < 0 or v >> p.max_bits:
+                raise QueueError(f"value {v:#x} of {p.var.name}{p.add:+d} does not fit the "
+                                 f"{p.max_bits}-bit field it patches")
+            lo = v & _M32
+            d[p.lo] = lo
+            if bound is not None:
+                bound[p.lo] = lo
+            if p.hi >= 0:
+                hi = (v >> 32) & _M32
+                d[p.hi] = hi
+                if bound is not None:
+                    bound[p.hi] = hi
+        return self
+
+    def _submit(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _submit")
+
+    # ------------------------------------------------------------------ helpers for drivers
+    def _resolve(self, v: Value, max_bits: int = 64) -> tuple[int, Var | None, int]:
+        """(current numeric value, variable or None, addend) for a command argument."""
+        if type(v) is int:
+            if v < 0 or v >> max_bits:
+                raise QueueError(f"value {v:#x} does not fit a {max_bits}-bit field")
+            return v, None, 0
+        if isinstance(v, Var):
+            var, add = v, 0
+        elif isinstance(v, VarExpr):
+            var, add = v.var, v.add
+        else:
+            raise TypeError(f"expected int or Var, got {type(v).__name__}")
+        cur = self._vals.get(var)
+        return (0 if cur is None else (cur + add) & _M64), var, add
+
+    def _patch(self, var: Var, add: int, lo: int, hi: int = -1, max_bits: int = 64) -> None:
+        """Records a patch point for `var + add` at dword positions `lo` (and `hi`)."""
+        self._patches.append(PatchPoint(var, add, lo, hi, max_bits))
+
+    # ------------------------------------------------------------------ inspection
+    def dwords(self) -> list[int]:
+        """The command stream built so far."""
+        return self._d.tolist()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    @property
+    def patch_points(self) -> tuple[PatchPoint, ...]:
+        """Recorded patch points (for tests and tools)."""
+        return tuple(self._patches)
+
+    def variables(self) -> set[Var]:
+        """Variables this queue refers to."""
+        return {p.var for p in self._patches}
+
+
+def extend_from(queue: HWQueue, dwords: Iterable[int]) -> None:
+    """Appends raw dwords (for tools and tests that splice prebuilt streams)."""
+    queue._d.extend(dwords)
+
+
+def as_tuple3(xs: Sequence[int] | int, what: str) -> tuple[int, int, int]:
+    """A launch dimension as (x, y, z); accepts an int or 1-3 positive ints."""
+    if isinstance(xs, int):
+        xs = (xs,)
+    t = tuple(int(x) for x in xs) + (1,) * (3 - len(xs))
+    if len(t) != 3 or any(x < 1 for x in t):
+        raise QueueError(f"{what} must be 1 to 3 positive integers, got {xs!r}")
+    return t  # type: ignore[return-value]
+

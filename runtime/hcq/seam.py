@@ -1,0 +1,228 @@
+"""The one OS seam: every open/ioctl/mmap/munmap/sysfs read/eventfd of the runtime goes through an `OSSeam`.
+
+Drivers receive a seam object in their constructor and never touch `os`, `fcntl` or `mmap` themselves, so
+a mock can stand in for the kernel without patching anything global (style guide, section 2: tinygrad
+swaps its file interface by environment variable; we pass the seam instead). `RealOS` talks to Linux;
+`runtime.drivers.mock.os.MockOS` implements the same contract over virtual devices.
+
+Doorbell (and other MMIO) stores also go through a small object from the seam: on real hardware a store
+into the mapped page is all it takes; the mock's doorbell additionally wakes its GPU's queue processor.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import fcntl
+import mmap as _mmap
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+# Linux mmap constants (uapi asm-generic/mman-common.h); Python's mmap module lacks MAP_FIXED/PROT_NONE.
+PROT_NONE = 0
+PROT_READ = _mmap.PROT_READ
+PROT_WRITE = _mmap.PROT_WRITE
+PROT_EXEC = _mmap.PROT_EXEC
+MAP_SHARED = _mmap.MAP_SHARED
+MAP_PRIVATE = _mmap.MAP_PRIVATE
+MAP_ANONYMOUS = _mmap.MAP_ANONYMOUS
+MAP_FIXED = 0x10
+MAP_NORESERVE = 0x4000
+
+
+@dataclass(eq=False)
+class HostMapping:
+    """A CPU mapping made through the seam.
+
+    `addr` is the CPU virtual address (for the mock, an address in the mock's own address space; with
+    KFD the GPU uses the same address). `view` is a writable byte memoryview of the mapped bytes, or
+    None for a PROT_NONE reservation.
+    """
+
+    addr: int
+    size: int
+    view: memoryview | None
+    fd: int = -1
+    offset: int = 0
+    keepalive: Any = field(default=None, repr=False)  # object that owns the memory behind `view`
+
+
+class Doorbell(ABC):
+    """A doorbell (or any MMIO register) the CPU rings by storing a value."""
+
+    @abstractmethod
+    def ring(self, value: int) -> None:
+        """Stores `value` (the queue's new write pointer) into the doorbell."""
+
+
+class MappedDoorbell(Doorbell):
+    """A doorbell that is a plain store of `width` bytes into a mapped page (real hardware)."""
+
+    __slots__ = ("_view", "_index", "width")
+
+    def __init__(self, mapping: HostMapping, offset: int, width: int = 8) -> None:
+        if mapping.view is None:
+            raise ValueError("doorbell mapping has no CPU view")
+        if width not in (4, 8) or offset % width:
+            raise ValueError(f"doorbell at offset {offset:#x} must be {width}-byte aligned (4 or 8)")
+        self._view = mapping.view.cast("Q" if width == 8 else "I")
+        self._index = offset // width
+        self.width = width
+
+    def ring(self, value: int) -> None:
+        self._view[self._index] = value & ((1 << (8 * self.width)) - 1)
+
+
+class OSSeam(ABC):
+    """What a driver may ask of the operating system. Methods raise `OSError` with the errno on failure
+    (drivers turn ioctl failures into `IoctlError`, which names the request)."""
+
+    #: short name for messages ("linux", "mock")
+    name: str = "os"
+
+    @abstractmethod
+    def open(self, path: str, flags: int = os.O_RDWR) -> int:
+        """Opens a device node or file; returns a file descriptor."""
+
+    @abstractmethod
+    def close(self, fd: int) -> None:
+        """Closes a descriptor from `open` or `eventfd`."""
+
+    @abstractmethod
+    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | None) -> int:
+        """Issues ioctl `request` with the argument struct (read and written in place)."""
+
+    @abstractmethod
+    def mmap(self, addr: int | None, size: int, prot: int, flags: int, fd: int = -1,
+             offset: int = 0) -> HostMapping:
+        """Maps `size` bytes (anonymous when fd == -1) at `addr` (a hint, or exact with MAP_FIXED)."""
+
+    @abstractmethod
+    def munmap(self, mapping: HostMapping) -> None:
+        """Removes a mapping made by `mmap`."""
+
+    @abstractmethod
+    def read_sysfs(self, path: str) -> str:
+        """Reads a whole sysfs (or procfs) text file."""
+
+    @abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Lists a sysfs directory; raises FileNotFoundError when it does not exist."""
+
+    @abstractmethod
+    def eventfd(self, initval: int = 0, flags: int = 0) -> int:
+        """Creates an eventfd (interrupt delivery for VFIO and friends)."""
+
+    def exists(self, path: str) -> bool:
+        """True when `path` names an existing file or directory."""
+        try:
+            self.read_sysfs(path)
+            return True
+        except IsADirectoryError:
+            return True
+        except OSError:
+            try:
+                self.listdir(path)
+                return True
+            except OSError:
+                return False
+
+    def doorbell(self, mapping: HostMapping, offset: int, width: int = 8) -> Doorbell:
+        """A doorbell at byte `offset` of a doorbell mapping made with `mmap`."""
+        return MappedDoorbell(mapping, offset, width)
+
+    def kernel_log(self) -> list[str]:
+        """Recent kernel log lines about GPUs, best effort (used to enrich device-fault reports)."""
+        return []
+
+
+class _Libc:
+    """The few libc entry points Python's stdlib does not expose with the needed flags."""
+
+    def __init__(self) -> None:
+        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        self.mmap = lib.mmap
+        self.mmap.restype = ctypes.c_void_p
+        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        self.munmap = lib.munmap
+        self.munmap.restype = ctypes.c_int
+        self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+class RealOS(OSSeam):
+    """The seam over the running Linux kernel."""
+
+    name = "linux"
+    _MAP_FAILED = ctypes.c_void_p(-1).value
+
+    def __init__(self) -> None:
+        self._libc = _Libc()
+
+    def open(self, path: str, flags: int = os.O_RDWR) -> int:
+        return os.open(path, flags | os.O_CLOEXEC)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | None) -> int:
+        if arg is None:
+            return fcntl.ioctl(fd, request, 0)
+        # A ctypes object is a mutable buffer: the kernel's writes land in it directly.
+        return fcntl.ioctl(fd, request, arg, True)
+
+    def mmap(self, addr: int | None, size: int, prot: int, flags: int, fd: int = -1,
+             offset: int = 0) -> HostMapping:
+        got = self._libc.mmap(addr or 0, size, prot, flags, fd, offset)
+        if got is None or got == self._MAP_FAILED:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mmap of {size:#x} B at fd {fd} offset {offset:#x}: {os.strerror(err)}")
+        if addr is not None and flags & MAP_FIXED and got != addr:
+            raise OSError(0, f"mmap MAP_FIXED at {addr:#x} returned {got:#x}")
+        view = None
+        if prot != PROT_NONE:
+            view = memoryview((ctypes.c_char * size).from_address(got)).cast("B")
+        return HostMapping(got, size, view, fd, offset)
+
+    def munmap(self, mapping: HostMapping) -> None:
+        if mapping.view is not None:
+            mapping.view.release()
+        if self._libc.munmap(mapping.addr, mapping.size) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"munmap of {mapping.size:#x} B at {mapping.addr:#x}")
+
+    def read_sysfs(self, path: str) -> str:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def eventfd(self, initval: int = 0, flags: int = 0) -> int:
+        return os.eventfd(initval, flags | os.EFD_CLOEXEC)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def kernel_log(self) -> list[str]:
+        # /dev/kmsg needs CAP_SYSLOG on most systems; without it the fault report has no log lines.
+        try:
+            fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return []
+        lines: list[str] = []
+        try:
+            while True:
+                try:
+                    rec = os.read(fd, 8192).decode(errors="replace")
+                except BlockingIOError:
+                    break
+                except OSError:
+                    break
+                msg = rec.split(";", 1)[-1].strip()
+                if "amdgpu" in msg or "kfd" in msg.lower() or "NVRM" in msg:
+                    lines.append(msg)
+        finally:
+            os.close(fd)
+        return lines[-50:]
