@@ -1,0 +1,237 @@
+"""``bindgen list | regen | check | show``. Exit codes: 0 ok, 1 drift or failure, 2 bad usage."""
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from .errors import BindgenError, SourceError
+from .spec import SPECS_DIR, Target, load_all
+
+
+def _targets(selector: list[str], all_targets: list[Target]) -> list[Target]:
+    if not selector or selector == ["all"]:
+        return all_targets
+    out: list[Target] = []
+    for sel in selector:
+        hit = [t for t in all_targets if t.name == sel or t.group == sel]
+        if not hit:
+            names = sorted({t.name for t in all_targets} | {t.group for t in all_targets})
+            raise _Usage(f"no target or group named {sel!r} (known: {', '.join(names)})")
+        out += [t for t in hit if t not in out]
+    return out
+
+
+class _Usage(Exception):
+    pass
+
+
+def _overrides(pairs: list[str]) -> dict[str, Path]:
+    out = {}
+    for p in pairs:
+        name, sep, path = p.partition("=")
+        if not sep or not name or not path:
+            raise _Usage(f"--source expects NAME=DIR, got {p!r}")
+        out[name] = Path(path).expanduser().resolve()
+    return out
+
+
+def _worker(args: tuple[Target, dict[str, Path], str | None]):
+    from .generate import generate
+    from .sources import Sources
+    t, overrides, cache = args
+    try:
+        return generate(t, Sources(Path(cache) if cache else None, overrides)), None
+    except BindgenError as e:
+        return None, str(e)
+
+
+def _run(targets: list[Target], overrides: dict[str, Path], cache: str | None, jobs: int):
+    """Generates targets (in parallel when jobs > 1), yielding (target, generated, error) in order."""
+    work = [(t, overrides, cache) for t in targets]
+    if jobs <= 1 or len(work) <= 1:
+        for w in work:
+            yield (w[0], *_worker(w))
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as ex:
+        for w, res in zip(work, ex.map(_worker, work)):
+            yield (w[0], *res)
+
+
+def cmd_list(targets: list[Target]) -> int:
+    width = max(len(t.name) for t in targets)
+    for t in targets:
+        srcs = ", ".join(f"{s.name}({s.kind})" for s in t.sources)
+        print(f"{t.name:<{width}}  group={t.group:<6} -> generated/{t.output}  sources: {srcs}")
+    return 0
+
+
+def cmd_show(t: Target) -> int:
+    from .generate import GENERATED, report_path
+    print(f"target {t.name} (group {t.group}, spec bindgen/specs/{t.spec_file})")
+    print(f"  output: generated/{t.output}")
+    print(f"  headers: {', '.join(map(str, t.headers))}")
+    print(f"  include dirs: {', '.join(map(str, t.include_dirs)) or '-'}")
+    print(f"  clang args: {' '.join(t.clang_args) or '-'}  language: {t.language}")
+    print(f"  keep files: {', '.join(t.keep_files)}")
+    if t.keep_names or t.exclude_names:
+        print(f"  keep names: {t.keep_names}  exclude: {t.exclude_names}")
+    for s in t.sources:
+        pin = {"system": s.path, "debian": f"{s.package}={s.version}", "pypi":
+               f"{s.package}=={s.version}", "archive": f"{s.url} sha256 {s.sha256[:12]}",
+               "git": f"{s.url}@{s.ref}"}[s.kind]
+        print(f"  source {s.name}: {s.kind} {pin}")
+    for p in t.patches:
+        print(f"  patch {p.op} {dict(p.args)}: {p.why}")
+    rp = report_path(t)
+    if rp.exists():
+        print("  report: generated/" + str(rp.relative_to(GENERATED)))
+        text = rp.read_text()
+        m = re.search(r"## emitted\n(.*?)\n\n", text, re.S)
+        if m:
+            print("  " + m.group(1).replace("\n", "\n  "))
+    return 0
+
+
+def cmd_regen(targets: list[Target], overrides: dict[str, Path], cache: str | None, jobs: int,
+              skip_unavailable: bool) -> int:
+    from .generate import write_atomic
+    from .sources import Sources
+    failed = 0
+    total = time.perf_counter()
+    if skip_unavailable:
+        srcs = Sources(Path(cache) if cache else None, overrides)
+        keep = []
+        for t in targets:
+            missing = [s.name for s in t.sources if not srcs.available(s)]
+            if missing:
+                print(f"  skip  {t.name}: sources unavailable here ({', '.join(missing)}); "
+                      f"committed bindings kept", flush=True)
+            else:
+                keep.append(t)
+        targets = keep
+    for t, g, err in _run(targets, overrides, cache, jobs):
+        if err:
+            failed += 1
+            print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
+            continue
+        changed = write_atomic(g.output, g.text)
+        write_atomic(g.report_path, g.report)
+        print(f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
+              f"generated/{t.output}: {g.counts}; {g.checks} layout checks passed", flush=True)
+    print(f"regen: {len(targets) - failed} ok, {failed} failed in "
+          f"{time.perf_counter() - total:.2f} s")
+    return 1 if failed else 0
+
+
+def cmd_check(targets: list[Target], overrides: dict[str, Path], cache: str | None,
+              jobs: int) -> int:
+    from .generate import GENERATED, inputs_hash, report_path
+    from .sources import Sources
+    srcs = Sources(Path(cache) if cache else None, overrides)
+    drift: list[str] = []
+    full, partial = [], []
+    for t in targets:
+        missing = [s.name for s in t.sources if not srcs.available(s)]
+        (partial if missing else full).append((t, missing))
+    for t, missing in partial:
+        out = GENERATED / t.output
+        if not out.exists():
+            drift.append(t.name)
+            print(f"  DRIFT {t.name}: generated/{t.output} is missing")
+            continue
+        m = re.search(r"^# inputs: (\w+)", out.read_text(), re.M)
+        want = inputs_hash(t)
+        if not m or m.group(1) != want:
+            drift.append(t.name)
+            print(f"  DRIFT {t.name}: spec, templates or generator changed since generated/"
+                  f"{t.output} was written (recorded {m.group(1) if m else 'nothing'}, now {want});"
+                  f" regenerate it where its sources are available")
+        else:
+            print(f"  ok    {t.name}: fingerprint of spec+templates+generator matches; header drift "
+                  f"NOT checked (sources unavailable here: {', '.join(missing)})")
+    for t, g, err in _run([t for t, _ in full], overrides, cache, jobs):
+        if err:
+            drift.append(t.name)
+            print(f"  FAIL  {t.name}: {err}")
+            continue
+        diffs = []
+        for path, text in ((g.output, g.text), (report_path(t), g.report)):
+            old = path.read_text() if path.exists() else ""
+            if old != text:
+                rel = f"generated/{path.relative_to(GENERATED)}"
+                diffs.append("".join(difflib.unified_diff(
+                    old.splitlines(True), text.splitlines(True), f"a/{rel} (committed)",
+                    f"b/{rel} (regenerated)", n=2)))
+        if diffs:
+            drift.append(t.name)
+            print(f"  DRIFT {t.name}:")
+            for d in diffs:
+                lines = d.splitlines()
+                print("\n".join(lines[:200]) + (f"\n  ... {len(lines) - 200} more diff lines"
+                                                if len(lines) > 200 else ""))
+        else:
+            print(f"  ok    {t.name}: regenerated output identical ({g.seconds * 1000:.0f} ms)")
+    if drift:
+        print(f"check: drift in {len(drift)} target(s): {', '.join(drift)}; run `bindgen regen "
+              f"{' '.join(drift)}` and commit the result")
+        return 1
+    print(f"check: {len(targets)} target(s) clean")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bindgen", description=__doc__)
+    ap.add_argument("--specs", default=None, help="specs folder (default: bindgen/specs)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list targets")
+    for name in ("regen", "check"):
+        p = sub.add_parser(name, help=f"{name} TARGET|GROUP|all")
+        p.add_argument("targets", nargs="*", default=["all"])
+        p.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1))
+        p.add_argument("--source", action="append", default=[], metavar="NAME=DIR")
+        p.add_argument("--cache", default=None, help="source cache (default ~/.cache/bindgen or "
+                                                     "$BINDGEN_CACHE)")
+        if name == "regen":
+            p.add_argument("--skip-unavailable", action="store_true",
+                           help="keep committed bindings of targets whose sources are unavailable")
+    p = sub.add_parser("show", help="show a target's spec and last report summary")
+    p.add_argument("target")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        all_targets = load_all(Path(args.specs) if args.specs else SPECS_DIR)
+        if not all_targets:
+            print("bindgen: no specs found", file=sys.stderr)
+            return 2
+        if args.cmd == "list":
+            return cmd_list(all_targets)
+        if args.cmd == "show":
+            return cmd_show(_targets([args.target], all_targets)[0])
+        targets = _targets(args.targets, all_targets)
+        overrides = _overrides(args.source)
+        if args.jobs < 1:
+            raise _Usage("--jobs must be at least 1")
+        if args.cmd == "regen":
+            return cmd_regen(targets, overrides, args.cache, args.jobs, args.skip_unavailable)
+        return cmd_check(targets, overrides, args.cache, args.jobs)
+    except _Usage as e:
+        print(f"bindgen: {e}", file=sys.stderr)
+        return 2
+    except SourceError as e:
+        print(f"bindgen: {e}", file=sys.stderr)
+        return 1
+    except BindgenError as e:
+        print(f"bindgen: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""One generator run: (spec target, header bytes, templates, generator source) → module text + report.
+
+Pure apart from reading the resolved headers; where they live, the cache and the job count stay outside.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ir
+from .cexpr import MacroContext, MacroOptions, translate_macros
+from .layout import load_module_text, verify_module
+from .macro_records import build_macro_records
+from .parse import parse_target
+from .patches import apply_ir_patches, apply_text_patches
+from .render import RenderInfo, render_module, render_report
+from .sources import Sources
+from .spec import SPECS_DIR, Target
+
+PACKAGE = Path(__file__).resolve().parent
+REPO = PACKAGE.parent
+SPECS = SPECS_DIR
+GENERATED = REPO / "generated"
+
+
+def generator_hash() -> str:
+    """Hash of the generator itself (its Python sources and templates), content only."""
+    h = hashlib.sha256()
+    files = sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "templates").glob("*.mako"))
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def inputs_hash(t: Target) -> str:
+    """Everything but the headers: the spec file, the target's name and the generator."""
+    h = hashlib.sha256()
+    h.update((SPECS / t.spec_file).read_bytes())
+    h.update(b"\0" + t.name.encode() + b"\0" + generator_hash().encode())
+    return h.hexdigest()[:32]
+
+
+@dataclass
+class Generated:
+    target: Target
+    text: str
+    report: str
+    counts: str
+    seconds: float
+    checks: int
+
+    @property
+    def output(self) -> Path:
+        return GENERATED / self.target.output
+
+    @property
+    def report_path(self) -> Path:
+        return report_path(self.target)
+
+
+def report_path(t: Target) -> Path:
+    return GENERATED / re.sub(r"\.py$", ".report.txt", t.output)
+
+
+def module_name(t: Target) -> str:
+    return "generated." + t.output[:-3].replace("/", ".")
+
+
+def generate(t: Target, sources: Sources) -> Generated:
+    start = time.perf_counter()
+    roots = {s.name: sources.resolve(s).root for s in t.sources}
+    pr = parse_target(t, roots)
+    m = pr.module
+    if t.macros.enabled:
+        opts = MacroOptions(bit_ranges=t.macros.bit_ranges, range_wrappers=t.macros.range_wrappers,
+                            predefined=dict(t.macros.predefined), skip=t.macros.skip)
+        ctx = MacroContext(types=pr.macro_ctx_types, enum_constants=pr.enum_constants,
+                           record_names=pr.record_names)
+        res = translate_macros(pr.macros, ctx, opts, pr.emit_macro.__contains__)
+        emitted_types = {r.name for r in m.records}
+        m.constants = list(res.constants)
+        m.macro_functions = list(res.functions)
+        m.ioctls = [io if io.arg is None or io.arg in emitted_types
+                    else _ioctl_with_missing_arg(io) for io in res.ioctls]
+        m.skipped += list(res.skipped)
+        if t.macros.records:
+            build_macro_records(t, m)
+    apply_ir_patches(t, m)
+    _check_duplicates(t, m)
+
+    headers = [(h.shown, h.sha256) for h in pr.headers]
+    hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
+    ih = inputs_hash(t)
+    fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
+    info = RenderInfo(t.spec_file, t.description or f"bindings for {t.name}", fp, ih, hh,
+                      {lib.name: lib.env for lib in t.libraries})
+    text = apply_text_patches(t, render_module(m, info))
+    try:
+        compile(text, t.output, "exec")
+    except SyntaxError as e:
+        raise ir_error(t, f"rendered module does not compile: line {e.lineno}: {e.msg}")
+    mod = load_module_text(text, module_name(t))
+    checks = verify_module(mod, m)
+    counts = (f"{len(m.records)} records, {len(m.enums)} enums, {len(m.typedefs)} typedefs, "
+              f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "
+              f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped")
+    return Generated(t, text, render_report(m, info, headers), counts,
+                     time.perf_counter() - start, checks)
+
+
+def ir_error(t: Target, msg: str) -> Exception:
+    from .errors import BindgenError
+    return BindgenError(f"target {t.name}: {msg}")
+
+
+def _ioctl_with_missing_arg(io: ir.Ioctl) -> ir.Ioctl:
+    # The argument record is outside the kept set: the request number is still exact.
+    return ir.Ioctl(io.name, io.direction, io.type_, io.nr, None, io.arg_size, io.request, io.loc)
+
+
+def _check_duplicates(t: Target, m: ir.Module) -> None:
+    """Python has one namespace where C has several: a clash would silently shadow, so it fails."""
+    seen: dict[str, str] = {}
+    for kind, items in (("record", m.records), ("enum", m.enums), ("typedef", m.typedefs),
+                        ("function", m.functions), ("variable", m.variables),
+                        ("constant", m.constants), ("macro function", m.macro_functions),
+                        ("ioctl", m.ioctls)):
+        for it in items:
+            if it.name in seen and not (kind == "constant" and seen[it.name] == "enum"):
+                raise ir_error(t, f"name {it.name!r} is both a {seen[it.name]} and a {kind}; add a "
+                                  f"rename patch to the spec")
+            seen.setdefault(it.name, kind)
+    enum_values = {k for e in m.enums for k, _ in e.values}
+    m.constants = [c for c in m.constants if c.name not in enum_values]
+
+
+def write_atomic(path: Path, text: str) -> bool:
+    """Writes ``text`` to ``path`` through a temporary file and rename; returns whether it changed."""
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    init = path.parent / "__init__.py"
+    if path.suffix == ".py" and not init.exists():
+        init.write_text("")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True

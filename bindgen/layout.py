@@ -1,0 +1,67 @@
+"""Verifies a rendered module against clang's layouts: every record's size, alignment, field offsets and
+bitfield positions. Runs during generation; any mismatch fails the run."""
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+from . import ir
+from .errors import LayoutError
+
+# CPython before 3.13 has no way to give a ctypes type an alignment above 16 (no `_align_`).
+MAX_CTYPES_ALIGN = 16
+
+
+def load_module_text(text: str, name: str) -> types.ModuleType:
+    """Executes generated module text as a module named ``name`` (not added to sys.modules)."""
+    mod = types.ModuleType(name)
+    mod.__file__ = f"<bindgen:{name}>"
+    code = compile(text, mod.__file__, "exec")
+    exec(code, mod.__dict__)
+    if "__getattr__" in mod.__dict__:
+        mod.__dict__.get("__materialize_all__", lambda: None)()
+    return mod
+
+
+def verify_module(mod: types.ModuleType, m: ir.Module) -> int:
+    """Checks each non-opaque record of ``m`` in ``mod``; returns how many checks passed."""
+    problems: list[str] = []
+    checks = 0
+    for rec in m.records:
+        if rec.opaque:
+            continue
+        cls = getattr(mod, rec.name, None)
+        if cls is None:
+            problems.append(f"{rec.name}: not defined by the module")
+            continue
+        size, align = ctypes.sizeof(cls), ctypes.alignment(cls)
+        checks += 2
+        if size != rec.size:
+            problems.append(f"{rec.name}: size {size}, clang says {rec.size}")
+        want_align = min(rec.align or 1, MAX_CTYPES_ALIGN) if sys.version_info < (3, 13) \
+            else rec.align
+        if align != want_align:
+            problems.append(f"{rec.name}: alignment {align}, clang says {rec.align}")
+        for f in rec.fields:
+            checks += 1
+            attr = cls.__dict__.get(f.name)
+            if f.bit_width is not None:
+                if f.bit_width == 0:
+                    continue
+                lo, shift = getattr(attr, "lo", None), getattr(attr, "shift", None)
+                if lo is None or lo * 8 + shift != f.bit_offset or \
+                        attr.mask != (1 << f.bit_width) - 1:
+                    problems.append(f"{rec.name}.{f.name}: bitfield not at bit {f.bit_offset} "
+                                    f"width {f.bit_width}")
+                continue
+            off = getattr(attr, "offset", None)
+            if off is None or off * 8 != f.bit_offset:
+                problems.append(f"{rec.name}.{f.name}: offset {off}, clang says {f.bit_offset // 8}")
+    if problems:
+        shown = "\n  ".join(problems[:40])
+        more = f"\n  ... and {len(problems) - 40} more" if len(problems) > 40 else ""
+        raise LayoutError(f"target {m.target}: {len(problems)} layout mismatch(es) against clang:\n  "
+                          f"{shown}{more}")
+    return checks
+

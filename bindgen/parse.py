@@ -1,0 +1,493 @@
+"""libclang → IR.
+
+One translation unit per target: a synthetic main file includes every declared header, parsed with
+``-nostdinc`` and only the include folders the spec names, so every header read comes from a pinned
+source and is recorded with its sha256. Error diagnostics are fatal and shown with their location.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import keyword
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import clang.cindex as ci
+
+from . import ir
+from .cexpr import CType, MacroDef
+from .errors import ClangError, SourceError, UnsupportedConstruct
+from .spec import Target
+
+CK = ci.CursorKind
+TK = ci.TypeKind
+
+_PRIMS: dict[TK, tuple[str, bool, bool]] = {  # kind → (ctypes name, signed, float)
+    TK.BOOL: ("c_bool", False, False),
+    TK.CHAR_S: ("c_char", True, False), TK.SCHAR: ("c_int8", True, False),
+    TK.CHAR_U: ("c_uint8", False, False), TK.UCHAR: ("c_uint8", False, False),
+    TK.SHORT: ("c_int16", True, False), TK.USHORT: ("c_uint16", False, False),
+    TK.INT: ("c_int32", True, False), TK.UINT: ("c_uint32", False, False),
+    TK.LONG: ("c_int64", True, False), TK.ULONG: ("c_uint64", False, False),
+    TK.LONGLONG: ("c_int64", True, False), TK.ULONGLONG: ("c_uint64", False, False),
+    TK.FLOAT: ("c_float", True, True), TK.DOUBLE: ("c_double", True, True),
+    TK.LONGDOUBLE: ("c_longdouble", True, True),
+    TK.WCHAR: ("c_int32", True, False), TK.CHAR16: ("c_uint16", False, False),
+    TK.CHAR32: ("c_uint32", False, False),
+}
+_INT_NAMES = {(1, True): "c_int8", (1, False): "c_uint8", (2, True): "c_int16",
+              (2, False): "c_uint16", (4, True): "c_int32", (4, False): "c_uint32",
+              (8, True): "c_int64", (8, False): "c_uint64"}
+
+
+@dataclass
+class HeaderRecord:
+    shown: str  # "source:path"
+    sha256: str
+
+
+@dataclass
+class ParseResult:
+    module: ir.Module
+    macros: list[MacroDef]
+    macro_ctx_types: dict[str, CType]
+    enum_constants: dict[str, tuple[int, CType]]
+    record_names: dict[str, str]
+    headers: list[HeaderRecord]
+    emit_macro: set[str] = field(default_factory=set)
+
+
+class _Paths:
+    """Maps absolute paths under resolved source roots back to ``source:relative`` (never absolute)."""
+
+    def __init__(self, roots: dict[str, Path]) -> None:
+        self.roots = sorted(((str(p.resolve()) + os.sep, n) for n, p in roots.items()),
+                            key=lambda x: -len(x[0]))
+
+    def show(self, path: str) -> str | None:
+        real = os.path.realpath(path)
+        for prefix, name in self.roots:
+            if real.startswith(prefix):
+                return f"{name}:{real[len(prefix):]}"
+        return None
+
+
+def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
+    """Parses the target's headers. ``roots`` maps each source name to its resolved folder."""
+    paths = _Paths(roots)
+    header_files = []
+    for h in target.headers:
+        p = roots[h.source] / h.path
+        if not p.is_file():
+            raise SourceError(f"target {target.name}: declared header {h} does not exist "
+                              f"(looked in source {h.source})")
+        header_files.append(p)
+    args = ["-x", "c++" if target.language == "c++" else "c",
+            "-std=gnu++17" if target.language == "c++" else "-std=gnu11",
+            "-nostdinc", "-nostdinc++", "--target=x86_64-linux-gnu", "-fno-ms-extensions",
+            "-Wno-pragma-once-outside-header"]
+    for inc in target.include_dirs:
+        d = roots[inc.source] / inc.path
+        if not d.is_dir():
+            raise SourceError(f"target {target.name}: include folder {inc} does not exist")
+        args.append(f"-I{d}")
+    args += list(target.clang_args)
+    main = "".join(f'#include "{p}"\n' for p in header_files)
+    index = ci.Index.create()
+    tu = index.parse("bindgen_main.h" if target.language == "c" else "bindgen_main.hpp",
+                     args=args, unsaved_files=[("bindgen_main.h" if target.language == "c"
+                                                else "bindgen_main.hpp", main)],
+                     options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
+                     | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)
+    errors = []
+    for d in tu.diagnostics:
+        if d.severity >= ci.Diagnostic.Error:
+            loc = d.location
+            where = (paths.show(loc.file.name) or os.path.basename(loc.file.name)) if loc.file \
+                else "<command line>"
+            errors.append(f"{where}:{loc.line}:{loc.column}: error: {d.spelling}")
+    if errors:
+        raise ClangError(f"target {target.name}: clang reported {len(errors)} error(s):\n  "
+                         + "\n  ".join(errors[:50]))
+
+    headers: dict[str, HeaderRecord] = {}
+    for p in header_files:
+        shown = paths.show(str(p)) or p.name
+        headers[shown] = HeaderRecord(shown, _sha(p))
+    for inc in tu.get_includes():
+        f = inc.include.name
+        shown = paths.show(f)
+        if shown is None:
+            raise SourceError(f"target {target.name}: {os.path.basename(f)} was read from outside "
+                              f"every declared source (add its folder as a source)")
+        if shown not in headers:
+            headers[shown] = HeaderRecord(shown, _sha(Path(f)))
+    return _Builder(target, tu, paths).build(sorted(headers.values(), key=lambda h: h.shown))
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _py_ident(name: str) -> str:
+    return name + "_" if keyword.iskeyword(name) or name in ("None", "True", "False") else name
+
+
+def _unnamed(spelling: str) -> bool:
+    return not spelling or "(unnamed" in spelling or "(anonymous" in spelling
+
+
+class _Builder:
+    def __init__(self, target: Target, tu: ci.TranslationUnit, paths: _Paths) -> None:
+        self.t, self.tu, self.paths = target, tu, paths
+        self.records: dict[str, ir.Record] = {}  # py name → record
+        self.record_by_usr: dict[str, str] = {}  # usr → py name
+        self.enums: dict[str, ir.Enum] = {}
+        self.typedefs: dict[str, ir.Typedef] = {}
+        self.functions: dict[str, ir.Function] = {}
+        self.vars: dict[str, ir.Var] = {}
+        self.skipped: list[ir.Skipped] = []
+        self.keep_globs = target.keep_files
+        self.keep_names = [re.compile(p) for p in target.keep_names]
+        self.exclude = [re.compile(p) for p in target.exclude_names]
+        self.file_cache: dict[str, str | None] = {}
+        self.wanted: set[str] = set()  # py names reached from kept declarations
+        self.typedef_cursors: dict[str, ci.Cursor] = {}
+        self.record_cursors: dict[str, ci.Cursor] = {}
+        self.enum_cursors: dict[str, ci.Cursor] = {}
+        self.tag_names: set[str] = set()
+
+    # -- locations and selection
+    def shown(self, c: ci.Cursor) -> str | None:
+        f = c.location.file
+        if f is None:
+            return None
+        name = f.name
+        if name not in self.file_cache:
+            self.file_cache[name] = self.paths.show(name)
+        return self.file_cache[name]
+
+    def loc(self, c: ci.Cursor) -> ir.Location | None:
+        s = self.shown(c)
+        return ir.Location(s, c.location.line) if s else None
+
+    def kept_file(self, c: ci.Cursor) -> bool:
+        s = self.shown(c)
+        return s is not None and any(fnmatch.fnmatch(s, g) for g in self.keep_globs)
+
+    def kept_name(self, name: str) -> bool:
+        if any(p.search(name) for p in self.exclude):
+            return False
+        return not self.keep_names or any(p.search(name) for p in self.keep_names)
+
+    # -- naming
+    def record_name(self, c: ci.Cursor) -> str:
+        usr = c.get_usr()
+        if usr in self.record_by_usr:
+            return self.record_by_usr[usr]
+        spelling = c.spelling
+        if _unnamed(spelling):
+            parent = c.semantic_parent
+            if parent is not None and parent.kind in (CK.STRUCT_DECL, CK.UNION_DECL):
+                pname = self.record_name(parent)
+                member = ""
+                for f in parent.type.get_fields():
+                    if f.type.get_canonical().get_declaration().get_usr() == usr:
+                        member = "" if _unnamed(f.spelling) else f.spelling
+                        break
+                idx = [ch.get_usr() for ch in parent.get_children()
+                       if ch.kind in (CK.STRUCT_DECL, CK.UNION_DECL)].index(usr)
+                name = f"{pname}_{member}" if member else f"{pname}_anon{idx}"
+            else:
+                name = f"anon_{os.path.basename(c.location.file.name if c.location.file else 'x')}" \
+                       f"_{c.location.line}".replace(".", "_").replace("-", "_")
+        else:
+            name = spelling
+        name = _py_ident(name)
+        self.record_by_usr[usr] = name
+        return name
+
+    # -- types
+    def conv(self, t: ci.Type) -> ir.Type:
+        k = t.kind
+        if k == TK.ELABORATED:
+            return self.conv(t.get_named_type())
+        if k == TK.TYPEDEF:
+            decl = t.get_declaration()
+            name = decl.spelling
+            if name not in self.typedef_cursors:
+                self.typedef_cursors[name] = decl
+            self.want_typedef(name, decl)
+            return ir.Named(name, "typedef")
+        if k in _PRIMS:
+            pname, signed, is_float = _PRIMS[k]
+            if pname == "c_char":
+                pname = "c_char"
+            return ir.Prim(pname, t.get_size(), t.get_align(), signed, is_float)
+        if k == TK.VOID:
+            return ir.Void()
+        if k == TK.POINTER:
+            return ir.Pointer(self.conv(t.get_pointee()))
+        if k == TK.CONSTANTARRAY:
+            return ir.Array(self.conv(t.element_type), t.element_count)
+        if k == TK.INCOMPLETEARRAY:
+            return ir.Array(self.conv(t.element_type), None)
+        if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
+            args = tuple(self.conv(a) for a in t.argument_types()) if k == TK.FUNCTIONPROTO else ()
+            return ir.FuncType(self.conv(t.get_result()), args,
+                               k == TK.FUNCTIONPROTO and t.is_function_variadic())
+        if k == TK.RECORD:
+            decl = t.get_declaration()
+            name = self.want_record(decl)
+            return ir.Named(name, "record")
+        if k == TK.ENUM:
+            decl = t.get_declaration()
+            name = self.want_enum(decl)
+            return ir.Named(name, "enum")
+        if k in (TK.INT128, TK.UINT128):
+            return ir.Array(ir.Prim("c_uint64", 8, 16), 2)
+        raise UnsupportedConstruct(f"type {t.spelling!r} (kind {k.name})")
+
+    # -- declarations
+    def want_record(self, c: ci.Cursor) -> str:
+        defn = c.get_definition() or c
+        name = self.record_name(defn)
+        if name in self.records or name in self.wanted:
+            return name
+        self.wanted.add(name)
+        self.records[name] = self.make_record(defn, name)
+        return name
+
+    def make_record(self, c: ci.Cursor, name: str) -> ir.Record:
+        kind = "union" if c.kind == CK.UNION_DECL else "struct"
+        c_name = f"{kind} {c.spelling}" if not _unnamed(c.spelling) else ""
+        if not c.is_definition():
+            return ir.Record(name, kind, None, None, (), loc=self.loc(c), c_name=c_name)
+        t = c.type
+        size, align = t.get_size(), t.get_align()
+        fields: list[ir.Field] = []
+        packed = any(ch.kind == CK.PACKED_ATTR for ch in c.get_children())
+        for i, f in enumerate(t.get_fields()):
+            offset = f.get_field_offsetof()
+            anon = _unnamed(f.spelling)
+            fname = f"_anon{i}" if anon else _py_ident(f.spelling)
+            try:
+                ftype = self.conv(f.type)
+            except UnsupportedConstruct as e:
+                raise UnsupportedConstruct(f"{self.loc(f)}: field {name}.{f.spelling}: {e}")
+            width = f.get_bitfield_width() if f.is_bitfield() else None
+            fields.append(ir.Field(fname, ftype, offset, width, anon))
+        return ir.Record(name, kind, size, align, tuple(fields), packed, self.loc(c), c_name)
+
+    def want_enum(self, c: ci.Cursor) -> str:
+        name = _py_ident(c.spelling) if not _unnamed(c.spelling) else \
+            f"anon_enum_{c.location.line}"
+        if name not in self.enums:
+            ut = c.enum_type.get_canonical()
+            pname, signed, _ = _PRIMS.get(ut.kind, ("c_int32", True, False))
+            prim = ir.Prim(_INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(),
+                           signed)
+            vals = tuple((ch.spelling, ch.enum_value) for ch in c.get_children()
+                         if ch.kind == CK.ENUM_CONSTANT_DECL)
+            self.enums[name] = ir.Enum(name, prim, vals, self.loc(c),
+                                       f"enum {c.spelling}" if not _unnamed(c.spelling) else "")
+        return name
+
+    def want_typedef(self, name: str, c: ci.Cursor) -> None:
+        if name in self.typedefs or name in self.wanted:
+            return
+        self.wanted.add(name)
+        ut = c.underlying_typedef_type
+        try:
+            target = self.conv(ut)
+        except UnsupportedConstruct as e:
+            self.skipped.append(ir.Skipped(name, "typedef", str(e), self.loc(c)))
+            self.wanted.discard(name)
+            return
+        self.typedefs[name] = ir.Typedef(name, target, self.loc(c))
+
+    # -- the walk
+    def build(self, headers: list[HeaderRecord]) -> ParseResult:
+        macros: list[MacroDef] = []
+        emit_macro: set[str] = set()
+        libs = self.t.libraries
+        lib_name = libs[0].name if libs else None
+        for c in self.tu.cursor.get_children():
+            k = c.kind
+            if k == CK.MACRO_DEFINITION:
+                if c.location.file is None:
+                    continue  # compiler builtins
+                md = _macro(c, self.loc(c))
+                macros.append(md)
+                if self.kept_file(c) and self.kept_name(md.name):
+                    emit_macro.add(md.name)
+                continue
+            if not self.kept_file(c):
+                continue
+            name = c.spelling
+            try:
+                if k in (CK.STRUCT_DECL, CK.UNION_DECL):
+                    if _unnamed(name) or not self.kept_name(name):
+                        continue  # unnamed ones are reached through their typedef or parent
+                    self.want_record(c)
+                elif k == CK.ENUM_DECL:
+                    if _unnamed(name) and c.is_definition():
+                        en = self.want_enum(c)
+                        if not self.kept_name(en):
+                            del self.enums[en]
+                    elif self.kept_name(name):
+                        self.want_enum(c)
+                elif k == CK.TYPEDEF_DECL:
+                    if self.kept_name(name):
+                        self.want_typedef(name, c)
+                elif k == CK.FUNCTION_DECL:
+                    if not self.kept_name(name):
+                        continue
+                    if lib_name is None:
+                        self.skipped.append(ir.Skipped(name, "function",
+                                                       "no library declared for this target",
+                                                       self.loc(c)))
+                        continue
+                    ft = self.conv(c.type)
+                    assert isinstance(ft, ir.FuncType)
+                    params = tuple(_py_ident(a.spelling) or f"arg{i}"
+                                   for i, a in enumerate(c.get_arguments()))
+                    self.functions[name] = ir.Function(name, ft, params, lib_name, self.loc(c))
+                elif k == CK.VAR_DECL:
+                    if not self.kept_name(name):
+                        continue
+                    if lib_name is None:
+                        self.skipped.append(ir.Skipped(name, "variable",
+                                                       "no library declared for this target",
+                                                       self.loc(c)))
+                        continue
+                    self.vars[name] = ir.Var(name, self.conv(c.type), lib_name, self.loc(c))
+                elif k == CK.NAMESPACE:
+                    self.walk_namespace(c)
+            except UnsupportedConstruct as e:
+                self.skipped.append(ir.Skipped(name, k.name.lower(), str(e), self.loc(c)))
+
+        # Tag and typedef namespaces are one in Python: a typedef naming its own record is dropped,
+        # a record clashing with a different typedef is renamed struct_<name>.
+        for name in list(self.typedefs):
+            td = self.typedefs[name]
+            if isinstance(td.type, ir.Named) and td.type.name == name:
+                del self.typedefs[name]
+        module = ir.Module(self.t.name)
+        module.records = [self.records[n] for n in sorted(self.records)]
+        module.enums = [self.enums[n] for n in sorted(self.enums)]
+        module.typedefs = [self.typedefs[n] for n in sorted(self.typedefs)]
+        module.functions = [self.functions[n] for n in sorted(self.functions)]
+        module.variables = [self.vars[n] for n in sorted(self.vars)]
+        module.skipped = list(self.skipped)
+        module.libraries = [(lib.name, lib.candidates) for lib in libs]
+
+        types, enum_consts, record_names = self.macro_context()
+        return ParseResult(module, macros, types, enum_consts, record_names, headers, emit_macro)
+
+    def walk_namespace(self, ns: ci.Cursor) -> None:
+        for c in ns.get_children():
+            try:
+                if c.kind in (CK.STRUCT_DECL, CK.UNION_DECL, CK.CLASS_DECL) and c.is_definition():
+                    if not _unnamed(c.spelling) and self.kept_name(c.spelling):
+                        self.want_record(c)
+                elif c.kind == CK.ENUM_DECL and self.kept_name(c.spelling):
+                    self.want_enum(c)
+                elif c.kind in (CK.TYPEDEF_DECL, CK.TYPE_ALIAS_DECL) and self.kept_name(c.spelling):
+                    self.want_typedef(c.spelling, c)
+                elif c.kind == CK.NAMESPACE:
+                    self.walk_namespace(c)
+            except UnsupportedConstruct as e:
+                self.skipped.append(ir.Skipped(c.spelling, c.kind.name.lower(), str(e), self.loc(c)))
+
+    def macro_context(self) -> tuple[dict[str, CType], dict[str, tuple[int, CType]], dict[str, str]]:
+        """Every type spelling a macro may name (sizeof, casts), from the whole translation unit."""
+        types: dict[str, CType] = {}
+        for spelling, (size, signed) in {
+            "char": (1, True), "signed char": (1, True), "unsigned char": (1, False),
+            "short": (2, True), "short int": (2, True), "signed short": (2, True),
+            "unsigned short": (2, False), "unsigned short int": (2, False),
+            "int": (4, True), "signed": (4, True), "signed int": (4, True),
+            "unsigned": (4, False), "unsigned int": (4, False),
+            "long": (8, True), "long int": (8, True), "signed long": (8, True),
+            "unsigned long": (8, False), "unsigned long int": (8, False),
+            "long long": (8, True), "long long int": (8, True), "signed long long": (8, True),
+            "unsigned long long": (8, False), "unsigned long long int": (8, False),
+            "_Bool": (1, False), "bool": (1, False),
+        }.items():
+            types[spelling] = CType(size, signed)
+        types["float"] = CType(4, True, is_float=True)
+        types["double"] = CType(8, True, is_float=True)
+        types["void *"] = CType(8, False, is_pointer=True)
+        enum_consts: dict[str, tuple[int, CType]] = {}
+        record_names: dict[str, str] = {}
+
+        def visit(cursor: ci.Cursor) -> None:
+            for c in cursor.get_children():
+                k = c.kind
+                if k == CK.TYPEDEF_DECL:
+                    ct = c.underlying_typedef_type.get_canonical()
+                    size = ct.get_size()
+                    if size > 0:
+                        types[c.spelling] = _ctype(ct)
+                        decl = ct.get_declaration()
+                        if ct.kind == TK.RECORD:
+                            rn = self.record_by_usr.get((decl.get_definition() or decl).get_usr())
+                            if rn:
+                                record_names[c.spelling] = rn
+                elif k in (CK.STRUCT_DECL, CK.UNION_DECL) and c.is_definition() \
+                        and not _unnamed(c.spelling):
+                    word = "union" if k == CK.UNION_DECL else "struct"
+                    size = c.type.get_size()
+                    if size >= 0:
+                        types[f"{word} {c.spelling}"] = CType(size, False)
+                    rn = self.record_by_usr.get(c.get_usr())
+                    if rn:
+                        record_names[f"{word} {c.spelling}"] = rn
+                elif k == CK.ENUM_DECL:
+                    ct = c.enum_type.get_canonical()
+                    ctyp = _ctype(ct)
+                    if not _unnamed(c.spelling):
+                        types[f"enum {c.spelling}"] = ctyp
+                    for e in c.get_children():
+                        if e.kind == CK.ENUM_CONSTANT_DECL:
+                            enum_consts[e.spelling] = (e.enum_value, ctyp)
+                elif k == CK.NAMESPACE:
+                    visit(c)
+
+        visit(self.tu.cursor)
+        return types, enum_consts, record_names
+
+
+def _ctype(t: ci.Type) -> CType:
+    k = t.kind
+    if k in _PRIMS:
+        _, signed, is_float = _PRIMS[k]
+        return CType(t.get_size(), signed, is_float=is_float)
+    if k == TK.POINTER:
+        return CType(8, False, is_pointer=True)
+    if k == TK.ENUM:
+        return _ctype(t.get_declaration().enum_type.get_canonical())
+    return CType(max(t.get_size(), 0), False)
+
+
+def _macro(c: ci.Cursor, loc: ir.Location | None) -> MacroDef:
+    toks = list(c.get_tokens())
+    name_tok = toks[0]
+    params: tuple[str, ...] | None = None
+    body_start = 1
+    if len(toks) > 1 and toks[1].spelling == "(":
+        # Function-like only when "(" touches the name (C11 6.10.3p3 needs no whitespace).
+        ne, ps = name_tok.extent.end, toks[1].extent.start
+        if ne.line == ps.line and ne.column == ps.column:
+            plist: list[str] = []
+            i = 2
+            while i < len(toks) and toks[i].spelling != ")":
+                if toks[i].spelling != ",":
+                    plist.append(toks[i].spelling)
+                i += 1
+            params = tuple(plist)
+            body_start = i + 1
+    return MacroDef(name_tok.spelling, params, tuple(t.spelling for t in toks[body_start:]), loc)

@@ -1,0 +1,501 @@
+"""Spec files (YAML) → frozen dataclasses.
+
+Every error names ``file:line``, the key and what was expected; unknown keys are errors. A spec may
+declare a ``matrix`` of parameter sets: each set renders the sources and targets once, with ``${name}``
+replaced in every string (so ``nv_${ver}`` gives ``nv_570`` and ``nv_580`` from one file).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .errors import SpecError
+
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+SOURCE_KINDS = ("system", "debian", "pypi", "archive", "git")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    kind: str
+    path: str = ""  # system
+    package: str = ""  # system (who provides it), debian, pypi
+    version: str = ""  # debian, pypi
+    arch: str = "amd64"  # debian
+    url: str = ""  # archive, git
+    ref: str = ""  # git
+    sha256: str = ""  # archive (required), debian (optional: the .deb)
+    tarball: str = ""  # debian/archive: an inner tarball to unpack selectively
+    members: tuple[str, ...] = ()  # globs inside `tarball` (relative to its top folder)
+    strip: int = 0  # leading path components to drop when unpacking `tarball`
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class SourcePath:
+    source: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.path}"
+
+
+@dataclass(frozen=True)
+class MacroRules:
+    enabled: bool = True
+    bit_ranges: bool = False
+    range_wrappers: tuple[str, ...] = ()
+    predefined: tuple[tuple[str, str], ...] = ()
+    skip: tuple[tuple[str, str], ...] = ()  # (regex, reason)
+    records: tuple["MacroRecordRule", ...] = ()
+
+
+@dataclass(frozen=True)
+class MacroRecordRule:
+    """Builds packet records from field macros (``PKT_DW_field_offset/_mask/_shift``).
+
+    ``anchor`` finds the record names (group ``rec``); ``fields`` is matched against what follows
+    ``<rec>_`` in every macro name and has groups ``dword``, ``field`` and ``kind``
+    (offset = dword index, mask = unshifted mask, shift = bit position)."""
+
+    anchor: str
+    fields: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Patch:
+    op: str  # rename | alias | type | drop | extra | replace
+    why: str
+    args: tuple[tuple[str, Any], ...]
+    line: int = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.args).get(key, default)
+
+
+@dataclass(frozen=True)
+class LibrarySpec:
+    name: str
+    candidates: tuple[str, ...]
+    env: str
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    group: str
+    spec_file: str  # relative to the specs folder
+    output: str  # relative to generated/
+    headers: tuple[SourcePath, ...]
+    include_dirs: tuple[SourcePath, ...]
+    clang_args: tuple[str, ...]
+    language: str  # c | c++
+    keep_files: tuple[str, ...]  # globs over "source:path"; default: the target's headers
+    keep_names: tuple[str, ...]  # regexes; empty = everything in the kept files
+    exclude_names: tuple[str, ...]
+    macros: MacroRules
+    libraries: tuple[LibrarySpec, ...]
+    patches: tuple[Patch, ...]
+    lazy: bool
+    sources: tuple[Source, ...]  # every source the target reads (its own closure)
+    line: int = 0
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    path: str
+    group: str
+    targets: tuple[Target, ...]
+
+
+# ---------------------------------------------------------------- YAML with line numbers
+
+
+class _Node:
+    """A YAML value with the line it came from."""
+
+    def __init__(self, value: Any, line: int) -> None:
+        self.value, self.line = value, line
+
+
+def _compose(node: yaml.Node) -> _Node:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, _Node] = {}
+        keys: dict[str, int] = {}
+        for k, v in node.value:
+            key = k.value
+            if key in keys:
+                raise _DupKey(key, k.start_mark.line + 1)
+            keys[key] = k.start_mark.line + 1
+            out[key] = _compose(v)
+            out[key].key_line = k.start_mark.line + 1  # type: ignore[attr-defined]
+        return _Node(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return _Node([_compose(v) for v in node.value], line)
+    return _Node(yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str"
+                 else node.value, line)
+
+
+class _DupKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        self.key, self.line = key, line
+
+
+class _Reader:
+    """Typed access to a mapping node; records which keys were read so leftovers are errors."""
+
+    def __init__(self, file: str, node: _Node, where: str, subst: Callable[[str], str]) -> None:
+        self.file, self.where, self.subst = file, where, subst
+        if not isinstance(node.value, dict):
+            raise SpecError(file, node.line, where, f"expected a mapping, got {_kind(node.value)}")
+        self.node = node
+        self.used: set[str] = set()
+
+    def err(self, key: str, msg: str, line: int | None = None) -> SpecError:
+        n = self.node.value.get(key)
+        return SpecError(self.file, line or (n.line if n else self.node.line),
+                         f"{self.where}.{key}" if self.where else key, msg)
+
+    def raw(self, key: str) -> _Node | None:
+        self.used.add(key)
+        return self.node.value.get(key)
+
+    def str(self, key: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str:
+        n = self.raw(key)
+        if n is None:
+            if default is None:
+                raise self.err(key, "required key is missing", self.node.line)
+            return default
+        if not isinstance(n.value, (str, int, float)) or isinstance(n.value, bool):
+            raise self.err(key, f"expected a string, got {_kind(n.value)}")
+        v = self.subst(str(n.value))
+        if choices and v not in choices:
+            raise self.err(key, f"expected one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    def bool(self, key: str, default: bool) -> bool:
+        n = self.raw(key)
+        if n is None:
+            return default
+        if not isinstance(n.value, bool):
+            raise self.err(key, f"expected true or false, got {_kind(n.value)}")
+        return n.value
+
+    def int(self, key: str, default: int) -> int:
+        n = self.raw(key)
+        if n is None:
+            return default
+        if not isinstance(n.value, int) or isinstance(n.value, bool):
+            raise self.err(key, f"expected an integer, got {_kind(n.value)}")
+        return n.value
+
+    def str_list(self, key: str) -> tuple[str, ...]:
+        n = self.raw(key)
+        if n is None:
+            return ()
+        if not isinstance(n.value, list):
+            raise self.err(key, f"expected a list of strings, got {_kind(n.value)}")
+        out = []
+        for item in n.value:
+            if not isinstance(item.value, (str, int, float)) or isinstance(item.value, bool):
+                raise self.err(key, f"expected a list of strings, found {_kind(item.value)}",
+                               item.line)
+            out.append(self.subst(str(item.value)))
+        return tuple(out)
+
+    def list(self, key: str) -> list[_Node]:
+        n = self.raw(key)
+        if n is None:
+            return []
+        if not isinstance(n.value, list):
+            raise self.err(key, f"expected a list, got {_kind(n.value)}")
+        return n.value
+
+    def mapping(self, key: str) -> dict[str, _Node]:
+        n = self.raw(key)
+        if n is None:
+            return {}
+        if not isinstance(n.value, dict):
+            raise self.err(key, f"expected a mapping, got {_kind(n.value)}")
+        return n.value
+
+    def sub(self, key: str, where: str | None = None) -> "_Reader | None":
+        n = self.raw(key)
+        if n is None:
+            return None
+        return _Reader(self.file, n, where or (f"{self.where}.{key}" if self.where else key),
+                       self.subst)
+
+    def done(self, allowed: tuple[str, ...]) -> None:
+        for key, n in self.node.value.items():
+            if key not in allowed:
+                raise SpecError(self.file, getattr(n, "key_line", n.line),
+                                f"{self.where}.{key}" if self.where else key,
+                                f"unknown key (expected one of: {', '.join(allowed)})")
+
+
+def _kind(v: Any) -> str:
+    return {dict: "a mapping", list: "a list", bool: "a boolean", type(None): "nothing"}.get(
+        type(v), f"{type(v).__name__} {v!r}")
+
+
+# ---------------------------------------------------------------- loading
+
+
+_SOURCE_KEYS = {
+    "system": ("kind", "path", "package"),
+    "debian": ("kind", "package", "version", "arch", "sha256", "tarball", "members", "strip"),
+    "pypi": ("kind", "package", "version"),
+    "archive": ("kind", "url", "sha256", "tarball", "members", "strip"),
+    "git": ("kind", "url", "ref"),
+}
+_REQUIRED = {
+    "system": ("path", "package"), "debian": ("package", "version"), "pypi": ("package", "version"),
+    "archive": ("url", "sha256"), "git": ("url", "ref"),
+}
+_TARGET_KEYS = ("description", "output", "headers", "include_dirs", "clang_args", "language", "keep",
+                "macros", "libraries", "patches", "lazy")
+_PATCH_OPS = {
+    "rename": ("from", "to"), "alias": ("name", "to"), "type": ("record", "field", "to"),
+    "drop": ("pattern",), "extra": ("code",), "replace": ("pattern", "with"),
+}
+
+
+def _source(r: _Reader, name: str, line: int) -> Source:
+    kind = r.str("kind", choices=SOURCE_KINDS)
+    r.done(_SOURCE_KEYS[kind])
+    for key in _REQUIRED[kind]:
+        if key not in r.node.value:
+            raise r.err(key, f"required for a {kind} source", r.node.line)
+    return Source(name=name, kind=kind, path=r.str("path", ""), package=r.str("package", ""),
+                  version=r.str("version", ""), arch=r.str("arch", "amd64"), url=r.str("url", ""),
+                  ref=r.str("ref", ""), sha256=r.str("sha256", ""), tarball=r.str("tarball", ""),
+                  members=r.str_list("members"), strip=r.int("strip", 0), line=line)
+
+
+def _source_path(r: _Reader, key: str, sources: dict[str, Source]) -> tuple[SourcePath, ...]:
+    out = []
+    n = r.raw(key)
+    for value, item in zip(r.str_list(key), n.value if n else []):
+        src, sep, path = value.partition(":")
+        if not sep or not path:
+            raise r.err(key, f"expected SOURCE:PATH, got {value!r}", item.line)
+        if src not in sources:
+            raise r.err(key, f"unknown source {src!r} (declared: {', '.join(sorted(sources))})",
+                        item.line)
+        out.append(SourcePath(src, path.lstrip("/")))
+    return tuple(out)
+
+
+def _patches(r: _Reader) -> tuple[Patch, ...]:
+    out = []
+    for i, node in enumerate(r.list("patches")):
+        pr = _Reader(r.file, node, f"{r.where}.patches[{i}]", r.subst)
+        ops = [k for k in node.value if k in _PATCH_OPS]
+        if len(ops) != 1:
+            raise SpecError(r.file, node.line, pr.where,
+                            f"expected exactly one of {', '.join(_PATCH_OPS)}")
+        op = ops[0]
+        why = pr.str("why")
+        body = pr.raw(op)
+        assert body is not None
+        if op in ("drop", "extra"):
+            if not isinstance(body.value, str):
+                raise pr.err(op, "expected a string")
+            args: tuple[tuple[str, Any], ...] = ((_PATCH_OPS[op][0], r.subst(body.value)),)
+        else:
+            br = _Reader(r.file, body, f"{pr.where}.{op}", r.subst)
+            vals = [(k, br.str(k)) for k in _PATCH_OPS[op]]
+            extra = ()
+            if op == "replace":
+                extra = (("count", br.int("count", 0)),)
+                br.done(_PATCH_OPS[op] + ("count",))
+            else:
+                br.done(_PATCH_OPS[op])
+            args = tuple(vals) + extra
+        pr.done((op, "why"))
+        if op in ("drop", "replace"):
+            try:
+                re.compile(dict(args)["pattern"])
+            except re.error as e:
+                raise pr.err(op, f"bad regular expression: {e}")
+        out.append(Patch(op, why, args, node.line))
+    return tuple(out)
+
+
+def _macros(r: _Reader | None) -> MacroRules:
+    if r is None:
+        return MacroRules()
+    skip = []
+    for i, node in enumerate(r.list("skip")):
+        sr = _Reader(r.file, node, f"{r.where}.skip[{i}]", r.subst)
+        pat, why = sr.str("pattern"), sr.str("why")
+        sr.done(("pattern", "why"))
+        try:
+            re.compile(pat)
+        except re.error as e:
+            raise sr.err("pattern", f"bad regular expression: {e}")
+        skip.append((pat, why))
+    records = []
+    for i, node in enumerate(r.list("records")):
+        rr = _Reader(r.file, node, f"{r.where}.records[{i}]", r.subst)
+        anchor, fields, why = rr.str("anchor"), rr.str("fields"), rr.str("why")
+        rr.done(("anchor", "fields", "why"))
+        for key, pat, need in (("anchor", anchor, {"rec"}),
+                               ("fields", fields, {"dword", "field", "kind"})):
+            try:
+                groups = set(re.compile(pat).groupindex)
+            except re.error as e:
+                raise rr.err(key, f"bad regular expression: {e}")
+            if not need <= groups:
+                raise rr.err(key, f"needs named groups {', '.join(sorted(need))}")
+        records.append(MacroRecordRule(anchor, fields, why))
+    pre = tuple(sorted((k, r.subst(str(v.value))) for k, v in r.mapping("predefined").items()))
+    rules = MacroRules(enabled=r.bool("enabled", True), bit_ranges=r.bool("bit_ranges", False),
+                       range_wrappers=r.str_list("range_wrappers"), predefined=pre,
+                       skip=tuple(skip), records=tuple(records))
+    r.done(("enabled", "bit_ranges", "range_wrappers", "predefined", "skip", "records"))
+    return rules
+
+
+def _libraries(r: _Reader) -> tuple[LibrarySpec, ...]:
+    out = []
+    for i, node in enumerate(r.list("libraries")):
+        lr = _Reader(r.file, node, f"{r.where}.libraries[{i}]", r.subst)
+        name = lr.str("name")
+        cands = lr.str_list("candidates")
+        if not cands:
+            raise lr.err("candidates", "expected at least one library file name or path")
+        env = lr.str("env", "BINDGEN_LIB_" + re.sub(r"\W", "_", name).upper())
+        lr.done(("name", "candidates", "env"))
+        out.append(LibrarySpec(name, cands, env))
+    return tuple(out)
+
+
+def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
+    """Parses and validates one spec file (all its matrix variants)."""
+    rel = str(path.relative_to(specs_root)) if specs_root else path.name
+    shown = f"bindgen/specs/{rel}" if specs_root else str(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(shown, None, "", f"cannot read spec: {e.strerror}")
+    try:
+        node = yaml.compose(text)
+        root = _compose(node) if node is not None else None
+    except _DupKey as e:
+        raise SpecError(shown, e.line, e.key, "duplicate key")
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise SpecError(shown, mark.line + 1 if mark else None, "", f"invalid YAML: {e}")
+    if root is None:
+        raise SpecError(shown, 1, "", "empty spec")
+
+    top = _Reader(shown, root, "", lambda s: s)
+    matrix_node = top.raw("matrix")
+    variants: list[dict[str, str]] = [{}]
+    if matrix_node is not None:
+        if not isinstance(matrix_node.value, list) or not matrix_node.value:
+            raise top.err("matrix", "expected a non-empty list of parameter mappings")
+        variants = []
+        for item in matrix_node.value:
+            if not isinstance(item.value, dict):
+                raise SpecError(shown, item.line, "matrix", "expected a mapping of parameters")
+            variants.append({k: str(v.value) for k, v in item.value.items()})
+
+    targets: list[Target] = []
+    group = ""
+    for params in variants:
+        def subst(s: str, params: dict[str, str] = params, line: int = root.line) -> str:
+            def one(m: re.Match[str]) -> str:
+                if m.group(1) not in params:
+                    raise SpecError(shown, None, "matrix",
+                                    f"${{{m.group(1)}}} used but not defined in the matrix")
+                return params[m.group(1)]
+            return re.sub(r"\$\{(\w+)\}", one, s)
+
+        r = _Reader(shown, root, "", subst)
+        group = r.str("group")
+        if not _NAME.match(group):
+            raise r.err("group", f"expected a simple name, got {group!r}")
+        r.str("description", "")
+        r.raw("matrix")
+        sources: dict[str, Source] = {}
+        for name, snode in r.mapping("sources").items():
+            name = subst(name)
+            sources[name] = _source(_Reader(shown, snode, f"sources.{name}", subst), name,
+                                    snode.line)
+        tnodes = r.mapping("targets")
+        if not tnodes:
+            raise r.err("targets", "a spec needs at least one target", root.line)
+        defaults = r.sub("defaults")
+        d_args = defaults.str_list("clang_args") if defaults else ()
+        d_inc = _source_path(defaults, "include_dirs", sources) if defaults else ()
+        if defaults:
+            defaults.done(("clang_args", "include_dirs"))
+        for tname, tnode in tnodes.items():
+            tname = subst(tname)
+            if not _NAME.match(tname):
+                raise SpecError(shown, tnode.line, f"targets.{tname}", "expected a simple name")
+            t = _Reader(shown, tnode, f"targets.{tname}", subst)
+            headers = _source_path(t, "headers", sources)
+            if not headers:
+                raise t.err("headers", "a target needs at least one header", tnode.line)
+            includes = d_inc + _source_path(t, "include_dirs", sources)
+            keep = t.sub("keep")
+            keep_files = keep.str_list("files") if keep else ()
+            keep_names = keep.str_list("names") if keep else ()
+            exclude = keep.str_list("exclude") if keep else ()
+            if keep:
+                for key in ("names", "exclude"):
+                    for pat in keep.str_list(key):
+                        try:
+                            re.compile(pat)
+                        except re.error as e:
+                            raise keep.err(key, f"bad regular expression {pat!r}: {e}")
+                keep.done(("files", "names", "exclude"))
+            used = {p.source for p in headers + includes}
+            target = Target(
+                name=tname, group=group, spec_file=rel,
+                output=t.str("output", f"{group}/{tname}.py"),
+                headers=headers, include_dirs=includes,
+                clang_args=d_args + t.str_list("clang_args"),
+                language=t.str("language", "c", choices=("c", "c++")),
+                keep_files=keep_files or tuple(str(h) for h in headers),
+                keep_names=keep_names, exclude_names=exclude,
+                macros=_macros(t.sub("macros")), libraries=_libraries(t),
+                patches=_patches(t), lazy=t.bool("lazy", False),
+                sources=tuple(sources[s] for s in sorted(used)), line=tnode.line,
+                description=t.str("description", ""),
+            )
+            if not target.output.endswith(".py") or target.output.startswith(("/", "..")):
+                raise t.err("output", "expected a relative path ending in .py")
+            t.done(_TARGET_KEYS)
+            targets.append(target)
+        r.done(("group", "description", "matrix", "sources", "defaults", "targets"))
+    names = [t.name for t in targets]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise SpecError(shown, None, "targets", f"target names repeat across the matrix: {sorted(dup)}")
+    return SpecFile(rel, group, tuple(targets))
+
+
+def load_all(specs_root: Path) -> list[Target]:
+    """Every target of every spec under ``specs_root``, sorted by name; names must be unique."""
+    targets: dict[str, Target] = {}
+    for path in sorted(specs_root.glob("*.yaml")):
+        for t in load_spec(path, specs_root).targets:
+            if t.name in targets:
+                raise SpecError(f"bindgen/specs/{t.spec_file}", t.line, f"targets.{t.name}",
+                                f"also defined in bindgen/specs/{targets[t.name].spec_file}")
+            targets[t.name] = t
+    return [targets[n] for n in sorted(targets)]
