@@ -1,0 +1,279 @@
+"""Renders decoded instructions in LLVM's gfx11 assembly syntax.
+
+Used for error messages (an unknown instruction is named as LLVM would print it) and by the tests,
+which compare the text with `llvm-objdump-16 -d --mcpu=gfx1100` instruction by instruction.
+"""
+from __future__ import annotations
+
+import struct
+
+from .decode import DPP8, DPP8FI, DPP16, LITERAL, NULL, VGPR0, Inst
+from .optypes import bits, signature
+
+_SPECIAL = {106: "vcc_lo", 107: "vcc_hi", 124: "null", 125: "m0", 126: "exec_lo", 127: "exec_hi",
+            235: "src_shared_base", 236: "src_shared_limit", 237: "src_private_base",
+            238: "src_private_limit", 239: "src_pops_exiting_wave_id", 251: "src_vccz",
+            252: "src_execz", 253: "src_scc", 254: "src_lds_direct"}
+_FLOAT_CONST = {240: "0.5", 241: "-0.5", 242: "1.0", 243: "-1.0", 244: "2.0", 245: "-2.0",
+                246: "4.0", 247: "-4.0", 248: "0.15915494"}
+_DELAY_ID = ["NO_DEP", "VALU_DEP_1", "VALU_DEP_2", "VALU_DEP_3", "VALU_DEP_4", "TRANS32_DEP_1",
+             "TRANS32_DEP_2", "TRANS32_DEP_3", "FMA_ACCUM_CYCLE_1", "SALU_CYCLE_1",
+             "SALU_CYCLE_2", "SALU_CYCLE_3"]
+_DELAY_SKIP = ["SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4"]
+_MSG = {3: "MSG_DEALLOC_VGPRS", 1: "MSG_INTERRUPT", 2: "MSG_HS_TESSFACTOR", 10: "MSG_RTN_GET_DOORBELL"}
+
+
+def _reg(prefix: str, n: int, width: int) -> str:
+    cnt = max(1, width // 32)
+    return f"{prefix}{n}" if cnt == 1 else f"{prefix}[{n}:{n + cnt - 1}]"
+
+
+def sreg(n: int, width: int = 32) -> str:
+    """An SGPR-range operand (0-127) in LLVM syntax."""
+    if width == 64 and n in (106, 126):
+        return "vcc" if n == 106 else "exec"
+    if n in _SPECIAL:
+        return _SPECIAL[n]
+    if 108 <= n <= 123:
+        return _reg("ttmp", n - 108, width)
+    return _reg("s", n, width)
+
+
+def src(code: int, width: int, literal: int | None, typ: str = "b32") -> str:
+    """A 9-bit (or 8-bit scalar) source operand."""
+    if code >= VGPR0:
+        return _reg("v", code - VGPR0, width)
+    if code < 128:
+        return sreg(code, width)
+    if code == 128:
+        return "0"
+    if 129 <= code <= 192:
+        return str(code - 128)
+    if 193 <= code <= 208:
+        return str(192 - code)
+    if code in _FLOAT_CONST:
+        if code == 248 and typ == "f64":
+            return "0.15915494309189532"
+        return _FLOAT_CONST[code]
+    if code == LITERAL:
+        return f"{literal if literal is not None else 0:#x}"
+    return _SPECIAL.get(code, f"<src {code}>")
+
+
+def _vmods(text: str, i: int, f: dict[str, int], typ: str) -> str:
+    if typ[0] != "f":
+        return text
+    if f.get("abs", 0) >> i & 1:
+        text = f"|{text}|"
+    if f.get("neg", 0) >> i & 1:
+        text = f"-{text}"
+    return text
+
+
+def _sopp(inst: Inst) -> str:
+    imm = inst.f["simm16"]
+    name = inst.name
+    if name == "s_waitcnt":
+        vm, exp, lgkm = imm >> 10 & 0x3F, imm & 7, imm >> 4 & 0x3F
+        parts = [f"vmcnt({vm})" if vm != 0x3F else "", f"expcnt({exp})" if exp != 7 else "",
+                 f"lgkmcnt({lgkm})" if lgkm != 0x3F else ""]
+        return f"{name} " + (" ".join(p for p in parts if p) or "0")
+    if name == "s_delay_alu":
+        id0, skip, id1 = imm & 0xF, imm >> 4 & 7, imm >> 7 & 0xF
+        parts = [f"instid0({_DELAY_ID[id0]})" if id0 else "",
+                 f"instskip({_DELAY_SKIP[skip]})" if skip else "",
+                 f"instid1({_DELAY_ID[id1]})" if id1 else ""]
+        return f"{name} " + " | ".join(p for p in parts if p)
+    if name == "s_sendmsg":
+        return f"{name} sendmsg({_MSG.get(imm, imm)})"
+    if name in ("s_endpgm", "s_barrier", "s_code_end", "s_icache_inv", "s_wakeup",
+                "s_endpgm_saved", "s_ttracedata", "s_wait_idle"):
+        return name
+    if name in ("s_nop", "s_sleep", "s_setprio", "s_trap", "s_setkill", "s_sethalt"):
+        return f"{name} {imm}"
+    if name.startswith("s_branch") or name.startswith("s_cbranch"):
+        return f"{name} {imm}"
+    return f"{name} {imm:#x}"
+
+
+def _salu(inst: Inst) -> str:
+    f, name, enc = inst.f, inst.name, inst.enc
+    if enc == "SOPP":
+        return _sopp(inst)
+    if enc == "SOPK":
+        if name == "s_waitcnt_vscnt" or name.startswith("s_waitcnt_"):
+            return f"{name} {sreg(f['sdst'])}, {f['simm16']:#x}"
+        if name in ("s_version", "s_setkill"):
+            return f"{name} {f['simm16']:#x}"
+        return f"{name} {sreg(f['sdst'])}, {f['simm16']:#x}"
+    sig = signature(name, enc)
+    lit = inst.literal
+    ops = []
+    if enc in ("SOP1", "SOP2") and sig.dst and name not in ("s_setpc_b64",):
+        ops.append(sreg(f["sdst"], bits(sig.dst)))
+    for i, typ in enumerate(sig.srcs):
+        ops.append(src(f[f"ssrc{i}"], bits(typ), lit, typ))
+    return f"{name} " + ", ".join(ops) if ops else name
+
+
+def _smem(inst: Inst) -> str:
+    f = inst.f
+    nbytes = {"b32": 4, "b64": 8, "b128": 16, "b256": 32, "b512": 64}.get(inst.name.split("_")[-1], 4)
+    base_w = 128 if "buffer" in inst.name else 64
+    text = f"{inst.name} {sreg(f['sdata'], nbytes * 8)}, {sreg(f['sbase'], base_w)}, "
+    if f["soffset"] != NULL and f["offset"]:
+        text += f"{sreg(f['soffset'])} offset:{f['offset']:#x}"
+    elif f["offset"] or f["soffset"] == NULL and f["offset"]:
+        text += f"{f['offset']:#x}"
+    else:
+        text += sreg(f["soffset"])
+    return text + (" glc" if f["glc"] else "") + (" dlc" if f["dlc"] else "")
+
+
+def _valu(inst: Inst) -> str:
+    f, name, enc = inst.f, inst.name, inst.enc
+    sig = signature(name, enc, inst.op)
+    lit = inst.literal
+    vop3 = enc in ("VOP3", "VOP3SD")
+    is_cmp = name.startswith("v_cmp")
+    promoted = vop3 and inst.op < 512  # a VOP1/VOP2/VOPC opcode in its VOP3 form
+    shown = name + ("_e64" if promoted else "_e32" if enc in ("VOP1", "VOP2", "VOPC") else "")
+    srcs = [src(f[f"src{i}"], bits(t), lit, t) for i, t in enumerate(sig.srcs)]
+    if vop3:
+        srcs = [_vmods(s, i, f, t) for i, (s, t) in enumerate(zip(srcs, sig.srcs))]
+    ops: list[str] = []
+    if is_cmp:
+        if not name.startswith("v_cmpx"):
+            ops.append(sreg(f["vdst"]) if vop3 else "vcc_lo")
+    elif name == "v_readfirstlane_b32" or name == "v_readlane_b32":
+        ops.append(sreg(f["vdst"]))
+    elif sig.nsrc or name != "v_nop":
+        ops.append(_reg("v", f["vdst"], bits(sig.dst)))
+    if enc == "VOP3SD":
+        ops.append(sreg(f["sdst"]))
+    if name in ("v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
+        if enc == "VOP2":
+            ops += [sreg(106)] + srcs + [sreg(106)]
+        else:
+            ops += srcs + [src(f["src2"], 32, lit)]
+    elif name == "v_cndmask_b32":
+        ops += srcs + ([sreg(106)] if enc == "VOP2" else [src(f["src2"], 32, lit)])
+    elif name in ("v_fmamk_f32", "v_fmamk_f16"):
+        ops += [srcs[0], f"{lit:#x}", srcs[1]]
+    elif name in ("v_fmaak_f32", "v_fmaak_f16"):
+        ops += srcs + [f"{lit:#x}"]
+    else:
+        ops += srcs
+    text = f"{shown} " + ", ".join(ops) if ops else shown
+    if vop3:
+        if f.get("clamp"):
+            text += " clamp"
+        if f.get("omod"):
+            text += {1: " mul:2", 2: " mul:4", 3: " div:2"}[f["omod"]]
+    return text
+
+
+def _vopd_half(name: str, vdst: int, s0: int, vs1: int, lit: int | None) -> str:
+    sig = signature(name, "VOPD")
+    a = src(s0, 32, lit, "f32")
+    b = src(vs1, 32, lit)
+    if name == "v_dual_mov_b32":
+        return f"{name} v{vdst}, {a}"
+    if name == "v_dual_fmamk_f32":
+        return f"{name} v{vdst}, {a}, {lit:#x}, {b}"
+    if name == "v_dual_fmaak_f32":
+        return f"{name} v{vdst}, {a}, {b}, {lit:#x}"
+    if name == "v_dual_cndmask_b32":
+        return f"{name} v{vdst}, {a}, {b}, vcc_lo"
+    del sig
+    return f"{name} v{vdst}, {a}, {b}"
+
+
+def _mem(inst: Inst) -> str:
+    f, name = inst.f, inst.name
+    if inst.enc == "DS":
+        parts = []
+        is_load = "load" in name or "_rtn" in name or name in ("ds_swizzle_b32", "ds_bpermute_b32",
+                                                               "ds_permute_b32", "ds_consume",
+                                                               "ds_append")
+        width = 32
+        for key, w in (("b64", 64), ("b96", 96), ("b128", 128)):
+            if key in name:
+                width = w
+        dwidth = width * (2 if "2addr" in name and "load" in name else 1)
+        if is_load:
+            parts.append(_reg("v", f["vdst"], dwidth))
+        if name not in ("ds_consume", "ds_append", "ds_nop"):
+            parts.append(f"v{f['addr']}")
+        if not name.startswith("ds_load") and name not in ("ds_swizzle_b32", "ds_consume",
+                                                           "ds_append", "ds_nop"):
+            parts.append(_reg("v", f["data0"], width))
+            if "2addr" in name or "cmpstore" in name or "mskor" in name:
+                parts.append(_reg("v", f["data1"], width))
+        text = f"{name} " + ", ".join(parts)
+        if "2addr" in name:
+            if f["offset0"]:
+                text += f" offset0:{f['offset0']}"
+            if f["offset1"]:
+                text += f" offset1:{f['offset1']}"
+        else:
+            off = f["offset0"] | f["offset1"] << 8
+            if off:
+                text += f" offset:{off}"
+        return text + (" gds" if f["gds"] else "")
+    # FLAT / GLOBAL / SCRATCH
+    width = 32
+    for key, w in (("b64", 64), ("b96", 96), ("b128", 128), ("u64", 64), ("i64", 64)):
+        if name.endswith(key):
+            width = w
+    atomic = "atomic" in name
+    is_load = "load" in name or (atomic and f["glc"])
+    parts = []
+    if is_load:
+        dw = width // 2 if "cmpswap" in name else width
+        parts.append(_reg("v", f["vdst"], dw))
+    saddr = f["saddr"]
+    off_saddr = saddr in (NULL, 0x7F)
+    parts.append(_reg("v", f["addr"], 64 if (off_saddr and not name.startswith("scratch")) else 32)
+                 if not (name.startswith("scratch") and not f["sve"]) else "off")
+    if not (name.startswith("global_load") or name.startswith("flat_load")
+            or name.startswith("scratch_load")):
+        parts.append(_reg("v", f["data"], width))
+    if not name.startswith("flat"):
+        parts.append("off" if off_saddr else sreg(saddr, 64 if name.startswith("global") else 32))
+    text = f"{name} " + ", ".join(parts)
+    if f["offset"]:
+        text += f" offset:{f['offset']}"
+    return text + (" glc" if f["glc"] else "") + (" slc" if f["slc"] else "") + \
+        (" dlc" if f["dlc"] else "")
+
+
+def render(inst: Inst) -> str:
+    """LLVM-style text of one instruction (as close to llvm-objdump-16 as the tests need)."""
+    enc = inst.enc
+    try:
+        if enc.startswith("SOP"):
+            return _salu(inst)
+        if enc == "SMEM":
+            return _smem(inst)
+        if enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD"):
+            if inst.f.get("src0") in (DPP16, DPP8, DPP8FI):
+                return f"{inst.name} <dpp>"
+            return _valu(inst)
+        if enc == "VOPD":
+            f = inst.f
+            x = _vopd_half(inst.name, f["vdstx"], f["srcx0"], f["vsrcx1"], inst.literal)
+            y = _vopd_half(inst.name_y, f["vdsty"], f["srcy0"], f["vsrcy1"], inst.literal)
+            return f"{x} :: {y}"
+        if enc in ("DS", "FLAT"):
+            return _mem(inst)
+        if inst.name == "buffer_gl0_inv" or inst.name == "buffer_gl1_inv":
+            return inst.name
+    except (KeyError, TypeError, IndexError, ValueError):
+        pass
+    words = " ".join(f"{w:08X}" for w in inst.words)
+    return f"{inst.name} [{enc} {words}]"
+
+
+def f32_of(bits32: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits32 & 0xFFFFFFFF))[0]
