@@ -176,9 +176,11 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
             max_al = max(max_al, al)
         if not ok or max_al > align:
             continue
-        if align > max_al and pack is None and align in _ALIGNERS:
-            out.insert(0, ("_align_", _ALIGNERS[align] * 0))
-            max_al = align
+        if align > max_al and pack is None:
+            # Above 16 B CPython < 3.13 has no way to say it: size and offsets still match.
+            eff = min(align, 16)
+            out.insert(0, ("_align_", _ALIGNERS[eff] * 0))
+            max_al = eff
         if -(-cur // max_al) * max_al != size:
             if cur > size:
                 continue
@@ -369,3 +371,56 @@ class Library:
     def variable(self, name: str, ctype: Any) -> Any:
         """The library's global ``name`` as a ctypes object (resolved now: call this lazily)."""
         return ctype.in_dll(self.dll(), name)
+
+
+# ---------------------------------------------------------------- lazily materialised modules
+
+
+class LazyDefs:
+    """Definitions of a large generated module, each kept as one line of source until first use.
+
+    Importing a module with tens of thousands of definitions then costs one string constant; each
+    name is compiled when it is first looked up (module ``__getattr__``), and names it refers to are
+    materialised on demand through the ``locals`` mapping, so definition order does not matter.
+    """
+
+    def __init__(self, module_globals: dict, table: str) -> None:
+        self.g = module_globals
+        self.table = table
+        self._index: dict[str, str] | None = None
+
+    def index(self) -> dict[str, str]:
+        if self._index is None:
+            idx: dict[str, str] = {}
+            for line in self.table.split("\n"):
+                if line:
+                    name, _, src = line.partition("\t")
+                    idx[name] = src
+            self._index = idx
+        return self._index
+
+    def __getitem__(self, name: str) -> Any:  # the ``locals`` mapping seen by exec
+        g = self.g
+        if name in g:
+            return g[name]
+        if name in self.index():
+            return self.get(name)
+        raise KeyError(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.g[name] = value
+
+    def get(self, name: str) -> Any:
+        src = self.index().get(name)
+        if src is None:
+            raise AttributeError(f"module {self.g.get('__name__')!r} has no attribute {name!r}")
+        exec(src.replace("\x1f", "\n"), self.g, self)  # type: ignore[arg-type]
+        return self.g[name]
+
+    def names(self) -> list[str]:
+        return list(self.index())
+
+    def materialize_all(self) -> None:
+        for name in self.index():
+            if name not in self.g:
+                self.get(name)

@@ -99,7 +99,7 @@ def generate(t: Target, sources: Sources) -> Generated:
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
     info = RenderInfo(t.spec_file, t.description or f"bindings for {t.name}", fp, ih, hh,
                       {lib.name: lib.env for lib in t.libraries})
-    text = apply_text_patches(t, render_module(m, info))
+    text = apply_text_patches(t, render_module(m, info, lazy=t.lazy))
     try:
         compile(text, t.output, "exec")
     except SyntaxError as e:

@@ -6,6 +6,7 @@ source and is recorded with its sha256. Error diagnostics are fatal and shown wi
 """
 from __future__ import annotations
 
+import ctypes
 import fnmatch
 import hashlib
 import keyword
@@ -96,11 +97,15 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     args += list(target.clang_args)
     main = "".join(f'#include "{p}"\n' for p in header_files)
     index = ci.Index.create()
-    tu = index.parse("bindgen_main.h" if target.language == "c" else "bindgen_main.hpp",
-                     args=args, unsaved_files=[("bindgen_main.h" if target.language == "c"
-                                                else "bindgen_main.hpp", main)],
-                     options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
-                     | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)
+    main_name = "bindgen_main.h" if target.language == "c" else "bindgen_main.hpp"
+
+    def parse(flags: int) -> ci.TranslationUnit:
+        return index.parse(main_name, args=args, unsaved_files=[(main_name, main)],
+                           options=flags | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)
+
+    # Declarations come from a parse without the preprocessing record: with it, every macro is a
+    # top-level cursor and walking 47,000 of them costs more than parsing twice.
+    tu = parse(0)
     errors = []
     for d in tu.diagnostics:
         if d.severity >= ci.Diagnostic.Error:
@@ -113,10 +118,24 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
                          + "\n  ".join(errors[:50]))
 
     headers: dict[str, HeaderRecord] = {}
+    files_in_order: list[tuple[str, str]] = []  # (shown, absolute) in inclusion order
     for p in header_files:
         shown = paths.show(str(p)) or p.name
         headers[shown] = HeaderRecord(shown, _sha(p))
-    for inc in tu.get_includes():
+    includes = list(tu.get_includes())
+    main_seen = False
+    for inc in includes:
+        if inc.depth == 1 and not main_seen:
+            main_seen = True
+        src = inc.include.name
+        shown = paths.show(src)
+        if shown and all(shown != f[0] for f in files_in_order):
+            files_in_order.append((shown, src))
+    for p in header_files:
+        shown = paths.show(str(p)) or p.name
+        if all(shown != f[0] for f in files_in_order):
+            files_in_order.append((shown, str(p)))
+    for inc in includes:
         f = inc.include.name
         shown = paths.show(f)
         if shown is None:
@@ -124,7 +143,11 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
                               f"every declared source (add its folder as a source)")
         if shown not in headers:
             headers[shown] = HeaderRecord(shown, _sha(Path(f)))
-    return _Builder(target, tu, paths).build(sorted(headers.values(), key=lambda h: h.shown))
+    skipped = _skipped_lines(parse(ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)) \
+        if target.macros.enabled else {}
+    macros = _scan_macros(files_in_order, skipped) if target.macros.enabled else []
+    return _Builder(target, tu, paths).build(sorted(headers.values(), key=lambda h: h.shown),
+                                             macros)
 
 
 def _sha(p: Path) -> str:
@@ -309,21 +332,17 @@ class _Builder:
         self.typedefs[name] = ir.Typedef(name, target, self.loc(c))
 
     # -- the walk
-    def build(self, headers: list[HeaderRecord]) -> ParseResult:
-        macros: list[MacroDef] = []
-        emit_macro: set[str] = set()
+    def build(self, headers: list[HeaderRecord], macros: list[MacroDef]) -> ParseResult:
+        kept_files = {f: any(fnmatch.fnmatch(f, g) for g in self.keep_globs)
+                      for f in {md.loc.file for md in macros if md.loc}}
+        filtered = bool(self.keep_names or self.exclude)
+        emit_macro: set[str] = {
+            md.name for md in macros
+            if md.loc and kept_files[md.loc.file] and (not filtered or self.kept_name(md.name))}
         libs = self.t.libraries
         lib_name = libs[0].name if libs else None
         for c in self.tu.cursor.get_children():
             k = c.kind
-            if k == CK.MACRO_DEFINITION:
-                if c.location.file is None:
-                    continue  # compiler builtins
-                md = _macro(c, self.loc(c))
-                macros.append(md)
-                if self.kept_file(c) and self.kept_name(md.name):
-                    emit_macro.add(md.name)
-                continue
             if not self.kept_file(c):
                 continue
             name = c.spelling
@@ -473,21 +492,102 @@ def _ctype(t: ci.Type) -> CType:
     return CType(max(t.get_size(), 0), False)
 
 
-def _macro(c: ci.Cursor, loc: ir.Location | None) -> MacroDef:
-    toks = list(c.get_tokens())
-    name_tok = toks[0]
-    params: tuple[str, ...] | None = None
-    body_start = 1
-    if len(toks) > 1 and toks[1].spelling == "(":
-        # Function-like only when "(" touches the name (C11 6.10.3p3 needs no whitespace).
-        ne, ps = name_tok.extent.end, toks[1].extent.start
-        if ne.line == ps.line and ne.column == ps.column:
-            plist: list[str] = []
-            i = 2
-            while i < len(toks) and toks[i].spelling != ")":
-                if toks[i].spelling != ",":
-                    plist.append(toks[i].spelling)
-                i += 1
-            params = tuple(plist)
-            body_start = i + 1
-    return MacroDef(name_tok.spelling, params, tuple(t.spelling for t in toks[body_start:]), loc)
+# ---------------------------------------------------------------- macros
+#
+# libclang's per-token cursors cost ~80 µs a macro (47,000 macros in the GC register headers); instead
+# the headers' text is scanned for #define directives, keeping only those outside the regions the
+# preprocessor skipped in this translation unit (clang_getAllSkippedRanges).
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+((?:[^\n\\]|\\.|\\\n)*)", re.M)
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<str>L?"(?:[^"\\\n]|\\.)*")
+  | (?P<chr>L?'(?:[^'\\\n]|\\.)*')
+  | (?P<num>\.?\d(?:[eEpP][+-]|[\w.])*)
+  | (?P<id>[A-Za-z_]\w*)
+  | (?P<punct>\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\#\#|[-+*/%&|^!~<>=?:,;.()\[\]{}#])
+""", re.X)
+_COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'', re.S)
+
+
+def _strip_comments(text: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        t = m.group(0)
+        if t.startswith("/*"):
+            return " " + "\n" * t.count("\n")  # keep line numbers
+        if t.startswith("//"):
+            return " "
+        return t
+    return _COMMENT.sub(repl, text)
+
+
+def _tokens(text: str) -> list[str]:
+    out = []
+    pos = 0
+    for m in _TOKEN.finditer(text):
+        if m.start() != pos:
+            out.append(text[pos:m.start()])  # a stray character: keep it, cexpr will reject it
+        pos = m.end()
+        if m.lastgroup != "ws":
+            out.append(m.group(0))
+    if pos != len(text):
+        out.append(text[pos:])
+    return out
+
+
+def _scan_macros(files: list[tuple[str, str]], skipped: dict[str, list[tuple[int, int]]]
+                 ) -> list[MacroDef]:
+    out: list[MacroDef] = []
+    for shown, path in files:
+        try:
+            text = _strip_comments(Path(path).read_text(errors="replace"))
+        except OSError:
+            continue
+        ranges = skipped.get(os.path.realpath(path), [])
+        line, pos = 1, 0
+        for m in _DIRECTIVE.finditer(text):
+            line += text.count("\n", pos, m.start())
+            pos = m.start()
+            if ranges and any(a < line < b for a, b in ranges):
+                continue
+            raw = m.group(1).replace("\\\n", " ")
+            nm = re.match(r"([A-Za-z_]\w*)(\()?", raw)
+            if not nm:
+                continue
+            name = nm.group(1)
+            params: tuple[str, ...] | None = None
+            rest = raw[nm.end(1):]
+            if nm.group(2):  # "(" right after the name: function-like (C11 6.10.3p3)
+                close = rest.find(")")
+                if close < 0:
+                    continue
+                params = tuple(p.strip() for p in rest[1:close].split(",") if p.strip())
+                rest = rest[close + 1:]
+            out.append(MacroDef(name, params, tuple(_tokens(rest.strip())),
+                                ir.Location(shown, line)))
+    return out
+
+
+class _RangeList(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint), ("ranges", ctypes.POINTER(ci.SourceRange))]
+
+
+def _skipped_lines(tu: ci.TranslationUnit) -> dict[str, list[tuple[int, int]]]:
+    """Preprocessor-skipped line ranges per file (real path): #if branches not taken."""
+    lib = ci.conf.lib
+    fn = lib.clang_getAllSkippedRanges
+    fn.restype = ctypes.POINTER(_RangeList)
+    fn.argtypes = [ci.TranslationUnit]
+    lst = fn(tu)
+    out: dict[str, list[tuple[int, int]]] = {}
+    try:
+        for i in range(lst.contents.count):
+            r = lst.contents.ranges[i]
+            f = r.start.file
+            if f is not None:
+                out.setdefault(os.path.realpath(f.name), []).append((r.start.line - 1,
+                                                                     r.end.line + 1))
+    finally:
+        lib.clang_disposeSourceRangeList.argtypes = [ctypes.POINTER(_RangeList)]
+        lib.clang_disposeSourceRangeList(lst)
+    return out

@@ -193,14 +193,52 @@ class _Ctx:
         return out
 
 
-_TEMPLATE: Template | None = None
+    # -- lazy modules: one line of source per name
+    def lazy_table(self) -> str:
+        lines: list[tuple[str, str]] = []
+        for rec in self.m.records:
+            base = self.record_base(rec)
+            src = f"class {rec.name}({base}): pass"
+            if not rec.opaque:
+                fields = ", ".join(self.field(f) for f in rec.fields)
+                src += f"\x1f{rec.name}._layout_({rec.size}, {rec.align}, [{fields}])"
+            lines.append((rec.name, src))
+        enum_vals = []
+        for en in self.m.enums:
+            lines.append((en.name, f"{en.name} = {en.underlying.name}"))
+            for k, v in en.values:
+                lines.append((k, f"{k} = {v}"))
+            enum_vals.append(f"{en.name!r}: {{{', '.join(f'{k!r}: {v}' for k, v in en.values)}}}")
+        lines.append(("__enums__", f"__enums__ = {{{', '.join(enum_vals)}}}"))
+        for td in self.typedefs:
+            lines.append((td.name, f"{td.name} = {self.type(td.type)}"))
+        for fn in self.m.functions:
+            params = ", ".join(self.type(p) for p in fn.type.params)
+            var = ", variadic=True" if fn.type.variadic else ""
+            lines.append((fn.name, f"{fn.name} = {self.lib_var(fn.library)}.function({fn.name!r}, "
+                                   f"{self.ret(fn.type.ret)}, [{params}]{var})"))
+        for c in self.m.constants:
+            lines.append((c.name, f"{c.name} = {c.expr}"))
+        for f in self.m.macro_functions:
+            lines.append((f.name, f"def {f.name}({', '.join(f.params)}): return {f.body}"))
+        for io in self.m.ioctls:
+            lines.append((io.name, f"{io.name} = _cabi.IoctlRequest({io.request:#x}, {io.name!r}, "
+                                   f"{io.arg or 'None'})"))
+        for line in lines:
+            if "\n" in line[1] or "\t" in line[0]:
+                raise ValueError(f"definition of {line[0]} does not fit on one line")
+        body = "\n".join(f"{n}\t{s}" for n, s in lines)
+        return repr(body)
 
 
-def render_module(m: ir.Module, info: RenderInfo) -> str:
-    global _TEMPLATE  # a cache of the compiled template, safe to drop
-    if _TEMPLATE is None:
-        _TEMPLATE = Template(filename=str(TEMPLATES / "module.py.mako"), strict_undefined=True)
-    text = _TEMPLATE.render(m=m, r=_Ctx(m, info))
+_TEMPLATES: dict[str, Template] = {}  # compiled templates, a cache safe to drop
+
+
+def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> str:
+    name = "lazy_module.py.mako" if lazy else "module.py.mako"
+    if name not in _TEMPLATES:
+        _TEMPLATES[name] = Template(filename=str(TEMPLATES / name), strict_undefined=True)
+    text = _TEMPLATES[name].render(m=m, r=_Ctx(m, info))
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
 
