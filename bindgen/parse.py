@@ -81,6 +81,12 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     header_files = []
     for h in target.headers:
         p = roots[h.source] / h.path
+        if "*" in h.path:  # a glob: every match, in name order
+            matches = sorted(x for x in roots[h.source].glob(h.path) if x.is_file())
+            if not matches:
+                raise SourceError(f"target {target.name}: header pattern {h} matches no file")
+            header_files += matches
+            continue
         if not p.is_file():
             raise SourceError(f"target {target.name}: declared header {h} does not exist "
                               f"(looked in source {h.source})")
@@ -94,6 +100,11 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         if not d.is_dir():
             raise SourceError(f"target {target.name}: include folder {inc} does not exist")
         args.append(f"-I{d}")
+    for pre in target.preinclude:
+        f = roots[pre.source] / pre.path
+        if not f.is_file():
+            raise SourceError(f"target {target.name}: preinclude {pre} does not exist")
+        args += ["-include", str(f)]
     args += list(target.clang_args)
     main = "".join(f'#include "{p}"\n' for p in header_files)
     index = ci.Index.create()
@@ -112,7 +123,10 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
             loc = d.location
             where = (paths.show(loc.file.name) or os.path.basename(loc.file.name)) if loc.file \
                 else "<command line>"
-            errors.append(f"{where}:{loc.line}:{loc.column}: error: {d.spelling}")
+            msg = d.spelling
+            for name, root in roots.items():  # no absolute paths in messages either
+                msg = msg.replace(str(root.resolve()) + os.sep, f"{name}:")
+            errors.append(f"{where}:{loc.line}:{loc.column}: error: {msg}")
     if errors:
         raise ClangError(f"target {target.name}: clang reported {len(errors)} error(s):\n  "
                          + "\n  ".join(errors[:50]))
@@ -176,7 +190,8 @@ class _Builder:
         self.keep_names = [re.compile(p) for p in target.keep_names]
         self.exclude = [re.compile(p) for p in target.exclude_names]
         self.file_cache: dict[str, str | None] = {}
-        self.wanted: set[str] = set()  # py names reached from kept declarations
+        self.wanted: set[str] = set()  # typedef names reached from kept declarations
+        self.wanted_records: set[str] = set()
         self.typedef_cursors: dict[str, ci.Cursor] = {}
         self.record_cursors: dict[str, ci.Cursor] = {}
         self.enum_cursors: dict[str, ci.Cursor] = {}
@@ -277,9 +292,9 @@ class _Builder:
     def want_record(self, c: ci.Cursor) -> str:
         defn = c.get_definition() or c
         name = self.record_name(defn)
-        if name in self.records or name in self.wanted:
+        if name in self.records or name in self.wanted_records:
             return name
-        self.wanted.add(name)
+        self.wanted_records.add(name)
         self.records[name] = self.make_record(defn, name)
         return name
 
@@ -507,6 +522,7 @@ _TOKEN = re.compile(r"""
   | (?P<id>[A-Za-z_]\w*)
   | (?P<punct>\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\#\#|[-+*/%&|^!~<>=?:,;.()\[\]{}#])
 """, re.X)
+_GUARD = re.compile(r"\s*#[ \t]*(ifndef)[ \t]+(\w+)[ \t]*\n\s*#[ \t]*define[ \t]+\2\b")
 _COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'', re.S)
 
 
@@ -544,6 +560,11 @@ def _scan_macros(files: list[tuple[str, str]], skipped: dict[str, list[tuple[int
         except OSError:
             continue
         ranges = skipped.get(os.path.realpath(path), [])
+        guard = _GUARD.match(text)
+        if guard and ranges:
+            # A second inclusion skips the whole include-guarded body; the first one read it.
+            gline = text.count("\n", 0, guard.start(1)) + 1
+            ranges = [r for r in ranges if r[0] != gline - 1]
         line, pos = 1, 0
         for m in _DIRECTIVE.finditer(text):
             line += text.count("\n", pos, m.start())

@@ -184,7 +184,7 @@ class Sources:
         return Resolved(src, root, "cache")
 
     def _git(self, src: Source) -> Resolved:
-        root = self.cache / "git" / _safe(f"{src.name}_{src.ref}")
+        root = self._git_root(src)
         if (root / ".complete").exists():
             return Resolved(src, root, "cache")
         raise SourceError(
@@ -192,15 +192,22 @@ class Sources:
             f"bare mirror: --source {src.name}=DIR or {env_var(src.name)}=DIR (a bare git "
             f"directory is exported at {src.ref}; for example `git clone --bare {src.url} DIR`)")
 
+    def _git_root(self, src: Source) -> Path:
+        key = f"{src.name}_{src.ref}"
+        if src.members:
+            key += "_" + _sha256_text(repr(src.members))[:12]
+        return self.cache / "git" / _safe(key)
+
     def _git_export(self, src: Source, repo: Path) -> Path:
-        root = self.cache / "git" / _safe(f"{src.name}_{src.ref}")
+        root = self._git_root(src)
         if (root / ".complete").exists():
             return root
         with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
             out = Path(tmp) / "x"
             out.mkdir()
-            arch = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", src.ref],
-                                  capture_output=True)
+            # `members` are path prefixes: mirrors may lack blobs outside them (large files).
+            arch = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", src.ref,
+                                   "--", *src.members], capture_output=True)
             if arch.returncode:
                 raise SourceError(f"source {src.name}: git archive {src.ref} in {repo} failed: "
                                   f"{arch.stderr.decode(errors='replace').strip()}")

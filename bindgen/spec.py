@@ -95,6 +95,7 @@ class Target:
     output: str  # relative to generated/
     headers: tuple[SourcePath, ...]
     include_dirs: tuple[SourcePath, ...]
+    preinclude: tuple[SourcePath, ...]  # clang -include, before the headers
     clang_args: tuple[str, ...]
     language: str  # c | c++
     keep_files: tuple[str, ...]  # globs over "source:path"; default: the target's headers
@@ -256,13 +257,13 @@ _SOURCE_KEYS = {
     "debian": ("kind", "package", "version", "arch", "sha256", "tarball", "members", "strip"),
     "pypi": ("kind", "package", "version"),
     "archive": ("kind", "url", "sha256", "tarball", "members", "strip"),
-    "git": ("kind", "url", "ref"),
+    "git": ("kind", "url", "ref", "members"),
 }
 _REQUIRED = {
     "system": ("path", "package"), "debian": ("package", "version"), "pypi": ("package", "version"),
     "archive": ("url", "sha256"), "git": ("url", "ref"),
 }
-_TARGET_KEYS = ("description", "output", "headers", "include_dirs", "clang_args", "language", "keep",
+_TARGET_KEYS = ("description", "output", "headers", "include_dirs", "preinclude", "clang_args", "language", "keep",
                 "macros", "libraries", "patches", "lazy")
 _PATCH_OPS = {
     "rename": ("from", "to"), "alias": ("name", "to"), "type": ("record", "field", "to"),
@@ -451,6 +452,7 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
             if not headers:
                 raise t.err("headers", "a target needs at least one header", tnode.line)
             includes = d_inc + _source_path(t, "include_dirs", sources)
+            pre = _source_path(t, "preinclude", sources)
             keep = t.sub("keep")
             keep_files = keep.str_list("files") if keep else ()
             keep_names = keep.str_list("names") if keep else ()
@@ -463,11 +465,11 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
                         except re.error as e:
                             raise keep.err(key, f"bad regular expression {pat!r}: {e}")
                 keep.done(("files", "names", "exclude"))
-            used = {p.source for p in headers + includes}
+            used = {p.source for p in headers + includes + pre}
             target = Target(
                 name=tname, group=group, spec_file=rel,
                 output=t.str("output", f"{group}/{tname}.py"),
-                headers=headers, include_dirs=includes,
+                headers=headers, include_dirs=includes, preinclude=pre,
                 clang_args=d_args + t.str_list("clang_args"),
                 language=t.str("language", "c", choices=("c", "c++")),
                 keep_files=keep_files or tuple(str(h) for h in headers),
