@@ -1,0 +1,475 @@
+"""The CLI: determinism (jobs, caches, hash seeds), no absolute paths, drift detection by `check`,
+targets whose sources are unavailable, usage errors, and the declarative patches.
+
+Everything runs in a temporary project: ``bindgen.generate.GENERATED`` and ``bindgen.generate.SPECS``
+are pointed at temporary folders, the spec lives in the folder passed with ``--specs`` and its
+``corpus`` source is a copy of tests/bindgen/corpus (so a test may edit a header).
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import CORPUS, REPO, generate_headers, requires_pipeline, write_spec
+
+pytestmark = requires_pipeline
+
+HEADERS = {
+    "alpha": ["t01_packed_bitfields.h", "t05_anonymous.h"],
+    "beta": ["t07_enums.h"],
+    "gamma": ["t11_pack_keywords.h"],
+}
+
+
+class Project:
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        import bindgen.generate as gen
+        self.root = root
+        self.src = root / "src"
+        shutil.copytree(CORPUS, self.src)
+        self.specs = root / "specs"
+        self.gen = root / "generated"
+        self.gen.mkdir()
+        monkeypatch.setattr(gen, "GENERATED", self.gen)
+        monkeypatch.setattr(gen, "SPECS", self.specs)
+        self.spec_path = self.write()
+
+    def write(self, source_path: Path | None = None, **per_target) -> Path:
+        targets = {name: {"description": f"test target {name}",
+                          "headers": [f"corpus:{h}" for h in hs], **per_target.get(name, {})}
+                   for name, hs in HEADERS.items()}
+        return write_spec(self.specs, targets, group="cli", sources={"corpus": {
+            "kind": "system", "path": str(source_path or self.src), "package": "corpus-pkg"}})
+
+    def main(self, *argv: str) -> int:
+        from bindgen.cli import main
+        return main(["--specs", str(self.specs), *argv])
+
+    def regen(self, *argv: str) -> int:
+        return self.main("regen", "--cache", str(self.root / "cache"), *argv)
+
+    def check(self, *argv: str) -> int:
+        return self.main("check", "--cache", str(self.root / "cache"), *argv)
+
+    @staticmethod
+    def assert_same(a: dict[str, bytes], b: dict[str, bytes]) -> None:
+        assert sorted(a) == sorted(b)
+        diff = [k for k in a if a[k] != b[k]]
+        if diff:
+            k = diff[0]
+            lines = "".join(difflib.unified_diff(a[k].decode().splitlines(True),
+                                                 b[k].decode().splitlines(True), n=1))
+            raise AssertionError(f"outputs differ in {diff}; first:\n{lines[:3000]}")
+
+    def snapshot(self, gen: Path | None = None) -> dict[str, bytes]:
+        gen = gen or self.gen
+        return {str(p.relative_to(gen)): p.read_bytes() for p in sorted(gen.rglob("*"))
+                if p.is_file()}
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    monkeypatch.delenv("BINDGEN_SOURCE_CORPUS", raising=False)
+    return Project(tmp_path, monkeypatch)
+
+
+def test_regen_writes_modules_reports_and_package(proj, capsys):
+    assert proj.regen("all", "--jobs", "1") == 0
+    out = capsys.readouterr().out
+    snap = proj.snapshot()
+    assert set(snap) == {"cli/__init__.py", "cli/alpha.py", "cli/alpha.report.txt", "cli/beta.py",
+                         "cli/beta.report.txt", "cli/gamma.py", "cli/gamma.report.txt"}
+    for name in HEADERS:
+        assert f"wrote {name}" in out
+    assert "regen: 3 ok, 0 failed" in out
+    alpha = snap["cli/alpha.py"].decode()
+    assert "do not edit" in alpha and "# spec: bindgen/specs/cli.yaml  target: alpha" in alpha
+    assert "# fingerprint: " in alpha
+    report = snap["cli/alpha.report.txt"].decode()
+    assert "corpus:t01_packed_bitfields.h" in report and "corpus:t05_anonymous.h" in report
+
+
+def test_regen_twice_is_a_no_op(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    first = proj.snapshot()
+    mtimes = {p: p.stat().st_mtime_ns for p in proj.gen.rglob("*.py")}
+    capsys.readouterr()
+    assert proj.regen("--jobs", "1") == 0
+    assert proj.snapshot() == first
+    assert "same  alpha" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in proj.gen.rglob("*.py")} == mtimes
+
+
+def test_deterministic_across_jobs_and_caches(proj):
+    assert proj.main("regen", "--jobs", "1", "--cache", str(proj.root / "cacheA")) == 0
+    first = proj.snapshot()
+    shutil.rmtree(proj.gen)
+    proj.gen.mkdir()
+    assert proj.main("regen", "--jobs", "2", "--cache", str(proj.root / "cacheB")) == 0
+    proj.assert_same(first, proj.snapshot())
+
+
+def test_deterministic_across_hash_seeds_in_subprocesses(proj):
+    """``python -m bindgen`` in fresh interpreters with different PYTHONHASHSEEDs (the same
+    __main__ entry point; only GENERATED/SPECS are redirected into the temporary project)."""
+    runner = (
+        "import runpy, sys\n"
+        "from pathlib import Path\n"
+        "import bindgen.generate as g\n"
+        "g.GENERATED = Path(sys.argv[1]); g.SPECS = Path(sys.argv[2])\n"
+        "sys.argv = ['bindgen'] + sys.argv[3:]\n"
+        "runpy.run_module('bindgen', run_name='__main__', alter_sys=True)\n")
+    snaps = []
+    for seed, jobs in (("0", "1"), ("12345", "2"), ("random", "1")):
+        out = proj.root / f"gen_{seed}"
+        out.mkdir()
+        env = dict(os.environ, PYTHONHASHSEED=seed,
+                   PYTHONPATH=os.pathsep.join([str(REPO)] + [p for p in os.environ.get(
+                       "PYTHONPATH", "").split(os.pathsep) if p]))
+        r = subprocess.run([sys.executable, "-c", runner, str(out), str(proj.specs), "--specs",
+                            str(proj.specs), "regen", "--jobs", jobs, "--cache",
+                            str(proj.root / f"cache_{seed}")],
+                           capture_output=True, text=True, env=env, cwd=proj.root, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        snaps.append(proj.snapshot(out))
+    assert proj.regen("--jobs", "1") == 0
+    snaps.append(proj.snapshot())
+    assert len(snaps[0]) == 7
+    for s in snaps[1:]:
+        proj.assert_same(snaps[0], s)
+
+
+def test_output_has_no_absolute_paths_or_timestamps(proj):
+    assert proj.regen("--jobs", "1") == 0
+    for rel, data in proj.snapshot().items():
+        text = data.decode()
+        for needle in (str(proj.root), str(proj.src), str(CORPUS), str(REPO), os.path.expanduser("~")):
+            assert needle not in text, (rel, needle)
+        assert "/tmp" not in text, rel
+
+
+def test_check_clean(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 0
+    out = capsys.readouterr().out
+    assert "ok    alpha: regenerated output identical" in out
+    assert "check: 3 target(s) clean" in out
+
+
+def test_check_detects_a_hand_edit_with_a_unified_diff(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    mod = proj.gen / "cli" / "beta.py"
+    text = mod.read_text()
+    assert "T7_NEG = -5\n" in text
+    mod.write_text(text.replace("T7_NEG = -5\n", "T7_NEG = -6\n"))
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT beta" in out and "ok    alpha" in out and "ok    gamma" in out
+    assert "--- a/generated/cli/beta.py (committed)" in out
+    assert "+++ b/generated/cli/beta.py (regenerated)" in out
+    assert "\n-T7_NEG = -6\n" in out and "\n+T7_NEG = -5\n" in out
+    assert "drift in 1 target(s): beta" in out
+    assert mod.read_text() != text, "check must not rewrite generated files"
+
+
+def test_check_detects_a_missing_or_deleted_report(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    (proj.gen / "cli" / "gamma.report.txt").unlink()
+    assert proj.check("gamma", "--jobs", "1") == 1
+    assert "DRIFT gamma" in capsys.readouterr().out
+
+
+def test_check_detects_a_spec_change(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    proj.write(gamma={"patches": [{"rename": {"from": "t11_kw", "to": "KW"}, "why": "test"}]})
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT gamma" in out and "+class KW(" in out
+
+
+def test_check_detects_a_spec_change_that_does_not_change_output(proj, capsys):
+    """The fingerprint covers the spec file: even a description-only edit is drift (the committed
+    header records the inputs hash)."""
+    assert proj.regen("--jobs", "1") == 0
+    proj.spec_path.write_text(proj.spec_path.read_text() + "# a comment\n")
+    capsys.readouterr()
+    assert proj.check("alpha", "--jobs", "1") == 1
+    assert "DRIFT alpha" in capsys.readouterr().out
+
+
+def test_check_detects_header_drift(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    h = proj.src / "t07_enums.h"
+    h.write_text(h.read_text() + "\n/* upstream touched this */\n")
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT beta" in out and "ok    alpha" in out
+    assert "beta.report.txt" in out and "corpus:t07_enums.h" in out
+
+
+def test_check_selects_by_group_and_target(proj, capsys):
+    assert proj.regen("beta", "--jobs", "1") == 0
+    assert set(proj.snapshot()) == {"cli/__init__.py", "cli/beta.py", "cli/beta.report.txt"}
+    assert proj.check("beta", "--jobs", "1") == 0
+    capsys.readouterr()
+    assert proj.check("cli", "--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT alpha" in out and "generated/cli/alpha.py" in out
+
+
+def test_unavailable_system_source_checks_the_fingerprint_only(proj, capsys):
+    missing = proj.root / "not-installed"
+    proj.write(source_path=missing)
+    assert proj.regen("--jobs", "1", "--source", f"corpus={proj.src}") == 0
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 0
+    out = capsys.readouterr().out
+    assert "header drift NOT checked" in out and "corpus" in out
+    assert out.count("NOT checked") == 3
+
+    # a spec edit is still caught without the headers
+    proj.spec_path.write_text(proj.spec_path.read_text() + "# edited\n")
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT alpha" in out and "spec, templates or generator changed" in out
+
+
+def test_unavailable_source_with_a_hand_edited_module_is_drift(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    mod = proj.gen / "cli" / "alpha.py"
+    text = mod.read_text()
+    mod.write_text(text.replace("# inputs: ", "# inputs: 0", 1))
+    shutil.rmtree(proj.src)
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT alpha" in out and "NOT checked" in out  # beta and gamma: fingerprint only
+
+
+def test_override_env_var_pointing_nowhere(proj, capsys, monkeypatch):
+    assert proj.regen("--jobs", "1") == 0
+    monkeypatch.setenv("BINDGEN_SOURCE_CORPUS", str(proj.root / "nowhere"))
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 0
+    out = capsys.readouterr().out
+    assert "header drift NOT checked" in out
+
+
+def test_override_env_var_is_used(proj, capsys, monkeypatch):
+    other = proj.root / "mirror"
+    shutil.copytree(proj.src, other)
+    (other / "t07_enums.h").write_text((other / "t07_enums.h").read_text().replace(
+        "T7_NEG = -5", "T7_NEG = -9"))
+    proj.write(source_path=proj.root / "not-installed")
+    monkeypatch.setenv("BINDGEN_SOURCE_CORPUS", str(other))
+    assert proj.regen("beta", "--jobs", "1") == 0
+    assert "T7_NEG = -9\n" in (proj.gen / "cli" / "beta.py").read_text()
+    assert str(other) not in (proj.gen / "cli" / "beta.py").read_text()
+
+
+def test_regen_skip_unavailable_keeps_committed_bindings(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    before = proj.snapshot()
+    shutil.rmtree(proj.src)
+    capsys.readouterr()
+    assert proj.regen("--jobs", "1", "--skip-unavailable") == 0
+    assert "skip  alpha: sources unavailable here (corpus)" in capsys.readouterr().out
+    assert proj.snapshot() == before
+
+
+def test_regen_failure_exits_1_and_keeps_the_old_file(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    before = proj.snapshot()
+    h = proj.src / "t07_enums.h"
+    h.write_text(h.read_text() + "\nstruct broken { unknown_t x; };\n")
+    capsys.readouterr()
+    assert proj.regen("--jobs", "1") == 1
+    cap = capsys.readouterr()
+    assert "FAIL  beta" in cap.err and "unknown type name" in cap.err
+    assert "regen: 2 ok, 1 failed" in cap.out
+    assert proj.snapshot() == before
+    assert not [p for p in proj.gen.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_check_reports_a_failing_target_as_drift(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    h = proj.src / "t07_enums.h"
+    h.write_text(h.read_text() + '\n#include "nope.h"\n')
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "FAIL  beta" in out and "nope.h" in out
+
+
+def test_list_and_show(proj, capsys):
+    assert proj.main("list") == 0
+    out = capsys.readouterr().out
+    for name in HEADERS:
+        assert f"{name}" in out and f"generated/cli/{name}.py" in out
+    assert "corpus(system)" in out
+    assert proj.regen("beta", "--jobs", "1") == 0
+    capsys.readouterr()
+    assert proj.main("show", "beta") == 0
+    out = capsys.readouterr().out
+    assert "target beta (group cli, spec bindgen/specs/cli.yaml)" in out
+    assert "headers: corpus:t07_enums.h" in out and "report: generated/cli/beta.report.txt" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("regen", "nosuch"), "no target or group named 'nosuch'"),
+    (("check", "--source", "corpus"), "--source expects NAME=DIR"),
+    (("regen", "--jobs", "0"), "--jobs must be at least 1"),
+    (("show", "nosuch"), "no target or group named 'nosuch'"),
+])
+def test_usage_errors_exit_2(proj, capsys, argv, message):
+    assert proj.main(*argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unknown_command_exits_2(proj, capsys):
+    assert proj.main("frobnicate") == 2
+
+
+def test_empty_specs_folder_exits_2(tmp_path, capsys):
+    from bindgen.cli import main
+    (tmp_path / "empty").mkdir()
+    assert main(["--specs", str(tmp_path / "empty"), "list"]) == 2
+    assert "no specs found" in capsys.readouterr().err
+
+
+def test_bad_spec_exits_1_with_location(proj, capsys):
+    proj.spec_path.write_text(proj.spec_path.read_text() + "bogus: 1\n")
+    assert proj.main("list") == 1
+    err = capsys.readouterr().err
+    assert "bindgen/specs/cli.yaml:" in err and "bogus: unknown key" in err
+
+
+# ---------------------------------------------------------------- patches
+
+
+def _gen(tmp_path, patches, headers=("t11_pack_keywords.h",)):
+    return generate_headers(tmp_path, list(headers), name="patched", patches=patches)
+
+
+def test_patch_rename_record_follows_references(tmp_path):
+    g, m = _gen(tmp_path, [{"rename": {"from": "t11_inner", "to": "Inner"}, "why": "nicer"}])
+    assert hasattr(m, "Inner") and not hasattr(m, "t11_inner")
+    assert m.t11_outer.in_.size == 8
+    assert dict((f[0], f[1]) for f in m.t11_outer.__bindgen_fields__)["in_"] is m.Inner
+
+
+def test_patch_rename_constant(tmp_path):
+    d = tmp_path / "hdr"
+    d.mkdir()
+    (d / "c.h").write_text("#define OLD_NAME (1 << 4)\n#define USES_OLD (OLD_NAME + 1)\n")
+    _, m = generate_headers(tmp_path, ["c.h"], source_dir=d, name="patched",
+                            patches=[{"rename": {"from": "OLD_NAME", "to": "NEW_NAME"}, "why": "t"}])
+    assert m.NEW_NAME == 16 and not hasattr(m, "OLD_NAME") and m.USES_OLD == 17
+
+
+def test_patch_rename_unknown_name_is_an_error(tmp_path):
+    from bindgen.errors import PatchError
+    with pytest.raises(PatchError, match=r"bindgen/specs/patched\.yaml:\d+: target patched: rename "
+                                         r"patch: nothing named 'nosuch'"):
+        _gen(tmp_path, [{"rename": {"from": "nosuch", "to": "x"}, "why": "t"}])
+
+
+def test_patch_rename_onto_an_existing_name_is_an_error(tmp_path):
+    from bindgen.errors import PatchError
+    with pytest.raises(PatchError, match="'t11_kw' already exists"):
+        _gen(tmp_path, [{"rename": {"from": "t11_p1", "to": "t11_kw"}, "why": "t"}])
+
+
+def test_patch_drop(tmp_path):
+    g, m = _gen(tmp_path, [{"drop": "t11_p.*", "why": "unused"}])
+    assert not hasattr(m, "t11_p1") and hasattr(m, "t11_kw")
+    assert "unused" in g.report and "t11_p.*" in g.report
+
+
+def test_patch_drop_matching_nothing_is_an_error(tmp_path):
+    from bindgen.errors import PatchError
+    with pytest.raises(PatchError, match=r"drop patch: pattern 'zzz.*' matched nothing"):
+        _gen(tmp_path, [{"drop": "zzz.*", "why": "t"}])
+
+
+def test_patch_extra_code_runs_in_the_module(tmp_path):
+    g, m = _gen(tmp_path, [{"extra": "def kw_total(k):\n    return k.in_ + k.from_\nEXTRA_OK = 1\n",
+                            "why": "helper"}])
+    assert m.EXTRA_OK == 1 and m.kw_total(m.t11_kw(in_=2, from_=40)) == 42
+    assert "# extra: helper" in g.text
+
+
+def test_patch_alias(tmp_path):
+    _, m = _gen(tmp_path, [{"alias": {"name": "t11_kw", "to": "Keywords"}, "why": "t"}])
+    assert m.Keywords is m.t11_kw
+
+
+def test_patch_type_override(tmp_path):
+    _, m = _gen(tmp_path, [{"type": {"record": "t11_kw", "field": "from_", "to": "c_uint32"},
+                            "why": "t"}])
+    o = m.t11_kw(from_=-1)
+    assert o.from_ == 0xFFFFFFFF and o.in_ == 0
+
+
+def test_patch_type_unknown_field_is_an_error(tmp_path):
+    from bindgen.errors import PatchError
+    with pytest.raises(PatchError, match="record t11_kw has no field 'nope'"):
+        _gen(tmp_path, [{"type": {"record": "t11_kw", "field": "nope", "to": "c_uint32"},
+                         "why": "t"}])
+
+
+def test_patch_replace(tmp_path):
+    g, m = _gen(tmp_path, [{"replace": {"pattern": r"^# ---- records.*$", "with": "# records:"},
+                            "why": "t"}])
+    assert "# records:" in g.text and "# ---- records" not in g.text
+
+
+def test_patch_replace_with_zero_matches_is_an_error(tmp_path):
+    from bindgen.errors import PatchError
+    with pytest.raises(PatchError, match=r"replace patch: pattern 'no such text' matched 0 time"):
+        _gen(tmp_path, [{"replace": {"pattern": "no such text", "with": "x"}, "why": "t"}])
+
+
+def test_patch_replace_count_must_match(tmp_path):
+    from bindgen.errors import PatchError
+    with pytest.raises(PatchError, match=r"matched \d+ time\(s\), expected 99"):
+        _gen(tmp_path, [{"replace": {"pattern": "c_int32", "with": "c_int32", "count": 99},
+                         "why": "t"}])
+
+
+def test_patch_replace_that_breaks_the_layout_fails_generation(tmp_path):
+    from bindgen.errors import LayoutError
+    with pytest.raises(LayoutError, match=r"t11_kw: size 20, clang says 16"):
+        _gen(tmp_path, [{"replace": {"pattern": r"t11_kw\._layout_\(16, 4,",
+                                     "with": "t11_kw._layout_(20, 4,"}, "why": "t"}])
+
+
+def test_unrepresentable_layout_is_a_bindgen_error(tmp_path):
+    """A layout the support runtime cannot build (here: two fields forced onto one offset) must fail
+    as a BindgenError naming the target, like any other generation failure."""
+    from bindgen.errors import BindgenError
+    with pytest.raises(BindgenError, match=r"patched|t11_kw"):
+        _gen(tmp_path, [{"replace": {"pattern": r"\('from_', c_int32, 32\)",
+                                     "with": "('from_', c_int32, 64)"}, "why": "t"}])
+
+
+def test_one_failing_target_does_not_stop_the_others(proj, capsys):
+    """A target whose rendered module cannot be built fails alone: the others are still written and
+    the run exits 1 with a FAIL line (not a traceback out of main)."""
+    proj.write(gamma={"patches": [{"replace": {"pattern": r"\('from_', c_int32, 32\)",
+                                               "with": "('from_', c_int32, 64)"}, "why": "t"}]})
+    rc = proj.regen("--jobs", "1")
+    cap = capsys.readouterr()
+    assert rc == 1
+    assert "FAIL  gamma" in cap.err
+    assert {"cli/alpha.py", "cli/beta.py"} <= set(proj.snapshot())
