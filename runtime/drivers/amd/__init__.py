@@ -1,0 +1,1 @@
+"""AMD driver: KFD ioctls, PM4 and SDMA command building, programs, and `AMDDevice`."""

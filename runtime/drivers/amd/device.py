@@ -1,0 +1,368 @@
+"""AMDDevice: a gfx11 GPU driven through KFD (or the mock KFD), with a PM4 compute queue and an SDMA
+copy queue.
+
+Bring-up (amd_kfd_pm4_rdna3.md section 1): topology from sysfs, open /dev/kfd and the render node,
+GET_VERSION, ACQUIRE_VM, the event page and events, then the two user-mode queues with their doorbells.
+Teardown releases everything in reverse: queues, events, memory (unmap from the GPU, free, munmap),
+the doorbell mapping, then the descriptors.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from generated.linux import kfd_ioctl as kfd
+
+from runtime.drivers.amd.decode import describe_pm4, describe_sdma
+from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_topology
+from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
+from runtime.drivers.amd.program import AMDProgram
+from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
+from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
+from runtime.hcq.device import Device
+from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQMemoryError, IoctlError
+from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
+from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
+                              PROT_NONE, PROT_READ, PROT_WRITE, HostMapping, OSSeam, RealOS)
+from runtime.hcq.signal import Signal
+
+GC_HWID = 11                  # soc15_hw_ip.h: GC_HWID
+EVENT_PAGE_B = 0x8000         # KFD_SIGNAL_EVENT_LIMIT (4096) slots of 8 B
+EVENT_SLOT_B = 8
+DOORBELL_MAP_B = 0x2000       # the process's doorbell slice (2 pages), tinygrad maps it once
+EOP_B = 0x1000
+QUEUE_PRIORITY = 7            # middle of 0..KFD_MAX_QUEUE_PRIORITY, as tinygrad
+# CWSR save-area sizing for gfx11 (tinygrad after amdkfd kfd_queue.c): per CU VGPRs, SGPRs, LDS, HWREG.
+_CWSR_PER_CU_B = 0x60000 + 0x4000 + 0x10000 + 0x1000
+_NAME = re.compile(r"^(amd|mock-amd)(?::(\d+))?$")
+
+
+@dataclass(frozen=True)
+class KfdEvent:
+    """A KFD event; signal events have a mailbox slot in the event page."""
+
+    event_id: int
+    event_type: int
+    mailbox_va: int = 0
+
+
+@dataclass
+class KfdMem:
+    """What the driver keeps per allocation to undo it."""
+
+    handle: int
+    size: int
+    reservation: HostMapping | None
+    cpu: HostMapping | None
+
+
+class KfdAllocator(Allocator):
+    """Device memory through ALLOC_MEMORY_OF_GPU + MAP_MEMORY_TO_GPU; GPU VA == CPU VA."""
+
+    device: "AMDDevice"
+
+    def _alloc(self, size: int, spec: BufferSpec) -> Buffer:
+        dev = self.device
+        flags = (kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE
+                 | kfd.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE)
+        if spec.kind is MemKind.HOST:
+            flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR
+        elif spec.kind is MemKind.GTT:
+            flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT
+        else:
+            flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM
+        if spec.uncached:
+            flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
+        if spec.cpu_access and spec.kind is not MemKind.HOST:
+            flags |= kfd.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC
+        return self.alloc_flags(size, flags, spec)
+
+    def alloc_flags(self, size: int, flags: int, spec: BufferSpec,
+                    mmap_offset: int | None = None) -> Buffer:
+        """Allocates with explicit KFD flags (also used for the doorbell page)."""
+        dev = self.device
+        os_ = dev.os
+        # WRITABLE is `1 << 31` in C: a negative int in Python; the ioctl field is a u32.
+        flags &= 0xFFFFFFFF
+        host = bool(flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)
+        # Reserve the VA range (or, for userptr, the host memory itself): the GPU uses the same address.
+        if host:
+            res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
+        else:
+            res = os_.mmap(None, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        va = res.addr
+        try:
+            args = dev.kfd.alloc_memory(dev.node.gpu_id, va, size, flags,
+                                        va if host else (mmap_offset or 0))
+        except IoctlError as e:
+            os_.munmap(res)
+            if e.errno == 12:
+                raise HCQMemoryError(f"{dev.name}: cannot allocate {size:#x} B of "
+                                     f"{spec.kind.value}: {e}") from e
+            raise
+        mem = KfdMem(args.handle, size, res, None)
+        try:
+            cpu = None
+            if host:
+                cpu = res
+            elif spec.cpu_access:
+                cpu = os_.mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, dev.drm_fd,
+                               args.mmap_offset)
+                mem.cpu, mem.reservation = cpu, None  # MAP_FIXED replaced the reservation
+            dev.kfd.map_memory(args.handle, [dev.node.gpu_id])
+        except BaseException:
+            self._undo(mem)
+            raise
+        return Buffer(dev, va, size, spec, cpu.view if cpu is not None else None, mem)
+
+    def alloc_doorbells(self) -> Buffer:
+        """The process's doorbell slice mapped at a GPU address (tracked like any allocation)."""
+        flags = (kfd.KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
+                 | kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED)
+        buf = self.alloc_flags(DOORBELL_MAP_B, flags, BufferSpec(MemKind.GTT))
+        self._live[id(buf)] = buf
+        self.bytes_in_use += buf.size
+        return buf
+
+    def _free(self, buf: Buffer) -> None:
+        mem: KfdMem = buf.handle
+        try:
+            self.device.kfd.unmap_memory(mem.handle, [self.device.node.gpu_id])
+        finally:
+            self._undo(mem)
+
+    def _undo(self, mem: KfdMem) -> None:
+        os_ = self.device.os
+        try:
+            self.device.kfd.free_memory(mem.handle)
+        finally:
+            for m in (mem.cpu, mem.reservation):
+                if m is not None:
+                    os_.munmap(m)
+
+
+class AMDDevice(Device):
+    """An AMD gfx11 GPU through KFD. Names: "amd:N" (a real GPU), "mock-amd:N" (the mock GPU), or
+    any name with an explicit `os` seam (e.g. a `MockOS` prepared by a test)."""
+
+    def __init__(self, name: str = "amd:0", *, os: OSSeam | None = None, ring_B: int = 1 << 20,
+                 sdma_ring_B: int = 1 << 20, max_copy_B: int = MAX_COPY_B, **kwargs: Any) -> None:
+        m = _NAME.match(name)
+        if m is None:
+            raise DeviceNotFound(f"{name!r} is not an AMD device name (amd:N or mock-amd:N)")
+        index = int(m.group(2) or 0)
+        if os is None:
+            if m.group(1) == "mock-amd":
+                from runtime.drivers.mock.os import MockOS  # the mock is chosen by name, here only
+                os = MockOS.with_amd_gpus(index + 1)
+            else:
+                os = RealOS()
+        super().__init__(name, **kwargs)
+        self.os = os
+        self.max_copy_B = max_copy_B
+        self.kfd: Kfd = None  # type: ignore[assignment]
+        self.drm_fd = -1
+        self.signal_event: KfdEvent | None = None
+        self._events: list[KfdEvent] = []
+        self._rings: list[HwRing] = []
+        self._ring_mem: list[QueueMemory] = []
+        self._doorbell_map: HostMapping | None = None
+        self.compute_ring: HwRing = None  # type: ignore[assignment]
+        self.copy_ring: HwRing = None  # type: ignore[assignment]
+        try:
+            self._open(index, ring_B, sdma_ring_B)
+        except BaseException:
+            self._release_hw()
+            self.closed = True
+            raise
+
+    # ------------------------------------------------------------------ bring-up
+    def _open(self, index: int, ring_B: int, sdma_ring_B: int) -> None:
+        nodes = read_topology(self.os)
+        if index >= len(nodes):
+            raise DeviceNotFound(f"{self.name}: only {len(nodes)} AMD GPU(s) in the KFD topology")
+        self.node: KfdNode = nodes[index]
+        self.arch = self.node.arch
+        self.kfd = Kfd(self.os)
+        minor = self.node.drm_render_minor
+        self.drm_fd = self.os.open(f"/dev/dri/renderD{minor}", os.O_RDWR)
+        self.kfd_version = self.kfd.version()
+        self.kfd.acquire_vm(self.drm_fd, self.node.gpu_id)
+        self.gc_bases = read_ip_bases(self.os, minor, GC_HWID)
+        self.sh_regs = ShRegs(self.gc_bases)
+        self._init_core(KfdAllocator(self))
+        # Events: the event page, one auto-reset signal event (its mailbox is the page slot), and the
+        # memory-fault and hardware-exception events that report faults.
+        page = self.alloc(EVENT_PAGE_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
+        sig = self.kfd.create_event(kfd.KFD_IOC_EVENT_SIGNAL, 1, page.handle.handle)
+        self.signal_event = KfdEvent(sig.event_id, kfd.KFD_IOC_EVENT_SIGNAL,
+                                     page.va + sig.event_slot_index * EVENT_SLOT_B)
+        self._events.append(self.signal_event)
+        for etype in (kfd.KFD_IOC_EVENT_MEMORY, kfd.KFD_IOC_EVENT_HW_EXCEPTION):
+            ev = self.kfd.create_event(etype, 0, 0, self.node.node_id)
+            self._events.append(KfdEvent(ev.event_id, etype))
+        self.compute_ring = self._create_queue("pm4", ring_B)
+        self.copy_ring = self._create_queue("sdma", sdma_ring_B)
+
+    def _cwsr_sizes(self) -> tuple[int, int, int]:
+        """(ctx save/restore size, control stack size, debug area size) for this node."""
+        props = self.node.properties
+        simd_per_cu = max(1, props.get("simd_per_cu", 2))
+        cus = props.get("simd_count", 0) // simd_per_cu
+        waves = cus * props.get("max_waves_per_simd", 16) * simd_per_cu
+        ctl_stack = round_up(12 * waves + 48, PAGE_B)
+        wg_data = round_up(cus * _CWSR_PER_CU_B, PAGE_B)
+        debug = round_up(waves * 32, 64)
+        return wg_data + ctl_stack, ctl_stack, debug
+
+    def _create_queue(self, kind: str, ring_B: int) -> HwRing:
+        if ring_B < 1024 or ring_B & (ring_B - 1):
+            raise ValueError(f"ring size {ring_B} must be a power of two >= 1 KiB")
+        ring = self.alloc(ring_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
+        ptrs = self.alloc(PAGE_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
+        mem = QueueMemory(ring, ptrs)
+        self._ring_mem.append(mem)
+        fields: dict[str, Any] = {}
+        if kind == "pm4":
+            mem.eop = self.alloc(EOP_B, kind=MemKind.VRAM)
+            ctx_size, ctl_stack, debug = self._cwsr_sizes()
+            mem.ctx_save = self.alloc(ctx_size + debug, kind=MemKind.VRAM)
+            fields = dict(queue_type=kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, eop_buffer_address=mem.eop.va,
+                          eop_buffer_size=EOP_B, ctx_save_restore_address=mem.ctx_save.va,
+                          ctx_save_restore_size=ctx_size, ctl_stack_size=ctl_stack)
+        else:
+            fields = dict(queue_type=kfd.KFD_IOC_QUEUE_TYPE_SDMA)
+        q = self.kfd.create_queue(ring_base_address=ring.va, ring_size=ring_B,
+                                  gpu_id=self.node.gpu_id,
+                                  queue_percentage=kfd.KFD_MAX_QUEUE_PERCENTAGE,
+                                  queue_priority=QUEUE_PRIORITY,
+                                  write_pointer_address=ptrs.va + WPTR_OFFSET_B,
+                                  read_pointer_address=ptrs.va + RPTR_OFFSET_B, **fields)
+        base = q.doorbell_offset & ~(DOORBELL_MAP_B - 1)
+        if self._doorbell_map is None:
+            self._doorbell_map = self.os.mmap(None, DOORBELL_MAP_B, PROT_READ | PROT_WRITE,
+                                              MAP_SHARED, self.kfd.fd, base)
+        elif self._doorbell_map.offset != base:
+            raise DeviceFault(self.name, f"queue doorbells in different slices ({base:#x} vs "
+                                         f"{self._doorbell_map.offset:#x})")
+        bell = self.os.doorbell(self._doorbell_map, q.doorbell_offset - base, 8)
+        if kind == "pm4":
+            gc_base = self.gc_bases[0]
+            ring_obj = HwRing(self, kind, q.queue_id, mem, bell, 0,
+                              lambda dws: describe_pm4(dws, gc_base))
+        else:
+            ring_obj = HwRing(self, kind, q.queue_id, mem, bell, H_NOP, describe_sdma)
+        self._rings.append(ring_obj)
+        return ring_obj
+
+    # ------------------------------------------------------------------ Device API
+    def compute_queue(self) -> PM4Queue:
+        """A new PM4 command builder for the compute ring."""
+        return PM4Queue(self)
+
+    def copy_queue(self) -> SDMAQueue:
+        """A new SDMA command builder for the copy ring."""
+        return SDMAQueue(self, self.max_copy_B)
+
+    def program(self, lib: bytes, name: str) -> AMDProgram:
+        """Loads kernel `name` of an AMDHSA code object."""
+        self.check_usable()
+        return AMDProgram(self, lib, name)
+
+    def _make_compiler(self) -> Any:
+        from runtime.drivers.amd.compiler import AMDCompiler
+        return AMDCompiler(self.arch)
+
+    def map_doorbells(self) -> Buffer:
+        """Maps this process's doorbell slice into the GPU address space (ALLOC_MEMORY_OF_GPU with
+        the DOORBELL flag), so that GPU code can ring queues. The buffer has no CPU mapping."""
+        self.check_usable()
+        alloc: KfdAllocator = self.allocator  # type: ignore[assignment]
+        return alloc.alloc_doorbells()
+
+    # ------------------------------------------------------------------ waiting and faults
+    def _wait_events(self, event_ids: list[int], timeout_ms: float) -> None:
+        result, data = self.kfd.wait_events(event_ids, int(timeout_ms))
+        if result == kfd.KFD_IOC_WAIT_RESULT_FAIL:
+            raise IoctlError("AMDKFD_IOC_WAIT_EVENTS", 5, "wait_result FAIL")
+        by_id = {e.event_id: e for e in self._events}
+        for eid, d in zip(event_ids, data):
+            fault = self._fault_from(by_id[eid], d)
+            if fault is not None and self._fault is None:
+                self._fault = fault
+
+    def _fault_from(self, ev: KfdEvent, d: Any) -> DeviceFault | None:
+        if ev.event_type == kfd.KFD_IOC_EVENT_MEMORY:
+            mem = d.memory_exception_data
+            if not mem.gpu_id:
+                return None
+            f = mem.failure
+            what = ", ".join(n for n, v in (("not present", f.NotPresent), ("read-only", f.ReadOnly),
+                                            ("no-execute", f.NoExecute),
+                                            ("imprecise", f.imprecise)) if v) or "unknown"
+            msg = f"GPU memory fault at VA {mem.va:#x} ({what})"
+        elif ev.event_type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
+            hw = d.hw_exception_data
+            if not hw.gpu_id:
+                return None
+            cause = "ECC error" if hw.reset_cause == kfd.KFD_HW_EXCEPTION_ECC else "GPU hang"
+            msg = f"hardware exception: {cause}, reset type {hw.reset_type}, " \
+                  f"memory lost {hw.memory_lost}"
+        else:
+            return None
+        log = self.os.kernel_log()
+        report = msg + (("\nkernel log:\n  " + "\n  ".join(log)) if log else "")
+        return DeviceFault(self.name, report + "\n" + self.describe_state())
+
+    def _poll_fault(self) -> DeviceFault | None:
+        ids = [e.event_id for e in self._events if e is not self.signal_event]
+        if ids:
+            self._wait_events(ids, 0)
+        return self._fault
+
+    def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
+        self._wait_events([e.event_id for e in self._events], timeout_ms)
+
+    def _idle_wait(self, timeout_ms: float) -> None:
+        """Sleeps until the GPU interrupts (any event) or `timeout_ms` passes."""
+        self._sleep_for_signal(self.timeline_signal, 0, timeout_ms)
+
+    def _describe_queues(self) -> list[str]:
+        return [r.describe() for r in self._rings]
+
+    # ------------------------------------------------------------------ teardown
+    def _release_hw(self) -> None:
+        errors: list[BaseException] = []
+
+        def attempt(fn: Any, *args: Any) -> None:
+            try:
+                fn(*args)
+            except BaseException as e:  # keep tearing down; report the first problem at the end
+                errors.append(e)
+
+        for ring in reversed(self._rings):
+            attempt(self.kfd.destroy_queue, ring.queue_id)
+        self._rings.clear()
+        for ev in reversed(self._events):
+            attempt(self.kfd.destroy_event, ev.event_id)
+        self._events.clear()
+        self.signal_event = None
+        if hasattr(self, "allocator"):
+            while self.allocator.live_count:
+                before = self.allocator.live_count
+                attempt(self.allocator.release_all)
+                if self.allocator.live_count == before:
+                    break
+        if self._doorbell_map is not None:
+            attempt(self.os.munmap, self._doorbell_map)
+            self._doorbell_map = None
+        if self.drm_fd >= 0:
+            attempt(self.os.close, self.drm_fd)
+            self.drm_fd = -1
+        if self.kfd is not None:
+            attempt(self.kfd.close)
+            self.kfd = None  # type: ignore[assignment]
+        if errors:
+            raise errors[0]

@@ -1,0 +1,267 @@
+"""PM4 type-3 command building for the gfx11 compute engine (MEC), from the generated bindings.
+
+Every header and field comes from `generated.amd.pm4_gfx11` (nvd.h, soc15d.h, kfd_pm4_headers_ai.h)
+and `generated.amd.gc_11_0_0` (register offsets and fields). Headers are computed once at import;
+the builder methods only `extend` a preallocated `array('I')` (the hot path: see scripts/bench_hcq.py).
+
+The few encodings the headers give only as comments are named here, each citing its comment:
+`WaitFunc` (nvd.h, WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY` ("1 - mem"),
+`GLI_INV_ALL` (nvd.h ACQUIRE_MEM GCR_CNTL "1:ALL").
+"""
+from __future__ import annotations
+
+import enum
+from array import array
+from typing import TYPE_CHECKING, Sequence
+
+from generated.amd import gc_11_0_0 as gc
+from generated.amd import pm4_gfx11 as p
+
+from runtime.hcq.errors import QueueError
+from runtime.hcq.memory import Buffer, MemKind
+from runtime.hcq.program import KernArgs
+from runtime.hcq.queue import HWQueue, Value, as_tuple3
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from runtime.drivers.amd.device import AMDDevice
+    from runtime.drivers.amd.program import AMDProgram
+    from runtime.hcq.signal import Signal
+
+_M32 = 0xFFFFFFFF
+
+
+class WaitFunc(enum.IntEnum):
+    """WAIT_REG_MEM / POLL_REGMEM compare functions (nvd.h comment under WAIT_REG_MEM_FUNCTION)."""
+
+    ALWAYS = 0
+    LT = 1
+    LE = 2
+    EQ = 3
+    NE = 4
+    GE = 5
+    GT = 6
+
+
+MEM_SPACE_REGISTER, MEM_SPACE_MEMORY = 0, 1   # nvd.h: WAIT_REG_MEM_MEM_SPACE "0 - reg, 1 - mem"
+OPERATION_WAIT, OPERATION_WR_WAIT_WR = 0, 1   # nvd.h: WAIT_REG_MEM_OPERATION
+GLI_INV_ALL = 1                               # nvd.h: ACQUIRE_MEM_GCR_CNTL_GLI_INV "1:ALL"
+WRITE_DATA_DST_MEMORY = 5                     # nvd.h: WRITE_DATA_DST_SEL "5 - memory (async)"
+POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll every 4 clocks
+
+
+def packet3(op: int, payload_dw: int) -> int:
+    """Type-3 header for `payload_dw` payload dwords (PACKET3's count is payload - 1). The macro's
+    `PACKET_TYPE3 << 30` is a signed int in C, so the binding returns a negative number: keep the
+    32 bits the hardware sees."""
+    return p.PACKET3(op, payload_dw - 1) & _M32
+
+
+# ------------------------------------------------------------------ precomputed headers and fields
+H_WAIT_REG_MEM = packet3(p.PACKET3_WAIT_REG_MEM, 6)
+H_RELEASE_MEM = packet3(p.PACKET3_RELEASE_MEM, 7)
+H_ACQUIRE_MEM = packet3(p.PACKET3_ACQUIRE_MEM, 7)
+H_DISPATCH_DIRECT = packet3(p.PACKET3_DISPATCH_DIRECT, 4)
+H_INDIRECT_BUFFER = packet3(p.PACKET3_INDIRECT_BUFFER, 3)
+H_EVENT_WRITE = packet3(p.PACKET3_EVENT_WRITE, 1)
+
+WAIT_GE_MEM = p.WAIT_REG_MEM_FUNCTION(WaitFunc.GE) | p.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEMORY) \
+    | p.WAIT_REG_MEM_OPERATION(OPERATION_WAIT)
+
+# RELEASE_MEM dword 1: end-of-pipe cache flush with the gfx11 GCR write-back/invalidate bits.
+_RM_GCR = (p.PACKET3_RELEASE_MEM_GCR_GLM_WB | p.PACKET3_RELEASE_MEM_GCR_GLM_INV
+           | p.PACKET3_RELEASE_MEM_GCR_GLV_INV | p.PACKET3_RELEASE_MEM_GCR_GL1_INV
+           | p.PACKET3_RELEASE_MEM_GCR_GL2_INV | p.PACKET3_RELEASE_MEM_GCR_GL2_WB
+           | p.PACKET3_RELEASE_MEM_GCR_SEQ)
+RM_EOP = p.PACKET3_RELEASE_MEM_EVENT_TYPE(p.CACHE_FLUSH_AND_INV_TS_EVENT) \
+    | p.PACKET3_RELEASE_MEM_EVENT_INDEX(p.event_index__mec_release_mem__end_of_pipe)
+RM_EOP_FLUSH = RM_EOP | _RM_GCR
+# RELEASE_MEM dword 2 variants.
+RM_DATA64 = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send_64_bit_data) \
+    | p.PACKET3_RELEASE_MEM_INT_SEL(p.int_sel__mec_release_mem__none)
+RM_CLOCK = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send_gpu_clock_counter) \
+    | p.PACKET3_RELEASE_MEM_INT_SEL(p.int_sel__mec_release_mem__none)
+RM_DATA32_IRQ = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send_32_bit_low) \
+    | p.PACKET3_RELEASE_MEM_INT_SEL(
+        p.int_sel__mec_release_mem__send_interrupt_after_write_confirm)
+
+# ACQUIRE_MEM GCR_CNTL: invalidate every cache level and write back the dirty ones.
+GCR_ALL = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(GLI_INV_ALL) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1)
+           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
+           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
+           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_INV(1)
+           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_WB(1))
+
+# DISPATCH_DIRECT initiator: start the shader, from (0,0,0), in wave32 (gc_11_0_0_sh_mask.h).
+DISPATCH_INITIATOR = (gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
+                      | gc.COMPUTE_DISPATCH_INITIATOR__FORCE_START_AT_000_MASK
+                      | gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK)
+
+# IB_SIZE is bits [19:0] of the last dword; the first field above it is PRE_ENB at bit 21 (nvd.h).
+IB_SIZE_MAX_DW = (1 << 20) - 1
+H_SET_SH_REG_6 = packet3(p.PACKET3_SET_SH_REG, 7)
+
+
+class ShRegs:
+    """SET_SH_REG indices of the COMPUTE_* registers.
+
+    A register's address is its offset plus the base of its GC segment (`*_BASE_IDX`); the bases come
+    from amdgpu's ip_discovery (sysfs), and SET_SH_REG takes the address minus PACKET3_SET_SH_REG_START.
+    """
+
+    def __init__(self, gc_bases: Sequence[int]) -> None:
+        self.bases = tuple(gc_bases)
+
+        def idx(offset: int, base_idx: int) -> int:
+            addr = offset + self.bases[base_idx]
+            if not p.PACKET3_SET_SH_REG_START <= addr < p.PACKET3_SET_SH_REG_END:
+                raise QueueError(f"register {addr:#x} is not an SH register")
+            return addr - p.PACKET3_SET_SH_REG_START
+
+        self.PGM_LO = idx(gc.regCOMPUTE_PGM_LO, gc.regCOMPUTE_PGM_LO_BASE_IDX)
+        self.PGM_RSRC1 = idx(gc.regCOMPUTE_PGM_RSRC1, gc.regCOMPUTE_PGM_RSRC1_BASE_IDX)
+        self.PGM_RSRC3 = idx(gc.regCOMPUTE_PGM_RSRC3, gc.regCOMPUTE_PGM_RSRC3_BASE_IDX)
+        self.TMPRING_SIZE = idx(gc.regCOMPUTE_TMPRING_SIZE, gc.regCOMPUTE_TMPRING_SIZE_BASE_IDX)
+        self.SCRATCH_BASE_LO = idx(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO,
+                                   gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO_BASE_IDX)
+        self.RESTART_X = idx(gc.regCOMPUTE_RESTART_X, gc.regCOMPUTE_RESTART_X_BASE_IDX)
+        self.RESOURCE_LIMITS = idx(gc.regCOMPUTE_RESOURCE_LIMITS,
+                                   gc.regCOMPUTE_RESOURCE_LIMITS_BASE_IDX)
+        self.START_X = idx(gc.regCOMPUTE_START_X, gc.regCOMPUTE_START_X_BASE_IDX)
+        self.USER_DATA_0 = idx(gc.regCOMPUTE_USER_DATA_0, gc.regCOMPUTE_USER_DATA_0_BASE_IDX)
+        # Consecutive registers written by one SET_SH_REG must be adjacent in the register file.
+        self._check_adjacent(gc.regCOMPUTE_PGM_LO, gc.regCOMPUTE_PGM_HI)
+        self._check_adjacent(gc.regCOMPUTE_PGM_RSRC1, gc.regCOMPUTE_PGM_RSRC2)
+        self._check_adjacent(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO,
+                             gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI)
+        self._check_adjacent(gc.regCOMPUTE_START_X, gc.regCOMPUTE_START_Y, gc.regCOMPUTE_START_Z,
+                             gc.regCOMPUTE_NUM_THREAD_X, gc.regCOMPUTE_NUM_THREAD_Y,
+                             gc.regCOMPUTE_NUM_THREAD_Z)
+        self._check_adjacent(gc.regCOMPUTE_RESTART_X, gc.regCOMPUTE_RESTART_Y,
+                             gc.regCOMPUTE_RESTART_Z)
+
+    @staticmethod
+    def _check_adjacent(*regs: int) -> None:
+        if list(regs) != list(range(regs[0], regs[0] + len(regs))):
+            raise QueueError(f"registers {[hex(r) for r in regs]} are not consecutive")
+
+    def set_sh_reg(self, index: int, *values: int) -> list[int]:
+        """A complete SET_SH_REG packet writing `values` from register `index` on."""
+        return [packet3(p.PACKET3_SET_SH_REG, 1 + len(values)), index, *values]
+
+
+class PM4Queue(HWQueue):
+    """Command builder for the compute ring (PM4 type-3 packets)."""
+
+    engine = "compute"
+
+    def __init__(self, device: "AMDDevice") -> None:
+        super().__init__(device)
+        self.device: AMDDevice = device
+        self._ib: Buffer | None = None
+
+    # -------------------------------------------------------------- commands
+    def wait(self, sig: "Signal", value: Value) -> "Self":
+        """WAIT_REG_MEM: stall until the low 32 bits of `sig` >= `value` (a 32-bit compare)."""
+        val, var, add = self._resolve(value, 32)
+        va = sig.va
+        d = self._d
+        n = len(d)
+        d.extend((H_WAIT_REG_MEM, WAIT_GE_MEM, va & _M32, va >> 32, val, _M32, POLL_INTERVAL))
+        if var is not None:
+            self._patch(var, add, n + 4, -1, 32)
+        return self
+
+    def signal(self, sig: "Signal", value: Value) -> "Self":
+        """RELEASE_MEM at end of pipe: flush caches, write the 64-bit value, then write the event id
+        into the device's event mailbox with an interrupt so that a CPU sleeping in WAIT_EVENTS wakes."""
+        val, var, add = self._resolve(value)
+        va = sig.va
+        d = self._d
+        n = len(d)
+        d.extend((H_RELEASE_MEM, RM_EOP_FLUSH, RM_DATA64, va & _M32, va >> 32, val & _M32, val >> 32, 0))
+        if var is not None:
+            self._patch(var, add, n + 5, n + 6)
+        ev = self.device.signal_event
+        if ev is not None:
+            mb = ev.mailbox_va
+            d.extend((H_RELEASE_MEM, RM_EOP, RM_DATA32_IRQ, mb & _M32, mb >> 32, ev.event_id, 0,
+                      ev.event_id))
+        return self
+
+    def timestamp(self, sig: "Signal") -> "Self":
+        """RELEASE_MEM with DATA_SEL = GPU clock into the signal's timestamp field."""
+        va = sig.timestamp_va
+        self._d.extend((H_RELEASE_MEM, RM_EOP, RM_CLOCK, va & _M32, va >> 32, 0, 0, 0))
+        return self
+
+    def memory_barrier(self) -> "Self":
+        """ACQUIRE_MEM over the whole address range: write back and invalidate every cache level.
+
+        tinygrad also flushes HDP through NBIO registers; that matters only for CPU writes to VRAM
+        through the BAR, which this runtime never does (kernel arguments, signals and staging live in
+        system memory), and the NBIO register bindings are not generated."""
+        self._d.extend((H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_ALL))
+        return self
+
+    def exec(self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
+             local_size: Sequence[int]) -> "Self":  # type: ignore[override]
+        """Program state (prebuilt per program), user SGPRs (argument and dispatch pointers, patchable),
+        block size, then DISPATCH_DIRECT of `global_size` workgroups."""
+        gx, gy, gz = as_tuple3(global_size, "global_size")
+        lx, ly, lz = as_tuple3(local_size, "local_size")
+        prg.check_launch((gx, gy, gz), (lx, ly, lz))
+        d = self._d
+        d.extend(prg.pm4_state)
+        ptr = args.va if isinstance(args, KernArgs) else args
+        val, var, add = self._resolve(ptr)
+        n = len(d) + 2  # USER_DATA_0 value position
+        d.extend(prg.user_data_header)
+        d.extend(prg.user_data(val))
+        if var is not None:
+            for slot, extra in prg.user_data_pointers:
+                self._patch(var, add + extra, n + slot, n + slot + 1)
+        regs = self.device.sh_regs
+        d.extend((H_SET_SH_REG_6, regs.START_X, 0, 0, 0, lx, ly, lz))
+        d.extend((H_DISPATCH_DIRECT, gx, gy, gz, DISPATCH_INITIATOR))
+        return self
+
+    def call(self, body: HWQueue) -> "Self":
+        """INDIRECT_BUFFER: execute a bound queue's commands."""
+        if not isinstance(body, PM4Queue) or body._ib is None:
+            raise QueueError("call() needs a PM4 queue that was bound with bind()")
+        va = body._ib.va
+        self._d.extend((H_INDIRECT_BUFFER, va & _M32, va >> 32,
+                        len(body._d) | p.INDIRECT_BUFFER_VALID))
+        return self
+
+    # -------------------------------------------------------------- submission
+    def bind(self) -> "Self":
+        """Copies the commands into uncached GPU-visible memory; later submits send one
+        INDIRECT_BUFFER packet and patches write straight into that copy."""
+        n = len(self._d)
+        if n == 0 or n > IB_SIZE_MAX_DW:
+            raise QueueError(f"cannot bind {n} dwords (an IB holds 1 to {IB_SIZE_MAX_DW})")
+        self.unbind()
+        buf = self.device.alloc(n * 4, kind=MemKind.GTT, cpu_access=True, uncached=True)
+        view = buf.cpu_view().cast("I")
+        view[:n] = self._d
+        self._ib, self._bound = buf, view
+        return self
+
+    def unbind(self) -> None:
+        if self._ib is not None:
+            self._bound = None
+            if not self.device.closed:
+                self.device.free(self._ib)
+            self._ib = None
+
+    def _submit(self) -> None:
+        ring = self.device.compute_ring
+        if self._ib is not None:
+            va = self._ib.va
+            ring.put(array("I", (H_INDIRECT_BUFFER, va & _M32, va >> 32,
+                                 len(self._d) | p.INDIRECT_BUFFER_VALID)))
+        else:
+            ring.put(self._d)

@@ -1,0 +1,197 @@
+"""AMD programs: an AMDHSA code object loaded into GPU memory, its kernel descriptor turned into
+COMPUTE_* register state, and the kernel-argument block (explicit arguments, code-object-v5 hidden
+arguments and the AQL dispatch packet that v4 kernels read their sizes from).
+
+The code object is parsed by `runtime.drivers.amd.elf` (written alongside the RDNA3 interpreter);
+applying R_AMDGPU_RELATIVE64 relocations, which that module does not do, lives here. The dispatch
+packet is the generated `hsa_kernel_dispatch_packet_t` (hsa.h).
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+from array import array
+from typing import TYPE_CHECKING
+
+from generated.amd import gc_11_0_0 as gc
+from generated.amd import hsa
+
+from runtime.drivers.amd import elf
+from runtime.drivers.amd.pm4 import ShRegs
+from runtime.hcq.errors import ProgramError
+from runtime.hcq.memory import MemKind, round_up
+from runtime.hcq.program import ArgSlot, KernArgs, Program
+
+if TYPE_CHECKING:
+    from runtime.drivers.amd.device import AMDDevice
+
+R_AMDGPU_RELATIVE64 = 13          # llvm/BinaryFormat/ELFRelocs/AMDGPU.def
+SHT_RELA = 4
+DISPATCH_PACKET_B = ctypes.sizeof(hsa.hsa_kernel_dispatch_packet_t)
+LDS_GRANULE_B = 512               # gfx11 COMPUTE_PGM_RSRC2.LDS_SIZE unit (tinygrad, amdgpu)
+MAX_LDS_B = 64 * 1024
+MAX_WORKGROUP_THREADS = 1024
+_M32 = 0xFFFFFFFF
+
+# Code-object-v5 hidden arguments this runtime fills (AMDGPUUsage.rst, "Code Object V5 Metadata");
+# every other hidden_* argument is left zero.
+_HIDDEN_SIZES = ("hidden_block_count_x", "hidden_block_count_y", "hidden_block_count_z",
+                 "hidden_group_size_x", "hidden_group_size_y", "hidden_group_size_z",
+                 "hidden_remainder_x", "hidden_remainder_y", "hidden_remainder_z",
+                 "hidden_grid_dims", "hidden_dynamic_lds_size")
+_UNSUPPORTED_USER_SGPRS = ("private_segment_buffer", "queue_ptr", "flat_scratch_init",
+                           "private_segment_size")
+
+
+def apply_relocations(co: "elf.CodeObject", image: bytearray, base: int) -> None:
+    """Applies the dynamic relocations of a code object loaded at GPU address `base`."""
+    for sec in co.sections:
+        if sec.type != SHT_RELA:
+            continue
+        for off in range(sec.offset, sec.offset + sec.size, 24):
+            r_offset, r_info, r_addend = struct.unpack_from("<QQq", co.data, off)
+            rtype = r_info & _M32
+            if rtype != R_AMDGPU_RELATIVE64:
+                raise ProgramError(f"unsupported relocation type {rtype} at {r_offset:#x} in "
+                                   f"{sec.name} (only R_AMDGPU_RELATIVE64 is handled)")
+            struct.pack_into("<Q", image, r_offset, base + r_addend)
+
+
+class AMDProgram(Program):
+    """A kernel of an AMDHSA code object, ready to launch on a gfx11 compute queue."""
+
+    def __init__(self, device: "AMDDevice", lib: bytes, name: str) -> None:
+        super().__init__(device, name, lib)
+        try:
+            co = elf.parse(lib)
+        except elf.ElfError as e:
+            raise ProgramError(f"{name}: bad code object: {e}") from e
+        kern = co.kernels.get(name)
+        if kern is None:
+            raise ProgramError(f"no kernel {name!r} in the code object (has {sorted(co.kernels)})")
+        self.kernel = kern
+        kd = kern.kd
+        self.kd = kd
+        if not kd.wave32:
+            raise ProgramError(f"{name}: wave64 kernels are not supported (build for wave32)")
+        layout = kd.user_sgpr_layout()
+        bad = [k for k in _UNSUPPORTED_USER_SGPRS if k in layout]
+        if bad or kd.private_segment_fixed_size:
+            raise ProgramError(f"{name}: needs {bad or 'scratch memory'}, which this runtime does not "
+                               "provide yet (no scratch / queue pointer)")
+        self.lds_B = kern.group_segment_size
+        if self.lds_B > MAX_LDS_B:
+            raise ProgramError(f"{name}: {self.lds_B} B of LDS exceeds the {MAX_LDS_B} B a "
+                               "workgroup can have")
+        # -- load the image
+        image = bytearray(co.image())
+        self.lib_buf = device.alloc(max(len(image), 1), kind=MemKind.VRAM, executable=True)
+        apply_relocations(co, image, self.lib_buf.va)
+        device.copyin(self.lib_buf, image)
+        self.pgm_va = self.lib_buf.va + kern.entry_vaddr
+        self.kd_va = self.lib_buf.va + kern.kd_vaddr
+        if self.pgm_va % 256:
+            raise ProgramError(f"{name}: entry {self.pgm_va:#x} is not 256-byte aligned "
+                               "(COMPUTE_PGM_LO holds address >> 8)")
+        # -- arguments
+        self.kernarg_B = kern.kernarg_size
+        self.packet_offset = round_up(max(self.kernarg_B, 1), 64)
+        slots, hidden = [], {}
+        for i, a in enumerate(kern.metadata.get(".args", [])):
+            kind = a.get(".value_kind", "by_value")
+            if kind.startswith("hidden_"):
+                hidden[kind] = (int(a[".offset"]), int(a[".size"]))
+                continue
+            slots.append(ArgSlot(a.get(".name", f"arg{i}"), int(a[".offset"]), int(a[".size"]),
+                                 "buffer" if kind == "global_buffer" else "value"))
+        self.slots = tuple(slots)
+        self.hidden = hidden
+        # -- register state, built once (the launch path only copies it)
+        regs: ShRegs = device.sh_regs
+        lds_field = (-(-self.lds_B // LDS_GRANULE_B)) << gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT
+        if lds_field & ~gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK:
+            raise ProgramError(f"{name}: LDS size {self.lds_B} B does not fit RSRC2.LDS_SIZE")
+        self.rsrc1, self.rsrc3 = kd.rsrc1, kd.rsrc3
+        self.rsrc2 = (kd.rsrc2 & ~gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK) | lds_field
+        state = array("I")
+        state.extend(regs.set_sh_reg(regs.PGM_LO, (self.pgm_va >> 8) & _M32, self.pgm_va >> 40))
+        state.extend(regs.set_sh_reg(regs.PGM_RSRC1, self.rsrc1, self.rsrc2))
+        state.extend(regs.set_sh_reg(regs.PGM_RSRC3, self.rsrc3))
+        state.extend(regs.set_sh_reg(regs.TMPRING_SIZE, 0))
+        state.extend(regs.set_sh_reg(regs.SCRATCH_BASE_LO, 0, 0))
+        state.extend(regs.set_sh_reg(regs.RESTART_X, 0, 0, 0))
+        state.extend(regs.set_sh_reg(regs.RESOURCE_LIMITS, 0))
+        self.pm4_state = state
+        # User SGPRs: 64-bit pointers at the positions the descriptor enables, in hardware order.
+        self.user_sgpr_count = kd.user_sgpr_count
+        ptrs: list[tuple[int, int]] = []
+        if "dispatch_ptr" in layout:
+            ptrs.append((layout["dispatch_ptr"], self.packet_offset))
+        if "kernarg_segment_ptr" in layout:
+            ptrs.append((layout["kernarg_segment_ptr"], 0))
+        n_user = max((slot + 2 for slot, _ in ptrs), default=0)
+        if "dispatch_id" in layout:
+            n_user = max(n_user, layout["dispatch_id"] + 2)  # dispatch id 0
+        if n_user > self.user_sgpr_count:
+            raise ProgramError(f"{name}: descriptor enables {n_user} user SGPRs but RSRC2 loads "
+                               f"only {self.user_sgpr_count}")
+        self.user_data_pointers = tuple(ptrs)
+        self._n_user = n_user
+        hdr = regs.set_sh_reg(regs.USER_DATA_0, *([0] * n_user))
+        self.user_data_header = array("I", hdr[:2])
+
+    # -------------------------------------------------------------- launch helpers
+    def user_data(self, kernarg_va: int) -> list[int]:
+        """COMPUTE_USER_DATA_* values for a kernel-argument block at `kernarg_va`."""
+        vals = [0] * self._n_user
+        for slot, extra in self.user_data_pointers:
+            a = kernarg_va + extra
+            vals[slot], vals[slot + 1] = a & _M32, a >> 32
+        return vals
+
+    def check_launch(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]
+                     ) -> None:
+        """Rejects launch shapes the hardware cannot run."""
+        lx, ly, lz = local_size
+        if lx * ly * lz > MAX_WORKGROUP_THREADS:
+            raise ProgramError(f"{self.name}: workgroup of {lx}x{ly}x{lz} threads exceeds "
+                               f"{MAX_WORKGROUP_THREADS}")
+        if any(g > _M32 for g in global_size):
+            raise ProgramError(f"{self.name}: grid {global_size} exceeds 2^32-1 workgroups")
+
+    def _kernargs_size(self) -> int:
+        return self.packet_offset + DISPATCH_PACKET_B
+
+    def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
+                    local_size: tuple[int, int, int]) -> KernArgs:
+        size = self._kernargs_size()
+        view[:size] = bytes(size)
+        gx, gy, gz = global_size
+        lx, ly, lz = local_size
+        dims = 3 if gz > 1 else 2 if gy > 1 else 1
+        # The AQL packet v4 kernels read their sizes from (grid size in work-items, hsa.h).
+        pkt = hsa.hsa_kernel_dispatch_packet_t.from_buffer(view, self.packet_offset)
+        pkt.setup = dims << hsa.HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS
+        pkt.workgroup_size_x, pkt.workgroup_size_y, pkt.workgroup_size_z = lx, ly, lz
+        pkt.grid_size_x, pkt.grid_size_y, pkt.grid_size_z = gx * lx, gy * ly, gz * lz
+        pkt.group_segment_size = self.lds_B
+        pkt.kernel_object, pkt.kernarg_address = self.kd_va, va
+        del pkt  # release the export of `view`
+        h = self.hidden
+        for axis, g, l in (("x", gx, lx), ("y", gy, ly), ("z", gz, lz)):
+            self._hidden(view, h.get(f"hidden_block_count_{axis}"), g)
+            self._hidden(view, h.get(f"hidden_group_size_{axis}"), l)
+        self._hidden(view, h.get("hidden_grid_dims"), dims)
+        return KernArgs(va, view[:max(self.kernarg_B, 1)], self.slots)
+
+    @staticmethod
+    def _hidden(view: memoryview, slot: tuple[int, int] | None, value: int) -> None:
+        if slot is not None:
+            off, size = slot
+            view[off:off + size] = value.to_bytes(size, "little")
+
+    def free(self) -> None:
+        """Releases the code memory (the caller makes sure no launch is still running)."""
+        self.device.free(self.lib_buf)
+        self._t0.release()
+        self._t1.release()

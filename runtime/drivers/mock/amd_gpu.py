@@ -1,0 +1,190 @@
+"""The mock AMD GPU: its memory, doorbells, clock, interrupts, fault reporting, and the queue
+processors (PM4 in `amd_pm4`, SDMA in `amd_sdma`) that consume the rings the driver writes.
+
+Queues run synchronously when their doorbell is rung and whenever the mock kernel lets the GPU make
+progress (every WAIT_EVENTS): each runnable queue executes packets until its ring is empty or it blocks
+on a wait; blocked queues are retried until no queue can move, so a signal written by one engine
+releases a wait on the other within the same call.
+
+A packet real hardware would not accept (unknown opcode, misaligned or unmapped address, a wait that
+can never be satisfied, a malformed dispatch) stops its queue: the report, which names the queue, the
+ring position and the decoded packet, goes to the mock kernel log, and the KFD hardware-exception (or,
+for page faults, memory) event fires with its exception data, as amdkfd does on a real fault.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from runtime.drivers.mock.memory import MockMemory, PageFault
+
+if TYPE_CHECKING:
+    from runtime.drivers.mock.amd_kfd import MockKfdDriver
+
+DOORBELL_SLICE_B = 0x2000
+
+
+class MockGPUError(Exception):
+    """A packet the hardware would reject; the message points at the packet. `va` is the faulting
+    address when the cause is a page fault."""
+
+    def __init__(self, msg: str, va: int | None = None) -> None:
+        super().__init__(msg)
+        self.va = va
+
+
+@dataclass
+class DispatchLogEntry:
+    """One executed dispatch: the record handed to the kernel executor and what it reported."""
+
+    record: Any
+    stats: Any
+
+
+@dataclass
+class MockAMDGPU:
+    """One gfx1100 GPU of the mock machine."""
+
+    driver: "MockKfdDriver"
+    node_id: int
+    gpu_id: int
+    render_minor: int
+    vram_B: int
+    max_copy_B: int
+    gc_bases: tuple[int, ...]
+    mem: MockMemory = field(default_factory=MockMemory)
+    doorbells: np.ndarray = field(default_factory=lambda: np.zeros(DOORBELL_SLICE_B, np.uint8))
+    queues: dict[int, Any] = field(default_factory=dict)   # doorbell byte offset -> processor
+    vram_used: int = 0
+    dispatches: list[DispatchLogEntry] = field(default_factory=list)
+    keep_dispatch_log: bool = True
+
+    # ------------------------------------------------------------------ clocks and interrupts
+    @staticmethod
+    def clock() -> int:
+        """The 100 MHz GPU clock counter (RELEASE_MEM DATA_SEL=3, SDMA TIMESTAMP)."""
+        return time.perf_counter_ns() // 10
+
+    def interrupt(self, ctxid: int) -> None:
+        """An end-of-pipe or TRAP interrupt carrying `ctxid` (amdkfd: signal event by partial id)."""
+        self.driver.signal_event_interrupt(ctxid)
+
+    def fault(self, report: str, va: int | None = None) -> None:
+        """Logs a fault report and fires the process's exception events."""
+        self.driver.os.log_kernel(f"mock amdgpu {self.gpu_id:#x}: {report}")
+        self.driver.raise_exception(self, va)
+
+    # ------------------------------------------------------------------ queues
+    def doorbell_rung(self, offset: int, value: int) -> None:
+        """A CPU store to a doorbell: update that queue's write pointer and run the GPU."""
+        q = self.queues.get(offset % DOORBELL_SLICE_B)
+        if q is None:
+            self.driver.os.log_kernel(f"mock amdgpu {self.gpu_id:#x}: doorbell {offset:#x} "
+                                      f"rung with {value:#x} but no queue uses it (ignored)")
+            return
+        q.set_wptr(value)
+        self.run()
+
+    def run(self) -> None:
+        """Runs every queue until none can make progress."""
+        progress = True
+        while progress:
+            progress = False
+            for q in list(self.queues.values()):
+                if q.step():
+                    progress = True
+
+    def record_dispatch(self, record: Any, stats: Any) -> None:
+        if self.keep_dispatch_log:
+            self.dispatches.append(DispatchLogEntry(record, stats))
+
+
+class QueueProcessor:
+    """What PM4 and SDMA processors share: ring access, pointers, blocking and faults."""
+
+    kind = "queue"
+
+    def __init__(self, gpu: MockAMDGPU, queue_id: int, ring_va: int, ring_B: int, rptr_va: int,
+                 wptr_va: int) -> None:
+        self.gpu, self.queue_id = gpu, queue_id
+        self.ring_va, self.ring_B = ring_va, ring_B
+        self.rptr_va, self.wptr_va = rptr_va, wptr_va
+        # Resolved once: the driver keeps the ring mapped while the queue exists.
+        self.ring = gpu.mem.view(ring_va, ring_B, "read").view(np.uint32)
+        self.size_dw = ring_B // 4
+        self.rptr_dw = 0   # monotonic, in dwords
+        self.wptr_dw = 0
+        self.blocked: str | None = None
+        self.faulted: str | None = None
+
+    def set_wptr(self, value: int) -> None:
+        raise NotImplementedError
+
+    def step(self) -> bool:
+        """Executes what it can; True if anything was consumed."""
+        if self.faulted is not None:
+            return False
+        try:
+            return self._run()
+        except PageFault as e:
+            self._fault(str(e), e.va)
+        except MockGPUError as e:
+            self._fault(str(e), e.va)
+        return False
+
+    def _run(self) -> bool:
+        raise NotImplementedError
+
+    def _fault(self, msg: str, va: int | None) -> None:
+        self.faulted = f"{self.kind} queue {self.queue_id} at ring dword {self.rptr_dw}: {msg}"
+        self.gpu.fault(self.faulted, va)
+
+    def ring_dwords(self, pos: int, n: int) -> list[int]:
+        """`n` dwords from monotonic position `pos`, wrapping around the ring."""
+        start = pos % self.size_dw
+        if start + n <= self.size_dw:
+            return self.ring[start:start + n].tolist()
+        first = self.size_dw - start
+        return self.ring[start:].tolist() + self.ring[:n - first].tolist()
+
+    def describe(self) -> str:
+        state = self.faulted or (f"blocked: {self.blocked}" if self.blocked else "idle")
+        return f"{self.kind} queue {self.queue_id}: rptr {self.rptr_dw} wptr {self.wptr_dw}, {state}"
+
+
+def check_wait_possible(func: int, ref: int, mask: int, where: str) -> None:
+    """Rejects compares that no memory value can satisfy, since the queue would hang forever.
+    Functions as in nvd.h's WAIT_REG_MEM_FUNCTION comment: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >."""
+    masked_max = mask
+    impossible = {
+        1: ref == 0,                       # (v & mask) < 0
+        3: bool(ref & ~mask & 0xFFFFFFFF),  # bits outside the mask can never match
+        4: mask == 0 and ref == 0,         # 0 != 0
+        5: ref > masked_max,               # (v & mask) >= ref > mask
+        6: ref >= masked_max,              # (v & mask) > ref >= mask
+    }.get(func, False)
+    if func > 6:
+        raise MockGPUError(f"{where}: compare function {func} does not exist (0..6)")
+    if impossible:
+        raise MockGPUError(f"{where}: the wait can never complete: (value & {mask:#x}) "
+                           f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}")
+
+
+def compare(func: int, value: int, ref: int) -> bool:
+    """WAIT_REG_MEM / POLL_REGMEM compare of a masked value with the reference."""
+    if func == 0:
+        return True
+    if func == 1:
+        return value < ref
+    if func == 2:
+        return value <= ref
+    if func == 3:
+        return value == ref
+    if func == 4:
+        return value != ref
+    if func == 5:
+        return value >= ref
+    return value > ref

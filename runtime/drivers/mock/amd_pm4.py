@@ -1,0 +1,296 @@
+"""The mock command processor (MEC) for PM4 compute queues.
+
+Consumes type-3 packets from the ring (and from one level of indirect buffers), decoding them with the
+generated PM4 bindings (through `runtime.drivers.amd.decode`). Supported: NOP, SET_SH_REG (COMPUTE_*
+state), DISPATCH_DIRECT (handed to the RDNA3 kernel executor as a `DispatchRecord`), RELEASE_MEM
+(value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM (caches are
+not modelled, so it only validates), EVENT_WRITE and INDIRECT_BUFFER. Anything else is rejected.
+
+The write pointer is the monotonic dword count the doorbell carries; the read pointer is reported to
+the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
+"""
+from __future__ import annotations
+
+from generated.amd import gc_11_0_0 as gc
+from generated.amd import pm4_gfx11 as p
+
+from runtime.drivers.amd.decode import PM4_NAMES, describe_pm4, pm4_fields
+from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
+                                          check_wait_possible, compare)
+from runtime.drivers.mock.memory import PageFault
+
+_M32 = 0xFFFFFFFF
+_M64 = (1 << 64) - 1
+LDS_GRANULE_B = 512   # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11
+MAX_LDS_B = 64 * 1024
+MAX_THREADS = 1024
+# RELEASE_MEM selectors the MEC accepts (kfd_pm4_headers_ai.h enums).
+_DATA_SEL_OK = {p.data_sel__mec_release_mem__none, p.data_sel__mec_release_mem__send_32_bit_low,
+                p.data_sel__mec_release_mem__send_64_bit_data,
+                p.data_sel__mec_release_mem__send_gpu_clock_counter}
+_INT_SEL_OK = {p.int_sel__mec_release_mem__none, p.int_sel__mec_release_mem__send_interrupt_only,
+               p.int_sel__mec_release_mem__send_interrupt_after_write_confirm}
+_EOP_INDEX = {p.event_index__mec_release_mem__end_of_pipe,
+              p.event_index__mec_release_mem__shader_done}
+WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
+MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
+
+
+class PM4Processor(QueueProcessor):
+    """One PM4 compute queue of the mock GPU."""
+
+    kind = "compute"
+
+    def __init__(self, gpu: MockAMDGPU, queue_id: int, ring_va: int, ring_B: int, rptr_va: int,
+                 wptr_va: int) -> None:
+        super().__init__(gpu, queue_id, ring_va, ring_B, rptr_va, wptr_va)
+        self.sh: dict[int, int] = {}   # register offset (GC segment 0) -> value
+        self.gc_base = gpu.gc_bases[0]
+        # An indirect buffer being executed: (dwords, position, GPU address).
+        self._ib: tuple[list[int], int, int] | None = None
+        self._ib_packet_size = 0
+
+    def set_wptr(self, value: int) -> None:
+        if value < self.wptr_dw:
+            raise MockGPUError(f"compute queue {self.queue_id}: write pointer went backwards "
+                               f"({self.wptr_dw} -> {value})")
+        self.wptr_dw = value
+
+    # ------------------------------------------------------------------ fetch loop
+    def _run(self) -> bool:
+        progress = False
+        while True:
+            if self._ib is not None:
+                if not self._run_ib():
+                    return progress
+                progress = True
+                self._advance(self._ib_packet_size)
+                self._ib = None
+                continue
+            avail = self.wptr_dw - self.rptr_dw
+            if avail <= 0:
+                self.blocked = None
+                return progress
+            h = int(self.ring[self.rptr_dw % self.size_dw])
+            size = self._packet_size(h, f"ring dword {self.rptr_dw}")
+            if size > avail:
+                return progress  # the rest of the packet is not published yet
+            pkt = self.ring_dwords(self.rptr_dw, size)
+            if not self._execute(pkt, f"ring dword {self.rptr_dw}", in_ib=False):
+                return progress
+            if self._ib is not None:  # INDIRECT_BUFFER started: run it before moving on
+                self._ib_packet_size = size
+                continue
+            self._advance(size)
+            progress = True
+
+    def _advance(self, size: int) -> None:
+        self.rptr_dw += size
+        self.gpu.mem.write_u32(self.rptr_va, self.rptr_dw % self.size_dw)
+        self.blocked = None
+
+    def _run_ib(self) -> bool:
+        """Runs the current IB to its end; False if it blocked."""
+        assert self._ib is not None
+        dws, pos, va = self._ib
+        while pos < len(dws):
+            where = f"IB {va:#x} dword {pos}"
+            size = self._packet_size(dws[pos], where)
+            if pos + size > len(dws):
+                raise MockGPUError(f"{where}: {describe_pm4(dws[pos:])} runs past the end of the "
+                                   f"{len(dws)}-dword indirect buffer")
+            if not self._execute(dws[pos:pos + size], where, in_ib=True):
+                self._ib = (dws, pos, va)
+                return False
+            pos += size
+        return True
+
+    def _packet_size(self, h: int, where: str) -> int:
+        if h == p.CP_PACKET2:
+            return 1
+        typ = p.CP_PACKET_GET_TYPE(h)
+        if typ != p.PACKET_TYPE3:
+            raise MockGPUError(f"{where}: header {h:#010x} is a type-{typ} packet; compute queues "
+                               "take type-3 packets")
+        return p.CP_PACKET_GET_COUNT(h) + 2
+
+    # ------------------------------------------------------------------ packets
+    def _execute(self, pkt: list[int], where: str, in_ib: bool) -> bool:
+        """Executes one packet; False if it must wait. Errors name the packet."""
+        try:
+            return self._execute_packet(pkt, where, in_ib)
+        except PageFault as e:
+            raise MockGPUError(f"{where}: {e}\n  packet: {describe_pm4(pkt, self.gc_base)}",
+                               e.va) from None
+        except MockGPUError as e:
+            raise MockGPUError(f"{e}\n  packet: {describe_pm4(pkt, self.gc_base)}", e.va) from None
+
+    def _execute_packet(self, pkt: list[int], where: str, in_ib: bool) -> bool:
+        h = pkt[0]
+        if h == p.CP_PACKET2:
+            return True
+        op = p.CP_PACKET3_GET_OPCODE(h)
+        body = pkt[1:]
+        if op == p.PACKET3_SET_SH_REG:
+            self._set_sh_reg(body, where)
+        elif op == p.PACKET3_DISPATCH_DIRECT:
+            self._need(body, 4, "PACKET3_DISPATCH_DIRECT", where)
+            self._dispatch(body, where)
+        elif op == p.PACKET3_RELEASE_MEM:
+            self._need(body, 7, "PACKET3_RELEASE_MEM", where)
+            self._release_mem(body, where)
+        elif op == p.PACKET3_WAIT_REG_MEM:
+            self._need(body, 6, "PACKET3_WAIT_REG_MEM", where)
+            return self._wait_reg_mem(body, where)
+        elif op == p.PACKET3_ACQUIRE_MEM:
+            self._need(body, 7, "PACKET3_ACQUIRE_MEM", where)
+        elif op == p.PACKET3_WRITE_DATA:
+            self._write_data(body, where)
+        elif op == p.PACKET3_INDIRECT_BUFFER:
+            self._need(body, 3, "PACKET3_INDIRECT_BUFFER", where)
+            if in_ib:
+                raise MockGPUError(f"{where}: INDIRECT_BUFFER inside an indirect buffer (compute "
+                                   "queues run one IB level)")
+            self._start_ib(body, where)
+        elif op == p.PACKET3_EVENT_WRITE:
+            self._need(body, 1, "PACKET3_EVENT_WRITE", where)
+        elif op == p.PACKET3_NOP:
+            pass
+        else:
+            known = PM4_NAMES.get(op)
+            what = f"{known} ({op:#x}) is not supported on a compute queue" if known else \
+                f"unknown opcode {op:#x}"
+            raise MockGPUError(f"{where}: {what} (header {h:#010x})")
+        return True
+
+    @staticmethod
+    def _need(body: list[int], n: int, name: str, where: str) -> None:
+        if len(body) != n:
+            raise MockGPUError(f"{where}: {name} has {len(body)} payload dwords, expected {n}")
+
+    def _set_sh_reg(self, body: list[int], where: str) -> None:
+        if len(body) < 2:
+            raise MockGPUError(f"{where}: PACKET3_SET_SH_REG without values")
+        index = body[0] & 0xFFFF
+        addr = index + p.PACKET3_SET_SH_REG_START
+        if addr + len(body) - 1 > p.PACKET3_SET_SH_REG_END:
+            raise MockGPUError(f"{where}: SET_SH_REG index {index:#x} + {len(body) - 1} leaves the "
+                               "SH register range")
+        for i, v in enumerate(body[1:]):
+            self.sh[addr + i - self.gc_base] = v
+
+    def _reg(self, offset: int) -> int:
+        return self.sh.get(offset, 0)
+
+    def _dispatch(self, body: list[int], where: str) -> None:
+        gx, gy, gz, initiator = body
+        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK:
+            raise MockGPUError(f"{where}: DISPATCH_DIRECT without COMPUTE_SHADER_EN")
+        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK:
+            raise MockGPUError(f"{where}: wave64 dispatch (CS_W32_EN clear) is not modelled")
+        if 0 in (gx, gy, gz):
+            return  # an empty grid launches no waves
+        pgm = ((self._reg(gc.regCOMPUTE_PGM_HI) << 32) | self._reg(gc.regCOMPUTE_PGM_LO)) << 8
+        if pgm == 0:
+            raise MockGPUError(f"{where}: DISPATCH_DIRECT with COMPUTE_PGM_LO/HI unset")
+        self.gpu.mem.find(pgm, 4, "instruction fetch")
+        rsrc1 = self._reg(gc.regCOMPUTE_PGM_RSRC1)
+        rsrc2 = self._reg(gc.regCOMPUTE_PGM_RSRC2)
+        rsrc3 = self._reg(gc.regCOMPUTE_PGM_RSRC3)
+        block = (self._reg(gc.regCOMPUTE_NUM_THREAD_X), self._reg(gc.regCOMPUTE_NUM_THREAD_Y),
+                 self._reg(gc.regCOMPUTE_NUM_THREAD_Z))
+        if 0 in block or block[0] * block[1] * block[2] > MAX_THREADS:
+            raise MockGPUError(f"{where}: workgroup {block} (COMPUTE_NUM_THREAD_*) must have 1 to "
+                               f"{MAX_THREADS} threads")
+        n_user = (rsrc2 & gc.COMPUTE_PGM_RSRC2__USER_SGPR_MASK) >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
+        user = tuple(self._reg(gc.regCOMPUTE_USER_DATA_0 + i) for i in range(n_user))
+        lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK) >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) \
+            * LDS_GRANULE_B
+        if lds > MAX_LDS_B:
+            raise MockGPUError(f"{where}: RSRC2.LDS_SIZE asks for {lds} B of LDS (max {MAX_LDS_B})")
+        scratch = ((self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI) << 32)
+                   | self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO)) << 8
+        try:
+            from runtime.drivers.mock.rdna3 import DispatchRecord, KernelFault, execute
+        except ImportError as e:
+            raise MockGPUError(f"{where}: DISPATCH_DIRECT of program {pgm:#x}: no kernel executor "
+                               f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
+        rec = DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch)
+        try:
+            stats = execute(rec, self.gpu.mem)
+        except KernelFault as e:
+            raise MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}") from None
+        self.gpu.record_dispatch(rec, stats)
+
+    def _release_mem(self, body: list[int], where: str) -> None:
+        f = pm4_fields(p.PACKET3_RELEASE_MEM, body)
+        if f["event_index"] not in _EOP_INDEX:
+            raise MockGPUError(f"{where}: RELEASE_MEM event_index {f['event_index']} is not "
+                               "end-of-pipe or shader-done")
+        if f["data_sel"] not in _DATA_SEL_OK or f["int_sel"] not in _INT_SEL_OK:
+            raise MockGPUError(f"{where}: RELEASE_MEM data_sel {f['data_sel']} / int_sel "
+                               f"{f['int_sel']} not supported")
+        addr, data_sel = f["addr"], f["data_sel"]
+        if data_sel == p.data_sel__mec_release_mem__send_32_bit_low:
+            self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
+            self.gpu.mem.write_u32(addr, f["data"] & _M32)
+        elif data_sel == p.data_sel__mec_release_mem__send_64_bit_data:
+            self._aligned(addr, 8, "RELEASE_MEM 64-bit", where)
+            self.gpu.mem.write_u64(addr, f["data"])
+        elif data_sel == p.data_sel__mec_release_mem__send_gpu_clock_counter:
+            self._aligned(addr, 8, "RELEASE_MEM GPU clock", where)
+            self.gpu.mem.write_u64(addr, self.gpu.clock())
+        if f["int_sel"] != p.int_sel__mec_release_mem__none:
+            self.gpu.interrupt(f["int_ctxid"])
+
+    def _wait_reg_mem(self, body: list[int], where: str) -> bool:
+        f = pm4_fields(p.PACKET3_WAIT_REG_MEM, body)
+        if f["mem_space"] != MEM_SPACE_MEMORY:
+            raise MockGPUError(f"{where}: WAIT_REG_MEM on registers is not modelled by the mock")
+        if f["operation"] != 0:
+            raise MockGPUError(f"{where}: WAIT_REG_MEM operation {f['operation']} needs registers")
+        addr, ref, mask, func = f["addr"], f["reference"], f["mask"], f["function"]
+        self._aligned(addr, 4, "WAIT_REG_MEM", where)
+        check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
+        value = self.gpu.mem.read_u32(addr) & mask
+        if compare(func, value, ref):
+            return True
+        self.blocked = f"{where}: WAIT_REG_MEM mem[{addr:#x}] = {value:#x}, waiting for " \
+                       f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
+        return False
+
+    def _write_data(self, body: list[int], where: str) -> None:
+        if len(body) < 4:
+            raise MockGPUError(f"{where}: WRITE_DATA without data")
+        f = pm4_fields(p.PACKET3_WRITE_DATA, body)
+        if f["dst_sel"] not in WRITE_DATA_DST_MEMORY:
+            raise MockGPUError(f"{where}: WRITE_DATA dst_sel {f['dst_sel']} is not memory")
+        addr = f["addr"]
+        self._aligned(addr, 4, "WRITE_DATA", where)
+        one_addr = bool(body[0] & p.WR_ONE_ADDR)
+        for i, v in enumerate(body[3:]):
+            self.gpu.mem.write_u32(addr if one_addr else addr + 4 * i, v)
+
+    def _start_ib(self, body: list[int], where: str) -> None:
+        f = pm4_fields(p.PACKET3_INDIRECT_BUFFER, body)
+        if not f["valid"]:
+            raise MockGPUError(f"{where}: INDIRECT_BUFFER without the VALID bit")
+        va, size = f["ib_base"], f["ib_size"]
+        self._aligned(va, 4, "INDIRECT_BUFFER", where)
+        if size == 0:
+            raise MockGPUError(f"{where}: INDIRECT_BUFFER of 0 dwords")
+        dws = self.gpu.mem.view(va, size * 4, "IB fetch").view("<u4").tolist()
+        self._ib = (dws, 0, va)
+
+    @staticmethod
+    def _aligned(addr: int, align: int, what: str, where: str) -> None:
+        if addr % align:
+            raise MockGPUError(f"{where}: {what} address {addr:#x} is not {align}-byte aligned")
+
+    def describe(self) -> str:
+        line = super().describe()
+        if self.faulted is None and self.wptr_dw > self.rptr_dw:
+            pkt = self.ring_dwords(self.rptr_dw, min(16, self.wptr_dw - self.rptr_dw))
+            line += f"; next: {describe_pm4(pkt, self.gc_base)}"
+        return line
+

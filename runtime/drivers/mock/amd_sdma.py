@@ -1,0 +1,122 @@
+"""The mock SDMA v6 engine: COPY_LINEAR, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP, decoded with
+the generated sdma_v6 field macros (through `runtime.drivers.amd.decode`).
+
+Pointers are u64 byte offsets (amdgpu sdma_v6_0.c); a packet must not straddle the ring end, which is
+why drivers pad the tail with NOPs. COPY_LINEAR moves at most `max_copy_B` bytes (4 MiB, the amdgpu
+driver's copy_max_bytes for SDMA 6); larger counts are rejected like any malformed packet.
+"""
+from __future__ import annotations
+
+from runtime.drivers.amd.decode import (SDMA_OP_NAMES, describe_sdma, sdma_fields, sdma_op,
+                                        sdma_packet_kind, sdma_size)
+from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
+                                          check_wait_possible, compare)
+from runtime.drivers.mock.memory import PageFault
+
+_M32 = 0xFFFFFFFF
+
+
+class SDMAProcessor(QueueProcessor):
+    """One SDMA queue of the mock GPU."""
+
+    kind = "sdma"
+
+    def __init__(self, gpu: MockAMDGPU, queue_id: int, ring_va: int, ring_B: int, rptr_va: int,
+                 wptr_va: int) -> None:
+        super().__init__(gpu, queue_id, ring_va, ring_B, rptr_va, wptr_va)
+        self.max_copy_B = gpu.max_copy_B
+
+    def set_wptr(self, value: int) -> None:
+        if value % 4:
+            raise MockGPUError(f"sdma queue {self.queue_id}: write pointer {value:#x} is not a "
+                               "multiple of 4 bytes")
+        if value // 4 < self.wptr_dw:
+            raise MockGPUError(f"sdma queue {self.queue_id}: write pointer went backwards")
+        self.wptr_dw = value // 4
+
+    def _run(self) -> bool:
+        progress = False
+        while self.wptr_dw > self.rptr_dw:
+            pos = self.rptr_dw % self.size_dw
+            h = int(self.ring[pos])
+            where = f"ring byte {self.rptr_dw * 4:#x}"
+            size = sdma_size(h)
+            if size is None:
+                op, sub = sdma_op(h)
+                raise MockGPUError(f"{where}: unsupported SDMA op {SDMA_OP_NAMES.get(op, op)} "
+                                   f"sub_op {sub} (header {h:#010x})")
+            if pos + size > self.size_dw:
+                raise MockGPUError(f"{where}: {describe_sdma([h])} straddles the end of the ring")
+            if self.rptr_dw + size > self.wptr_dw:
+                return progress  # not fully published yet
+            pkt = self.ring[pos:pos + size].tolist()
+            if not self._execute(pkt, where):
+                return progress
+            self.rptr_dw += size
+            self.gpu.mem.write_u64(self.rptr_va, self.rptr_dw * 4)
+            self.blocked = None
+            progress = True
+        self.blocked = None
+        return progress
+
+    def _execute(self, pkt: list[int], where: str) -> bool:
+        try:
+            return self._execute_packet(pkt, where)
+        except PageFault as e:
+            raise MockGPUError(f"{where}: {e}\n  packet: {describe_sdma(pkt)}", e.va) from None
+        except MockGPUError as e:
+            raise MockGPUError(f"{e}\n  packet: {describe_sdma(pkt)}", e.va) from None
+
+    def _execute_packet(self, pkt: list[int], where: str) -> bool:
+        kind = sdma_packet_kind(pkt[0])
+        assert kind is not None
+        name = kind[0]
+        f = sdma_fields(name, pkt)
+        mem = self.gpu.mem
+        if name == "COPY_LINEAR":
+            n = f["count"] + 1
+            if n > self.max_copy_B:
+                raise MockGPUError(f"{where}: COPY_LINEAR of {n} B exceeds the {self.max_copy_B} B "
+                                   "an SDMA 6 copy packet may move")
+            src = mem.view(f["src"], n, "read")
+            dst = mem.view(f["dst"], n, "write")
+            dst[:] = src.copy() if _overlap(f["src"], f["dst"], n) else src
+        elif name == "FENCE":
+            addr = f["addr"]
+            if addr % 4:
+                raise MockGPUError(f"{where}: FENCE address {addr:#x} is not 4-byte aligned")
+            mem.write_u32(addr, f["data"])
+        elif name == "TRAP":
+            self.gpu.interrupt(f["int_context"])
+        elif name == "POLL_REGMEM":
+            if not f["mem_poll"]:
+                raise MockGPUError(f"{where}: POLL_REGMEM on a register is not modelled")
+            addr, ref, mask, func = f["addr"], f["value"], f["mask"], f["func"]
+            if addr % 4:
+                raise MockGPUError(f"{where}: POLL_REGMEM address {addr:#x} is not 4-byte aligned")
+            check_wait_possible(func, ref, mask, f"{where}: POLL_REGMEM")
+            value = mem.read_u32(addr) & mask
+            if not compare(func, value, ref):
+                self.blocked = f"{where}: POLL_REGMEM mem[{addr:#x}] = {value:#x}, waiting for " \
+                               f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
+                return False
+        elif name in ("TIMESTAMP_GET", "TIMESTAMP_GET_GLOBAL"):
+            if f["addr_lo_low_bits"]:
+                raise MockGPUError(f"{where}: TIMESTAMP address is not 8-byte aligned (low bits "
+                                   f"{f['addr_lo_low_bits']:#x} in WRITE_ADDR_LO)")
+            mem.write_u64(f["addr"], self.gpu.clock())
+        elif name == "NOP":
+            pass
+        return True
+
+    def describe(self) -> str:
+        line = super().describe()
+        if self.faulted is None and self.wptr_dw > self.rptr_dw:
+            pos = self.rptr_dw % self.size_dw
+            line += f"; next: {describe_sdma(self.ring[pos:pos + 8].tolist())}"
+        return line
+
+
+def _overlap(a: int, b: int, n: int) -> bool:
+    return a < b + n and b < a + n
+

@@ -1,0 +1,317 @@
+"""MockOS: the OS seam over virtual devices, for running the whole runtime on a CPU.
+
+A `MockOS` instance is a small, self-contained "kernel": a table of open files, a virtual address space
+for mmap, a sysfs tree, a kernel log, and the virtual device drivers installed into it (the mock KFD:
+`runtime.drivers.mock.amd_kfd`). Nothing is global; each instance is independent, and a driver is handed
+one through its constructor (`AMDDevice("mock-amd:0")` makes its own).
+
+Memory: anonymous and device mappings are numpy byte arrays, and a mapping's `view` is a memoryview of
+the same array the mock GPU reads and writes, so CPU stores are immediately visible to the GPU (as with
+coherent memory). Doorbell pages get a doorbell object whose `ring` stores the value and synchronously
+runs the mock GPU's queues, so tests are deterministic.
+
+For tests: `inject_ioctl_failure` makes chosen ioctls fail with an errno, and `live_objects` counts the
+kernel objects a process holds (open files, mappings and whatever the drivers report).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno as E
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, Doorbell, HostMapping,
+                              MappedDoorbell, OSSeam)
+
+# The mock's user address space starts well away from the real process's mappings so that a stray
+# real pointer never aliases a mock address. Allocations are separated by an unmapped guard page.
+VA_BASE = 0x1000_0000_0000
+VA_LIMIT = 0x7F00_0000_0000
+_PAGE = 4096
+_GUARD = _PAGE
+
+
+def _ioc_size(req: int) -> int:
+    """_IOC_SIZE of a Linux ioctl request number (asm-generic/ioctl.h: 14 bits at 16)."""
+    return (req >> 16) & 0x3FFF
+
+
+class DoorbellTarget(Protocol):
+    """Something a doorbell store wakes (the mock GPU)."""
+
+    def doorbell_rung(self, offset: int, value: int) -> None: ...
+
+
+class MockFile:
+    """An open virtual file. Subclasses override what their device supports."""
+
+    path = "?"
+
+    def ioctl(self, request: int, arg: Any) -> int:
+        raise OSError(E.ENOTTY, f"{self.path}: inappropriate ioctl {request:#x}")
+
+    def mmap(self, offset: int, size: int, prot: int) -> tuple[np.ndarray, DoorbellTarget | None]:
+        """(backing bytes, doorbell target or None) for a mapping at `offset`."""
+        raise OSError(E.ENODEV, f"{self.path} cannot be mapped")
+
+    def close(self) -> None:
+        """Called when the last descriptor is closed."""
+
+
+@dataclass
+class _Region:
+    addr: int
+    size: int
+    backing: np.ndarray | None  # None: PROT_NONE reservation
+    kind: str                   # "reserve", "anon", "device"
+    doorbell: DoorbellTarget | None = None
+
+
+@dataclass
+class _Injection:
+    request: int
+    errno: int
+    remaining: int
+    skip: int
+
+
+class MockDoorbell(Doorbell):
+    """A doorbell store that also runs the mock GPU synchronously."""
+
+    __slots__ = ("_plain", "_target", "_offset")
+
+    def __init__(self, mapping: HostMapping, offset: int, width: int, target: DoorbellTarget) -> None:
+        self._plain = MappedDoorbell(mapping, offset, width)
+        self._target, self._offset = target, mapping.offset + offset
+
+    def ring(self, value: int) -> None:
+        self._plain.ring(value)
+        self._target.doorbell_rung(self._offset, value)
+
+
+@dataclass
+class MockOS(OSSeam):
+    """The mock kernel. Build one with `MockOS.with_amd_gpus(n)` or install drivers yourself."""
+
+    name: str = "mock"
+    sysfs: dict[str, str] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._devices: dict[str, Callable[[int], MockFile]] = {}
+        self._fds: dict[int, MockFile] = {}
+        self._next_fd = 3
+        self._regions: dict[int, _Region] = {}
+        self._va_next = VA_BASE
+        self._injections: list[_Injection] = []
+        self._counters: list[Callable[[], dict[str, int]]] = []
+        self._request_names: dict[int, str] = {}
+        self.ioctl_count = 0
+        # One lock around every entry: a second CPU thread may poll while another submits.
+        self.lock = threading.RLock()
+        self.drivers: list[Any] = []
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def with_amd_gpus(cls, count: int = 1, **gpu_kwargs: Any) -> "MockOS":
+        """A mock machine with `count` gfx1100 GPUs behind a mock KFD."""
+        from runtime.drivers.mock.amd_kfd import MockKfdDriver
+        mos = cls()
+        mos.drivers.append(MockKfdDriver(mos, count, **gpu_kwargs))
+        return mos
+
+    def add_device(self, path: str, opener: Callable[[int], MockFile]) -> None:
+        """Registers a device node; `opener(flags)` returns the file object."""
+        self._devices[path] = opener
+
+    def add_counter(self, counter: Callable[[], dict[str, int]]) -> None:
+        """Registers a function contributing to `live_objects`."""
+        self._counters.append(counter)
+
+    def name_requests(self, names: dict[int, str]) -> None:
+        """Tells the mock the C names of ioctl requests (for injection by name and messages)."""
+        self._request_names.update(names)
+
+    def file(self, fd: int) -> MockFile:
+        """The file object behind a descriptor (EBADF if none)."""
+        f = self._fds.get(fd)
+        if f is None:
+            raise OSError(E.EBADF, f"bad file descriptor {fd}")
+        return f
+
+    # ------------------------------------------------------------------ test controls
+    def inject_ioctl_failure(self, request: int | str, errno: int, count: int = 1,
+                             skip: int = 0) -> None:
+        """Makes the next `count` calls of `request` (a request number or its C name) fail with
+        `errno`, after letting `skip` calls through."""
+        if isinstance(request, str):
+            by_name = {v: k for k, v in self._request_names.items()}
+            if request not in by_name:
+                raise KeyError(f"unknown ioctl {request!r}")
+            request = by_name[request]
+        self._injections.append(_Injection(int(request), errno, count, skip))
+
+    def live_objects(self) -> dict[str, int]:
+        """Kernel objects held: open files, mappings, and each driver's objects (buffers, queues...)."""
+        out = {"fds": len(self._fds), "mappings": len(self._regions)}
+        for c in self._counters:
+            out.update(c())
+        return out
+
+    def log_kernel(self, line: str) -> None:
+        """Appends a line to the mock kernel log."""
+        self.log.append(line)
+
+    # ------------------------------------------------------------------ OSSeam
+    def open(self, path: str, flags: int = os.O_RDWR) -> int:
+        with self.lock:
+            opener = self._devices.get(path)
+            if opener is None:
+                if path in self.sysfs:
+                    raise OSError(E.EPERM, f"{path}: sysfs files are read with read_sysfs")
+                raise FileNotFoundError(E.ENOENT, f"No such file or directory: {path!r}")
+            fd = self._next_fd
+            self._next_fd += 1
+            self._fds[fd] = opener(flags)
+            return fd
+
+    def close(self, fd: int) -> None:
+        with self.lock:
+            f = self.file(fd)
+            del self._fds[fd]
+            f.close()
+
+    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | None) -> int:
+        with self.lock:
+            self.ioctl_count += 1
+            f = self.file(fd)
+            req = int(request)
+            for inj in self._injections:
+                if inj.request == req and inj.remaining:
+                    if inj.skip:
+                        inj.skip -= 1
+                        continue
+                    inj.remaining -= 1
+                    name = self._request_names.get(req, hex(req))
+                    self.log_kernel(f"mock: injected failure of {name}: errno {inj.errno}")
+                    raise OSError(inj.errno, os.strerror(inj.errno))
+            if arg is not None and ctypes.sizeof(arg) != _ioc_size(req):
+                raise OSError(E.EINVAL, f"ioctl {req:#x}: argument is {ctypes.sizeof(arg)} B, "
+                                        f"the request encodes {_ioc_size(req)} B")
+            return f.ioctl(req, arg)
+
+    def mmap(self, addr: int | None, size: int, prot: int, flags: int, fd: int = -1,
+             offset: int = 0) -> HostMapping:
+        with self.lock:
+            if size <= 0:
+                raise OSError(E.EINVAL, "mmap of zero bytes")
+            size_pages = -(-size // _PAGE) * _PAGE
+            target: DoorbellTarget | None = None
+            if fd == -1 or flags & MAP_ANONYMOUS:
+                backing = None if prot == PROT_NONE else np.zeros(size_pages, dtype=np.uint8)
+                kind = "reserve" if backing is None else "anon"
+            else:
+                backing, target = self.file(fd).mmap(offset, size, prot)
+                kind = "device"
+            if flags & MAP_FIXED:
+                if addr is None:
+                    raise OSError(E.EINVAL, "MAP_FIXED without an address")
+                self._unmap_range(addr, size_pages)
+            else:
+                addr = self._take_va(size_pages)
+            region = _Region(addr, size_pages, backing, kind, target)
+            self._regions[addr] = region
+            view = memoryview(backing)[:size] if backing is not None else None
+            return HostMapping(addr, size, view, fd, offset, keepalive=region)
+
+    def munmap(self, mapping: HostMapping) -> None:
+        with self.lock:
+            region = self._regions.get(mapping.addr)
+            if region is None:
+                raise OSError(E.EINVAL, f"munmap at {mapping.addr:#x}: nothing mapped there")
+            del self._regions[mapping.addr]
+
+    def read_sysfs(self, path: str) -> str:
+        text = self.sysfs.get(path.rstrip("/"))
+        if text is None:
+            if self._is_dir(path):
+                raise IsADirectoryError(E.EISDIR, f"Is a directory: {path!r}")
+            raise FileNotFoundError(E.ENOENT, f"No such file or directory: {path!r}")
+        return text
+
+    def listdir(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        names = {k[len(prefix):].split("/", 1)[0] for k in self.sysfs if k.startswith(prefix)}
+        if not names:
+            raise FileNotFoundError(E.ENOENT, f"No such file or directory: {path!r}")
+        return sorted(names)
+
+    def exists(self, path: str) -> bool:
+        return path in self._devices or path.rstrip("/") in self.sysfs or self._is_dir(path)
+
+    def eventfd(self, initval: int = 0, flags: int = 0) -> int:
+        with self.lock:
+            fd = self._next_fd
+            self._next_fd += 1
+            self._fds[fd] = _EventFd(initval)
+            return fd
+
+    def doorbell(self, mapping: HostMapping, offset: int, width: int = 8) -> Doorbell:
+        region = mapping.keepalive
+        if isinstance(region, _Region) and region.doorbell is not None:
+            return MockDoorbell(mapping, offset, width, _Locked(region.doorbell, self.lock))
+        return MappedDoorbell(mapping, offset, width)
+
+    def kernel_log(self) -> list[str]:
+        return list(self.log[-50:])
+
+    # ------------------------------------------------------------------ address space
+    def host_region(self, addr: int, size: int) -> np.ndarray:
+        """The backing bytes of [addr, addr+size) of an anonymous read-write mapping (userptr)."""
+        for r in self._regions.values():
+            if r.kind == "anon" and r.addr <= addr and addr + size <= r.addr + r.size:
+                assert r.backing is not None
+                return r.backing[addr - r.addr:addr - r.addr + size]
+        raise OSError(E.EFAULT, f"[{addr:#x}, +{size:#x}) is not anonymous user memory")
+
+    def _take_va(self, size: int) -> int:
+        addr = self._va_next
+        if addr + size > VA_LIMIT:
+            raise OSError(E.ENOMEM, "mock address space exhausted")
+        self._va_next = addr + size + _GUARD
+        return addr
+
+    def _unmap_range(self, addr: int, size: int) -> None:
+        """MAP_FIXED replaces what was there; the mock only allows replacing one whole region."""
+        for base, r in list(self._regions.items()):
+            if base < addr + size and addr < base + r.size:
+                if base != addr or r.size != size:
+                    raise OSError(E.EINVAL, f"MAP_FIXED [{addr:#x}, +{size:#x}) partially overlaps "
+                                            f"the mapping at {base:#x}+{r.size:#x}")
+                del self._regions[base]
+
+    def _is_dir(self, path: str) -> bool:
+        prefix = path.rstrip("/") + "/"
+        return any(k.startswith(prefix) for k in self.sysfs)
+
+
+class _EventFd(MockFile):
+    path = "anon_inode:[eventfd]"
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+class _Locked:
+    """Runs a doorbell target under the mock's lock."""
+
+    def __init__(self, target: DoorbellTarget, lock: threading.RLock) -> None:
+        self._target, self._lock = target, lock
+
+    def doorbell_rung(self, offset: int, value: int) -> None:
+        with self._lock:
+            self._target.doorbell_rung(offset, value)
