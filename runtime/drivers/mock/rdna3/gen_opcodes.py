@@ -28,7 +28,8 @@ def _words(enc: str, op: int) -> list[list[int]]:
     if enc == "SOP2":
         return [[2 << 30 | op << 23 | 0 << 16 | s1 << 8 | 2] for s1 in (1, 4)]
     if enc == "SOPK":
-        return [[0b1011 << 28 | op << 23 | 0 << 16 | 0]]
+        w = 0b1011 << 28 | op << 23
+        return [[w], [w | 4 << 16 | 1], [w | 0x1801, 0]]  # the last has a literal (setreg_imm32)
     if enc == "SOP1":
         return [[0x17D << 23 | d << 16 | op << 8 | s0] for d in (0, 4) for s0 in (2, 0)]
     if enc == "SOPC":
@@ -76,13 +77,15 @@ VOPD_X = {0: "v_dual_fmac_f32", 1: "v_dual_fmaak_f32", 2: "v_dual_fmamk_f32", 3:
 def _disassemble(lines: list[str]) -> dict[int, str]:
     """Line index → mnemonic for the lines llvm-mc decodes.
 
-    Each candidate line is followed by a marker line `s_movk_i32 s0, INDEX`, so the printed
-    instructions can be matched to their input whatever LLVM skips or splits.
+    llvm-mc decodes its input as one byte stream, so each candidate is followed by two s_nop
+    (room for a literal the candidate may claim) and a marker line `s_movk_i32 s101, INDEX`; the
+    printed instructions are matched to their input by the markers.
     """
+    nops = " 0x00 0x00 0x80 0xbf" * 2
     text = []
     for i, line in enumerate(lines):
-        mark = (0b1011 << 28 | 0 << 23 | 0 << 16 | i).to_bytes(4, "little")
-        text += [line, " ".join(f"{b:#04x}" for b in mark)]
+        mark = (0b1011 << 28 | 0 << 23 | 101 << 16 | i).to_bytes(4, "little")
+        text += [line + nops, " ".join(f"{b:#04x}" for b in mark)]
     res = subprocess.run([LLVM_MC, "--disassemble", "-arch=amdgcn", "-mcpu=gfx1100"],
                          input="\n".join(text) + "\n", capture_output=True, text=True, check=True)
     # A line LLVM warns about is invalid even if it decodes the dwords after the bad one.
@@ -93,9 +96,10 @@ def _disassemble(lines: list[str]) -> dict[int, str]:
         parts = ln.split()
         if not parts or parts[0].startswith("."):
             continue
-        m = re.fullmatch(r"s_movk_i32 s0, (0x[0-9a-f]+|\d+)", " ".join(parts))
+        m = re.fullmatch(r"s_movk_i32 s101, (0x[0-9a-f]+|\d+)", " ".join(parts))
         if m:
-            if len(pending) == 1 and int(m.group(1), 0) not in bad:
+            rest_nops = all(p == "s_nop" for p in pending[1:])
+            if len(pending) >= 2 and rest_nops and int(m.group(1), 0) not in bad:
                 found[int(m.group(1), 0)] = pending[0]
             pending = []
         else:

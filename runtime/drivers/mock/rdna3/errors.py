@@ -1,0 +1,67 @@
+"""The interpreter's public records: the dispatch it is given, its statistics and its fault."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DispatchRecord:
+    """What the PM4 processor decodes from SET_SH_REG state plus DISPATCH_DIRECT.
+
+    `grid` counts workgroups (DISPATCH_DIRECT without USE_THREAD_DIMENSIONS), `block` threads
+    (COMPUTE_NUM_THREAD_X/Y/Z). `user_sgprs` are COMPUTE_USER_DATA_0.. (RSRC2.USER_SGPR of them
+    are loaded into s0..; missing ones read as zero). `lds_bytes` is the LDS allocation the PM4 side
+    derived from RSRC2.LDS_SIZE; accesses beyond it fault.
+    """
+
+    pgm_addr: int
+    rsrc1: int
+    rsrc2: int
+    rsrc3: int
+    user_sgprs: tuple[int, ...]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    lds_bytes: int
+    scratch_va: int = 0
+
+
+@dataclass
+class ExecStats:
+    """Work done by one `execute` call.
+
+    `wave_instructions` counts instructions issued per wave; `lane_instructions` counts them per
+    lane that was active (in EXEC) when the instruction issued, for every instruction (scalar ones
+    too), i.e. what a lane-by-lane emulator would have executed.
+    """
+
+    waves: int = 0
+    wave_instructions: int = 0
+    lane_instructions: int = 0
+    workgroups: int = 0
+
+    def __iadd__(self, other: "ExecStats") -> "ExecStats":
+        self.waves += other.waves
+        self.wave_instructions += other.wave_instructions
+        self.lane_instructions += other.lane_instructions
+        self.workgroups += other.workgroups
+        return self
+
+
+class KernelFault(Exception):
+    """The dispatch stopped: an unknown or unsupported instruction, a memory fault, bad state.
+
+    `address` is the faulting instruction's VA (None for faults found before the first
+    instruction), `instruction` its LLVM-syntax text, `cause` the underlying error if any (a
+    `runtime.drivers.mock.memory.PageFault` for memory faults).
+    """
+
+    def __init__(self, message: str, *, address: int | None = None, instruction: str = "",
+                 cause: Exception | None = None) -> None:
+        self.address, self.instruction, self.cause = address, instruction, cause
+        where = f" at {address:#x}" if address is not None else ""
+        what = f" ({instruction})" if instruction else ""
+        super().__init__(f"{message}{where}{what}")
+
+
+class PageFaultError(KernelFault):
+    """A GPU memory access outside every mapping (or past the dispatch's LDS allocation)."""

@@ -1,0 +1,324 @@
+"""The vectorised executor: all waves of a dispatch run together, grouped by program counter.
+
+A dispatch is run in batches of whole workgroups (bounded by the register and LDS memory they
+need). Within a batch every wave starts in one group at the entry point. The scheduler always
+runs the group with the lowest program counter, one instruction at a time over all its waves:
+  * a branch whose condition differs between the group's waves splits it in two;
+  * groups that arrive at the same program counter merge again (structured code from LLVM
+    reconverges at the lowest pending address, so lowest-pc-first brings them together);
+  * a group at `s_barrier` waits; when no group can run, every waiting group passes its barrier
+    (all waves of each workgroup have then arrived or ended, which is the barrier's condition);
+  * `s_endpgm` retires a group.
+Lane divergence inside a wave is EXEC masking, handled by the instructions themselves.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime.drivers.mock.memory import MockMemory, PageFault
+
+from .decode import EXEC_LO, Inst, decode_one
+from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
+from .machine import ALL, Group, Machine, merge, pack_lanes
+from .ops_mem import compile_ds, compile_flat, compile_mubuf, compile_smem
+from .ops_salu import BARRIER, BRANCH, END, JUMP, NEXT, Step, compile_salu
+from .ops_valu import compile_valu
+
+MAX_CODE_BYTES = 1 << 20
+BATCH_MEMORY_B = 512 << 20     # registers + LDS of one batch of workgroups
+BATCH_MAX_WAVES = 1 << 15
+
+
+@dataclass
+class Program:
+    """Decoded code from an entry address: instructions, their slots, address → index."""
+
+    base: int
+    raw: bytes
+    insts: list[Inst]
+    steps: list[Step | None]
+    index: dict[int, int]
+
+    def step(self, i: int) -> Step:
+        s = self.steps[i]
+        if s is None:
+            s = self.steps[i] = _compile(self.insts[i], self)
+        return s
+
+
+def _compile(inst: Inst, prog: Program) -> Step:
+    """Builds an instruction's slot on first execution (unknown ones raise only if reached)."""
+    enc = inst.enc
+    if inst.name.startswith("<"):
+        raise KernelFault(f"unknown instruction {inst.name}", address=inst.addr,
+                          instruction=str(inst))
+    if enc in ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP"):
+        step = compile_salu(inst)
+    elif enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOPD", "VOP3P"):
+        step = Step(NEXT, compile_valu(inst), inst)
+    elif enc == "SMEM":
+        step = Step(NEXT, compile_smem(inst), inst)
+    elif enc == "FLAT":
+        step = Step(NEXT, compile_flat(inst), inst)
+    elif enc == "DS":
+        step = Step(NEXT, compile_ds(inst), inst)
+    elif enc == "MUBUF":
+        step = Step(NEXT, compile_mubuf(inst), inst)
+    else:
+        raise KernelFault(f"unsupported instruction encoding {enc}", address=inst.addr,
+                          instruction=str(inst))
+    if step.kind == BRANCH:
+        if step.target not in prog.index:
+            raise KernelFault(f"branch target {step.target:#x} is not an instruction of the "
+                              "decoded program", address=inst.addr, instruction=str(inst))
+        step.target = prog.index[step.target]
+    return step
+
+
+def decode_program(code: bytes, base: int) -> Program:
+    """Decodes from the entry point up to the first s_code_end (or the end of the bytes)."""
+    insts: list[Inst] = []
+    pos = 0
+    while pos < len(code):
+        inst = decode_one(code, pos, base + pos)
+        if inst.name == "s_code_end":
+            break
+        insts.append(inst)
+        pos += inst.size
+    return Program(base, bytes(code[:pos]), insts, [None] * len(insts),
+                   {inst.addr: i for i, inst in enumerate(insts)})
+
+
+class ProgramCache:
+    """Decoded programs by entry address, revalidated against the bytes in memory each time."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._progs: OrderedDict[int, Program] = OrderedDict()
+        self.capacity = capacity
+
+    def get(self, mem: MockMemory, pgm_addr: int) -> Program:
+        prog = self._progs.get(pgm_addr)
+        if prog is not None:
+            try:
+                if mem.read(pgm_addr, len(prog.raw)) == prog.raw:
+                    self._progs.move_to_end(pgm_addr)
+                    return prog
+            except PageFault:
+                pass
+        try:
+            data, off = mem.find(pgm_addr, 4, "instruction fetch")
+        except PageFault as e:
+            raise PageFaultError(f"instruction fetch faulted: {e}", address=pgm_addr,
+                                 cause=e) from None
+        window = data[off:off + MAX_CODE_BYTES].tobytes()
+        prog = decode_program(window, pgm_addr)
+        if not prog.insts:
+            raise KernelFault("no instructions at the program address", address=pgm_addr)
+        self._progs[pgm_addr] = prog
+        while len(self._progs) > self.capacity:
+            self._progs.popitem(last=False)
+        return prog
+
+
+# A bounded memo of decoded programs, keyed by address and revalidated against the code bytes on
+# every use, so it never changes what a dispatch computes; pass `cache=` to use your own.
+_DEFAULT_CACHE = ProgramCache()
+
+
+# -- dispatch setup ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """Dispatch geometry and the register state RSRC1/RSRC2 ask for."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    waves_per_wg: int
+    n_vgprs: int
+    user_sgprs: int
+    tgid: tuple[bool, bool, bool]
+    tg_size: bool
+    scratch: bool
+    tidig: int
+
+    @classmethod
+    def of(cls, d: DispatchRecord) -> "Layout":
+        threads = d.block[0] * d.block[1] * d.block[2]
+        if threads <= 0 or min(d.grid) < 0:
+            raise KernelFault(f"bad dispatch size: grid {d.grid} block {d.block}")
+        if max(d.block) > 1024 or threads > 1024:
+            raise KernelFault(f"workgroup of {d.block} exceeds 1024 threads")
+        return cls(grid=tuple(d.grid), block=tuple(d.block),
+                   waves_per_wg=math.ceil(threads / 32),
+                   n_vgprs=((d.rsrc1 & 0x3F) + 1) * 8,        # RSRC1.VGPRS, granules of 8
+                   user_sgprs=d.rsrc2 >> 1 & 0x1F,            # RSRC2.USER_SGPR
+                   tgid=tuple(bool(d.rsrc2 >> b & 1) for b in (7, 8, 9)),
+                   tg_size=bool(d.rsrc2 >> 10 & 1), scratch=bool(d.rsrc2 & 1),
+                   tidig=d.rsrc2 >> 11 & 3)
+
+
+def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int) -> None:
+    """Initial wave state (RDNA3 ISA section 3.3; AMDGPUUsage "Initial Kernel Execution State")."""
+    gx, gy, _ = lay.grid
+    bx, by, bz = lay.block
+    wpg = lay.waves_per_wg
+    wg_local = np.repeat(np.arange(n_wg), wpg)
+    wave_in_wg = np.tile(np.arange(wpg), n_wg)
+    m.wave_wg[:] = wg_local
+    m.wave_lds_base[:] = wg_local * m.lds_bytes
+    # SGPRs: the user SGPRs, then the enabled workgroup ids, then TG_SIZE, then scratch offset.
+    user = list(d.user_sgprs[:lay.user_sgprs]) + [0] * max(0, lay.user_sgprs - len(d.user_sgprs))
+    for i, v in enumerate(user):
+        m.S[i][:] = v & 0xFFFFFFFF
+    wg = wg0 + wg_local
+    ids = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
+    nxt = lay.user_sgprs
+    for dim in range(3):
+        if lay.tgid[dim]:
+            m.S[nxt][:] = ids[dim]
+            nxt += 1
+    if lay.tg_size:
+        m.S[nxt][:] = wpg  # TG_SIZE: waves in the workgroup (bits 5:0)
+        nxt += 1
+    if lay.scratch:
+        m.S[nxt][:] = 0    # private segment wave byte offset
+    # VGPR0: packed work-item ids (x | y << 10 | z << 20), as many as TIDIG_COMP_CNT enables.
+    t = wave_in_wg[:, None] * 32 + np.arange(32)[None, :]
+    x, y, z = t % bx, (t // bx) % by, t // (bx * by)
+    v0 = x.copy()
+    if lay.tidig >= 1:
+        v0 |= y << 10
+    if lay.tidig >= 2:
+        v0 |= z << 20
+    live = t < bx * by * bz
+    m.V[0][:] = np.where(live, v0, 0).astype(np.uint32)
+    m.S[EXEC_LO][:] = pack_lanes(live)
+
+
+def _batches(lay: Layout, lds_bytes: int) -> int:
+    """Workgroups per batch: as many as fit the memory budget and the wave cap."""
+    per_wave = lay.n_vgprs * 32 * 4 + 128 * 4 + 32
+    per_wg = lay.waves_per_wg * per_wave + lds_bytes
+    by_mem = max(1, BATCH_MEMORY_B // per_wg)
+    by_waves = max(1, BATCH_MAX_WAVES // lay.waves_per_wg)
+    return min(by_mem, by_waves)
+
+
+# -- the scheduler -----------------------------------------------------------------------------
+def _run_batch(prog: Program, m: Machine, stats: ExecStats, limit: int) -> None:
+    groups = [Group(m, ALL, 0)]
+    while groups:
+        runnable = [g for g in groups if not g.at_barrier]
+        if not runnable:
+            # Every live wave waits at a barrier: all of them pass it.
+            for g in groups:
+                g.at_barrier = False
+                g.pc += 1
+            groups = _merge_same_pc(groups)
+            continue
+        g = min(runnable, key=lambda h: h.pc)
+        same = [h for h in runnable if h.pc == g.pc]
+        if len(same) > 1:
+            merged = merge(same)
+            groups = [h for h in groups if all(h is not s for s in same)] + [merged]
+            g = merged
+        others = [h.pc for h in groups if h is not g and not h.at_barrier]
+        horizon = min(others) if others else len(prog.insts) + 1
+        groups.remove(g)
+        groups.extend(_run_group(prog, g, horizon, stats, limit))
+
+
+def _merge_same_pc(groups: list[Group]) -> list[Group]:
+    by_pc: dict[int, list[Group]] = {}
+    for g in groups:
+        by_pc.setdefault(g.pc, []).append(g)
+    return [merge(gs) if len(gs) > 1 else gs[0] for gs in by_pc.values()]
+
+
+def _run_group(prog: Program, g: Group, horizon: int, stats: ExecStats,
+               limit: int) -> list[Group]:
+    """Runs g until it reaches another group's pc, splits, waits, or ends; returns what is left."""
+    n_insts = len(prog.insts)
+    while g.pc < horizon:
+        if g.pc >= n_insts:
+            raise KernelFault("execution ran past the end of the program (no s_endpgm)",
+                              address=prog.base + len(prog.raw))
+        step = prog.step(g.pc)
+        stats.wave_instructions += g.n
+        stats.lane_instructions += g.active
+        if stats.wave_instructions > limit:
+            raise KernelFault(f"instruction limit of {limit} wave-instructions exceeded "
+                              "(a kernel that never ends?)", address=step.inst.addr,
+                              instruction=str(step.inst))
+        kind = step.kind
+        if kind == NEXT:
+            _call(step, g)
+            g.pc += 1
+        elif kind == BRANCH:
+            taken = step.fn(g) if step.fn is not None else True
+            if taken is True or taken.all():
+                g.pc = step.target
+            elif not taken.any():
+                g.pc += 1
+            else:
+                return list(g.split(np.asarray(taken), step.target, g.pc + 1))
+        elif kind == END:
+            return []
+        elif kind == BARRIER:
+            g.at_barrier = True
+            return [g]
+        else:  # JUMP
+            return _jump(prog, g, step, _call(step, g))
+    return [g]
+
+
+def _call(step: Step, g: Group):
+    try:
+        return step.fn(g)
+    except KernelFault:
+        raise
+    except PageFault as e:
+        raise PageFaultError(str(e), address=step.inst.addr, instruction=str(step.inst),
+                             cause=e) from None
+    except (IndexError, ValueError, TypeError, MemoryError) as e:
+        raise KernelFault(f"bad state executing the instruction: {e}", address=step.inst.addr,
+                          instruction=str(step.inst), cause=e) from None
+
+
+def _jump(prog: Program, g: Group, step: Step, targets: np.ndarray) -> list[Group]:
+    out = []
+    for t in np.unique(targets):
+        idx = prog.index.get(int(t))
+        if idx is None:
+            raise KernelFault(f"jump to {int(t):#x}, which is not an instruction of the program",
+                              address=step.inst.addr, instruction=str(step.inst))
+        sel = targets == t
+        if sel.all():
+            g.pc = idx
+            return [g]
+        a, rest = g.split(sel, idx, g.pc)
+        out.append(a)
+        g = rest
+    return out
+
+
+def execute(dispatch: DispatchRecord, mem: MockMemory, *, cache: ProgramCache | None = None,
+            max_wave_instructions: int = 1 << 40) -> ExecStats:
+    """Runs one dispatch to completion on `mem`; raises KernelFault if the kernel faults."""
+    lay = Layout.of(dispatch)
+    prog = (cache or _DEFAULT_CACHE).get(mem, dispatch.pgm_addr)
+    n_wg_total = lay.grid[0] * lay.grid[1] * lay.grid[2]
+    stats = ExecStats()
+    per_batch = _batches(lay, dispatch.lds_bytes)
+    with np.errstate(all="ignore"):
+        for wg0 in range(0, n_wg_total, per_batch):
+            n_wg = min(per_batch, n_wg_total - wg0)
+            m = Machine(mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, dispatch.lds_bytes)
+            _init_batch(m, lay, dispatch, wg0, n_wg)
+            _run_batch(prog, m, stats, max_wave_instructions)
+            stats.waves += m.n_waves
+            stats.workgroups += n_wg
+    return stats

@@ -1,0 +1,197 @@
+"""Register files of many waves, and groups of waves that execute in lock step.
+
+`Machine` holds the state of every wave of a batch of workgroups: VGPRs as uint32 [nvgpr, waves,
+32] (one [waves, 32] plane per register, so an instruction touches contiguous memory), SGPRs as
+uint32 [128, waves], SCC as bool [waves], and the batch's LDS. A `Group` is a set of waves at the
+same program counter; every instruction executes once per group over all of its waves' lanes.
+
+Lane masks (EXEC, VCC and any SGPR a VALU compare writes) are kept in two forms: packed in the
+SGPR file (what SALU reads) and unpacked as bool [waves, 32] (what VALU needs). A group caches
+the unpacked form and packs lazily, so `v_cmp` → `v_cndmask` or `v_add_co` → `v_add_co_ci`
+never pack or unpack at all.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.drivers.mock.memory import MockMemory
+
+from .decode import EXEC_LO, NULL
+
+ALL = slice(None)
+SCRATCH_LIMIT_B = 1 << 30
+_SHIFTS = np.arange(32, dtype=np.uint32)
+U32 = np.uint32
+
+
+def unpack_lanes(words: np.ndarray) -> np.ndarray:
+    """uint32 [n] → bool [n, 32], bit i of word w → [w, i]."""
+    return ((words[:, None] >> _SHIFTS) & U32(1)).astype(bool)
+
+
+def pack_lanes(mask: np.ndarray) -> np.ndarray:
+    """bool [n, 32] → uint32 [n] (inverse of unpack_lanes)."""
+    mask = np.ascontiguousarray(mask, dtype=bool)
+    return np.packbits(mask, axis=1, bitorder="little").view("<u4").reshape(len(mask))
+
+
+class Machine:
+    """Registers, LDS and memory of one batch of workgroups."""
+
+    def __init__(self, mem: MockMemory, n_waves: int, n_vgprs: int, n_wgs: int,
+                 lds_bytes: int) -> None:
+        self.mem = mem
+        self.n_waves, self.n_vgprs = n_waves, n_vgprs
+        self.V = np.zeros((n_vgprs, n_waves, 32), dtype=np.uint32)
+        self.S = np.zeros((128, n_waves), dtype=np.uint32)
+        self.SCC = np.zeros(n_waves, dtype=bool)
+        self.lds_bytes = lds_bytes
+        # LDS of all workgroups back to back; a wave's LDS address is offset by its group's base.
+        self.lds = np.zeros(max(n_wgs * lds_bytes, 4) + 16, dtype=np.uint8)
+        self.lds32 = self.lds[:len(self.lds) // 4 * 4].view(np.uint32)
+        self.wave_wg = np.zeros(n_waves, dtype=np.int64)   # workgroup index within the batch
+        self.wave_lds_base = np.zeros(n_waves, dtype=np.int64)
+        # Private (scratch) memory: per lane, grown on first use to what the kernel touches.
+        self.scratch = np.zeros(0, dtype=np.uint8)
+        self.scratch_per_lane = 0
+
+    def scratch_reserve(self, nbytes: int) -> int:
+        """Makes every lane's private segment at least `nbytes` long; returns its length."""
+        if nbytes > self.scratch_per_lane:
+            lanes = self.n_waves * 32
+            new = max(256, -(-nbytes // 256) * 256, 2 * self.scratch_per_lane)
+            if lanes * new > SCRATCH_LIMIT_B:
+                raise MemoryError(f"scratch of {new} B per lane for {lanes} lanes exceeds the "
+                                  f"mock's {SCRATCH_LIMIT_B >> 20} MiB limit")
+            grown = np.zeros(lanes * new, dtype=np.uint8)
+            if self.scratch_per_lane:
+                grown.reshape(lanes, new)[:, :self.scratch_per_lane] = \
+                    self.scratch.reshape(lanes, self.scratch_per_lane)
+            self.scratch, self.scratch_per_lane = grown, new
+        return self.scratch_per_lane
+
+
+class Group:
+    """Waves at one program counter. `idx` selects them in the machine (a slice when it can)."""
+
+    __slots__ = ("m", "idx", "n", "pc", "lanes", "dirty", "exec", "exec_full", "active",
+                 "at_barrier")
+
+    def __init__(self, m: Machine, idx: slice | np.ndarray, pc: int) -> None:
+        self.m, self.idx, self.pc = m, idx, pc
+        self.n = len(range(m.n_waves)[idx]) if isinstance(idx, slice) else len(idx)
+        self.lanes: dict[int, np.ndarray] = {}
+        self.dirty: set[int] = set()
+        self.at_barrier = False
+        self._load_exec()
+
+    # -- EXEC bookkeeping
+    def _load_exec(self) -> None:
+        self._set_exec(unpack_lanes(self.m.S[EXEC_LO][self.idx]))
+
+    def _set_exec(self, mask: np.ndarray) -> None:
+        self.exec = mask
+        self.lanes[EXEC_LO] = mask
+        self.active = int(np.count_nonzero(mask))
+        self.exec_full = self.active == self.n * 32
+
+    # -- SGPRs
+    def s(self, r: int) -> np.ndarray:
+        """uint32 [n]: SGPR r of every wave (packs a lane mask a VALU op left unpacked)."""
+        if r in self.dirty:
+            self.m.S[r][self.idx] = pack_lanes(self.lanes[r])
+            self.dirty.discard(r)
+        return self.m.S[r][self.idx]
+
+    def set_s(self, r: int, val: np.ndarray | np.generic) -> None:
+        if r == NULL:
+            return
+        self.m.S[r][self.idx] = val
+        self.dirty.discard(r)
+        if r == EXEC_LO:
+            self._load_exec()
+        else:
+            self.lanes.pop(r, None)
+
+    def lanes_of(self, r: int) -> np.ndarray:
+        """bool [n, 32]: SGPR r as a lane mask."""
+        got = self.lanes.get(r)
+        if got is None:
+            got = self.lanes[r] = unpack_lanes(self.m.S[r][self.idx])
+        return got
+
+    def set_lanes(self, r: int, mask: np.ndarray) -> None:
+        """A VALU op wrote a lane mask (bool [n, 32]) to SGPR r; packing waits until it is read."""
+        if r == NULL:
+            return
+        mask = np.broadcast_to(mask, (self.n, 32))
+        if r == EXEC_LO:
+            self._set_exec(mask)
+        else:
+            self.lanes[r] = mask
+        self.dirty.add(r)
+
+    def flush(self) -> None:
+        for r in list(self.dirty):
+            self.s(r)
+
+    # -- VGPRs
+    def v(self, r: int) -> np.ndarray:
+        """uint32 [n, 32] (a view when the group is a slice of the machine)."""
+        return self.m.V[r][self.idx]
+
+    def set_v(self, r: int, val: np.ndarray | np.generic) -> None:
+        """Writes the EXEC lanes of VGPR r."""
+        plane = self.m.V[r]
+        if self.exec_full:
+            plane[self.idx] = val
+        elif isinstance(self.idx, slice):
+            np.copyto(plane[self.idx], val, where=self.exec, casting="unsafe")
+        else:
+            cur = plane[self.idx]
+            np.copyto(cur, val, where=self.exec, casting="unsafe")
+            plane[self.idx] = cur
+
+    def set_v_lanes(self, r: int, val: np.ndarray, lanes: np.ndarray) -> None:
+        """Writes VGPR r in the lanes given (bool [n, 32]), whatever EXEC is."""
+        plane = self.m.V[r]
+        if isinstance(self.idx, slice):
+            np.copyto(plane[self.idx], val, where=lanes, casting="unsafe")
+        else:
+            cur = plane[self.idx]
+            np.copyto(cur, val, where=lanes, casting="unsafe")
+            plane[self.idx] = cur
+
+    # -- SCC
+    def scc(self) -> np.ndarray:
+        return self.m.SCC[self.idx]
+
+    def set_scc(self, val: np.ndarray | bool) -> None:
+        self.m.SCC[self.idx] = val
+
+    # -- splitting and merging
+    def wave_ids(self) -> np.ndarray:
+        return np.arange(self.m.n_waves)[self.idx]
+
+    def split(self, sel: np.ndarray, pc_sel: int, pc_rest: int) -> tuple["Group", "Group"]:
+        """Two groups: the waves where `sel` (bool [n]) holds go to pc_sel, the others to pc_rest."""
+        self.flush()
+        ids = self.wave_ids()
+        return (Group(self.m, _compact(ids[sel], self.m.n_waves), pc_sel),
+                Group(self.m, _compact(ids[~sel], self.m.n_waves), pc_rest))
+
+
+def merge(groups: list[Group]) -> Group:
+    """One group of all the waves of `groups` (which share a pc)."""
+    for g in groups:
+        g.flush()
+    ids = np.sort(np.concatenate([g.wave_ids() for g in groups]))
+    return Group(groups[0].m, _compact(ids, groups[0].m.n_waves), groups[0].pc)
+
+
+def _compact(ids: np.ndarray, n_waves: int) -> slice | np.ndarray:
+    """A slice when the sorted wave ids are one contiguous run (views instead of copies)."""
+    if len(ids) and ids[-1] - ids[0] + 1 == len(ids):
+        a, b = int(ids[0]), int(ids[-1]) + 1
+        return ALL if (a, b) == (0, n_waves) else slice(a, b)
+    return ids

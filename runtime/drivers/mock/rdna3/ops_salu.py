@@ -1,0 +1,455 @@
+"""Scalar instructions (SOP1, SOP2, SOPC, SOPK, SOPP) compiled to group-wide closures.
+
+Every wave has its own SGPRs and SCC, so a scalar op is a numpy op over the group's waves
+([n] arrays). Control flow becomes a `Step` the scheduler interprets: a branch with a per-wave
+condition (waves that disagree split the group), the end of the program, a barrier, or a jump
+to a computed address (s_setpc/s_swappc).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .decode import EXEC_LO, NULL, VCC_LO, Inst
+from .errors import KernelFault
+from .machine import Group
+from .operands import const_bits, width
+from .optypes import signature
+
+u32, u64, i32, i64 = np.uint32, np.uint64, np.int32, np.int64
+NEXT, BRANCH, END, BARRIER, JUMP = range(5)
+
+
+@dataclass(slots=True)
+class Step:
+    """One program slot: `fn` executes (NEXT), decides (BRANCH: bool [n] or None for always),
+    or computes a target address per wave (JUMP). `target` is a branch's byte address."""
+
+    kind: int
+    fn: Callable | None
+    inst: Inst
+    target: int = -1
+
+
+def _unsupported(inst: Inst, why: str = "") -> KernelFault:
+    return KernelFault(f"unsupported instruction{': ' + why if why else ''}", address=inst.addr,
+                       instruction=str(inst))
+
+
+def sread(code: int, inst: Inst, w: int = 32) -> Callable[[Group], np.ndarray]:
+    """Reader of a scalar source as uint32 [n] (uint64 [n] for w=64); constants are 0-d."""
+    t = "b64" if w == 64 else "b32"
+    cb = const_bits(code, t, inst.literal)
+    if cb is not None:
+        if w == 64 and 128 <= code <= 208 and cb >= 1 << 63:
+            cb &= (1 << 64) - 1
+        c = np.array(cb, dtype=u64 if w == 64 else u32)
+        return lambda g: c
+    if code == NULL:
+        z = np.array(0, dtype=u64 if w == 64 else u32)
+        return lambda g: z
+    if code == 253:
+        return lambda g: g.scc().astype(u32)
+    if code == 252:
+        return lambda g: (~g.exec.any(axis=1)).astype(u32)
+    if code == 251:
+        return lambda g: (~g.lanes_of(VCC_LO).any(axis=1)).astype(u32)
+    if code >= 128:
+        raise _unsupported(inst, f"scalar source {code}")
+    if w == 64:
+        return lambda g: g.s(code).astype(u64) | (g.s(code + 1).astype(u64) << u64(32))
+    return lambda g: g.s(code)
+
+
+def swrite(code: int, w: int = 32) -> Callable[[Group, np.ndarray], None]:
+    if w == 64:
+        def wr64(g: Group, v: np.ndarray) -> None:
+            v = np.broadcast_to(np.asarray(v, dtype=u64), (g.n,))
+            g.set_s(code, (v & u64(0xFFFFFFFF)).astype(u32))
+            g.set_s(code + 1, (v >> u64(32)).astype(u32))
+        return wr64
+
+    def wr(g: Group, v: np.ndarray) -> None:
+        g.set_s(code, np.broadcast_to(np.asarray(v).astype(u32, copy=False), (g.n,)))
+    return wr
+
+
+def _nz(d: np.ndarray) -> np.ndarray:
+    return d != 0
+
+
+def _bfe(a: np.ndarray, b: np.ndarray, signed: bool, w: int) -> np.ndarray:
+    """s_bfe: offset in b[5:0] (b[4:0] for 32-bit), width in b[22:16]."""
+    dt_u = u64 if w == 64 else u32
+    off = (b & u32(w - 1)).astype(dt_u)
+    width_ = ((b >> u32(16)) & u32(0x7F)).astype(np.int64)
+    width_ = np.minimum(width_, w)
+    mask = np.where(width_ >= w, np.array(~np.uint64(0) if w == 64 else 0xFFFFFFFF, dtype=dt_u),
+                    ((np.uint64(1) << width_.astype(np.uint64)) - np.uint64(1)).astype(dt_u))
+    field = (np.asarray(a, dtype=dt_u) >> off) & mask
+    if not signed:
+        return field
+    sh = (w - width_) % w
+    sdt = i64 if w == 64 else i32
+    out = (field << sh.astype(dt_u)).view(sdt) >> sh.astype(sdt)
+    return np.where(width_ == 0, sdt(0), out).view(dt_u)
+
+
+def _ovf_add(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    a, b, d = (np.asarray(x).view(i32) for x in (a, b, d))
+    return ((a ^ d) & (b ^ d)) < 0
+
+
+def _ovf_sub(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    a, b, d = (np.asarray(x).view(i32) for x in (a, b, d))
+    return ((a ^ b) & (a ^ d)) < 0
+
+
+def _sop2_fn(name: str) -> Callable | None:
+    """(a, b, scc) → (d, new scc or None)."""
+    w = 64 if name.endswith("64") else 32
+    mask = u64(63) if w == 64 else u32(31)
+    dt = u64 if w == 64 else u32
+    base = name.rsplit("_", 1)[0]
+    logic = {"s_and": lambda a, b: a & b, "s_or": lambda a, b: a | b, "s_xor": lambda a, b: a ^ b,
+             "s_nand": lambda a, b: ~(a & b), "s_nor": lambda a, b: ~(a | b),
+             "s_xnor": lambda a, b: ~(a ^ b), "s_and_not1": lambda a, b: a & ~b,
+             "s_or_not1": lambda a, b: a | ~b}
+    if base in logic:
+        fn = logic[base]
+        return lambda a, b, s: (lambda d: (d, _nz(d)))(fn(a, b))
+    table: dict[str, Callable] = {
+        "s_add_u32": lambda a, b, s: (lambda d: (d, d < a))(a + b),
+        "s_sub_u32": lambda a, b, s: (a - b, b > a),
+        "s_add_i32": lambda a, b, s: (lambda d: (d, _ovf_add(a, b, d)))(a + b),
+        "s_sub_i32": lambda a, b, s: (lambda d: (d, _ovf_sub(a, b, d)))(a - b),
+        "s_addc_u32": lambda a, b, s: (
+            lambda t: (t.astype(u32), t > u64(0xFFFFFFFF)))(
+            a.astype(u64) + b.astype(u64) + s.astype(u64)),
+        "s_subb_u32": lambda a, b, s: (
+            a - b - s.astype(u32), a.astype(u64) < b.astype(u64) + s.astype(u64)),
+        "s_absdiff_i32": lambda a, b, s: (lambda d: (d.view(u32), d != 0))(
+            np.abs(a.view(i32).astype(i64) - b.view(i32)).astype(u32).view(i32)),
+        "s_lshl_b32": lambda a, b, s: (lambda d: (d, _nz(d)))(a << (b & mask)),
+        "s_lshr_b32": lambda a, b, s: (lambda d: (d, _nz(d)))(a >> (b & mask)),
+        "s_ashr_i32": lambda a, b, s: (lambda d: (d.view(u32), _nz(d)))(
+            a.view(i32) >> (b & mask).astype(i32)),
+        "s_lshl_b64": lambda a, b, s: (lambda d: (d, _nz(d)))(a << (b.astype(u64) & u64(63))),
+        "s_lshr_b64": lambda a, b, s: (lambda d: (d, _nz(d)))(a >> (b.astype(u64) & u64(63))),
+        "s_ashr_i64": lambda a, b, s: (lambda d: (d.view(u64), _nz(d)))(
+            a.view(i64) >> (b.astype(i64) & i64(63))),
+        "s_min_i32": lambda a, b, s: (np.minimum(a.view(i32), b.view(i32)).view(u32),
+                                      a.view(i32) < b.view(i32)),
+        "s_min_u32": lambda a, b, s: (np.minimum(a, b), a < b),
+        "s_max_i32": lambda a, b, s: (np.maximum(a.view(i32), b.view(i32)).view(u32),
+                                      a.view(i32) > b.view(i32)),
+        "s_max_u32": lambda a, b, s: (np.maximum(a, b), a > b),
+        "s_bfe_u32": lambda a, b, s: (lambda d: (d, _nz(d)))(_bfe(a, b, False, 32)),
+        "s_bfe_i32": lambda a, b, s: (lambda d: (d, _nz(d)))(_bfe(a, b, True, 32)),
+        "s_bfe_u64": lambda a, b, s: (lambda d: (d, _nz(d)))(_bfe(a, b, False, 64)),
+        "s_bfe_i64": lambda a, b, s: (lambda d: (d, _nz(d)))(_bfe(a, b, True, 64)),
+        "s_bfm_b32": lambda a, b, s: (((u64(1) << (a & u32(31)).astype(u64)) - u64(1))
+                                      .astype(u32) << (b & u32(31)), None),
+        "s_bfm_b64": lambda a, b, s: (((u64(1) << (a & u32(63)).astype(u64)) - u64(1))
+                                      << (b & u32(63)).astype(u64), None),
+        "s_mul_i32": lambda a, b, s: (a * b, None),
+        "s_mul_hi_u32": lambda a, b, s: (((a.astype(u64) * b) >> u64(32)).astype(u32), None),
+        "s_mul_hi_i32": lambda a, b, s: (((a.view(i32).astype(i64) * b.view(i32)) >> i64(32))
+                                         .astype(u32), None),
+        "s_cselect_b32": lambda a, b, s: (np.where(s, a, b), None),
+        "s_cselect_b64": lambda a, b, s: (np.where(s, a, b), None),
+        "s_pack_ll_b32_b16": lambda a, b, s: ((a & u32(0xFFFF)) | (b << u32(16)), None),
+        "s_pack_lh_b32_b16": lambda a, b, s: ((a & u32(0xFFFF)) | (b & u32(0xFFFF0000)), None),
+        "s_pack_hh_b32_b16": lambda a, b, s: ((a >> u32(16)) | (b & u32(0xFFFF0000)), None),
+    }
+    for n in (1, 2, 3, 4):
+        table[f"s_lshl{n}_add_u32"] = (lambda n: lambda a, b, s: (
+            lambda t: (t.astype(u32), t > u64(0xFFFFFFFF)))((a.astype(u64) << u64(n)) + b))(n)
+    del dt
+    return table.get(name)
+
+
+def _saveexec(name: str) -> Callable | None:
+    """s_<op>_saveexec / s_<op>_wrexec (wave32): (s0, exec) → new exec; returns (fn, wrexec)."""
+    base = name.rsplit("_", 1)[0]
+    ops = {"s_and_saveexec": lambda s, e: s & e, "s_or_saveexec": lambda s, e: s | e,
+           "s_xor_saveexec": lambda s, e: s ^ e, "s_nand_saveexec": lambda s, e: ~(s & e),
+           "s_nor_saveexec": lambda s, e: ~(s | e), "s_xnor_saveexec": lambda s, e: ~(s ^ e),
+           "s_and_not0_saveexec": lambda s, e: ~s & e, "s_and_not1_saveexec": lambda s, e: s & ~e,
+           "s_or_not0_saveexec": lambda s, e: ~s | e, "s_or_not1_saveexec": lambda s, e: s | ~e,
+           "s_and_not0_wrexec": lambda s, e: ~s & e, "s_and_not1_wrexec": lambda s, e: s & ~e}
+    return ops.get(base)
+
+
+def _sop1_fn(name: str, w: int) -> Callable | None:
+    """a → (d, scc or None) for the plain SOP1 ops."""
+    dt = u64 if w == 64 else u32
+    table: dict[str, Callable] = {
+        "s_mov": lambda a: (a, None),
+        "s_not": lambda a: (lambda d: (d, _nz(d)))(~np.asarray(a, dtype=dt)),
+        "s_brev": lambda a: (_brev(np.asarray(a, dtype=dt), w), None),
+        "s_bcnt0_i32": lambda a: (lambda d: (d, _nz(d)))(
+            (w - np.bitwise_count(np.asarray(a, dtype=dt))).astype(u32)),
+        "s_bcnt1_i32": lambda a: (lambda d: (d, _nz(d)))(
+            np.bitwise_count(np.asarray(a, dtype=dt)).astype(u32)),
+        "s_ctz_i32": lambda a: (_ctz(np.asarray(a, dtype=dt), w), None),
+        "s_clz_i32": lambda a: (_clz(np.asarray(a, dtype=dt), w), None),
+        "s_cls_i32": lambda a: (_cls(np.asarray(a, dtype=u32)), None),
+        "s_sext_i32": lambda a: (np.asarray(a).astype(
+            np.int8 if name.endswith("i8") else np.int16).astype(i32).view(u32), None),
+        "s_abs_i32": lambda a: (lambda d: (d, _nz(d)))(
+            np.abs(np.asarray(a, dtype=u32).view(i32).astype(i64)).astype(u32)),
+    }
+    if name == "s_cls_i32_i64":
+        return None
+    for key, fn in table.items():
+        if name == key or name.startswith(key + "_"):
+            return fn
+    return None
+
+
+def _clz(a: np.ndarray, w: int) -> np.ndarray:
+    _, e = np.frexp(np.asarray(a, dtype=np.float64))
+    return np.where(a == 0, i32(-1), i32(w) - e.astype(i32)).view(u32)
+
+
+def _ctz(a: np.ndarray, w: int) -> np.ndarray:
+    low = a & (~a + a.dtype.type(1))
+    _, e = np.frexp(low.astype(np.float64))
+    return np.where(a == 0, i32(-1), e.astype(i32) - i32(1)).view(u32)
+
+
+def _cls(a: np.ndarray) -> np.ndarray:
+    s = a.view(i32)
+    v = (s ^ (s >> i32(31))).view(u32)
+    return np.where(v == 0, u32(0xFFFFFFFF), _clz(v, 32))
+
+
+def _brev(a: np.ndarray, w: int) -> np.ndarray:
+    bits = np.unpackbits(np.ascontiguousarray(np.atleast_1d(a)).view(np.uint8).reshape(-1, w // 8),
+                         axis=1, bitorder="little")
+    return np.packbits(bits[:, ::-1], axis=1, bitorder="little").view(
+        u64 if w == 64 else u32).reshape(np.shape(a))
+
+
+_CMP = {"eq": np.equal, "lg": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
+        "lt": np.less, "le": np.less_equal}
+
+
+def _sopc(inst: Inst) -> Callable[[Group], None]:
+    name = inst.name
+    parts = name.split("_")
+    if parts[1] == "bitcmp0" or parts[1] == "bitcmp1":
+        w = 64 if name.endswith("64") else 32
+        a, b = sread(inst.f["ssrc0"], inst, w), sread(inst.f["ssrc1"], inst)
+        want = 1 if parts[1] == "bitcmp1" else 0
+        dt = u64 if w == 64 else u32
+
+        def bitcmp(g: Group) -> None:
+            bit = (np.asarray(a(g), dtype=dt) >> (b(g) & u32(w - 1)).astype(dt)) & dt(1)
+            g.set_scc(np.broadcast_to(bit == want, (g.n,)))
+        return bitcmp
+    if len(parts) != 4 or parts[2] not in _CMP:
+        raise _unsupported(inst)
+    w = width(parts[3])
+    a, b = sread(inst.f["ssrc0"], inst, w), sread(inst.f["ssrc1"], inst, w)
+    cmp = _CMP[parts[2]]
+    signed = parts[3][0] == "i"
+    view = i32 if signed else None
+
+    def run(g: Group) -> None:
+        x, y = a(g), b(g)
+        if view is not None:
+            x, y = np.asarray(x).view(view), np.asarray(y).view(view)
+        g.set_scc(np.broadcast_to(cmp(x, y), (g.n,)))
+    return run
+
+
+def _sopk(inst: Inst) -> Step:
+    name, f = inst.name, inst.f
+    imm = f["simm16"]
+    simm = imm - 0x10000 if imm & 0x8000 else imm
+    dst = f["sdst"]
+    if name.startswith("s_waitcnt") or name in ("s_version", "s_subvector_loop_end"):
+        return Step(NEXT, lambda g: None, inst)
+    if name == "s_movk_i32":
+        v = np.array(simm & 0xFFFFFFFF, dtype=u32)
+        return Step(NEXT, lambda g: g.set_s(dst, np.broadcast_to(v, (g.n,))), inst)
+    if name == "s_cmovk_i32":
+        v = np.array(simm & 0xFFFFFFFF, dtype=u32)
+        return Step(NEXT, lambda g: g.set_s(dst, np.where(g.scc(), v, g.s(dst))), inst)
+    if name.startswith("s_cmpk_"):
+        op, typ = name.split("_")[2], name.split("_")[3]
+        k = np.array(simm if typ == "i32" else imm, dtype=i32 if typ == "i32" else u32)
+        cmp = _CMP[op]
+        return Step(NEXT, lambda g: g.set_scc(
+            cmp(g.s(dst).view(i32) if typ == "i32" else g.s(dst), k)), inst)
+    if name == "s_addk_i32":
+        k = np.array(simm & 0xFFFFFFFF, dtype=u32)
+
+        def addk(g: Group) -> None:
+            a = g.s(dst)
+            d = a + k
+            g.set_scc(_ovf_add(a, np.broadcast_to(k, a.shape), d))
+            g.set_s(dst, d)
+        return Step(NEXT, addk, inst)
+    if name == "s_mulk_i32":
+        k = np.array(simm & 0xFFFFFFFF, dtype=u32)
+        return Step(NEXT, lambda g: g.set_s(dst, g.s(dst) * k), inst)
+    if name == "s_getreg_b32":
+        # Hardware registers (MODE, HW_ID ...): the mock reports zeros, i.e. round-to-nearest,
+        # which is what numpy implements.
+        return Step(NEXT, lambda g: g.set_s(dst, np.zeros(g.n, dtype=u32)), inst)
+    if name in ("s_setreg_b32", "s_setreg_imm32_b32"):
+        return Step(NEXT, lambda g: None, inst)
+    if name == "s_call_b64":
+        ret = np.array(inst.addr + 4, dtype=u64)
+        w = swrite(dst, 64)
+
+        def call(g: Group) -> None:
+            w(g, np.broadcast_to(ret, (g.n,)))
+        return Step(JUMP, _const_jump(call, inst.addr + 4 + 4 * simm), inst)
+    raise _unsupported(inst)
+
+
+def _const_jump(pre: Callable[[Group], None], target: int) -> Callable[[Group], np.ndarray]:
+    t = np.array(target, dtype=u64)
+
+    def jump(g: Group) -> np.ndarray:
+        pre(g)
+        return np.broadcast_to(t, (g.n,))
+    return jump
+
+
+_NOPS = {"s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s_sendmsg",
+         "s_sendmsghalt", "s_set_inst_prefetch_distance", "s_setprio", "s_sleep", "s_icache_inv",
+         "s_wait_idle", "s_wait_event", "s_incperflevel", "s_decperflevel", "s_ttracedata",
+         "s_ttracedata_imm", "s_denorm_mode", "s_wakeup", "s_code_end"}
+
+
+def _sopp(inst: Inst) -> Step:
+    name = inst.name
+    imm = inst.f["simm16"]
+    simm = imm - 0x10000 if imm & 0x8000 else imm
+    if name in _NOPS:
+        # s_denorm_mode: the mock always keeps denormals (what FLOAT_MODE 0xF0 asks for).
+        return Step(NEXT, lambda g: None, inst)
+    if name == "s_round_mode":
+        if imm & 0xF:
+            raise _unsupported(inst, "only round-to-nearest-even is implemented")
+        return Step(NEXT, lambda g: None, inst)
+    if name in ("s_endpgm", "s_endpgm_saved"):
+        return Step(END, None, inst)
+    if name == "s_barrier":
+        return Step(BARRIER, None, inst)
+    target = inst.addr + 4 + 4 * simm
+    conds: dict[str, Callable[[Group], np.ndarray] | None] = {
+        "s_branch": None,
+        "s_cbranch_scc0": lambda g: ~g.scc(),
+        "s_cbranch_scc1": lambda g: g.scc(),
+        "s_cbranch_vccz": lambda g: ~g.lanes_of(VCC_LO).any(axis=1),
+        "s_cbranch_vccnz": lambda g: g.lanes_of(VCC_LO).any(axis=1),
+        "s_cbranch_execz": lambda g: ~g.exec.any(axis=1),
+        "s_cbranch_execnz": lambda g: g.exec.any(axis=1),
+    }
+    if name in conds:
+        return Step(BRANCH, conds[name], inst, target=target)
+    if name == "s_trap":
+        raise KernelFault(f"s_trap {imm} (no trap handler in the mock)", address=inst.addr,
+                          instruction=str(inst))
+    raise _unsupported(inst)
+
+
+def _sop1(inst: Inst) -> Step:
+    name, f = inst.name, inst.f
+    w = 64 if name.endswith("64") else 32
+    dst, src = f["sdst"], f["ssrc0"]
+    if name == "s_getpc_b64":
+        nxt = np.array(inst.addr + inst.size, dtype=u64)
+        wr = swrite(dst, 64)
+        return Step(NEXT, lambda g: wr(g, np.broadcast_to(nxt, (g.n,))), inst)
+    if name in ("s_setpc_b64", "s_swappc_b64"):
+        rd = sread(src, inst, 64)
+        nxt = np.array(inst.addr + inst.size, dtype=u64)
+        wr = swrite(dst, 64) if name == "s_swappc_b64" else None
+
+        def jump(g: Group) -> np.ndarray:
+            t = np.broadcast_to(rd(g), (g.n,)).copy()
+            if wr is not None:
+                wr(g, np.broadcast_to(nxt, (g.n,)))
+            return t
+        return Step(JUMP, jump, inst)
+    se = _saveexec(name)
+    if se is not None:
+        if w == 64:
+            raise _unsupported(inst, "64-bit EXEC ops are for wave64")
+        rd = sread(src, inst)
+        wrexec = "wrexec" in name
+
+        def saveexec(g: Group) -> None:
+            s = rd(g)
+            old = g.s(EXEC_LO).copy()
+            new = np.broadcast_to(se(s, old), (g.n,)).astype(u32)
+            g.set_s(EXEC_LO, new)
+            g.set_s(dst, new if wrexec else old)
+            g.set_scc(new != 0)
+        return Step(NEXT, saveexec, inst)
+    if name in ("s_cmov_b32", "s_cmov_b64"):
+        rd, wr, cur = sread(src, inst, w), swrite(dst, w), sread(dst, inst, w)
+        return Step(NEXT, lambda g: wr(g, np.where(g.scc(), rd(g), cur(g))), inst)
+    if name in ("s_bitset0_b32", "s_bitset1_b32", "s_bitset0_b64", "s_bitset1_b64"):
+        rd, cur, wr = sread(src, inst), sread(dst, inst, w), swrite(dst, w)
+        dt = u64 if w == 64 else u32
+        one = name.startswith("s_bitset1")
+
+        def bitset(g: Group) -> None:
+            bit = dt(1) << (rd(g) & u32(w - 1)).astype(dt)
+            wr(g, cur(g) | bit if one else cur(g) & ~bit)
+        return Step(NEXT, bitset, inst)
+    fn = _sop1_fn(name, w)
+    if fn is None:
+        raise _unsupported(inst)
+    sig = signature(name, "SOP1")
+    rd = sread(src, inst, width(sig.srcs[0]) if sig.srcs else w)
+    wr = swrite(dst, width(sig.dst))
+
+    def run(g: Group) -> None:
+        d, scc = fn(rd(g))
+        wr(g, d)
+        if scc is not None:
+            g.set_scc(np.broadcast_to(scc, (g.n,)))
+    return Step(NEXT, run, inst)
+
+
+def _sop2(inst: Inst) -> Step:
+    name, f = inst.name, inst.f
+    fn = _sop2_fn(name)
+    if fn is None:
+        raise _unsupported(inst)
+    sig = signature(name, "SOP2")
+    ra = sread(f["ssrc0"], inst, width(sig.srcs[0]))
+    rb = sread(f["ssrc1"], inst, width(sig.srcs[1]))
+    wr = swrite(f["sdst"], width(sig.dst))
+
+    def run(g: Group) -> None:
+        d, scc = fn(np.asarray(ra(g)), np.asarray(rb(g)), g.scc())
+        wr(g, d)
+        if scc is not None:
+            g.set_scc(np.broadcast_to(scc, (g.n,)))
+    return Step(NEXT, run, inst)
+
+
+def compile_salu(inst: Inst) -> Step:
+    """The program slot for one scalar instruction."""
+    enc = inst.enc
+    if enc == "SOP2":
+        return _sop2(inst)
+    if enc == "SOP1":
+        return _sop1(inst)
+    if enc == "SOPC":
+        return Step(NEXT, _sopc(inst), inst)
+    if enc == "SOPK":
+        return _sopk(inst)
+    return _sopp(inst)

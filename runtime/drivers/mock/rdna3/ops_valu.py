@@ -1,0 +1,438 @@
+"""VALU instructions (VOP1, VOP2, VOPC, VOP3, VOP3SD, VOPD) compiled to group-wide closures.
+
+`compile_valu(inst)` returns `fn(group)` executing the instruction for every lane of every wave
+of the group: sources are read through `operands` readers, the lane function comes from
+`valu_table` (or one of the special forms below: compares, carries, lane masks, cross-lane ops),
+and results are written to the EXEC lanes only. Inactive lanes of a lane-mask result are 0, as
+on the hardware (ISA section 7.4, "VALU comparisons").
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from . import fp, valu_table
+from .decode import VCC_LO, VGPR0, Inst
+from .errors import KernelFault
+from .machine import Group
+from .operands import (DTYPES, Reader, const_bits, reader, sgpr_lane_source, to_bits,
+                       vgpr_writer, width)
+from .optypes import signature
+
+Exec = Callable[[Group], None]
+_LANE = np.arange(32, dtype=np.uint32)
+u32 = np.uint32
+
+
+def _unsupported(inst: Inst, why: str) -> KernelFault:
+    return KernelFault(f"unsupported instruction: {why}", address=inst.addr, instruction=str(inst))
+
+
+def _src_readers(inst: Inst, types: tuple[str, ...]) -> list[Reader]:
+    f = inst.f
+    vop3 = inst.enc in ("VOP3", "VOP3SD")
+    out = []
+    for i, t in enumerate(types):
+        code = f[f"src{i}"]
+        is_f = t[0] == "f"
+        out.append(reader(code, t, inst,
+                          abs_=bool(vop3 and is_f and f.get("abs", 0) >> i & 1),
+                          neg=bool(vop3 and is_f and f.get("neg", 0) >> i & 1),
+                          hi16=bool(width(t) == 16 and f.get("opsel", 0) >> i & 1)))
+    return out
+
+
+def _out_mods(inst: Inst, t: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    """VOP3 output modifiers: omod (×2, ×4, ÷2) then clamp to [0, 1] for float results."""
+    f = inst.f
+    omod, clamp = f.get("omod", 0), f.get("clamp", 0)
+    if not omod and not clamp:
+        return None
+    if t[0] != "f":
+        if omod:
+            raise _unsupported(inst, "output modifier on an integer result")
+        return None  # integer clamp (saturation) is applied by the few ops that honour it
+    scale = {0: 1.0, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
+
+    def mods(x: np.ndarray) -> np.ndarray:
+        dt = x.dtype
+        if scale != 1.0:
+            x = (x * dt.type(scale)).astype(dt)
+        if clamp:
+            # DX10_CLAMP (RSRC1 bit 21, set by the compiler): NaN clamps to 0.
+            x = np.where(np.isnan(x), dt.type(0), np.clip(x, 0, 1)).astype(dt)
+        return x
+    return mods
+
+
+def _dst_name(inst: Inst) -> int:
+    return inst.f["vdst"]
+
+
+def compile_valu(inst: Inst) -> Exec:
+    """Closure executing one VALU instruction for a group (raises KernelFault if unsupported)."""
+    if inst.enc == "VOPD":
+        return _compile_vopd(inst)
+    if inst.enc == "VOP3P":
+        raise _unsupported(inst, "packed math (VOP3P)")
+    if inst.f.get("src0") in (233, 234, 250):
+        raise _unsupported(inst, "DPP")
+    name = inst.name
+    sig = signature(name, inst.enc, inst.op)
+    special = _SPECIAL.get(name)
+    if special is not None:
+        return special(inst, sig)
+    cmp = valu_table.compare(name)
+    if cmp is not None:
+        return _compile_cmp(inst, sig, cmp)
+    fn = valu_table.TABLE.get(name)
+    if fn is None:
+        raise _unsupported(inst, f"no semantics for {name}")
+    if inst.f.get("clamp") and sig.dst[0] != "f":
+        raise _unsupported(inst, "integer clamp")
+    reads = _src_readers(inst, sig.srcs)
+    write = vgpr_writer(_dst_name(inst), sig.dst, hi16=bool(inst.f.get("opsel", 0) >> 3 & 1))
+    mods = _out_mods(inst, sig.dst)
+    dt = DTYPES[sig.dst]
+    if len(reads) == 1:
+        r0, = reads
+
+        def run1(g: Group) -> None:
+            res = fn(r0(g))
+            write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
+        return run1
+    if len(reads) == 2:
+        r0, r1 = reads
+
+        def run2(g: Group) -> None:
+            res = fn(r0(g), r1(g))
+            write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
+        return run2
+
+    def run(g: Group) -> None:
+        res = fn(*[r(g) for r in reads])
+        write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
+    return run
+
+
+# -- compares ----------------------------------------------------------------------------------
+def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
+    reads = _src_readers(inst, sig.srcs)
+    r0, r1 = reads
+    is_x = inst.name.startswith("v_cmpx")
+    vop3 = inst.enc in ("VOP3", "VOP3SD")
+    dst = VCC_LO if not vop3 else inst.f["vdst"]
+
+    def run(g: Group) -> None:
+        mask = cmp(r0(g), r1(g))
+        if not g.exec_full:
+            mask = mask & g.exec
+        if is_x:
+            # v_cmpx (gfx10+) writes EXEC only.
+            g.set_lanes(126, np.broadcast_to(mask, (g.n, 32)).copy())
+        else:
+            g.set_lanes(dst, mask)
+    return run
+
+
+# -- special forms -----------------------------------------------------------------------------
+def _lane_src(inst: Inst, vop2_default: int = VCC_LO) -> Callable[[Group], np.ndarray]:
+    if inst.enc in ("VOP3", "VOP3SD"):
+        return sgpr_lane_source(inst.f["src2"], inst)
+    return lambda g: g.lanes_of(vop2_default)
+
+
+def _carry_dst(inst: Inst) -> int:
+    return inst.f["sdst"] if inst.enc == "VOP3SD" else VCC_LO
+
+
+def _cndmask(inst: Inst, sig) -> Exec:
+    r0, r1 = _src_readers(inst, ("b32", "b32") if not inst.f.get("abs") and not inst.f.get("neg")
+                          else ("f32", "f32"))
+    lanes = _lane_src(inst)
+    write = vgpr_writer(inst.f["vdst"], "b32")
+
+    def run(g: Group) -> None:
+        a, b = r0(g), r1(g)
+        write(g, np.where(lanes(g), b.view(u32) if b.dtype != u32 else b,
+                          a.view(u32) if a.dtype != u32 else a))
+    return run
+
+
+def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
+    """v_{add,sub,subrev}_co_u32 and their _ci forms: result plus a carry/borrow lane mask."""
+    with_in = kind.endswith("_ci")
+    base = kind.removesuffix("_ci")
+
+    def make(inst: Inst, sig) -> Exec:
+        r0, r1 = _src_readers(inst, ("u32", "u32"))
+        lanes_in = _lane_src(inst) if with_in else None
+        write = vgpr_writer(inst.f["vdst"], "u32")
+        cdst = _carry_dst(inst)
+
+        def run(g: Group) -> None:
+            a, b = r0(g), r1(g)
+            if base == "subrev":
+                a, b = b, a
+            if base == "add":
+                t = a + b
+                carry = t < a
+                if lanes_in is not None:
+                    cin = lanes_in(g)
+                    r = t + cin.astype(u32)
+                    carry = carry | (r < t)
+                else:
+                    r = t
+            else:
+                r = a - b
+                if lanes_in is not None:
+                    cin = lanes_in(g)
+                    carry = a.astype(np.uint64) < b.astype(np.uint64) + cin
+                    r = r - cin.astype(u32)
+                else:
+                    carry = b > a
+            write(g, r)
+            g.set_lanes(cdst, carry if g.exec_full else carry & g.exec)
+        return run
+    return make
+
+
+def _mad64(signed: bool) -> Callable[[Inst, object], Exec]:
+    def make(inst: Inst, sig) -> Exec:
+        r0, r1, r2 = _src_readers(inst, sig.srcs)
+        write = vgpr_writer(inst.f["vdst"], sig.dst)
+        cdst = inst.f["sdst"]
+
+        def run(g: Group) -> None:
+            a, b, c = r0(g), r1(g), r2(g)
+            if signed:
+                p = a.astype(np.int64) * b.astype(np.int64)
+                r = p + c
+                # Signed overflow of the 64-bit add: operands agree in sign, result differs.
+                carry = ((p ^ r) & (c ^ r)) < 0
+            else:
+                r = a.astype(np.uint64) * b.astype(np.uint64) + c
+                carry = r < c
+            write(g, r)
+            if cdst != 124:
+                g.set_lanes(cdst, carry if g.exec_full else carry & g.exec)
+        return run
+    return make
+
+
+def _fmac(inst: Inst, sig) -> Exec:
+    """v_fmac: D = S0 * S1 + D (the destination is the addend)."""
+    t = sig.dst
+    reads = _src_readers(inst, sig.srcs[:2])
+    vop3 = inst.enc in ("VOP3", "VOP3SD")
+    acc = reader(VGPR0 + inst.f["vdst"], t, inst,
+                 abs_=bool(vop3 and inst.f.get("abs", 0) >> 2 & 1),
+                 neg=bool(vop3 and inst.f.get("neg", 0) >> 2 & 1))
+    write = vgpr_writer(inst.f["vdst"], t)
+    mods = _out_mods(inst, t)
+    fma = fp.fma32 if t == "f32" else fp.fma64 if t == "f64" else valu_table.TABLE["v_fma_f16"]
+    r0, r1 = reads
+
+    def run(g: Group) -> None:
+        res = fma(r0(g), r1(g), acc(g))
+        write(g, mods(res) if mods else res)
+    return run
+
+
+def _fmak(kind: str) -> Callable[[Inst, object], Exec]:
+    """v_fmamk (D = S0 * K + S1) and v_fmaak (D = S0 * S1 + K), K the literal."""
+    def make(inst: Inst, sig) -> Exec:
+        t = sig.dst
+        r0, r1 = _src_readers(inst, (t, t))
+        k = np.array(inst.literal or 0, dtype=np.uint32).view(DTYPES[t]) if t == "f32" else \
+            np.array((inst.literal or 0) & 0xFFFF, dtype=np.uint16).view(np.float16)
+        write = vgpr_writer(inst.f["vdst"], t)
+        fma = fp.fma32 if t == "f32" else valu_table.TABLE["v_fma_f16"]
+        if kind == "mk":
+            return lambda g: write(g, fma(r0(g), k, r1(g)))
+        return lambda g: write(g, fma(r0(g), r1(g), k))
+    return make
+
+
+def _div_scale(inst: Inst, sig) -> Exec:
+    r0, r1, r2 = _src_readers(inst, sig.srcs)
+    write = vgpr_writer(inst.f["vdst"], sig.dst)
+    cdst = inst.f["sdst"]
+
+    def run(g: Group) -> None:
+        d, vcc = fp.div_scale(r0(g), r1(g), r2(g))
+        write(g, d)
+        g.set_lanes(cdst, vcc if g.exec_full else vcc & g.exec)
+    return run
+
+
+def _div_fmas(inst: Inst, sig) -> Exec:
+    r0, r1, r2 = _src_readers(inst, sig.srcs)
+    write = vgpr_writer(inst.f["vdst"], sig.dst)
+    mods = _out_mods(inst, sig.dst)
+
+    def run(g: Group) -> None:
+        res = fp.div_fmas(r0(g), r1(g), r2(g), g.lanes_of(VCC_LO))
+        write(g, mods(res) if mods else res)
+    return run
+
+
+def _readfirstlane(inst: Inst, sig) -> Exec:
+    r0, = _src_readers(inst, ("b32",))
+    dst = inst.f["vdst"]
+
+    def run(g: Group) -> None:
+        v = np.broadcast_to(r0(g), (g.n, 32))
+        first = np.where(g.exec.any(axis=1), np.argmax(g.exec, axis=1), 0)
+        g.set_s(dst, v[np.arange(g.n), first])
+    return run
+
+
+def _readlane(inst: Inst, sig) -> Exec:
+    r0, r1 = _src_readers(inst, ("b32", "u32"))
+    dst = inst.f["vdst"]
+
+    def run(g: Group) -> None:
+        v = np.broadcast_to(r0(g), (g.n, 32))
+        lane = np.broadcast_to(r1(g), (g.n, 1))[:, 0] & u32(31)
+        g.set_s(dst, v[np.arange(g.n), lane])
+    return run
+
+
+def _writelane(inst: Inst, sig) -> Exec:
+    r0, r1 = _src_readers(inst, ("b32", "u32"))
+    dst = inst.f["vdst"]
+
+    def run(g: Group) -> None:
+        val = np.broadcast_to(r0(g), (g.n, 1))
+        lane = np.broadcast_to(r1(g), (g.n, 1))[:, 0] & u32(31)
+        sel = lane[:, None] == _LANE[None, :]
+        g.set_v_lanes(dst, np.broadcast_to(val, (g.n, 32)), sel)
+    return run
+
+
+def _mbcnt(hi: bool) -> Callable[[Inst, object], Exec]:
+    def make(inst: Inst, sig) -> Exec:
+        r0, r1 = _src_readers(inst, ("u32", "u32"))
+        write = vgpr_writer(inst.f["vdst"], "u32")
+        # Bits of S0 below this lane's position (in wave32 the high half has none).
+        below = (np.uint64(1) << _LANE.astype(np.uint64)) - np.uint64(1)
+        below32 = np.zeros(32, dtype=u32) if hi else below.astype(u32)
+
+        def run(g: Group) -> None:
+            a, b = r0(g), r1(g)
+            write(g, np.bitwise_count(a & below32).astype(u32) + b)
+        return run
+    return make
+
+
+def _nop(inst: Inst, sig) -> Exec:
+    return lambda g: None
+
+
+_SPECIAL: dict[str, Callable[[Inst, object], Exec]] = {
+    "v_cndmask_b32": _cndmask,
+    "v_add_co_u32": _carry_op("add"), "v_sub_co_u32": _carry_op("sub"),
+    "v_subrev_co_u32": _carry_op("subrev"), "v_add_co_ci_u32": _carry_op("add_ci"),
+    "v_sub_co_ci_u32": _carry_op("sub_ci"), "v_subrev_co_ci_u32": _carry_op("subrev_ci"),
+    "v_mad_u64_u32": _mad64(False), "v_mad_i64_i32": _mad64(True),
+    "v_fmac_f32": _fmac, "v_fmac_f64": _fmac, "v_fmac_f16": _fmac,
+    "v_fmamk_f32": _fmak("mk"), "v_fmaak_f32": _fmak("ak"),
+    "v_fmamk_f16": _fmak("mk"), "v_fmaak_f16": _fmak("ak"),
+    "v_div_scale_f32": _div_scale, "v_div_scale_f64": _div_scale,
+    "v_div_fmas_f32": _div_fmas, "v_div_fmas_f64": _div_fmas,
+    "v_readfirstlane_b32": _readfirstlane, "v_readlane_b32": _readlane,
+    "v_writelane_b32": _writelane,
+    "v_mbcnt_lo_u32_b32": _mbcnt(False), "v_mbcnt_hi_u32_b32": _mbcnt(True),
+    "v_nop": _nop, "v_pipeflush": _nop,
+}
+
+
+# -- VOPD: two independent VALU ops issued together --------------------------------------------
+_VOPD_FN = {
+    "v_dual_mul_f32": ("f32", lambda a, b, d, k: a * b),
+    "v_dual_add_f32": ("f32", lambda a, b, d, k: a + b),
+    "v_dual_sub_f32": ("f32", lambda a, b, d, k: a - b),
+    "v_dual_subrev_f32": ("f32", lambda a, b, d, k: b - a),
+    "v_dual_mul_dx9_zero_f32": ("f32", lambda a, b, d, k: valu_table._dx9_mul(a, b)),
+    "v_dual_max_f32": ("f32", lambda a, b, d, k: fp.fmax(a, b)),
+    "v_dual_min_f32": ("f32", lambda a, b, d, k: fp.fmin(a, b)),
+    "v_dual_fmac_f32": ("f32", lambda a, b, d, k: fp.fma32(a, b, d)),
+    "v_dual_fmaak_f32": ("f32", lambda a, b, d, k: fp.fma32(a, b, k)),
+    "v_dual_fmamk_f32": ("f32", lambda a, b, d, k: fp.fma32(a, k, b)),
+    "v_dual_mov_b32": ("u32", lambda a, b, d, k: np.broadcast_to(a, np.shape(a))),
+    "v_dual_add_nc_u32": ("u32", lambda a, b, d, k: a + b),
+    "v_dual_lshlrev_b32": ("u32", lambda a, b, d, k: b << (a & u32(31))),
+    "v_dual_and_b32": ("u32", lambda a, b, d, k: a & b),
+}
+
+
+def _vopd_half(inst: Inst, name: str, vdst: int, s0: int, vs1: int):
+    entry = _VOPD_FN.get(name)
+    if entry is None:
+        raise _unsupported(inst, f"no semantics for {name}")
+    t, fn = entry
+    ra = reader(s0, t, inst)
+    rb = reader(vs1, t, inst)
+    rd = reader(VGPR0 + vdst, t, inst)
+    k = np.array(inst.literal or 0, dtype=np.uint32).view(DTYPES[t])
+    write = vgpr_writer(vdst, t)
+    if name == "v_dual_cndmask_b32":
+        raise _unsupported(inst, name)
+    needs_d = name == "v_dual_fmac_f32"
+
+    def compute(g: Group) -> np.ndarray:
+        return fn(ra(g), rb(g), rd(g) if needs_d else None, k)
+    return compute, write
+
+
+def _compile_vopd(inst: Inst) -> Exec:
+    f = inst.f
+    if inst.name == "v_dual_cndmask_b32" or inst.name_y == "v_dual_cndmask_b32":
+        return _compile_vopd_cnd(inst)
+    cx, wx = _vopd_half(inst, inst.name, f["vdstx"], f["srcx0"], f["vsrcx1"])
+    cy, wy = _vopd_half(inst, inst.name_y, f["vdsty"], f["srcy0"], f["vsrcy1"])
+
+    def run(g: Group) -> None:
+        # Both halves read their sources before either writes (ISA section 7.6).
+        x, y = cx(g), cy(g)
+        wx(g, x)
+        wy(g, y)
+    return run
+
+
+def _compile_vopd_cnd(inst: Inst) -> Exec:
+    f = inst.f
+    halves = []
+    for name, vdst, s0, vs1 in ((inst.name, f["vdstx"], f["srcx0"], f["vsrcx1"]),
+                                (inst.name_y, f["vdsty"], f["srcy0"], f["vsrcy1"])):
+        if name == "v_dual_cndmask_b32":
+            ra, rb = reader(s0, "u32", inst), reader(vs1, "u32", inst)
+            halves.append((lambda g, ra=ra, rb=rb: np.where(g.lanes_of(VCC_LO), rb(g), ra(g)),
+                           vgpr_writer(vdst, "u32")))
+        else:
+            halves.append(_vopd_half(inst, name, vdst, s0, vs1))
+
+    def run(g: Group) -> None:
+        x, y = halves[0][0](g), halves[1][0](g)
+        halves[0][1](g, x)
+        halves[1][1](g, y)
+    return run
+
+
+def max_vgpr(inst: Inst) -> int:
+    """Highest VGPR index an instruction names (for checking against the RSRC1 allocation)."""
+    top = -1
+    f = inst.f
+    for key in ("src0", "src1", "src2", "srcx0", "srcy0", "vsrcx1", "vsrcy1"):
+        v = f.get(key)
+        if v is not None and v >= VGPR0:
+            top = max(top, v - VGPR0 + 1)
+    for key in ("vdst", "vdstx", "vdsty"):
+        if key in f and inst.enc in ("VOP1", "VOP2", "VOP3", "VOP3SD", "VOPD", "VOP3P"):
+            top = max(top, f[key] + 1)
+    return top
+
+
+__all__ = ["compile_valu", "max_vgpr", "const_bits", "to_bits"]
