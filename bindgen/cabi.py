@@ -136,8 +136,11 @@ def _storage_cap(ctype: Any) -> int:
 def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tuple[int | None, list]:
     """Chooses ``_pack_`` and the ctypes ``_fields_`` list that put every field where clang did."""
     regular = [(f[0], f[1], f[2] // 8) for f in fields if f[3] is None]
+    for n, t, _ in regular:
+        if ctypes.alignment(t) == 0:
+            raise ValueError(f"field {n!r} has an incomplete type (laid out before its own record?)")
     if kind == "union":
-        return None, [(n, t) for n, t, _ in regular]
+        return None, _plan_union(size, align, regular, [f for f in fields if f[3]])
 
     # Bytes holding bitfields become integer storage fields: the declared storage unit where it overlaps
     # no other field (natural alignment, as C has), else just the bytes the bits touch (packed records).
@@ -191,8 +194,30 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
     raise ValueError("no ctypes layout reproduces clang's offsets")
 
 
+def _plan_union(size: int, align: int, regular: list, bitfields: list) -> list:
+    """Union members all start at 0: bitfields share one integer array, size and alignment are forced
+    with overlapping members (harmless in a union)."""
+    out = [(n, t) for n, t, _ in regular]
+    if bitfields:
+        cap = max(_storage_cap(f[1]) for f in bitfields)
+        hi = max((f[2] + f[3] + 7) // 8 for f in bitfields)
+        out.append(("_bf_0", _INT_BY_SIZE[cap] * (-(-hi // cap))))
+    have = max([ctypes.alignment(t) for _, t in out] or [1])
+    if align > have:
+        eff = min(align, 16)
+        aligner = _INT_BY_SIZE.get(eff, ctypes.c_longdouble)
+        if ctypes.sizeof(aligner) <= size:
+            out.append(("_align_", aligner))
+    if size and max([ctypes.sizeof(t) for _, t in out] or [0]) < size:
+        out.append(("_size_", ctypes.c_uint8 * size))
+    return out
+
+
 def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> None:
-    pack, ctfields = _plan(kind, size, align, fields)
+    try:
+        pack, ctfields = _plan(kind, size, align, fields)
+    except ValueError as e:
+        raise ValueError(f"{cls.__name__}: {e}") from None
     if pack is not None:
         cls._pack_ = pack
     cls._fields_ = ctfields

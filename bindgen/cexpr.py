@@ -226,6 +226,8 @@ _BINARY_PREC = {
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
             "<=": operator.le, ">=": operator.ge}
 _SHIFT = ("<<", ">>")
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
+          "|": operator.or_, "^": operator.xor}
 
 _TYPE_WORDS = {"void", "char", "short", "int", "long", "float", "double", "signed", "unsigned",
                "_Bool", "bool", "__int128", "__signed__", "__signed"}
@@ -236,6 +238,7 @@ _STATEMENT_PUNCT = {"{", "}", ";", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|="
                     ">>=", "++", "--"}
 _STATEMENT_WORDS = {"do", "while", "for", "if", "else", "return", "switch", "case", "goto",
                     "break", "continue", "default"}
+_STATEMENT_ANY = frozenset(_STATEMENT_PUNCT | _STATEMENT_WORDS)  # string literals keep quotes
 _ATTRIBUTE_WORDS = {"__attribute__", "__attribute", "__declspec", "__asm__", "__asm", "asm",
                     "_Pragma", "__pragma", "_Alignas", "alignas", "_Static_assert",
                     "static_assert"}
@@ -781,9 +784,7 @@ class _Binary(_Node):
             if vb == 0:
                 raise _Fail("division by zero")
             return _wrap(va - vb * _trunc_div(va, vb), ct)  # type: ignore[arg-type]
-        r = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
-             "|": operator.or_, "^": operator.xor}[op](va, vb)
-        return _wrap(r, ct)
+        return _wrap(_ARITH[op](va, vb), ct)
 
     def _code(self) -> str:
         op = self.op
@@ -1122,7 +1123,7 @@ class _Parser:
             assert t.node is not None
             return t.node
         if k == _NUM:
-            return _number(t.text)
+            return self.tr.number(t.text)
         if k == _CHAR:
             return _char(t.text)
         if k == _STR:
@@ -1195,9 +1196,11 @@ class _Parser:
 class _Macro:
     """A definition in the lookup table (from the headers, the spec's predefined set, builtins)."""
 
-    __slots__ = ("name", "params", "variadic", "raw", "index", "has_paste", "_toks")
+    __slots__ = ("name", "params", "variadic", "raw", "index", "has_paste", "statement", "_toks",
+                 "_interned")
 
-    def __init__(self, name: str, params: tuple[str, ...] | None, raw: Sequence[str]) -> None:
+    def __init__(self, name: str, params: tuple[str, ...] | None, raw: Sequence[str],
+                 interned: dict[str, _Tok]) -> None:
         variadic = bool(params) and params is not None and params[-1].endswith("...")
         if variadic:
             assert params is not None
@@ -1205,12 +1208,20 @@ class _Macro:
         self.name, self.params, self.variadic, self.raw = name, params, variadic, tuple(raw)
         self.index = {p: i for i, p in enumerate(params or ())}
         self.has_paste = "##" in self.raw
+        self.statement = not _STATEMENT_ANY.isdisjoint(self.raw)
         self._toks: tuple[_Tok, ...] | None = None
+        self._interned = interned
 
     @property
     def toks(self) -> tuple[_Tok, ...]:
         if self._toks is None:  # converted on first use: most system-header macros never are
-            self._toks = tuple(_Tok(_kind_of(s), s) for s in self.raw)
+            interned, toks = self._interned, []
+            for s in self.raw:  # tokens are never mutated, so equal spellings share one
+                t = interned.get(s)
+                if t is None:
+                    t = interned[s] = _Tok(_kind_of(s), s)
+                toks.append(t)
+            self._toks = tuple(toks)
         return self._toks
 
 
@@ -1255,19 +1266,21 @@ class _Translator:
     def __init__(self, macros: Sequence[MacroDef], ctx: MacroContext, opts: MacroOptions,
                  emit: Callable[[str], bool]) -> None:
         self.ctx, self.opts, self._emit_fn = ctx, opts, emit
+        self.interned: dict[str, _Tok] = {}
+        self.literals: dict[str, _Lit | _Fail] = {}
         self.table: dict[str, _Macro] = {}
         for name, text in _GCC_BUILTINS.items():
-            self.table[name] = _Macro(name, None, tokenize(text))
+            self.table[name] = _Macro(name, None, tokenize(text), self.interned)
         self.last: dict[str, int] = {}  # name → index of its last definition in ``macros``
         for i, md in enumerate(macros):
-            self.table[md.name] = _Macro(md.name, md.params, md.body)
+            self.table[md.name] = _Macro(md.name, md.params, md.body, self.interned)
             self.last[md.name] = i
         for key, text in opts.predefined.items():
             name, params = _parse_predefined_key(key)
-            self.table[name] = _Macro(name, params, tokenize(text))
+            self.table[name] = _Macro(name, params, tokenize(text), self.interned)
         self.wrappers = frozenset(opts.range_wrappers)
         for w in opts.range_wrappers:  # MW(x) expands to x, whatever the headers say
-            self.table[w] = _Macro(w, ("x",), ("x",))
+            self.table[w] = _Macro(w, ("x",), ("x",), self.interned)
         self.enums: dict[str, tuple[int, CType]] = {}
         for name, (v, ct) in ctx.enum_constants.items():
             if not ct.is_float and -(1 << 31) <= v < 1 << 31:
@@ -1328,6 +1341,19 @@ class _Translator:
 
     # -- names
 
+    def number(self, text: str) -> _Lit:
+        """A numeric literal's node; shared, as nodes are immutable once evaluated."""
+        lit = self.literals.get(text)
+        if lit is None:
+            try:
+                lit = _number(text)
+            except _Fail as f:
+                lit = f
+            self.literals[text] = lit
+        if isinstance(lit, _Fail):
+            raise _Fail(lit.reason, lit.contextual)
+        return lit
+
     def lookup_type(self, name: str) -> CType | None:
         ct = self.ctx.types.get(name)
         return ct if ct is not None else _STD_TYPES.get(name)
@@ -1385,9 +1411,8 @@ class _Translator:
                         self.function_memo(name)
 
     def _deps(self, name: str) -> list[str]:
-        table = self.table
-        return list(dict.fromkeys(t.text for t in table[name].toks
-                                  if t.kind == _ID and t.text != name and t.text in table))
+        table = self.table  # spellings suffice: literals and punctuators are never macro names
+        return [s for s in dict.fromkeys(table[name].raw) if s in table and s != name]
 
     # -- object-like macros
 
@@ -1415,9 +1440,11 @@ class _Translator:
         try:
             if not m.raw:
                 raise _Fail("empty", True)
-            self._check_statement(m.toks)
-            body = self.substitute(m, [], False) if m.has_paste else m.toks
-            expanded = self.expand(_with_hide(body, frozenset((m.name,))), False, False)
+            if m.statement:
+                raise _Fail("statement body", True)
+            # No hide set is needed: ``in_progress`` keeps the name from expanding inside itself.
+            body = self.substitute(m, [], False) if m.has_paste else list(m.toks)
+            expanded = self.expand(body, False, False)
             try:
                 root, rng = self.parse_top(expanded)
             except _Fail as f:
@@ -1522,7 +1549,8 @@ class _Translator:
             raise _Fail("variadic")
         if not m.raw:
             raise _Fail("empty")
-        self._check_statement(m.toks)
+        if m.statement:
+            raise _Fail("statement body")
         assert m.params is not None
         py: list[str] = []
         for p in m.params:

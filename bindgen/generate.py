@@ -104,7 +104,10 @@ def generate(t: Target, sources: Sources) -> Generated:
         compile(text, t.output, "exec")
     except SyntaxError as e:
         raise ir_error(t, f"rendered module does not compile: line {e.lineno}: {e.msg}")
-    mod = load_module_text(text, module_name(t))
+    try:
+        mod = load_module_text(text, module_name(t))
+    except Exception as e:  # the rendered module must import; anything else is a generator failure
+        raise ir_error(t, f"rendered module fails to load: {type(e).__name__}: {e}") from None
     checks = verify_module(mod, m)
     counts = (f"{len(m.records)} records, {len(m.enums)} enums, {len(m.typedefs)} typedefs, "
               f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "

@@ -19,8 +19,10 @@ def load_module_text(text: str, name: str) -> types.ModuleType:
     mod.__file__ = f"<bindgen:{name}>"
     code = compile(text, mod.__file__, "exec")
     exec(code, mod.__dict__)
-    if "__getattr__" in mod.__dict__:
-        mod.__dict__.get("__materialize_all__", lambda: None)()
+    defs = mod.__dict__.get("_DEFS")
+    if defs is not None:  # lazy module: every definition must at least compile
+        compile("\n".join(src.replace("\x1f", "\n") for src in defs.index().values()),
+                mod.__file__ + ":definitions", "exec")
     return mod
 
 

@@ -221,8 +221,16 @@ class _Builder:
         return not self.keep_names or any(p.search(name) for p in self.keep_names)
 
     # -- naming
-    def record_name(self, c: ci.Cursor) -> str:
+    def record_key(self, c: ci.Cursor) -> str:
+        # Sibling anonymous records share a USR (c:@S@t@Ua@Sa): add their position to tell them apart.
         usr = c.get_usr()
+        if _unnamed(c.spelling):
+            loc = c.location
+            usr += f"@{loc.line}:{loc.column}"
+        return usr
+
+    def record_name(self, c: ci.Cursor) -> str:
+        usr = self.record_key(c)
         if usr in self.record_by_usr:
             return self.record_by_usr[usr]
         spelling = c.spelling
@@ -232,10 +240,10 @@ class _Builder:
                 pname = self.record_name(parent)
                 member = ""
                 for f in parent.type.get_fields():
-                    if f.type.get_canonical().get_declaration().get_usr() == usr:
+                    if self.record_key(f.type.get_canonical().get_declaration()) == usr:
                         member = "" if _unnamed(f.spelling) else f.spelling
                         break
-                idx = [ch.get_usr() for ch in parent.get_children()
+                idx = [self.record_key(ch) for ch in parent.get_children()
                        if ch.kind in (CK.STRUCT_DECL, CK.UNION_DECL)].index(usr)
                 name = f"{pname}_{member}" if member else f"{pname}_anon{idx}"
             else:
@@ -468,7 +476,8 @@ class _Builder:
                         types[c.spelling] = _ctype(ct)
                         decl = ct.get_declaration()
                         if ct.kind == TK.RECORD:
-                            rn = self.record_by_usr.get((decl.get_definition() or decl).get_usr())
+                            rn = self.record_by_usr.get(
+                                self.record_key(decl.get_definition() or decl))
                             if rn:
                                 record_names[c.spelling] = rn
                 elif k in (CK.STRUCT_DECL, CK.UNION_DECL) and c.is_definition() \
@@ -477,7 +486,7 @@ class _Builder:
                     size = c.type.get_size()
                     if size >= 0:
                         types[f"{word} {c.spelling}"] = CType(size, False)
-                    rn = self.record_by_usr.get(c.get_usr())
+                    rn = self.record_by_usr.get(self.record_key(c))
                     if rn:
                         record_names[f"{word} {c.spelling}"] = rn
                 elif k == CK.ENUM_DECL:

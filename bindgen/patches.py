@@ -27,6 +27,9 @@ def _names(m: ir.Module) -> dict[str, str]:
                         ("ioctl", m.ioctls)):
         for it in items:
             out[it.name] = kind
+    for en in m.enums:
+        for k, _ in en.values:
+            out.setdefault(k, "enumerator")
     return out
 
 
@@ -65,6 +68,9 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
                           for td in m.typedefs]
             m.ioctls = [dataclasses.replace(io, arg=new if io.arg == old else io.arg)
                         for io in m.ioctls]
+            m.enums = [dataclasses.replace(e, values=tuple((new if k == old else k, v)
+                                                          for k, v in e.values))
+                       for e in m.enums]
         elif p.op == "alias":
             name, to = p.get("name"), p.get("to")
             if name not in _names(m):

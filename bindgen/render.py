@@ -170,7 +170,8 @@ class _Ctx:
 
         def by_value(t: ir.Type) -> list[str]:
             t2 = self.resolve(t) if isinstance(t, ir.Named) and t.kind == "typedef" else t
-            if isinstance(t2, ir.Named) and t2.kind == "record":
+            # A typedef naming its own record (typedef struct {..} x_t) was folded into the record.
+            if isinstance(t2, ir.Named) and (t2.kind == "record" or t2.name in self.records):
                 return [t2.name]
             if isinstance(t2, ir.Array):
                 return by_value(t2.elem)
