@@ -404,20 +404,27 @@ class Library:
 class LazyDefs:
     """Definitions of a large generated module, each kept as one line of source until first use.
 
-    Importing a module with tens of thousands of definitions then costs one string constant; each
-    name is compiled when it is first looked up (module ``__getattr__``), and names it refers to are
+    The definitions live in a ``.defs`` file beside the module (one ``NAME<TAB>source`` line each,
+    newlines inside a definition written as \\x1f), read on first use: importing a module with tens of
+    thousands of definitions costs almost nothing, even without bytecode caches. Each name is compiled
+    when it is first looked up (module ``__getattr__``), and names it refers to are
     materialised on demand through the ``locals`` mapping, so definition order does not matter.
     """
 
-    def __init__(self, module_globals: dict, table: str) -> None:
+    def __init__(self, module_globals: dict, defs_file: str) -> None:
         self.g = module_globals
-        self.table = table
+        self.defs_file = defs_file
         self._index: dict[str, str] | None = None
 
     def index(self) -> dict[str, str]:
         if self._index is None:
+            table = self.g.get("__bindgen_defs__")  # set by the generator's own verification
+            if table is None:
+                path = os.path.join(os.path.dirname(self.g["__file__"]), self.defs_file)
+                with open(path, encoding="utf-8") as f:
+                    table = f.read()
             idx: dict[str, str] = {}
-            for line in self.table.split("\n"):
+            for line in table.split("\n"):
                 if line:
                     name, _, src = line.partition("\t")
                     idx[name] = src

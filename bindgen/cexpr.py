@@ -306,6 +306,7 @@ class _Tok:
 
 
 _PLACEMARKER = _Tok(_MARK, "")
+_EOF = _Tok(_PUNCT, "")  # ends every parser input
 _COMMA_TOK = _Tok(_PUNCT, ",")
 
 
@@ -990,31 +991,38 @@ def _builtin_type(words: list[str]) -> tuple[CType | None, bool, bool]:
 
 
 class _Parser:
-    """Precedence-climbing parser over expanded tokens, building typed nodes."""
+    """Precedence-climbing parser over expanded tokens, building typed nodes.
 
-    __slots__ = ("toks", "pos", "n", "tr")
+    The token list ends with the ``_EOF`` sentinel, so lookahead needs no bounds checks.
+    """
+
+    __slots__ = ("toks", "pos", "tr")
 
     def __init__(self, toks: Sequence[_Tok], tr: _Translator) -> None:
-        self.toks, self.pos, self.n, self.tr = toks, 0, len(toks), tr
+        self.toks = [*toks, _EOF]
+        self.pos = 0
+        self.tr = tr
 
-    def peek(self, k: int = 0) -> _Tok | None:
+    def peek(self, k: int = 0) -> _Tok:
         i = self.pos + k
-        return self.toks[i] if i < self.n else None
+        return self.toks[i] if i < len(self.toks) else _EOF
 
-    def punct(self, text: str, k: int = 0) -> bool:
-        return _is_punct(self.peek(k), text)
+    def punct(self, text: str) -> bool:
+        t = self.toks[self.pos]
+        return t.kind == _PUNCT and t.text == text
 
     def at_end(self) -> bool:
-        return self.pos >= self.n
+        return self.toks[self.pos] is _EOF
 
     def unexpected(self) -> _Fail:
-        t = self.peek()
-        if t is None:
+        t = self.toks[self.pos]
+        if t is _EOF:
             return _Fail("incomplete expression", True)
         return _Fail(f"unexpected '{t.text}'", True)
 
     def expect(self, text: str) -> None:
-        if not self.punct(text):
+        t = self.toks[self.pos]
+        if t.kind != _PUNCT or t.text != text:
             raise self.unexpected()
         self.pos += 1
 
@@ -1036,9 +1044,10 @@ class _Parser:
 
     def binary(self, min_prec: int) -> _Node:
         left = self.unary()
+        toks = self.toks
         while True:
-            t = self.peek()
-            if t is None or t.kind != _PUNCT:
+            t = toks[self.pos]
+            if t.kind != _PUNCT:
                 return left
             p = _BINARY_PREC.get(t.text)
             if p is None or p < min_prec:
@@ -1047,10 +1056,9 @@ class _Parser:
             left = _Binary(t.text, left, self.binary(p + 1))
 
     def unary(self) -> _Node:
-        t = self.peek()
-        if t is None:
-            raise _Fail("incomplete expression", True)
-        if t.kind == _PUNCT:
+        t = self.toks[self.pos]
+        k = t.kind
+        if k == _PUNCT:
             op = t.text
             if op in ("+", "-", "~", "!"):
                 self.pos += 1
@@ -1069,7 +1077,7 @@ class _Parser:
                 raise _Fail("dereferences a pointer")
             if op in ("++", "--"):
                 raise _Fail("statement body", True)
-        elif t.kind == _ID:
+        elif k == _ID:
             w = t.text
             if w == "sizeof":
                 self.pos += 1
@@ -1084,7 +1092,15 @@ class _Parser:
             if w == "__extension__":
                 self.pos += 1
                 return self.unary()
-        return self.postfix()
+        node = self.primary()
+        t = self.toks[self.pos]
+        if t.kind == _PUNCT and t.text in ("[", ".", "->", "("):  # postfix operators
+            if t.text == "[":
+                raise _Fail("uses a subscript")
+            if t.text == "(":
+                raise _Fail("calls something that is not a function-like macro")
+            raise _Fail("uses member access")
+        return node
 
     @staticmethod
     def _sizeof_expr(node: _Node) -> int:
@@ -1094,23 +1110,13 @@ class _Parser:
             raise _Fail("sizeof of a parameter")
         return node.ctype.size
 
-    def postfix(self) -> _Node:
-        node = self.primary()
-        t = self.peek()
-        if t is not None and t.kind == _PUNCT:
-            if t.text == "[":
-                raise _Fail("uses a subscript")
-            if t.text in (".", "->"):
-                raise _Fail("uses member access")
-            if t.text == "(":
-                raise _Fail("calls something that is not a function-like macro")
-        return node
-
     def primary(self) -> _Node:
-        t = self.peek()
-        if t is None:
-            raise _Fail("incomplete expression", True)
+        t = self.toks[self.pos]
         k = t.kind
+        if k == _NODE:
+            self.pos += 1
+            assert t.node is not None
+            return t.node
         if k == _PUNCT:
             if t.text != "(":
                 raise self.unexpected()
@@ -1119,16 +1125,13 @@ class _Parser:
             self.expect(")")
             return e
         self.pos += 1
-        if k == _NODE:
-            assert t.node is not None
-            return t.node
         if k == _NUM:
             return self.tr.number(t.text)
         if k == _CHAR:
             return _char(t.text)
         if k == _STR:
             parts = [t.text]
-            while (n := self.peek()) is not None and n.kind == _STR:
+            while (n := self.toks[self.pos]).kind == _STR:
                 parts.append(n.text)
                 self.pos += 1
             return _string(parts)
@@ -1136,7 +1139,7 @@ class _Parser:
 
     def starts_type(self, k: int) -> bool:
         t = self.peek(k)
-        if t is None or t.kind != _ID:
+        if t.kind != _ID:
             return False
         w = t.text
         return w in _TYPE_WORDS or w in _QUALIFIERS or w in _TAGS or self.tr.is_typedef(w)
@@ -1144,7 +1147,7 @@ class _Parser:
     def type_name(self) -> _TypeName:
         words: list[str] = []
         base: str | None = None
-        while (t := self.peek()) is not None and t.kind == _ID:
+        while (t := self.toks[self.pos]).kind == _ID:
             w = t.text
             if w in _QUALIFIERS:
                 self.pos += 1
@@ -1153,7 +1156,7 @@ class _Parser:
                 self.pos += 1
             elif w in _TAGS:
                 tag = self.peek(1)
-                if tag is None or tag.kind != _ID:
+                if tag.kind != _ID:
                     raise _Fail(f"anonymous {w} type", True)
                 base = f"{w} {tag.text}"
                 self.pos += 2
@@ -1170,7 +1173,7 @@ class _Parser:
         while self.punct("*"):
             pointers += 1
             self.pos += 1
-            while (t := self.peek()) is not None and t.kind == _ID and t.text in _QUALIFIERS:
+            while (t := self.toks[self.pos]).kind == _ID and t.text in _QUALIFIERS:
                 self.pos += 1
         dims: list[int] = []
         while self.punct("["):

@@ -120,8 +120,9 @@ def cmd_regen(targets: list[Target], overrides: dict[str, Path], cache: str | No
             failed += 1
             print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
             continue
-        changed = write_atomic(g.output, g.text)
-        write_atomic(g.report_path, g.report)
+        changed = False
+        for path, text in g.files():
+            changed |= write_atomic(path, text)
         print(f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
               f"generated/{t.output}: {g.counts}; {g.checks} layout checks passed", flush=True)
     print(f"regen: {len(targets) - failed} ok, {failed} failed in "
@@ -161,7 +162,7 @@ def cmd_check(targets: list[Target], overrides: dict[str, Path], cache: str | No
             print(f"  FAIL  {t.name}: {err}")
             continue
         diffs = []
-        for path, text in ((g.output, g.text), (report_path(t), g.report)):
+        for path, text in g.files():
             old = path.read_text() if path.exists() else ""
             if old != text:
                 rel = f"generated/{path.relative_to(GENERATED)}"

@@ -53,6 +53,14 @@ class Generated:
     counts: str
     seconds: float
     checks: int
+    defs: str | None = None  # lazy modules: the definitions file
+
+    def files(self) -> list[tuple[Path, str]]:
+        """Every file this target writes, with its text."""
+        out = [(self.output, self.text), (self.report_path, self.report)]
+        if self.defs is not None:
+            out.append((defs_path(self.target), self.defs))
+        return out
 
     @property
     def output(self) -> Path:
@@ -65,6 +73,10 @@ class Generated:
 
 def report_path(t: Target) -> Path:
     return GENERATED / re.sub(r"\.py$", ".report.txt", t.output)
+
+
+def defs_path(t: Target) -> Path:
+    return GENERATED / re.sub(r"\.py$", ".defs", t.output)
 
 
 def module_name(t: Target) -> str:
@@ -98,14 +110,15 @@ def generate(t: Target, sources: Sources) -> Generated:
     ih = inputs_hash(t)
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
     info = RenderInfo(t.spec_file, t.description or f"bindings for {t.name}", fp, ih, hh,
-                      {lib.name: lib.env for lib in t.libraries})
-    text = apply_text_patches(t, render_module(m, info, lazy=t.lazy))
+                      {lib.name: lib.env for lib in t.libraries}, defs_path(t).name)
+    text, defs = render_module(m, info, lazy=t.lazy)
+    text = apply_text_patches(t, text)
     try:
         compile(text, t.output, "exec")
     except SyntaxError as e:
         raise ir_error(t, f"rendered module does not compile: line {e.lineno}: {e.msg}")
     try:
-        mod = load_module_text(text, module_name(t))
+        mod = load_module_text(text, module_name(t), defs)
     except Exception as e:  # the rendered module must import; anything else is a generator failure
         raise ir_error(t, f"rendered module fails to load: {type(e).__name__}: {e}") from None
     checks = verify_module(mod, m)
@@ -113,7 +126,7 @@ def generate(t: Target, sources: Sources) -> Generated:
               f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "
               f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped")
     return Generated(t, text, render_report(m, info, headers), counts,
-                     time.perf_counter() - start, checks)
+                     time.perf_counter() - start, checks, defs)
 
 
 def ir_error(t: Target, msg: str) -> Exception:
@@ -154,6 +167,7 @@ def write_atomic(path: Path, text: str) -> bool:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

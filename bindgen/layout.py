@@ -13,10 +13,13 @@ from .errors import LayoutError
 MAX_CTYPES_ALIGN = 16
 
 
-def load_module_text(text: str, name: str) -> types.ModuleType:
-    """Executes generated module text as a module named ``name`` (not added to sys.modules)."""
+def load_module_text(text: str, name: str, defs: str | None = None) -> types.ModuleType:
+    """Executes generated module text as a module named ``name`` (not added to sys.modules);
+    ``defs`` is the text of a lazy module's definitions file."""
     mod = types.ModuleType(name)
     mod.__file__ = f"<bindgen:{name}>"
+    if defs is not None:
+        mod.__dict__["__bindgen_defs__"] = defs
     code = compile(text, mod.__file__, "exec")
     exec(code, mod.__dict__)
     defs = mod.__dict__.get("_DEFS")

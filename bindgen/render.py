@@ -25,6 +25,7 @@ class RenderInfo:
     inputs_hash: str
     headers_hash: str
     library_envs: dict[str, str]
+    defs_name: str = ""
 
 
 class _Ctx:
@@ -33,6 +34,7 @@ class _Ctx:
     def __init__(self, m: ir.Module, info: RenderInfo) -> None:
         self.m, self.info = m, info
         self.spec_file, self.title = info.spec_file, info.title
+        self.defs_name = info.defs_name
         self.fingerprint, self.inputs_hash, self.headers_hash = (
             info.fingerprint, info.inputs_hash, info.headers_hash)
         self.records = {r.name: r for r in m.records}
@@ -228,19 +230,20 @@ class _Ctx:
         for line in lines:
             if "\n" in line[1] or "\t" in line[0]:
                 raise ValueError(f"definition of {line[0]} does not fit on one line")
-        body = "\n".join(f"{n}\t{s}" for n, s in lines)
-        return repr(body)
+        return "".join(f"{n}\t{s}\n" for n, s in lines)
 
 
 _TEMPLATES: dict[str, Template] = {}  # compiled templates, a cache safe to drop
 
 
-def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> str:
+def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> tuple[str, str | None]:
+    """Module text and, for lazy modules, the text of its ``.defs`` file."""
     name = "lazy_module.py.mako" if lazy else "module.py.mako"
     if name not in _TEMPLATES:
         _TEMPLATES[name] = Template(filename=str(TEMPLATES / name), strict_undefined=True)
-    text = _TEMPLATES[name].render(m=m, r=_Ctx(m, info))
-    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
+    ctx = _Ctx(m, info)
+    text = _TEMPLATES[name].render(m=m, r=ctx)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n", ctx.lazy_table() if lazy else None
 
 
 def render_report(m: ir.Module, info: RenderInfo, headers: list[tuple[str, str]]) -> str:

@@ -5,8 +5,8 @@
 # inputs: ${r.inputs_hash}  headers: ${r.headers_hash}
 # regenerate with: bindgen regen ${m.target}
 #
-# Lazy module: every definition below is compiled on first use (see bindgen.cabi.LazyDefs), so that
-# importing it costs one string constant. Each line is NAME<TAB>python source.
+# Lazy module: the definitions are in ${r.defs_name} beside this file, one NAME<TAB>python source line
+# each, compiled on first use (see bindgen.cabi.LazyDefs) so that importing this module costs nothing.
 # ruff: noqa
 from ctypes import ${", ".join(r.ctypes_imports)}
 from bindgen import cabi as _cabi
@@ -17,7 +17,7 @@ from bindgen.cabi import ${", ".join(r.macro_helpers)}
 ${r.lib_var(name)} = _cabi.Library(${repr(name)}, ${repr(tuple(cands))}, ${repr(env)})
 % endfor
 
-_DEFS = _cabi.LazyDefs(globals(), ${r.lazy_table()})
+_DEFS = _cabi.LazyDefs(globals(), ${repr(r.defs_name)})
 
 
 def __getattr__(name):
