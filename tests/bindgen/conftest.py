@@ -91,7 +91,9 @@ def generate_target(target, specs_dir: Path, cache: Path, overrides: dict[str, P
 
 def load_generated(g, name: str | None = None) -> types.ModuleType:
     from bindgen.layout import load_module_text
-    return load_module_text(g.text, name or f"bindgen_test_{g.target.name}")
+    defs = getattr(g, "defs", None)  # lazy modules keep their definitions beside the module
+    args = (defs,) if defs is not None else ()
+    return load_module_text(g.text, name or f"bindgen_test_{g.target.name}", *args)
 
 
 def generate_headers(tmp: Path, headers: list[str], *, name: str = "probe_target",
@@ -349,7 +351,9 @@ def run_layout_probe(header: Path, module: types.ModuleType, workdir: Path
     """Compiles and runs the probe for ``header``; returns the checks and gcc's answers."""
     checks, src = layout_checks(header, module)
     tag = hashlib.sha256(src.encode() + header.read_bytes()).hexdigest()[:12]
-    exe = compile_c(src, workdir / f"probe_{header.stem}_{tag}", [header.parent])
+    exe = workdir / f"probe_{header.stem}_{tag}"
+    if not exe.exists():  # the same program for the same classes: compile once
+        compile_c(src, exe, [header.parent])
     out: dict[str, str] = {}
     for line in run_program(exe).splitlines():
         k, _, v = line.partition("\t")
@@ -385,12 +389,13 @@ def corpus_cases(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus")
     cache: dict[str, Any] = {}
 
-    def get(header: str):
-        if header not in cache:
-            g, mod = generate_headers(root / Path(header).stem, [header],
-                                      name=re.sub(r"\W", "_", Path(header).stem))
-            cache[header] = (g, mod)
-        return cache[header]
+    def get(header: str, lazy: bool = False):
+        key = (header, lazy)
+        if key not in cache:
+            stem = Path(header).stem + ("_lazy" if lazy else "")
+            cache[key] = generate_headers(root / stem, [header], name=re.sub(r"\W", "_", stem),
+                                          **({"lazy": True} if lazy else {}))
+        return cache[key]
 
     return get
 
@@ -400,10 +405,11 @@ def corpus_probes(corpus_cases, tmp_path_factory):
     root = tmp_path_factory.mktemp("probes")
     cache: dict[str, Any] = {}
 
-    def get(header: str):
-        if header not in cache:
-            _, mod = corpus_cases(header)
-            cache[header] = run_layout_probe(CORPUS / header, mod, root)
-        return cache[header]
+    def get(header: str, lazy: bool = False):
+        key = (header, lazy)
+        if key not in cache:
+            _, mod = corpus_cases(header, lazy)
+            cache[key] = run_layout_probe(CORPUS / header, mod, root)
+        return cache[key]
 
     return get

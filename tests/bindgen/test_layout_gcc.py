@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from .conftest import (CORPUS, compare, load_generated, requires_gcc, requires_pipeline,
-                       run_layout_probe)
+from .conftest import (CORPUS, c_ident, compare, is_array, is_record, probe_directives,
+                       py_name_of, requires_gcc, requires_pipeline, run_layout_probe)
 
 pytestmark = [requires_pipeline, requires_gcc]
 
@@ -35,6 +35,24 @@ def test_layout_matches_gcc(header, corpus_probes):
 
 
 @pytest.mark.parametrize("header", HEADERS)
+def test_lazy_module_layout_matches_gcc(header, corpus_probes):
+    """The same comparison for the target generated with ``lazy: true`` (module __getattr__)."""
+    checks, gcc = corpus_probes(header, lazy=True)
+    bad = compare(checks, gcc)
+    assert not bad, f"{header} (lazy): {len(bad)} of {len(checks)} checks differ from gcc:\n  " + \
+        "\n  ".join(bad)
+
+
+def test_lazy_and_eager_modules_define_the_same_names(corpus_cases):
+    _, eager = corpus_cases("t07_enums.h")
+    _, lazy = corpus_cases("t07_enums.h", lazy=True)
+    names = {n for n in vars(eager) if not n.startswith("_")}
+    assert names <= set(dir(lazy)), names - set(dir(lazy))
+    assert (lazy.T7_NEG, lazy.T7_HUGE) == (-5, 0x100000000)
+    assert ctypes.sizeof(lazy.t7) == ctypes.sizeof(eager.t7) == 24
+
+
+@pytest.mark.parametrize("header", HEADERS)
 def test_probe_covers_every_member(header, corpus_probes):
     """The probe really looked at fields: each header yields offset checks, and bitfield headers
     yield byte-level bitfield checks."""
@@ -43,6 +61,71 @@ def test_probe_covers_every_member(header, corpus_probes):
     assert {"size", "align"} <= kinds and kinds & {"off", "bits"}, kinds
     if re.search(r":\s*[1-9]\d*\s*;", (CORPUS / header).read_text()):
         assert "bits" in kinds, f"{header} has bitfields but no bitfield check was generated"
+
+
+def _c_members(t) -> dict:
+    """C member names reachable with one ``.`` (anonymous members promoted) → canonical type."""
+    out = {}
+    for f in t.get_fields():
+        ft = f.type.get_canonical()
+        if not f.spelling or "(anonymous" in f.spelling or "(unnamed" in f.spelling:
+            if not f.is_bitfield():
+                out.update(_c_members(ft))
+        else:
+            out[f.spelling] = ft
+    return out
+
+
+def _py_members(cls) -> dict:
+    out = {}
+    for name, ctype, _off, width, _signed, anonymous in cls.__bindgen_fields__:
+        if width is not None and re.fullmatch(r"_anon\d+", name):
+            continue
+        if anonymous:
+            out.update(_py_members(ctype))
+        else:
+            out[c_ident(name)] = ctype
+    return out
+
+
+def _missing_members(c_type, cls, where: str, seen: set) -> list[str]:
+    from clang.cindex import TypeKind
+    if where in seen:
+        return []
+    seen.add(where)
+    cm, pm = _c_members(c_type), _py_members(cls)
+    bad = [f"{where}: C member {n!r} is missing in Python" for n in sorted(set(cm) - set(pm))]
+    bad += [f"{where}: Python member {n!r} is not in C" for n in sorted(set(pm) - set(cm))]
+    for n in sorted(set(cm) & set(pm)):
+        ct, pt = cm[n], pm[n]
+        while ct.kind in (TypeKind.CONSTANTARRAY, TypeKind.INCOMPLETEARRAY) and is_array(pt):
+            ct, pt = ct.element_type.get_canonical(), pt._type_
+        if ct.kind == TypeKind.RECORD:
+            if not is_record(pt):
+                bad.append(f"{where}.{n}: a record in C, {pt!r} in Python")
+            else:
+                bad += _missing_members(ct, pt, f"{where}.{n}", seen)
+    return bad
+
+
+@pytest.mark.parametrize("header", HEADERS)
+def test_every_c_member_is_reachable(header, corpus_cases):
+    """No member is silently lost: the names clang sees in each probed type (anonymous members
+    promoted, recursively through named nested records) are exactly the generated class's."""
+    import clang.cindex as ci
+    _, mod = corpus_cases(header)
+    tu = ci.Index.create().parse(str(CORPUS / header), args=["-x", "c", "-std=gnu11"])
+    tags = {}
+    for c in tu.cursor.get_children():
+        if c.kind in (ci.CursorKind.STRUCT_DECL, ci.CursorKind.UNION_DECL) and c.is_definition():
+            kw = "union" if c.kind == ci.CursorKind.UNION_DECL else "struct"
+            tags[f"{kw} {c.spelling}"] = c.type.get_canonical()
+        elif c.kind == ci.CursorKind.TYPEDEF_DECL:
+            tags[c.spelling] = c.underlying_typedef_type.get_canonical()
+    bad = []
+    for c_type in probe_directives(CORPUS / header)[0]:
+        bad += _missing_members(tags[c_type], getattr(mod, py_name_of(c_type)), c_type, set())
+    assert not bad, "\n".join(bad)
 
 
 def test_probe_detects_a_one_bit_error(corpus_cases, tmp_path):
@@ -227,3 +310,19 @@ def test_t16_typedef_anonymous_struct_embedded_by_value(corpus_cases):
     m = _mod(corpus_cases, "t16_typedef_order.h")
     assert ctypes.sizeof(m.t16_z_t) == 16
     assert ctypes.sizeof(m.t16_a) == 56 and m.t16_a.z.offset == 8 and m.t16_a.zs.offset == 24
+
+
+def test_member_check_detects_a_lost_member(corpus_cases):
+    """``_missing_members`` can fail: a class lacking one of T5's promoted members is reported."""
+    import clang.cindex as ci
+    from bindgen import cabi
+    _, mod = corpus_cases("t05_anonymous.h")
+
+    class Partial(cabi.Struct):
+        pass
+    Partial._layout_(12, 4, [f for f in mod.t5.__bindgen_fields__ if f[0] != "after"])
+    tu = ci.Index.create().parse(str(CORPUS / "t05_anonymous.h"), args=["-x", "c"])
+    t5 = next(c for c in tu.cursor.get_children() if c.spelling == "t5").type.get_canonical()
+    assert _missing_members(t5, Partial, "struct t5", set()) == \
+        ["struct t5: C member 'after' is missing in Python"]
+    assert _missing_members(t5, mod.t5, "struct t5", set()) == []
