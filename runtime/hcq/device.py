@@ -126,9 +126,11 @@ class Device:
         return self.timeline_value
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
-        """Waits until everything the device submitted has completed."""
+        """Waits until everything the device submitted has completed, then asks the driver whether
+        the GPU reported a fault (work submitted outside the timeline may have faulted)."""
         self.check_usable()
         self.timeline_signal.wait(self.timeline_value, timeout_ms)
+        self.check_fault()
 
     # ------------------------------------------------------------------ copies
     def _staging_bufs(self) -> list[list[Any]]:

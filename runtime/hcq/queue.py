@@ -156,33 +156,29 @@ class HWQueue:
         self._bound = None
 
     def update(self, var_vals: Mapping[Var, int]) -> "Self":
-        """Binds variables and rewrites their patch points (in the bound GPU copy as well)."""
-        vals = self._vals
-        changed = False
-        for var, val in var_vals.items():
-            if vals.get(var) != val:
-                vals[var] = val
-                changed = True
+        """Binds variables and rewrites their patch points (in the bound GPU copy as well). A value
+        that does not fit a field it patches is refused and nothing is changed."""
+        changed = {var: val for var, val in var_vals.items() if self._vals.get(var) != val}
         if not changed:
             return self
-        d, bound = self._d, self._bound
+        writes = []
         for p in self._patches:
-            val = vals.get(p.var)
+            val = changed.get(p.var)
             if val is None:
                 continue
             v = val + p.add
             if v < 0 or v >> p.max_bits:
                 raise QueueError(f"value {v:#x} of {p.var.name}{p.add:+d} does not fit the "
                                  f"{p.max_bits}-bit field it patches")
-            lo = v & _M32
-            d[p.lo] = lo
-            if bound is not None:
-                bound[p.lo] = lo
+            writes.append((p.lo, v & _M32))
             if p.hi >= 0:
-                hi = (v >> 32) & _M32
-                d[p.hi] = hi
-                if bound is not None:
-                    bound[p.hi] = hi
+                writes.append((p.hi, (v >> 32) & _M32))
+        self._vals.update(changed)
+        d, bound = self._d, self._bound
+        for pos, word in writes:
+            d[pos] = word
+            if bound is not None:
+                bound[pos] = word
         return self
 
     def _submit(self) -> None:

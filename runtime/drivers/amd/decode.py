@@ -52,9 +52,11 @@ def _bit(flag: int) -> Callable[[int], int]:
 def _pm4_names() -> dict[int, str]:
     """Opcode -> name for every PACKET3_* opcode constant (several names may share a value)."""
     out: dict[int, list[str]] = {}
-    for name, val in vars(p).items():
-        if name.startswith("PACKET3_") and isinstance(val, int) and 0 <= val <= 0xFF \
-                and not name.endswith(("_START", "_END")):
+    for name in dir(p):
+        if not name.startswith("PACKET3_"):
+            continue
+        val = getattr(p, name)
+        if isinstance(val, int) and 0 <= val <= 0xFF:
             out.setdefault(val, []).append(name)
     return {k: "/".join(sorted(v)) for k, v in out.items()}
 
@@ -73,9 +75,12 @@ PM4_NAME = {
 def _sh_reg_names() -> dict[int, str]:
     """SET_SH_REG index -> register name for the COMPUTE_* registers of GC segment 0."""
     out = {}
-    for name, val in vars(gc).items():
-        if name.startswith("regCOMPUTE_") and not name.endswith("_BASE_IDX") and isinstance(val, int):
-            out[val] = name[3:]
+    # dir(), not vars(): the generated register module defines its names lazily.
+    for name in dir(gc):
+        if name.startswith("regCOMPUTE_") and not name.endswith("_BASE_IDX"):
+            val = getattr(gc, name)
+            if isinstance(val, int):
+                out[val] = name[3:]
     return out
 
 
@@ -202,8 +207,9 @@ SDMA_PACKETS: dict[tuple[int, int | None], tuple[str, int | None]] = {
 
 
 def _sdma_ops() -> dict[int, str]:
-    return {v: k for k, v in vars(s).items() if k.startswith("SDMA_OP_") and isinstance(v, int)
-            and k not in ("SDMA_OP_AQL_COPY", "SDMA_OP_AQL_BARRIER_OR")}
+    names = (k for k in dir(s) if k.startswith("SDMA_OP_")
+             and k not in ("SDMA_OP_AQL_COPY", "SDMA_OP_AQL_BARRIER_OR"))
+    return {getattr(s, k): k for k in names if isinstance(getattr(s, k), int)}
 
 
 SDMA_OP_NAMES = _sdma_ops()

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from generated.amd import gc_11_0_0 as gc
 from generated.linux import kfd_ioctl as kfd
 
 from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
@@ -33,9 +34,9 @@ UNSIGNALED_EVENT_SLOT = (1 << 64) - 1   # kfd_events.c
 FIRST_NONSIGNAL_EVENT_ID = 0x80000000   # kfd_events.c: KFD_FIRST_NONSIGNAL_EVENT_ID
 MIN_RING_B = 1024                       # kfd_chardev.c: KFD_MIN_QUEUE_RING_SIZE
 _PAGE = 4096
-# GC register segment bases of gfx1100 as amdgpu's ip_discovery lists them (tinygrad's mock uses
-# the same list; sysfs: ip_discovery/die/0/11/0/base_addr).
-GC_BASES = (0x1260, 0xA000, 0x1C000, 0x2402C00)
+# GC register segment bases the mock publishes in ip_discovery/die/0/11/0/base_addr: the ones the
+# generated register module records for gfx11 (sienna_cichlid_ip_offset.h's GC_BASE__INST0_SEG*).
+GC_BASES = tuple(gc.GC_SEGMENT_BASES)
 GFX1100_PROPERTIES = {
     "cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1, "caches_count": 206,
     "io_links_count": 1, "p2p_links_count": 0, "cpu_core_id_base": 0, "simd_id_base": 2147487744,
