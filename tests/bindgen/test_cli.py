@@ -24,7 +24,11 @@ HEADERS = {
     "alpha": ["t01_packed_bitfields.h", "t05_anonymous.h"],
     "beta": ["t07_enums.h"],
     "gamma": ["t11_pack_keywords.h"],
+    "delta": ["t09_nested.h", "t07_enums.h"],  # lazy: true (a .defs file beside the module)
 }
+LAZY = {"delta"}
+FILES = {"cli/__init__.py"} | {f"cli/{n}.{ext}" for n in HEADERS for ext in ("py", "report.txt")} \
+    | {f"cli/{n}.defs" for n in LAZY}
 
 
 class Project:
@@ -42,7 +46,8 @@ class Project:
 
     def write(self, source_path: Path | None = None, **per_target) -> Path:
         targets = {name: {"description": f"test target {name}",
-                          "headers": [f"corpus:{h}" for h in hs], **per_target.get(name, {})}
+                          "headers": [f"corpus:{h}" for h in hs],
+                          **({"lazy": True} if name in LAZY else {}), **per_target.get(name, {})}
                    for name, hs in HEADERS.items()}
         return write_spec(self.specs, targets, group="cli", sources={"corpus": {
             "kind": "system", "path": str(source_path or self.src), "package": "corpus-pkg"}})
@@ -83,11 +88,10 @@ def test_regen_writes_modules_reports_and_package(proj, capsys):
     assert proj.regen("all", "--jobs", "1") == 0
     out = capsys.readouterr().out
     snap = proj.snapshot()
-    assert set(snap) == {"cli/__init__.py", "cli/alpha.py", "cli/alpha.report.txt", "cli/beta.py",
-                         "cli/beta.report.txt", "cli/gamma.py", "cli/gamma.report.txt"}
+    assert set(snap) == FILES
     for name in HEADERS:
         assert f"wrote {name}" in out
-    assert "regen: 3 ok, 0 failed" in out
+    assert "regen: 4 ok, 0 failed" in out
     alpha = snap["cli/alpha.py"].decode()
     assert "do not edit" in alpha and "# spec: bindgen/specs/cli.yaml  target: alpha" in alpha
     assert "# fingerprint: " in alpha
@@ -140,7 +144,7 @@ def test_deterministic_across_hash_seeds_in_subprocesses(proj):
         snaps.append(proj.snapshot(out))
     assert proj.regen("--jobs", "1") == 0
     snaps.append(proj.snapshot())
-    assert len(snaps[0]) == 7
+    assert set(snaps[0]) == FILES
     for s in snaps[1:]:
         proj.assert_same(snaps[0], s)
 
@@ -160,7 +164,7 @@ def test_check_clean(proj, capsys):
     assert proj.check("--jobs", "1") == 0
     out = capsys.readouterr().out
     assert "ok    alpha: regenerated output identical" in out
-    assert "check: 3 target(s) clean" in out
+    assert "check: 4 target(s) clean" in out
 
 
 def test_check_detects_a_hand_edit_with_a_unified_diff(proj, capsys):
@@ -178,6 +182,33 @@ def test_check_detects_a_hand_edit_with_a_unified_diff(proj, capsys):
     assert "\n-T7_NEG = -6\n" in out and "\n+T7_NEG = -5\n" in out
     assert "drift in 1 target(s): beta" in out
     assert mod.read_text() != text, "check must not rewrite generated files"
+
+
+def test_check_detects_an_edited_defs_file(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    defs = proj.gen / "cli" / "delta.defs"
+    text = defs.read_text()
+    assert "T7_NEG = -5" in text
+    defs.write_text(text.replace("T7_NEG = -5", "T7_NEG = -6"))
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT delta" in out and "generated/cli/delta.defs" in out
+
+
+def test_lazy_module_imports_from_the_written_files(proj, monkeypatch):
+    """The written lazy module finds its .defs beside it when imported as a package module."""
+    import importlib
+    assert proj.regen("delta", "--jobs", "1") == 0
+    monkeypatch.syspath_prepend(str(proj.root))
+    (proj.gen / "__init__.py").write_text("")
+    for mod in [m for m in sys.modules if m == "generated" or m.startswith("generated.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    mod = importlib.import_module("generated.cli.delta")
+    assert mod.__file__.startswith(str(proj.gen))
+    assert mod.T7_HUGE == 0x100000000 and mod.t9.named.offset == 16
+    o = mod.t9(a=1, b=2, g=3)
+    assert (o.a, o.b, o.g) == (1, 2, 3)
 
 
 def test_check_detects_a_missing_or_deleted_report(proj, capsys):
@@ -213,7 +244,7 @@ def test_check_detects_header_drift(proj, capsys):
     capsys.readouterr()
     assert proj.check("--jobs", "1") == 1
     out = capsys.readouterr().out
-    assert "DRIFT beta" in out and "ok    alpha" in out
+    assert "DRIFT beta" in out and "DRIFT delta" in out and "ok    alpha" in out
     assert "beta.report.txt" in out and "corpus:t07_enums.h" in out
 
 
@@ -235,7 +266,7 @@ def test_unavailable_system_source_checks_the_fingerprint_only(proj, capsys):
     assert proj.check("--jobs", "1") == 0
     out = capsys.readouterr().out
     assert "header drift NOT checked" in out and "corpus" in out
-    assert out.count("NOT checked") == 3
+    assert out.count("NOT checked") == 4
 
     # a spec edit is still caught without the headers
     proj.spec_path.write_text(proj.spec_path.read_text() + "# edited\n")
@@ -296,7 +327,7 @@ def test_regen_failure_exits_1_and_keeps_the_old_file(proj, capsys):
     assert proj.regen("--jobs", "1") == 1
     cap = capsys.readouterr()
     assert "FAIL  beta" in cap.err and "unknown type name" in cap.err
-    assert "regen: 2 ok, 1 failed" in cap.out
+    assert "regen: 2 ok, 2 failed" in cap.out  # beta and delta read t07_enums.h
     assert proj.snapshot() == before
     assert not [p for p in proj.gen.rglob("*") if p.name.endswith(".tmp")]
 
