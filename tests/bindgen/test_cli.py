@@ -504,3 +504,79 @@ def test_one_failing_target_does_not_stop_the_others(proj, capsys):
     assert rc == 1
     assert "FAIL  gamma" in cap.err
     assert {"cli/alpha.py", "cli/beta.py"} <= set(proj.snapshot())
+
+
+# ---------------------------------------------------------------- pinned sources (archive, git)
+
+
+def _tarball(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
+    import hashlib
+    import tarfile
+    root = tmp_path / "tar_src"
+    for rel, text in files.items():
+        (root / "pkg-1.0" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "pkg-1.0" / rel).write_text(text)
+    tb = tmp_path / "pkg-1.0.tar.gz"
+    with tarfile.open(tb, "w:gz") as tf:
+        tf.add(root / "pkg-1.0", arcname="pkg-1.0")
+    return tb, hashlib.sha256(tb.read_bytes()).hexdigest()
+
+
+def test_archive_source_is_fetched_verified_and_cached(tmp_path):
+    from .conftest import generate_target, load_target
+    tb, sha = _tarball(tmp_path, {"include/a.h": "struct arc { int x; long y; };\n",
+                                  "docs/readme.txt": "not a header\n"})
+    specs = tmp_path / "specs"
+    src = {"up": {"kind": "archive", "url": tb.as_uri(), "sha256": sha, "strip": 1,
+                  "members": ["include/*"]}}
+    path = write_spec(specs, {"arc": {"headers": ["up:include/a.h"]}}, sources=src, file="arc")
+    g = generate_target(load_target(path), specs, tmp_path / "cache")
+    assert "class arc(" in g.text and "up:include/a.h" in g.report
+    cached = list((tmp_path / "cache" / "archive").rglob("a.h"))
+    assert len(cached) == 1 and not list((tmp_path / "cache").rglob("readme.txt"))
+    g2 = generate_target(load_target(path), specs, tmp_path / "other-cache")
+    assert (g2.text, g2.report) == (g.text, g.report)  # the cache location never shows
+    tb.unlink()  # a second run needs no network: the unpacked archive is cached
+    assert generate_target(load_target(path), specs, tmp_path / "cache").text == g.text
+
+
+def test_archive_with_a_wrong_sha256_is_refused(tmp_path):
+    from bindgen.errors import SourceError
+
+    from .conftest import generate_target, load_target
+    tb, sha = _tarball(tmp_path, {"include/a.h": "struct arc { int x; };\n"})
+    specs = tmp_path / "specs"
+    bad = "0" * 64
+    path = write_spec(specs, {"arc": {"headers": ["up:include/a.h"]}}, file="arc",
+                      sources={"up": {"kind": "archive", "url": tb.as_uri(), "sha256": bad,
+                                      "strip": 1}})
+    with pytest.raises(SourceError, match=f"has sha256 {sha}, the spec pins {bad}"):
+        generate_target(load_target(path), specs, tmp_path / "cache")
+
+
+def test_git_source_from_a_local_mirror_reads_the_pinned_ref(tmp_path, monkeypatch):
+    from .conftest import generate_target, load_target
+    repo = tmp_path / "repo"
+    (repo / "inc").mkdir(parents=True)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                       env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+                                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t"))
+    git("init", "-q")
+    (repo / "inc" / "g.h").write_text("struct pinned { int at_tag; };\n")
+    git("add", ".")
+    git("commit", "-qm", "v1")
+    git("tag", "v1")
+    (repo / "inc" / "g.h").write_text("struct pinned { int after_tag; };\n")
+    git("commit", "-qam", "v2")
+    specs = tmp_path / "specs"
+    path = write_spec(specs, {"gitt": {"headers": ["up:inc/g.h"]}}, file="gitt", sources={
+        "up": {"kind": "git", "url": "https://example.invalid/repo.git", "ref": "v1"}})
+    t = load_target(path)
+    from bindgen.errors import SourceError
+    with pytest.raises(SourceError, match=r"--source up=DIR or BINDGEN_SOURCE_UP=DIR"):
+        generate_target(t, specs, tmp_path / "cache")
+    g = generate_target(t, specs, tmp_path / "cache", overrides={"up": repo})
+    assert "at_tag" in g.text and "after_tag" not in g.text
+    assert str(repo) not in g.text and str(tmp_path) not in g.report
