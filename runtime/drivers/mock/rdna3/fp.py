@@ -35,15 +35,34 @@ def _round_to_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Correctly rounded f32 fused multiply-add."""
-    p = np.multiply(a, b, dtype=np.float64)
-    s = p + np.asarray(c, dtype=np.float64)
-    bits = s.view(np.uint64)
-    risky = ((bits & _LOW29) == _MID) | (np.abs(s) < F32_MIN_NORMAL)
+    s = np.multiply(a, b, dtype=np.float64)
+    full = np.broadcast_shapes(s.shape, np.shape(c))
+    s = np.add(s, c, out=s, dtype=np.float64) if s.shape == full else np.add(s, c, dtype=np.float64)
+    r = s.astype(np.float32)
+    # Double rounding can only bite where s sits exactly on an f32 rounding midpoint (the 29
+    # bits f32 drops are 1000...0, all in the low word) or in f32's denormal range (high word
+    # below 2^-126's); those lanes are recomputed with a round-to-odd f64 sum.
+    words = s.reshape(*s.shape, 1).view(np.uint32)
+    risky = (words[..., 0] << np.uint32(3)) == np.uint32(0x80000000)
+    risky |= (words[..., 1] << np.uint32(1)) < np.uint32(0x38100000 << 1)
     if risky.any():
-        s = np.array(s, copy=True)
+        p = np.multiply(a, b, dtype=np.float64)
         pb, cb = np.broadcast_arrays(p, np.asarray(c, dtype=np.float64))
-        s[risky] = _round_to_odd_sum(pb[risky], cb[risky])
-    return s.astype(np.float32)
+        r[risky] = _round_to_odd_sum(pb[risky], cb[risky]).astype(np.float32)
+    return r
+
+
+def fma32_exact_product(x: np.ndarray, k: np.float32, c: np.ndarray) -> np.ndarray:
+    """fma(x, k, c) where x * k is exact in f32 (k = ±1, ±2, ±4): one f32 rounding suffices.
+
+    Only an overflowing product (|x * k| > FLT_MAX, which the fused op may bring back into range
+    with c) needs the general path.
+    """
+    p = np.multiply(x, k)
+    if np.abs(x).max(initial=0) * abs(float(k)) > 3.4028234663852886e38:
+        return fma32(x, k, c)
+    return np.add(p, c, out=p) if p.shape == np.broadcast_shapes(p.shape, np.shape(c)) \
+        else p + c
 
 
 def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

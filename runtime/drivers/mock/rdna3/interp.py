@@ -23,6 +23,7 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 
 from .decode import EXEC_LO, Inst, decode_one
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
+from .liveness import dead_mask_writes
 from .machine import ALL, Group, Machine, merge, pack_lanes
 from .ops_mem import compile_ds, compile_flat, compile_mubuf, compile_smem
 from .ops_salu import BARRIER, BRANCH, END, JUMP, NEXT, Step, compile_salu
@@ -30,7 +31,7 @@ from .ops_valu import compile_valu
 
 MAX_CODE_BYTES = 1 << 20
 BATCH_MEMORY_B = 512 << 20     # registers + LDS of one batch of workgroups
-BATCH_MAX_WAVES = 1 << 15
+BATCH_MAX_WAVES = 1 << 12  # ~128K lanes: a batch's registers stay in cache
 
 
 @dataclass
@@ -42,15 +43,23 @@ class Program:
     insts: list[Inst]
     steps: list[Step | None]
     index: dict[int, int]
+    dead: set[int]
 
     def step(self, i: int) -> Step:
         s = self.steps[i]
         if s is None:
-            s = self.steps[i] = _compile(self.insts[i], self)
+            inst = self.insts[i]
+            try:
+                s = self.steps[i] = _compile(inst, i in self.dead, self)
+            except KernelFault:
+                raise
+            except (KeyError, ValueError, IndexError, TypeError) as e:
+                raise KernelFault(f"unsupported instruction ({type(e).__name__}: {e})",
+                                  address=inst.addr, instruction=str(inst), cause=e) from None
         return s
 
 
-def _compile(inst: Inst, prog: Program) -> Step:
+def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
     """Builds an instruction's slot on first execution (unknown ones raise only if reached)."""
     enc = inst.enc
     if inst.name.startswith("<"):
@@ -59,7 +68,7 @@ def _compile(inst: Inst, prog: Program) -> Step:
     if enc in ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP"):
         step = compile_salu(inst)
     elif enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOPD", "VOP3P"):
-        step = Step(NEXT, compile_valu(inst), inst)
+        step = Step(NEXT, compile_valu(inst, mask_dead), inst)
     elif enc == "SMEM":
         step = Step(NEXT, compile_smem(inst), inst)
     elif enc == "FLAT":
@@ -90,7 +99,7 @@ def decode_program(code: bytes, base: int) -> Program:
         insts.append(inst)
         pos += inst.size
     return Program(base, bytes(code[:pos]), insts, [None] * len(insts),
-                   {inst.addr: i for i, inst in enumerate(insts)})
+                   {inst.addr: i for i, inst in enumerate(insts)}, dead_mask_writes(insts))
 
 
 class ProgramCache:
@@ -166,7 +175,6 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
     bx, by, bz = lay.block
     wpg = lay.waves_per_wg
     wg_local = np.repeat(np.arange(n_wg), wpg)
-    wave_in_wg = np.tile(np.arange(wpg), n_wg)
     m.wave_wg[:] = wg_local
     m.wave_lds_base[:] = wg_local * m.lds_bytes
     # SGPRs: the user SGPRs, then the enabled workgroup ids, then TG_SIZE, then scratch offset.
@@ -185,8 +193,9 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
         nxt += 1
     if lay.scratch:
         m.S[nxt][:] = 0    # private segment wave byte offset
-    # VGPR0: packed work-item ids (x | y << 10 | z << 20), as many as TIDIG_COMP_CNT enables.
-    t = wave_in_wg[:, None] * 32 + np.arange(32)[None, :]
+    # VGPR0: packed work-item ids (x | y << 10 | z << 20), as many as TIDIG_COMP_CNT enables;
+    # the pattern is the same for every workgroup.
+    t = np.arange(wpg * 32).reshape(wpg, 32)
     x, y, z = t % bx, (t // bx) % by, t // (bx * by)
     v0 = x.copy()
     if lay.tidig >= 1:
@@ -194,8 +203,8 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
     if lay.tidig >= 2:
         v0 |= z << 20
     live = t < bx * by * bz
-    m.V[0][:] = np.where(live, v0, 0).astype(np.uint32)
-    m.S[EXEC_LO][:] = pack_lanes(live)
+    m.V[0].reshape(n_wg, wpg, 32)[:] = np.where(live, v0, 0).astype(np.uint32)
+    m.S[EXEC_LO].reshape(n_wg, wpg)[:] = pack_lanes(live)
 
 
 def _batches(lay: Layout, lds_bytes: int) -> int:
@@ -313,10 +322,12 @@ def execute(dispatch: DispatchRecord, mem: MockMemory, *, cache: ProgramCache | 
     n_wg_total = lay.grid[0] * lay.grid[1] * lay.grid[2]
     stats = ExecStats()
     per_batch = _batches(lay, dispatch.lds_bytes)
+    m = None
     with np.errstate(all="ignore"):
         for wg0 in range(0, n_wg_total, per_batch):
             n_wg = min(per_batch, n_wg_total - wg0)
-            m = Machine(mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, dispatch.lds_bytes)
+            m = Machine(mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, dispatch.lds_bytes,
+                        reuse=m)
             _init_batch(m, lay, dispatch, wg0, n_wg)
             _run_batch(prog, m, stats, max_wave_instructions)
             stats.waves += m.n_waves

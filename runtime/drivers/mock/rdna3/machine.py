@@ -39,15 +39,31 @@ class Machine:
     """Registers, LDS and memory of one batch of workgroups."""
 
     def __init__(self, mem: MockMemory, n_waves: int, n_vgprs: int, n_wgs: int,
-                 lds_bytes: int) -> None:
+                 lds_bytes: int, reuse: "Machine | None" = None) -> None:
+        """`reuse`: a machine of an earlier batch whose arrays are big enough to be recycled
+        (zeroed), which avoids fresh allocations for every batch of a large dispatch."""
         self.mem = mem
         self.n_waves, self.n_vgprs = n_waves, n_vgprs
-        self.V = np.zeros((n_vgprs, n_waves, 32), dtype=np.uint32)
-        self.S = np.zeros((128, n_waves), dtype=np.uint32)
-        self.SCC = np.zeros(n_waves, dtype=bool)
         self.lds_bytes = lds_bytes
+        lds_len = max(n_wgs * lds_bytes, 4) + 16
+        if reuse is not None and reuse._cap_waves >= n_waves and reuse.n_vgprs == n_vgprs \
+                and len(reuse._lds_store) >= lds_len:
+            self._cap_waves = reuse._cap_waves
+            self._v_store, self._s_store = reuse._v_store, reuse._s_store
+            self._lds_store = reuse._lds_store
+            self._v_store.fill(0)
+            self._s_store.fill(0)
+            self._lds_store[:lds_len].fill(0)
+        else:
+            self._cap_waves = n_waves
+            self._v_store = np.zeros((n_vgprs, n_waves, 32), dtype=np.uint32)
+            self._s_store = np.zeros((128, n_waves), dtype=np.uint32)
+            self._lds_store = np.zeros(lds_len, dtype=np.uint8)
+        self.V = self._v_store[:, :n_waves]
+        self.S = self._s_store[:, :n_waves]
+        self.SCC = np.zeros(n_waves, dtype=bool)
         # LDS of all workgroups back to back; a wave's LDS address is offset by its group's base.
-        self.lds = np.zeros(max(n_wgs * lds_bytes, 4) + 16, dtype=np.uint8)
+        self.lds = self._lds_store[:lds_len]
         self.lds32 = self.lds[:len(self.lds) // 4 * 4].view(np.uint32)
         self.wave_wg = np.zeros(n_waves, dtype=np.int64)   # workgroup index within the batch
         self.wave_lds_base = np.zeros(n_waves, dtype=np.int64)
@@ -151,6 +167,13 @@ class Group:
             cur = plane[self.idx]
             np.copyto(cur, val, where=self.exec, casting="unsafe")
             plane[self.idx] = cur
+
+    def dest(self, r: int) -> np.ndarray | None:
+        """A writable view of VGPR r for computing a result in place (None when the group's
+        waves are not a slice of the machine or EXEC is partial: then use set_v)."""
+        if self.exec_full and isinstance(self.idx, slice):
+            return self.m.V[r][self.idx]
+        return None
 
     def set_v_lanes(self, r: int, val: np.ndarray, lanes: np.ndarray) -> None:
         """Writes VGPR r in the lanes given (bool [n, 32]), whatever EXEC is."""

@@ -72,8 +72,11 @@ def raw_reader(code: int, inst: Inst, w: int = 32) -> Reader:
         r = code - VGPR0
         if w == 64:
             def rd64(g: Group) -> np.ndarray:
-                lo, hi = g.v(r), g.v(r + 1)
-                return lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32))
+                # Interleave the two 32-bit planes into one uint64 array (two strided copies).
+                pair = np.empty((g.n, 32, 2), dtype=np.uint32)
+                pair[..., 0] = g.v(r)
+                pair[..., 1] = g.v(r + 1)
+                return pair.view(np.uint64)[..., 0]
             return rd64
         return lambda g: g.v(r)
     if code == NULL:
@@ -144,9 +147,10 @@ def vgpr_writer(r: int, t: str, hi16: bool = False) -> Callable[[Group, np.ndarr
     w = width(t)
     if w == 64:
         def wr64(g: Group, val: np.ndarray) -> None:
-            bits = to_bits(val, t)
-            g.set_v(r, (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32))
-            g.set_v(r + 1, (bits >> np.uint64(32)).astype(np.uint32))
+            bits = np.ascontiguousarray(to_bits(val, t))
+            halves = bits.reshape(*bits.shape, 1).view(np.uint32)  # [..., 2]: lo, hi
+            g.set_v(r, halves[..., 0])
+            g.set_v(r + 1, halves[..., 1])
         return wr64
     if w == 16:
         # 16-bit results replace one half of the VGPR and keep the other (op_sel selects which).

@@ -70,8 +70,12 @@ def _dst_name(inst: Inst) -> int:
     return inst.f["vdst"]
 
 
-def compile_valu(inst: Inst) -> Exec:
-    """Closure executing one VALU instruction for a group (raises KernelFault if unsupported)."""
+def compile_valu(inst: Inst, mask_dead: bool = False) -> Exec:
+    """Closure executing one VALU instruction for a group (raises KernelFault if unsupported).
+
+    `mask_dead`: the lane mask the instruction writes (a carry, a compare) is never read, so it
+    need not be computed (see liveness.py).
+    """
     if inst.enc == "VOPD":
         return _compile_vopd(inst)
     if inst.enc == "VOP3P":
@@ -82,6 +86,8 @@ def compile_valu(inst: Inst) -> Exec:
     sig = signature(name, inst.enc, inst.op)
     special = _SPECIAL.get(name)
     if special is not None:
+        if name in _MASK_WRITERS:
+            return special(inst, sig, mask_dead)
         return special(inst, sig)
     cmp = valu_table.compare(name)
     if cmp is not None:
@@ -165,44 +171,54 @@ def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
     with_in = kind.endswith("_ci")
     base = kind.removesuffix("_ci")
 
-    def make(inst: Inst, sig) -> Exec:
+    def make(inst: Inst, sig, mask_dead: bool = False) -> Exec:
         r0, r1 = _src_readers(inst, ("u32", "u32"))
         lanes_in = _lane_src(inst) if with_in else None
-        write = vgpr_writer(inst.f["vdst"], "u32")
+        vdst = inst.f["vdst"]
+        write = vgpr_writer(vdst, "u32")
         cdst = _carry_dst(inst)
+        want_carry = not mask_dead and cdst != 124
 
         def run(g: Group) -> None:
             a, b = r0(g), r1(g)
             if base == "subrev":
                 a, b = b, a
+            cin = lanes_in(g) if lanes_in is not None else None
+            if cin is not None and not cin.any():
+                cin = None  # the common case in address arithmetic: no carry comes in
+            out = g.dest(vdst)
             if base == "add":
-                t = a + b
-                carry = t < a
-                if lanes_in is not None:
-                    cin = lanes_in(g)
-                    r = t + cin.astype(u32)
-                    carry = carry | (r < t)
+                if out is not None and np.shape(out) == np.broadcast_shapes(a.shape, b.shape):
+                    r = np.add(a, b, out=out)
                 else:
-                    r = t
+                    r = a + b
+                carry = (r < a) if want_carry else None
+                if cin is not None:
+                    r = r + cin.astype(u32) if r is not out else np.add(r, cin, out=out,
+                                                                          casting="unsafe")
+                    if want_carry:
+                        carry = carry | (cin & (r == 0))
             else:
                 r = a - b
-                if lanes_in is not None:
-                    cin = lanes_in(g)
-                    carry = a.astype(np.uint64) < b.astype(np.uint64) + cin
+                if want_carry:
+                    carry = (b > a) if cin is None else \
+                        a.astype(np.uint64) < b.astype(np.uint64) + cin
+                if cin is not None:
                     r = r - cin.astype(u32)
-                else:
-                    carry = b > a
-            write(g, r)
-            g.set_lanes(cdst, carry if g.exec_full else carry & g.exec)
+            if r is not out:
+                write(g, r)
+            if want_carry:
+                g.set_lanes(cdst, carry if g.exec_full else carry & g.exec)
         return run
     return make
 
 
 def _mad64(signed: bool) -> Callable[[Inst, object], Exec]:
-    def make(inst: Inst, sig) -> Exec:
+    def make(inst: Inst, sig, mask_dead: bool = False) -> Exec:
         r0, r1, r2 = _src_readers(inst, sig.srcs)
         write = vgpr_writer(inst.f["vdst"], sig.dst)
         cdst = inst.f["sdst"]
+        want_carry = not mask_dead and cdst != 124
 
         def run(g: Group) -> None:
             a, b, c = r0(g), r1(g), r2(g)
@@ -210,29 +226,51 @@ def _mad64(signed: bool) -> Callable[[Inst, object], Exec]:
                 p = a.astype(np.int64) * b.astype(np.int64)
                 r = p + c
                 # Signed overflow of the 64-bit add: operands agree in sign, result differs.
-                carry = ((p ^ r) & (c ^ r)) < 0
+                carry = ((p ^ r) & (c ^ r)) < 0 if want_carry else None
             else:
                 r = a.astype(np.uint64) * b.astype(np.uint64) + c
-                carry = r < c
+                carry = r < c if want_carry else None
             write(g, r)
-            if cdst != 124:
+            if want_carry:
                 g.set_lanes(cdst, carry if g.exec_full else carry & g.exec)
         return run
     return make
 
 
-def _fmac(inst: Inst, sig) -> Exec:
+_EXACT_SCALES = {1.0, 2.0, 4.0, -1.0, -2.0, -4.0}
+
+
+def _const_scale(inst: Inst, code: int, t: str) -> float | None:
+    """A multiplicand that is an inline constant ±1, ±2, ±4: the f32 product is then exact."""
+    if t != "f32" or code not in (242, 243, 244, 245, 246, 247):
+        return None
+    return float(np.array(const_bits(code, "f32", None), dtype=np.uint32).view(np.float32))
+
+
+def _fmac(inst: Inst, sig, mask_dead: bool = False) -> Exec:
     """v_fmac: D = S0 * S1 + D (the destination is the addend)."""
     t = sig.dst
     reads = _src_readers(inst, sig.srcs[:2])
     vop3 = inst.enc in ("VOP3", "VOP3SD")
-    acc = reader(VGPR0 + inst.f["vdst"], t, inst,
+    vdst = inst.f["vdst"]
+    acc = reader(VGPR0 + vdst, t, inst,
                  abs_=bool(vop3 and inst.f.get("abs", 0) >> 2 & 1),
                  neg=bool(vop3 and inst.f.get("neg", 0) >> 2 & 1))
-    write = vgpr_writer(inst.f["vdst"], t)
+    write = vgpr_writer(vdst, t)
     mods = _out_mods(inst, t)
     fma = fp.fma32 if t == "f32" else fp.fma64 if t == "f64" else valu_table.TABLE["v_fma_f16"]
     r0, r1 = reads
+    scale = None if vop3 else _const_scale(inst, inst.f["src0"], t)
+    if scale is not None:
+        # S0 * S1 is exact in f32 (a power-of-two scale), so f32 arithmetic rounds once, as the
+        # fused op does; lanes whose product overflows are redone in f64 by fp.fma32.
+        k = np.float32(scale)
+
+        def run_scaled(g: Group) -> None:
+            x, d = r1(g), acc(g)
+            res = fp.fma32_exact_product(x, k, d)
+            write(g, res)
+        return run_scaled
 
     def run(g: Group) -> None:
         res = fma(r0(g), r1(g), acc(g))
@@ -347,6 +385,10 @@ _SPECIAL: dict[str, Callable[[Inst, object], Exec]] = {
     "v_mbcnt_lo_u32_b32": _mbcnt(False), "v_mbcnt_hi_u32_b32": _mbcnt(True),
     "v_nop": _nop, "v_pipeflush": _nop,
 }
+
+
+_MASK_WRITERS = {"v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32",
+                 "v_sub_co_ci_u32", "v_subrev_co_ci_u32", "v_mad_u64_u32", "v_mad_i64_i32"}
 
 
 # -- VOPD: two independent VALU ops issued together --------------------------------------------
