@@ -37,15 +37,28 @@ def _shift(setter: Callable[[int], int]) -> int:
     return setter(1).bit_length() - 1
 
 
+_FIELDS: dict[tuple[Callable[[int], int], Callable[[int], int] | None], tuple[int, int]] = {}
+
+
 def _field(dw: int, setter: Callable[[int], int], next_setter: Callable[[int], int] | None) -> int:
     """The field `setter` writes, assumed to end where `next_setter`'s field begins (or at bit 32)."""
-    lo = _shift(setter)
-    hi = _shift(next_setter) if next_setter is not None else 32
-    return (dw >> lo) & ((1 << (hi - lo)) - 1)
+    pos = _FIELDS.get((setter, next_setter))
+    if pos is None:  # decoding is on the mock GPU's hot path: derive each field's position once
+        lo = _shift(setter)
+        hi = _shift(next_setter) if next_setter is not None else 32
+        pos = _FIELDS[(setter, next_setter)] = (lo, (1 << (hi - lo)) - 1)
+    return (dw >> pos[0]) & pos[1]
+
+
+_BITS: dict[int, Callable[[int], int]] = {}
 
 
 def _bit(flag: int) -> Callable[[int], int]:
-    return lambda x: flag * x
+    """A setter for a one-bit flag (cached, so `_field` can key on it)."""
+    fn = _BITS.get(flag)
+    if fn is None:
+        fn = _BITS[flag] = lambda x: flag * x
+    return fn
 
 
 # ----------------------------------------------------------------------------- PM4
