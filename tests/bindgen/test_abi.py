@@ -35,6 +35,9 @@ double sum_many(struct d2 a, struct i3 b, struct mix c, int n, struct d2 *out) {
 	out->x = a.x + c.d; out->y = b.a + b.b + b.c + n;
 	return a.x + a.y + b.a + b.b + b.c + c.f + c.i + c.d + n;
 }
+int probe_counter = 41;
+struct d2 probe_origin = {-1.5, 2.5};
+int bump(void) { return ++probe_counter; }
 int count_args(int n, ...) { va_list ap; va_start(ap, n); int t = 0; for (int i = 0; i < n; i++) t += va_arg(ap, int); va_end(ap); return t; }
 """
 
@@ -114,6 +117,16 @@ def test_several_records_and_an_out_pointer(abi):
 
 def test_variadic_function(abi):
     assert abi.count_args(3, ctypes.c_int(1), ctypes.c_int(2), ctypes.c_int(39)) == 42
+
+
+def test_global_variables(abi):
+    counter = abi.probe_counter()
+    assert counter.value == 41
+    assert abi.bump() == 42 and counter.value == 42
+    counter.value = 99
+    assert abi.bump() == 100
+    origin = abi.probe_origin()
+    assert isinstance(origin, abi.d2) and (origin.x, origin.y) == (-1.5, 2.5)
 
 
 def test_signatures_are_typed(abi):

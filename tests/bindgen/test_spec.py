@@ -369,3 +369,26 @@ def test_include_dirs_are_the_only_search_path(tmp_path):
     sha = hashlib.sha256((d / "sub" / "types.h").read_bytes()).hexdigest()
     assert f"{sha}  corpus:sub/types.h" in g.report
     assert "corpus:user.h" in g.report and str(d) not in g.report
+
+
+@requires_pipeline
+def test_unsupported_member_type_is_reported_and_its_users_too(tmp_path):
+    """A record with a member bindgen cannot represent (_Complex) is left out with the reason in the
+    report (design: unsupported constructs are collected into the report), and so is every record
+    that embeds it by value; the rest of the target is still generated and the module loads."""
+    d = write_header(tmp_path, "cx.h", """\
+        struct cx { _Complex double z; int k; };
+        struct holds_cx { struct cx a; int b; };
+        struct points_at_cx { struct cx *p; int x; };
+        struct plain { int ok; };
+    """)
+    g, mod = generate_headers(tmp_path, ["cx.h"], source_dir=d)
+    assert mod.plain.ok.offset == 0
+    assert not hasattr(mod, "cx") and not hasattr(mod, "holds_cx")
+    assert re.search(r"^\S+ cx: .*_Complex", g.report, re.M), g.report
+    assert re.search(r"^\S+ holds_cx: .*\bcx\b", g.report, re.M), g.report
+    if hasattr(mod, "points_at_cx"):
+        import ctypes
+        assert ctypes.sizeof(mod.points_at_cx) == 16
+    else:
+        assert re.search(r"^\S+ points_at_cx: ", g.report, re.M), g.report

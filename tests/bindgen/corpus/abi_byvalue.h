@@ -25,3 +25,6 @@ float sum_fl2(struct fl2 s);
 struct fl2 make_fl2(float a, float b);
 double sum_many(struct d2 a, struct i3 b, struct mix c, int n, struct d2 *out);
 int count_args(int n, ...);
+extern int probe_counter;
+extern struct d2 probe_origin;
+int bump(void);
