@@ -200,15 +200,24 @@ def test_lazy_module_imports_from_the_written_files(proj, monkeypatch):
     """The written lazy module finds its .defs beside it when imported as a package module."""
     import importlib
     assert proj.regen("delta", "--jobs", "1") == 0
-    monkeypatch.syspath_prepend(str(proj.root))
     (proj.gen / "__init__.py").write_text("")
-    for mod in [m for m in sys.modules if m == "generated" or m.startswith("generated.")]:
-        monkeypatch.delitem(sys.modules, mod)
-    mod = importlib.import_module("generated.cli.delta")
-    assert mod.__file__.startswith(str(proj.gen))
-    assert mod.T7_HUGE == 0x100000000 and mod.t9.named.offset == 16
-    o = mod.t9(a=1, b=2, g=3)
-    assert (o.a, o.b, o.g) == (1, 2, 3)
+
+    def ours() -> dict:
+        return {k: v for k, v in sys.modules.items() if k == "generated" or k.startswith("generated.")}
+    saved = ours()
+    for k in saved:
+        del sys.modules[k]
+    monkeypatch.syspath_prepend(str(proj.root))
+    try:
+        mod = importlib.import_module("generated.cli.delta")
+        assert mod.__file__.startswith(str(proj.gen))
+        assert mod.T7_HUGE == 0x100000000 and mod.t9.named.offset == 16
+        o = mod.t9(a=1, b=2, g=3)
+        assert (o.a, o.b, o.g) == (1, 2, 3)
+    finally:  # the repo's own generated package must be the one later tests import
+        for k in ours():
+            del sys.modules[k]
+        sys.modules.update(saved)
 
 
 def test_check_detects_a_missing_or_deleted_report(proj, capsys):
