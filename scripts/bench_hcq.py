@@ -2,11 +2,12 @@
 """HCQ runtime benchmarks: prints a table and writes JSON.
 
 Sections (each a function returning `Result`s, registered in `SECTIONS`):
-- mock:   the AMD driver on the mock GPU: PM4/SDMA command building rate (the hot path), patched
-          resubmission, signal round trips through the mock, launch + wait, graph replay, copies.
-- rdna3:  the RDNA3 interpreter (scripts/bench_rdna3.py, `run(quick) -> list[dict|Result]`), when present.
+- mock: the AMD driver on the mock GPU: PM4/SDMA command building rate (the hot path), patched
+  resubmission, signal round trips through the mock, launch + wait, graph replay, copies.
+- rdna3: the RDNA3 interpreter (scripts/bench_rdna3.py, `run(quick) -> list[dict|Result]`), when
+  present.
 - nvidia: reserved for the NVIDIA driver on the device (launch latency, back-to-back launches, graph
-          replay, copy bandwidth, against CUDA through CuPy/PyTorch); add `bench_nvidia` below.
+  replay, copy bandwidth, against CUDA through CuPy/PyTorch); add `bench_nvidia` below.
 
     python scripts/bench_hcq.py [--sections mock,rdna3] [--quick] [--json bench_hcq.json]
 """
@@ -198,7 +199,7 @@ def bench_rdna3(quick: bool) -> list[Result]:
 SECTIONS: dict[str, Callable[[bool], list[Result]]] = {
     "mock": bench_mock,
     "rdna3": bench_rdna3,
-    # "nvidia": bench_nvidia,  -- added with the NVIDIA driver (runs on the device)
+    # "nvidia": bench_nvidia, -- added with the NVIDIA driver (runs on the device)
 }
 
 

@@ -47,8 +47,8 @@ def __getattr__(name: str) -> Any:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
             if e.name and (module.startswith(e.name) or e.name.startswith(module)):
-                raise DeviceNotFound(f"{name}: its driver ({module}) is not installed in this tree") \
-                    from e
+                raise DeviceNotFound(f"{name}: its driver ({module}) is not installed in this "
+                                     "tree") from e
             raise
         return getattr(mod, attr)
     raise AttributeError(f"module 'runtime.hcq' has no attribute {name!r}")
@@ -58,8 +58,9 @@ _NAME = re.compile(r"^(amd|nv|mock-amd)(?::(\d+))?$")
 
 
 def open_device(name: str | None = None, **kwargs: Any) -> Device:
-    """Opens a device by name ("amd:0", "nv:0", "mock-amd:0"), or the best one present: an NVIDIA GPU,
-    then an AMD GPU (KFD), else the mock AMD GPU. Keyword arguments go to the device constructor."""
+    """Opens a device by name ("amd:0", "nv:0", "mock-amd:0"), or the best one present: an NVIDIA
+    GPU, then an AMD GPU (KFD), else the mock AMD GPU. Keyword arguments go to the device
+    constructor."""
     if name is None:
         for cand in ("nv:0", "amd:0"):
             if _present(cand):
@@ -75,7 +76,8 @@ def open_device(name: str | None = None, **kwargs: Any) -> Device:
 
 
 def _present(name: str) -> bool:
-    """Cheap presence probe that opens nothing: the device node exists and the driver is importable."""
+    """Cheap presence probe that opens nothing: the device node exists and the driver is
+    importable."""
     import importlib.util
     if name.startswith("nv"):
         return os.path.exists("/dev/nvidiactl") and \

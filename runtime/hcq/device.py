@@ -1,12 +1,12 @@
 """The device: timeline, memory, queues, copies, synchronization and teardown.
 
 A driver subclasses `Device`, opens the hardware in its constructor and then calls `_init_core()`,
-which creates the pieces every vendor shares: the signal pool, the timeline signal, the kernel-argument
-arena and (lazily) the pinned staging buffers for copies.
+which creates the pieces every vendor shares: the signal pool, the timeline signal, the
+kernel-argument arena and (lazily) the pinned staging buffers for copies.
 
-Ordering: every submission the device makes itself (copies, launches, graph replays) waits for timeline
-value v-1 and signals v, so work is executed in submission order across the compute and copy engines.
-User-built queues are free to do otherwise.
+Ordering: every submission the device makes itself (copies, launches, graph replays) waits for
+timeline value v-1 and signals v, so work is executed in submission order across the compute and
+copy engines. User-built queues are free to do otherwise.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ class Device:
     #: seconds before a wait gives up when the caller names no timeout
     default_timeout_ms: float = 30_000.0
 
-    def __init__(self, name: str, *, staging_B: int = 8 << 20, kernarg_arena_B: int = 1 << 20) -> None:
+    def __init__(self, name: str, *, staging_B: int = 8 << 20,
+                 kernarg_arena_B: int = 1 << 20) -> None:
         self.name = name
         self.arch = "unknown"
         self.clock_hz = 100_000_000.0
@@ -135,7 +136,8 @@ class Device:
     # ------------------------------------------------------------------ copies
     def _staging_bufs(self) -> list[list[Any]]:
         if not self._staging:
-            for _ in range(2):  # two buffers: the CPU fills one while the copy engine drains the other
+            # Two buffers: the CPU fills one while the copy engine drains the other.
+            for _ in range(2):
                 buf = self.alloc(self.staging_B, kind=MemKind.GTT, cpu_access=True)
                 self._staging.append([buf, 0])
         return self._staging
@@ -164,8 +166,9 @@ class Device:
             off += chunk
 
     def copyout(self, dst: Any, src: Buffer, src_offset: int = 0) -> None:
-        """Copies `len(dst)` bytes from `src` at `src_offset` into a writable host buffer, through the
-        copy engine and pinned staging buffers (two chunks in flight). Returns when `dst` is filled."""
+        """Copies `len(dst)` bytes from `src` at `src_offset` into a writable host buffer, through
+        the copy engine and pinned staging buffers (two chunks in flight). Returns when `dst` is
+        filled."""
         mv = memoryview(dst).cast("B")
         n = len(mv)
         self._check_range(src, src_offset, n)
@@ -196,7 +199,8 @@ class Device:
 
     def transfer(self, dst: Buffer, src: Buffer, size: int, dst_offset: int = 0,
                  src_offset: int = 0) -> None:
-        """Copies `size` bytes between two device buffers on the copy engine (ordered, not waited)."""
+        """Copies `size` bytes between two device buffers on the copy engine (ordered, not
+        waited)."""
         self._check_range(dst, dst_offset, size)
         self._check_range(src, src_offset, size)
         if size == 0:
@@ -257,11 +261,13 @@ class Device:
         return []
 
     def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
-        """Driver hook: sleep until the GPU may have updated `sig` (an interrupt) or `timeout_ms`."""
+        """Driver hook: sleep until the GPU may have updated `sig` (an interrupt) or
+        `timeout_ms`."""
         raise NotImplementedError(f"{type(self).__name__} must implement _sleep_for_signal")
 
     def _release_hw(self) -> None:
-        """Driver hook: destroy queues and events, free all memory, close descriptors, in that order."""
+        """Driver hook: destroy queues and events, free all memory, close descriptors, in that
+        order."""
         raise NotImplementedError(f"{type(self).__name__} must implement _release_hw")
 
     # ------------------------------------------------------------------ teardown

@@ -1,8 +1,9 @@
 """Errors of the HCQ runtime.
 
 One root, `HCQError`, so callers can catch everything the runtime raises; each subclass carries the
-structured facts a caller (or a test) needs rather than only a message. Style guide, section 5: no bare
-RuntimeError, no print-and-continue; after a device fault every later call raises the same error.
+structured facts a caller (or a test) needs rather than only a message. Style guide, section 5: no
+bare RuntimeError, no print-and-continue; after a device fault every later call raises the same
+error.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ class HCQError(Exception):
 
 
 class IoctlError(HCQError, OSError):
-    """An ioctl failed. `name` is the request's C name (``AMDKFD_IOC_CREATE_QUEUE``), `errno` the error
-    number, `decoded` a short explanation of what that errno means for this request."""
+    """An ioctl failed. `name` is the request's C name (``AMDKFD_IOC_CREATE_QUEUE``), `errno` the
+    error number, `decoded` a short explanation of what that errno means for this request."""
 
     def __init__(self, name: str, errno: int, decoded: str = "") -> None:
         self.name, self.decoded = name, decoded
@@ -39,8 +40,8 @@ class IoctlError(HCQError, OSError):
 
 
 class DeviceFault(HCQError):
-    """The GPU reported a fault (page fault, bad packet, kernel trap, hang). `report` is the full text;
-    once raised, the device is unusable and every later call raises this same error."""
+    """The GPU reported a fault (page fault, bad packet, kernel trap, hang). `report` is the full
+    text; once raised, the device is unusable and every later call raises this same error."""
 
     def __init__(self, device: str, report: str) -> None:
         self.device, self.report = device, report
@@ -49,8 +50,8 @@ class DeviceFault(HCQError):
 
 class SignalTimeout(HCQError, TimeoutError):
     """A wait for `signal` to reach `want` timed out with the signal at `got`. `state` describes the
-    device when the wait gave up (last completed timeline value, queue read/write pointers, what each
-    queue is blocked on), so a hang can be diagnosed from the message alone."""
+    device when the wait gave up (last completed timeline value, queue read/write pointers, what
+    each queue is blocked on), so a hang can be diagnosed from the message alone."""
 
     def __init__(self, signal: "Signal", want: int, got: int, state: str = "",
                  timeout_ms: float | None = None) -> None:
@@ -74,7 +75,8 @@ class ProgramError(HCQError):
 
 
 class QueueError(HCQError):
-    """A command could not be built or submitted (unsupported command, value out of range, ring full)."""
+    """A command could not be built or submitted (unsupported command, value out of range, ring
+    full)."""
 
 
 class DeviceNotFound(HCQError):

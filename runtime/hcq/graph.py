@@ -1,9 +1,10 @@
 """Graphs: a batch of launches recorded once and replayed cheaply.
 
-Recording writes every launch's kernel arguments into one persistent block and builds one command body
-(barrier + all dispatches) that is bound to GPU memory (`HWQueue.bind`). A replay submits a tiny queue:
-wait for the previous timeline value, `call` the body (AMD: one INDIRECT_BUFFER packet), signal the next
-value. Updating arguments rewrites them in place, after the previous replay has finished reading them.
+Recording writes every launch's kernel arguments into one persistent block and builds one command
+body (barrier + all dispatches) that is bound to GPU memory (`HWQueue.bind`). A replay submits a
+tiny queue: wait for the previous timeline value, `call` the body (AMD: one INDIRECT_BUFFER packet),
+signal the next value. Updating arguments rewrites them in place, after the previous replay has
+finished reading them.
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ class Graph:
         off = 0
         for ln, size in zip(self.launches, sizes):
             block = (self._args_buf.va + off, view[off:off + size])
-            self.kernargs.append(ln.prg.fill_kernargs(ln.args, ln.global_size, ln.local_size, block))
+            ka = ln.prg.fill_kernargs(ln.args, ln.global_size, ln.local_size, block)
+            self.kernargs.append(ka)
             off += size
         body = device.compute_queue().memory_barrier()
         for ln, ka in zip(self.launches, self.kernargs):
@@ -55,10 +57,10 @@ class Graph:
         self._t0, self._t1 = device.new_signal(), device.new_signal()
         self._last = 0  # timeline value of the latest replay
 
-    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = None, wait: bool = False,
-               timeout_ms: float | None = None) -> float | None:
-        """Runs the graph again. `updates` maps a launch index to {argument index: new value}.
-        With `wait`, blocks until done and returns the GPU time of the whole graph in seconds."""
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = None,
+               wait: bool = False, timeout_ms: float | None = None) -> float | None:
+        """Runs the graph again. `updates` maps a launch index to {argument index: new value}. With
+        `wait`, blocks until done and returns the GPU time of the whole graph in seconds."""
         dev = self.device
         dev.check_usable()
         if updates:

@@ -1,4 +1,5 @@
-"""Device memory: buffers, the allocator contract, and small sub-allocators (signals, kernel arguments).
+"""Device memory: buffers, the allocator contract, and small sub-allocators (signals, kernel
+arguments).
 
 A `Buffer` is a GPU virtual address range with an optional CPU mapping. Drivers implement the two
 hooks of `Allocator` (`_alloc`, `_free`); the base class keeps the set of live buffers so that
@@ -25,7 +26,8 @@ def round_up(x: int, align: int) -> int:
 
 class MemKind(enum.Enum):
     """Where a buffer lives. VRAM: device memory. GTT: system memory the GPU reaches over the bus,
-    mapped uncached (rings, signals, staging). HOST: existing host memory registered with the GPU."""
+    mapped uncached (rings, signals, staging). HOST: existing host memory registered with the
+    GPU."""
 
     VRAM = "vram"
     GTT = "gtt"
@@ -64,7 +66,8 @@ class Buffer:
         if size is None:
             size = self.size - offset
         if offset < 0 or size < 0 or offset + size > self.size:
-            raise ValueError(f"slice [{offset:#x}, +{size:#x}) is outside a {self.size:#x}-B buffer")
+            raise ValueError(f"slice [{offset:#x}, +{size:#x}) is outside a "
+                             f"{self.size:#x}-B buffer")
         view = self.view[offset:offset + size] if self.view is not None else None
         return Buffer(self.device, self.va + offset, size, self.spec, view, self.handle,
                       self.base or self)
@@ -85,8 +88,8 @@ class Buffer:
 
 
 class Allocator:
-    """Device-memory allocator contract. Subclasses implement `_alloc` and `_free`; this class tracks
-    live buffers for `release_all`, rejects double frees, and counts bytes in use."""
+    """Device-memory allocator contract. Subclasses implement `_alloc` and `_free`; this class
+    tracks live buffers for `release_all`, rejects double frees, and counts bytes in use."""
 
     def __init__(self, device: "Device") -> None:
         self.device = device
@@ -162,8 +165,8 @@ class SlotPool:
 class RingArena:
     """Bump allocation from a CPU-visible buffer for per-submission data (kernel arguments).
 
-    When the arena wraps, memory from the previous lap may still be read by the GPU, so the device is
-    synchronized first; with a large arena this happens once every few thousand launches.
+    When the arena wraps, memory from the previous lap may still be read by the GPU, so the device
+    is synchronized first; with a large arena this happens once every few thousand launches.
     """
 
     def __init__(self, buf: Buffer) -> None:

@@ -1,8 +1,9 @@
 """Programs: a loaded kernel, its kernel-argument layout, and launches.
 
 Drivers parse their code-object format (AMDHSA ELF, NVIDIA cubin), load the code into GPU memory and
-describe the explicit arguments as `ArgSlot`s; this base class writes arguments into a kernel-argument
-block and launches through the device's compute queue, optionally timing the launch on the GPU clock.
+describe the explicit arguments as `ArgSlot`s; this base class writes arguments into a
+kernel-argument block and launches through the device's compute queue, optionally timing the launch
+on the GPU clock.
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ class KernArgs:
         try:
             slot = self.slots[index]
         except IndexError:
-            raise ProgramError(f"argument {index} out of range: kernel has {len(self.slots)}") from None
+            raise ProgramError(f"argument {index} out of range: kernel has "
+                               f"{len(self.slots)}") from None
         write_arg(self.view, slot, value)
 
 
@@ -108,9 +110,9 @@ class Program:
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  wait: bool = False, timeout_ms: float | None = None) -> float | None:
-        """Launches with `args` (buffers and scalars, in the kernel's order; `vals` are appended) on a
-        grid of `global_size` workgroups of `local_size` threads. With `wait`, blocks until done and
-        returns the kernel's duration in seconds of GPU clock."""
+        """Launches with `args` (buffers and scalars, in the kernel's order; `vals` are appended) on
+        a grid of `global_size` workgroups of `local_size` threads. With `wait`, blocks until done
+        and returns the kernel's duration in seconds of GPU clock."""
         dev = self.device
         kargs = self.fill_kernargs(tuple(args) + tuple(vals), global_size, local_size)
         v = dev.next_timeline()

@@ -1,12 +1,14 @@
 """Hardware command queues: builders of vendor command streams with patchable values.
 
 A queue collects dwords in a preallocated `array('I')`. Each command method returns the queue, so a
-submission reads as one chain: ``q.wait(sig, v).exec(prg, args, gsz, lsz).signal(sig, v + 1).submit()``.
+submission reads as one chain: ``q.wait(sig, v).exec(prg, args, gsz, lsz).signal(sig, v +
+1).submit()``.
 
 Values that change between submissions (signal values, kernel-argument pointers) may be given as a
-`Var` (or `Var + k`). The builder then records *patch points*: the dword positions the value's low and
-high halves were written to. `submit(var_vals)` / `update(var_vals)` rewrite exactly those dwords, so a
-queue is built once and resubmitted many times (tinygrad's `q_sints`/`_apply_var_vals`, made explicit).
+`Var` (or `Var + k`). The builder then records *patch points*: the dword positions the value's low
+and high halves were written to. `submit(var_vals)` / `update(var_vals)` rewrite exactly those
+dwords, so a queue is built once and resubmitted many times (tinygrad's `q_sints`/`_apply_var_vals`,
+made explicit).
 
 Contract for drivers (subclasses):
 - implement the commands the engine supports; the base methods raise `QueueError` so a missing
@@ -72,8 +74,8 @@ Value = Union[int, Var, VarExpr]
 
 @dataclass(frozen=True)
 class PatchPoint:
-    """Where a symbolic value landed: dword `lo` holds bits [31:0] of (var + add), dword `hi` (or -1)
-    bits [63:32]; `max_bits` bounds the value (32 for commands that compare 32 bits)."""
+    """Where a symbolic value landed: dword `lo` holds bits [31:0] of (var + add), dword `hi` (or
+    -1) bits [63:32]; `max_bits` bounds the value (32 for commands that compare 32 bits)."""
 
     var: Var
     add: int
@@ -115,8 +117,8 @@ class HWQueue:
 
     def exec(self, prg: "Program", args: "KernArgs | Value", global_size: Sequence[int],
              local_size: Sequence[int]) -> "Self":
-        """Launches `prg` with `global_size` workgroups of `local_size` threads. `args` is the kernel
-        argument block (from `Program.fill_kernargs`) or a symbolic address of one."""
+        """Launches `prg` with `global_size` workgroups of `local_size` threads. `args` is the
+        kernel argument block (from `Program.fill_kernargs`) or a symbolic address of one."""
         raise QueueError(f"{type(self).__name__} ({self.engine}) cannot launch kernels")
 
     def copy(self, dst: int, src: int, size: int) -> "Self":
@@ -147,8 +149,8 @@ class HWQueue:
 
     def bind(self) -> "Self":
         """Places the commands in GPU memory so a resubmission sends only a reference to them (AMD:
-        INDIRECT_BUFFER). Optional: the default keeps them in host memory and copies on submit. Do not
-        patch a bound queue while the GPU may still be executing its previous submission."""
+        INDIRECT_BUFFER). Optional: the default keeps them in host memory and copies on submit. Do
+        not patch a bound queue while the GPU may still be executing its previous submission."""
         return self
 
     def unbind(self) -> None:

@@ -1,12 +1,15 @@
-"""The one OS seam: every open/ioctl/mmap/munmap/sysfs read/eventfd of the runtime goes through an `OSSeam`.
+"""The one OS seam: every open/ioctl/mmap/munmap/sysfs read/eventfd of the runtime goes through an
+`OSSeam`.
 
-Drivers receive a seam object in their constructor and never touch `os`, `fcntl` or `mmap` themselves, so
-a mock can stand in for the kernel without patching anything global (style guide, section 2: tinygrad
-swaps its file interface by environment variable; we pass the seam instead). `RealOS` talks to Linux;
-`runtime.drivers.mock.os.MockOS` implements the same contract over virtual devices.
+Drivers receive a seam object in their constructor and never touch `os`, `fcntl` or `mmap`
+themselves, so a mock can stand in for the kernel without patching anything global (style guide,
+section 2: tinygrad swaps its file interface by environment variable; we pass the seam instead).
+`RealOS` talks to Linux; `runtime.drivers.mock.os.MockOS` implements the same contract over virtual
+devices.
 
-Doorbell (and other MMIO) stores also go through a small object from the seam: on real hardware a store
-into the mapped page is all it takes; the mock's doorbell additionally wakes its GPU's queue processor.
+Doorbell (and other MMIO) stores also go through a small object from the seam: on real hardware a
+store into the mapped page is all it takes; the mock's doorbell additionally wakes its GPU's queue
+processor.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-# Linux mmap constants (uapi asm-generic/mman-common.h); Python's mmap module lacks MAP_FIXED/PROT_NONE.
+# Linux mmap constants (uapi asm-generic/mman-common.h); Python's mmap module lacks
+# MAP_FIXED/PROT_NONE.
 PROT_NONE = 0
 PROT_READ = _mmap.PROT_READ
 PROT_WRITE = _mmap.PROT_WRITE
@@ -35,9 +39,9 @@ MAP_NORESERVE = 0x4000
 class HostMapping:
     """A CPU mapping made through the seam.
 
-    `addr` is the CPU virtual address (for the mock, an address in the mock's own address space; with
-    KFD the GPU uses the same address). `view` is a writable byte memoryview of the mapped bytes, or
-    None for a PROT_NONE reservation.
+    `addr` is the CPU virtual address (for the mock, an address in the mock's own address space;
+    with KFD the GPU uses the same address). `view` is a writable byte memoryview of the mapped
+    bytes, or None for a PROT_NONE reservation.
     """
 
     addr: int
@@ -65,7 +69,8 @@ class MappedDoorbell(Doorbell):
         if mapping.view is None:
             raise ValueError("doorbell mapping has no CPU view")
         if width not in (4, 8) or offset % width:
-            raise ValueError(f"doorbell at offset {offset:#x} must be {width}-byte aligned (4 or 8)")
+            raise ValueError(f"doorbell at {offset:#x}: width {width} must be 4 or 8 and "
+                             "divide the offset")
         self._view = mapping.view.cast("Q" if width == 8 else "I")
         self._index = offset // width
         self.width = width
@@ -75,8 +80,8 @@ class MappedDoorbell(Doorbell):
 
 
 class OSSeam(ABC):
-    """What a driver may ask of the operating system. Methods raise `OSError` with the errno on failure
-    (drivers turn ioctl failures into `IoctlError`, which names the request)."""
+    """What a driver may ask of the operating system. Methods raise `OSError` with the errno on
+    failure (drivers turn ioctl failures into `IoctlError`, which names the request)."""
 
     #: short name for messages ("linux", "mock")
     name: str = "os"
@@ -96,7 +101,8 @@ class OSSeam(ABC):
     @abstractmethod
     def mmap(self, addr: int | None, size: int, prot: int, flags: int, fd: int = -1,
              offset: int = 0) -> HostMapping:
-        """Maps `size` bytes (anonymous when fd == -1) at `addr` (a hint, or exact with MAP_FIXED)."""
+        """Maps `size` bytes (anonymous when fd == -1) at `addr` (a hint, or exact with
+        MAP_FIXED)."""
 
     @abstractmethod
     def munmap(self, mapping: HostMapping) -> None:
@@ -144,7 +150,8 @@ class _Libc:
         lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self.mmap = lib.mmap
         self.mmap.restype = ctypes.c_void_p
-        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int,
                               ctypes.c_long]
         self.munmap = lib.munmap
         self.munmap.restype = ctypes.c_int
@@ -177,7 +184,8 @@ class RealOS(OSSeam):
         got = self._libc.mmap(addr or 0, size, prot, flags, fd, offset)
         if got is None or got == self._MAP_FAILED:
             err = ctypes.get_errno()
-            raise OSError(err, f"mmap of {size:#x} B at fd {fd} offset {offset:#x}: {os.strerror(err)}")
+            raise OSError(err, f"mmap of {size:#x} B at fd {fd} offset {offset:#x}: "
+                               f"{os.strerror(err)}")
         if addr is not None and flags & MAP_FIXED and got != addr:
             raise OSError(0, f"mmap MAP_FIXED at {addr:#x} returned {got:#x}")
         view = None

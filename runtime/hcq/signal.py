@@ -1,9 +1,10 @@
-"""Signals: a 64-bit value plus a 64-bit timestamp (16 B) in memory that both the GPU and the CPU see.
+"""Signals: a 64-bit value plus a 64-bit timestamp (16 B) in memory that both the GPU and the CPU
+see.
 
 The GPU writes a signal at the end of a command (AMD RELEASE_MEM or SDMA FENCE, NVIDIA semaphore
-release) and waits on one (WAIT_REG_MEM / POLL_REGMEM, semaphore acquire); the CPU polls it. Values only
-grow, so "done" means value >= wanted. GPU-side compares are 32-bit on AMD (WAIT_REG_MEM), 64-bit on
-NVIDIA; the queue builders enforce their own limits.
+release) and waits on one (WAIT_REG_MEM / POLL_REGMEM, semaphore acquire); the CPU polls it. Values
+only grow, so "done" means value >= wanted. GPU-side compares are 32-bit on AMD (WAIT_REG_MEM),
+64-bit on NVIDIA; the queue builders enforce their own limits.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
 SIGNAL_B = 16
 #: offset of the timestamp inside a signal
 TIMESTAMP_OFFSET_B = 8
-# How long a waiter polls before it asks the kernel to sleep: a launch of a small kernel completes in
-# tens of microseconds on real hardware, and a syscall round trip costs about as much.
+# How long a waiter polls before it asks the kernel to sleep: a launch of a small kernel completes
+# in tens of microseconds on real hardware, and a syscall round trip costs about as much.
 _SPIN_S = 50e-6
 # Longest single kernel sleep, so that device faults and Ctrl-C are noticed promptly.
 _SLEEP_SLICE_MS = 200
@@ -74,9 +75,9 @@ class Signal:
     def wait(self, value: int, timeout_ms: float | None = None) -> None:
         """Blocks until the value is >= `value`.
 
-        Polls for a few tens of microseconds, then sleeps in the kernel (through the device's driver) in
-        short slices, checking for device faults in between. On timeout it raises `SignalTimeout`
-        carrying the device's state (last completed timeline value, queue pointers).
+        Polls for a few tens of microseconds, then sleeps in the kernel (through the device's
+        driver) in short slices, checking for device faults in between. On timeout it raises
+        `SignalTimeout` carrying the device's state (last completed timeline value, queue pointers).
         """
         u64 = self._u64
         if u64[0] >= value:

@@ -105,7 +105,8 @@ def test_pm4_launch_matches_tinygrad_packet_for_packet(dev) -> None:  # type: ig
             if p.name == "PACKET3_SET_SH_REG":
                 regs.update(p.fields)
     for r in ("COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3", "COMPUTE_NUM_THREAD_X",
-              "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z", "COMPUTE_START_X", "COMPUTE_RESTART_X"):
+              "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z", "COMPUTE_START_X",
+              "COMPUTE_RESTART_X"):
         assert regs_ours[r] == regs_theirs[r], r
     # tinygrad sets PRIV in RSRC1; we keep the descriptor's value.
     assert regs_ours["COMPUTE_PGM_RSRC1"] == 0x60AF0080
@@ -125,7 +126,7 @@ def test_sdma_copy_splits_at_the_packet_limit(dev) -> None:  # type: ignore[no-u
     q = dev.copy_queue().copy(0x20000, 0x10003, 2 * MAX_COPY_B + 5)
     pk = decode_sdma(q.dwords())
     assert [p.fields["count"] + 1 for p in pk] == [MAX_COPY_B, MAX_COPY_B, 5]
-    assert [p.fields["src"] for p in pk] == [0x10003, 0x10003 + MAX_COPY_B, 0x10003 + 2 * MAX_COPY_B]
+    assert [p.fields["src"] for p in pk] == [0x10003 + k * MAX_COPY_B for k in range(3)]
     assert pk[-1].fields["dst"] == 0x20000 + 2 * MAX_COPY_B
 
 

@@ -1,5 +1,6 @@
-"""The reference kernels (shared/guides/amd_kernels) launched through the AMD driver on the mock GPU:
-scalar arguments, LDS sizing, 2-D grids (14 user SGPRs), code object v5 hidden arguments, timing."""
+"""The reference kernels (shared/guides/amd_kernels) launched through the AMD driver on the mock
+GPU: scalar arguments, LDS sizing, 2-D grids (14 user SGPRs), code object v5 hidden arguments,
+timing."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,5 +1,5 @@
-"""The vendor-neutral core on its own: patch points, allocator bookkeeping, argument packing, errors,
-the real OS seam, and the rule that the core never imports generated bindings."""
+"""The vendor-neutral core on its own: patch points, allocator bookkeeping, argument packing,
+errors, the real OS seam, and the rule that the core never imports generated bindings."""
 from __future__ import annotations
 
 import errno

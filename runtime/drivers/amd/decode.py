@@ -1,9 +1,9 @@
 """Decoders for PM4 and SDMA streams: dwords back to named packets and fields.
 
-Used by tests (compare what a builder emitted with what was meant), by the driver's state reports (the
-packet a hung queue is stuck at) and by the mock GPU's error messages. Field positions come from the
-generated bindings; where a header gives only a setter macro such as ``WAIT_REG_MEM_FUNCTION(x) ((x) <<
-0)``, the field runs up to the next field's setter (`_field`).
+Used by tests (compare what a builder emitted with what was meant), by the driver's state reports
+(the packet a hung queue is stuck at) and by the mock GPU's error messages. Field positions come
+from the generated bindings; where a header gives only a setter macro such as
+``WAIT_REG_MEM_FUNCTION(x) ((x) << 0)``, the field runs up to the next field's setter (`_field`).
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ _FIELDS: dict[tuple[Callable[[int], int], Callable[[int], int] | None], tuple[in
 
 
 def _field(dw: int, setter: Callable[[int], int], next_setter: Callable[[int], int] | None) -> int:
-    """The field `setter` writes, assumed to end where `next_setter`'s field begins (or at bit 32)."""
+    """The field `setter` writes, assumed to end where `next_setter`'s field begins (or at bit
+    32)."""
     pos = _FIELDS.get((setter, next_setter))
     if pos is None:  # decoding is on the mock GPU's hot path: derive each field's position once
         lo = _shift(setter)
@@ -78,9 +79,11 @@ PM4_NAMES = _pm4_names()
 # Names of the opcodes the compute path uses, as the decoder prints them.
 PM4_NAME = {
     p.PACKET3_NOP: "PACKET3_NOP", p.PACKET3_SET_SH_REG: "PACKET3_SET_SH_REG",
-    p.PACKET3_DISPATCH_DIRECT: "PACKET3_DISPATCH_DIRECT", p.PACKET3_RELEASE_MEM: "PACKET3_RELEASE_MEM",
+    p.PACKET3_DISPATCH_DIRECT: "PACKET3_DISPATCH_DIRECT",
+    p.PACKET3_RELEASE_MEM: "PACKET3_RELEASE_MEM",
     p.PACKET3_ACQUIRE_MEM: "PACKET3_ACQUIRE_MEM", p.PACKET3_WAIT_REG_MEM: "PACKET3_WAIT_REG_MEM",
-    p.PACKET3_WRITE_DATA: "PACKET3_WRITE_DATA", p.PACKET3_INDIRECT_BUFFER: "PACKET3_INDIRECT_BUFFER",
+    p.PACKET3_WRITE_DATA: "PACKET3_WRITE_DATA",
+    p.PACKET3_INDIRECT_BUFFER: "PACKET3_INDIRECT_BUFFER",
     p.PACKET3_EVENT_WRITE: "PACKET3_EVENT_WRITE",
 }
 
@@ -199,7 +202,8 @@ def _g(dw: int, mask: int, shift: int) -> int:
 def sdma_op(h: int) -> tuple[int, int]:
     """(op, sub_op) of an SDMA header."""
     return (_g(h, s.SDMA_PKT_COPY_LINEAR_HEADER_op_mask, s.SDMA_PKT_COPY_LINEAR_HEADER_op_shift),
-            _g(h, s.SDMA_PKT_COPY_LINEAR_HEADER_sub_op_mask, s.SDMA_PKT_COPY_LINEAR_HEADER_sub_op_shift))
+            _g(h, s.SDMA_PKT_COPY_LINEAR_HEADER_sub_op_mask,
+               s.SDMA_PKT_COPY_LINEAR_HEADER_sub_op_shift))
 
 
 # (op, sub_op or None for any) -> (name, size in dwords or None when the header gives it)

@@ -2,9 +2,9 @@
 copy queue.
 
 Bring-up (amd_kfd_pm4_rdna3.md section 1): topology from sysfs, open /dev/kfd and the render node,
-GET_VERSION, ACQUIRE_VM, the event page and events, then the two user-mode queues with their doorbells.
-Teardown releases everything in reverse: queues, events, memory (unmap from the GPU, free, munmap),
-the doorbell mapping, then the descriptors.
+GET_VERSION, ACQUIRE_VM, the event page and events, then the two user-mode queues with their
+doorbells. Teardown releases everything in reverse: queues, events, memory (unmap from the GPU,
+free, munmap), the doorbell mapping, then the descriptors.
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ EVENT_SLOT_B = 8
 DOORBELL_MAP_B = 0x2000       # the process's doorbell slice (2 pages), tinygrad maps it once
 EOP_B = 0x1000
 QUEUE_PRIORITY = 7            # middle of 0..KFD_MAX_QUEUE_PRIORITY, as tinygrad
-# CWSR save-area sizing for gfx11 (tinygrad after amdkfd kfd_queue.c): per CU VGPRs, SGPRs, LDS, HWREG.
+# CWSR save-area sizing for gfx11 (tinygrad after amdkfd kfd_queue.c): per CU VGPRs, SGPRs, LDS,
+# HWREG.
 _CWSR_PER_CU_B = 0x60000 + 0x4000 + 0x10000 + 0x1000
 _NAME = re.compile(r"^(amd|mock-amd)(?::(\d+))?$")
 
@@ -87,7 +88,8 @@ class KfdAllocator(Allocator):
         # WRITABLE is `1 << 31` in C: a negative int in Python; the ioctl field is a u32.
         flags &= 0xFFFFFFFF
         host = bool(flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)
-        # Reserve the VA range (or, for userptr, the host memory itself): the GPU uses the same address.
+        # Reserve the VA range (or, for userptr, the host memory itself): the GPU uses the same
+        # address.
         if host:
             res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
         else:
@@ -193,8 +195,8 @@ class AMDDevice(Device):
         self.gc_bases = read_ip_bases(self.os, minor, GC_HWID)
         self.sh_regs = ShRegs(self.gc_bases)
         self._init_core(KfdAllocator(self))
-        # Events: the event page, one auto-reset signal event (its mailbox is the page slot), and the
-        # memory-fault and hardware-exception events that report faults.
+        # Events: the event page, one auto-reset signal event (its mailbox is the page slot), and
+        # the memory-fault and hardware-exception events that report faults.
         page = self.alloc(EVENT_PAGE_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
         sig = self.kfd.create_event(kfd.KFD_IOC_EVENT_SIGNAL, 1, page.handle.handle)
         self.signal_event = KfdEvent(sig.event_id, kfd.KFD_IOC_EVENT_SIGNAL,
@@ -299,9 +301,9 @@ class AMDDevice(Device):
             if not mem.gpu_id:
                 return None
             f = mem.failure
-            what = ", ".join(n for n, v in (("not present", f.NotPresent), ("read-only", f.ReadOnly),
-                                            ("no-execute", f.NoExecute),
-                                            ("imprecise", f.imprecise)) if v) or "unknown"
+            flags = (("not present", f.NotPresent), ("read-only", f.ReadOnly),
+                     ("no-execute", f.NoExecute), ("imprecise", f.imprecise))
+            what = ", ".join(n for n, v in flags if v) or "unknown"
             msg = f"GPU memory fault at VA {mem.va:#x} ({what})"
         elif ev.event_type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
             hw = d.hw_exception_data

@@ -1,8 +1,8 @@
 """The KFD interface: topology from sysfs and the /dev/kfd ioctls, through the OS seam.
 
-Every ioctl is issued as ``seam.ioctl(fd, REQ, struct)`` with the request numbers and argument structs of
-the generated `kfd_ioctl` bindings; failures become `IoctlError`s that name the request, the errno and
-what that errno usually means for this request (Linux 6.1 amdkfd/kfd_chardev.c).
+Every ioctl is issued as ``seam.ioctl(fd, REQ, struct)`` with the request numbers and argument
+structs of the generated `kfd_ioctl` bindings; failures become `IoctlError`s that name the request,
+the errno and what that errno usually means for this request (Linux 6.1 amdkfd/kfd_chardev.c).
 """
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ from runtime.hcq.seam import OSSeam
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 
-# What an errno means for a given request, for the error message (kfd_chardev.c, amdgpu_amdkfd_gpuvm.c).
+# What an errno means for a given request, for the error message (kfd_chardev.c,
+# amdgpu_amdkfd_gpuvm.c).
 _HINTS: dict[tuple[str, int], str] = {
-    ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", E.ENOMEM): "out of GPU memory (or of the process's GTT limit)",
-    ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", E.EINVAL): "bad size, VA or flags; CPU-visible VRAM (PUBLIC) "
+    ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", E.ENOMEM):
+        "out of GPU memory (or of the process's GTT limit)",
+    ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", E.EINVAL):
+        "bad size, VA or flags; CPU-visible VRAM (PUBLIC) "
         "needs a large BAR: enable Resizable BAR / Above 4G decoding in the firmware setup",
     ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", E.EFAULT): "userptr memory is not a valid user mapping",
     ("AMDKFD_IOC_MAP_MEMORY_TO_GPU", E.ENOMEM): "no memory for the GPU page tables",
@@ -30,7 +33,8 @@ _HINTS: dict[tuple[str, int], str] = {
     ("AMDKFD_IOC_ACQUIRE_VM", E.EINVAL): "the render node does not belong to this GPU",
     ("AMDKFD_IOC_ACQUIRE_VM", E.EBUSY): "the render node's VM is already owned by another process",
     ("AMDKFD_IOC_CREATE_QUEUE", E.ENOMEM): "no hardware queue slot or memory for the MQD",
-    ("AMDKFD_IOC_CREATE_QUEUE", E.EINVAL): "ring must be a power of two >= 1 KiB with a 256-B aligned "
+    ("AMDKFD_IOC_CREATE_QUEUE", E.EINVAL):
+        "ring must be a power of two >= 1 KiB with a 256-B aligned "
         "base, and every address must be mapped",
     ("AMDKFD_IOC_CREATE_QUEUE", E.ENOSPC): "all hardware queues of this type are in use",
     ("AMDKFD_IOC_CREATE_EVENT", E.ENOMEM): "the event page is full (4096 signal events)",
@@ -74,7 +78,8 @@ def read_topology(seam: OSSeam) -> list[KfdNode]:
     try:
         names = seam.listdir(TOPOLOGY)
     except OSError as e:
-        raise DeviceNotFound(f"no KFD topology at {TOPOLOGY} ({e.strerror}): is amdgpu loaded?") from e
+        raise DeviceNotFound(f"no KFD topology at {TOPOLOGY} ({e.strerror}): is amdgpu "
+                             "loaded?") from e
     nodes = []
     for name in sorted((n for n in names if n.isdigit()), key=int):
         gpu_id = int(seam.read_sysfs(f"{TOPOLOGY}/{name}/gpu_id").strip() or 0)
@@ -129,7 +134,8 @@ class Kfd:
         """Makes the render node's GPU VM this process's KFD VM."""
         self.ioctl(kfd.AMDKFD_IOC_ACQUIRE_VM, drm_fd=drm_fd, gpu_id=gpu_id)
 
-    def alloc_memory(self, gpu_id: int, va: int, size: int, flags: int, mmap_offset: int = 0) -> Any:
+    def alloc_memory(self, gpu_id: int, va: int, size: int, flags: int,
+                     mmap_offset: int = 0) -> Any:
         """ALLOC_MEMORY_OF_GPU; returns the args (handle, mmap_offset)."""
         return self.ioctl(kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, va_addr=va, size=size, gpu_id=gpu_id,
                           flags=flags, mmap_offset=mmap_offset)

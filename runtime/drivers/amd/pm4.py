@@ -2,7 +2,8 @@
 
 Every header and field comes from `generated.amd.pm4_gfx11` (nvd.h, soc15d.h, kfd_pm4_headers_ai.h)
 and `generated.amd.gc_11_0_0` (register offsets and fields). Headers are computed once at import;
-the builder methods only `extend` a preallocated `array('I')` (the hot path: see scripts/bench_hcq.py).
+the builder methods only `extend` a preallocated `array('I')` (the hot path: see
+scripts/bench_hcq.py).
 
 The few encodings the headers give only as comments are named here, each citing its comment:
 `WaitFunc` (nvd.h, WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY` ("1 - mem"),
@@ -53,8 +54,8 @@ POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll eve
 
 def packet3(op: int, payload_dw: int) -> int:
     """Type-3 header for `payload_dw` payload dwords (PACKET3's count is payload - 1). The macro's
-    `PACKET_TYPE3 << 30` is a signed int in C, so the binding returns a negative number: keep the
-    32 bits the hardware sees."""
+    `PACKET_TYPE3 << 30` is a signed int in C, so the binding returns a negative number: keep the 32
+    bits the hardware sees."""
     return p.PACKET3(op, payload_dw - 1) & _M32
 
 
@@ -87,7 +88,8 @@ RM_DATA32_IRQ = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send
         p.int_sel__mec_release_mem__send_interrupt_after_write_confirm)
 
 # ACQUIRE_MEM GCR_CNTL: invalidate every cache level and write back the dirty ones.
-GCR_ALL = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(GLI_INV_ALL) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1)
+GCR_ALL = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(GLI_INV_ALL)
+           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1)
            | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
            | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
            | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_INV(1)
@@ -106,8 +108,9 @@ H_SET_SH_REG_6 = packet3(p.PACKET3_SET_SH_REG, 7)
 class ShRegs:
     """SET_SH_REG indices of the COMPUTE_* registers.
 
-    A register's address is its offset plus the base of its GC segment (`*_BASE_IDX`); the bases come
-    from amdgpu's ip_discovery (sysfs), and SET_SH_REG takes the address minus PACKET3_SET_SH_REG_START.
+    A register's address is its offset plus the base of its GC segment (`*_BASE_IDX`); the bases
+    come from amdgpu's ip_discovery (sysfs), and SET_SH_REG takes the address minus
+    PACKET3_SET_SH_REG_START.
     """
 
     def __init__(self, gc_bases: Sequence[int]) -> None:
@@ -175,12 +178,14 @@ class PM4Queue(HWQueue):
 
     def signal(self, sig: "Signal", value: Value) -> "Self":
         """RELEASE_MEM at end of pipe: flush caches, write the 64-bit value, then write the event id
-        into the device's event mailbox with an interrupt so that a CPU sleeping in WAIT_EVENTS wakes."""
+        into the device's event mailbox with an interrupt so that a CPU sleeping in WAIT_EVENTS
+        wakes."""
         val, var, add = self._resolve(value)
         va = sig.va
         d = self._d
         n = len(d)
-        d.extend((H_RELEASE_MEM, RM_EOP_FLUSH, RM_DATA64, va & _M32, va >> 32, val & _M32, val >> 32, 0))
+        d.extend((H_RELEASE_MEM, RM_EOP_FLUSH, RM_DATA64, va & _M32, va >> 32, val & _M32,
+                  val >> 32, 0))
         if var is not None:
             self._patch(var, add, n + 5, n + 6)
         ev = self.device.signal_event
@@ -200,15 +205,15 @@ class PM4Queue(HWQueue):
         """ACQUIRE_MEM over the whole address range: write back and invalidate every cache level.
 
         tinygrad also flushes HDP through NBIO registers; that matters only for CPU writes to VRAM
-        through the BAR, which this runtime never does (kernel arguments, signals and staging live in
-        system memory), and the NBIO register bindings are not generated."""
+        through the BAR, which this runtime never does (kernel arguments, signals and staging live
+        in system memory), and the NBIO register bindings are not generated."""
         self._d.extend((H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_ALL))
         return self
 
     def exec(self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
              local_size: Sequence[int]) -> "Self":  # type: ignore[override]
-        """Program state (prebuilt per program), user SGPRs (argument and dispatch pointers, patchable),
-        block size, then DISPATCH_DIRECT of `global_size` workgroups."""
+        """Program state (prebuilt per program), user SGPRs (argument and dispatch pointers,
+        patchable), block size, then DISPATCH_DIRECT of `global_size` workgroups."""
         gx, gy, gz = as_tuple3(global_size, "global_size")
         lx, ly, lz = as_tuple3(local_size, "local_size")
         prg.check_launch((gx, gy, gz), (lx, ly, lz))

@@ -77,7 +77,8 @@ class AMDProgram(Program):
         layout = kd.user_sgpr_layout()
         bad = [k for k in _UNSUPPORTED_USER_SGPRS if k in layout]
         if bad or kd.private_segment_fixed_size:
-            raise ProgramError(f"{name}: needs {bad or 'scratch memory'}, which this runtime does not "
+            raise ProgramError(f"{name}: needs {bad or 'scratch memory'}, which this runtime "
+                               "does not "
                                "provide yet (no scratch / queue pointer)")
         self.lds_B = kern.group_segment_size
         if self.lds_B > MAX_LDS_B:

@@ -1,7 +1,8 @@
-"""SDMA v6 command building (the copy engine), from `generated.amd.sdma_v6` (sdma_v6_0_0_pkt_open.h).
+"""SDMA v6 command building (the copy engine), from `generated.amd.sdma_v6`
+(sdma_v6_0_0_pkt_open.h).
 
-Headers are precomputed from the per-packet field helpers (`SDMA_PKT_<PKT>_HEADER_OP(x)` ...); packet
-sizes are derived from the last field's dword offset, so nothing here is a hand-typed layout.
+Headers are precomputed from the per-packet field helpers (`SDMA_PKT_<PKT>_HEADER_OP(x)` ...);
+packet sizes are derived from the last field's dword offset, so nothing here is a hand-typed layout.
 """
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ if TYPE_CHECKING:
 _M32 = 0xFFFFFFFF
 
 # The packet's COUNT field holds bytes - 1 in 30 bits, but amdgpu never issues more than 4 MiB per
-# COPY_LINEAR on SDMA 5/6 (sdma_v6_0.c: sdma_v6_0_buffer_funcs.copy_max_bytes = 0x400000), so neither
-# do we. The mock enforces the same limit.
+# COPY_LINEAR on SDMA 5/6 (sdma_v6_0.c: sdma_v6_0_buffer_funcs.copy_max_bytes = 0x400000), so
+# neither do we. The mock enforces the same limit.
 MAX_COPY_B = 0x400000
-FENCE_MTYPE_UC = 3        # sdma_v6_0.c emit_fence: SDMA_PKT_FENCE_HEADER_MTYPE(0x3) /* Ucached(UC) */
+# sdma_v6_0.c emit_fence: SDMA_PKT_FENCE_HEADER_MTYPE(0x3) /* Ucached(UC) */
+FENCE_MTYPE_UC = 3
 POLL_INTERVAL = 4         # poll every 4 clocks (amdgpu and tinygrad)
 POLL_RETRY_FOREVER = s.SDMA_PKT_POLL_REGMEM_DW5_retry_count_mask  # 0xfff: retry without limit
 
@@ -37,7 +39,8 @@ TIMESTAMP_DW = s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_of
 
 H_COPY_LINEAR = s.SDMA_PKT_COPY_LINEAR_HEADER_OP(s.SDMA_OP_COPY) \
     | s.SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP(s.SDMA_SUBOP_COPY_LINEAR)
-H_FENCE = s.SDMA_PKT_FENCE_HEADER_OP(s.SDMA_OP_FENCE) | s.SDMA_PKT_FENCE_HEADER_MTYPE(FENCE_MTYPE_UC)
+H_FENCE = s.SDMA_PKT_FENCE_HEADER_OP(s.SDMA_OP_FENCE) \
+    | s.SDMA_PKT_FENCE_HEADER_MTYPE(FENCE_MTYPE_UC)
 H_TRAP = s.SDMA_PKT_TRAP_HEADER_OP(s.SDMA_OP_TRAP)
 H_POLL_GE = s.SDMA_PKT_POLL_REGMEM_HEADER_OP(s.SDMA_OP_POLL_REGMEM) \
     | s.SDMA_PKT_POLL_REGMEM_HEADER_FUNC(WaitFunc.GE) | s.SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL(1)
@@ -74,9 +77,10 @@ class SDMAQueue(HWQueue):
         return self
 
     def signal(self, sig: "Signal", value: Value) -> "Self":
-        """FENCE writes 32 bits, so a 64-bit value takes two: low half first, then high half (a reader
-        may see the new low with the old high, which is never *ahead* of the final value). Then the
-        event id goes to the event mailbox and a TRAP interrupts the CPU, as tinygrad does."""
+        """FENCE writes 32 bits, so a 64-bit value takes two: low half first, then high half (a
+        reader may see the new low with the old high, which is never *ahead* of the final value).
+        Then the event id goes to the event mailbox and a TRAP interrupts the CPU, as tinygrad
+        does."""
         val, var, add = self._resolve(value)
         va = sig.va
         if va % 4:

@@ -2,14 +2,15 @@
 processors (PM4 in `amd_pm4`, SDMA in `amd_sdma`) that consume the rings the driver writes.
 
 Queues run synchronously when their doorbell is rung and whenever the mock kernel lets the GPU make
-progress (every WAIT_EVENTS): each runnable queue executes packets until its ring is empty or it blocks
-on a wait; blocked queues are retried until no queue can move, so a signal written by one engine
-releases a wait on the other within the same call.
+progress (every WAIT_EVENTS): each runnable queue executes packets until its ring is empty or it
+blocks on a wait; blocked queues are retried until no queue can move, so a signal written by one
+engine releases a wait on the other within the same call.
 
 A packet real hardware would not accept (unknown opcode, misaligned or unmapped address, a wait that
-can never be satisfied, a malformed dispatch) stops its queue: the report, which names the queue, the
-ring position and the decoded packet, goes to the mock kernel log, and the KFD hardware-exception (or,
-for page faults, memory) event fires with its exception data, as amdkfd does on a real fault.
+can never be satisfied, a malformed dispatch) stops its queue: the report, which names the queue,
+the ring position and the decoded packet, goes to the mock kernel log, and the KFD
+hardware-exception (or, for page faults, memory) event fires with its exception data, as amdkfd does
+on a real fault.
 """
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ class MockAMDGPU:
         return time.perf_counter_ns() // 10
 
     def interrupt(self, ctxid: int) -> None:
-        """An end-of-pipe or TRAP interrupt carrying `ctxid` (amdkfd: signal event by partial id)."""
+        """An end-of-pipe or TRAP interrupt carrying `ctxid` (amdkfd: signal event by partial
+        id)."""
         self.driver.signal_event_interrupt(ctxid)
 
     def fault(self, report: str, va: int | None = None) -> None:
@@ -152,12 +154,14 @@ class QueueProcessor:
 
     def describe(self) -> str:
         state = self.faulted or (f"blocked: {self.blocked}" if self.blocked else "idle")
-        return f"{self.kind} queue {self.queue_id}: rptr {self.rptr_dw} wptr {self.wptr_dw}, {state}"
+        return f"{self.kind} queue {self.queue_id}: rptr {self.rptr_dw} wptr {self.wptr_dw}, " \
+            f"{state}"
 
 
 def check_wait_possible(func: int, ref: int, mask: int, where: str) -> None:
     """Rejects compares that no memory value can satisfy, since the queue would hang forever.
-    Functions as in nvd.h's WAIT_REG_MEM_FUNCTION comment: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >."""
+    Functions as in nvd.h's WAIT_REG_MEM_FUNCTION comment: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6
+    >."""
     masked_max = mask
     impossible = {
         1: ref == 0,                       # (v & mask) < 0

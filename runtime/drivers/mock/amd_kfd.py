@@ -44,7 +44,8 @@ GFX1100_PROPERTIES = {
     "wave_front_size": 32, "array_count": 12, "simd_arrays_per_engine": 2, "cu_per_simd_array": 8,
     "simd_per_cu": 2, "max_slots_scratch_cu": 32, "gfx_target_version": 110000, "vendor_id": 4098,
     "device_id": 29772, "location_id": 768, "domain": 0, "drm_render_minor": 128,
-    "hive_id": 0, "num_sdma_engines": 2, "num_sdma_xgmi_engines": 0, "num_sdma_queues_per_engine": 6,
+    "hive_id": 0, "num_sdma_engines": 2, "num_sdma_xgmi_engines": 0,
+    "num_sdma_queues_per_engine": 6,
     "num_cp_queues": 8, "max_engine_clk_fcompute": 2482, "local_mem_size": 0, "fw_version": 2030,
     "capability": 671588992, "debug_prop": 1495, "sdma_fw_version": 20, "unique_id": 0,
     "num_xcc": 1, "max_engine_clk_ccompute": 2400,
@@ -129,7 +130,8 @@ class MockKfdDriver:
             int(kfd.AMDKFD_IOC_WAIT_EVENTS): self._wait_events,
         }
         self._arg_types = {int(r): r.arg_type for r in (
-            kfd.AMDKFD_IOC_GET_VERSION, kfd.AMDKFD_IOC_ACQUIRE_VM, kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU,
+            kfd.AMDKFD_IOC_GET_VERSION, kfd.AMDKFD_IOC_ACQUIRE_VM,
+            kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU,
             kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU, kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU,
             kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, kfd.AMDKFD_IOC_CREATE_QUEUE,
             kfd.AMDKFD_IOC_DESTROY_QUEUE, kfd.AMDKFD_IOC_CREATE_EVENT,
@@ -217,7 +219,8 @@ class MockKfdDriver:
         except OSError:
             f = None
         if not isinstance(f, RenderFile) or f.gpu is not gpu:
-            raise OSError(E.EINVAL, f"drm fd {a.drm_fd} is not the render node of GPU {gpu.gpu_id:#x}")
+            raise OSError(E.EINVAL, f"drm fd {a.drm_fd} is not the render node of GPU "
+                                    f"{gpu.gpu_id:#x}")
         have = self.proc.vms.get(gpu.gpu_id)
         if have is not None and have != a.drm_fd:
             raise OSError(E.EBUSY, "VM already acquired through another render node file")
@@ -234,7 +237,8 @@ class MockKfdDriver:
         p = self.proc
         flags, size, va = a.flags, a.size, a.va_addr
         kinds = flags & (kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT
-                         | kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | kfd.KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL
+                         | kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR
+                         | kfd.KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL
                          | kfd.KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP)
         if size == 0 or size % _PAGE or va % _PAGE or kinds & (kinds - 1) or not kinds:
             raise OSError(E.EINVAL, "size and VA must be page multiples and exactly one memory "
@@ -244,7 +248,8 @@ class MockKfdDriver:
                 raise OSError(E.EINVAL, f"VA [{va:#x}, +{size:#x}) overlaps buffer at {bo.va:#x}")
         if kinds == kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM:
             if gpu.vram_used + size > gpu.vram_B:
-                raise OSError(E.ENOMEM, f"VRAM exhausted ({gpu.vram_used:#x} of {gpu.vram_B:#x} used)")
+                raise OSError(E.ENOMEM, f"VRAM exhausted ({gpu.vram_used:#x} of "
+                                        f"{gpu.vram_B:#x} used)")
             gpu.vram_used += size
             backing = np.zeros(size, np.uint8)
         elif kinds == kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT:
@@ -316,7 +321,8 @@ class MockKfdDriver:
             raise OSError(E.EINVAL, "queue percentage or priority out of range")
         if a.ring_base_address % 256:
             self.os.log_kernel(f"mock kfd: ring base {a.ring_base_address:#x} is not 256-B aligned")
-            raise OSError(E.EINVAL, "ring base must be 256-byte aligned (CP_HQD_PQ_BASE is addr>>8)")
+            raise OSError(E.EINVAL, "ring base must be 256-byte aligned (CP_HQD_PQ_BASE is "
+                                    "addr>>8)")
         try:
             gpu.mem.find(a.ring_base_address, ring_B, "ring")
             gpu.mem.find(a.read_pointer_address, 8, "rptr")
@@ -325,7 +331,8 @@ class MockKfdDriver:
                 if a.eop_buffer_address:
                     gpu.mem.find(a.eop_buffer_address, max(a.eop_buffer_size, 1), "eop")
                 if a.ctx_save_restore_address:
-                    gpu.mem.find(a.ctx_save_restore_address, max(a.ctx_save_restore_size, 1), "cwsr")
+                    gpu.mem.find(a.ctx_save_restore_address, max(a.ctx_save_restore_size, 1),
+                                 "cwsr")
         except PageFault as e:
             self.os.log_kernel(f"mock kfd: CREATE_QUEUE: {e}")
             raise OSError(E.EFAULT, str(e)) from None

@@ -1,10 +1,11 @@
 """The mock command processor (MEC) for PM4 compute queues.
 
-Consumes type-3 packets from the ring (and from one level of indirect buffers), decoding them with the
-generated PM4 bindings (through `runtime.drivers.amd.decode`). Supported: NOP, SET_SH_REG (COMPUTE_*
-state), DISPATCH_DIRECT (handed to the RDNA3 kernel executor as a `DispatchRecord`), RELEASE_MEM
-(value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM (caches are
-not modelled, so it only validates), EVENT_WRITE and INDIRECT_BUFFER. Anything else is rejected.
+Consumes type-3 packets from the ring (and from one level of indirect buffers), decoding them with
+the generated PM4 bindings (through `runtime.drivers.amd.decode`). Supported: NOP, SET_SH_REG
+(COMPUTE_* state), DISPATCH_DIRECT (handed to the RDNA3 kernel executor as a `DispatchRecord`),
+RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM
+(caches are not modelled, so it only validates), EVENT_WRITE and INDIRECT_BUFFER. Anything else is
+rejected.
 
 The write pointer is the monotonic dword count the doorbell carries; the read pointer is reported to
 the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
@@ -202,10 +203,11 @@ class PM4Processor(QueueProcessor):
         if 0 in block or block[0] * block[1] * block[2] > MAX_THREADS:
             raise MockGPUError(f"{where}: workgroup {block} (COMPUTE_NUM_THREAD_*) must have 1 to "
                                f"{MAX_THREADS} threads")
-        n_user = (rsrc2 & gc.COMPUTE_PGM_RSRC2__USER_SGPR_MASK) >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
+        n_user = (rsrc2 & gc.COMPUTE_PGM_RSRC2__USER_SGPR_MASK) \
+            >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
         user = tuple(self._reg(gc.regCOMPUTE_USER_DATA_0 + i) for i in range(n_user))
-        lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK) >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) \
-            * LDS_GRANULE_B
+        lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK)
+               >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * LDS_GRANULE_B
         if lds > MAX_LDS_B:
             raise MockGPUError(f"{where}: RSRC2.LDS_SIZE asks for {lds} B of LDS (max {MAX_LDS_B})")
         scratch = ((self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI) << 32)

@@ -1,9 +1,9 @@
 """The mock SDMA v6 engine: COPY_LINEAR, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP, decoded with
 the generated sdma_v6 field macros (through `runtime.drivers.amd.decode`).
 
-Pointers are u64 byte offsets (amdgpu sdma_v6_0.c); a packet must not straddle the ring end, which is
-why drivers pad the tail with NOPs. COPY_LINEAR moves at most `max_copy_B` bytes (4 MiB, the amdgpu
-driver's copy_max_bytes for SDMA 6); larger counts are rejected like any malformed packet.
+Pointers are u64 byte offsets (amdgpu sdma_v6_0.c); a packet must not straddle the ring end, which
+is why drivers pad the tail with NOPs. COPY_LINEAR moves at most `max_copy_B` bytes (4 MiB, the
+amdgpu driver's copy_max_bytes for SDMA 6); larger counts are rejected like any malformed packet.
 """
 from __future__ import annotations
 

@@ -1,17 +1,17 @@
 """MockOS: the OS seam over virtual devices, for running the whole runtime on a CPU.
 
-A `MockOS` instance is a small, self-contained "kernel": a table of open files, a virtual address space
-for mmap, a sysfs tree, a kernel log, and the virtual device drivers installed into it (the mock KFD:
-`runtime.drivers.mock.amd_kfd`). Nothing is global; each instance is independent, and a driver is handed
-one through its constructor (`AMDDevice("mock-amd:0")` makes its own).
+A `MockOS` instance is a small, self-contained "kernel": a table of open files, a virtual address
+space for mmap, a sysfs tree, a kernel log, and the virtual device drivers installed into it (the
+mock KFD: `runtime.drivers.mock.amd_kfd`). Nothing is global; each instance is independent, and a
+driver is handed one through its constructor (`AMDDevice("mock-amd:0")` makes its own).
 
-Memory: anonymous and device mappings are numpy byte arrays, and a mapping's `view` is a memoryview of
-the same array the mock GPU reads and writes, so CPU stores are immediately visible to the GPU (as with
-coherent memory). Doorbell pages get a doorbell object whose `ring` stores the value and synchronously
-runs the mock GPU's queues, so tests are deterministic.
+Memory: anonymous and device mappings are numpy byte arrays, and a mapping's `view` is a memoryview
+of the same array the mock GPU reads and writes, so CPU stores are immediately visible to the GPU
+(as with coherent memory). Doorbell pages get a doorbell object whose `ring` stores the value and
+synchronously runs the mock GPU's queues, so tests are deterministic.
 
-For tests: `inject_ioctl_failure` makes chosen ioctls fail with an errno, and `live_objects` counts the
-kernel objects a process holds (open files, mappings and whatever the drivers report).
+For tests: `inject_ioctl_failure` makes chosen ioctls fail with an errno, and `live_objects` counts
+the kernel objects a process holds (open files, mappings and whatever the drivers report).
 """
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ class MockDoorbell(Doorbell):
 
     __slots__ = ("_plain", "_target", "_offset")
 
-    def __init__(self, mapping: HostMapping, offset: int, width: int, target: DoorbellTarget) -> None:
+    def __init__(self, mapping: HostMapping, offset: int, width: int,
+                 target: DoorbellTarget) -> None:
         self._plain = MappedDoorbell(mapping, offset, width)
         self._target, self._offset = target, mapping.offset + offset
 
@@ -156,7 +157,8 @@ class MockOS(OSSeam):
         self._injections.append(_Injection(int(request), errno, count, skip))
 
     def live_objects(self) -> dict[str, int]:
-        """Kernel objects held: open files, mappings, and each driver's objects (buffers, queues...)."""
+        """Kernel objects held: open files, mappings, and each driver's objects (buffers,
+        queues...)."""
         out = {"fds": len(self._fds), "mappings": len(self._regions)}
         for c in self._counters:
             out.update(c())
