@@ -11,7 +11,6 @@ The core (this package) is vendor-neutral and never imports generated bindings; 
 """
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -79,17 +78,15 @@ def _present(name: str) -> bool:
     """Cheap presence probe that opens nothing: the device node exists and the driver is
     importable."""
     import importlib.util
+    seam = RealOS()
     if name.startswith("nv"):
-        return os.path.exists("/dev/nvidiactl") and \
+        return seam.exists("/dev/nvidiactl") and \
             importlib.util.find_spec("runtime.drivers.nv.device") is not None
-    if not os.path.exists("/dev/kfd"):
+    if not seam.exists("/dev/kfd"):
         return False
     topo = "/sys/devices/virtual/kfd/kfd/topology/nodes"
     try:
-        for node in os.listdir(topo):
-            with open(f"{topo}/{node}/gpu_id") as f:
-                if int(f.read().strip() or 0):
-                    return True
-    except OSError:
+        return any(int(seam.read_sysfs(f"{topo}/{node}/gpu_id").strip() or 0)
+                   for node in seam.listdir(topo))
+    except (OSError, ValueError):
         return False
-    return False

@@ -59,8 +59,17 @@ def test_open_device_picks_the_mock_and_names_parse() -> None:
     with pytest.raises(DeviceNotFound):
         open_device("tpu:0")
     with pytest.raises(DeviceNotFound, match="only 1 AMD GPU"):
-        AMDDevice("mock-amd:0", os=__import__("runtime.drivers.mock.os", fromlist=["MockOS"])
-                  .MockOS.with_amd_gpus(1), ring_B=4096).__class__("amd:1", os=_one_gpu())
+        AMDDevice("amd:1", os=_one_gpu())
+
+
+def test_nv_device_is_lazy_with_a_clear_error() -> None:
+    import importlib.util
+
+    import runtime.hcq as hcq
+    if importlib.util.find_spec("runtime.drivers.nv.device") is not None:
+        pytest.skip("the NVIDIA driver is present")
+    with pytest.raises(hcq.DeviceNotFound, match="NVDevice.*not installed"):
+        hcq.NVDevice  # noqa: B018
 
 
 def _one_gpu():  # type: ignore[no-untyped-def]
@@ -343,6 +352,18 @@ def test_a_wait_that_can_never_complete_is_refused(dev) -> None:  # type: ignore
                       0xFF, 4])
     with pytest.raises(DeviceFault, match="can never complete"):
         dev.synchronize()
+
+
+def test_write_data_and_event_write_execute(dev) -> None:  # type: ignore[no-untyped-def]
+    from generated.amd import pm4_gfx11 as p
+
+    from runtime.drivers.amd.pm4 import WRITE_DATA_DST_MEMORY, packet3
+    s = dev.new_signal()
+    ctl = p.WRITE_DATA_DST_SEL(WRITE_DATA_DST_MEMORY) | p.WR_CONFIRM
+    _raw_submit(dev, [packet3(p.PACKET3_WRITE_DATA, 5), ctl, s.va & 0xFFFFFFFF, s.va >> 32, 7, 1,
+                      packet3(p.PACKET3_EVENT_WRITE, 1), p.EVENT_TYPE(0x7) | p.EVENT_INDEX(4)])
+    dev.synchronize()
+    assert s.value == (1 << 32) | 7
 
 
 def test_register_wait_and_nested_ib_are_refused(dev) -> None:  # type: ignore[no-untyped-def]
