@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import mmap as _mmap
 import os
@@ -95,8 +96,10 @@ class OSSeam(ABC):
         """Closes a descriptor from `open` or `eventfd`."""
 
     @abstractmethod
-    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | None) -> int:
-        """Issues ioctl `request` with the argument struct (read and written in place)."""
+    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | int | None) -> int:
+        """Issues ioctl `request` with the argument struct (read and written in place), or with an
+        integer passed by value (`_IO` requests such as VFIO_CHECK_EXTENSION take one); returns the
+        ioctl's result (some requests, e.g. VFIO_GROUP_GET_DEVICE_FD, return a new descriptor)."""
 
     @abstractmethod
     def mmap(self, addr: int | None, size: int, prot: int, flags: int, fd: int = -1,
@@ -107,6 +110,25 @@ class OSSeam(ABC):
     @abstractmethod
     def munmap(self, mapping: HostMapping) -> None:
         """Removes a mapping made by `mmap`."""
+
+    # Descriptor I/O. Not abstract so that seams written before these existed keep working; a seam
+    # that lacks one says so with ENOSYS instead of failing silently.
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        """Reads up to `size` bytes at `offset` (binary sysfs files such as PCI `config`, VFIO
+        regions); a short result means the file ended or the kernel allowed no more."""
+        raise OSError(errno.ENOSYS, f"the {self.name} seam does not implement pread")
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        """Writes `data` at `offset`; returns the number of bytes written."""
+        raise OSError(errno.ENOSYS, f"the {self.name} seam does not implement pwrite")
+
+    def read(self, fd: int, size: int) -> bytes:
+        """Reads from a descriptor at its current position (an eventfd's 8-byte counter)."""
+        raise OSError(errno.ENOSYS, f"the {self.name} seam does not implement read")
+
+    def write(self, fd: int, data: bytes) -> int:
+        """Writes to a descriptor at its current position (adds to an eventfd's counter)."""
+        raise OSError(errno.ENOSYS, f"the {self.name} seam does not implement write")
 
     @abstractmethod
     def read_sysfs(self, path: str) -> str:
@@ -173,9 +195,11 @@ class RealOS(OSSeam):
     def close(self, fd: int) -> None:
         os.close(fd)
 
-    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | None) -> int:
+    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         if arg is None:
             return fcntl.ioctl(fd, request, 0)
+        if isinstance(arg, int):
+            return fcntl.ioctl(fd, request, arg)
         # A ctypes object is a mutable buffer: the kernel's writes land in it directly.
         return fcntl.ioctl(fd, request, arg, True)
 
@@ -199,6 +223,18 @@ class RealOS(OSSeam):
         if self._libc.munmap(mapping.addr, mapping.size) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"munmap of {mapping.size:#x} B at {mapping.addr:#x}")
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        return os.pread(fd, size, offset)
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        return os.pwrite(fd, data, offset)
+
+    def read(self, fd: int, size: int) -> bytes:
+        return os.read(fd, size)
+
+    def write(self, fd: int, data: bytes) -> int:
+        return os.write(fd, data)
 
     def read_sysfs(self, path: str) -> str:
         with open(path, encoding="utf-8", errors="replace") as f:

@@ -58,6 +58,23 @@ class MockFile:
         """(backing bytes, doorbell target or None) for a mapping at `offset`."""
         raise OSError(E.ENODEV, f"{self.path} cannot be mapped")
 
+    # A file without read/write operations answers EINVAL, as the kernel's vfs_read/vfs_write do.
+    def pread(self, offset: int, size: int) -> bytes:
+        """Up to `size` bytes at `offset`."""
+        raise OSError(E.EINVAL, f"{self.path} cannot be read")
+
+    def pwrite(self, offset: int, data: bytes) -> int:
+        """Writes `data` at `offset`; returns the count written."""
+        raise OSError(E.EINVAL, f"{self.path} cannot be written")
+
+    def read(self, size: int) -> bytes:
+        """Reads at the file position (files without a position read at offset 0)."""
+        return self.pread(0, size)
+
+    def write(self, data: bytes) -> int:
+        """Writes at the file position (files without a position write at offset 0)."""
+        return self.pwrite(0, data)
+
     def close(self) -> None:
         """Called when the last descriptor is closed."""
 
@@ -187,7 +204,7 @@ class MockOS(OSSeam):
             del self._fds[fd]
             f.close()
 
-    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | None) -> int:
+    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         with self.lock:
             self.ioctl_count += 1
             f = self.file(fd)
@@ -201,7 +218,9 @@ class MockOS(OSSeam):
                     name = self._request_names.get(req, hex(req))
                     self.log_kernel(f"mock: injected failure of {name}: errno {inj.errno}")
                     raise OSError(inj.errno, os.strerror(inj.errno))
-            if arg is not None and ctypes.sizeof(arg) != _ioc_size(req):
+            # _IO requests (size 0) pass a value or a pointer the driver sizes itself (VFIO's argsz).
+            if (arg is not None and not isinstance(arg, int) and _ioc_size(req)
+                    and ctypes.sizeof(arg) != _ioc_size(req)):
                 raise OSError(E.EINVAL, f"ioctl {req:#x}: argument is {ctypes.sizeof(arg)} B, "
                                         f"the request encodes {_ioc_size(req)} B")
             return f.ioctl(req, arg)
@@ -237,6 +256,26 @@ class MockOS(OSSeam):
                 raise OSError(E.EINVAL, f"munmap at {mapping.addr:#x}: nothing mapped there")
             del self._regions[mapping.addr]
 
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        with self.lock:
+            if size < 0 or offset < 0:
+                raise OSError(E.EINVAL, f"pread of {size} B at {offset}")
+            return bytes(self.file(fd).pread(offset, size))
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        with self.lock:
+            if offset < 0:
+                raise OSError(E.EINVAL, f"pwrite at {offset}")
+            return self.file(fd).pwrite(offset, bytes(data))
+
+    def read(self, fd: int, size: int) -> bytes:
+        with self.lock:
+            return bytes(self.file(fd).read(size))
+
+    def write(self, fd: int, data: bytes) -> int:
+        with self.lock:
+            return self.file(fd).write(bytes(data))
+
     def read_sysfs(self, path: str) -> str:
         text = self.sysfs.get(path.rstrip("/"))
         if text is None:
@@ -256,10 +295,15 @@ class MockOS(OSSeam):
         return path in self._devices or path.rstrip("/") in self.sysfs or self._is_dir(path)
 
     def eventfd(self, initval: int = 0, flags: int = 0) -> int:
+        return self.install(EventFd(initval, flags))
+
+    def install(self, f: MockFile) -> int:
+        """Gives an already-open file a descriptor (the kernel's anon_inode_getfd: how ioctls such
+        as VFIO_GROUP_GET_DEVICE_FD hand out new files)."""
         with self.lock:
             fd = self._next_fd
             self._next_fd += 1
-            self._fds[fd] = _EventFd(initval)
+            self._fds[fd] = f
             return fd
 
     def doorbell(self, mapping: HostMapping, offset: int, width: int = 8) -> Doorbell:
@@ -301,11 +345,44 @@ class MockOS(OSSeam):
         return any(k.startswith(prefix) for k in self.sysfs)
 
 
-class _EventFd(MockFile):
-    path = "anon_inode:[eventfd]"
+class EventFd(MockFile):
+    """An eventfd (fs/eventfd.c): a 64-bit counter that writes and `signal` add to and a read
+    returns and clears (or decrements by one with EFD_SEMAPHORE). Nothing in the mock can block, so
+    a read of a zero counter fails with EAGAIN, as with EFD_NONBLOCK."""
 
-    def __init__(self, value: int) -> None:
+    path = "anon_inode:[eventfd]"
+    _MAX = (1 << 64) - 2  # ULLONG_MAX - 1: the largest value the counter may hold
+
+    def __init__(self, value: int, flags: int = 0) -> None:
         self.value = value
+        self.flags = flags
+
+    def signal(self, n: int = 1) -> None:
+        """What a kernel producer (an interrupt handler) does: eventfd_signal."""
+        self.value = min(self.value + n, self._MAX)
+
+    def read(self, size: int) -> bytes:
+        if size < 8:
+            raise OSError(E.EINVAL, "eventfd read needs 8 bytes")
+        if self.value == 0:
+            raise BlockingIOError(E.EAGAIN, "eventfd counter is zero")
+        if self.flags & os.EFD_SEMAPHORE:
+            got, self.value = 1, self.value - 1
+        else:
+            got, self.value = self.value, 0
+        return got.to_bytes(8, "little")
+
+    def write(self, data: bytes) -> int:
+        if len(data) < 8:
+            raise OSError(E.EINVAL, "eventfd write needs 8 bytes")
+        n = int.from_bytes(data[:8], "little")
+        if n == (1 << 64) - 1 or self.value + n > self._MAX:
+            raise OSError(E.EAGAIN if n != (1 << 64) - 1 else E.EINVAL, "eventfd overflow")
+        self.value += n
+        return 8
+
+
+_EventFd = EventFd  # the name this class had first
 
 
 class _Locked:
