@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from generated.amd import gc_11_0_0 as gc
 from generated.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
@@ -192,7 +193,12 @@ class AMDDevice(Device):
         self.drm_fd = self.os.open(f"/dev/dri/renderD{minor}", os.O_RDWR)
         self.kfd_version = self.kfd.version()
         self.kfd.acquire_vm(self.drm_fd, self.node.gpu_id)
-        self.gc_bases = read_ip_bases(self.os, minor, GC_HWID)
+        try:
+            self.gc_bases = read_ip_bases(self.os, minor, GC_HWID)
+        except OSError:
+            # Kernels without ip_discovery in sysfs: the segment bases gfx11 parts report, as
+            # recorded in the generated register module (sienna_cichlid_ip_offset.h layout).
+            self.gc_bases = list(gc.GC_SEGMENT_BASES)
         self.sh_regs = ShRegs(self.gc_bases)
         self._init_core(KfdAllocator(self))
         # Events: the event page, one auto-reset signal event (its mailbox is the page slot), and
