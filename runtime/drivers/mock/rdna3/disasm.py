@@ -184,7 +184,7 @@ def _vopd_half(name: str, vdst: int, s0: int, vs1: int, lit: int | None) -> str:
     if name == "v_dual_fmaak_f32":
         return f"{name} v{vdst}, {a}, {b}, {lit:#x}"
     if name == "v_dual_cndmask_b32":
-        return f"{name} v{vdst}, {a}, {b}, vcc_lo"
+        return f"{name} v{vdst}, {a}, {b}"  # VCC is implicit (LLVM does not print it)
     del sig
     return f"{name} v{vdst}, {a}, {b}"
 

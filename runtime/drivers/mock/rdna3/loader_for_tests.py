@@ -51,6 +51,8 @@ class LoadedKernel:
 class TestDevice:
     """A MockMemory with a bump allocator and the driver's dispatch preparation."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, mem: MockMemory | None = None, base_va: int = 0x7F00_0000_0000,
                  guard_B: int = PAGE) -> None:
         self.mem = mem or MockMemory()

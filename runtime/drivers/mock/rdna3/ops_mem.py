@@ -375,14 +375,18 @@ def _ds_target(g: Group, inst: Inst, addr_reg: int, off: int, size: int) -> Targ
     a = _active(g, g.v(addr_reg))
     if a.size == 0:
         return []
-    top = int(a.max()) + off + size
+    # The LDS address is the 32-bit sum of the VGPR and the offset (LLVM folds negative VGPR
+    # terms into the unsigned offset, relying on the wrap).
+    if off:
+        a = a + u32(off)
+    top = int(a.max()) + size
     if top > m.lds_bytes:
         raise PageFaultError(
             f"LDS access of {size} B at offset {top - size:#x} is beyond the {m.lds_bytes} B "
             "this dispatch allocated (RSRC2.LDS_SIZE; the compiler leaves it to the runtime)",
             address=inst.addr, instruction=str(inst))
     base = _active(g, m.wave_lds_base[g.idx][:, None])
-    return [(m.lds, a.astype(np.int64) + base + off, None)]
+    return [(m.lds, a.astype(np.int64) + base, None)]
 
 
 def compile_ds(inst: Inst) -> Exec:

@@ -61,6 +61,7 @@ _SRC_OVERRIDES: dict[str, tuple[str, ...]] = {
     "v_cvt_pk_u8_f32": ("f32", "u32", "u32"), "v_pack_b32_f16": ("f16", "f16"),
     "v_cvt_pk_norm_i16_f16": ("f16", "f16"), "v_cvt_pk_norm_u16_f16": ("f16", "f16"),
     "v_div_fixup_f32": ("f32", "f32", "f32"),
+    "v_mad_u32_u16": ("u16", "u16", "u32"), "v_mad_i32_i16": ("i16", "i16", "i32"),
 }
 _DST_OVERRIDES: dict[str, str] = {
     "v_frexp_exp_i32_f64": "i32", "v_frexp_exp_i32_f32": "i32", "v_cvt_pk_u16_u32": "b32",

@@ -238,6 +238,9 @@ TABLE: dict[str, Fn] = {
     "v_cvt_f16_i16": lambda a: a.astype(np.float16),
     "v_cvt_u16_f16": lambda a: fp.cvt_int(a, np.uint16, 0, 65535),
     "v_cvt_i16_f16": lambda a: fp.cvt_int(a, np.int16, -32768, 32767),
+    "v_mad_u16": lambda a, b, c: a * b + c, "v_mad_i16": lambda a, b, c: a * b + c,
+    "v_mad_u32_u16": lambda a, b, c: a.astype(u32) * b.astype(u32) + c,
+    "v_mad_i32_i16": lambda a, b, c: a.astype(i32) * b.astype(i32) + c,
     "v_cvt_u32_u16": lambda a: a.astype(u32), "v_cvt_i32_i16": lambda a: a.astype(i32),
 }
 
