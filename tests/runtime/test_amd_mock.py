@@ -212,7 +212,7 @@ def test_patched_queue_is_resubmitted_without_rebuilding(dev) -> None:  # type: 
 
 
 def test_bound_queue_runs_from_an_indirect_buffer(dev, mos) -> None:  # type: ignore
-    from runtime.hcq import Var
+    from runtime.hcq import QueueError, Var
     s = dev.new_signal()
     v = Var("v")
     body = dev.compute_queue().signal(s, v).timestamp(s).bind()
@@ -222,6 +222,11 @@ def test_bound_queue_runs_from_an_indirect_buffer(dev, mos) -> None:  # type: ig
         s.wait(i, timeout_ms=1000)
     body.submit({v: 6})  # a bound queue submits itself as one INDIRECT_BUFFER packet
     s.wait(6, timeout_ms=1000)
+    body.signal(s, 7)
+    with pytest.raises(QueueError, match="after bind"):
+        body.submit()
+    body.bind().submit()
+    s.wait(7, timeout_ms=1000)
     body.unbind()
 
 

@@ -236,6 +236,7 @@ class PM4Queue(HWQueue):
         """INDIRECT_BUFFER: execute a bound queue's commands."""
         if not isinstance(body, PM4Queue) or body._ib is None:
             raise QueueError("call() needs a PM4 queue that was bound with bind()")
+        body._check_bound()
         va = body._ib.va
         self._d.extend((H_INDIRECT_BUFFER, va & _M32, va >> 32,
                         len(body._d) | p.INDIRECT_BUFFER_VALID))
@@ -255,7 +256,14 @@ class PM4Queue(HWQueue):
         self._ib, self._bound = buf, view
         return self
 
+    def _check_bound(self) -> None:
+        assert self._bound is not None
+        if len(self._d) != len(self._bound):
+            raise QueueError(f"commands were added after bind() ({len(self._d)} dwords, "
+                             f"{len(self._bound)} bound): bind() again")
+
     def unbind(self) -> None:
+        """Frees the GPU copy made by `bind` (the host copy stays)."""
         if self._ib is not None:
             self._bound = None
             if not self.device.closed:
@@ -265,6 +273,7 @@ class PM4Queue(HWQueue):
     def _submit(self) -> None:
         ring = self.device.compute_ring
         if self._ib is not None:
+            self._check_bound()
             va = self._ib.va
             ring.put(array("I", (H_INDIRECT_BUFFER, va & _M32, va >> 32,
                                  len(self._d) | p.INDIRECT_BUFFER_VALID)))
