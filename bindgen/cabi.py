@@ -177,7 +177,7 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
             out.append((name, t))
             cur = off + ctypes.sizeof(t)
             max_al = max(max_al, al)
-        if not ok or max_al > align:
+        if not ok or max_al > align or (pack is not None and max_al < align):
             continue
         if align > max_al and pack is None:
             # Above 16 B CPython < 3.13 has no way to say it: size and offsets still match.
@@ -191,6 +191,17 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
             if -(-size // max_al) * max_al != size:
                 continue
         return pack, out
+    # ctypes cannot combine _pack_ with a larger alignment (packed + aligned(N)): keep natural
+    # alignment and store the fields that sit off their alignment as bytes behind typed descriptors.
+    misaligned = [(n, t, off) for n, t, off in regular if off % ctypes.alignment(t)]
+    if misaligned:
+        names = {n for n, _, _ in misaligned}
+        rest = [f for f in fields if f[0] not in names]
+        pack, out = _plan(kind, size, align, list(rest) + [
+            (f"_mis_{n}", ctypes.c_uint8 * ctypes.sizeof(t), off * 8, None, False, False)
+            for n, t, off in misaligned])
+        if pack is None:
+            return None, out
     raise ValueError("no ctypes layout reproduces clang's offsets")
 
 
@@ -213,6 +224,29 @@ def _plan_union(size: int, align: int, regular: list, bitfields: list) -> list:
     return out
 
 
+class _Misaligned:
+    """Descriptor for a field stored as bytes because it sits off its natural alignment."""
+
+    __slots__ = ("ctype", "offset", "simple")
+
+    def __init__(self, ctype: Any, offset: int) -> None:
+        self.ctype, self.offset = ctype, offset
+        self.simple = issubclass(ctype, ctypes._SimpleCData)  # type: ignore[attr-defined]
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return self
+        v = self.ctype.from_buffer(obj, self.offset)
+        return v.value if self.simple else v
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        if self.simple:
+            self.ctype.from_buffer(obj, self.offset).value = value
+        else:
+            ctypes.memmove(ctypes.addressof(obj) + self.offset, ctypes.addressof(value),
+                           ctypes.sizeof(self.ctype))
+
+
 def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> None:
     try:
         pack, ctfields = _plan(kind, size, align, fields)
@@ -225,8 +259,12 @@ def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSp
     cls.__bindgen_align__ = align
     cls.__bindgen_fields__ = tuple(fields)
     names = []
+    stored = {n for n, _ in ctfields}
     for name, ctype, bit_offset, width, signed, anonymous in fields:
-        if width is not None:
+        if width is None and name not in stored and f"_mis_{name}" in stored:
+            setattr(cls, name, _Misaligned(ctype, bit_offset // 8))
+            names.append(name)
+        elif width is not None:
             if width:
                 setattr(cls, name, _BitField(name, bit_offset, width, signed))
                 names.append(name)

@@ -303,7 +303,14 @@ class _Builder:
         if name in self.records or name in self.wanted_records:
             return name
         self.wanted_records.add(name)
-        self.records[name] = self.make_record(defn, name)
+        try:
+            self.records[name] = self.make_record(defn, name)
+        except UnsupportedConstruct as e:
+            # Not emitted, and said so; whoever embeds it is not emitted either (the caller's
+            # field conversion fails with this error), so nothing refers to a missing class.
+            self.wanted_records.discard(name)
+            self.skipped.append(ir.Skipped(name, "record", str(e), self.loc(defn)))
+            raise UnsupportedConstruct(f"uses record {name}, which is not emitted") from None
         return name
 
     def make_record(self, c: ci.Cursor, name: str) -> ir.Record:
