@@ -451,7 +451,8 @@ class SysfsPCIDevice(PCIDevice):
             if self._readable < R.PCI_CFG_SPACE_SIZE:
                 raise ConfigAccessDenied(
                     f"{self.address}: config bytes [{offset:#x}, {offset + size:#x}) are beyond "
-                    f"the {self._readable} this process may read (the rest needs root: CAP_SYS_ADMIN)")
+                    f"the {self._readable} this process may read (the rest needs root: "
+                    f"CAP_SYS_ADMIN)")
             raise PCIError(f"{self.address}: config read [{offset:#x}, {offset + size:#x}) is "
                            f"outside its {self._readable}-byte config space")
         data = self.os.pread(fd, size, offset)
