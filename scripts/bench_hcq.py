@@ -26,7 +26,8 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-GUIDES = Path("/work/shared/guides/amd_kernels")
+# shared/ lies beside the checkout (as CI lays it out)
+GUIDES = Path(__file__).resolve().parents[1].parent / "shared" / "guides" / "amd_kernels"
 
 
 @dataclass
