@@ -58,6 +58,9 @@ def _words(enc: str, op: int) -> list[list[int]]:
         seg = {"FLAT": 0, "SCRATCH": 1, "GLOBAL": 2}[enc]
         return [[0b110111 << 26 | op << 18 | seg << 16, vd << 24 | sve << 23 | sa << 16 | d << 8]
                 for vd in (0, 4) for d in (0, 2) for sa in (NULL, 0) for sve in (0, 1)]
+    if enc == "MIMG":  # dmask 0xf, 2D, v[4:7] from v[4:5], s[8:15]
+        return [[0b111100 << 26 | op << 18 | 0xF04, 0x00020404],
+                [0b111100 << 26 | op << 18 | 0x100, 0x00020404]]
     if enc == "MUBUF":
         return [[0b111000 << 26 | op << 18, 0x80 << 24 | 0 << 16 | vd << 8 | 0] for vd in (0, 4)]
     raise ValueError(enc)
@@ -65,7 +68,7 @@ def _words(enc: str, op: int) -> list[list[int]]:
 
 OP_BITS = {"SOP2": 7, "SOPK": 5, "SOP1": 8, "SOPC": 7, "SOPP": 7, "SMEM": 8, "VOP1": 8, "VOP2": 6,
            "VOPC": 8, "VOP3": 10, "VOP3P": 7, "DS": 8, "FLAT": 7, "SCRATCH": 7, "GLOBAL": 7,
-           "MUBUF": 8}
+           "MUBUF": 8, "MIMG": 8}
 # Opcode values that collide with another encoding's prefix (SOP2 ops >= 0x60 are SOPK/SOP1/...).
 OP_LIMIT = {"SOP2": 0x60, "SOPK": 0x1D, "VOP2": 0x3E}
 VOPD_X = {0: "v_dual_fmac_f32", 1: "v_dual_fmaak_f32", 2: "v_dual_fmamk_f32", 3: "v_dual_mul_f32",

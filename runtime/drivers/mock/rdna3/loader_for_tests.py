@@ -119,6 +119,27 @@ class TestDevice:
         return execute(self.dispatch_record(k, args, grid, block), self.mem, cache=self.cache,
                        **kw)
 
+    def launch_raw(self, code: bytes, user_sgprs: Sequence[int], grid: tuple[int, ...],
+                   block: tuple[int, ...], *, vgprs: int = 32, tgid: tuple[bool, ...] = (True,),
+                   lds_bytes: int = 0, **kw: Any) -> ExecStats:
+        """Runs bare machine code (no code object): for instruction-level tests.
+
+        The code is copied to a fresh 256-B aligned buffer and terminated with s_code_end; the
+        RSRC registers are built from the arguments (wave32, `vgprs` VGPRs, the user SGPRs,
+        then workgroup ids for the dimensions `tgid` enables).
+        """
+        va = self.upload(bytes(code) + (0xBF9F0000).to_bytes(4, "little") * 4)
+        grid3 = tuple(grid) + (1,) * (3 - len(grid))
+        block3 = tuple(block) + (1,) * (3 - len(block))
+        rsrc1 = max(0, -(-vgprs // 8) - 1)
+        rsrc2 = len(user_sgprs) << 1 | sum(1 << (7 + i) for i, on in enumerate(tgid) if on)
+        rsrc2 |= (2 if block3[2] > 1 else 1 if block3[1] > 1 else 0) << 11
+        rsrc2 |= -(-lds_bytes // LDS_GRANULE_B) << 15
+        rec = DispatchRecord(pgm_addr=va, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=0,
+                             user_sgprs=tuple(user_sgprs), grid=grid3, block=block3,
+                             lds_bytes=-(-lds_bytes // LDS_GRANULE_B) * LDS_GRANULE_B)
+        return execute(rec, self.mem, cache=self.cache, **kw)
+
     @staticmethod
     def _kernargs(kernel: elf.Kernel, args: Sequence[Any], grid: tuple[int, int, int],
                   block: tuple[int, int, int]) -> bytes:
