@@ -485,7 +485,16 @@ class LazyDefs:
         if src is None:
             raise AttributeError(f"module {self.g.get('__name__')!r} has no attribute {name!r}")
         exec(src.replace("\x1f", "\n"), self.g, self)  # type: ignore[arg-type]
-        return self.g[name]
+        value = self.g[name]
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            # A function body looks names up in the module dict when it runs, not through this
+            # mapping: materialise what it refers to now.
+            idx = self.index()
+            for ref in code.co_names:
+                if ref in idx and ref not in self.g:
+                    self.get(ref)
+        return value
 
     def names(self) -> list[str]:
         return list(self.index())
