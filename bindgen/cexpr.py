@@ -6,7 +6,8 @@ function-like macros, ``#`` and ``##``, hide sets) and evaluates the result with
 Python value is the one gcc computes:
 
 * integer literals get their C11 6.4.4.1 type (``0x80000000`` is ``unsigned int``, ``2147483648``
-  is ``long``); ``0755`` is octal; character literals are ``int`` (``'\\xff'`` is -1: char is signed);
+  is ``long``); ``0755`` is octal; character literals are ``int`` (``'\\xff'`` is -1: char is
+  signed on x86);
 * arithmetic follows the integer promotions and the usual arithmetic conversions (C11 6.3.1) and
   every result wraps at its type's width and signedness (``~0U`` is 4294967295, ``-1 + 0U`` too);
   ``/`` and ``%`` truncate toward zero; ``!``, ``&&``, ``||`` and comparisons give int 0/1;
@@ -39,6 +40,7 @@ recurse deeply nor repeat work.
 """
 from __future__ import annotations
 
+import gc
 import keyword
 import math
 import operator
@@ -65,8 +67,8 @@ MACRO_HELPERS = ("_c_div", "_c_mod", "_c_bool", "_c_sext")
 class MacroDef:
     """One ``#define`` as libclang tokenizes it.
 
-    ``params`` is None for an object-like macro and a tuple (possibly empty) for a function-like one;
-    a last parameter ``...`` makes it variadic. ``body`` holds the token spellings of the
+    ``params`` is None for an object-like macro and a tuple (possibly empty) for a function-like
+    one; a last parameter ``...`` makes it variadic. ``body`` holds the token spellings of the
     replacement list.
     """
 
@@ -78,7 +80,7 @@ class MacroDef:
 
 @dataclass(frozen=True)
 class CType:
-    """An arithmetic or pointer C type, as far as macros need it (records appear with their size)."""
+    """An arithmetic or pointer C type as far as macros need it (records appear with their size)."""
 
     size: int
     signed: bool
@@ -293,7 +295,7 @@ def _kind_of(s: str) -> int:
 
 
 class _Tok:
-    """A token; ``hide`` is its hide set (C11 6.10.3.4), ``node`` the expression a NODE stands for."""
+    """A token; ``hide`` is its hide set (C11 6.10.3.4), ``node`` what a NODE stands for."""
 
     __slots__ = ("kind", "text", "hide", "node", "prec")
 
@@ -426,7 +428,7 @@ def _float_literal(s: str, text: str) -> _Lit:
 
 
 def _unescape(body: str, text: str) -> list[tuple[int, bool]]:
-    """(code, is_escape) per character: escapes give raw code units, other characters code points."""
+    """(code, is_escape) per character: escapes give code units, other characters code points."""
     out: list[tuple[int, bool]] = []
     i, n = 0, len(body)
     while i < n:
@@ -571,7 +573,8 @@ class _Node:
 
     def __init__(self, ctype: CType | None, *, is_str: bool = False, hex_: bool = False,
                  closed: bool = True, prec: int = _P_PRIMARY) -> None:
-        self.ctype, self.is_str, self.hex, self.closed, self.prec = ctype, is_str, hex_, closed, prec
+        self.ctype, self.is_str, self.hex = ctype, is_str, hex_
+        self.closed, self.prec = closed, prec
         self._cache: object = _UNSET
 
     def value(self) -> object:
@@ -580,7 +583,7 @@ class _Node:
             try:
                 c = self._eval()
             except _Fail as f:
-                c = f
+                c = f.with_traceback(None)
             self._cache = c
         if isinstance(c, _Fail):
             raise _Fail(c.reason, c.contextual)
@@ -902,7 +905,7 @@ class _Cast(_Node):
 
 
 class _Ioctl(_Node):
-    """``_IOC(dir, type, nr, size)`` as asm-generic/ioctl.h builds it; ``expr`` is that arithmetic."""
+    """``_IOC(dir, type, nr, size)`` as asm-generic/ioctl.h builds it; ``expr`` holds that sum."""
 
     __slots__ = ("direction", "t", "nr", "size", "arg", "expr")
 
@@ -1196,6 +1199,9 @@ class _Parser:
 # ---------------------------------------------------------------- the translator
 
 
+_NO_PARAMS: dict[str, int] = {}
+
+
 class _Macro:
     """A definition in the lookup table (from the headers, the spec's predefined set, builtins)."""
 
@@ -1204,14 +1210,25 @@ class _Macro:
 
     def __init__(self, name: str, params: tuple[str, ...] | None, raw: Sequence[str],
                  interned: dict[str, _Tok]) -> None:
-        variadic = bool(params) and params is not None and params[-1].endswith("...")
-        if variadic:
-            assert params is not None
-            params = params[:-1] + ((params[-1][:-3].strip() or "__VA_ARGS__"),)
-        self.name, self.params, self.variadic, self.raw = name, params, variadic, tuple(raw)
-        self.index = {p: i for i, p in enumerate(params or ())}
-        self.has_paste = "##" in self.raw
-        self.statement = not _STATEMENT_ANY.isdisjoint(self.raw)
+        variadic = False
+        index = _NO_PARAMS
+        if params:
+            variadic = params[-1].endswith("...")
+            if variadic:
+                params = params[:-1] + ((params[-1][:-3].strip() or "__VA_ARGS__"),)
+            index = {p: i for i, p in enumerate(params)}
+        raw = tuple(raw)
+        for s in raw:
+            # libclang reports comments inside a definition as tokens, and a token that starts a
+            # continued line keeps the backslash-newline in its spelling ('\\\n{').
+            if s[:2] in ("/*", "//") or "\\\n" in s:
+                raw = tuple(x.replace("\\\r\n", "").replace("\\\n", "") for x in raw
+                            if x[:2] not in ("/*", "//"))
+                break
+        self.name, self.params, self.variadic, self.raw, self.index = \
+            name, params, variadic, raw, index
+        self.has_paste = "##" in raw
+        self.statement = not _STATEMENT_ANY.isdisjoint(raw)
         self._toks: tuple[_Tok, ...] | None = None
         self._interned = interned
 
@@ -1332,7 +1349,8 @@ class _Translator:
                     and not keyword.iskeyword(name)):
                 memo = self.object_memo(name)
                 root = memo.root
-                if root is not None and memo.fail is None and not isinstance(_unwrap(root), _Ioctl) \
+                if root is not None and memo.fail is None \
+                        and not isinstance(_unwrap(root), _Ioctl) \
                         and (root.is_str or (root.ctype is not None and not root.ctype.is_pointer)):
                     try:
                         root.value()
@@ -1351,7 +1369,7 @@ class _Translator:
             try:
                 lit = _number(text)
             except _Fail as f:
-                lit = f
+                lit = f.with_traceback(None)
             self.literals[text] = lit
         if isinstance(lit, _Fail):
             raise _Fail(lit.reason, lit.contextual)
@@ -1368,6 +1386,8 @@ class _Translator:
         e = self.enums.get(name)
         if e is not None:
             return _Lit(e[0], e[1])  # inlined: enum constants may not exist in the module
+        if name in _ATTRIBUTE_WORDS:
+            raise _Fail(f"uses {name}", True)
         m = self.table.get(name)
         if called:
             if m is not None:
@@ -1383,7 +1403,7 @@ class _Translator:
             raise _Fail(f"uses {name} without arguments", True)
         if self.is_typedef(name):
             raise _Fail(f"uses type {name} as a value", True)
-        if name in _KEYWORDS or name in _ATTRIBUTE_WORDS or name in _TYPE_WORDS \
+        if name in _KEYWORDS or name in _TYPE_WORDS \
                 or name in _STATEMENT_WORDS or name in _TAGS:
             raise _Fail(f"uses keyword {name}", True)
         raise _Fail(f"references undefined {name}")
@@ -1393,11 +1413,17 @@ class _Translator:
     def prepare(self, roots: Iterable[str]) -> None:
         """Evaluate every macro reachable from ``roots`` after its dependencies (explicit stack)."""
         state: dict[str, int] = {}
+        table = self.table
         for root in roots:
-            if root in state or root not in self.table:
+            if root in state or root not in table:
                 continue
             state[root] = 1
-            stack = [(root, iter(self._deps(root)))]
+            deps = self._deps(root)
+            if not deps:  # the common case (a literal): no stack needed
+                state[root] = 2
+                self._prepare_one(root)
+                continue
+            stack = [(root, iter(deps))]
             while stack:
                 name, it = stack[-1]
                 for d in it:
@@ -1408,14 +1434,17 @@ class _Translator:
                 else:
                     stack.pop()
                     state[name] = 2
-                    if self.table[name].params is None:
-                        self.object_memo(name)
-                    elif self.will_output(name):
-                        self.function_memo(name)
+                    self._prepare_one(name)
+
+    def _prepare_one(self, name: str) -> None:
+        if self.table[name].params is None:
+            self.object_memo(name)
+        elif self.will_output(name):
+            self.function_memo(name)
 
     def _deps(self, name: str) -> list[str]:
         table = self.table  # spellings suffice: literals and punctuators are never macro names
-        return [s for s in dict.fromkeys(table[name].raw) if s in table and s != name]
+        return [s for s in table[name].raw if s in table]
 
     # -- object-like macros
 
@@ -1441,8 +1470,22 @@ class _Translator:
 
     def _fill_object(self, m: _Macro, memo: _ObjMemo) -> None:
         try:
-            if not m.raw:
+            raw = m.raw
+            if not raw:
                 raise _Fail("empty", True)
+            # Fast paths for the bulk of register headers: "0x10", "(0x10)", "31:16".
+            n = len(raw)
+            if n == 1 and _kind_of(raw[0]) == _NUM:
+                memo.root = self.number(raw[0])
+                return
+            if n == 3 and _kind_of(raw[1]) == _NUM:
+                if raw[0] == "(" and raw[2] == ")":
+                    memo.root = self.number(raw[1])
+                    return
+            if n == 3 and raw[1] == ":" and self.opts.bit_ranges and _kind_of(raw[0]) == _NUM \
+                    and _kind_of(raw[2]) == _NUM:
+                memo.rng = (self.number(raw[0]), self.number(raw[2]))
+                return
             if m.statement:
                 raise _Fail("statement body", True)
             # No hide set is needed: ``in_progress`` keeps the name from expanding inside itself.
@@ -1460,7 +1503,7 @@ class _Translator:
                 except _Fail:
                     pass  # an evaluation error only matters where the value is used
         except _Fail as f:
-            memo.fail = f
+            memo.fail = f.with_traceback(None)
 
     @staticmethod
     def _prec_of(expanded: list[_Tok], root: _Node) -> int:
@@ -1537,7 +1580,7 @@ class _Translator:
         try:
             self._fill_function(self.table[name], memo)
         except _Fail as f:
-            memo.fail = f
+            memo.fail = f.with_traceback(None)
         except RecursionError:
             memo.fail = _Fail("expression nested too deeply")
         finally:
@@ -1794,7 +1837,11 @@ class _Translator:
     # -- output
 
     def run(self, macros: Sequence[MacroDef]) -> MacroResult:
-        emitted = [i for i, md in enumerate(macros) if self.emits(md.name)]
+        emit_fn, cache = self._emit_fn, self._emit_cache
+        for md in macros:
+            if md.name not in cache:
+                cache[md.name] = bool(emit_fn(md.name))
+        emitted = [i for i, md in enumerate(macros) if cache[md.name]]
         self.prepare(macros[i].name for i in emitted)
         res = MacroResult()
         for i in emitted:
@@ -1805,26 +1852,30 @@ class _Translator:
                   res: MacroResult) -> None:
         name, loc = md.name, md.loc
         m = self.table[name]
-        what = "macro" if m.params is None else "function-macro"
-
-        def skip(reason: str) -> None:
-            res.skipped.append(ir.Skipped(name, what, reason, loc))
-
-        rule = self.skip_reason(name)
-        if rule is not None:
-            return skip(rule)
-        if self.last[name] != i:
-            later = macros[self.last[name]].loc
-            return skip(f"redefined at {later}" if later else "redefined later")
-        if name in self.wrappers:
-            return skip("range wrapper (transparent)")
-        if m.params is not None:
+        reason = self.skip_reason(name) if self.skip_rules else None
+        if reason is None and self.last[name] != i:
+            last = macros[self.last[name]]
+            same = (last.params, self.table[name].raw) == (md.params, _Macro(
+                name, md.params, md.body, self.interned).raw)
+            reason = f"{'defined again' if same else 'redefined'} at {last.loc or 'a later line'}"
+        if reason is None and name in self.wrappers:
+            reason = "range wrapper (transparent)"
+        if reason is None and m.params is not None:
             fm = self.function_memo(name)
             assert fm is not None
-            if fm.fail is not None:
-                return skip(fm.fail.reason)
-            res.functions.append(ir.MacroFunction(name, fm.params, fm.body, loc))
-            return None
+            if fm.fail is None:
+                res.functions.append(ir.MacroFunction(name, fm.params, fm.body, loc))
+                return
+            reason = fm.fail.reason
+        if reason is None:
+            reason = self._classify_object(name, loc, res)
+        if reason is not None:
+            what = "macro" if m.params is None else "function-macro"
+            res.skipped.append(ir.Skipped(name, what, reason, loc))
+
+    def _classify_object(self, name: str, loc: ir.Location | None,
+                         res: MacroResult) -> str | None:
+        """Append the macro's constant or ioctl; or return why it has none."""
         memo = self.object_memo(name)
         try:
             if memo.fail is not None:
@@ -1849,7 +1900,7 @@ class _Translator:
             v = root.value()
             res.constants.append(ir.Constant(name, _py_literal(v, root.hex), v, loc))
         except _Fail as f:
-            skip(f.reason)
+            return f.reason
         return None
 
 
@@ -1968,4 +2019,12 @@ def translate_macros(macros: Sequence[MacroDef], ctx: MacroContext, opts: MacroO
     When a name is defined more than once, the last definition is the one used (as at the end of
     the unit) and earlier emitted ones are listed as skipped.
     """
-    return _Translator(macros, ctx, opts, emit).run(macros)
+    # The run allocates millions of small objects and almost no garbage cycles; letting the cyclic
+    # collector traverse them over and over cost a third of the time on NVIDIA's headers.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _Translator(macros, ctx, opts, emit).run(macros)
+    finally:
+        if paused:
+            gc.enable()
