@@ -273,10 +273,10 @@ def test_float_valu(asm, ref, rtol):
     got = run(asm, x, y)
     with np.errstate(all="ignore"):
         want = np.asarray(ref(x, y))
-    if want.dtype.kind in "iu" or want.dtype == object:
-        np.testing.assert_array_equal(got, np.array([int(v) & 0xFFFFFFFF for v in want]))
-        return
-    want = want.astype(f32)
+        if want.dtype.kind in "iu" or want.dtype == object:
+            np.testing.assert_array_equal(got, np.array([int(v) & 0xFFFFFFFF for v in want]))
+            return
+        want = want.astype(f32)
     if rtol:
         np.testing.assert_allclose(got.view(f32), want, rtol=rtol)
     else:

@@ -59,7 +59,7 @@ def fma32_exact_product(x: np.ndarray, k: np.float32, c: np.ndarray) -> np.ndarr
     with c) needs the general path.
     """
     p = np.multiply(x, k)
-    if np.abs(x).max(initial=0) * abs(float(k)) > 3.4028234663852886e38:
+    if float(np.abs(x).max(initial=0)) * abs(float(k)) > 3.4028234663852886e38:
         return fma32(x, k, c)
     return np.add(p, c, out=p) if p.shape == np.broadcast_shapes(p.shape, np.shape(c)) \
         else p + c

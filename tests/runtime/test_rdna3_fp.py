@@ -1,0 +1,103 @@
+"""Float helpers of the interpreter: fused multiply-add, the division helpers, class tests."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from runtime.drivers.mock.rdna3 import fp
+
+from .test_rdna3_kernels import round_f32
+
+f32, f64 = np.float32, np.float64
+
+
+@pytest.fixture(autouse=True)
+def _quiet_numpy():
+    # The executor runs these helpers under np.errstate(all="ignore"); so do the tests.
+    with np.errstate(all="ignore"):
+        yield
+
+
+def _exact_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    out = []
+    for x, y, z in zip(a.tolist(), b.tolist(), c.tolist()):
+        q = Fraction(x) * Fraction(y) + Fraction(z)
+        out.append(round_f32(q) if q != 0 else (x * y + z))
+    return np.array(out, dtype=f32)
+
+
+def test_fma32_is_correctly_rounded_on_hard_cases():
+    rng = np.random.default_rng(0)
+    n = 4000
+    a = rng.standard_normal(n).astype(f32)
+    b = rng.standard_normal(n).astype(f32)
+    # c cancels most of a*b or sits just off a rounding midpoint of it: where double rounding
+    # through f64 would go wrong.
+    p = a.astype(f64) * b
+    c = np.empty(n, f32)
+    c[:1000] = (-p[:1000]).astype(f32)
+    c[1000:2000] = (np.ldexp(np.ones(1000), -60) * np.sign(rng.standard_normal(1000))).astype(f32)
+    c[2000:3000] = np.float32(1e-40) * rng.integers(-3, 4, 1000)      # denormal addends
+    c[3000:] = rng.standard_normal(1000).astype(f32) * f32(1e-30)
+    # Products that land exactly on an f32 midpoint: (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24.
+    a[:50], b[:50] = f32(1 + 2**-12), f32(1 + 2**-12)
+    c[:25], c[25:50] = f32(1e-40), f32(-1e-40)
+    got = fp.fma32(a, b, c)
+    np.testing.assert_array_equal(got, _exact_fma(a, b, c))
+    # Plain f64 evaluation really is wrong on some of these (the test has teeth).
+    assert (p.__add__(c).astype(f32) != got).any()
+
+
+def test_fma32_exact_product_fast_path_matches_general():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(5000).astype(f32) * f32(1e3)
+    c = rng.standard_normal(5000).astype(f32)
+    for k in (2.0, -4.0, 1.0):
+        np.testing.assert_array_equal(fp.fma32_exact_product(x, f32(k), c),
+                                      fp.fma32(x, np.full_like(x, f32(k)), c))
+    big = np.array([3e38, -3e38], f32)
+    np.testing.assert_array_equal(fp.fma32_exact_product(big, f32(2), np.array([-3e38, 3e38], f32)),
+                                  np.array([3e38, -3e38], f32))  # the product overflow is undone
+
+
+def _llvm_fdiv32(n: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """LLVM's correctly rounded f32 division (AMDGPU lowerFDIV32) on the interpreter's helpers."""
+    den, _ = fp.div_scale(d, d, n)
+    num, vcc = fp.div_scale(n, d, n)
+    rcp = (f32(1) / den).astype(f32)
+    neg = -den
+    e0 = fp.fma32(neg, rcp, np.full_like(rcp, 1))
+    r1 = fp.fma32(e0, rcp, rcp)
+    q = (num * r1).astype(f32)
+    e1 = fp.fma32(neg, q, num)
+    q1 = fp.fma32(e1, r1, q)
+    e2 = fp.fma32(neg, q1, num)
+    return fp.div_fixup(fp.div_fmas(e2, r1, q1, vcc), d, n)
+
+
+def test_division_sequence_is_correctly_rounded():
+    rng = np.random.default_rng(2)
+    n = rng.standard_normal(3000).astype(f32) * f32(100)
+    d = rng.standard_normal(3000).astype(f32)
+    d[:200] = f32(3e-39) * rng.integers(1, 9, 200)      # denormal divisors
+    n[200:400] = f32(3e38) * np.sign(n[200:400])           # huge quotients
+    d[200:400] = f32(1e-3)
+    n[400:600] = f32(1e-38)                                # tiny quotients
+    d[400:600] = f32(3e3)
+    n[600:610] = [0, 0, np.inf, -np.inf, np.nan, 1, -1, 0, 5, np.inf]
+    d[600:610] = [0, 1, 1, np.inf, 1, 0, -0.0, -2, np.inf, 0]
+    with np.errstate(all="ignore"):
+        want = n / d
+    np.testing.assert_array_equal(_llvm_fdiv32(n, d), want)
+
+
+def test_classify_and_conversions():
+    v = np.array([np.nan, -np.inf, -1.5, -1e-40, -0.0, 0.0, 1e-40, 2.0, np.inf], f32)
+    for bit in range(1, 10):
+        mask = np.uint32(1 << bit)
+        assert fp.classify(v, mask).tolist() == [i == bit - 1 for i in range(9)]
+    got = fp.cvt_int(np.array([np.nan, 1e10, -1e10, -2.7, 2.7], f32), np.int32, -2**31, 2**31 - 1)
+    assert got.tolist() == [0, 2**31 - 1, -2**31, -2, 2]
+    assert fp.fract(np.array([-0.25, np.inf, 3.0], f32)).tolist()[0] == 0.75
