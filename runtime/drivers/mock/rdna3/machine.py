@@ -20,13 +20,13 @@ from .decode import EXEC_LO, NULL
 
 ALL = slice(None)
 SCRATCH_LIMIT_B = 1 << 30
-_SHIFTS = np.arange(32, dtype=np.uint32)
 U32 = np.uint32
 
 
 def unpack_lanes(words: np.ndarray) -> np.ndarray:
     """uint32 [n] → bool [n, 32], bit i of word w → [w, i]."""
-    return ((words[:, None] >> _SHIFTS) & U32(1)).astype(bool)
+    raw = np.ascontiguousarray(words, dtype="<u4").view(np.uint8).reshape(len(words), 4)
+    return np.unpackbits(raw, axis=1, bitorder="little").view(bool)
 
 
 def pack_lanes(mask: np.ndarray) -> np.ndarray:
