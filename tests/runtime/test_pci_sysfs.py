@@ -21,6 +21,7 @@ from typing import Any, Callable
 import pytest
 
 from generated.linux import pci_regs as R
+from runtime.drivers.mock.os import MockOS
 from runtime.drivers.mock.vfio import MockPCIFunction, MockVfio
 from runtime.drivers.pci import (CAP_ID_NAMES, EXT_CAP_ID_NAMES, Capability, ConfigAccessDenied,
                                  PCIAddress, PCIError, PciIds, SysfsPCIDevice, iommu_group_devices,
@@ -232,8 +233,8 @@ def test_real_ids_match_lspci_numeric() -> None:
     seam = RealOS()
     seen = {}
     for line in text.splitlines():
-        m = re.match(r"^(\S+) ([0-9a-f]{4}): ([0-9a-f]{4}):([0-9a-f]{4})(?: \(rev ([0-9a-f]{2})\))?",
-                     line)
+        m = re.match(r"^(\S+) ([0-9a-f]{4}): ([0-9a-f]{4}):([0-9a-f]{4})"
+                     r"(?: \(rev ([0-9a-f]{2})\))?", line)
         if m:
             seen[m.group(1)] = (int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16),
                                 int(m.group(5) or "0", 16))
@@ -390,8 +391,9 @@ def test_mock_sysfs_unprivileged_view() -> None:
 def test_mock_list_cli(machine: Any) -> None:
     mos, _ = machine
     lines: list[str] = []
-    ids = "1002  Advanced Micro Devices, Inc. [AMD/ATI]\n\t744c  Navi 31 [Radeon RX 7900 XT/XTX]\n" \
-          "C 03  Display controller\n\t00  VGA compatible controller\n"
+    ids = ("1002  Advanced Micro Devices, Inc. [AMD/ATI]\n"
+           "\t744c  Navi 31 [Radeon RX 7900 XT/XTX]\n"
+           "C 03  Display controller\n\t00  VGA compatible controller\n")
     mos.sysfs["/usr/share/misc/pci.ids"] = ids
     assert main(["list"], seam=mos, out=lines.append) == 0
     text = "\n".join(lines)
@@ -495,7 +497,7 @@ def test_pci_address_and_ids_parsing() -> None:
 
 
 def test_mock_function_without_express_has_256_bytes() -> None:
-    mos = __import__("runtime.drivers.mock.os", fromlist=["MockOS"]).MockOS()
+    mos = MockOS()
     vfio = MockVfio(mos)
     vfio.add_function(MockPCIFunction("0000:00:1f.3", vendor_id=0x8086, device_id=0x1234,
                                       class_code=0x040300, express=False, msi_vectors=0), 3)
