@@ -536,9 +536,24 @@ def _wrap_code(code: str, ct: CType) -> str:
     return f"({code} & {hex((1 << bits) - 1)})"
 
 
+def _wide_unsigned(known: CType | None) -> CType | None:
+    """The common type of ``known`` and an operand of unknown integer type, where it is certain.
+
+    An unsigned 8-byte operand (``size_t``, ``1UL``) makes the result unsigned long whatever the
+    other integer is (none is wider on LP64), so ``(x) / sizeof(T)`` wraps a negative ``x`` as C
+    does. Otherwise the unknown type decides, and plain Python arithmetic is used.
+    """
+    if known is not None and known.size == 8 and not known.signed and not known.is_float \
+            and not known.is_pointer:
+        return _ULONG
+    return None
+
+
 def _convert_code(code: str, src: CType | None, dst: CType | None) -> str:
-    if src is None or dst is None:
+    if dst is None:
         return code  # a parameter's type is not known: plain Python arithmetic
+    if src is None:
+        return code if dst.is_float else _wrap_code(code, dst)
     if dst.is_float:
         if src.is_float and dst.size < src.size:
             raise _Fail("32-bit float arithmetic on a parameter")
@@ -739,7 +754,13 @@ class _Binary(_Node):
             known = ta or tb
             if known is not None and known.is_float and op in ("%", "&", "|", "^"):
                 raise _Fail(f"'{op}' on a floating-point value")
-            rt = _INT if op in _COMPARE else None
+            if known is not None and known.is_pointer:
+                if op not in _COMPARE:
+                    raise _Fail("pointer arithmetic")
+                common = _PTR
+            else:
+                common = _wide_unsigned(known)
+            rt = _INT if op in _COMPARE else common
         else:
             if ta.is_pointer or tb.is_pointer:
                 if op not in _COMPARE:
@@ -834,6 +855,9 @@ class _Cond(_Node):
                 rt = _PTR
             else:
                 rt = _common(a.ctype, b.ctype)  # C11 6.5.15p5: typed by both branches
+        else:
+            known = a.ctype or b.ctype
+            rt = _PTR if known is not None and known.is_pointer else _wide_unsigned(known)
         super().__init__(rt, is_str=is_str, hex_=a.hex or b.hex,
                          closed=c.closed and a.closed and b.closed, prec=_P_COND)
         self.c, self.a, self.b = c, a, b
@@ -1026,7 +1050,9 @@ class _Parser:
     def expect(self, text: str) -> None:
         t = self.toks[self.pos]
         if t.kind != _PUNCT or t.text != text:
-            raise self.unexpected()
+            if t is _EOF:
+                raise _Fail(f"expected '{text}' at the end", True)
+            raise _Fail(f"expected '{text}' before '{t.text}'", True)
         self.pos += 1
 
     def expression(self) -> _Node:
@@ -1066,6 +1092,9 @@ class _Parser:
             if op in ("+", "-", "~", "!"):
                 self.pos += 1
                 return _Unary(op, self.unary())
+            if op == "(" and self.peek(2).text == ")" and isinstance(self.peek(1).node, _Param) \
+                    and self.peek(3).kind in (_NUM, _CHAR, _STR, _ID, _NODE):
+                raise _Fail("casts to a type passed as a parameter")
             if op == "(" and self.starts_type(1):
                 self.pos += 1
                 tn = self.type_name()
@@ -1647,9 +1676,15 @@ class _Translator:
             if not memo.guarded and len(expanded) != 1 and not _fully_parenthesized(expanded):
                 return None
             try:
-                nodes.append(self.parse_full(expanded))
+                node = self.parse_full(expanded)
             except _Fail:
                 return None  # not a value on its own (a type, a range): expand textually
+            # The callee's Python body knows nothing of its arguments' C types, so only arguments
+            # whose type is unknown anyway (they involve the caller's parameters) go by name;
+            # a typed argument is expanded in place, where its type wraps results as C would.
+            if node.ctype is not None or node.is_str:
+                return None
+            nodes.append(node)
         if len(nodes) != len(memo.params):
             return None
         return _Tok(_NODE, name, node=_Call(name, nodes, memo.ret))

@@ -457,7 +457,7 @@ def test_libclang_comment_and_continuation_tokens() -> None:
     ]
     res = translate_macros(macros, CTX, MacroOptions(bit_ranges=True), lambda n: n != "FIELD")
     assert values(res) == {"SHIFT": 4, "CONT": 3}
-    assert reasons(res) == {"ISBIT": "unexpected ')'", "BLOCK": "statement body"}
+    assert reasons(res) == {"ISBIT": "expected ':' before ')'", "BLOCK": "statement body"}
 
 
 def test_constant_expr_formatting() -> None:
@@ -555,9 +555,17 @@ def test_function_macro_unsigned_typing() -> None:
     res = run("""
         #define DEC(n) (BIT(n) - 2)
         #define BIT(n) (1U << (n))
+        #define TWICE(x) ((x) * 2)
+        #define TYPED_ARG(y) (TWICE(0xffffffffU) + (y))
+        #define PARAM_ARG(y) (TWICE((y) + 1) - 1U)
     """)
     ns = compile_functions(res, REFERENCE_HELPERS)
+    bodies = {f.name: f.body for f in res.functions}
     assert ns["DEC"](0) == 0xFFFFFFFF  # BIT(n) is unsigned int, so the result wraps
+    # A typed argument is expanded in place (TWICE's Python body could not wrap it)...
+    assert "TWICE" not in bodies["TYPED_ARG"] and ns["TYPED_ARG"](0) == 0xFFFFFFFE
+    # ... one whose type depends on a parameter is passed by name.
+    assert "TWICE(" in bodies["PARAM_ARG"] and ns["PARAM_ARG"](1) == 3
 
 
 def test_function_macro_reasons() -> None:
@@ -574,6 +582,8 @@ def test_function_macro_reasons() -> None:
         #define INNER_PASTE(x) CAT3(x, _A)
         #define CAT3(a, b) a ## b
         #define FLOAT32(x) ((float)(x))
+        #define TYPE_CAST(b, t) (((t) 1U) << (b))
+        #define DRF_BASE(drf) (0?drf)
     """)
     assert reasons(res) == {
         "PASTE": "uses ## on a parameter", "STRINGIZE": "uses # on a parameter",
@@ -583,6 +593,8 @@ def test_function_macro_reasons() -> None:
         "SZ": "sizeof of a parameter", "INNER_PASTE": "uses ## on a parameter",
         "CAT3": "uses ## on a parameter",
         "FLOAT32": "32-bit float arithmetic on a parameter",
+        "TYPE_CAST": "casts to a type passed as a parameter",
+        "DRF_BASE": "expected ':' before ')'",
     }
 
 
