@@ -205,6 +205,8 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
     live = t < bx * by * bz
     m.V[0].reshape(n_wg, wpg, 32)[:] = np.where(live, v0, 0).astype(np.uint32)
     m.S[EXEC_LO].reshape(n_wg, wpg)[:] = pack_lanes(live)
+    m.dirty_v.add(0)
+    m.dirty_s.update(range(nxt + 1), (EXEC_LO,))
 
 
 def _batches(lay: Layout, lds_bytes: int) -> int:

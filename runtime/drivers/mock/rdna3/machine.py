@@ -51,14 +51,19 @@ class Machine:
             self._cap_waves = reuse._cap_waves
             self._v_store, self._s_store = reuse._v_store, reuse._s_store
             self._lds_store = reuse._lds_store
-            self._v_store.fill(0)
-            self._s_store.fill(0)
+            # Only registers the previous batch wrote can be non-zero.
+            for r in reuse.dirty_v:
+                self._v_store[r].fill(0)
+            for r in reuse.dirty_s:
+                self._s_store[r].fill(0)
             self._lds_store[:lds_len].fill(0)
         else:
             self._cap_waves = n_waves
             self._v_store = np.zeros((n_vgprs, n_waves, 32), dtype=np.uint32)
             self._s_store = np.zeros((128, n_waves), dtype=np.uint32)
             self._lds_store = np.zeros(lds_len, dtype=np.uint8)
+        self.dirty_v: set[int] = set()
+        self.dirty_s: set[int] = set()
         self.V = self._v_store[:, :n_waves]
         self.S = self._s_store[:, :n_waves]
         self.SCC = np.zeros(n_waves, dtype=bool)
@@ -116,6 +121,7 @@ class Group:
         """uint32 [n]: SGPR r of every wave (packs a lane mask a VALU op left unpacked)."""
         if r in self.dirty:
             self.m.S[r][self.idx] = pack_lanes(self.lanes[r])
+            self.m.dirty_s.add(r)
             self.dirty.discard(r)
         return self.m.S[r][self.idx]
 
@@ -123,6 +129,7 @@ class Group:
         if r == NULL:
             return
         self.m.S[r][self.idx] = val
+        self.m.dirty_s.add(r)
         self.dirty.discard(r)
         if r == EXEC_LO:
             self._load_exec()
@@ -159,6 +166,7 @@ class Group:
     def set_v(self, r: int, val: np.ndarray | np.generic) -> None:
         """Writes the EXEC lanes of VGPR r."""
         plane = self.m.V[r]
+        self.m.dirty_v.add(r)
         if self.exec_full:
             plane[self.idx] = val
         elif isinstance(self.idx, slice):
@@ -172,12 +180,14 @@ class Group:
         """A writable view of VGPR r for computing a result in place (None when the group's
         waves are not a slice of the machine or EXEC is partial: then use set_v)."""
         if self.exec_full and isinstance(self.idx, slice):
+            self.m.dirty_v.add(r)
             return self.m.V[r][self.idx]
         return None
 
     def set_v_lanes(self, r: int, val: np.ndarray, lanes: np.ndarray) -> None:
         """Writes VGPR r in the lanes given (bool [n, 32]), whatever EXEC is."""
         plane = self.m.V[r]
+        self.m.dirty_v.add(r)
         if isinstance(self.idx, slice):
             np.copyto(plane[self.idx], val, where=lanes, casting="unsafe")
         else:

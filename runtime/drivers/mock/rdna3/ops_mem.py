@@ -11,6 +11,8 @@ addresses inside SHARED_APERTURE go to LDS, inside PRIVATE_APERTURE to scratch.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -38,7 +40,50 @@ def _fault(inst: Inst, err: PageFault) -> PageFaultError:
 
 
 # -- lanes → (backing array, byte offsets) -----------------------------------------------------
-Target = list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+@dataclass
+class Span:
+    """Lanes whose bytes lie in one backing array: the byte offsets into `data` are `raw + delta`
+    (shaped like the lanes, or like the lanes `sel` picks), between `lo` and `hi` inclusive.
+    `delta` is applied lazily: slicing (the unit-stride case) never needs it per lane."""
+
+    data: np.ndarray
+    raw: np.ndarray
+    sel: np.ndarray | None
+    lo: int
+    hi: int
+    delta: int = 0
+
+    @property
+    def off(self) -> np.ndarray:
+        if not self.delta:
+            return self.raw
+        if self.raw.dtype == u32:
+            return self.raw + u32(self.delta & 0xFFFFFFFF)  # exact: results fit the mapping
+        return self.raw + self.delta
+
+
+Target = list[Span]
+
+
+@lru_cache(maxsize=32)
+def _ramp(n: int, step: int, dtype: type) -> np.ndarray:
+    r = np.arange(0, n * step, step, dtype=dtype)
+    r.setflags(write=False)
+    return r
+
+
+def _dense(sp: Span, size: int) -> bool:
+    """Whether lane k reads bytes lo + k*size .. (consecutive lanes, consecutive elements): the
+    case of every unit-stride array access, served by slicing instead of gathering."""
+    n = sp.raw.size
+    if sp.hi - sp.lo != size * (n - 1) or sp.lo % 4:
+        return False
+    raw = sp.raw.reshape(-1)
+    first = sp.lo - sp.delta
+    if raw.dtype == u32:
+        rel = raw - u32(first & 0xFFFFFFFF)
+        return bool((rel == _ramp(n, size, u32)).all())
+    return bool((raw - first == _ramp(n, size, np.int64)).all())
 
 
 def _global_target(mem: MockMemory, base: int | None, off: np.ndarray, size: int,
@@ -46,8 +91,8 @@ def _global_target(mem: MockMemory, base: int | None, off: np.ndarray, size: int
     """Where the lanes' bytes live: base + off (base None: `off` holds full uint64 addresses)."""
     if off.size == 0:
         return []
+    lmin, lmax = int(off.min()), int(off.max())
     if base is not None:
-        lmin, lmax = int(off.min()), int(off.max())
         lo = base + lmin
         try:
             data, moff = mem.find(lo, lmax - lmin + size, access)
@@ -55,14 +100,13 @@ def _global_target(mem: MockMemory, base: int | None, off: np.ndarray, size: int
             return _scattered(mem, np.uint64(base & 0xFFFFFFFFFFFFFFFF) + off.astype(u64),
                               size, access)
         # Exact in uint32 arithmetic: every lane's offset into the mapping is below its size.
-        delta = (base - (lo - moff)) & 0xFFFFFFFF
-        return [(data, off + u32(delta), None)]
-    lmin, lmax = int(off.min()), int(off.max())
+        return [Span(data, off, None, moff, moff + lmax - lmin, delta=moff - lmin)]
     try:
         data, moff = mem.find(lmin, lmax - lmin + size, access)
     except PageFault:
         return _scattered(mem, off, size, access)
-    return [(data, (off - u64(lmin)).astype(np.int64) + moff, None)]
+    return [Span(data, (off - u64(lmin)).astype(np.int64), None, moff, moff + lmax - lmin,
+                 delta=moff)]
 
 
 def _scattered(mem: MockMemory, addrs: np.ndarray, size: int, access: str) -> Target:
@@ -84,71 +128,91 @@ def _scattered(mem: MockMemory, addrs: np.ndarray, size: int, access: str) -> Ta
     out: Target = []
     for mi in np.unique(safe):
         sel = (safe == mi).reshape(addrs.shape)
-        out.append((maps[int(mi)].data, (addrs[sel] - u64(maps[int(mi)].va)).astype(np.int64), sel))
+        off = (addrs[sel] - u64(maps[int(mi)].va)).astype(np.int64)
+        out.append(Span(maps[int(mi)].data, off, sel, int(off.min()), int(off.max())))
     return out
 
 
+def _words(data: np.ndarray) -> np.ndarray:
+    return data[:len(data) // 4 * 4].view(u32)
+
+
+def _aligned(sp: Span) -> bool:
+    return sp.lo % 4 == 0 and sp.delta % 4 == 0 and \
+        not int(np.bitwise_or.reduce(sp.raw, axis=None)) & 3
+
+
 def _load_dwords(t: Target, ndw: int, shape: tuple[int, ...]) -> list[np.ndarray]:
+    if len(t) == 1 and t[0].sel is None:
+        return _gather_dwords(t[0], ndw, shape)
     outs = [np.zeros(shape, dtype=u32) for _ in range(ndw)]
-    for data, off, sel in t:
-        vals = _gather_dwords(data, off, ndw)
+    for sp in t:
+        vals = _gather_dwords(sp, ndw, sp.raw.shape)
         for j in range(ndw):
-            if sel is None:
-                outs[j] = vals[j]
-            else:
-                outs[j][sel] = vals[j]
+            outs[j][sp.sel] = vals[j]
     return outs
 
 
-def _gather_dwords(data: np.ndarray, off: np.ndarray, ndw: int) -> list[np.ndarray]:
-    if not np.any(off & 3):
-        d32 = data[:len(data) // 4 * 4].view(u32)
-        idx = off >> 2
-        return [d32[idx]] + [d32[idx + j] for j in range(1, ndw)]
-    raw = data[np.asarray(off, dtype=np.int64)[..., None] + np.arange(4 * ndw)]
+def _gather_dwords(sp: Span, ndw: int, shape: tuple[int, ...]) -> list[np.ndarray]:
+    if _dense(sp, 4 * ndw):
+        start = sp.lo // 4
+        block = _words(sp.data)[start:start + sp.raw.size * ndw].reshape(*shape, ndw)
+        return [block[..., j] for j in range(ndw)]
+    if _aligned(sp):
+        d32 = _words(sp.data)
+        idx = np.right_shift(sp.off, 2, dtype=np.int64)
+        return [np.take(d32, idx + j if j else idx, mode="clip") for j in range(ndw)]
+    raw = sp.data[np.asarray(sp.off, dtype=np.int64)[..., None] + np.arange(4 * ndw)]
     words = np.ascontiguousarray(raw).view(u32)
     return [words[..., j] for j in range(ndw)]
 
 
 def _store_dwords(t: Target, vals: list[np.ndarray]) -> None:
-    for data, off, sel in t:
-        part = vals if sel is None else [v[sel] for v in vals]
-        if not np.any(off & 3):
-            d32 = data[:len(data) // 4 * 4].view(u32)
-            idx = off >> 2
+    for sp in t:
+        part = vals if sp.sel is None else [v[sp.sel] for v in vals]
+        ndw = len(part)
+        if _dense(sp, 4 * ndw):
+            start = sp.lo // 4
+            block = _words(sp.data)[start:start + sp.raw.size * ndw].reshape(-1, ndw)
+            for j, v in enumerate(part):
+                block[:, j] = np.broadcast_to(v, sp.raw.shape).reshape(-1)
+        elif _aligned(sp):
+            d32 = _words(sp.data)
+            idx = np.right_shift(sp.off, 2, dtype=np.int64)
             for j, v in enumerate(part):
                 d32[idx + j if j else idx] = v
         else:
-            raw = np.ascontiguousarray(np.stack(part, axis=-1)).view(np.uint8)
-            data[np.asarray(off, dtype=np.int64)[..., None] + np.arange(raw.shape[-1])] = raw
+            raw = np.ascontiguousarray(np.stack(np.broadcast_arrays(*part), axis=-1)).view(np.uint8)
+            sp.data[np.asarray(sp.off, dtype=np.int64)[..., None] + np.arange(raw.shape[-1])] = raw
 
 
 def _load_sub(t: Target, size: int, signed: bool, shape: tuple[int, ...]) -> np.ndarray:
     out = np.zeros(shape, dtype=u32)
     dt = {(1, False): np.uint8, (1, True): np.int8, (2, False): np.uint16,
           (2, True): np.int16}[(size, signed)]
-    for data, off, sel in t:
-        raw = data[np.asarray(off, dtype=np.int64)[..., None] + np.arange(size)]
+    for sp in t:
+        raw = sp.data[np.asarray(sp.off, dtype=np.int64)[..., None] + np.arange(size)]
         v = np.ascontiguousarray(raw).view(dt)[..., 0].astype(np.int32).view(u32)
-        if sel is None:
+        if sp.sel is None:
             out = v
         else:
-            out[sel] = v
+            out[sp.sel] = v
     return out
 
 
 def _store_sub(t: Target, val: np.ndarray, size: int) -> None:
-    for data, off, sel in t:
-        v = val if sel is None else val[sel]
+    for sp in t:
+        v = val if sp.sel is None else val[sp.sel]
         raw = np.ascontiguousarray(v.astype(u32)).view(np.uint8).reshape(*v.shape, 4)[..., :size]
-        data[np.asarray(off, dtype=np.int64)[..., None] + np.arange(size)] = raw
+        sp.data[np.asarray(sp.off, dtype=np.int64)[..., None] + np.arange(size)] = raw
 
 
 def _atomic(t: Target, op: str, dt: type, src: np.ndarray, cmp: np.ndarray | None,
             want_old: bool, shape: tuple[int, ...]) -> np.ndarray | None:
     out = np.zeros(shape, dtype=dt) if want_old else None
     size = np.dtype(dt).itemsize
-    for data, off, sel in t:
+    for sp in t:
+        data, off, sel = sp.data, sp.off, sp.sel
         if np.any(off % size):
             raise PageFault(0, size, "atomic", "misaligned atomic")
         arr = data[:len(data) // size * size].view(dt)
@@ -342,7 +406,8 @@ def _compile_scratch(inst: Inst) -> Exec:
         if off.size and (off.min() < 0):
             raise PageFault(int(off.min()) & 0xFFFFFFFF, size, "scratch", "negative offset")
         per_lane = g.m.scratch_reserve(int(off.max()) + size if off.size else 0)
-        return [(g.m.scratch, lanes * per_lane + off, None)]
+        flat = lanes * per_lane + off
+        return [Span(g.m.scratch, flat, None, int(flat.min(initial=0)), int(flat.max(initial=0)))]
 
     if kind == "load":
         def load(g: Group) -> None:
@@ -386,7 +451,8 @@ def _ds_target(g: Group, inst: Inst, addr_reg: int, off: int, size: int) -> Targ
             "this dispatch allocated (RSRC2.LDS_SIZE; the compiler leaves it to the runtime)",
             address=inst.addr, instruction=str(inst))
     base = _active(g, m.wave_lds_base[g.idx][:, None])
-    return [(m.lds, a.astype(np.int64) + base, None)]
+    off = a.astype(np.int64) + base
+    return [Span(m.lds, off, None, int(off.min()), int(off.max()))]
 
 
 def compile_ds(inst: Inst) -> Exec:

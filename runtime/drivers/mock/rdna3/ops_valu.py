@@ -92,6 +92,12 @@ def compile_valu(inst: Inst, mask_dead: bool = False) -> Exec:
     cmp = valu_table.compare(name)
     if cmp is not None:
         return _compile_cmp(inst, sig, cmp)
+    return _generic(inst, sig)
+
+
+def _generic(inst: Inst, sig) -> Exec:
+    """Sources → `valu_table` lane function → destination, with VOP3 modifiers."""
+    name = inst.name
     fn = valu_table.TABLE.get(name)
     if fn is None:
         raise _unsupported(inst, f"no semantics for {name}")
@@ -216,12 +222,36 @@ def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
 def _mad64(signed: bool) -> Callable[[Inst, object], Exec]:
     def make(inst: Inst, sig, mask_dead: bool = False) -> Exec:
         r0, r1, r2 = _src_readers(inst, sig.srcs)
-        write = vgpr_writer(inst.f["vdst"], sig.dst)
+        vdst = inst.f["vdst"]
+        write = vgpr_writer(vdst, sig.dst)
         cdst = inst.f["sdst"]
         want_carry = not mask_dead and cdst != 124
+        src2 = inst.f["src2"]
+        plain_c = src2 >= VGPR0 and not inst.f.get("neg")
+        lo_r, hi_r = src2 - VGPR0, src2 - VGPR0 + 1
+
+        def split_run(g: Group, a: np.ndarray, b: np.ndarray) -> None:
+            # Per-wave multiplicands (the index computation group_id * group_size + v0): a
+            # 64-bit add of a per-wave product done as two 32-bit adds with a carry, which
+            # moves half the bytes of the uint64 form.
+            p = a.astype(np.uint64) * b.astype(np.uint64)
+            p_lo = (p & np.uint64(0xFFFFFFFF)).astype(u32)
+            p_hi = (p >> np.uint64(32)).astype(u32)
+            c_lo, c_hi = g.v(lo_r), g.v(hi_r)
+            lo = c_lo + p_lo
+            carry = lo < c_lo
+            hi = c_hi + p_hi
+            hi += carry
+            g.set_v(vdst, lo)
+            g.set_v(vdst + 1, hi)
 
         def run(g: Group) -> None:
-            a, b, c = r0(g), r1(g), r2(g)
+            a, b = r0(g), r1(g)
+            if not signed and plain_c and not want_carry and np.shape(a)[-1:] != (32,) \
+                    and np.shape(b)[-1:] != (32,):
+                split_run(g, a, b)
+                return
+            c = r2(g)
             if signed:
                 p = a.astype(np.int64) * b.astype(np.int64)
                 r = p + c
@@ -365,6 +395,30 @@ def _mbcnt(hi: bool) -> Callable[[Inst, object], Exec]:
     return make
 
 
+def _shift64(inst: Inst, sig) -> Exec:
+    """v_lshlrev_b64 by a constant: two 32-bit shifts instead of building uint64 lanes."""
+    f = inst.f
+    amount = const_bits(f["src0"], "u32", inst.literal)
+    if amount is None or f["src1"] < VGPR0 or f.get("neg") or f.get("abs") or f.get("clamp"):
+        return _generic(inst, sig)
+    k = amount & 63
+    lo_r, hi_r, d = f["src1"] - VGPR0, f["src1"] - VGPR0 + 1, f["vdst"]
+
+    def run(g: Group) -> None:
+        lo, hi = g.v(lo_r), g.v(hi_r)
+        if k == 0:
+            new_lo, new_hi = lo.copy(), hi.copy()
+        elif k < 32:
+            new_hi = hi << u32(k)
+            new_hi |= lo >> u32(32 - k)
+            new_lo = lo << u32(k)
+        else:
+            new_hi, new_lo = lo << u32(k - 32), np.zeros_like(lo)
+        g.set_v(d, new_lo)
+        g.set_v(d + 1, new_hi)
+    return run
+
+
 def _nop(inst: Inst, sig) -> Exec:
     return lambda g: None
 
@@ -383,7 +437,7 @@ _SPECIAL: dict[str, Callable[[Inst, object], Exec]] = {
     "v_readfirstlane_b32": _readfirstlane, "v_readlane_b32": _readlane,
     "v_writelane_b32": _writelane,
     "v_mbcnt_lo_u32_b32": _mbcnt(False), "v_mbcnt_hi_u32_b32": _mbcnt(True),
-    "v_nop": _nop, "v_pipeflush": _nop,
+    "v_nop": _nop, "v_pipeflush": _nop, "v_lshlrev_b64": _shift64,
 }
 
 
