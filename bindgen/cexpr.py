@@ -28,15 +28,24 @@ module imports from ``bindgen.cabi``:
     _c_sext(x, bits)  x wrapped into a signed two's-complement integer of ``bits`` bits (casts to
                       signed types, signed results of ``+ - * <<`` whose type is known).
 
-Unsigned wrapping is written inline as ``(x & 0xffffffff)``. Everything else is listed as skipped
-with a short, specific reason; nothing is dropped silently.
+Unsigned wrapping is written inline as ``(x & 0xffffffff)``. A parameter's C type is unknown (a
+macro is generic), so arithmetic on it is plain Python unless a cast or an operand fixes the type:
+``((NvU32)(x) << 4)`` wraps, ``((x) - 1U)`` with x = 0 gives -1 where C, for an int x, gives
+4294967295. Emitted constants and emitted function macros stay names in function bodies (the
+latter only when the arguments' types are unknown too, since the callee's body could not wrap a
+typed argument as C would); other macros and enum constants are inlined. Everything that cannot
+be translated is listed as skipped with a short, specific reason; nothing is dropped silently.
 
-Cost is linear in the number of macros (NVIDIA's RM headers have ~12,000): every object-like macro
-is expanded, parsed and evaluated once. A later reference to it is replaced by that evaluated node
-wherever this is equivalent to textual expansion (the body is one token or fully parenthesized, or
-its operators bind at least as tightly as those around the reference) and expanded textually
-otherwise. Macros are prepared in dependency order with an explicit stack, so long chains neither
-recurse deeply nor repeat work.
+Cost is linear in the number of macros (NVIDIA's RM headers have ~12,000; ~100,000 with every
+class and control header): every object-like macro is expanded, parsed and evaluated once. A later
+reference to it is replaced by that evaluated node wherever this is equivalent to textual
+expansion (the body is one token or fully parenthesized, or its operators bind at least as tightly
+as those around the reference) and expanded textually otherwise. Macros are prepared in
+dependency order with an explicit stack, so long chains neither recurse deeply nor repeat work.
+Checked against gcc, every integer constant is equal: 71,922 from NVIDIA's SDK headers (all class
+and control headers of open-gpu-kernel-modules) and all of linux/pci_regs.h, vfio.h, stat.h and
+io_uring.h; so are 12,093 of 12,095 calls of those NVIDIA function macros, the other two being
+the ``(x) - 1U`` case above.
 """
 from __future__ import annotations
 
@@ -282,6 +291,8 @@ def tokenize(text: str) -> list[str]:
 
 
 def _kind_of(s: str) -> int:
+    if not s:
+        return _PUNCT  # never produced by a tokenizer; the parser rejects it like a stray '@'
     c = s[0]
     if c == '"' or (s[-1] == '"' and len(s) > 1):
         return _STR
@@ -1251,8 +1262,9 @@ class _Macro:
             # libclang reports comments inside a definition as tokens, and a token that starts a
             # continued line keeps the backslash-newline in its spelling ('\\\n{').
             if s[:2] in ("/*", "//") or "\\\n" in s:
-                raw = tuple(x.replace("\\\r\n", "").replace("\\\n", "") for x in raw
-                            if x[:2] not in ("/*", "//"))
+                cleaned = (x.replace("\\\r\n", "").replace("\\\n", "") for x in raw
+                           if x[:2] not in ("/*", "//"))
+                raw = tuple(x for x in cleaned if x)
                 break
         self.name, self.params, self.variadic, self.raw, self.index = \
             name, params, variadic, raw, index
@@ -2052,7 +2064,8 @@ def translate_macros(macros: Sequence[MacroDef], ctx: MacroContext, opts: MacroO
     * ``skipped``: everything else, with the reason.
 
     When a name is defined more than once, the last definition is the one used (as at the end of
-    the unit) and earlier emitted ones are listed as skipped.
+    the unit) and earlier emitted ones are listed as skipped. ``emit`` is called once per macro
+    name, with macro names only.
     """
     # The run allocates millions of small objects and almost no garbage cycles; letting the cyclic
     # collector traverse them over and over cost a third of the time on NVIDIA's headers.

@@ -16,8 +16,7 @@ from bindgen.cexpr import (
     translate_macros,
 )
 
-U8, S8, U16, U32, S32, U64, S64 = (CType(1, False), CType(1, True), CType(2, False),
-                                   CType(4, False), CType(4, True), CType(8, False), CType(8, True))
+U8, U32, S32, U64 = CType(1, False), CType(4, False), CType(4, True), CType(8, False)
 
 CTX = MacroContext(
     types={
@@ -117,15 +116,14 @@ def _cabi_helpers() -> dict[str, Any]:
 
 @pytest.fixture(params=["reference", "cabi"])
 def helpers(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The stand-ins below (always), and bindgen.cabi's real helpers where they exist."""
+    """The reference stand-ins above (always), and bindgen.cabi's helpers where they exist."""
     return REFERENCE_HELPERS if request.param == "reference" else _cabi_helpers()
 
 
-def compile_functions(res: MacroResult, helpers: dict[str, Any],
-                      consts: dict[str, object] | None = None) -> dict[str, Callable]:
+def compile_functions(res: MacroResult, helpers: dict[str, Any]) -> dict[str, Any]:
     """exec each generated function alone, with the helpers and the emitted constants."""
     ns: dict[str, Any] = dict(helpers)
-    ns.update(values(res) if consts is None else consts)
+    ns.update(values(res))
     for f in res.functions:
         exec(f"def {f.name}({', '.join(f.params)}):\n    return {f.body}\n", ns)
     return ns
