@@ -190,6 +190,7 @@ class _Builder:
         self.keep_names = [re.compile(p) for p in target.keep_names]
         self.exclude = [re.compile(p) for p in target.exclude_names]
         self.file_cache: dict[str, str | None] = {}
+        self.kept_cache: dict[str, bool] = {}
         self.wanted: set[str] = set()  # typedef names reached from kept declarations
         self.wanted_records: set[str] = set()
         self.typedef_cursors: dict[str, ci.Cursor] = {}
@@ -213,7 +214,12 @@ class _Builder:
 
     def kept_file(self, c: ci.Cursor) -> bool:
         s = self.shown(c)
-        return s is not None and any(fnmatch.fnmatch(s, g) for g in self.keep_globs)
+        if s is None:
+            return False
+        hit = self.kept_cache.get(s)
+        if hit is None:
+            hit = self.kept_cache[s] = any(fnmatch.fnmatch(s, g) for g in self.keep_globs)
+        return hit
 
     def kept_name(self, name: str) -> bool:
         if any(p.search(name) for p in self.exclude):
