@@ -24,8 +24,9 @@ import ctypes
 import errno as E
 import os
 import time
+import types
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from generated.linux import pci_regs as R
 from generated.linux import vfio as V
@@ -48,7 +49,7 @@ class InterruptTimeout(HCQError, TimeoutError):
 
 
 # ---------------------------------------------------------------------------------------- ioctls
-_HINTS: dict[tuple[str, int], str] = {
+_HINTS: Mapping[tuple[str, int], str] = types.MappingProxyType({
     ("VFIO_SET_IOMMU", E.EINVAL):
         "attach a group (VFIO_GROUP_SET_CONTAINER) before setting the IOMMU, and set it only once",
     ("VFIO_SET_IOMMU", E.ENODEV):
@@ -84,7 +85,7 @@ _HINTS: dict[tuple[str, int], str] = {
         "an eventfd, or another interrupt mode (INTx, MSI, MSI-X) still enabled: disable it first",
     ("VFIO_DEVICE_SET_IRQS", E.ENOTTY): "only INTx interrupts can be masked and unmasked",
     ("VFIO_DEVICE_GET_REGION_INFO", E.EINVAL): "the device has no such region",
-}
+})
 
 
 def _hint(name: str, err: int) -> str:

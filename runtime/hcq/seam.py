@@ -96,7 +96,8 @@ class OSSeam(ABC):
         """Closes a descriptor from `open` or `eventfd`."""
 
     @abstractmethod
-    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | int | None) -> int:
+    def ioctl(self, fd: int, request: int,
+              arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         """Issues ioctl `request` with the argument struct (read and written in place), or with an
         integer passed by value (`_IO` requests such as VFIO_CHECK_EXTENSION take one); returns the
         ioctl's result (some requests, e.g. VFIO_GROUP_GET_DEVICE_FD, return a new descriptor)."""
@@ -195,7 +196,8 @@ class RealOS(OSSeam):
     def close(self, fd: int) -> None:
         os.close(fd)
 
-    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | int | None) -> int:
+    def ioctl(self, fd: int, request: int,
+              arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         if arg is None:
             return fcntl.ioctl(fd, request, 0)
         if isinstance(arg, int):

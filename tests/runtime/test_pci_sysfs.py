@@ -35,6 +35,7 @@ NOBODY = 65534
 # lspci's names for capabilities (pciutils ls-caps.c, ls-ecaps.c) → (ID, extended). Our walk names
 # capabilities from the generated bindings; these come from lspci, so the two are independent.
 LSPCI_CAP_NAMES: list[tuple[str, int, bool]] = [
+    ("Null", 0x00, False), ("Null", 0x00, True),  # capabilities a hypervisor hides (ID 0)
     ("Power Management version", 0x01, False), ("AGP version", 0x02, False),
     ("Vital Product Data", 0x03, False), ("Slot ID", 0x04, False), ("MSI:", 0x05, False),
     ("CompactPCI hot-swap", 0x06, False), ("PCI-X", 0x07, False), ("HyperTransport", 0x08, False),

@@ -46,8 +46,13 @@ def dev(machine: tuple[MockOS, MockVfio]) -> Iterator[VfioDevice]:
 
 def raw(mos: MockOS, req: Any, fd: int, arg: Any = None) -> tuple[int, Any]:
     """A generated request issued straight at the mock kernel: (result, argument)."""
-    result = []
-    out = req(fd, arg, ioctl=lambda f, r, a: result.append(mos.ioctl(f, r, a)) or result[-1])
+    result: list[int] = []
+
+    def sys_ioctl(f: int, r: int, a: Any) -> int:
+        result.append(mos.ioctl(f, r, a))
+        return result[-1]
+
+    out = req(fd, arg, ioctl=sys_ioctl)
     return result[0], out
 
 

@@ -204,7 +204,8 @@ class MockOS(OSSeam):
             del self._fds[fd]
             f.close()
 
-    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | int | None) -> int:
+    def ioctl(self, fd: int, request: int,
+              arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         with self.lock:
             self.ioctl_count += 1
             f = self.file(fd)
@@ -218,7 +219,7 @@ class MockOS(OSSeam):
                     name = self._request_names.get(req, hex(req))
                     self.log_kernel(f"mock: injected failure of {name}: errno {inj.errno}")
                     raise OSError(inj.errno, os.strerror(inj.errno))
-            # _IO requests (size 0) pass a value or a pointer the driver sizes itself (VFIO's argsz).
+            # _IO requests (size 0) pass a value, or a pointer the driver sizes (VFIO's argsz).
             if (arg is not None and not isinstance(arg, int) and _ioc_size(req)
                     and ctypes.sizeof(arg) != _ioc_size(req)):
                 raise OSError(E.EINVAL, f"ioctl {req:#x}: argument is {ctypes.sizeof(arg)} B, "

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import errno as E
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -94,7 +95,7 @@ def _copy_out(arg: Any, data: bytes, at: int = 0) -> None:
 
 def _offsetofend(struct_type: Any, name: str) -> int:
     f = getattr(struct_type, name)
-    return f.offset + f.size
+    return int(f.offset + f.size)
 
 
 def _cap_chain(caps: list[tuple[int, int, bytes]]) -> bytes:
@@ -582,12 +583,14 @@ class _ContainerFile(MockFile):
         c = self.container
         if request == V.VFIO_GET_API_VERSION:
             return V.VFIO_API_VERSION
+        # Both take their argument by value; a pointer there is just a number no driver knows.
+        value = arg if isinstance(arg, int) else -1
         if request == V.VFIO_CHECK_EXTENSION:
-            return self.machine.check_extension(c, int(arg or 0))
+            return self.machine.check_extension(c, value)
         if request == V.VFIO_SET_IOMMU:
             if not c.groups or c.iommu is not None:
                 raise OSError(E.EINVAL, "VFIO_SET_IOMMU: no group attached, or IOMMU already set")
-            kind = int(arg or 0)
+            kind = value
             if kind not in (V.VFIO_TYPE1_IOMMU, V.VFIO_TYPE1v2_IOMMU):
                 raise OSError(E.ENODEV, f"no IOMMU driver supports type {kind}")
             c.iommu = _Type1(self.machine, kind == V.VFIO_TYPE1v2_IOMMU)
@@ -1117,15 +1120,15 @@ class MockVfio:
         g = self.groups.get(group)
         if g is None:
             g = self.groups[group] = _Group(group)
-            self.os.add_device(f"/dev/vfio/{group}", lambda flags, g=g: self._open_group(g))
+            self.os.add_device(f"/dev/vfio/{group}", functools.partial(self._open_group, g))
         g.functions.append(fn)
         fn.group = g
         self.functions[fn.address] = fn
         self.os.add_device(f"{SYSFS_PCI}/{fn.address}/config",
-                           lambda flags, fn=fn: self._open_sysfs_config(fn, flags))
-        for index, bar in fn.bar_specs.items():
+                           functools.partial(self._open_sysfs_config, fn))
+        for index in fn.bar_specs:
             self.os.add_device(f"{SYSFS_PCI}/{fn.address}/resource{index}",
-                               lambda flags, fn=fn, i=index: self._open_resource(fn, i))
+                               functools.partial(self._open_resource, fn, index))
         self._publish(fn)
         return fn
 
@@ -1185,7 +1188,7 @@ class MockVfio:
         return [(0, lo), (hi, size - hi)]
 
     # ------------------------------------------------------------------ opening
-    def _open_group(self, g: _Group) -> _GroupFile:
+    def _open_group(self, g: _Group, flags: int) -> _GroupFile:
         if not g.vfio_functions():
             # /dev/vfio/N exists only while a function of the group is bound to a VFIO driver.
             raise FileNotFoundError(E.ENOENT, f"No such file or directory: '/dev/vfio/{g.id}'")
@@ -1199,7 +1202,7 @@ class MockVfio:
             raise PermissionError(E.EACCES, f"Permission denied: '{SYSFS_PCI}/{fn.address}/config'")
         return _SysfsConfigFile(self, fn)
 
-    def _open_resource(self, fn: MockPCIFunction, index: int) -> _SysfsResourceFile:
+    def _open_resource(self, fn: MockPCIFunction, index: int, flags: int) -> _SysfsResourceFile:
         if not self.privileged:
             raise PermissionError(E.EACCES, f"Permission denied: '{SYSFS_PCI}/{fn.address}/"
                                             f"resource{index}'")
