@@ -1,0 +1,701 @@
+"""The mock NVIDIA GPU: memory, channels, and a GPFIFO processor that executes host semaphores, the
+copy engine and compute launches, decoding every QMD and checking the fields a driver sets.
+
+Channels run synchronously when their doorbell is rung (the token written at usermode + 0x90):
+each GPFIFO entry between GP_GET and USERD's GP_PUT is fetched from GPU memory and its methods are
+executed in order. A semaphore acquire that is not yet satisfied blocks the channel at that method;
+blocked channels are retried at every doorbell and by a poller thread (a real GPU keeps polling),
+so a CPU store to a signal releases the GPU within a millisecond.
+
+Anything real hardware would reject stops the channel with an RC error, as RM reports one: the
+channel's error notifier (hObjectError) gets info32 = the Xid, status 0xFFFF, and the mock kernel
+log the reason, naming the method or QMD field. Method offsets and QMD field positions come from
+`generated.nv.classes` (the decoder is `runtime.drivers.nv.methods`, shared with error reports).
+
+Kernels are not executed (SASS is not emulated): a test may register a Python model for a program
+address (`register_kernel`), which is then called with the decoded launch; otherwise a launch only
+records what it would have run.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from generated.nv import classes as cl
+from generated.nv import rm_580 as rm
+
+from runtime.drivers.mock.memory import MockMemory, PageFault
+from runtime.drivers.nv.methods import describe_method, fget
+
+if TYPE_CHECKING:
+    from runtime.drivers.mock.nv_rm import MockNVDriver
+
+USERMODE_B = 0x10000
+DOORBELL_B = 0x90
+USERD_GP_GET = 0x88
+USERD_GP_PUT = 0x8C
+XID_GR_EXCEPTION = 13
+XID_MMU_FAULT = 31
+XID_PB_ERROR = 32
+_M32 = 0xFFFFFFFF
+
+# Compute class -> (QMD field prefix, major version, size in bytes, max SM config, SASS version is
+# the GPU's). Independent of the driver's table on purpose: the mock checks what the driver wrote.
+QMD_LAYOUT = {
+    rm.AMPERE_COMPUTE_A: ("NVC6C0_QMDV03_00", 3, 256, 0x1A), rm.AMPERE_COMPUTE_B: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
+    rm.ADA_COMPUTE_A: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
+    rm.HOPPER_COMPUTE_A: ("NVCBC0_QMDV04_00", 4, 384, 58),
+    rm.BLACKWELL_COMPUTE_A: ("NVCEC0_QMDV05_00", 5, 384, 58),
+    rm.BLACKWELL_COMPUTE_B: ("NVCEC0_QMDV05_00", 5, 384, 58),
+}
+COMPUTE_PREFIX = {rm.AMPERE_COMPUTE_A: "NVC6C0", rm.AMPERE_COMPUTE_B: "NVC6C0", rm.ADA_COMPUTE_A:
+                  "NVC6C0", rm.HOPPER_COMPUTE_A: "NVCBC0", rm.BLACKWELL_COMPUTE_A: "NVCEC0",
+                  rm.BLACKWELL_COMPUTE_B: "NVCEC0"}
+COPY_PREFIX = {rm.AMPERE_DMA_COPY_A: "NVC6B5", rm.AMPERE_DMA_COPY_B: "NVC6B5",
+               rm.HOPPER_DMA_COPY_A: "NVC8B5", rm.BLACKWELL_DMA_COPY_A: "NVC9B5",
+               rm.BLACKWELL_DMA_COPY_B: "NVC9B5"}
+# The QMD fields a launch of this runtime may set (anything else non-zero is a driver bug).
+_QMD_ALLOWED = {
+    "QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_VERSION", "QMD_TYPE", "QMD_GROUP_ID",
+    "API_VISIBLE_CALL_LIMIT", "SAMPLER_INDEX", "CWD_MEMBAR_TYPE", "SASS_VERSION",
+    "INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE",
+    "INVALIDATE_TEXTURE_DATA_CACHE", "INVALIDATE_SHADER_DATA_CACHE", "SM_GLOBAL_CACHING_ENABLE",
+    "PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER_SHIFTED4",
+    "PROGRAM_ADDRESS_UPPER_SHIFTED4", "PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED",
+    "PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED", "PROGRAM_PREFETCH_SIZE", "REGISTER_COUNT",
+    "REGISTER_COUNT_V", "BARRIER_COUNT", "SHARED_MEMORY_SIZE", "SHARED_MEMORY_SIZE_SHIFTED7",
+    "MIN_SM_CONFIG_SHARED_MEM_SIZE", "TARGET_SM_CONFIG_SHARED_MEM_SIZE",
+    "MAX_SM_CONFIG_SHARED_MEM_SIZE", "SHADER_LOCAL_MEMORY_HIGH_SIZE",
+    "SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4", "GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH",
+    "CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH", "CTA_THREAD_DIMENSION0",
+    "CTA_THREAD_DIMENSION1", "CTA_THREAD_DIMENSION2", "CONSTANT_BUFFER_ADDR_LOWER",
+    "CONSTANT_BUFFER_ADDR_UPPER", "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
+    "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", "CONSTANT_BUFFER_SIZE_SHIFTED4", "CONSTANT_BUFFER_VALID",
+    "CONSTANT_BUFFER_INVALIDATE", "RELEASE_ENABLE", "RELEASE0_ENABLE",
+    "RELEASE_SEMAPHORE0_ADDR_LOWER", "RELEASE_SEMAPHORE0_ADDR_UPPER",
+    "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", "RELEASE_SEMAPHORE0_PAYLOAD_UPPER", "RELEASE0_ADDRESS_LOWER",
+    "RELEASE0_ADDRESS_UPPER", "RELEASE0_PAYLOAD_LOWER", "RELEASE0_PAYLOAD_UPPER",
+}
+CB0_STACK_POINTER = 0xFFFDC0
+PCAS_ACTIONS_OK = {cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE,
+                   cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE,
+                   cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE}
+
+
+def _round_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+class ChannelFault(Exception):
+    """Something the hardware would reject; `xid` is the robust-channel error it raises."""
+
+    def __init__(self, msg: str, xid: int = XID_PB_ERROR, va: int | None = None) -> None:
+        super().__init__(msg)
+        self.xid, self.va = xid, va
+
+
+class _Blocked(Exception):
+    """A semaphore acquire that is not satisfied yet."""
+
+
+@dataclass
+class Launch:
+    """One decoded launch: what a kernel model receives."""
+
+    gpu: "MockNVGPU"
+    program_va: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_B: int
+    cb0_va: int
+    cb0: bytes
+    qmd: dict[str, int]
+
+    def param(self, offset: int, fmt: str, base: int = 0x210) -> Any:
+        """A parameter from constant bank 0 (`offset` within the parameter block at `base`)."""
+        return struct.unpack_from("<" + fmt, self.cb0, base + offset)[0]
+
+    def array(self, va: int, dtype: Any, count: int) -> np.ndarray:
+        """`count` elements at GPU address `va` as a writable numpy view of GPU memory."""
+        dt = np.dtype(dtype)
+        return self.gpu.mem.view(va, count * dt.itemsize, "kernel access").view(dt)
+
+
+@dataclass
+class MockChannel:
+    """One GPFIFO channel as the GPU sees it."""
+
+    gpu: "MockNVGPU"
+    chid: int
+    handle: int
+    ring: np.ndarray            # u8 backing of the GPFIFO ring (entries * 8 bytes)
+    entries: int
+    userd: np.ndarray           # u8 backing of the channel's USERD page
+    notifier: np.ndarray | None
+    engine_class: int = 0
+    scheduled: bool = False
+    gp_get: int = 0
+    segment: list[int] | None = None
+    seg_pos: int = 0
+    subc_class: dict[int, int] = field(default_factory=dict)
+    faulted: str | None = None
+    blocked: str | None = None
+    # host semaphore state
+    sem: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    # compute state
+    shared_window: int | None = None
+    local_window: int | None = None
+    slm: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # A B NT_A NT_B NT_C
+    pcas_a: int | None = None
+    # copy state
+    ce: dict[str, int] = field(default_factory=dict)
+    methods_run: int = 0
+
+    # ------------------------------------------------------------------ pointers
+    def gp_put(self) -> int:
+        return int(self.userd[USERD_GP_PUT:USERD_GP_PUT + 4].view(np.uint32)[0])
+
+    def _store_get(self) -> None:
+        self.userd[USERD_GP_GET:USERD_GP_GET + 4].view(np.uint32)[0] = self.gp_get
+
+    def describe(self) -> str:
+        state = self.faulted or (f"blocked: {self.blocked}" if self.blocked else "idle")
+        return f"channel {self.chid}: GP_GET {self.gp_get} GP_PUT {self.gp_put()}, {state}"
+
+    # ------------------------------------------------------------------ execution
+    def step(self) -> bool:
+        """Runs what it can; True if anything was consumed."""
+        if self.faulted is not None or not self.scheduled:
+            return False
+        progress = False
+        try:
+            while True:
+                if self.segment is None:
+                    put = self.gp_put()
+                    if put >= self.entries:
+                        raise ChannelFault(f"GP_PUT {put} is outside the {self.entries}-entry ring")
+                    if self.gp_get == put:
+                        return progress
+                    entry = int(self.ring[self.gp_get * 8:self.gp_get * 8 + 8].view(np.uint64)[0])
+                    e1 = entry >> 32
+                    va = fget(cl.NVC56F_GP_ENTRY0_GET, entry & _M32) << 2 \
+                        | fget(cl.NVC56F_GP_ENTRY1_GET_HI, e1) << 32
+                    n = fget(cl.NVC56F_GP_ENTRY1_LENGTH, e1)
+                    if n == 0:
+                        raise ChannelFault(f"GPFIFO entry {self.gp_get} ({entry:#018x}) has length 0")
+                    self.segment = self.gpu.mem.view(va, n * 4, "pushbuffer fetch") \
+                        .view(np.uint32).tolist()
+                    self.seg_pos = 0
+                self._run_segment()
+                self.segment = None
+                self.gp_get = (self.gp_get + 1) % self.entries
+                self._store_get()
+                progress = True
+        except _Blocked as b:
+            self.blocked = str(b)
+            return progress
+        except PageFault as e:
+            self._fault(str(e), XID_MMU_FAULT, e.va)
+        except ChannelFault as e:
+            self._fault(str(e), e.xid, e.va)
+        return progress
+
+    def _fault(self, msg: str, xid: int, va: int | None) -> None:
+        self.faulted = f"channel {self.chid} at GPFIFO entry {self.gp_get}: {msg}"
+        self.gpu.fault(self, self.faulted, xid)
+
+    def _run_segment(self) -> None:
+        seg = self.segment
+        assert seg is not None
+        i = self.seg_pos
+        n = len(seg)
+        while i < n:
+            hdr = seg[i]
+            if hdr == cl.NVC56F_DMA_NOP:
+                i += 1
+                continue
+            op = fget(cl.NVC56F_DMA_SEC_OP, hdr)
+            subc = fget(cl.NVC56F_DMA_INCR_SUBCHANNEL, hdr)
+            mthd = fget(cl.NVC56F_DMA_INCR_ADDRESS, hdr) << 2
+            if op == cl.NVC56F_DMA_SEC_OP_IMMD_DATA_METHOD:
+                data = [fget(cl.NVC56F_DMA_IMMD_DATA, hdr)]
+                step = 0
+            elif op in (cl.NVC56F_DMA_SEC_OP_INC_METHOD, cl.NVC56F_DMA_SEC_OP_NON_INC_METHOD,
+                        cl.NVC56F_DMA_SEC_OP_ONE_INC):
+                count = fget(cl.NVC56F_DMA_INCR_COUNT, hdr)
+                if i + 1 + count > n:
+                    raise ChannelFault(f"method header {hdr:#010x} at dword {i} promises {count} "
+                                       f"dwords, the segment has {n - i - 1} left")
+                data = seg[i + 1:i + 1 + count]
+                step = count
+            else:
+                raise ChannelFault(f"unknown pushbuffer opcode {op} in header {hdr:#010x} at "
+                                   f"dword {i}")
+            # A blocked acquire resumes at its header: re-executing the methods before it in the
+            # same header is harmless for the SEM_* data methods this runtime groups with it.
+            for k, d in enumerate(data):
+                if op == cl.NVC56F_DMA_SEC_OP_INC_METHOD:
+                    m = mthd + 4 * k
+                elif op == cl.NVC56F_DMA_SEC_OP_ONE_INC:
+                    m = mthd + 4 * min(k, 1)
+                else:
+                    m = mthd
+                try:
+                    self._method(subc, m, d)
+                except _Blocked:
+                    self.seg_pos = i
+                    raise
+            self.blocked = None
+            i += 1 + step
+            self.seg_pos = i
+
+    def _method(self, subc: int, mthd: int, data: int) -> None:
+        self.methods_run += 1
+        if mthd < 0x100:
+            self._host(subc, mthd, data)
+            return
+        cls = self.subc_class.get(subc)
+        if cls is None:
+            raise ChannelFault(f"method {mthd:#x} to subchannel {subc}, which has no SET_OBJECT")
+        if cls in COMPUTE_PREFIX:
+            self._compute(cls, mthd, data)
+        elif cls in COPY_PREFIX:
+            self._copy(cls, mthd, data)
+        else:
+            raise ChannelFault(f"class {cls:#x} is not modelled")
+
+    # ------------------------------------------------------------------ host methods
+    def _host(self, subc: int, mthd: int, data: int) -> None:
+        if mthd == cl.NVC56F_SET_OBJECT:
+            cls = fget(cl.NVC56F_SET_OBJECT_NVCLASS, data)
+            if cls != self.engine_class:
+                raise ChannelFault(f"SET_OBJECT {cls:#x} on subchannel {subc}: the channel's engine "
+                                   f"object is class {self.engine_class:#x}")
+            self.subc_class[subc] = cls
+        elif mthd in (cl.NVC56F_SEM_ADDR_LO, cl.NVC56F_SEM_ADDR_HI, cl.NVC56F_SEM_PAYLOAD_LO,
+                      cl.NVC56F_SEM_PAYLOAD_HI):
+            self.sem[(mthd - cl.NVC56F_SEM_ADDR_LO) // 4] = data
+        elif mthd == cl.NVC56F_SEM_EXECUTE:
+            self._sem_execute(data)
+        elif mthd in (cl.NVC56F_NON_STALL_INTERRUPT, cl.NVC56F_WFI):
+            pass
+        else:
+            raise ChannelFault(f"host method {describe_method(None, mthd, data)} is not modelled")
+
+    def _sem_execute(self, data: int) -> None:
+        lo, hi, plo, phi = self.sem
+        va = (fget(cl.NVC56F_SEM_ADDR_HI_OFFSET, hi) << 32) | (fget(cl.NVC56F_SEM_ADDR_LO_OFFSET, lo) << 2)
+        op = fget(cl.NVC56F_SEM_EXECUTE_OPERATION, data)
+        wide = fget(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, data) == cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT
+        if hi >> 25:
+            raise ChannelFault(f"SEM_ADDR_HI {hi:#x} has bits above 24 set")
+        if wide and va % 8:
+            raise ChannelFault(f"64-bit semaphore at {va:#x} is not 8-byte aligned")
+        payload = (phi << 32 | plo) if wide else plo
+        mem = self.gpu.mem
+        if op == cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE:
+            if fget(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, data):
+                if va % 16:
+                    raise ChannelFault(f"timestamped semaphore at {va:#x} is not 16-byte aligned")
+                mem.write_u64(va + 8, self.gpu.clock_ns())
+            if wide:
+                mem.write_u64(va, payload)
+            else:
+                mem.write_u32(va, payload)
+        elif op in (cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ,
+                    cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_STRICT_GEQ):
+            cur = mem.read_u64(va) if wide else mem.read_u32(va)
+            bits = 64 if wide else 32
+            if op == cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ:
+                ok = ((cur - payload) & ((1 << bits) - 1)) < (1 << (bits - 1))
+            else:
+                ok = cur >= payload
+            if not ok:
+                raise _Blocked(f"semaphore acquire at {va:#x}: waiting for >= {payload}, it is {cur}")
+        else:
+            raise ChannelFault(f"SEM_EXECUTE operation {op} is not modelled")
+
+    # ------------------------------------------------------------------ compute
+    def _compute(self, cls: int, mthd: int, data: int) -> None:
+        p = COMPUTE_PREFIX[cls] + "_"
+        c = lambda n: getattr(cl, p + n)  # noqa: E731 - method offsets of this class
+        if mthd == c("SET_SHADER_LOCAL_MEMORY_WINDOW_A"):
+            self.local_window = (data << 32) | ((self.local_window or 0) & _M32)
+        elif mthd == c("SET_SHADER_LOCAL_MEMORY_WINDOW_B"):
+            self.local_window = ((self.local_window or 0) & ~_M32) | data
+        elif mthd == c("SET_SHADER_SHARED_MEMORY_WINDOW_A"):
+            self.shared_window = (data << 32) | ((self.shared_window or 0) & _M32)
+        elif mthd == c("SET_SHADER_SHARED_MEMORY_WINDOW_B"):
+            self.shared_window = ((self.shared_window or 0) & ~_M32) | data
+        elif mthd in (c("SET_SHADER_LOCAL_MEMORY_A"), c("SET_SHADER_LOCAL_MEMORY_B")):
+            self.slm[(mthd - c("SET_SHADER_LOCAL_MEMORY_A")) // 4] = data
+        elif mthd in (c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"),
+                      c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B"),
+                      c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C")):
+            self.slm[2 + (mthd - c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A")) // 4] = data
+        elif mthd in (c("INVALIDATE_SHADER_CACHES_NO_WFI"), c("WAIT_FOR_IDLE")):
+            pass
+        elif mthd == c("SEND_PCAS_A"):
+            self.pcas_a = data
+        elif mthd == c("SEND_SIGNALING_PCAS2_B"):
+            action = fget(getattr(cl, p + "SEND_SIGNALING_PCAS2_B_PCAS_ACTION"), data)
+            if action not in PCAS_ACTIONS_OK:
+                raise ChannelFault(f"SEND_SIGNALING_PCAS2_B action {action} does not schedule a "
+                                   "fresh copy of the QMD")
+            if self.pcas_a is None:
+                raise ChannelFault("SEND_SIGNALING_PCAS2_B without SEND_PCAS_A")
+            self.gpu.launch(self, cls, self.pcas_a << 8)
+            self.pcas_a = None
+        else:
+            raise ChannelFault(f"compute method {describe_method(cls, mthd, data)} is not modelled")
+
+    # ------------------------------------------------------------------ copy engine
+    def _copy(self, cls: int, mthd: int, data: int) -> None:
+        p = COPY_PREFIX[cls] + "_"
+        names = ("OFFSET_IN_UPPER", "OFFSET_IN_LOWER", "OFFSET_OUT_UPPER", "OFFSET_OUT_LOWER",
+                 "LINE_LENGTH_IN", "LINE_COUNT", "PITCH_IN", "PITCH_OUT", "SET_SEMAPHORE_A",
+                 "SET_SEMAPHORE_B", "SET_SEMAPHORE_PAYLOAD", "SET_SEMAPHORE_PAYLOAD_UPPER")
+        for n in names:
+            if getattr(cl, p + n, None) == mthd:
+                self.ce[n] = data
+                return
+        if mthd != getattr(cl, p + "LAUNCH_DMA"):
+            raise ChannelFault(f"copy method {describe_method(cls, mthd, data)} is not modelled")
+        f = lambda n: fget(getattr(cl, p + "LAUNCH_DMA_" + n), data)  # noqa: E731
+        ce = self.ce
+        xfer = f("DATA_TRANSFER_TYPE")
+        if xfer != getattr(cl, p + "LAUNCH_DMA_DATA_TRANSFER_TYPE_NONE"):
+            if f("SRC_MEMORY_LAYOUT") != 1 or f("DST_MEMORY_LAYOUT") != 1:
+                raise ChannelFault("LAUNCH_DMA with a block-linear layout (only pitch is modelled)")
+            if f("SRC_TYPE") or f("DST_TYPE"):
+                raise ChannelFault("LAUNCH_DMA with physical addressing (only virtual is modelled)")
+            for k in ("OFFSET_IN_UPPER", "OFFSET_IN_LOWER", "OFFSET_OUT_UPPER", "OFFSET_OUT_LOWER",
+                      "LINE_LENGTH_IN"):
+                if k not in ce:
+                    raise ChannelFault(f"LAUNCH_DMA before {k} was set")
+            src = (ce["OFFSET_IN_UPPER"] & 0x1FFFFFF) << 32 | ce["OFFSET_IN_LOWER"]
+            dst = (ce["OFFSET_OUT_UPPER"] & 0x1FFFFFF) << 32 | ce["OFFSET_OUT_LOWER"]
+            length = ce["LINE_LENGTH_IN"]
+            lines = ce.get("LINE_COUNT", 1) if f("MULTI_LINE_ENABLE") else 1
+            mem = self.gpu.mem
+            for ln in range(lines):
+                s = src + ln * ce.get("PITCH_IN", 0)
+                d = dst + ln * ce.get("PITCH_OUT", 0)
+                if length:
+                    chunk = mem.view(s, length, "copy read").copy()
+                    mem.view(d, length, "copy write")[:] = chunk
+            self.gpu.copied_B += length * lines
+        sem_type = f("SEMAPHORE_TYPE")
+        if sem_type:
+            va = (ce.get("SET_SEMAPHORE_A", 0) & 0x1FFFFFF) << 32 | ce.get("SET_SEMAPHORE_B", 0)
+            payload = ce.get("SET_SEMAPHORE_PAYLOAD", 0)
+            wide = bool(getattr(cl, p + "LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE", None)) and \
+                f("SEMAPHORE_PAYLOAD_SIZE") == 1
+            if wide:
+                payload |= ce.get("SET_SEMAPHORE_PAYLOAD_UPPER", 0) << 32
+            if va % (16 if sem_type == 2 else 4):
+                raise ChannelFault(f"copy-engine semaphore at {va:#x} is misaligned")
+            mem = self.gpu.mem
+            if sem_type == 2:  # four-word / with timestamp: payload at +0, timestamp at +8
+                mem.write_u64(va + 8, self.gpu.clock_ns())
+            if wide:
+                mem.write_u64(va, payload)
+            else:
+                mem.write_u32(va, payload)
+
+
+class QmdReader:
+    """Reads a QMD of one version with the generated field tables (mock-side, independent of the
+    driver's QMD classes)."""
+
+    def __init__(self, prefix: str, data: bytes) -> None:
+        self.prefix, self.data = prefix, data
+        self.num = int.from_bytes(data, "little")
+
+    def get(self, name: str, index: int | None = None) -> int:
+        f = getattr(cl, f"{self.prefix}_{name}")
+        hi, lo = f(index) if index is not None else f
+        return (self.num >> lo) & ((1 << (hi - lo + 1)) - 1)
+
+    def nonzero(self) -> dict[str, int]:
+        out = {}
+        pre = self.prefix + "_"
+        counts = {"CONSTANT_BUFFER": 8, "RELEASE": 3, "DEPENDENT_QMD": 2, "TPC_DISABLE_MASK": 8}
+        for n in dir(cl):
+            if not n.startswith(pre):
+                continue
+            v = getattr(cl, n)
+            key = n[len(pre):]
+            if isinstance(v, tuple):
+                ranges = [(key, v)]
+            elif callable(v):
+                cnt = next((c for k, c in counts.items() if key.startswith(k)), 1)
+                ranges = [(f"{key}({i})", v(i)) for i in range(cnt)]
+            else:
+                continue
+            for name, (hi, lo) in ranges:
+                if hi < len(self.data) * 8:
+                    val = (self.num >> lo) & ((1 << (hi - lo + 1)) - 1)
+                    if val:
+                        out[name] = val
+        return out
+
+
+@dataclass
+class MockNVGPU:
+    """One NVIDIA GPU of the mock machine (Hopper by default)."""
+
+    driver: "MockNVDriver"
+    index: int
+    vram_B: int
+    sm_version: int = 0x900
+    compute_class: int = rm.HOPPER_COMPUTE_A
+    num_gpcs: int = 8
+    tpc_per_gpc: int = 9
+    sm_per_tpc: int = 2
+    max_warps_per_sm: int = 64
+    mem: MockMemory = field(default_factory=MockMemory)
+    vram_used: int = 0
+    channels: dict[int, MockChannel] = field(default_factory=dict)   # by work-submit token
+    usermode: np.ndarray = field(default_factory=lambda: np.zeros(USERMODE_B, np.uint8))
+    kernels: dict[int, Callable[[Launch], None]] = field(default_factory=dict)
+    launches: list[Launch] = field(default_factory=list)
+    keep_launches: int = 64
+    launch_count: int = 0
+    copied_B: int = 0
+    _poller: threading.Thread | None = None
+
+    @property
+    def uuid(self) -> bytes:
+        return bytes([0x4D, 0x4F, 0x43, 0x4B, self.index]) + bytes(11)
+
+    @property
+    def sass_version(self) -> int:
+        return ((self.sm_version & 0xF00) >> 4) | (self.sm_version & 0xF)
+
+    @staticmethod
+    def clock_ns() -> int:
+        """The GPU's nanosecond timer (semaphore timestamps)."""
+        return time.perf_counter_ns()
+
+    def register_kernel(self, program_va: int, model: Callable[[Launch], None]) -> None:
+        """Runs `model` for every launch of the program whose entry point is at `program_va`."""
+        self.kernels[program_va] = model
+
+    # ------------------------------------------------------------------ doorbell and scheduling
+    def doorbell_rung(self, offset: int, value: int) -> None:
+        """A CPU store into the usermode page; +0x90 is the work-submit doorbell."""
+        if offset % USERMODE_B != DOORBELL_B:
+            self.driver.os.log_kernel(f"mock nvidia{self.index}: usermode store at {offset:#x} "
+                                      f"({value:#x}) ignored")
+            return
+        if value not in self.channels:
+            self.driver.os.log_kernel(f"mock nvidia{self.index}: doorbell with unknown token "
+                                      f"{value:#x}")
+            return
+        self.run()
+
+    def run(self) -> None:
+        """Runs every channel until none can make progress; starts the poller if one is blocked."""
+        progress = True
+        while progress:
+            progress = False
+            for ch in list(self.channels.values()):
+                if ch.step():
+                    progress = True
+        if any(ch.blocked and not ch.faulted for ch in self.channels.values()):
+            self._start_poller()
+
+    def _start_poller(self) -> None:
+        if self._poller is not None and self._poller.is_alive():
+            return
+        lock = self.driver.os.lock
+
+        def poll() -> None:
+            while True:
+                time.sleep(0.0005)
+                with lock:
+                    if not any(ch.blocked and not ch.faulted for ch in self.channels.values()):
+                        self._poller = None
+                        return
+                    self.run_once()
+
+        self._poller = threading.Thread(target=poll, name=f"mock-nvidia{self.index}", daemon=True)
+        self._poller.start()
+
+    def run_once(self) -> None:
+        """One pass over the channels (the poller's step, under the mock's lock)."""
+        progress = True
+        while progress:
+            progress = False
+            for ch in list(self.channels.values()):
+                if ch.step():
+                    progress = True
+
+    # ------------------------------------------------------------------ faults
+    def fault(self, ch: MockChannel, report: str, xid: int) -> None:
+        """Logs a fault and writes the channel's RM error notifier (info32 = Xid, status 0xFFFF)."""
+        self.driver.os.log_kernel(f"NVRM: Xid (mock nvidia{self.index}): {xid}, {report}")
+        if ch.notifier is not None:
+            struct.pack_into("<QIHH", ch.notifier, 0, self.clock_ns(), xid, 0, 0xFFFF)
+
+    # ------------------------------------------------------------------ compute launches
+    def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
+        """Decodes and checks the QMD at `qmd_va`, runs the kernel model, releases semaphores."""
+        prefix, major, size, max_cfg = QMD_LAYOUT[cls]
+        raw = self.mem.view(qmd_va, size, "QMD fetch").tobytes()
+        q = QmdReader(prefix, raw)
+        fields = q.nonzero()
+        bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
+        if bad:
+            raise ChannelFault(f"QMD at {qmd_va:#x} sets fields this runtime must leave zero: "
+                               + ", ".join(f"{k}={fields.get(k, fields.get(k + '(0)', 0)):#x}"
+                                           for k in bad), XID_GR_EXCEPTION)
+        errs = self._check_qmd(ch, q, major, max_cfg)
+        if errs:
+            raise ChannelFault(f"QMD at {qmd_va:#x} rejected: " + "; ".join(errs), XID_GR_EXCEPTION)
+        grid = tuple(q.get(n) for n in (("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT",
+                                          "CTA_RASTER_DEPTH") if major == 3 else
+                                         ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH")))
+        block = tuple(q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3))
+        cb0_va, cb0_size = self._cbuf(q, major, 0)
+        cb0 = self.mem.read(cb0_va, cb0_size)
+        shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if major == 5 else \
+            q.get("SHARED_MEMORY_SIZE")
+        prog = self._program(q, major)
+        launch = Launch(self, prog, grid, block, shared, cb0_va, cb0, fields)  # type: ignore[arg-type]
+        self.launch_count += 1
+        if self.keep_launches:
+            self.launches.append(launch)
+            del self.launches[:-self.keep_launches]
+        model = self.kernels.get(prog)
+        if model is not None:
+            try:
+                model(launch)
+            except PageFault as e:
+                raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
+        if q.get("RELEASE_ENABLE", 0) if major >= 4 else q.get("RELEASE0_ENABLE"):
+            if major >= 4:
+                va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
+                payload = q.get("RELEASE_SEMAPHORE0_PAYLOAD_LOWER")
+            else:
+                va = q.get("RELEASE0_ADDRESS_UPPER") << 32 | q.get("RELEASE0_ADDRESS_LOWER")
+                payload = q.get("RELEASE0_PAYLOAD_LOWER")
+            self.mem.write_u64(va + 8, self.clock_ns())
+            self.mem.write_u32(va, payload)
+
+    @staticmethod
+    def _program(q: QmdReader, major: int) -> int:
+        if major == 5:
+            return (q.get("PROGRAM_ADDRESS_UPPER_SHIFTED4") << 32 | q.get("PROGRAM_ADDRESS_LOWER_SHIFTED4")) << 4
+        return q.get("PROGRAM_ADDRESS_UPPER") << 32 | q.get("PROGRAM_ADDRESS_LOWER")
+
+    @staticmethod
+    def _cbuf(q: QmdReader, major: int, i: int) -> tuple[int, int]:
+        if major == 3:
+            va = q.get("CONSTANT_BUFFER_ADDR_UPPER", i) << 32 | q.get("CONSTANT_BUFFER_ADDR_LOWER", i)
+        else:
+            va = (q.get("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", i) << 32
+                  | q.get("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", i)) << 6
+        return va, q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", i) << 4
+
+    def _check_qmd(self, ch: MockChannel, q: QmdReader, major: int, max_cfg: int) -> list[str]:
+        e: list[str] = []
+
+        def want(cond: bool, msg: str) -> None:
+            if not cond:
+                e.append(msg)
+
+        want(q.get("QMD_MAJOR_VERSION") == major, f"QMD_MAJOR_VERSION {q.get('QMD_MAJOR_VERSION')}, "
+             f"this class takes {major}")
+        if major >= 4:
+            want(q.get("QMD_MINOR_VERSION") == 0, "QMD_MINOR_VERSION must be 0")
+            want(q.get("QMD_TYPE") == getattr(cl, q.prefix + "_QMD_TYPE_GRID_CTA"),
+                 f"QMD_TYPE {q.get('QMD_TYPE')} is not GRID_CTA")
+        else:
+            want(q.get("SM_GLOBAL_CACHING_ENABLE") == 1, "SM_GLOBAL_CACHING_ENABLE must be 1 on V03")
+        want(q.get("SASS_VERSION") == self.sass_version,
+             f"SASS_VERSION {q.get('SASS_VERSION'):#x}, the GPU runs {self.sass_version:#x}")
+        for n, v in (("QMD_GROUP_ID", 0x3F), ("API_VISIBLE_CALL_LIMIT", 1), ("SAMPLER_INDEX", 1),
+                     ("CWD_MEMBAR_TYPE", 1), ("INVALIDATE_TEXTURE_HEADER_CACHE", 1),
+                     ("INVALIDATE_TEXTURE_SAMPLER_CACHE", 1), ("INVALIDATE_TEXTURE_DATA_CACHE", 1),
+                     ("INVALIDATE_SHADER_DATA_CACHE", 1)):
+            want(q.get(n) == v, f"{n} is {q.get(n)}, expected {v}")
+        prog = self._program(q, major)
+        want(prog % 128 == 0, f"program address {prog:#x} is not 128-byte aligned")
+        try:
+            self.mem.find(prog, 16, "program")
+        except PageFault:
+            e.append(f"program address {prog:#x} is not mapped")
+        pf = q.get("PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED") << 32 | q.get("PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED")
+        want(pf == prog >> 8, f"program prefetch address {pf << 8:#x} is not the program's")
+        regs = q.get("REGISTER_COUNT_V") if major == 3 else q.get("REGISTER_COUNT")
+        want(1 <= regs <= 255, f"register count {regs} outside 1..255")
+        want(1 <= q.get("BARRIER_COUNT") <= 16, f"BARRIER_COUNT {q.get('BARRIER_COUNT')} outside 1..16")
+        grid = [q.get(n) for n in (("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH")
+                                   if major == 3 else ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"))]
+        block = [q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3)]
+        want(all(g >= 1 for g in grid), f"grid {grid} has a zero dimension")
+        want(all(b >= 1 for b in block) and block[0] * block[1] * block[2] <= 1024,
+             f"block {block} is empty or has more than 1024 threads")
+        shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if major == 5 else q.get("SHARED_MEMORY_SIZE")
+        lo, tgt, hi = (q.get(f"{n}_SM_CONFIG_SHARED_MEM_SIZE") for n in ("MIN", "TARGET", "MAX"))
+        want(0 < lo <= tgt <= hi <= max_cfg, f"SM config min/target/max {lo}/{tgt}/{hi} (max "
+             f"{max_cfg})")
+        want((tgt - 1) * 4096 >= shared, f"target carveout {(tgt - 1) * 4} KiB < {shared} B of "
+             "shared memory")
+        if major >= 4:
+            want(shared >= 1024, f"shared memory {shared} B leaves no room for the reserved 1 KiB")
+        # constant buffers
+        want(q.get("CONSTANT_BUFFER_VALID", 0) == 1, "constant buffer 0 is not valid")
+        want(q.get("CONSTANT_BUFFER_INVALIDATE", 0) == 1, "constant buffer 0 is not invalidated")
+        for i in range(8):
+            if not q.get("CONSTANT_BUFFER_VALID", i):
+                continue
+            va, size = self._cbuf(q, major, i)
+            want(size > 0, f"constant buffer {i} has size 0")
+            try:
+                self.mem.find(va, max(size, 1), f"constant buffer {i}")
+            except PageFault:
+                e.append(f"constant buffer {i} [{va:#x}, +{size:#x}) is not mapped")
+        cb0_va, cb0_size = self._cbuf(q, major, 0)
+        if cb0_size >= 0x30 and not e:
+            cb0 = self.mem.read(cb0_va, 0x30)
+            bd, gd = struct.unpack_from("<3I", cb0, 0), struct.unpack_from("<3I", cb0, 0xC)
+            want(list(bd) == block, f"cb0 blockDim {bd} != QMD block {block}")
+            want(list(gd) == grid, f"cb0 gridDim {gd} != QMD grid {grid}")
+            sw, lw, sp = struct.unpack_from("<QQI", cb0, 0x18)
+            want(sw == ch.shared_window, f"cb0 shared window {sw:#x} != the channel's "
+                 f"{ch.shared_window}")
+            want(lw == ch.local_window, f"cb0 local window {lw:#x} != the channel's {ch.local_window}")
+            want(sp == CB0_STACK_POINTER, f"cb0 stack pointer {sp:#x}")
+        # windows and local memory
+        want(ch.shared_window is not None and ch.local_window is not None,
+             "launch before SET_SHADER_SHARED/LOCAL_MEMORY_WINDOW")
+        if major >= 4 and ch.shared_window is not None:
+            want(ch.shared_window % (1 << 32) == 0, f"shared window {ch.shared_window:#x} is not 4 GiB "
+                 "aligned (Hopper)")
+        slm = q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4") << 4 if major == 5 else \
+            q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE")
+        if slm:
+            slm_va = ch.slm[0] << 32 | ch.slm[1]
+            per_tpc = ch.slm[2] << 32 | ch.slm[3]
+            need = _round_up(_round_up(slm * 32, 0x200) * self.max_warps_per_sm * self.sm_per_tpc,
+                             0x8000)
+            want(slm_va != 0, f"{slm} B of local memory per thread but no SET_SHADER_LOCAL_MEMORY")
+            want(per_tpc >= need, f"local memory: {per_tpc:#x} B per TPC < {need:#x} needed")
+            if slm_va:
+                try:
+                    self.mem.find(slm_va, per_tpc * self.tpc_per_gpc * self.num_gpcs, "SLM")
+                except PageFault:
+                    e.append(f"shader local memory at {slm_va:#x} is not mapped for all TPCs")
+        # release semaphore
+        if major >= 4 and q.get("RELEASE_ENABLE", 0):
+            va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
+            want(va % 16 == 0 and va != 0, f"release semaphore at {va:#x} is not 16-byte aligned")
+        return e

@@ -1,0 +1,678 @@
+"""NVDevice: an NVIDIA GPU driven through the kernel driver's ioctls alone (RM + UVM), no libcuda.
+
+Bring-up (guide section 6, the sequence tinygrad 0.14 uses, with Hopper's classes):
+ 1. RM client on /dev/nvidiactl; driver version; UVM (two descriptors, INITIALIZE + MM_INITIALIZE).
+ 2. CARD_INFO, /dev/nvidiaN registered with REGISTER_FD; GPU_GET_ID_INFO_V2 for the device instance.
+ 3. NV01_DEVICE_0, NV20_SUBDEVICE_0, NV01_MEMORY_VIRTUAL; GET_CLASSLIST picks the usermode, GPFIFO,
+    compute and copy classes (newest first); usermode page mapped for the doorbell; PERF_BOOST.
+ 4. FERMI_VASPACE_A (page faulting, externally owned: UVM manages it); GID → UUID; UVM registers the
+    GPU and the VA space.
+ 5. KEPLER_CHANNEL_GROUP_A, FERMI_CONTEXT_SHARE_A; per engine a GPFIFO channel (ring and USERD in a
+    write-combined VRAM area, an error notifier in system memory), its engine object, its work-submit
+    token, UVM_REGISTER_CHANNEL; GPFIFO_SCHEDULE enables the group.
+ 6. The compute channel gets its class, shared and local windows; the copy channel its class.
+
+Memory: VRAM is NV01_MEMORY_LOCAL_USER; GTT/HOST (signals, staging) is anonymous host memory pinned
+as NV01_MEMORY_SYSTEM_OS_DESCRIPTOR. Either is mapped to the GPU at an address this driver chooses
+below 2^40 (QMDs and pushbuffers need 40-bit addresses): UVM_CREATE_EXTERNAL_RANGE,
+NV_ESC_RM_MAP_MEMORY_DMA at that fixed offset, UVM_MAP_EXTERNAL_ALLOCATION. VRAM a CPU must see is
+mapped with NV_ESC_RM_MAP_MEMORY + mmap of a fresh registered /dev/nvidiaN descriptor.
+
+Teardown frees in reverse: channels (UVM unregister, engine objects, channel, notifier), context share,
+channel group, every buffer newest first, VA space (UVM first), usermode, virtual memory, subdevice,
+device, UVM GPU, root client, descriptors.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from generated.nv import classes as cl
+from generated.nv import rm_580 as rm
+
+from runtime.drivers.nv.gpfifo import DOORBELL_OFFSET_B, USERD_B, Channel
+from runtime.drivers.nv.methods import METHOD_PREFIX, fval
+from runtime.drivers.nv.program import NVProgram
+from runtime.drivers.nv.qmd import QMD, qmd_class
+from runtime.drivers.nv.queue import NVComputeQueue, NVCopyQueue
+from runtime.drivers.nv.rm import NvRm, RmError
+from runtime.drivers.nv.uvm import Uvm
+from runtime.hcq.device import Device
+from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError
+from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena, round_up
+from runtime.hcq.seam import MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping, OSSeam, \
+    RealOS
+from runtime.hcq.signal import Signal
+
+_NAME = re.compile(r"^(nv|mock-nv)(?::(\d+))?$")
+HUGE_PAGE_B = 2 << 20
+USERMODE_MAP_B = 0x10000          # the usermode (doorbell) region tinygrad maps
+GPFIFO_ENTRIES = 0x10000          # per channel (tinygrad)
+GPFIFO_AREA_B = 0x300000          # both channels' rings and USERD pages
+CHANNEL_UVM_B = 0x4000000         # VA range UVM_REGISTER_CHANNEL maps channel buffers into
+NOTIFIER_B = PAGE_B               # error notifier: NV_CHANNELGPFIFO_NOTIFICATION_TYPE__SIZE_1 x 16 B
+PUSHBUF_B = 2 << 20               # per channel
+# GPU VA heap: everything this driver maps lives in [64 GiB, 1 TiB): below 2^40 for QMD and
+# pushbuffer addresses, above the low range RM may keep for itself (tinygrad starts at 64 GiB too).
+VA_HEAP_BASE = 0x10_0000_0000
+VA_HEAP_END = 0x100_0000_0000
+# Shared and local memory windows (tinygrad's addresses; 4 GiB aligned as Hopper requires) sit far
+# above the heap so no buffer lies inside them (guide section 7: Xid 13).
+SHARED_WINDOW = 0x7294_0000_0000
+LOCAL_WINDOW = 0x7293_0000_0000
+# SEND_SIGNALING_PCAS2_B action: invalidate any cached copy of the QMD, prefetch, copy, schedule
+# (what libcuda uses on H100, guide section 2); tinygrad's PREFETCH_SCHEDULE (9) also works there.
+DEFAULT_PCAS_ACTION = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
+# RM robust-channel error codes (Xid) seen in the error notifier's info32, for reports
+# (src/common/sdk/nvidia/inc/nverror.h; not part of the generated set).
+_XID = {8: "GPU stopped processing (host timeout)", 13: "graphics engine exception (bad launch, "
+        "illegal instruction or address in a kernel)", 31: "GPU memory page fault (MMU fault)",
+        32: "invalid or corrupted push buffer stream", 43: "GPU stopped processing (channel reset)",
+        45: "preemptive cleanup after a previous error", 69: "graphics engine class error",
+        109: "context switch timeout"}
+
+
+class VaHeap:
+    """First-fit GPU virtual-address allocator over [base, end), with alignment."""
+
+    def __init__(self, base: int, end: int) -> None:
+        self.free: list[tuple[int, int]] = [(base, end)]   # sorted, non-adjacent
+
+    def alloc(self, size: int, align: int) -> int:
+        for i, (lo, hi) in enumerate(self.free):
+            start = round_up(lo, align)
+            if start + size <= hi:
+                pieces = [(a, b) for a, b in ((lo, start), (start + size, hi)) if b > a]
+                self.free[i:i + 1] = pieces
+                return start
+        raise HCQMemoryError(f"GPU virtual address space exhausted ({size:#x} B, align {align:#x})")
+
+    def release(self, va: int, size: int) -> None:
+        import bisect
+        i = bisect.bisect_left(self.free, (va, va + size))
+        self.free.insert(i, (va, va + size))
+        # merge with neighbours
+        if i + 1 < len(self.free) and self.free[i][1] == self.free[i + 1][0]:
+            self.free[i:i + 2] = [(self.free[i][0], self.free[i + 1][1])]
+        if i > 0 and self.free[i - 1][1] == self.free[i][0]:
+            self.free[i - 1:i + 1] = [(self.free[i - 1][0], self.free[i][1])]
+
+
+@dataclass
+class NvMem:
+    """What the driver keeps per allocation to undo it."""
+
+    handle: int
+    size: int            # rounded size mapped on the GPU
+    va: int
+    cpu: HostMapping | None
+    host: HostMapping | None   # the pinned anonymous memory behind an OS descriptor
+
+
+class NVAllocator(Allocator):
+    """Device memory: RM objects mapped into the UVM-owned VA space at driver-chosen addresses."""
+
+    device: "NVDevice"
+
+    def _alloc(self, size: int, spec: BufferSpec) -> Buffer:
+        if spec.kind is MemKind.VRAM:
+            return self.alloc_vram(size, spec)
+        return self.alloc_host(size, spec)
+
+    def alloc_vram(self, size: int, spec: BufferSpec, contiguous: bool = False,
+                   map_flags: int = 0) -> Buffer:
+        """VRAM (NV1_MEMORY_USER), with a CPU mapping through BAR1 when `spec.cpu_access`."""
+        dev = self.device
+        page = HUGE_PAGE_B if size >= 8 << 20 and not contiguous else PAGE_B
+        size = round_up(size, page)
+        # tinygrad's attributes (ops_nv.py NVKIface.alloc): image type, 4 KiB or 2 MiB pages.
+        attr = fval(rm.NVOS32_ATTR_PHYSICALITY, rm.NVOS32_ATTR_PHYSICALITY_CONTIGUOUS if contiguous
+                    else rm.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS)
+        attr2 = fval(rm.NVOS32_ATTR2_GPU_CACHEABLE, rm.NVOS32_ATTR2_GPU_CACHEABLE_YES) \
+            | rm.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC
+        if page > PAGE_B:
+            attr |= fval(rm.NVOS32_ATTR_PAGE_SIZE, rm.NVOS32_ATTR_PAGE_SIZE_HUGE)
+            attr2 |= fval(rm.NVOS32_ATTR2_PAGE_SIZE_HUGE, rm.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB)
+        flags = rm.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED | rm.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED \
+            | rm.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE | rm.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT \
+            | rm.NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM
+        params = rm.NV_MEMORY_ALLOCATION_PARAMS(
+            owner=dev.rm.root, type=rm.NVOS32_TYPE_IMAGE, flags=flags, attr=attr, attr2=attr2,
+            format=6, size=size, alignment=page, offset=0, limit=size - 1)
+        try:
+            handle = dev.rm.alloc(dev.nvdevice, rm.NV1_MEMORY_USER, params)
+        except HCQMemoryError as e:
+            raise HCQMemoryError(f"{dev.name}: cannot allocate {size:#x} B of VRAM: {e}") from e
+        mem = NvMem(handle, size, 0, None, None)
+        try:
+            if spec.cpu_access:
+                mem.cpu = dev.map_to_cpu(handle, size, map_flags)
+            mem.va = dev.map_to_gpu(handle, size, page)
+        except BaseException:
+            self._undo(mem)
+            raise
+        return Buffer(dev, mem.va, size, spec, mem.cpu.view if mem.cpu else None, mem)
+
+    def alloc_sysmem(self, size: int) -> Buffer:
+        """RM-owned system memory (NV1_MEMORY_SYSTEM, uncached for the GPU) with a CPU mapping when
+        RM grants one: the channels' error notifiers, which RM itself writes."""
+        dev = self.device
+        size = round_up(size, PAGE_B)
+        attr = fval(rm.NVOS32_ATTR_PHYSICALITY, rm.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS) \
+            | fval(rm.NVOS32_ATTR_LOCATION, rm.NVOS32_ATTR_LOCATION_PCI)
+        attr2 = fval(rm.NVOS32_ATTR2_GPU_CACHEABLE, rm.NVOS32_ATTR2_GPU_CACHEABLE_NO) \
+            | rm.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC
+        flags = rm.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED | rm.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED \
+            | rm.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE | rm.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT
+        params = rm.NV_MEMORY_ALLOCATION_PARAMS(
+            owner=dev.rm.root, type=rm.NVOS32_TYPE_NOTIFIER, flags=flags, attr=attr, attr2=attr2,
+            format=6, size=size, alignment=PAGE_B, offset=0, limit=size - 1)
+        handle = dev.rm.alloc(dev.nvdevice, rm.NV1_MEMORY_SYSTEM, params)
+        mem = NvMem(handle, size, 0, None, None)
+        try:
+            try:
+                mem.cpu = dev.map_to_cpu(handle, size, 0, ctl=True)
+            except (RmError, OSError):
+                mem.cpu = None  # fault reports then rely on timeouts alone
+            mem.va = dev.map_to_gpu(handle, size, PAGE_B)
+        except BaseException:
+            self._undo(mem)
+            raise
+        spec = BufferSpec(MemKind.GTT, mem.cpu is not None, True)
+        return self.track(Buffer(dev, mem.va, size, spec, mem.cpu.view if mem.cpu else None, mem))
+
+    def track(self, buf: Buffer) -> Buffer:
+        """Registers a buffer made by one of the special allocation paths as live (freed with the
+        others by `release_all`)."""
+        self._live[id(buf)] = buf
+        self.bytes_in_use += buf.size
+        return buf
+
+    def alloc_host(self, size: int, spec: BufferSpec) -> Buffer:
+        """Anonymous host memory pinned as an OS descriptor: CPU-cached, snooped by the GPU."""
+        dev = self.device
+        size = round_up(size, PAGE_B)
+        host = dev.os.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
+        flags = fval(rm.NVOS02_FLAGS_PHYSICALITY, rm.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS) \
+            | fval(rm.NVOS02_FLAGS_COHERENCY, rm.NVOS02_FLAGS_COHERENCY_CACHED) \
+            | fval(rm.NVOS02_FLAGS_MAPPING, rm.NVOS02_FLAGS_MAPPING_NO_MAP)
+        try:
+            handle = dev.rm.alloc_os_descriptor(dev.fd_dev, dev.nvdevice, host.addr, size, flags)
+        except BaseException:
+            dev.os.munmap(host)
+            raise
+        mem = NvMem(handle, size, 0, None, host)
+        try:
+            mem.va = dev.map_to_gpu(handle, size, PAGE_B)
+        except BaseException:
+            self._undo(mem)
+            raise
+        return Buffer(dev, mem.va, size, spec, host.view, mem)
+
+    def _free(self, buf: Buffer) -> None:
+        mem: NvMem = buf.handle
+        try:
+            if mem.va:
+                self.device.uvm.free(mem.va, mem.size)
+                self.device.va_heap.release(mem.va, mem.size)
+                mem.va = 0
+        finally:
+            self._undo(mem)
+
+    def _undo(self, mem: NvMem) -> None:
+        dev = self.device
+        try:
+            if mem.va:
+                dev.uvm.free(mem.va, mem.size)
+                dev.va_heap.release(mem.va, mem.size)
+                mem.va = 0
+        finally:
+            try:
+                if mem.cpu is not None:
+                    dev.os.munmap(mem.cpu)
+                    mem.cpu = None
+            finally:
+                try:
+                    if mem.handle in dev.rm.objects:
+                        dev.rm.free(mem.handle)
+                finally:
+                    if mem.host is not None:
+                        dev.os.munmap(mem.host)
+                        mem.host = None
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What GR_GET_INFO reports (litter values: the chip's full configuration)."""
+
+    sm_version: int
+    num_gpcs: int
+    tpc_per_gpc: int
+    sm_per_tpc: int
+    max_warps_per_sm: int
+
+
+def _pick(available: set[int], prefs: tuple[str, ...], what: str) -> int:
+    for name in prefs:
+        v = getattr(rm, name)
+        if v in available:
+            return v
+    raise DeviceNotFound(f"the GPU offers none of the {what} classes this runtime drives "
+                         f"({', '.join(prefs)})")
+
+
+class NVDevice(Device):
+    """An NVIDIA GPU through RM and UVM. Names: "nv:N" (a real GPU), "mock-nv:N" (the mock GPU), or
+    any name with an explicit `os` seam (a `NvMockOS` a test prepared).
+
+    `pcas_action`: the SEND_SIGNALING_PCAS2_B action launches use (see DEFAULT_PCAS_ACTION)."""
+
+    def __init__(self, name: str = "nv:0", *, os: OSSeam | None = None,
+                 pcas_action: int = DEFAULT_PCAS_ACTION, **kwargs: Any) -> None:
+        m = _NAME.match(name)
+        if m is None:
+            raise DeviceNotFound(f"{name!r} is not an NVIDIA device name (nv:N or mock-nv:N)")
+        index = int(m.group(2) or 0)
+        if os is None:
+            if m.group(1) == "mock-nv":
+                from runtime.drivers.mock.nv_rm import NvMockOS  # the mock is chosen by name, here
+                os = NvMockOS.with_nv_gpus(index + 1)
+            else:
+                os = RealOS()
+        super().__init__(name, **kwargs)
+        self.os = os
+        self.pcas_action = pcas_action
+        self.clock_hz = 1e9  # semaphore timestamps are the GPU's nanosecond timer
+        self.rm: NvRm = None  # type: ignore[assignment]
+        self.uvm: Uvm = None  # type: ignore[assignment]
+        self.fd_dev = -1
+        self.nvdevice = self.subdevice = self.virtmem = self.vaspace = 0
+        self.usermode = self.channel_group = self.ctxshare = 0
+        self.usermode_map: HostMapping | None = None
+        self.uuid = b""
+        self._uvm_gpu = self._uvm_vaspace = False
+        self.va_heap = VaHeap(VA_HEAP_BASE, VA_HEAP_END)
+        self.channels: list[Channel] = []
+        self._channel_objects: list[tuple[int, list[int], bool]] = []  # (channel, engine objs, uvm)
+        self._channel_uvm: dict[int, int] = {}  # channel -> base of its UVM_REGISTER_CHANNEL range
+        self.compute_channel: Channel = None  # type: ignore[assignment]
+        self.copy_channel: Channel = None  # type: ignore[assignment]
+        self.shared_window, self.local_window = SHARED_WINDOW, LOCAL_WINDOW
+        self.slm_per_thread = 0
+        self._slm: Buffer | None = None
+        self._debugger = 0
+        self.driver_version = ""
+        try:
+            self._open(index)
+        except BaseException:
+            try:
+                self._release_hw()
+            finally:
+                self.closed = True
+            raise
+
+    # ------------------------------------------------------------------ bring-up
+    def _open(self, index: int) -> None:
+        self.rm = NvRm(self.os)
+        ver = self.rm.control(self.rm.root, rm.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
+                              rm.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
+        self.driver_version = bytes(ver.driverVersionBuffer).split(b"\0")[0].decode(errors="replace")
+        self.uvm = Uvm(self.os, self.rm.fd_ctl)
+        cards = self.rm.card_info()
+        if index >= len(cards):
+            raise DeviceNotFound(f"{self.name}: only {len(cards)} NVIDIA GPU(s) present")
+        card = cards[index]
+        self.minor = card.minor_number
+        self.fd_dev = self.rm.open_gpu_fd(self.minor)
+        info = self.rm.control(self.rm.root, rm.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
+                               rm.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=card.gpu_id))
+        r = self.rm
+        self.nvdevice = r.alloc(r.root, rm.NV01_DEVICE_0, rm.NV0080_ALLOC_PARAMETERS(
+            deviceId=info.deviceInstance, hClientShare=r.root,
+            vaMode=rm.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES))
+        self.subdevice = r.alloc(self.nvdevice, rm.NV20_SUBDEVICE_0, rm.NV2080_ALLOC_PARAMETERS())
+        self.virtmem = r.alloc(self.nvdevice, rm.NV01_MEMORY_VIRTUAL,
+                               rm.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0x1FFFFFFFFFFFF))
+        classes = self._class_list()
+        self.usermode_class = _pick(classes, ("HOPPER_USERMODE_A", "AMPERE_USERMODE_A"), "usermode")
+        self.gpfifo_class = _pick(classes, ("BLACKWELL_CHANNEL_GPFIFO_A", "HOPPER_CHANNEL_GPFIFO_A",
+                                            "AMPERE_CHANNEL_GPFIFO_A"), "GPFIFO channel")
+        self.compute_class = _pick(classes, ("BLACKWELL_COMPUTE_B", "BLACKWELL_COMPUTE_A",
+                                             "HOPPER_COMPUTE_A", "ADA_COMPUTE_A", "AMPERE_COMPUTE_B",
+                                             "AMPERE_COMPUTE_A"), "compute")
+        self.dma_class = _pick(classes, ("BLACKWELL_DMA_COPY_B", "BLACKWELL_DMA_COPY_A",
+                                         "HOPPER_DMA_COPY_A", "AMPERE_DMA_COPY_B",
+                                         "AMPERE_DMA_COPY_A"), "copy")
+        if self.compute_class not in METHOD_PREFIX or self.dma_class not in METHOD_PREFIX:
+            raise DeviceNotFound(f"{self.name}: no method table for the chosen classes")
+        self.qmd_class: type[QMD] = qmd_class(self.compute_class)
+        self.usermode = r.alloc(self.subdevice, self.usermode_class)
+        self.usermode_map = self._map_fd_memory(self.usermode, USERMODE_MAP_B, 0, ctl=False)
+        try:  # clocks to maximum for compute, as CUDA and tinygrad ask; refusal is harmless
+            r.control(self.subdevice, rm.NV2080_CTRL_CMD_PERF_BOOST, rm.NV2080_CTRL_PERF_BOOST_PARAMS(
+                duration=0xFFFFFFFF,
+                flags=fval(rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA, rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES)
+                | fval(rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY,
+                       rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH)
+                | rm.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX))
+        except RmError:
+            pass
+        self.vaspace = r.alloc(self.nvdevice, rm.FERMI_VASPACE_A, rm.NV_VASPACE_ALLOCATION_PARAMETERS(
+            vaBase=0x1000, vaSize=0x1FFFFFB000000,
+            flags=rm.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING
+            | rm.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED))
+        gid = r.control(self.subdevice, rm.NV2080_CTRL_CMD_GPU_GET_GID_INFO,
+                        rm.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
+                            flags=rm.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY, length=16))
+        self.uuid = bytes(gid.data[:16])
+        self.uvm.register_gpu(self.uuid)
+        self._uvm_gpu = True
+        self.uvm.register_gpu_vaspace(self.uuid, r.root, self.vaspace)
+        self._uvm_vaspace = True
+        self.gpu = self._gr_info()
+        self.sm = decode_sm_version(self.gpu.sm_version)
+        self.arch = f"sm_{self.sm}"
+        self.sass_version = ((self.gpu.sm_version & 0xF00) >> 4) | (self.gpu.sm_version & 0xF)
+        self.default_param_base = 0x210 if self.sm >= 90 else 0x160
+        # -- memory is usable from here on
+        alloc = NVAllocator(self)
+        self.allocator = alloc
+        self.channel_group = r.alloc(self.nvdevice, rm.KEPLER_CHANNEL_GROUP_A,
+                                     rm.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
+                                         engineType=rm.NV2080_ENGINE_TYPE_GRAPHICS))
+        # GPFIFO rings and USERD: contiguous VRAM, write-combined for the CPU (tinygrad's choice).
+        self.gpfifo_area = alloc.track(alloc.alloc_vram(
+            GPFIFO_AREA_B, BufferSpec(MemKind.VRAM, cpu_access=True), contiguous=True,
+            map_flags=fval(rm.NVOS33_FLAGS_CACHING_TYPE, rm.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED)))
+        self.ctxshare = r.alloc(self.channel_group, rm.FERMI_CONTEXT_SHARE_A,
+                                rm.NV_CTXSHARE_ALLOCATION_PARAMETERS(
+                                    hVASpace=self.vaspace,
+                                    flags=rm.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC))
+        # Signals need the core's pool, which needs the allocator: set up the core now.
+        self._init_core(alloc)
+        self.compute_channel = self._new_channel("compute", 0, self.compute_class, 1)
+        self.copy_channel = self._new_channel("copy", 0x100000, self.dma_class, 4)
+        r.control(self.channel_group, rm.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE,
+                  rm.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))
+        v = self.next_timeline()
+        NVComputeQueue(self).setup(compute_class=self.compute_class,
+                                   shared_window=self.shared_window,
+                                   local_window=self.local_window).signal(self.timeline_signal, v) \
+            .submit()
+        v = self.next_timeline()
+        NVCopyQueue(self).wait(self.timeline_signal, v - 1).setup(copy_class=self.dma_class) \
+            .signal(self.timeline_signal, v).submit()
+        self.synchronize()
+
+    def _class_list(self) -> set[int]:
+        r = self.rm
+        n = r.control(self.nvdevice, rm.NV0080_CTRL_CMD_GPU_GET_CLASSLIST,
+                      rm.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS(numClasses=0)).numClasses
+        buf = (ctypes.c_uint32 * max(n, 1))()
+        p = r.control(self.nvdevice, rm.NV0080_CTRL_CMD_GPU_GET_CLASSLIST,
+                      rm.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS(numClasses=n,
+                                                              classList=ctypes.addressof(buf)))
+        return set(buf[:p.numClasses])
+
+    def _gr_info(self) -> GpuInfo:
+        idx = (rm.NV2080_CTRL_GR_INFO_INDEX_SM_VERSION, rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS,
+               rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC,
+               rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC,
+               rm.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM)
+        infos = (rm.NV2080_CTRL_GR_INFO * len(idx))(*[rm.NV2080_CTRL_GR_INFO(index=i) for i in idx])
+        self.rm.control(self.subdevice, rm.NV2080_CTRL_CMD_GR_GET_INFO,
+                        rm.NV2080_CTRL_GR_GET_INFO_PARAMS(grInfoListSize=len(idx),
+                                                          grInfoList=ctypes.addressof(infos)))
+        return GpuInfo(*(x.data for x in infos))
+
+    def _new_channel(self, name: str, offset: int, engine_class: int, subc: int) -> Channel:
+        r, area = self.rm, self.gpfifo_area
+        alloc: NVAllocator = self.allocator  # type: ignore[assignment]
+        notifier = alloc.alloc_sysmem(NOTIFIER_B)
+        userd_off = offset + GPFIFO_ENTRIES * 8
+        area_mem = area.handle
+        params = rm.NV_CHANNELGPFIFO_ALLOCATION_PARAMETERS(
+            gpFifoOffset=area.va + offset, gpFifoEntries=GPFIFO_ENTRIES,
+            hContextShare=self.ctxshare, hObjectError=notifier.handle.handle,
+            hObjectBuffer=area_mem.handle)
+        params.hUserdMemory[0] = area_mem.handle
+        params.userdOffset[0] = userd_off
+        handle = r.alloc(self.channel_group, self.gpfifo_class, params)
+        objs: list[int] = []
+        entry = (handle, objs, False)
+        self._channel_objects.append(entry)
+        objs.append(r.alloc(handle, engine_class))
+        token = r.control(handle, rm.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
+                          rm.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS(
+                              workSubmitToken=0xFFFFFFFF)).workSubmitToken
+        uvm_base = self.va_heap.alloc(CHANNEL_UVM_B, HUGE_PAGE_B)
+        try:
+            self.uvm.register_channel(self.uuid, r.root, handle, uvm_base, CHANNEL_UVM_B)
+        except BaseException:
+            self.va_heap.release(uvm_base, CHANNEL_UVM_B)
+            raise
+        self._channel_objects[-1] = (handle, objs, True)
+        self._channel_uvm[handle] = uvm_base
+        view = area.cpu_view()
+        pushbuf = self.alloc(PUSHBUF_B, kind=MemKind.VRAM, cpu_access=True)
+        progress = self.new_signal(0)
+        assert self.usermode_map is not None
+        bell = self.os.doorbell(self.usermode_map, DOORBELL_OFFSET_B, 4)
+        ch = Channel(self, name, handle, engine_class, subc, view[offset:offset + GPFIFO_ENTRIES * 8],
+                     GPFIFO_ENTRIES, view[userd_off:userd_off + USERD_B], token, bell, pushbuf,
+                     progress)
+        ch.notifier = notifier
+        if notifier.view is not None:
+            ch.error_notifier = notifier.view[:16]
+        self.channels.append(ch)
+        return ch
+
+    # ------------------------------------------------------------------ mappings (used by the allocator)
+    def _map_fd_memory(self, memory: int, size: int, flags: int, ctl: bool) -> HostMapping:
+        """NV_ESC_RM_MAP_MEMORY into a fresh descriptor (registered /dev/nvidiaN, or /dev/nvidiactl
+        for RM system memory), then mmap of it; the descriptor is closed after the mmap."""
+        if ctl:
+            fd = self.os.open("/dev/nvidiactl", os.O_RDWR)
+        else:
+            fd = self.rm.open_gpu_fd(self.minor)
+        try:
+            self.rm.map_memory_cpu(self.nvdevice, memory, size, fd, flags)
+            return self.os.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+        finally:
+            self.os.close(fd)
+
+    def map_to_cpu(self, memory: int, size: int, flags: int = 0, ctl: bool = False) -> HostMapping:
+        """A CPU mapping of RM memory `memory` (BAR1 for VRAM)."""
+        return self._map_fd_memory(memory, size, flags, ctl)
+
+    def map_to_gpu(self, memory: int, size: int, page: int) -> int:
+        """Maps RM memory at a fresh GPU address: UVM range, RM DMA mapping, UVM mapping."""
+        va = self.va_heap.alloc(size, max(page, PAGE_B))
+        try:
+            self.uvm.create_external_range(va, size)
+        except BaseException:
+            self.va_heap.release(va, size)
+            raise
+        try:
+            flags = fval(rm.NVOS46_FLAGS_PAGE_SIZE, rm.NVOS46_FLAGS_PAGE_SIZE_4KB) \
+                | fval(rm.NVOS46_FLAGS_CACHE_SNOOP, rm.NVOS46_FLAGS_CACHE_SNOOP_ENABLE) \
+                | fval(rm.NVOS46_FLAGS_DMA_OFFSET_FIXED, rm.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE)
+            self.rm.map_memory_dma(self.nvdevice, self.virtmem, memory, size, va, flags)
+            self.uvm.map_external_allocation(va, size, self.rm.root, memory, self.uuid)
+        except BaseException:
+            self.uvm.free(va, size)
+            self.va_heap.release(va, size)
+            raise
+        return va
+
+    # ------------------------------------------------------------------ Device API
+    def compute_queue(self) -> NVComputeQueue:
+        """A new command builder for the compute channel."""
+        return NVComputeQueue(self)
+
+    def copy_queue(self) -> NVCopyQueue:
+        """A new command builder for the copy channel."""
+        return NVCopyQueue(self)
+
+    def program(self, lib: bytes, name: str, dynamic_smem_B: int = 0) -> NVProgram:
+        """Loads kernel `name` of a cubin (`dynamic_smem_B`: dynamic shared memory per launch)."""
+        self.check_usable()
+        return NVProgram(self, lib, name, dynamic_smem_B)
+
+    def _make_compiler(self) -> Any:
+        from runtime.drivers.nv.compiler import NVCompiler
+        return NVCompiler(self.arch)
+
+    def _kernarg_arena(self) -> RingArena:
+        # Launch blocks (constant bank 0 and the QMD) live in VRAM the CPU writes through BAR1, as
+        # tinygrad keeps its kernel arguments: the GPU reads them without crossing the bus.
+        if self._arena is None:
+            self._arena = RingArena(self.alloc(self.kernarg_arena_B, kind=MemKind.VRAM,
+                                               cpu_access=True))
+        return self._arena
+
+    def ensure_local_memory(self, per_thread_B: int) -> None:
+        """Makes the shader local memory (SLM) cover `per_thread_B` bytes per thread for every
+        thread the GPU can hold (tinygrad's sizing: per TPC, rounded to 32 KiB)."""
+        if per_thread_B <= self.slm_per_thread:
+            return
+        g = self.gpu
+        per_thread = round_up(per_thread_B, 32)
+        bytes_per_tpc = round_up(round_up(per_thread * 32, 0x200) * g.max_warps_per_sm
+                                 * g.sm_per_tpc, 0x8000)
+        total = round_up(bytes_per_tpc * g.tpc_per_gpc * g.num_gpcs, 0x20000)
+        new = self.alloc(total, kind=MemKind.VRAM)
+        v = self.next_timeline()
+        NVComputeQueue(self).wait(self.timeline_signal, v - 1) \
+            .set_local_memory(new.va, bytes_per_tpc, 0xFF).signal(self.timeline_signal, v).submit()
+        self.synchronize()
+        old, self._slm, self.slm_per_thread = self._slm, new, per_thread
+        if old is not None:
+            self.free(old)
+
+    # ------------------------------------------------------------------ waiting and faults
+    def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
+        # No interrupt-driven wait yet: poll with short sleeps (the mock GPU progresses on its own).
+        time.sleep(min(timeout_ms, 0.05) / 1000.0)
+
+    def _poll_fault(self) -> DeviceFault | None:
+        for ch in self.channels:
+            err = ch.error()
+            if err is None:
+                continue
+            info32, info16, status = err
+            what = _XID.get(info32, "unknown error")
+            report = [f"{ch.name} channel: RM error notifier: Xid {info32} ({what}), "
+                      f"info16 {info16:#x}, status {status:#x}"]
+            report += self._sm_errors()
+            log = self.os.kernel_log()
+            if log:
+                report.append("kernel log:\n  " + "\n  ".join(log[-20:]))
+            report.append(self.describe_state())
+            return DeviceFault(self.name, "\n".join(report))
+        return None
+
+    def _sm_errors(self) -> list[str]:
+        """SM error states through a GT200_DEBUGGER object (made on first use), best effort."""
+        try:
+            if not self._debugger:
+                self._debugger = self.rm.alloc(self.nvdevice, rm.GT200_DEBUGGER,
+                                               rm.NV83DE_ALLOC_PARAMETERS(
+                                                   hAppClient=self.rm.root,
+                                                   hClass3dObject=self._channel_objects[0][1][0]))
+            p = self.rm.control(self._debugger, rm.NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES,
+                                rm.NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS(
+                                    hTargetChannel=self.compute_channel.handle, numSMsToRead=100))
+        except (HCQError, IndexError, AttributeError) as e:
+            return [f"(SM error states unavailable: {e})"]
+        out = []
+        for i, e in enumerate(p.smErrorStateArray):
+            if e.hwwGlobalEsr or e.hwwWarpEsr:
+                out.append(f"SM {i}: global esr {e.hwwGlobalEsr:#x}, warp esr {e.hwwWarpEsr:#x}, "
+                           f"pc {e.hwwWarpEsrPc64:#x}")
+        return out
+
+    def _describe_queues(self) -> list[str]:
+        return [ch.describe() for ch in self.channels]
+
+    # ------------------------------------------------------------------ teardown
+    def _release_hw(self) -> None:
+        errors: list[BaseException] = []
+
+        def attempt(fn: Callable[..., Any], *args: Any) -> None:
+            try:
+                fn(*args)
+            except BaseException as e:  # keep tearing down; report the first problem at the end
+                errors.append(e)
+
+        r = self.rm
+        if r is not None:
+            if self._debugger:
+                attempt(r.free, self._debugger)
+                self._debugger = 0
+            for handle, objs, uvm_reg in reversed(self._channel_objects):
+                if uvm_reg:
+                    attempt(self.uvm.unregister_channel, self.uuid, r.root, handle)
+                    base = self._channel_uvm.pop(handle, None)
+                    if base is not None:
+                        self.va_heap.release(base, CHANNEL_UVM_B)
+                for o in reversed(objs):
+                    attempt(r.free, o)
+                attempt(r.free, handle)
+            self._channel_objects.clear()
+            self.channels.clear()
+            if self.ctxshare:
+                attempt(r.free, self.ctxshare)
+                self.ctxshare = 0
+            if self.channel_group:
+                attempt(r.free, self.channel_group)
+                self.channel_group = 0
+        if getattr(self, "allocator", None) is not None:
+            while self.allocator.live_count:
+                before = self.allocator.live_count
+                attempt(self.allocator.release_all)
+                if self.allocator.live_count == before:
+                    break
+        if r is not None:
+            if self._uvm_vaspace:
+                attempt(self.uvm.unregister_gpu_vaspace, self.uuid)
+                self._uvm_vaspace = False
+            for attr in ("vaspace",):
+                h = getattr(self, attr)
+                if h:
+                    attempt(r.free, h)
+                    setattr(self, attr, 0)
+            if self.usermode_map is not None:
+                attempt(self.os.munmap, self.usermode_map)
+                self.usermode_map = None
+            for attr in ("usermode", "virtmem", "subdevice", "nvdevice"):
+                h = getattr(self, attr)
+                if h:
+                    attempt(r.free, h)
+                    setattr(self, attr, 0)
+            if self._uvm_gpu:
+                attempt(self.uvm.unregister_gpu, self.uuid)
+                self._uvm_gpu = False
+            if self.fd_dev >= 0:
+                attempt(self.os.close, self.fd_dev)
+                self.fd_dev = -1
+            attempt(r.close)
+            self.rm = None  # type: ignore[assignment]
+        if self.uvm is not None:
+            attempt(self.uvm.close)
+            self.uvm = None  # type: ignore[assignment]
+        if errors:
+            raise errors[0]
+
+    def __repr__(self) -> str:
+        return f"NVDevice({self.name!r}, {self.arch}, driver {self.driver_version or '?'})"
+
+
+def decode_sm_version(sm_version: int) -> int:
+    """GR_INFO SM_VERSION (0x900) → 90."""
+    return ((sm_version >> 8) & 0xFF) * 10 + (sm_version & 0xF)
+

@@ -1,0 +1,208 @@
+"""NVIDIA programs: a cubin kernel loaded into GPU memory, its QMD template and its launch block.
+
+A launch block (the core's kernel-argument block) holds constant bank 0 followed by the QMD:
+
+    +0                  cb0 driver area (blockDim, gridDim, shared/local windows, stack pointer,
+                        parameter-block bounds; guide section 3), then the parameters at
+                        EIATTR_PARAM_CBANK's offset (0x210 on sm_90)
+    round_up(cb0, 256)  the QMD (SEND_PCAS_A takes its address >> 8)
+
+The QMD template (every field that does not depend on the launch) and the cb0 driver area are built
+once per program; a launch copies both and patches grid, block and the constant-buffer address
+(`QMD.launch_fields`), so filling a block costs two slice copies and a few packed stores.
+"""
+from __future__ import annotations
+
+import struct
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from runtime.drivers.nv import cubin
+from runtime.drivers.nv.qmd import QMD, DwordField
+from runtime.hcq.errors import ProgramError
+from runtime.hcq.memory import MemKind, round_up
+from runtime.hcq.program import ArgSlot, KernArgs, Program
+
+if TYPE_CHECKING:
+    from runtime.drivers.nv.device import NVDevice
+
+_M32 = 0xFFFFFFFF
+# Constant bank 0's driver area (guide section 3: libcuda-research, redplait/denvdis, tinygrad).
+CB0_BLOCK_DIM = 0x00          # 3 x u32
+CB0_GRID_DIM = 0x0C           # 3 x u32
+CB0_SHARED_WINDOW = 0x18      # u64
+CB0_LOCAL_WINDOW = 0x20       # u64
+CB0_STACK_POINTER = 0x28      # u32, tinygrad and CUDA write 0xfffdc0
+CB0_DYNAMIC_SMEM = 0x2C       # u32
+CB0_PARAM_START = 0x198       # u64: first byte of the parameters (code taking a parameter's address)
+CB0_PARAM_END = 0x1A0         # u64
+INITIAL_STACK_POINTER = 0xFFFDC0
+# Local memory every thread gets beyond its own stack: tinygrad adds 0x240 to EIATTR_MIN_STACK_SIZE
+# (the driver's reserved per-thread area, inferred).
+SLM_RESERVED_B = 0x240
+PROGRAM_TAIL_B = 0x1000       # instruction prefetch may read past the end of .text (tinygrad)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (0x7FFFFFFF, 0xFFFF, 0xFFFF)
+MAX_BLOCK_THREADS = 1024
+
+
+@dataclass
+class NVKernArgs(KernArgs):
+    """A launch block: `view` covers the parameters (what `KernArgs.set` writes), `qmd` the QMD."""
+
+    qmd: memoryview = field(default=memoryview(b""), repr=False)
+
+
+class NVProgram(Program):
+    """A kernel of a cubin, ready to launch on a compute channel of `device`.
+
+    `dynamic_smem_B` is the dynamic shared memory every launch gets (CUDA's third launch
+    parameter; Triton's `metadata.shared`)."""
+
+    def __init__(self, device: "NVDevice", lib: bytes, name: str, dynamic_smem_B: int = 0) -> None:
+        super().__init__(device, name, lib)
+        self.nvdev = device
+        cub = cubin.parse(lib)
+        if cub.sm != device.sm:
+            raise ProgramError(f"{name}: the cubin is for sm_{cub.sm}, the GPU is sm_{device.sm}")
+        k = cub.kernels.get(name)
+        if k is None:
+            raise ProgramError(f"no kernel {name!r} in the cubin (has {sorted(cub.kernels)})")
+        self.cubin, self.kernel = cub, k
+        qcls: type[QMD] = device.qmd_class
+        self.qmd_class = qcls
+        # -- shared memory: the static section already counts the reserved 1 KiB on sm_90 (its size
+        # is 0x400 for kernels without __shared__ data); a kernel without one still gets it.
+        self.dynamic_smem_B = dynamic_smem_B
+        self.shared_B = round_up(max(k.static_smem_B, cubin.RESERVED_SMEM_B) + dynamic_smem_B, 256)
+        if self.shared_B > qcls.max_shared_B():
+            raise ProgramError(f"{name}: {self.shared_B} B of shared memory exceed the "
+                               f"{qcls.max_shared_B()} B a CTA may have")
+        self.local_B = k.local_B + SLM_RESERVED_B
+        device.ensure_local_memory(self.local_B)
+        # -- load the image (relocated for its GPU address) through the copy engine
+        self.lib_buf = device.alloc(cub.image_size + PROGRAM_TAIL_B, kind=MemKind.VRAM,
+                                    executable=True)
+        image = cub.image(self.lib_buf.va)
+        device.copyin(self.lib_buf, image)
+        self.prog_va = self.lib_buf.va + cub.offset_of(k.text)
+        # -- constant bank 0 and the parameters
+        self.param_base = k.param_base or device.default_param_base
+        self.param_size = k.param_size
+        self.cb0_B = max(k.cbank0_size, self.param_base + self.param_size, CB0_PARAM_END + 8)
+        self.slots = tuple(ArgSlot(f"arg{p.ordinal}", p.offset, p.size,
+                                   "buffer" if p.size == 8 else "value") for p in k.params)
+        if k.params and max(p.offset + p.size for p in k.params) > self.param_size:
+            raise ProgramError(f"{name}: parameters run past EIATTR_PARAM_CBANK's {self.param_size} B")
+        tmpl = bytearray(self.param_base)
+        struct.pack_into("<QQI", tmpl, CB0_SHARED_WINDOW, device.shared_window,
+                         device.local_window, INITIAL_STACK_POINTER)
+        struct.pack_into("<I", tmpl, CB0_DYNAMIC_SMEM, dynamic_smem_B)
+        self.cb0_template = bytes(tmpl)
+        # -- the QMD template
+        q = qcls()
+        q.set_common(sass_version=device.sass_version)
+        q.set_program(self.prog_va)
+        q.set_prefetch(self.prog_va, k.text.size)
+        q.set_registers(max(k.registers, 1))
+        q.set_shared_memory(self.shared_B)
+        q.set_sm_config(self.shared_B)
+        q.set_local_memory(device.slm_per_thread)
+        q.set("BARRIER_COUNT", max(k.barriers, 1))
+        for bank, sec in sorted({**cub.constbanks, **k.constbanks}.items()):
+            q.set_cbuf(bank, self.lib_buf.va + cub.offset_of(sec), sec.size)
+        q.set_cbuf(0, 0, self.cb0_B)  # address patched per launch
+        self.qmd_template = bytes(q.data)
+        lo, hi, shift = qcls.cbuf_addr_fields(0)
+        self._cb0_lo, self._cb0_hi, self._cb0_shift = lo, hi, shift
+        self._cb0_hi_word = struct.unpack_from("<I", q.data, 4 * hi.index)[0] \
+            & ~(hi.mask << hi.shift) & _M32
+        self._launch_fields = qcls.launch_fields()
+        self._qmd_words = array("I", self.qmd_template)
+        self._release_fields = qcls.release_fields(0)
+        # Registers are allocated per warp in units of 256 (tinygrad): the CTA must fit the SM's file.
+        self.max_threads = ((65536 // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
+        if k.max_threads:
+            self.max_threads = min(self.max_threads, k.max_threads)
+
+    # -------------------------------------------------------------- launch block
+    def qmd_offset(self, block_va: int) -> int:
+        """Offset of the QMD inside a launch block at `block_va` (256-B aligned address)."""
+        return round_up(block_va + self.cb0_B, 256) - block_va
+
+    def _kernargs_size(self) -> int:
+        return self.cb0_B + 255 + self.qmd_class.size_B
+
+    def check_launch(self, global_size: Sequence[int], local_size: Sequence[int]) -> None:
+        """Rejects launch shapes the hardware cannot run (or the cubin forbids)."""
+        lx, ly, lz = local_size
+        threads = lx * ly * lz
+        if any(v > m for v, m in zip(local_size, MAX_BLOCK)) or threads > MAX_BLOCK_THREADS:
+            raise ProgramError(f"{self.name}: block {tuple(local_size)} exceeds {MAX_BLOCK} / "
+                               f"{MAX_BLOCK_THREADS} threads")
+        if threads > self.max_threads:
+            raise ProgramError(f"{self.name}: {threads} threads per block, but with "
+                               f"{self.kernel.registers} registers per thread at most "
+                               f"{self.max_threads} fit")
+        req = self.kernel.reqntid
+        if req and tuple(req) + (1,) * (3 - len(req)) != tuple(local_size):
+            raise ProgramError(f"{self.name}: the kernel requires block {tuple(req)} "
+                               f"(EIATTR_REQNTID), got {tuple(local_size)}")
+        if any(v > m for v, m in zip(global_size, MAX_GRID)):
+            raise ProgramError(f"{self.name}: grid {tuple(global_size)} exceeds {MAX_GRID}")
+
+    def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
+                    local_size: tuple[int, int, int]) -> KernArgs:
+        self.check_launch(global_size, local_size)
+        pb = self.param_base
+        view[:pb] = self.cb0_template
+        struct.pack_into("<6I", view, CB0_BLOCK_DIM, *local_size, *global_size)
+        struct.pack_into("<QQ", view, CB0_PARAM_START, va + pb, va + pb + self.param_size)
+        qo = self.qmd_offset(va)
+        qsz = self.qmd_class.size_B
+        view[qo:qo + qsz] = self.qmd_template
+        for f, v in zip(self._launch_fields, (*global_size, *local_size)):
+            _put(view, qo, f, v)
+        a = va >> self._cb0_shift
+        lo, hi = self._cb0_lo, self._cb0_hi
+        struct.pack_into("<I", view, qo + 4 * lo.index, a & _M32)
+        struct.pack_into("<I", view, qo + 4 * hi.index,
+                         self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift))
+        return NVKernArgs(va, view[pb:pb + self.param_size], self.slots, view[qo:qo + qsz])
+
+    def write_release(self, qmd: memoryview, addr: int, payload: int) -> None:
+        """Enables the QMD's release semaphore 0 (`payload` to `addr` when the grid completes),
+        writing whole dwords computed from the template (the QMD may sit in write-combined memory,
+        which is slow to read back)."""
+        words: dict[int, int] = {}
+        for f, v in zip(self._release_fields, (1, addr & _M32, addr >> 32, payload & _M32,
+                                               payload >> 32)):
+            if v > f.mask:
+                raise ProgramError(f"release value {v:#x} does not fit its QMD field")
+            w = words.get(f.index, self._qmd_words[f.index])
+            words[f.index] = (w & ~(f.mask << f.shift) & _M32) | (v << f.shift)
+        for idx, w in words.items():
+            struct.pack_into("<I", qmd, 4 * idx, w)
+
+    def free(self) -> None:
+        """Releases the code memory (the caller makes sure no launch is still running)."""
+        self.device.free(self.lib_buf)
+        self._t0.release()
+        self._t1.release()
+
+
+_PACK = {(0xFFFFFFFF, 0): "<I", (0xFFFF, 0): "<H", (0xFFFF, 16): "<H", (0xFF, 0): "<B",
+         (0xFF, 8): "<B", (0xFF, 16): "<B", (0xFF, 24): "<B"}
+
+
+def _put(view: memoryview, base: int, f: DwordField, value: int) -> None:
+    """Stores a launch field (byte-aligned in every QMD version) without reading the memory back:
+    the block may be write-combined device memory."""
+    fmt = _PACK.get((f.mask, f.shift))
+    if fmt is None:
+        raise ProgramError(f"QMD field at dword {f.index} bit {f.shift} is not byte aligned")
+    if value > f.mask:
+        raise ProgramError(f"launch dimension {value} does not fit its "
+                           f"{f.mask.bit_length()}-bit QMD field")
+    struct.pack_into(fmt, view, base + 4 * f.index + f.shift // 8, value)

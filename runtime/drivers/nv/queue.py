@@ -1,0 +1,275 @@
+"""NVIDIA command builders: the compute queue (HOPPER_COMPUTE_A et al. on subchannel 1) and the copy
+queue (HOPPER_DMA_COPY_A et al. on subchannel 4), both with the host class's semaphores.
+
+- wait: host SEM_EXECUTE ACQ_CIRC_GEQ with a 64-bit payload (the channel stalls until value >= v).
+- signal: compute, right after a launch of this queue with a 32-bit value: the QMD's own release
+  semaphore (written when the grid completes, no wait-for-idle in the channel); otherwise a host
+  release with WFI and a timestamp (payload at +0, GPU time in ns at +8, as `Signal` lays them out).
+  Copy: the copy engine's semaphore (FLUSH_ENABLE, four-word release: 32-bit payload and timestamp).
+- exec: SEND_PCAS_A = QMD address >> 8, then SEND_SIGNALING_PCAS2_B with the device's PCAS action.
+  Launches that follow one another in a queue are separated by the compute class's WAIT_FOR_IDLE,
+  so a queue (and a graph body) runs its kernels in order, as a CUDA stream does.
+- copy: OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA (pitch to pitch, virtual addresses,
+  non-pipelined), in chunks of at most 2 GiB.
+- call: a bound queue's commands become their own GPFIFO entry (a pushbuffer cannot call another).
+"""
+from __future__ import annotations
+
+from array import array
+from typing import TYPE_CHECKING, Sequence
+
+from generated.nv import classes as cl
+
+from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_RELEASE_WFI_TS, Channel,
+                                       host_semaphore)
+from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, fval, hi32, lo32, nvm
+from runtime.drivers.nv.program import NVKernArgs
+from runtime.hcq.errors import QueueError
+from runtime.hcq.memory import Buffer, MemKind
+from runtime.hcq.program import KernArgs
+from runtime.hcq.queue import HWQueue, Value, as_tuple3
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.drivers.nv.program import NVProgram
+    from runtime.hcq.signal import Signal
+
+_M32 = 0xFFFFFFFF
+MAX_COPY_CHUNK_B = 1 << 31
+
+# Copy engine LAUNCH_DMA words (clc6b5.h field layout, identical in clc8b5.h/clc9b5.h for these).
+CE_COPY = fval(cl.NVC6B5_LAUNCH_DMA_DATA_TRANSFER_TYPE,
+               cl.NVC6B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED) \
+    | fval(cl.NVC6B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT, cl.NVC6B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH) \
+    | fval(cl.NVC6B5_LAUNCH_DMA_DST_MEMORY_LAYOUT, cl.NVC6B5_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
+CE_RELEASE = fval(cl.NVC6B5_LAUNCH_DMA_FLUSH_ENABLE, cl.NVC6B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE) \
+    | fval(cl.NVC6B5_LAUNCH_DMA_SEMAPHORE_TYPE,
+           cl.NVC6B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_FOUR_WORD_SEMAPHORE)
+# Compute: invalidate instruction, global-data and constant caches (what tinygrad's barrier does).
+CACHE_INVALIDATE = fval(cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION, 1) \
+    | fval(cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA, 1) \
+    | fval(cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT, 1)
+
+
+class NVQueue(HWQueue):
+    """What both NVIDIA queues share: host semaphores, binding, calls, submission."""
+
+    def __init__(self, device: "NVDevice", channel: Channel) -> None:
+        super().__init__(device)
+        self.device: NVDevice = device
+        self.channel = channel
+        self._calls: list[tuple[int, NVQueue]] = []   # (dword position, bound body)
+        self._bound_buf: Buffer | None = None
+
+    # -------------------------------------------------------------- host semaphores
+    def wait(self, sig: "Signal", value: Value) -> "Self":
+        """Host acquire: stall the channel until the 64-bit value at `sig` >= `value`."""
+        val, var, add = self._resolve(value)
+        n = len(self._d)
+        self._d.extend(host_semaphore(sig.va, val, SEM_ACQUIRE_GEQ_64))
+        if var is not None:
+            self._patch(var, add, n + 3, n + 4)
+        self._after_host_method()
+        return self
+
+    def _host_release(self, sig: "Signal", value: Value) -> None:
+        val, var, add = self._resolve(value)
+        n = len(self._d)
+        self._d.extend(host_semaphore(sig.va, val, SEM_RELEASE_WFI_TS))
+        if var is not None:
+            self._patch(var, add, n + 3, n + 4)
+        self._d.extend(nvm(0, cl.NVC56F_NON_STALL_INTERRUPT, 0))
+        self._after_host_method()
+
+    def _after_host_method(self) -> None:
+        """Hook: the compute queue forgets its last launch (a later signal may not fold into it)."""
+
+    # -------------------------------------------------------------- binding and calls
+    def call(self, body: HWQueue) -> "Self":
+        """Executes a bound queue's commands (their own GPFIFO entry) at this point."""
+        if not isinstance(body, NVQueue) or body._bound_buf is None:
+            raise QueueError("call() needs an NVIDIA queue that was bound with bind()")
+        if body.channel is not self.channel:
+            raise QueueError(f"a {body.channel.name} command buffer cannot run on the "
+                             f"{self.channel.name} channel")
+        self._calls.append((len(self._d), body))
+        self._after_host_method()
+        return self
+
+    def bind(self) -> "Self":
+        """Copies the commands into GPU memory: a later submit (or call) points a GPFIFO entry at
+        them instead of copying, and patches write straight into the bound copy."""
+        if self._calls:
+            raise QueueError("a queue that calls other command buffers cannot be bound")
+        n = len(self._d)
+        if n == 0:
+            raise QueueError("cannot bind an empty queue")
+        self.unbind()
+        buf = self.device.alloc(n * 4, kind=MemKind.VRAM, cpu_access=True)
+        view = buf.cpu_view().cast("I")
+        view[:n] = self._d
+        self._bound_buf, self._bound = buf, view
+        return self
+
+    def unbind(self) -> None:
+        if self._bound_buf is not None:
+            self._bound = None
+            if not self.device.closed:
+                self.device.free(self._bound_buf)
+            self._bound_buf = None
+
+    def _parts(self) -> list[array | tuple[int, int]]:
+        if self._bound_buf is not None:
+            return [(self._bound_buf.va, len(self._d))]
+        parts: list[array | tuple[int, int]] = []
+        start = 0
+        for pos, body in self._calls:
+            if pos > start:
+                parts.append(self._d[start:pos])
+            assert body._bound_buf is not None
+            parts.append((body._bound_buf.va, len(body._d)))
+            start = pos
+        if start < len(self._d) or not parts:
+            parts.append(self._d[start:])
+        return parts
+
+    def _submit(self) -> None:
+        for _, body in self._calls:
+            if body._bound_buf is None:
+                raise QueueError("a called command buffer was unbound before submission")
+        self.channel.submit(self._parts())
+
+
+class NVComputeQueue(NVQueue):
+    """Commands for the compute channel."""
+
+    engine = "compute"
+
+    def __init__(self, device: "NVDevice") -> None:
+        super().__init__(device, device.compute_channel)
+        self._last_launch: tuple[NVProgram, NVKernArgs] | None = None
+        self._launches_since_sync = 0
+
+    def _after_host_method(self) -> None:
+        self._last_launch = None
+        self._launches_since_sync = 0
+
+    def signal(self, sig: "Signal", value: Value) -> "Self":
+        """Sets `sig` to `value` once the queue's earlier work is done (see the module docstring)."""
+        last = self._last_launch
+        if last is not None and type(value) is int and value <= _M32:
+            prg, args = last
+            prg.write_release(args.qmd, sig.va, value)
+            self._last_launch = None
+            return self
+        self._host_release(sig, value)
+        return self
+
+    def timestamp(self, sig: "Signal") -> "Self":
+        """Host release with WFI and timestamp into `sig` (its value word is set to 0)."""
+        self._host_release(sig, 0)
+        return self
+
+    def memory_barrier(self) -> "Self":
+        """INVALIDATE_SHADER_CACHES_NO_WFI: instruction, global-data and constant caches."""
+        self._d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
+                           CACHE_INVALIDATE))
+        return self
+
+    def exec(self, prg: "NVProgram", args: "KernArgs | Value", global_size: Sequence[int],
+             local_size: Sequence[int]) -> "Self":  # type: ignore[override]
+        """Launches `prg` with the launch block `args` (from `prg.fill_kernargs`, which already wrote
+        the QMD for this grid and block)."""
+        if not isinstance(args, KernArgs):
+            raise QueueError("NVIDIA launches need a KernArgs block: the QMD lives in it, and its "
+                             "address (>> 8) cannot be patched as a variable")
+        gsz = as_tuple3(global_size, "global_size")
+        lsz = as_tuple3(local_size, "local_size")
+        prg.check_launch(gsz, lsz)
+        qo = prg.qmd_offset(args.va)
+        qmd_va = args.va + qo
+        if qmd_va >= 1 << 40:
+            raise QueueError(f"QMD at {qmd_va:#x}: SEND_PCAS_A takes a 40-bit address")
+        d = self._d
+        if self._launches_since_sync:
+            d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0))
+        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_PCAS_A, qmd_va >> 8))
+        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_SIGNALING_PCAS2_B,
+                     fval(cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION, self.device.pcas_action)))
+        self._last_launch = (prg, args) if isinstance(args, NVKernArgs) else None
+        self._launches_since_sync += 1
+        return self
+
+    def setup(self, *, compute_class: int, shared_window: int, local_window: int) -> "Self":
+        """Binds the compute class to its subchannel and sets the shared/local windows (once per
+        channel; the shared window is 4 GiB aligned on Hopper, guide section 2)."""
+        d = self._d
+        d.extend(nvm(SUBC_COMPUTE, cl.NVC56F_SET_OBJECT, compute_class))
+        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A,
+                     hi32(local_window), lo32(local_window)))
+        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A,
+                     hi32(shared_window), lo32(shared_window)))
+        return self
+
+    def set_local_memory(self, va: int, bytes_per_tpc: int, max_sm_count: int) -> "Self":
+        """SET_SHADER_LOCAL_MEMORY_A/B (the SLM buffer) and _NON_THROTTLED_A/B/C (bytes per TPC)."""
+        d = self._d
+        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_LOCAL_MEMORY_A, hi32(va), lo32(va)))
+        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A,
+                     hi32(bytes_per_tpc), lo32(bytes_per_tpc), max_sm_count))
+        return self
+
+
+class NVCopyQueue(NVQueue):
+    """Commands for the copy channel."""
+
+    engine = "copy"
+
+    def __init__(self, device: "NVDevice") -> None:
+        super().__init__(device, device.copy_channel)
+
+    def copy(self, dst: int, src: int, size: int) -> "Self":
+        """Copies `size` bytes from GPU address `src` to `dst`, in chunks of at most 2 GiB."""
+        if size < 0:
+            raise QueueError(f"copy of {size} bytes")
+        d = self._d
+        off = 0
+        while off < size:
+            n = min(size - off, MAX_COPY_CHUNK_B)
+            s, t = src + off, dst + off
+            d.extend(nvm(SUBC_COPY, cl.NVC6B5_OFFSET_IN_UPPER, hi32(s), lo32(s), hi32(t), lo32(t)))
+            d.extend(nvm(SUBC_COPY, cl.NVC6B5_LINE_LENGTH_IN, n))
+            d.extend(nvm(SUBC_COPY, cl.NVC6B5_LAUNCH_DMA, CE_COPY))
+            off += n
+        return self
+
+    def signal(self, sig: "Signal", value: Value) -> "Self":
+        """Copy-engine semaphore release after the copies before it (32-bit payload, with
+        timestamp); a value above 32 bits uses a host release instead."""
+        val, var, add = self._resolve(value)
+        if var is None and val > _M32:
+            self._host_release(sig, val)
+            return self
+        va = sig.va
+        n = len(self._d)
+        self._d.extend(nvm(SUBC_COPY, cl.NVC6B5_SET_SEMAPHORE_A, hi32(va), lo32(va), val & _M32))
+        if var is not None:
+            self._patch(var, add, n + 3, -1, 32)
+        self._d.extend(nvm(SUBC_COPY, cl.NVC6B5_LAUNCH_DMA, CE_RELEASE))
+        return self
+
+    def timestamp(self, sig: "Signal") -> "Self":
+        """Copy-engine release of 0 with the timestamp into `sig`."""
+        return self.signal(sig, 0)
+
+    def memory_barrier(self) -> "Self":
+        """Nothing to do: the copy engine does not cache, and each copy is flushed before the
+        semaphore release that orders later work (FLUSH_ENABLE)."""
+        return self
+
+    def setup(self, *, copy_class: int) -> "Self":
+        """Binds the copy class to its subchannel."""
+        self._d.extend(nvm(SUBC_COPY, cl.NVC56F_SET_OBJECT, copy_class))
+        return self
