@@ -11,6 +11,7 @@ checkout) the same code objects run on it in a subprocess, at sizes it finishes 
 time; the issue quotes 2.2M elements/s for a+b*2 at 2^20 (470 ms) for its own kernel.
 
     python scripts/bench_rdna3.py [--quick] [--json bench_rdna3.json] [--peer /path/to/tinygrad]
+                                  [--save-code DIR | --prebuilt DIR]
 `run(quick)` returns the rows for scripts/bench_hcq.py.
 """
 from __future__ import annotations
@@ -153,10 +154,12 @@ def bench_peer(peer: Path, name: str, co: bytes, n: int, repeats: int) -> Row | 
     """The same code object on tinygrad's emulator (a subprocess: it changes global FP state)."""
     env = dict(os.environ, PYTHONPATH=f"{peer}{os.pathsep}{ROOT}")
     with tempfile.TemporaryDirectory() as tmp:
-        if shutil.which("clang") is None and shutil.which("clang-16"):
-            # tinygrad's CPU backend, which runs the peer's instruction kernels, calls `clang`.
+        if shutil.which("clang-16"):
+            # tinygrad's CPU backend, which runs the peer's instruction kernels, calls `clang`
+            # (which must be a real clang: it passes --target).
             os.symlink(shutil.which("clang-16"), Path(tmp) / "clang")
             env["PATH"] = f"{tmp}{os.pathsep}{env.get('PATH', '')}"
+            env["CC"] = str(Path(tmp) / "clang")  # tinygrad reads $CC before $PATH
         path = Path(tmp) / "k.hsaco"
         path.write_bytes(co)
         res = subprocess.run([sys.executable, "-c", _PEER_SCRIPT, str(peer), name, str(n),
@@ -171,12 +174,23 @@ def bench_peer(peer: Path, name: str, co: bytes, n: int, repeats: int) -> Row | 
     return Row(name, n, best * 1e3, out["median"] * 1e3, n / best, 0.0, 0.0, n // 32, 0, "peer")
 
 
-def measure(quick: bool, peer: Path | None = None) -> tuple[list[Row], list[str]]:
+def code_objects(prebuilt: Path | None = None) -> dict[str, bytes] | str:
+    """The benchmark kernels compiled now, or NAME.hsaco from `prebuilt` (for machines without
+    clang-16/ld.lld-16); a string says why neither works."""
+    if prebuilt is not None:
+        return {name: (prebuilt / f"{name}.hsaco").read_bytes() for name in KERNELS}
     compiler = AMDCompiler()
     missing = compiler.available()
     if missing:
-        return [], [f"skipped: {missing}"]
-    codes = {name: compiler.compile(src) for name, src in KERNELS.items()}
+        return f"skipped: {missing} (or pass --prebuilt DIR)"
+    return {name: compiler.compile(src) for name, src in KERNELS.items()}
+
+
+def measure(quick: bool, peer: Path | None = None,
+            prebuilt: Path | None = None) -> tuple[list[Row], list[str]]:
+    codes = code_objects(prebuilt)
+    if isinstance(codes, str):
+        return [], [codes]
     sizes = [1 << 16, 1 << 20] if quick else [1 << 16, 1 << 18, 1 << 20]
     repeats = 3 if quick else 7
     rows = [bench_ours(name, codes[name], n, repeats) for name in KERNELS for n in sizes]
@@ -236,8 +250,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
     ap.add_argument("--json", default="bench_rdna3.json", help="where to write the results")
     ap.add_argument("--peer", type=Path, help="a tinygrad checkout to run the peer emulator from")
+    ap.add_argument("--prebuilt", type=Path, help="load NAME.hsaco from here instead of compiling")
+    ap.add_argument("--save-code", type=Path, help="write the compiled NAME.hsaco files here")
     args = ap.parse_args(argv)
-    rows, notes = measure(args.quick, args.peer)
+    if args.save_code is not None:
+        codes = code_objects()
+        if isinstance(codes, str):
+            print(codes)
+            return 1
+        args.save_code.mkdir(parents=True, exist_ok=True)
+        for name, co in codes.items():
+            (args.save_code / f"{name}.hsaco").write_bytes(co)
+    rows, notes = measure(args.quick, args.peer, args.prebuilt)
     if not rows:
         print("\n".join(notes))
         return 0

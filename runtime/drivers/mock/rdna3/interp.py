@@ -23,9 +23,10 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 
 from .decode import EXEC_LO, Inst, decode_one
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
-from .liveness import dead_mask_writes
+from .liveness import dead_mask_writes, masked_block
 from .machine import ALL, Group, Machine, merge, pack_lanes
-from .ops_mem import compile_ds, compile_flat, compile_mubuf, compile_smem
+from .ops_ds import compile_ds
+from .ops_mem import compile_flat, compile_mubuf, compile_smem
 from .ops_salu import BARRIER, BRANCH, END, JUMP, NEXT, Step, compile_salu
 from .ops_valu import compile_valu
 
@@ -85,6 +86,9 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
             raise KernelFault(f"branch target {step.target:#x} is not an instruction of the "
                               "decoded program", address=inst.addr, instruction=str(inst))
         step.target = prog.index[step.target]
+        here = prog.index[inst.addr]
+        step.masked_skip = inst.name == "s_cbranch_execz" and \
+            masked_block(prog.insts, here + 1, step.target)
     return step
 
 
@@ -273,6 +277,11 @@ def _run_group(prog: Program, g: Group, horizon: int, stats: ExecStats,
             if taken is True or taken.all():
                 g.pc = step.target
             elif not taken.any():
+                g.pc += 1
+            elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * g.n:
+                # The skipped block only does EXEC-masked work, so the waves whose EXEC is empty
+                # can come along and do nothing; keeping the group whole is cheaper than a
+                # split and a merge unless most waves would skip.
                 g.pc += 1
             else:
                 return list(g.split(np.asarray(taken), step.target, g.pc + 1))

@@ -80,3 +80,29 @@ def dead_mask_writes(insts: list[Inst]) -> set[int]:
                 dead.add(i)
                 break
     return dead
+
+
+_SAFE_SCALAR = {"s_waitcnt", "s_delay_alu", "s_nop", "s_clause", "s_waitcnt_depctr",
+                "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_waitcnt_expcnt",
+                "buffer_gl0_inv", "buffer_gl1_inv"}
+_UNSAFE_VALU = {"v_readfirstlane_b32", "v_readlane_b32", "v_writelane_b32"}
+
+
+def exec_masked_only(inst: Inst) -> bool:
+    """True if the instruction has no effect at all in a wave whose EXEC is zero."""
+    if inst.name in _SAFE_SCALAR:
+        return True
+    if inst.enc in ("DS", "FLAT"):
+        return inst.name not in ("ds_append", "ds_consume") and not inst.f.get("gds")
+    if inst.enc in ("VOP1", "VOP2", "VOP3", "VOPD", "VOP3P"):
+        return inst.name not in _UNSAFE_VALU and mask_write(inst) is None and \
+            not inst.name.startswith("v_cmp")
+    if inst.enc == "VOP3SD":
+        return inst.f["sdst"] == NULL
+    return False
+
+
+def masked_block(insts: list[Inst], first: int, end: int) -> bool:
+    """Whether instructions [first, end) are all EXEC-masked-only (a block a branch on EXECZ may
+    skip, or let empty-EXEC waves run through)."""
+    return end > first and all(exec_masked_only(i) for i in insts[first:end])

@@ -45,7 +45,9 @@ class Machine:
         self.mem = mem
         self.n_waves, self.n_vgprs = n_waves, n_vgprs
         self.lds_bytes = lds_bytes
-        lds_len = max(n_wgs * lds_bytes, 4) + 16
+        # One workgroup's worth of padding after the last: inactive lanes of the last workgroup
+        # may point past its end, and slicing (mem_lanes.dense_block) reads them along.
+        lds_len = (n_wgs + 1) * lds_bytes + 16
         if reuse is not None and reuse._cap_waves >= n_waves and reuse.n_vgprs == n_vgprs \
                 and len(reuse._lds_store) >= lds_len:
             self._cap_waves = reuse._cap_waves
@@ -71,7 +73,7 @@ class Machine:
         self.lds = self._lds_store[:lds_len]
         self.lds32 = self.lds[:len(self.lds) // 4 * 4].view(np.uint32)
         self.wave_wg = np.zeros(n_waves, dtype=np.int64)   # workgroup index within the batch
-        self.wave_lds_base = np.zeros(n_waves, dtype=np.int64)
+        self.wave_lds_base = np.zeros(n_waves, dtype=np.uint32)
         # Private (scratch) memory: per lane, grown on first use to what the kernel touches.
         self.scratch = np.zeros(0, dtype=np.uint8)
         self.scratch_per_lane = 0
@@ -223,8 +225,15 @@ def merge(groups: list[Group]) -> Group:
 
 
 def _compact(ids: np.ndarray, n_waves: int) -> slice | np.ndarray:
-    """A slice when the sorted wave ids are one contiguous run (views instead of copies)."""
-    if len(ids) and ids[-1] - ids[0] + 1 == len(ids):
+    """A slice when the sorted wave ids are evenly spaced (views instead of copies): a whole
+    batch, a run of waves, or one wave per workgroup (the lanes-below-32 branch of a reduction)."""
+    if len(ids) == 1:
+        return slice(int(ids[0]), int(ids[0]) + 1)
+    step = int(ids[1] - ids[0]) if len(ids) > 1 else 1
+    if len(ids) and step > 0 and ids[-1] - ids[0] == step * (len(ids) - 1) and \
+            (len(ids) == 2 or (np.diff(ids) == step).all()):
         a, b = int(ids[0]), int(ids[-1]) + 1
-        return ALL if (a, b) == (0, n_waves) else slice(a, b)
+        if step == 1:
+            return ALL if (a, b) == (0, n_waves) else slice(a, b)
+        return slice(a, b, step)
     return ids

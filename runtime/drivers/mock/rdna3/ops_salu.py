@@ -31,6 +31,9 @@ class Step:
     fn: Callable | None
     inst: Inst
     target: int = -1
+    # s_cbranch_execz over a block that only does EXEC-masked work: waves with an empty EXEC
+    # may run through it (doing nothing) instead of splitting the group (see interp.py).
+    masked_skip: bool = False
 
 
 def _unsupported(inst: Inst, why: str = "") -> KernelFault:
