@@ -216,7 +216,8 @@ def _speedups(rows: list[Row]) -> list[str]:
             (o for o in ours.values() if o.kernel == r.kernel), key=lambda o: o.elements)
         out.append(f"{r.kernel}: ours {mine.elements_per_s / 1e6:.1f}M elem/s at "
                    f"2^{mine.elements.bit_length() - 1} vs peer {r.elements_per_s / 1e6:.3f}M "
-                   f"at 2^{r.elements.bit_length() - 1}: {mine.elements_per_s / r.elements_per_s:.0f}x")
+                   f"at 2^{r.elements.bit_length() - 1}: "
+                   f"{mine.elements_per_s / r.elements_per_s:.0f}x")
     for name, (size, rate) in PEER_QUOTED.items():
         big = [o for o in ours.values() if o.kernel == name and o.elements == 1 << 20]
         if big:

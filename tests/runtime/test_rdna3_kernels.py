@@ -203,7 +203,8 @@ def test_int_division_and_shifts(dev, rng):
             np.array([bin(v).count("1") for v in ua]) +
             np.array([32 - int(v).bit_length() for v in ub])]
     for col, w in enumerate(want):
-        np.testing.assert_array_equal(got[:, col], w.astype(np.int64).astype(i32), err_msg=f"o[{col}]")
+        np.testing.assert_array_equal(got[:, col], w.astype(np.int64).astype(i32),
+                                      err_msg=f"o[{col}]")
 
 
 @needs_compiler

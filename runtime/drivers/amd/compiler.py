@@ -1,7 +1,8 @@
 """OpenCL C → AMDHSA code object, with Debian's clang-16 and ld.lld-16.
 
 `AMDCompiler("gfx1100").compile(src)` runs
-  clang-16 -x cl -cl-std=CL2.0 -target amdgcn-amd-amdhsa -mcpu=ARCH -O2 -nogpulib -include PRELUDE -c
+  clang-16 -x cl -cl-std=CL2.0 -target amdgcn-amd-amdhsa -mcpu=ARCH -O2 -nogpulib
+           -include PRELUDE -c
   ld.lld-16 -shared
 and returns the linked code object's bytes. `-nogpulib`: Debian's rocm-device-libs (5.2) has no
 gfx1100, so the work-item functions, barriers, atomics and the math built-ins kernels use come from

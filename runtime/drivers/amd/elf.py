@@ -195,14 +195,15 @@ class Kernel:
 
 @dataclass
 class CodeObject:
-    """A parsed AMDHSA code object; `image()` gives the bytes laid out at their virtual addresses."""
+    """A parsed AMDHSA code object; `image()` gives the bytes laid out at their addresses."""
 
     data: bytes
     sections: list[Section]
     symbols: dict[str, Symbol]
     metadata: dict[str, Any]
     kernels: dict[str, Kernel] = field(default_factory=dict)
-    loads: list[tuple[int, int, int, int]] = field(default_factory=list)  # off, vaddr, filesz, memsz
+    # PT_LOAD segments: (file offset, vaddr, file size, memory size)
+    loads: list[tuple[int, int, int, int]] = field(default_factory=list)
     abi_version: int = 0
 
     def section(self, name: str) -> Section:
@@ -247,7 +248,8 @@ def parse(data: bytes) -> CodeObject:
     if osabi != ELFOSABI_AMDGPU_HSA:
         raise ElfError(f"EI_OSABI is {osabi}, expected ELFOSABI_AMDGPU_HSA ({ELFOSABI_AMDGPU_HSA})")
     e_phoff, e_shoff = struct.unpack_from("<QQ", data, 0x20)
-    e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHHHH", data, 0x36)
+    e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx = \
+        struct.unpack_from("<HHHHH", data, 0x36)
     sections = _sections(data, e_shoff, e_shentsize, e_shnum, e_shstrndx)
     loads = []
     for i in range(e_phnum):
@@ -276,7 +278,8 @@ def _cstr(data: bytes, off: int) -> str:
 def _sections(data: bytes, shoff: int, entsize: int, num: int, strndx: int) -> list[Section]:
     raw = []
     for i in range(num):
-        name, typ, _, addr, off, size, link = struct.unpack_from("<IIQQQQI", data, shoff + i * entsize)
+        name, typ, _, addr, off, size, link = \
+            struct.unpack_from("<IIQQQQI", data, shoff + i * entsize)
         raw.append((name, typ, addr, off, size, link))
     if not 0 <= strndx < len(raw):
         raise ElfError(f"e_shstrndx {strndx} out of range")
@@ -291,7 +294,8 @@ def _symbols(data: bytes, sections: list[Section]) -> dict[str, Symbol]:
             continue
         strs = sections[s.link]
         for i in range(s.size // 24):
-            st_name, _, _, shndx, value, size = struct.unpack_from("<IBBHQQ", data, s.offset + i * 24)
+            st_name, _, _, shndx, value, size = \
+                struct.unpack_from("<IBBHQQ", data, s.offset + i * 24)
             name = _cstr(data, strs.offset + st_name)
             if name:
                 out.setdefault(name, Symbol(name, value, size, shndx))

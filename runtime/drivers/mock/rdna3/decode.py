@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .opcodes import TABLES
 
 # Scalar operand codes (9-bit source fields use 256+ for VGPRs), RDNA3 ISA section 3.
@@ -221,7 +219,8 @@ def decode_one(code: bytes | memoryview, pos: int, addr: int) -> Inst:
         if pos + size + 4 <= end:
             literal = int.from_bytes(code[pos + size:pos + size + 4], "little")
         size += 4
-    words = tuple(int.from_bytes(code[p:p + 4], "little") for p in range(pos, min(pos + size, end), 4))
+    words = tuple(int.from_bytes(code[p:p + 4], "little")
+                  for p in range(pos, min(pos + size, end), 4))
     return Inst(addr, size, enc, op, name, f, literal, name_y, words)
 
 
@@ -236,9 +235,3 @@ def decode_all(code: bytes, base: int, stop_at_code_end: bool = True) -> list[In
         out.append(inst)
         pos += inst.size
     return out
-
-
-def program_extent(mem_words: np.ndarray) -> int:
-    """Byte length up to the first s_code_end dword (a cheap upper bound for the decode window)."""
-    hits = np.flatnonzero(mem_words == 0xBF9F0000)
-    return int(hits[0]) * 4 if len(hits) else len(mem_words) * 4

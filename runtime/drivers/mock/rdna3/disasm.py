@@ -20,7 +20,8 @@ _DELAY_ID = ["NO_DEP", "VALU_DEP_1", "VALU_DEP_2", "VALU_DEP_3", "VALU_DEP_4", "
              "TRANS32_DEP_2", "TRANS32_DEP_3", "FMA_ACCUM_CYCLE_1", "SALU_CYCLE_1",
              "SALU_CYCLE_2", "SALU_CYCLE_3"]
 _DELAY_SKIP = ["SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4"]
-_MSG = {3: "MSG_DEALLOC_VGPRS", 1: "MSG_INTERRUPT", 2: "MSG_HS_TESSFACTOR", 10: "MSG_RTN_GET_DOORBELL"}
+_MSG = {3: "MSG_DEALLOC_VGPRS", 1: "MSG_INTERRUPT", 2: "MSG_HS_TESSFACTOR",
+        10: "MSG_RTN_GET_DOORBELL"}
 
 
 def _reg(prefix: str, n: int, width: int) -> str:
@@ -118,7 +119,8 @@ def _salu(inst: Inst) -> str:
 
 def _smem(inst: Inst) -> str:
     f = inst.f
-    nbytes = {"b32": 4, "b64": 8, "b128": 16, "b256": 32, "b512": 64}.get(inst.name.split("_")[-1], 4)
+    sizes = {"b32": 4, "b64": 8, "b128": 16, "b256": 32, "b512": 64}
+    nbytes = sizes.get(inst.name.split("_")[-1], 4)
     base_w = 128 if "buffer" in inst.name else 64
     text = f"{inst.name} {sreg(f['sdata'], nbytes * 8)}, {sreg(f['sbase'], base_w)}, "
     if f["soffset"] != NULL and f["offset"]:

@@ -27,7 +27,7 @@ from .liveness import dead_mask_writes, masked_block
 from .machine import ALL, Group, Machine, merge, pack_lanes
 from .ops_ds import compile_ds
 from .ops_mem import compile_flat, compile_mubuf, compile_smem
-from .ops_salu import BARRIER, BRANCH, END, JUMP, NEXT, Step, compile_salu
+from .ops_salu import BARRIER, BRANCH, END, NEXT, Step, compile_salu
 from .ops_valu import compile_valu
 
 MAX_CODE_BYTES = 1 << 20

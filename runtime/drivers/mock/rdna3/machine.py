@@ -209,7 +209,7 @@ class Group:
         return np.arange(self.m.n_waves)[self.idx]
 
     def split(self, sel: np.ndarray, pc_sel: int, pc_rest: int) -> tuple["Group", "Group"]:
-        """Two groups: the waves where `sel` (bool [n]) holds go to pc_sel, the others to pc_rest."""
+        """Two groups: waves where `sel` (bool [n]) holds go to pc_sel, the others to pc_rest."""
         self.flush()
         ids = self.wave_ids()
         return (Group(self.m, _compact(ids[sel], self.m.n_waves), pc_sel),
