@@ -53,7 +53,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'runtime.hcq' has no attribute {name!r}")
 
 
-_NAME = re.compile(r"^(amd|nv|mock-amd)(?::(\d+))?$")
+_NAME = re.compile(r"^(amd|nv|mock-amd|mock-nv)(?::(\d+))?$")
 
 
 def open_device(name: str | None = None, **kwargs: Any) -> Device:
@@ -67,9 +67,10 @@ def open_device(name: str | None = None, **kwargs: Any) -> Device:
         return open_device("mock-amd:0", **kwargs)
     m = _NAME.match(name)
     if m is None:
-        raise DeviceNotFound(f"unknown device name {name!r} (expected amd:N, nv:N or mock-amd:N)")
+        raise DeviceNotFound(f"unknown device name {name!r} (expected amd:N, nv:N, mock-amd:N or "
+                             "mock-nv:N)")
     kind = m.group(1)
-    if kind == "nv":
+    if kind in ("nv", "mock-nv"):
         return __getattr__("NVDevice")(name, **kwargs)
     return __getattr__("AMDDevice")(name, **kwargs)
 

@@ -18,7 +18,7 @@ from runtime.hcq.queue import as_tuple3
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
 
-ArgValue = Buffer | int | float
+ArgValue = Buffer | int | float | bytes
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,13 @@ _INT_FMT = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 
 def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue) -> None:
-    """Stores one argument at its slot (two's complement for negative ints, IEEE for floats)."""
-    if isinstance(value, Buffer):
+    """Stores one argument at its slot (two's complement for negative ints, IEEE for floats, raw bytes
+    of exactly the slot's size for a struct passed by value)."""
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) != slot.size:
+            raise ProgramError(f"argument {slot.name!r} is {slot.size} B, got {len(value)} bytes")
+        view[slot.offset:slot.offset + slot.size] = value
+    elif isinstance(value, Buffer):
         value._check_live()
         if slot.size != 8:
             raise ProgramError(f"argument {slot.name!r} is {slot.size} B; a buffer address needs 8")
@@ -75,7 +80,7 @@ def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue) -> None:
             raise ProgramError(f"{value} does not fit the {slot.size}-B argument {slot.name!r}")
         struct.pack_into(fmt, view, slot.offset, value & ((1 << bits) - 1))
     else:
-        raise ProgramError(f"argument {slot.name!r}: expected Buffer, int or float, "
+        raise ProgramError(f"argument {slot.name!r}: expected Buffer, int, float or bytes, "
                            f"got {type(value).__name__}")
 
 

@@ -153,6 +153,8 @@ class MockNVDriver:
         self._next = 0xCAF0_0001
         self.ctl_opens = 0
         self.violations: list[str] = []
+        self.alloc_log: list[int] = []   # handles in creation order
+        self.free_log: list[int] = []    # handles in the order the driver freed them
         self.leaked_at_close = 0
         self.status_injections: list[list[Any]] = []
         self.next_chid = 0x10
@@ -238,6 +240,7 @@ class MockNVDriver:
         if o.handle in self.objects:
             raise RmFail(rm.NV_ERR_INSERT_DUPLICATE_NAME, f"handle {o.handle:#x} is in use")
         self.objects[o.handle] = o
+        self.alloc_log.append(o.handle)
         if o.parent in self.objects:
             self.objects[o.parent].children.append(o.handle)
 
@@ -491,6 +494,7 @@ class MockNVDriver:
         o = self.obj(p.hObjectOld)
         if o.hclass != rm.NV01_ROOT_CLIENT and p.hRoot not in self.clients:
             raise RmFail(rm.NV_ERR_INVALID_CLIENT, f"client {p.hRoot:#x}")
+        self.free_log.append(o.handle)
         self._free_obj(o.handle)
 
     def _map_memory(self, p: Any) -> None:

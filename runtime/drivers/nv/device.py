@@ -269,10 +269,12 @@ class NVDevice(Device):
     """An NVIDIA GPU through RM and UVM. Names: "nv:N" (a real GPU), "mock-nv:N" (the mock GPU), or
     any name with an explicit `os` seam (a `NvMockOS` a test prepared).
 
-    `pcas_action`: the SEND_SIGNALING_PCAS2_B action launches use (see DEFAULT_PCAS_ACTION)."""
+    `pcas_action`: the SEND_SIGNALING_PCAS2_B action launches use (see DEFAULT_PCAS_ACTION);
+    `pushbuf_B` and `gpfifo_entries` size each channel's rings (small values exercise wrap-around)."""
 
     def __init__(self, name: str = "nv:0", *, os: OSSeam | None = None,
-                 pcas_action: int = DEFAULT_PCAS_ACTION, **kwargs: Any) -> None:
+                 pcas_action: int = DEFAULT_PCAS_ACTION, pushbuf_B: int = PUSHBUF_B,
+                 gpfifo_entries: int = GPFIFO_ENTRIES, **kwargs: Any) -> None:
         m = _NAME.match(name)
         if m is None:
             raise DeviceNotFound(f"{name!r} is not an NVIDIA device name (nv:N or mock-nv:N)")
@@ -286,6 +288,9 @@ class NVDevice(Device):
         super().__init__(name, **kwargs)
         self.os = os
         self.pcas_action = pcas_action
+        if gpfifo_entries & (gpfifo_entries - 1) or not 16 <= gpfifo_entries <= GPFIFO_ENTRIES:
+            raise ValueError(f"gpfifo_entries must be a power of two in 16..{GPFIFO_ENTRIES}")
+        self.pushbuf_B, self.gpfifo_entries = pushbuf_B, gpfifo_entries
         self.clock_hz = 1e9  # semaphore timestamps are the GPU's nanosecond timer
         self.rm: NvRm = None  # type: ignore[assignment]
         self.uvm: Uvm = None  # type: ignore[assignment]
@@ -433,10 +438,11 @@ class NVDevice(Device):
         r, area = self.rm, self.gpfifo_area
         alloc: NVAllocator = self.allocator  # type: ignore[assignment]
         notifier = alloc.alloc_sysmem(NOTIFIER_B)
-        userd_off = offset + GPFIFO_ENTRIES * 8
+        entries = self.gpfifo_entries
+        userd_off = offset + round_up(entries * 8, USERD_B)  # USERD is 512-byte aligned
         area_mem = area.handle
         params = rm.NV_CHANNELGPFIFO_ALLOCATION_PARAMETERS(
-            gpFifoOffset=area.va + offset, gpFifoEntries=GPFIFO_ENTRIES,
+            gpFifoOffset=area.va + offset, gpFifoEntries=entries,
             hContextShare=self.ctxshare, hObjectError=notifier.handle.handle,
             hObjectBuffer=area_mem.handle)
         params.hUserdMemory[0] = area_mem.handle
@@ -458,13 +464,12 @@ class NVDevice(Device):
         self._channel_objects[-1] = (handle, objs, True)
         self._channel_uvm[handle] = uvm_base
         view = area.cpu_view()
-        pushbuf = self.alloc(PUSHBUF_B, kind=MemKind.VRAM, cpu_access=True)
+        pushbuf = self.alloc(self.pushbuf_B, kind=MemKind.VRAM, cpu_access=True)
         progress = self.new_signal(0)
         assert self.usermode_map is not None
         bell = self.os.doorbell(self.usermode_map, DOORBELL_OFFSET_B, 4)
-        ch = Channel(self, name, handle, engine_class, subc, view[offset:offset + GPFIFO_ENTRIES * 8],
-                     GPFIFO_ENTRIES, view[userd_off:userd_off + USERD_B], token, bell, pushbuf,
-                     progress)
+        ch = Channel(self, name, handle, engine_class, subc, view[offset:offset + entries * 8],
+                     entries, view[userd_off:userd_off + USERD_B], token, bell, pushbuf, progress)
         ch.notifier = notifier
         if notifier.view is not None:
             ch.error_notifier = notifier.view[:16]
@@ -601,6 +606,9 @@ class NVDevice(Device):
 
     # ------------------------------------------------------------------ teardown
     def _release_hw(self) -> None:
+        """Frees every RM object this device made in exactly the reverse order of creation; each
+        object's companions are undone just before it (a buffer's UVM range and CPU mapping, a
+        channel's UVM registration, the VA space's UVM registration and the UVM GPU)."""
         errors: list[BaseException] = []
 
         def attempt(fn: Callable[..., Any], *args: Any) -> None:
@@ -611,49 +619,35 @@ class NVDevice(Device):
 
         r = self.rm
         if r is not None:
-            if self._debugger:
-                attempt(r.free, self._debugger)
-                self._debugger = 0
-            for handle, objs, uvm_reg in reversed(self._channel_objects):
-                if uvm_reg:
-                    attempt(self.uvm.unregister_channel, self.uuid, r.root, handle)
-                    base = self._channel_uvm.pop(handle, None)
-                    if base is not None:
-                        self.va_heap.release(base, CHANNEL_UVM_B)
-                for o in reversed(objs):
-                    attempt(r.free, o)
-                attempt(r.free, handle)
+            alloc = getattr(self, "allocator", None)
+            buffers = {b.handle.handle: b for b in alloc._live.values()} if alloc else {}
+            channels = {h for h, _, _ in self._channel_objects}
+            for obj in reversed(r.live()):
+                h = obj.handle
+                if h == r.root:
+                    continue
+                if h in buffers:
+                    attempt(alloc.free, buffers[h])  # type: ignore[union-attr]
+                    continue
+                if h in channels and h in self._channel_uvm:
+                    attempt(self.uvm.unregister_channel, self.uuid, r.root, h)
+                    self.va_heap.release(self._channel_uvm.pop(h), CHANNEL_UVM_B)
+                if h == self.vaspace:
+                    if self._uvm_vaspace:
+                        attempt(self.uvm.unregister_gpu_vaspace, self.uuid)
+                        self._uvm_vaspace = False
+                    if self._uvm_gpu:
+                        attempt(self.uvm.unregister_gpu, self.uuid)
+                        self._uvm_gpu = False
+                if h == self.usermode and self.usermode_map is not None:
+                    attempt(self.os.munmap, self.usermode_map)
+                    self.usermode_map = None
+                attempt(r.free, h)
             self._channel_objects.clear()
             self.channels.clear()
-            if self.ctxshare:
-                attempt(r.free, self.ctxshare)
-                self.ctxshare = 0
-            if self.channel_group:
-                attempt(r.free, self.channel_group)
-                self.channel_group = 0
-        if getattr(self, "allocator", None) is not None:
-            while self.allocator.live_count:
-                before = self.allocator.live_count
-                attempt(self.allocator.release_all)
-                if self.allocator.live_count == before:
-                    break
-        if r is not None:
-            if self._uvm_vaspace:
-                attempt(self.uvm.unregister_gpu_vaspace, self.uuid)
-                self._uvm_vaspace = False
-            for attr in ("vaspace",):
-                h = getattr(self, attr)
-                if h:
-                    attempt(r.free, h)
-                    setattr(self, attr, 0)
-            if self.usermode_map is not None:
-                attempt(self.os.munmap, self.usermode_map)
-                self.usermode_map = None
-            for attr in ("usermode", "virtmem", "subdevice", "nvdevice"):
-                h = getattr(self, attr)
-                if h:
-                    attempt(r.free, h)
-                    setattr(self, attr, 0)
+            self._debugger = 0
+            self.nvdevice = self.subdevice = self.virtmem = self.vaspace = 0
+            self.usermode = self.channel_group = self.ctxshare = 0
             if self._uvm_gpu:
                 attempt(self.uvm.unregister_gpu, self.uuid)
                 self._uvm_gpu = False

@@ -1,0 +1,409 @@
+"""The NVIDIA driver end to end on the mock GPU: bring-up and teardown order, memory, copies through
+staging, signals and cross-channel waits, launches (QMDs checked field by field by the mock, kernels
+run as Python models), graphs with patched arguments, ring wrap-around, timeouts with channel state,
+faults, RM/UVM failures decoded, and leaks. Kernel execution itself is verified on the H200
+(test_nv_hw.py)."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import struct
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from generated.nv import rm_580 as rm
+
+from runtime.drivers.mock.nv_gpu import Launch
+from runtime.drivers.mock.nv_rm import NvMockOS
+from runtime.drivers.nv.device import NVDevice
+from runtime.drivers.nv.rm import RmError
+from runtime.hcq import DeviceFault, HCQMemoryError, Launch as GraphLaunch, MemKind, SignalTimeout
+from runtime.hcq.errors import DeviceNotFound, ProgramError, QueueError
+
+DATA = Path(__file__).parent / "data"
+CUBIN = (DATA / "nv_kernels_cuda13.cubin").read_bytes()
+
+
+@pytest.fixture
+def mos() -> NvMockOS:
+    return NvMockOS.with_nv_gpus(1)
+
+
+@pytest.fixture
+def dev(mos: NvMockOS):  # type: ignore[no-untyped-def]
+    d = NVDevice("mock-nv:0", os=mos)
+    d.default_timeout_ms = 5000.0
+    yield d
+    d.close()
+
+
+def _gpu(d: NVDevice):  # type: ignore[no-untyped-def]
+    return d.os.nv.gpus[0]  # type: ignore[attr-defined]
+
+
+def _clean(mos: NvMockOS) -> None:
+    live = mos.live_objects()
+    assert all(v == 0 for v in live.values()), live
+    assert not mos.nv.violations
+
+
+def _vadd_model(launch: Launch) -> None:
+    a, b, c = (launch.param(o, "Q") for o in (0, 8, 16))
+    n = launch.param(24, "i")
+    launch.array(c, np.float32, n)[:] = launch.array(a, np.float32, n) + \
+        launch.array(b, np.float32, n)
+
+
+def _inc_model(launch: Launch) -> None:
+    x, n = launch.param(0, "Q"), launch.param(8, "i")
+    launch.array(x, np.uint32, n)[:] += 1
+
+
+# ------------------------------------------------------------------------------------ bring-up
+def test_open_by_name_and_hopper_classes() -> None:
+    from runtime.hcq import open_device
+    d = open_device("mock-nv:0")
+    try:
+        assert isinstance(d, NVDevice) and d.arch == "sm_90" and d.sm == 90
+        assert d.compute_class == rm.HOPPER_COMPUTE_A and d.gpfifo_class == rm.HOPPER_CHANNEL_GPFIFO_A
+        assert d.dma_class == rm.HOPPER_DMA_COPY_A and d.usermode_class == rm.HOPPER_USERMODE_A
+        assert d.qmd_class.major == 4 and d.sass_version == 0x90
+        assert d.driver_version == "580.159.04"
+    finally:
+        d.close()
+    with pytest.raises(DeviceNotFound, match="only 1 NVIDIA GPU"):
+        NVDevice("mock-nv:1", os=NvMockOS.with_nv_gpus(1))
+    with pytest.raises(DeviceNotFound):
+        NVDevice("gpu:0")
+
+
+def test_ampere_gets_v03_qmds() -> None:
+    mos = NvMockOS.with_nv_gpus(1, sm_version=0x806, compute_class=rm.AMPERE_COMPUTE_B)
+    d = NVDevice("mock-nv:0", os=mos)
+    try:
+        assert d.qmd_class.major == 3 and d.gpfifo_class == rm.AMPERE_CHANNEL_GPFIFO_A
+        assert d.arch == "sm_86" and d.default_param_base == 0x160
+    finally:
+        d.close()
+    _clean(mos)
+
+
+def test_close_frees_every_rm_object_in_reverse_order(mos: NvMockOS) -> None:
+    d = NVDevice("mock-nv:0", os=mos)
+    bufs = [d.alloc(4096 * (i + 1), kind=k) for i, k in enumerate((MemKind.VRAM, MemKind.GTT))]
+    d.free(bufs[0])
+    d.program(CUBIN, "vadd")
+    created = list(mos.nv.alloc_log)
+    freed_before = len(mos.nv.free_log)
+    d.close()
+    closing = mos.nv.free_log[freed_before:]
+    alive_at_close = [h for h in created if h not in mos.nv.free_log[:freed_before]]
+    assert closing == alive_at_close[::-1]  # strict reverse creation order, the client last
+    _clean(mos)
+    d.close()  # idempotent
+
+
+def test_bring_up_failure_undoes_everything(mos: NvMockOS) -> None:
+    mos.inject_status("HOPPER_CHANNEL_GPFIFO_A", rm.NV_ERR_INSUFFICIENT_RESOURCES)
+    with pytest.raises(HCQMemoryError, match="NV_ERR_INSUFFICIENT_RESOURCES"):
+        NVDevice("mock-nv:0", os=mos)
+    _clean(mos)
+
+
+def test_rm_failures_name_the_call_and_decode_the_status(mos: NvMockOS) -> None:
+    mos.inject_status("NV2080_CTRL_CMD_GPU_GET_GID_INFO", rm.NV_ERR_INVALID_ARGUMENT)
+    with pytest.raises(RmError) as e:
+        NVDevice("mock-nv:0", os=mos)
+    msg = str(e.value)
+    assert "NV2080_CTRL_CMD_GPU_GET_GID_INFO" in msg and "NV_ERR_INVALID_ARGUMENT" in msg
+    assert "Invalid argument" in msg and e.value.status == rm.NV_ERR_INVALID_ARGUMENT
+    mos.inject_status("UVM_REGISTER_GPU", rm.NV_ERR_GPU_UUID_NOT_FOUND)
+    with pytest.raises(RmError, match="UVM_REGISTER_GPU.*NV_ERR_GPU_UUID_NOT_FOUND"):
+        NVDevice("mock-nv:0", os=mos)
+    mos.inject_ioctl_failure("NV_ESC_RM_MAP_MEMORY_DMA", errno.EFAULT)
+    with pytest.raises(RmError, match="NV_ESC_RM_MAP_MEMORY_DMA.*EFAULT"):
+        NVDevice("mock-nv:0", os=mos)
+    _clean(mos)
+
+
+def test_out_of_vram_is_a_memory_error(mos: NvMockOS) -> None:
+    d = NVDevice("mock-nv:0", os=mos)
+    try:
+        with pytest.raises(HCQMemoryError, match="NV_ERR_NO_MEMORY"):
+            d.alloc(200 << 30)
+        d.alloc(1 << 20)  # still usable
+    finally:
+        d.close()
+    _clean(mos)
+
+
+# ------------------------------------------------------------------------------------ memory
+@pytest.mark.parametrize("size", [1, 7, 4096, 4097, (8 << 20) + 3, (20 << 20) + 1])
+def test_copyin_copyout_round_trip(dev: NVDevice, size: int) -> None:
+    x = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    buf = dev.alloc(size)
+    dev.copyin(buf, x)
+    out = np.zeros_like(x)
+    dev.copyout(out, buf)
+    assert np.array_equal(out, x)
+    other = dev.alloc(size)
+    dev.transfer(other, buf, size)
+    out2 = np.zeros_like(x)
+    dev.copyout(out2, other)
+    assert np.array_equal(out2, x)
+
+
+def test_host_memory_is_gpu_visible_and_vram_cpu_mapping(dev: NVDevice) -> None:
+    host = dev.alloc(8192, kind=MemKind.HOST, cpu_access=True)
+    host.cpu_view()[:5] = b"hello"
+    vram = dev.alloc(8192, cpu_access=True)
+    dev.copy_queue().copy(vram.va, host.va, 5).signal(dev.timeline_signal, dev.next_timeline()) \
+        .submit()
+    dev.synchronize()
+    assert bytes(vram.cpu_view()[:5]) == b"hello"
+    assert host.va < 1 << 40 and vram.va < 1 << 40 and host.va != vram.va
+
+
+def test_signals_and_cross_queue_waits(dev: NVDevice) -> None:
+    """Compute waits on copy: the copy channel fills B and signals; the compute channel waits for
+    that signal before launching a kernel that reads B."""
+    prg = dev.program(CUBIN, "vadd")
+    _gpu(dev).register_kernel(prg.prog_va, _vadd_model)
+    n = 1000
+    src, a, b, c = (dev.alloc(n * 4) for _ in range(4))
+    dev.copyin(src, np.arange(n, dtype=np.float32))
+    dev.copyin(a, np.ones(n, np.float32))
+    dev.synchronize()
+    gate = dev.new_signal(0)
+    done = dev.new_signal(0)
+    # The compute queue is submitted first and must wait.
+    ka = prg.fill_kernargs((a, b, c, n), (4, 1, 1), (256, 1, 1))
+    dev.compute_queue().wait(gate, 5).memory_barrier().exec(prg, ka, (4, 1, 1), (256, 1, 1)) \
+        .signal(done, 1).submit()
+    assert done.value == 0 and "semaphore acquire" in (dev.compute_channel.describe() + "".join(
+        ch.describe() for ch in _gpu(dev).channels.values()))
+    dev.copy_queue().copy(b.va, src.va, n * 4).signal(gate, 5).submit()
+    done.wait(1, 2000)
+    out = np.zeros(n, np.float32)
+    dev.copyout(out, c)
+    assert np.array_equal(out, np.arange(n, dtype=np.float32) + 1)
+    assert gate.timestamp > 0 and done.timestamp >= gate.timestamp
+
+
+def test_cpu_releases_a_gpu_wait(dev: NVDevice) -> None:
+    sig = dev.new_signal(0)
+    v = dev.next_timeline()
+    dev.compute_queue().wait(sig, 3).signal(dev.timeline_signal, v).submit()
+    threading.Timer(0.05, lambda: setattr(sig, "value", 3)).start()
+    dev.synchronize(timeout_ms=3000)
+    assert dev.timeline_signal.value == v
+
+
+# ------------------------------------------------------------------------------------ launches
+def test_vector_add_launch_and_qmd_fields(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "vadd")
+    gpu = _gpu(dev)
+    gpu.register_kernel(prg.prog_va, _vadd_model)
+    n = 1000  # not a multiple of the block
+    a, b, c = (dev.alloc(n * 4) for _ in range(3))
+    av = np.arange(n, dtype=np.float32)
+    dev.copyin(a, av)
+    dev.copyin(b, av * 2)
+    t = prg(a, b, c, n, global_size=((n + 255) // 256, 1, 1), local_size=(256, 1, 1), wait=True)
+    assert t is not None and t >= 0
+    out = np.zeros(n, np.float32)
+    dev.copyout(out, c)
+    assert np.array_equal(out, av * 3)
+    q = gpu.launches[-1].qmd
+    assert q["QMD_MAJOR_VERSION"] == 4 and q["QMD_TYPE"] == 2 and q["GRID_WIDTH"] == 4
+    assert q["CTA_THREAD_DIMENSION0"] == 256 and q["SHARED_MEMORY_SIZE"] == 1024
+    assert q["CONSTANT_BUFFER_VALID(4)"] == 1 and q["CONSTANT_BUFFER_VALID(3)"] == 1
+    cb0 = gpu.launches[-1].cb0
+    assert struct.unpack_from("<6I", cb0, 0) == (256, 1, 1, 4, 1, 1)
+    assert struct.unpack_from("<QQ", cb0, 0x198) == (gpu.launches[-1].cb0_va + 0x210,
+                                                       gpu.launches[-1].cb0_va + 0x210 + 28)
+
+
+def test_signal_after_launch_folds_into_the_qmd_release(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "inc")
+    x = dev.alloc(4096)
+    sig = dev.new_signal(0)
+    ka = prg.fill_kernargs((x, 16), (1, 1, 1), (16, 1, 1))
+    dev.compute_queue().exec(prg, ka, (1, 1, 1), (16, 1, 1)).signal(sig, 42).submit()
+    sig.wait(42, 2000)
+    q = _gpu(dev).launches[-1].qmd
+    assert q["RELEASE_ENABLE(0)"] == 1 and q["RELEASE_SEMAPHORE0_PAYLOAD_LOWER"] == 42
+    assert sig.timestamp > 0
+
+
+def test_many_params_dynamic_smem_and_local_memory(dev: NVDevice) -> None:
+    gpu = _gpu(dev)
+    mp = dev.program(CUBIN, "many_params")
+    seen: list[tuple] = []
+    gpu.register_kernel(mp.prog_va, lambda L: seen.append(struct.unpack_from(
+        "<Qbxhiqf4xdb3xidfB3xqih2xf4xd".replace(" ", ""), L.cb0, 0x210)))
+    out = dev.alloc(16 * 8)
+    args = (out, -3, -300, 70000, -(1 << 40), 1.5, 2.25, 7, -8, 3.125, -0.5, 200, 1 << 50, -12,
+            99, 0.75, -1e300)
+    mp(*args, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
+    assert seen[0][1:] == args[1:]
+    bs = dev.program(CUBIN, "block_sum", dynamic_smem_B=256 * 4)
+    assert bs.shared_B == 0x400 + 1024
+    bs(out, out, 1, global_size=(1, 1, 1), local_size=(256, 1, 1), wait=True)
+    assert gpu.launches[-1].shared_B == 0x800
+    la = dev.program(CUBIN, "local_array")
+    assert dev.slm_per_thread >= 96 * 4
+    la(out, out, 1, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
+    assert gpu.launches[-1].qmd["SHADER_LOCAL_MEMORY_HIGH_SIZE"] == dev.slm_per_thread
+    st = dev.program(CUBIN, "affine")
+    st(out, out, struct.pack("<i4xdf4x", 3, 2.0, 1.0), global_size=(1, 1, 1),
+       local_size=(32, 1, 1), wait=True)
+    with pytest.raises(ProgramError, match="24 B"):
+        st(out, out, b"short", global_size=(1, 1, 1), local_size=(32, 1, 1))
+
+
+def test_relocated_device_globals_reach_the_kernel(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "lookup")
+    seen = {}
+
+    def model(L: Launch) -> None:
+        q = L.qmd
+        cb4 = (q["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(4)"] << 32 if
+               "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(4)" in q else 0) | \
+            q["CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(4)"]
+        table_va = struct.unpack("<Q", L.gpu.mem.read(cb4 << 6, 8))[0]
+        seen["table"] = list(L.array(table_va, np.int32, 8))
+
+    _gpu(dev).register_kernel(prg.prog_va, model)
+    buf = dev.alloc(64)
+    prg(buf, buf, 1, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
+    assert seen["table"] == [3, 1, 4, 1, 5, 9, 2, 6]
+
+
+def test_bad_launch_shapes_are_refused_before_the_gpu(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "vadd")
+    a = dev.alloc(64)
+    with pytest.raises(ProgramError, match="exceeds"):
+        prg(a, a, a, 1, global_size=(1, 1, 1), local_size=(2048, 1, 1))
+    with pytest.raises(ProgramError, match="takes 4 arguments"):
+        prg(a, a, global_size=(1, 1, 1), local_size=(1, 1, 1))
+    with pytest.raises(ProgramError, match="no kernel"):
+        dev.program(CUBIN, "nope")
+    with pytest.raises(QueueError, match="KernArgs"):
+        dev.compute_queue().exec(prg, 0x1000, (1, 1, 1), (1, 1, 1))
+
+
+def test_graph_replay_with_patched_arguments(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "vadd")
+    _gpu(dev).register_kernel(prg.prog_va, _vadd_model)
+    n = 512
+    a, b, c, d2 = (dev.alloc(n * 4) for _ in range(4))
+    dev.copyin(a, np.full(n, 1, np.float32))
+    dev.copyin(b, np.full(n, 2, np.float32))
+    g = dev.graph([GraphLaunch(prg, (a, b, c, n), (2, 1, 1), (256, 1, 1)),
+                   GraphLaunch(prg, (c, c, d2, n), (2, 1, 1), (256, 1, 1))])
+    g.replay(wait=True)
+    out = np.zeros(n, np.float32)
+    dev.copyout(out, d2)
+    assert np.all(out == 6)
+    g.replay({0: {1: c}}, wait=True)  # c = a + c(3) = 4; d2 = 8
+    dev.copyout(out, d2)
+    assert np.all(out == 8)
+    assert g.body._bound_buf is not None
+    g.free()
+
+
+def test_rings_wrap_around_without_leaks() -> None:
+    mos = NvMockOS.with_nv_gpus(1)
+    d = NVDevice("mock-nv:0", os=mos, pushbuf_B=8192, gpfifo_entries=16)
+    prg = d.program(CUBIN, "inc")
+    _gpu(d).register_kernel(prg.prog_va, _inc_model)
+    x = d.alloc(64 * 4)
+    d.copyin(x, np.zeros(64, np.uint32))
+    prg(x, 64, global_size=(1, 1, 1), local_size=(64, 1, 1))  # allocates the argument arena
+    live = mos.live_objects()
+    for _ in range(599):
+        prg(x, 64, global_size=(1, 1, 1), local_size=(64, 1, 1))
+    d.synchronize()
+    out = np.zeros(64, np.uint32)
+    d.copyout(out, x)
+    assert np.all(out == 600)
+    assert mos.live_objects() == live
+    assert d.compute_channel.seq > 600 and d.compute_channel.gp_put > 16 * 10
+    d.close()
+    _clean(mos)
+
+
+# ------------------------------------------------------------------------------------ failures
+def test_timeout_reports_channel_state_then_recovers(dev: NVDevice) -> None:
+    never = dev.new_signal(0)
+    v = dev.next_timeline()
+    dev.compute_queue().wait(never, 1).signal(dev.timeline_signal, v).submit()
+    t0 = time.perf_counter()
+    with pytest.raises(SignalTimeout) as e:
+        dev.synchronize(timeout_ms=200)
+    assert time.perf_counter() - t0 < 2.0
+    msg = str(e.value)
+    assert "compute channel" in msg and "SEM_EXECUTE" in msg and "ACQ_CIRC_GEQ" in msg
+    assert f"timeline completed {v - 1} of {v}" in msg
+    never.value = 1
+    dev.synchronize(timeout_ms=2000)
+
+
+def test_gpu_fault_raises_device_fault_with_xid(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "write_null")
+    _gpu(dev).register_kernel(prg.prog_va, lambda L: L.gpu.mem.write_u32(0x40, 1))
+    x = dev.alloc(64)
+    with pytest.raises(DeviceFault, match="Xid 31") as e:
+        prg(x, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True, timeout_ms=3000)
+    assert "page fault" in str(e.value) and "NVRM: Xid" in str(e.value)
+    with pytest.raises(DeviceFault):  # every later call raises the same error
+        dev.alloc(64)
+
+
+def test_a_bad_qmd_is_caught_by_the_mock(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "vadd")
+    a = dev.alloc(64)
+    ka = prg.fill_kernargs((a, a, a, 1), (1, 1, 1), (32, 1, 1))
+    ka.qmd[0x98:0x9C] = b"\0\0\0\0"  # program address low dword (what a V03 layout leaves there)
+    ka.qmd[0x9C:0xA0] = b"\0\0\0\0"
+    v = dev.next_timeline()
+    dev.compute_queue().exec(prg, ka, (1, 1, 1), (32, 1, 1)).signal(dev.timeline_signal, v).submit()
+    with pytest.raises(DeviceFault, match="(?s)Xid 13.*program address"):
+        dev.synchronize(timeout_ms=2000)
+
+
+def test_unknown_method_faults_the_channel(dev: NVDevice) -> None:
+    from runtime.drivers.nv.methods import nvm
+    from runtime.hcq.queue import extend_from
+    q = dev.compute_queue()
+    extend_from(q, nvm(1, 0x1234 & ~3, 0))
+    v = dev.next_timeline()
+    q.signal(dev.timeline_signal, v).submit()
+    with pytest.raises(DeviceFault, match="not modelled"):
+        dev.synchronize(timeout_ms=2000)
+
+
+def test_uvm_and_rm_refuse_bad_requests_directly(mos: NvMockOS) -> None:
+    d = NVDevice("mock-nv:0", os=mos)
+    try:
+        with pytest.raises(RmError, match="UVM_CREATE_EXTERNAL_RANGE.*NV_ERR_INVALID_ADDRESS"):
+            d.uvm.create_external_range(0x1001, 4096)
+        buf = d.alloc(4096)
+        with pytest.raises(RmError, match="UVM_ADDRESS_IN_USE"):
+            d.uvm.create_external_range(buf.va, 4096)
+        with pytest.raises(RmError, match="NV_ESC_RM_ALLOC.*NV_ERR_INVALID_OBJECT_PARENT"):
+            d.rm.alloc(d.subdevice, rm.FERMI_VASPACE_A, rm.NV_VASPACE_ALLOCATION_PARAMETERS())
+        with pytest.raises(RmError, match="NV_ERR_INVALID_OBJECT_HANDLE"):
+            d.rm.free(0x1234)
+        p = rm.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(flags=0)
+        with pytest.raises(RmError, match="NV2080_CTRL_CMD_GPU_GET_GID_INFO"):
+            d.rm.control(d.subdevice, rm.NV2080_CTRL_CMD_GPU_GET_GID_INFO, p)
+        assert ctypes.sizeof(p) == 268
+    finally:
+        d.close()
+    _clean(mos)
