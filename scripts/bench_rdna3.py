@@ -14,8 +14,8 @@ time; the issue quotes 2.2M elements/s for a+b*2 at 2^20 (470 ms) for its own ke
                                   [--save-code DIR | --prebuilt DIR]
 `run(quick)` returns the rows for scripts/bench_hcq.py.
 """
-from __future__ import annotations
-
+# No `from __future__ import annotations`: scripts/bench_hcq.py loads this file without
+# registering it in sys.modules, where dataclasses would look string annotations up.
 import argparse
 import json
 import os
