@@ -399,3 +399,29 @@ def test_reference_float4_dual(dev, rng):
     # The kernel computes b * t first, then fma(a, s, b * t) (v_dual_mul, v_dual_fmac).
     want = fma_ref(a, np.full_like(a, f32(1.5)), b * f32(-0.75))
     np.testing.assert_array_equal(dev.download(vo, 4 * n, f32).reshape(n, 4), want)
+
+
+@needs_compiler
+def test_scattered_masked_stores_unaligned_loads_and_two_barriers(dev, rng):
+    n = 1000
+    block = 128
+    ng = groups(n, block)
+    v = rng.integers(-1000, 1000, n).astype(i32)
+    raw = rng.integers(0, 256, n + 8).astype(np.uint8)
+    k = dev.load(compiled("scatter_masked"))
+    out = dev.upload(np.full(n, -7, i32))
+    out2, out3 = dev.alloc(4 * n), dev.alloc(4 * ng * block)
+    dev.launch(k, [dev.upload(v), out, dev.upload(raw), out2, out3, n], (ng,), (block,))
+    want = np.full(n, -7, i32)
+    idx = np.arange(n)
+    sel = idx % 3 != 0
+    want[(idx[sel] * 7) % n] = v[sel] + 1
+    np.testing.assert_array_equal(dev.download(out, n, i32), want)
+    unaligned = np.array([int.from_bytes(raw[j + 1:j + 5].tobytes(), "little") for j in idx])
+    np.testing.assert_array_equal(dev.download(out2, n, u32), unaligned.astype(u32))
+    # Waves below lane 64 and above it pass different s_barrier instructions and swap halves.
+    g = np.arange(ng * block).reshape(ng, block)
+    lid = np.arange(block)
+    partner = g[:, ::-1]
+    want3 = np.where(lid < 64, partner * 3 + 0, partner * 2 + 1)
+    np.testing.assert_array_equal(dev.download(out3, ng * block, i32).reshape(ng, block), want3)

@@ -177,7 +177,7 @@ def _literal_fields(enc: str, name: str, f: dict[str, int]) -> bool:
         return LITERAL in (f.get("ssrc0"), f.get("ssrc1"))
     if enc in ("VOP1", "VOP2", "VOPC"):
         return f["src0"] == LITERAL
-    if enc in ("VOP3", "VOP3P"):
+    if enc in ("VOP3", "VOP3SD", "VOP3P"):
         return LITERAL in (f["src0"], f["src1"], f["src2"])
     if enc == "VOPD":
         return LITERAL in (f["srcx0"], f["srcy0"])

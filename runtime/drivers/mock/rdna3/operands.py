@@ -5,7 +5,9 @@ as [n, 32], SGPRs as [n, 1] (so they broadcast against lanes), constants as 0-d 
 constants follow RDNA3 ISA section 3.4.2: integers -16..64 as two's-complement bit patterns in
 any op (so `1` in an f32 op is the denormal 0x00000001), the float constants (0.5, 1.0, 2.0, 4.0,
 their negatives, 1/(2π)) encoded in the operand's own format, and a 32-bit literal that is the
-low half of a 64-bit integer (zero-extended) or the high half of an f64.
+high half of an f64 or, for 64-bit integers, zero-extended for unsigned and sign-extended for
+signed operand types (what the hardware does, per LLVM's AMDGPU maintainers in llvm-project
+PR 70274).
 """
 from __future__ import annotations
 
@@ -52,7 +54,11 @@ def const_bits(code: int, t: str, literal: int | None) -> int | None:
         return {64: _INV_2PI_F64, 16: _INV_2PI_F16}.get(w, _INV_2PI_F32)
     if code == LITERAL:
         lit = literal or 0
-        return lit << 32 if t == "f64" else lit & mask
+        if t == "f64":
+            return lit << 32
+        if t == "i64" and lit >> 31:
+            return lit | 0xFFFFFFFF00000000  # signed 64-bit operands sign-extend the literal
+        return lit & mask
     return None
 
 

@@ -41,13 +41,13 @@ def _unsupported(inst: Inst, why: str = "") -> KernelFault:
                        instruction=str(inst))
 
 
-def sread(code: int, inst: Inst, w: int = 32) -> Callable[[Group], np.ndarray]:
-    """Reader of a scalar source as uint32 [n] (uint64 [n] for w=64); constants are 0-d."""
-    t = "b64" if w == 64 else "b32"
+def sread(code: int, inst: Inst, w: int = 32,
+          typ: str | None = None) -> Callable[[Group], np.ndarray]:
+    """Reader of a scalar source as uint32 [n] (uint64 [n] for w=64); constants are 0-d.
+    `typ` (the operand's ISA type) decides how a 64-bit literal is extended."""
+    t = typ or ("b64" if w == 64 else "b32")
     cb = const_bits(code, t, inst.literal)
     if cb is not None:
-        if w == 64 and 128 <= code <= 208 and cb >= 1 << 63:
-            cb &= (1 << 64) - 1
         c = np.array(cb, dtype=u64 if w == 64 else u32)
         return lambda g: c
     if code == NULL:
@@ -432,8 +432,8 @@ def _sop2(inst: Inst) -> Step:
     if fn is None:
         raise _unsupported(inst)
     sig = signature(name, "SOP2")
-    ra = sread(f["ssrc0"], inst, width(sig.srcs[0]))
-    rb = sread(f["ssrc1"], inst, width(sig.srcs[1]))
+    ra = sread(f["ssrc0"], inst, width(sig.srcs[0]), sig.srcs[0])
+    rb = sread(f["ssrc1"], inst, width(sig.srcs[1]), sig.srcs[1])
     wr = swrite(f["sdst"], width(sig.dst))
 
     def run(g: Group) -> None:
