@@ -1,15 +1,22 @@
 """The vectorised executor: all waves of a dispatch run together, grouped by program counter.
 
-A dispatch is run in batches of whole workgroups (bounded by the register and LDS memory they
-need). Within a batch every wave starts in one group at the entry point. The scheduler always
-runs the group with the lowest program counter, one instruction at a time over all its waves:
-  * a branch whose condition differs between the group's waves splits it in two;
+A dispatch is run in batches of whole workgroups (at most BATCH_MAX_WAVES waves, so a batch's
+registers stay in cache, and bounded by the memory their registers and LDS need). Within a batch
+every wave starts in one group at the entry point. The scheduler always runs the group with the
+lowest program counter, one instruction at a time over all its waves:
+  * a branch whose condition differs between the group's waves splits it in two, except that a
+    forward s_cbranch_execz over a block that only does EXEC-masked work lets the waves with an
+    empty EXEC come along when most waves execute the block (they change nothing there, and a
+    split plus a merge costs more than masked work);
   * groups that arrive at the same program counter merge again (structured code from LLVM
     reconverges at the lowest pending address, so lowest-pc-first brings them together);
   * a group at `s_barrier` waits; when no group can run, every waiting group passes its barrier
     (all waves of each workgroup have then arrived or ended, which is the barrier's condition);
   * `s_endpgm` retires a group.
 Lane divergence inside a wave is EXEC masking, handled by the instructions themselves.
+
+ExecStats counts every instruction a group executes once per wave of the group (so waves carried
+through a masked block with an empty EXEC count too) and once per lane active in EXEC.
 """
 from __future__ import annotations
 
