@@ -101,3 +101,14 @@ def test_classify_and_conversions():
     got = fp.cvt_int(np.array([np.nan, 1e10, -1e10, -2.7, 2.7], f32), np.int32, -2**31, 2**31 - 1)
     assert got.tolist() == [0, 2**31 - 1, -2**31, -2, 2]
     assert fp.fract(np.array([-0.25, np.inf, 3.0], f32)).tolist()[0] == 0.75
+
+
+def test_min_max_follow_ieee_mode():
+    snan = np.array([0x7F800001], np.uint32).view(f32)[0]
+    a = np.array([0.0, -0.0, np.nan, 1.0, snan, 2.0], f32)
+    b = np.array([-0.0, 0.0, 1.0, np.nan, 1.0, snan], f32)
+    lo, hi = fp.fmin(a, b), fp.fmax(a, b)
+    assert np.signbit(lo[:2]).all() and not np.signbit(hi[:2]).any()   # -0 < +0
+    assert lo[2] == 1.0 and lo[3] == 1.0 and hi[2] == 1.0               # quiet NaN: the other
+    assert np.isnan(lo[4:]).all() and np.isnan(hi[4:]).all()            # signalling NaN wins,
+    assert (lo[4:].view(np.uint32) & 0x00400000).all()                  # quieted

@@ -86,13 +86,40 @@ def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(out) & np.isfinite(p), out, p + c)
 
 
+def _is_snan(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype == np.float32:
+        quiet = (x.view(np.uint32) & np.uint32(0x00400000)) != 0
+    elif x.dtype == np.float64:
+        quiet = (x.view(np.uint64) & np.uint64(1 << 51)) != 0
+    else:
+        quiet = (x.view(np.uint16) & np.uint16(0x0200)) != 0
+    return np.isnan(x) & ~quiet
+
+
+def _minmax(a: np.ndarray, b: np.ndarray, is_min: bool) -> np.ndarray:
+    """IEEE-mode v_min/v_max (ISA pseudo-code): a signalling NaN operand gives that NaN
+    quieted, a quiet NaN gives the other operand, and -0 orders below +0."""
+    r = np.fmin(a, b) if is_min else np.fmax(a, b)
+    both_zero = (a == 0) & (b == 0)
+    if both_zero.any():
+        neg = np.signbit(a) | np.signbit(b) if is_min else np.signbit(a) & np.signbit(b)
+        zero = np.where(neg, -0.0, 0.0).astype(r.dtype)
+        r = np.where(both_zero, zero, r)
+    a_nan, b_nan = np.isnan(a), np.isnan(b)
+    if a_nan.any() or b_nan.any():
+        qa, qb = (np.abs(a) * 1).astype(r.dtype), (np.abs(b) * 1).astype(r.dtype)  # quieted
+        r = np.where(_is_snan(b), np.copysign(qb, b), r)
+        r = np.where(_is_snan(a), np.copysign(qa, a), r)
+    return r
+
+
 def fmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IEEE-mode v_min: a NaN operand yields the other operand."""
-    return np.fmin(a, b)
+    return _minmax(a, b, True)
 
 
 def fmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.fmax(a, b)
+    return _minmax(a, b, False)
 
 
 def fmed3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
