@@ -17,6 +17,7 @@ from .errors import KernelFault
 from .machine import Group
 from .operands import const_bits, width
 from .optypes import signature
+from .valu_table import popcount
 
 u32, u64, i32, i64 = np.uint32, np.uint64, np.int32, np.int64
 NEXT, BRANCH, END, BARRIER, JUMP = range(5)
@@ -194,9 +195,9 @@ def _sop1_fn(name: str, w: int) -> Callable | None:
         "s_not": lambda a: (lambda d: (d, _nz(d)))(~np.asarray(a, dtype=dt)),
         "s_brev": lambda a: (_brev(np.asarray(a, dtype=dt), w), None),
         "s_bcnt0_i32": lambda a: (lambda d: (d, _nz(d)))(
-            (w - np.bitwise_count(np.asarray(a, dtype=dt))).astype(u32)),
+            (w - popcount(np.asarray(a, dtype=dt))).astype(u32)),
         "s_bcnt1_i32": lambda a: (lambda d: (d, _nz(d)))(
-            np.bitwise_count(np.asarray(a, dtype=dt)).astype(u32)),
+            popcount(np.asarray(a, dtype=dt)).astype(u32)),
         "s_ctz_i32": lambda a: (_ctz(np.asarray(a, dtype=dt), w), None),
         "s_clz_i32": lambda a: (_clz(np.asarray(a, dtype=dt), w), None),
         "s_cls_i32": lambda a: (_cls(np.asarray(a, dtype=u32)), None),

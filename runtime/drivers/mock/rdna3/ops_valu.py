@@ -390,7 +390,7 @@ def _mbcnt(hi: bool) -> Callable[[Inst, object], Exec]:
 
         def run(g: Group) -> None:
             a, b = r0(g), r1(g)
-            write(g, np.bitwise_count(a & below32).astype(u32) + b)
+            write(g, valu_table.popcount(a & below32).astype(u32) + b)
         return run
     return make
 

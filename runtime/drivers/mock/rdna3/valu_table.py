@@ -21,6 +21,15 @@ _REV8 = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint32
 Fn = Callable[..., np.ndarray]
 
 
+def popcount(x: np.ndarray) -> np.ndarray:
+    """Set bits per element of an unsigned array (np.bitwise_count needs numpy 2)."""
+    x = np.asarray(x)
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(x)
+    raw = np.ascontiguousarray(x).view(np.uint8).reshape(*x.shape, x.dtype.itemsize)
+    return np.unpackbits(raw, axis=-1).sum(axis=-1, dtype=np.uint8)
+
+
 def _u(x: np.ndarray) -> np.ndarray:
     return np.asarray(x).view(u32) if np.asarray(x).dtype == i32 else np.asarray(x, dtype=u32)
 
@@ -216,7 +225,7 @@ TABLE: dict[str, Fn] = {
     "v_maxmin_i32": lambda a, b, c: np.minimum(np.maximum(a, b), c),
     "v_minmax_u32": lambda a, b, c: np.maximum(np.minimum(a, b), c),
     "v_maxmin_u32": lambda a, b, c: np.minimum(np.maximum(a, b), c),
-    "v_bcnt_u32_b32": lambda a, b: np.bitwise_count(a).astype(u32) + b,
+    "v_bcnt_u32_b32": lambda a, b: popcount(a).astype(u32) + b,
     "v_bfrev_b32": _brev,
     "v_clz_i32_u32": _clz, "v_ctz_i32_b32": _ctz, "v_cls_i32": _cls,
     "v_perm_b32": _perm,
