@@ -6,10 +6,12 @@ Sections (each a function returning `Result`s, registered in `SECTIONS`):
   resubmission, signal round trips through the mock, launch + wait, graph replay, copies.
 - rdna3: the RDNA3 interpreter (scripts/bench_rdna3.py, `run(quick) -> list[dict|Result]`), when
   present.
-- nvidia: reserved for the NVIDIA driver on the device (launch latency, back-to-back launches, graph
-  replay, copy bandwidth, against CUDA through CuPy/PyTorch); add `bench_nvidia` below.
+- nvidia: the NVIDIA driver on a real GPU (launch latency, back-to-back launches, graph replay,
+  copy bandwidth), side by side with CUDA through CuPy and PyTorch measured in a subprocess
+  (`bench_nvidia`; `--nv` is short for `--sections nvidia`).
 
     python scripts/bench_hcq.py [--sections mock,rdna3] [--quick] [--json bench_hcq.json]
+    python scripts/bench_hcq.py --nv --json $OUT/bench_nv.json
 """
 from __future__ import annotations
 
@@ -197,10 +199,208 @@ def bench_rdna3(quick: bool) -> list[Result]:
     return res
 
 
+# ------------------------------------------------------------------------------------ nvidia section
+_NV_SRC = r"""
+extern "C" __global__ void inc(unsigned int* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
+"""
+# CUDA through CuPy (launch latency, back-to-back launches; cupy.RawKernel of the same source) and
+# PyTorch (cudaMemcpy from pinned and from pageable memory), in a process of its own.
+_NV_CUDA_REF = r"""
+import json, sys, time, statistics
+out = {}
+try:
+    import cupy as cp
+    k = cp.RawKernel(SRC, "inc")
+    x = cp.zeros(1024, dtype=cp.uint32)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        for _ in range(100):
+            k((4,), (256,), (x, cp.int32(1024)))
+        s.synchronize()
+        lat = []
+        for _ in range(1000):
+            t = time.perf_counter(); k((4,), (256,), (x, cp.int32(1024))); s.synchronize()
+            lat.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for _ in range(1000):
+            k((4,), (256,), (x, cp.int32(1024)))
+        s.synchronize()
+        b2b = time.perf_counter() - t
+    lat.sort()
+    out["cupy"] = dict(min=lat[0], median=statistics.median(lat), p90=lat[900], b2b=b2b,
+                       version=cp.__version__)
+except Exception as e:  # report, do not fail the whole benchmark
+    out["cupy_error"] = repr(e)
+try:
+    import torch
+    d = {}
+    for mib in SIZES:
+        n = mib << 20
+        dev = torch.empty(n, dtype=torch.uint8, device="cuda")
+        for pinned in (True, False):
+            host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
+            host.fill_(1)
+            for direction in ("h2d", "d2h"):
+                best = []
+                for _ in range(REPS):
+                    torch.cuda.synchronize(); t = time.perf_counter()
+                    (dev.copy_(host) if direction == "h2d" else host.copy_(dev))
+                    torch.cuda.synchronize(); best.append(time.perf_counter() - t)
+                d[f"{direction} {'pinned' if pinned else 'pageable'} {mib}"] = n / min(best) / 1e9
+    x = torch.zeros(1024, dtype=torch.int32, device="cuda")
+    for _ in range(100):
+        x.add_(1)
+    torch.cuda.synchronize()
+    lat = []
+    for _ in range(1000):
+        t = time.perf_counter(); x.add_(1); torch.cuda.synchronize()
+        lat.append(time.perf_counter() - t)
+    lat.sort()
+    out["torch"] = dict(copies=d, min=lat[0], median=statistics.median(lat), p90=lat[900],
+                        version=torch.__version__)
+except Exception as e:
+    out["torch_error"] = repr(e)
+print("JSON" + json.dumps(out))
+"""
+
+
+_NV_DEVICE = ["nv:0"]  # --nv-device ("mock-nv:0" runs the section's code against the mock GPU)
+
+
+def bench_nvidia(quick: bool) -> list[Result]:
+    """The NVIDIA driver (raw RM/UVM ioctls) on a real GPU, with CUDA's figures beside it."""
+    import subprocess
+
+    import numpy as np
+
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq import Launch, MemKind
+
+    sec = "nvidia"
+    out: list[Result] = []
+    sizes = [1, 16, 64, 256] if quick else [1, 16, 64, 256, 1024]
+    reps = 3 if quick else 5
+    # -- CUDA first, in its own process (libcuda and this runtime never share one)
+    code = _NV_CUDA_REF.replace("SRC", repr(_NV_SRC)).replace("SIZES", repr(sizes)) \
+        .replace("REPS", str(reps))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("JSON")), None)
+    ref = json.loads(line[4:]) if line else {"error": (r.stderr or r.stdout)[-2000:]}
+    for k in ("cupy_error", "torch_error", "error"):
+        if k in ref:
+            out.append(Result("cuda", k, 0, "", ref[k][:200]))
+    cupy, torch_ = ref.get("cupy", {}), ref.get("torch", {})
+
+    dev = NVDevice(_NV_DEVICE[0])
+    prg = dev.program(dev.compiler.compile(_NV_SRC), "inc")
+    x = dev.alloc(1024 * 4)
+    dev.copyin(x, np.zeros(1024, np.uint32))
+
+    def launch() -> None:
+        prg(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
+
+    for _ in range(200):
+        launch()
+    dev.synchronize()
+    # 1. launch latency: submit -> completion observed by the CPU (the timeline value)
+    tl = dev.timeline_signal
+    lat = []
+    for _ in range(1000):
+        t = time.perf_counter()
+        launch()
+        tl.wait(dev.timeline_value)
+        lat.append(time.perf_counter() - t)
+    lat.sort()
+    us = 1e6
+    out += [Result(sec, "launch+wait min", lat[0] * us, "us", f"CuPy {cupy.get('min', 0) * us:.1f}"),
+            Result(sec, "launch+wait median", statistics.median(lat) * us, "us",
+                   f"CuPy {cupy.get('median', 0) * us:.1f}, PyTorch add_ "
+                   f"{torch_.get('median', 0) * us:.1f}; target <= 5"),
+            Result(sec, "launch+wait p90", lat[900] * us, "us", f"CuPy {cupy.get('p90', 0) * us:.1f}")]
+    # 2. 1000 back-to-back launches, one wait at the end
+    def b2b() -> float:
+        t = time.perf_counter()
+        for _ in range(1000):
+            launch()
+        dev.synchronize()
+        return time.perf_counter() - t
+    out.append(Result(sec, "1000 launches, one wait", _best(b2b, reps) * 1e3, "ms",
+                      f"CuPy {cupy.get('b2b', 0) * 1e3:.2f} ms; target <= 3"))
+    # 3. graph replay: CPU cost per launch, and the whole replay
+    n_graph = 1000
+    g = dev.graph([Launch(prg, (x, 1024), (4, 1, 1), (256, 1, 1)) for _ in range(n_graph)])
+    g.replay(wait=True)
+
+    def replay_cpu() -> float:
+        dev.synchronize()
+        t = time.perf_counter()
+        g.replay()
+        dt = time.perf_counter() - t
+        dev.synchronize()
+        return dt
+
+    def replay_all() -> float:
+        t = time.perf_counter()
+        g.replay()
+        dev.synchronize()
+        return time.perf_counter() - t
+    out.append(Result(sec, "graph replay CPU / launch", _best(replay_cpu, reps) / n_graph * us, "us",
+                      f"{n_graph} launches per replay; target <= 1"))
+    out.append(Result(sec, "graph replay wall / launch", _best(replay_all, reps) / n_graph * us,
+                      "us", "submit + GPU execution (launches serialized by WAIT_FOR_IDLE)"))
+    g.free()
+    # 4. copies: pinned host memory through the copy engine; pageable numpy through staging
+    tcopies = torch_.get("copies", {})
+    for mib in sizes:
+        n = mib << 20
+        vram = dev.alloc(n)
+        pinned = dev.alloc(n, kind=MemKind.HOST, cpu_access=True)
+        np.frombuffer(pinned.cpu_view(), np.uint8)[:] = 1
+        page = np.ones(n, np.uint8)
+
+        def dma(dst: int, src: int) -> float:
+            v = dev.next_timeline()
+            t = time.perf_counter()
+            dev.copy_queue().wait(tl, v - 1).copy(dst, src, n).signal(tl, v).submit()
+            tl.wait(v)
+            return time.perf_counter() - t
+
+        def timed(fn: Callable[[], None]) -> float:
+            dev.synchronize()
+            t = time.perf_counter()
+            fn()
+            dev.synchronize()
+            return time.perf_counter() - t
+
+        rows = [("h2d pinned", min(dma(vram.va, pinned.va) for _ in range(reps))),
+                ("d2h pinned", min(dma(pinned.va, vram.va) for _ in range(reps))),
+                ("h2d pageable", min(timed(lambda: dev.copyin(vram, page)) for _ in range(reps))),
+                ("d2h pageable", min(timed(lambda: dev.copyout(page, vram)) for _ in range(reps)))]
+        for name, dt in rows:
+            cuda = tcopies.get(f"{name} {mib}", 0.0)
+            ratio = f", {n / dt / 1e9 / cuda * 100:.0f}% of CUDA" if cuda else ""
+            out.append(Result(sec, f"copy {name} {mib} MiB", n / dt / 1e9, "GB/s",
+                              f"cudaMemcpy {cuda:.1f} GB/s{ratio}; target >= 90%"))
+        dev.free(vram)
+        dev.free(pinned)
+    for name, val in (("CuPy", cupy.get("version")), ("PyTorch", torch_.get("version"))):
+        if val:
+            out.append(Result("cuda", f"{name} version", 0, "", str(val)))
+    out.append(Result("ref", "tinygrad 0.14 + Hopper patch", 133, "us",
+                      "launch+wait median (125 / 133 / 147); 87 ms per 1000; copies 3-5 GB/s "
+                      "(issue's reference figures, not measured here)"))
+    out.append(Result(sec, "device", 0, "", repr(dev)))
+    dev.close()
+    return out
+
+
 SECTIONS: dict[str, Callable[[bool], list[Result]]] = {
     "mock": bench_mock,
     "rdna3": bench_rdna3,
-    # "nvidia": bench_nvidia, -- added with the NVIDIA driver (runs on the device)
+    "nvidia": bench_nvidia,
 }
 
 
@@ -209,7 +409,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sections", default="mock", help=f"comma list of {sorted(SECTIONS)}")
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--json", default="bench_hcq.json", help="where to write the results")
+    ap.add_argument("--nv", action="store_true", help="the NVIDIA section alone (--sections nvidia)")
+    ap.add_argument("--nv-device", default="nv:0", help="device of the nvidia section")
     args = ap.parse_args(argv)
+    if args.nv:
+        args.sections = "nvidia"
+    _NV_DEVICE[0] = args.nv_device
     results: list[Result] = []
     for name in args.sections.split(","):
         if name not in SECTIONS:

@@ -228,6 +228,20 @@ def test_vector_add_launch_and_qmd_fields(dev: NVDevice) -> None:
                                                        gpu.launches[-1].cb0_va + 0x210 + 28)
 
 
+def test_short_launch_path_emits_what_the_queue_builder_emits(dev: NVDevice) -> None:
+    prg = dev.program(CUBIN, "inc")
+    x = dev.alloc(4096)
+    tl = dev.timeline_signal
+    ka = prg.fill_kernargs((x, 16), (3, 1, 1), (16, 1, 1))
+    generic = dev.compute_queue().wait(tl, 41).memory_barrier().exec(prg, ka, (3, 1, 1),
+                                                                     (16, 1, 1)).signal(tl, 42)
+    qmd_generic = bytes(ka.qmd)
+    assert dev.qmd_class(bytearray(qmd_generic)).get("RELEASE_ENABLE", 0) == 1
+    fast = prg.launch_words(ka, 42)
+    assert fast.tolist() == generic.dwords()
+    assert bytes(ka.qmd) == qmd_generic
+
+
 def test_signal_after_launch_folds_into_the_qmd_release(dev: NVDevice) -> None:
     prg = dev.program(CUBIN, "inc")
     x = dev.alloc(4096)

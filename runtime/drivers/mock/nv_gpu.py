@@ -22,6 +22,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -424,26 +425,34 @@ class QmdReader:
 
     def nonzero(self) -> dict[str, int]:
         out = {}
-        pre = self.prefix + "_"
-        counts = {"CONSTANT_BUFFER": 8, "RELEASE": 3, "DEPENDENT_QMD": 2, "TPC_DISABLE_MASK": 8}
-        for n in dir(cl):
-            if not n.startswith(pre):
-                continue
-            v = getattr(cl, n)
-            key = n[len(pre):]
-            if isinstance(v, tuple):
-                ranges = [(key, v)]
-            elif callable(v):
-                cnt = next((c for k, c in counts.items() if key.startswith(k)), 1)
-                ranges = [(f"{key}({i})", v(i)) for i in range(cnt)]
-            else:
-                continue
-            for name, (hi, lo) in ranges:
-                if hi < len(self.data) * 8:
-                    val = (self.num >> lo) & ((1 << (hi - lo + 1)) - 1)
-                    if val:
-                        out[name] = val
+        num = self.num
+        for name, hi, lo in _qmd_fields(self.prefix, len(self.data) * 8):
+            val = (num >> lo) & ((1 << (hi - lo + 1)) - 1)
+            if val:
+                out[name] = val
         return out
+
+
+@lru_cache(maxsize=None)
+def _qmd_fields(prefix: str, bits: int) -> tuple[tuple[str, int, int], ...]:
+    """Every field of a QMD version (indexed ones expanded), from the generated table."""
+    pre = prefix + "_"
+    counts = {"CONSTANT_BUFFER": 8, "RELEASE": 3, "DEPENDENT_QMD": 2, "TPC_DISABLE_MASK": 8}
+    out = []
+    for n in dir(cl):
+        if not n.startswith(pre):
+            continue
+        v = getattr(cl, n)
+        key = n[len(pre):]
+        if isinstance(v, tuple):
+            ranges = [(key, v)]
+        elif callable(v):
+            cnt = next((c for k, c in counts.items() if key.startswith(k)), 1)
+            ranges = [(f"{key}({i})", v(i)) for i in range(cnt)]
+        else:
+            continue
+        out += [(name, hi, lo) for name, (hi, lo) in ranges if hi < bits]
+    return tuple(out)
 
 
 @dataclass

@@ -285,6 +285,10 @@ class NVDevice(Device):
                 os = NvMockOS.with_nv_gpus(index + 1)
             else:
                 os = RealOS()
+        # 16 MiB of launch blocks (tinygrad's kernarg size): ~13,000 launches between wraps, each
+        # of which synchronizes; 16 MiB staging halves the per-chunk overhead of large copies.
+        kwargs.setdefault("kernarg_arena_B", 16 << 20)
+        kwargs.setdefault("staging_B", 16 << 20)
         super().__init__(name, **kwargs)
         self.os = os
         self.pcas_action = pcas_action

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from generated.nv import classes as cl
 
-from runtime.drivers.nv.methods import (SUBC_HOST, decode_gp_entry, describe_methods,
-                                        fval, gp_entry, hi32, lo32, nvm)
+from runtime.drivers.nv.methods import (SUBC_HOST, decode_gp_entry, describe_methods, fval,
+                                        gp_entry, nvm)
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer
 from runtime.hcq.seam import Doorbell
@@ -52,10 +52,14 @@ SEM_ACQUIRE_GEQ_64 = fval(cl.NVC56F_SEM_EXECUTE_OPERATION,
     | fval(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT)
 
 
+_SEM_HEADER = nvm(SUBC_HOST, cl.NVC56F_SEM_ADDR_LO, 0, 0, 0, 0, 0)[0]
+SEM_PAYLOAD_LO_DW = 3  # position of the payload's low dword in `host_semaphore`'s list
+
+
 def host_semaphore(va: int, payload: int, execute: int) -> list[int]:
     """SEM_ADDR_LO/HI, SEM_PAYLOAD_LO/HI, SEM_EXECUTE as one incrementing method (5 data dwords)."""
-    return nvm(SUBC_HOST, cl.NVC56F_SEM_ADDR_LO, lo32(va), hi32(va), lo32(payload), hi32(payload),
-               execute)
+    return [_SEM_HEADER, va & 0xFFFFFFFF, va >> 32, payload & 0xFFFFFFFF,
+            (payload >> 32) & 0xFFFFFFFF, execute]
 
 
 # ------------------------------------------------------------------ store fence
@@ -126,6 +130,7 @@ class Channel:
         self.notifier: Buffer | None = None          # RM's error notifier for this channel
         self.error_notifier: memoryview | None = None  # its first NvNotification, when mapped
         self.subc_class = {subc: engine_class}
+        self._trailer = array("I", host_semaphore(progress.va, 0, SEM_RELEASE_64))
 
     # ------------------------------------------------------------------ space
     def _reclaim(self) -> None:
@@ -176,24 +181,29 @@ class Channel:
         submission's sequence number."""
         self.seq += 1
         seq = self.seq
-        trailer = array("I", host_semaphore(self.progress.va, seq, SEM_RELEASE_64))
-        # Fold the trailer into the last inline part, so that a simple queue is one GPFIFO entry.
-        parts = list(parts)
-        if parts and isinstance(parts[-1], array):
-            parts[-1] = parts[-1] + trailer
-        else:
-            parts.append(trailer)
-        inline_dw = sum(len(p) for p in parts if isinstance(p, array))
+        trailer = self._trailer
+        trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
+        trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
+        # The trailer rides in the last inline part, so that a simple queue is one GPFIFO entry.
+        if not parts or not isinstance(parts[-1], array):
+            parts = [*parts, array("I")]
+        last = len(parts) - 1
+        inline_dw = sum(len(p) for p in parts if isinstance(p, array)) + len(trailer)
         # Worst case each inline part skips up to its own size at the ring's end.
-        self._wait_space(self.pb_put + 2 * inline_dw, len(parts))
+        if self.pb_put + 2 * inline_dw > self._pb_free_until or \
+                self.gp_put + len(parts) > self._gp_free_until:
+            self._wait_space(self.pb_put + 2 * inline_dw, len(parts))
         entries = []
         pb, pb_dw, base = self.pb, self.pb_dw, self.pushbuf.va
-        for p in parts:
+        for i, p in enumerate(parts):
             if isinstance(p, array):
-                n = len(p)
+                n = len(p) + (len(trailer) if i == last else 0)
                 start = self._pb_reserve(n)
                 off = start % pb_dw
-                pb[off:off + n] = p
+                k = len(p)
+                pb[off:off + k] = p
+                if i == last:
+                    pb[off + k:off + n] = trailer
                 self.pb_put = start + n
                 entries.append(gp_entry(base + off * 4, n))
             else:

@@ -52,8 +52,10 @@ def fget(field: tuple[int, int], word: int) -> int:
 INCR_HEADER = fval(cl.NVC56F_DMA_INCR_OPCODE, cl.NVC56F_DMA_INCR_OPCODE_VALUE)
 
 
+@lru_cache(maxsize=4096)
 def method_header(subc: int, mthd: int, count: int) -> int:
-    """An incrementing method header for `count` data dwords starting at method offset `mthd`."""
+    """An incrementing method header for `count` data dwords starting at method offset `mthd`
+    (cached: a launch emits the same few headers over and over)."""
     if mthd & 3 or mthd >> 14:
         raise ValueError(f"method offset {mthd:#x} is not a dword offset below 0x4000")
     if not 0 < count <= _width_mask(cl.NVC56F_DMA_INCR_COUNT):
@@ -64,7 +66,7 @@ def method_header(subc: int, mthd: int, count: int) -> int:
 
 def nvm(subc: int, mthd: int, *data: int) -> list[int]:
     """A complete method: header plus data dwords (tinygrad's and NVK's `P_MTHD` shape)."""
-    return [method_header(subc, mthd, len(data)), *(d & _M32 for d in data)]
+    return [method_header(subc, mthd, len(data)), *[d & _M32 for d in data]]
 
 
 def hi32(v: int) -> int:
@@ -82,17 +84,21 @@ GP_ENTRY_B = cl.NVC56F_GP_ENTRY__SIZE
 PB_VA_LIMIT = 1 << 40  # GP_ENTRY0_GET + GP_ENTRY1_GET_HI: the PBDMA fetches 40-bit addresses
 
 
+_GP_LEN_SHIFT = 32 + cl.NVC56F_GP_ENTRY1_LENGTH[1]
+_GP_LEN_MAX = (1 << (cl.NVC56F_GP_ENTRY1_LENGTH[0] - cl.NVC56F_GP_ENTRY1_LENGTH[1] + 1)) - 1
+_GP_LEVEL = fval(cl.NVC56F_GP_ENTRY1_LEVEL, cl.NVC56F_GP_ENTRY1_LEVEL_SUBROUTINE) << 32
+assert cl.NVC56F_GP_ENTRY0_GET == (31, 2) and cl.NVC56F_GP_ENTRY1_GET_HI == (7, 0)
+
+
 def gp_entry(va: int, dwords: int) -> int:
     """A GPFIFO entry (two dwords as one little-endian u64) for a pushbuffer segment at `va` of
-    `dwords` dwords; LEVEL is SUBROUTINE as tinygrad sets it (no effect on a flat pushbuffer)."""
+    `dwords` dwords; LEVEL is SUBROUTINE as tinygrad sets it (no effect on a flat pushbuffer).
+    GET (31:2) and GET_HI (entry1 7:0) together are the address's bits 39:2, in place."""
     if va & 3 or va >= PB_VA_LIMIT:
         raise ValueError(f"pushbuffer VA {va:#x} must be dword aligned and below 2^40")
-    if not 0 < dwords <= _width_mask(cl.NVC56F_GP_ENTRY1_LENGTH):
+    if not 0 < dwords <= _GP_LEN_MAX:
         raise ValueError(f"a pushbuffer segment of {dwords} dwords does not fit a GPFIFO entry")
-    e0 = fval(cl.NVC56F_GP_ENTRY0_GET, (va & _M32) >> 2)
-    e1 = fval(cl.NVC56F_GP_ENTRY1_GET_HI, va >> 32) | fval(cl.NVC56F_GP_ENTRY1_LENGTH, dwords) \
-        | fval(cl.NVC56F_GP_ENTRY1_LEVEL, cl.NVC56F_GP_ENTRY1_LEVEL_SUBROUTINE)
-    return e0 | e1 << 32
+    return va | dwords << _GP_LEN_SHIFT | _GP_LEVEL
 
 
 def decode_gp_entry(entry: int) -> tuple[int, int]:

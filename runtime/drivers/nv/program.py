@@ -22,7 +22,7 @@ from runtime.drivers.nv import cubin
 from runtime.drivers.nv.qmd import QMD, DwordField
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import MemKind, round_up
-from runtime.hcq.program import ArgSlot, KernArgs, Program
+from runtime.hcq.program import ArgSlot, ArgValue, KernArgs, Program
 
 if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
@@ -118,13 +118,60 @@ class NVProgram(Program):
         self._cb0_lo, self._cb0_hi, self._cb0_shift = lo, hi, shift
         self._cb0_hi_word = struct.unpack_from("<I", q.data, 4 * hi.index)[0] \
             & ~(hi.mask << hi.shift) & _M32
-        self._launch_fields = qcls.launch_fields()
+        self._launch_packs = [(struct.Struct(_field_fmt(f)), 4 * f.index + f.shift // 8, f.mask)
+                              for f in qcls.launch_fields()]
+        self._checked: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+        self._pb_cache: tuple[int, array] | None = None
+        self._pcas_pos = 0
         self._qmd_words = array("I", self.qmd_template)
         self._release_fields = qcls.release_fields(0)
         # Registers are allocated per warp in units of 256 (tinygrad): the CTA must fit the SM's file.
         self.max_threads = ((65536 // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
         if k.max_threads:
             self.max_threads = min(self.max_threads, k.max_threads)
+
+    # -------------------------------------------------------------- launching
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
+                 global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+                 wait: bool = False, timeout_ms: float | None = None) -> float | None:
+        """Launches like `Program.__call__`. Without `wait` this takes a short path that emits
+        exactly what the generic one does (wait for the previous timeline value, cache
+        invalidation, SEND_PCAS_A/SEND_SIGNALING_PCAS2_B, the timeline release folded into the QMD)
+        from a prebuilt pushbuffer template with four patched dwords."""
+        dev = self.nvdev
+        if wait or dev.timeline_value + 1 > _M32:
+            return super().__call__(*args, vals=vals, global_size=global_size,
+                                    local_size=local_size, wait=wait, timeout_ms=timeout_ms)
+        dev.check_usable()
+        kargs = self.fill_kernargs(args + tuple(vals) if vals else args, global_size, local_size)
+        v = dev.next_timeline()
+        try:
+            dev.compute_channel.submit([self.launch_words(kargs, v)])
+        except Exception as e:  # a fault noticed while submitting poisons the device
+            dev._note_exception(e)
+            raise
+        return None
+
+    def launch_words(self, kargs: "NVKernArgs", v: int) -> array:
+        """The commands of one timeline launch (wait for v - 1, launch, release v from the QMD) and
+        the QMD's release fields, from the template."""
+        tl = self.nvdev.timeline_signal
+        self.write_release(kargs.qmd, tl.va, v)
+        words = self._pb_template(tl.va)[:]
+        words[3] = (v - 1) & _M32
+        words[self._pcas_pos] = (kargs.va + self.qmd_offset(kargs.va)) >> 8
+        return words
+
+    def _pb_template(self, tl_va: int) -> array:
+        t = self._pb_cache
+        if t is None or t[0] != tl_va:
+            from runtime.drivers.nv.queue import NVComputeQueue
+            q = NVComputeQueue(self.nvdev)
+            q.wait(self.nvdev.timeline_signal, 0).memory_barrier()
+            self._pcas_pos = len(q._d) + 1
+            q._d.extend(_pcas_methods(self.nvdev, 0))
+            t = self._pb_cache = (tl_va, q._d)
+        return t[1]
 
     # -------------------------------------------------------------- launch block
     def qmd_offset(self, block_va: int) -> int:
@@ -154,7 +201,14 @@ class NVProgram(Program):
 
     def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int]) -> KernArgs:
-        self.check_launch(global_size, local_size)
+        shape = (global_size, local_size)
+        if shape not in self._checked:  # validated once per launch shape
+            self.check_launch(global_size, local_size)
+            for (_, _, mask), v in zip(self._launch_packs, (*global_size, *local_size)):
+                if v > mask:
+                    raise ProgramError(f"{self.name}: launch dimension {v} does not fit its "
+                                       f"{mask.bit_length()}-bit QMD field")
+            self._checked.add(shape)
         pb = self.param_base
         view[:pb] = self.cb0_template
         struct.pack_into("<6I", view, CB0_BLOCK_DIM, *local_size, *global_size)
@@ -162,8 +216,9 @@ class NVProgram(Program):
         qo = self.qmd_offset(va)
         qsz = self.qmd_class.size_B
         view[qo:qo + qsz] = self.qmd_template
-        for f, v in zip(self._launch_fields, (*global_size, *local_size)):
-            _put(view, qo, f, v)
+        # Stores only (no read-modify-write): the block may be write-combined device memory.
+        for (st, off, _), v in zip(self._launch_packs, (*global_size, *local_size)):
+            st.pack_into(view, qo + off, v)
         a = va >> self._cb0_shift
         lo, hi = self._cb0_lo, self._cb0_hi
         struct.pack_into("<I", view, qo + 4 * lo.index, a & _M32)
@@ -192,17 +247,24 @@ class NVProgram(Program):
         self._t1.release()
 
 
+def _pcas_methods(device: "NVDevice", qmd_va: int) -> list[int]:
+    """SEND_PCAS_A (QMD address >> 8) and SEND_SIGNALING_PCAS2_B with the device's action."""
+    from generated.nv import classes as cl
+
+    from runtime.drivers.nv.methods import SUBC_COMPUTE, fval, nvm
+    return nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_PCAS_A, qmd_va >> 8) + nvm(
+        SUBC_COMPUTE, cl.NVCBC0_SEND_SIGNALING_PCAS2_B,
+        fval(cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION, device.pcas_action))
+
+
 _PACK = {(0xFFFFFFFF, 0): "<I", (0xFFFF, 0): "<H", (0xFFFF, 16): "<H", (0xFF, 0): "<B",
          (0xFF, 8): "<B", (0xFF, 16): "<B", (0xFF, 24): "<B"}
 
 
-def _put(view: memoryview, base: int, f: DwordField, value: int) -> None:
-    """Stores a launch field (byte-aligned in every QMD version) without reading the memory back:
-    the block may be write-combined device memory."""
+def _field_fmt(f: DwordField) -> str:
+    """The struct format that stores a launch field whole (they are byte aligned and byte sized
+    in every QMD version, so a launch writes them without reading the QMD back)."""
     fmt = _PACK.get((f.mask, f.shift))
     if fmt is None:
         raise ProgramError(f"QMD field at dword {f.index} bit {f.shift} is not byte aligned")
-    if value > f.mask:
-        raise ProgramError(f"launch dimension {value} does not fit its "
-                           f"{f.mask.bit_length()}-bit QMD field")
-    struct.pack_into(fmt, view, base + 4 * f.index + f.shift // 8, value)
+    return fmt

@@ -23,7 +23,7 @@ from generated.nv import classes as cl
 from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_RELEASE_WFI_TS, Channel,
                                        host_semaphore)
 from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, fval, hi32, lo32, nvm
-from runtime.drivers.nv.program import NVKernArgs
+from runtime.drivers.nv.program import NVKernArgs, _pcas_methods
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
@@ -195,9 +195,7 @@ class NVComputeQueue(NVQueue):
         d = self._d
         if self._launches_since_sync:
             d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0))
-        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_PCAS_A, qmd_va >> 8))
-        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_SIGNALING_PCAS2_B,
-                     fval(cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION, self.device.pcas_action)))
+        d.extend(_pcas_methods(self.device, qmd_va))
         self._last_launch = (prg, args) if isinstance(args, NVKernArgs) else None
         self._launches_since_sync += 1
         return self

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Everything the NVIDIA driver needs checked on a real GPU, in one command (one device lease call):
+#   1. probe: nvidia-smi, device nodes, kernel, Python and the packages the checks use;
+#   2. smoke: bring-up, one NVRTC vector add, teardown (with a watchdog; retried with tinygrad's
+#      PCAS action 9 if the default launch action fails, and then used for the rest);
+#   3. every `nvidia`-marked test except the fault test (pytest -m nvidia -x, per-test timeout);
+#   4. the benchmark's NVIDIA section beside CUDA through CuPy and PyTorch (JSON in $OUT);
+#   5. the fault test, last and in a process of its own;
+#   6. the kernel log's NVRM lines.
+# Each step has its own time limit, so a hang costs at most that step. Logs go to $OUT.
+#   OUT=/tmp/out scripts/device_check.sh
+set -u
+OUT=${OUT:-/tmp/nv_device_check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+step() { echo; echo "===== $* ($(date +%T))"; }
+
+{
+step "probe"
+nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
+  --format=csv 2>&1 | head -5
+ls -l /dev/nvidia* 2>&1 | head -20
+uname -r
+$PY --version
+$PY - <<'EOF' 2>&1
+import importlib, sys
+print(sys.executable)
+for m in ("numpy", "pytest", "pytest_timeout", "torch", "triton", "cupy"):
+    try:
+        mod = importlib.import_module(m)
+        print(f"{m} {getattr(mod, '__version__', '?')}")
+    except Exception as e:  # noqa: BLE001
+        print(f"{m} missing: {e!r}")
+from runtime.drivers.nv.compiler import find_nvrtc
+print("nvrtc:", find_nvrtc())
+EOF
+
+TIMEOUT_FLAG=""
+$PY -c "import pytest_timeout" 2>/dev/null && TIMEOUT_FLAG="--timeout=150"
+
+step "smoke"
+cat > "$OUT/smoke.py" <<'EOF'
+import faulthandler, sys, time
+faulthandler.dump_traceback_later(60, exit=True)
+import numpy as np
+from runtime.drivers.nv.device import NVDevice
+kw = {"pcas_action": int(sys.argv[1], 0)} if len(sys.argv) > 1 else {}
+t = time.perf_counter()
+d = NVDevice("nv:0", **kw)
+d.default_timeout_ms = 10_000
+print(d, d.gpu, f"open {time.perf_counter() - t:.2f} s")
+lib = d.compiler.compile(open("tests/runtime/data/nv_kernels.cu").read())
+prg = d.program(lib, "vadd")
+n = 10_000
+a = np.arange(n, dtype=np.float32)
+A, B, C = (d.alloc(n * 4) for _ in range(3))
+d.copyin(A, a); d.copyin(B, a * 2)
+t = prg(A, B, C, n, global_size=((n + 255) // 256, 1, 1), local_size=(256, 1, 1), wait=True)
+out = np.zeros(n, np.float32); d.copyout(out, C)
+assert np.array_equal(out, a * 3), out[:8]
+print(f"SMOKE OK (kernel {t * 1e6:.1f} us)")
+d.close()
+EOF
+timeout 90 $PY "$OUT/smoke.py"
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "smoke failed (rc $rc); retrying with PCAS action 9 (PREFETCH_SCHEDULE)"
+  if timeout 90 $PY "$OUT/smoke.py" 9; then export NV_PCAS_ACTION=9; fi
+fi
+
+step "nvidia tests"
+timeout 330 $PY -m pytest tests/runtime/test_nv_hw.py -m nvidia -x -v -rs -s $TIMEOUT_FLAG \
+  -p no:cacheprovider -k "not zz_fault" 2>&1 | tee "$OUT/tests.log" | grep -v "^$"
+echo "tests rc ${PIPESTATUS[0]}"
+
+step "benchmark (nvidia section)"
+timeout 240 $PY scripts/bench_hcq.py --nv --json "$OUT/bench_nv.json"
+echo "bench rc $?"
+
+step "fault test (last, own process)"
+timeout 100 $PY -m pytest tests/runtime/test_nv_hw.py -m nvidia -v -rs -s $TIMEOUT_FLAG \
+  -p no:cacheprovider -k zz_fault 2>&1 | tail -40
+echo "fault rc ${PIPESTATUS[0]}"
+
+step "kernel log"
+(dmesg 2>/dev/null || journalctl -k 2>/dev/null) | grep -i -E "nvrm|xid|nvidia-uvm" | tail -30
+step "done"
+} 2>&1 | tee "$OUT/device_check.log"

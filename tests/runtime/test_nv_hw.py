@@ -1,0 +1,483 @@
+"""The NVIDIA driver on a real GPU (the H200): kernels from NVRTC and Triton checked against numpy and
+PyTorch, copies of 1 B to 1 GiB byte for byte, signals and cross-channel waits, graph replay with
+patched arguments, 10,000 launches without a leak, the timeout path, and (run last, on its own
+device) a kernel that faults.
+
+Every test is marked `nvidia` and skips with a reason where no NVIDIA GPU is present. Hangs cannot
+eat a machine's lease: the device's waits time out (20 s), pytest-timeout (when installed) bounds
+each test, and a faulthandler watchdog kills the process with a traceback if a test overruns.
+PyTorch and Triton run in a subprocess (compiling the Triton kernels and computing the references on
+the same GPU) so that libcuda and this runtime never share a process.
+"""
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from runtime.hcq import DeviceFault, Launch, MemKind, SignalTimeout
+
+HAVE_GPU = os.path.exists("/dev/nvidiactl") and os.path.exists("/dev/nvidia-uvm")
+pytestmark = [pytest.mark.nvidia,
+              pytest.mark.skipif(not HAVE_GPU, reason="no NVIDIA GPU here (/dev/nvidiactl or "
+                                                      "/dev/nvidia-uvm is absent)")]
+SRC = (Path(__file__).parent / "data" / "nv_kernels.cu").read_text()
+WATCHDOG_S = float(os.environ.get("NV_TEST_WATCHDOG_S", "240"))
+
+
+def _device_kwargs() -> dict[str, Any]:
+    # The PCAS action is a constructor argument; device_check.sh may retry with tinygrad's
+    # PREFETCH_SCHEDULE (9) if the default ever fails on a driver.
+    act = os.environ.get("NV_PCAS_ACTION")
+    return {"pcas_action": int(act, 0)} if act else {}
+
+
+@pytest.fixture(autouse=True)
+def watchdog() -> Iterator[None]:
+    """Kills the process (with every thread's traceback) if a test runs away."""
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture(scope="module")
+def dev():  # type: ignore[no-untyped-def]
+    from runtime.drivers.nv.device import NVDevice
+    d = NVDevice("nv:0", **_device_kwargs())
+    d.default_timeout_ms = 20_000.0
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def lib(dev) -> bytes:  # type: ignore[no-untyped-def]
+    return dev.compiler.compile(SRC, "nv_kernels.cu")
+
+
+def _up(dev, arr: np.ndarray):  # type: ignore[no-untyped-def]
+    buf = dev.alloc(max(arr.nbytes, 1))
+    dev.copyin(buf, np.ascontiguousarray(arr).view(np.uint8).reshape(-1))
+    return buf
+
+
+def _down(dev, buf, dtype: Any, count: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+    out = np.zeros(count, dtype)
+    dev.copyout(out.view(np.uint8), buf)
+    return out
+
+
+# ------------------------------------------------------------------------------------ bring-up
+def test_bring_up_is_hopper_with_v04_qmds(dev) -> None:  # type: ignore[no-untyped-def]
+    from generated.nv import rm_580 as rm
+    print(f"\n{dev!r}: compute {dev.compute_class:#x} gpfifo {dev.gpfifo_class:#x} copy "
+          f"{dev.dma_class:#x} usermode {dev.usermode_class:#x}; GR {dev.gpu}")
+    assert dev.arch == "sm_90" and dev.sass_version == 0x90
+    assert dev.compute_class == rm.HOPPER_COMPUTE_A and dev.qmd_class.major == 4
+    assert dev.driver_version.startswith("580.")
+
+
+def test_vector_add(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 1_000_003
+    a = np.random.default_rng(0).random(n, dtype=np.float32)
+    b = np.random.default_rng(1).random(n, dtype=np.float32)
+    A, B = _up(dev, a), _up(dev, b)
+    C = dev.alloc(n * 4)
+    prg = dev.program(lib, "vadd")
+    t = prg(A, B, C, n, global_size=((n + 255) // 256, 1, 1), local_size=(256, 1, 1), wait=True)
+    assert np.array_equal(_down(dev, C, np.float32, n), a + b)
+    print(f"\nvadd of {n} floats: {t * 1e6:.1f} us on the GPU clock")
+
+
+# ------------------------------------------------------------------------------------ NVRTC suite
+def _run(dev, lib, name, args, grid, block, dyn=0):  # type: ignore[no-untyped-def]
+    prg = dev.program(lib, name, dynamic_smem_B=dyn)
+    prg(*args, global_size=grid, local_size=block, wait=True)
+    return prg
+
+
+def test_nvrtc_2d_grid_not_a_multiple_of_the_block(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    h, w = 333, 517
+    x = np.random.default_rng(2).random((h, w), dtype=np.float32)
+    X, Y = _up(dev, x), dev.alloc(x.nbytes)
+    _run(dev, lib, "transpose_scale", (X, Y, w, h, 2.5), ((w + 15) // 16, (h + 15) // 16, 1),
+         (16, 16, 1))
+    assert np.array_equal(_down(dev, Y, np.float32, h * w).reshape(w, h), x.T * np.float32(2.5))
+
+
+def test_nvrtc_3d_grid(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    nx, ny, nz = 37, 21, 13
+    O = dev.alloc(nx * ny * nz * 4)
+    _run(dev, lib, "grid3d", (O, nx, ny, nz), ((nx + 7) // 8, (ny + 3) // 4, (nz + 1) // 2),
+         (8, 4, 2))
+    z, y, x = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    want = (x + 1000 * y + 1000000 * z).astype(np.uint32).reshape(-1)
+    assert np.array_equal(_down(dev, O, np.uint32, want.size), want)
+
+
+def test_nvrtc_shared_memory_with_barriers(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    x = np.arange(256 * 40, dtype=np.int32) * 7 - 5
+    X, Y = _up(dev, x), dev.alloc(x.nbytes)
+    _run(dev, lib, "block_reverse", (X, Y), (40, 1, 1), (256, 1, 1))
+    assert np.array_equal(_down(dev, Y, np.int32, x.size), x.reshape(40, 256)[:, ::-1].reshape(-1))
+
+
+def test_nvrtc_dynamic_shared_memory_reduction(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n, bs = 100_000, 512
+    x = np.random.default_rng(3).integers(-8, 8, n).astype(np.float32)
+    blocks = (n + bs - 1) // bs
+    X, O = _up(dev, x), dev.alloc(blocks * 4)
+    _run(dev, lib, "block_sum", (X, O, n), (blocks, 1, 1), (bs, 1, 1), dyn=bs * 4)
+    want = np.add.reduceat(x, np.arange(0, n, bs))
+    assert np.array_equal(_down(dev, O, np.float32, blocks), want)
+
+
+def test_nvrtc_many_parameters(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    O = dev.alloc(16 * 8)
+    args = (-3, -300, 70000, -(1 << 40), 1.5, 2.25, 7, -8, 3.125, -0.5, 200, 1 << 50, -12, 99,
+            0.75, -1e300)
+    _run(dev, lib, "many_params", (O, *args), (1, 1, 1), (32, 1, 1))
+    assert _down(dev, O, np.float64, 16).tolist() == [float(a) for a in args]
+
+
+def test_nvrtc_atomics(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 200_000
+    keys = np.random.default_rng(4).integers(0, 1 << 20, n).astype(np.uint32)
+    K = _up(dev, keys)
+    H, M, F = _up(dev, np.zeros(64, np.uint32)), _up(dev, np.zeros(1, np.int32)), \
+        _up(dev, np.zeros(1, np.float32))
+    _run(dev, lib, "atomics", (K, n, H, M, F), ((n + 255) // 256, 1, 1), (256, 1, 1))
+    assert np.array_equal(_down(dev, H, np.uint32, 64), np.bincount(keys % 64, minlength=64))
+    assert _down(dev, M, np.int32, 1)[0] == keys.max()
+    assert _down(dev, F, np.float32, 1)[0] == float(n)
+
+
+def test_nvrtc_double_precision(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 12345
+    x, y = np.random.default_rng(5).random(n), np.random.default_rng(6).random(n)
+    X, Y = _up(dev, x), _up(dev, y)
+    _run(dev, lib, "daxpy", (0.3, X, Y, n), ((n + 127) // 128, 1, 1), (128, 1, 1))
+    assert np.allclose(_down(dev, Y, np.float64, n), 0.3 * x + y, rtol=1e-15, atol=0)
+
+
+def test_nvrtc_device_globals_through_relocations(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 1000
+    idx = np.random.default_rng(7).integers(0, 1000, n).astype(np.int32)
+    I, O = _up(dev, idx), dev.alloc(n * 4)
+    _run(dev, lib, "lookup", (I, O, n), ((n + 255) // 256, 1, 1), (256, 1, 1))
+    table = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    assert np.array_equal(_down(dev, O, np.int32, n), table[idx & 7] * 10 + np.arange(n))
+
+
+def test_nvrtc_constant_memory(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 4096
+    x = np.linspace(-2, 2, n, dtype=np.float32)
+    X, Y = _up(dev, x), dev.alloc(n * 4)
+    _run(dev, lib, "poly", (X, Y, n), (n // 256, 1, 1), (256, 1, 1))
+    want = ((np.float32(0.25) * x + np.float32(2.0)) * x - np.float32(1.0)) * x + np.float32(0.5)
+    assert np.allclose(_down(dev, Y, np.float32, n), want, rtol=1e-6, atol=1e-6)
+
+
+def test_nvrtc_local_memory(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 10_000
+    idx = np.random.default_rng(8).integers(0, 10_000, n).astype(np.int32)
+    I, O = _up(dev, idx), dev.alloc(n * 4)
+    _run(dev, lib, "local_array", (I, O, n), ((n + 127) // 128, 1, 1), (128, 1, 1))
+    i = np.arange(n)
+    want = (idx % 96) * (i + 1) + ((idx * 7) % 96) * (i + 1)
+    assert np.array_equal(_down(dev, O, np.int32, n), want.astype(np.int32))
+
+
+def test_nvrtc_warp_shuffle(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    x = np.random.default_rng(9).integers(-100, 100, 32 * 64).astype(np.int32)
+    X, O = _up(dev, x), dev.alloc(64 * 4)
+    _run(dev, lib, "warp_sum", (X, O), (8, 1, 1), (256, 1, 1))
+    assert np.array_equal(_down(dev, O, np.int32, 64), x.reshape(64, 32).sum(1))
+
+
+def test_nvrtc_grid_stride_loop(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 3_000_001
+    x = np.random.default_rng(10).random(n, dtype=np.float32)
+    X = _up(dev, x)
+    _run(dev, lib, "scale_stride", (X, n, 3.0), (132, 1, 1), (256, 1, 1))
+    assert np.array_equal(_down(dev, X, np.float32, n), x * np.float32(3.0))
+
+
+def test_nvrtc_struct_by_value(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 777
+    x = np.random.default_rng(11).random(n, dtype=np.float32)
+    X, Y = _up(dev, x), dev.alloc(n * 4)
+    params = struct.pack("<i4xdf4x", n, 1.5, -2.0)
+    _run(dev, lib, "affine", (X, Y, params), ((n + 63) // 64, 1, 1), (64, 1, 1))
+    want = (x.astype(np.float64) * 1.5).astype(np.float32) - np.float32(2.0)
+    assert np.array_equal(_down(dev, Y, np.float32, n), want)
+
+
+# ------------------------------------------------------------------------------------ copies
+@pytest.mark.parametrize("size", [1, 5, 4095, 4097, (1 << 20) + 7, 64 << 20, 1 << 30])
+def test_copies_byte_for_byte(dev, size: int) -> None:  # type: ignore[no-untyped-def]
+    x = np.frombuffer(np.random.default_rng(size).bytes(size), np.uint8)
+    a, b = dev.alloc(size), dev.alloc(size)
+    dev.copyin(a, x)
+    dev.transfer(b, a, size)
+    out = np.empty(size, np.uint8)
+    dev.copyout(out, b)
+    assert np.array_equal(out, x)
+    dev.free(a)
+    dev.free(b)
+
+
+def test_pinned_host_copies(dev) -> None:  # type: ignore[no-untyped-def]
+    size = 256 << 20
+    src = dev.alloc(size, kind=MemKind.HOST, cpu_access=True)
+    dst = dev.alloc(size, kind=MemKind.HOST, cpu_access=True)
+    vram = dev.alloc(size)
+    x = np.frombuffer(np.random.default_rng(12).bytes(size), np.uint8)
+    np.frombuffer(src.cpu_view(), np.uint8)[:] = x
+    v = dev.next_timeline()
+    dev.copy_queue().wait(dev.timeline_signal, v - 1).copy(vram.va, src.va, size) \
+        .copy(dst.va, vram.va, size).signal(dev.timeline_signal, v).submit()
+    dev.synchronize()
+    assert np.array_equal(np.frombuffer(dst.cpu_view(), np.uint8), x)
+    for b in (src, dst, vram):
+        dev.free(b)
+
+
+# ------------------------------------------------------------------------------------ signals
+def test_compute_waits_on_copy(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 1 << 20
+    prg = dev.program(lib, "vadd")
+    src = _up(dev, np.arange(n, dtype=np.float32))
+    ones = _up(dev, np.ones(n, np.float32))
+    b, c = dev.alloc(n * 4), dev.alloc(n * 4)
+    dev.synchronize()
+    gate, done = dev.new_signal(0), dev.new_signal(0)
+    ka = prg.fill_kernargs((ones, b, c, n), (n // 256, 1, 1), (256, 1, 1))
+    dev.compute_queue().wait(gate, 7).memory_barrier().exec(prg, ka, (n // 256, 1, 1),
+                                                            (256, 1, 1)).signal(done, 1).submit()
+    time.sleep(0.05)
+    assert done.value == 0  # the compute channel is held by the copy channel's signal
+    dev.copy_queue().copy(b.va, src.va, n * 4).signal(gate, 7).submit()
+    done.wait(1, 10_000)
+    assert np.array_equal(_down(dev, c, np.float32, n), np.arange(n, dtype=np.float32) + 1)
+    assert done.timestamp >= gate.timestamp > 0
+
+
+def test_graph_replay_with_patched_arguments(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    n = 1 << 16
+    prg = dev.program(lib, "vadd")
+    a, b = _up(dev, np.full(n, 1, np.float32)), _up(dev, np.full(n, 2, np.float32))
+    c, d, e = (dev.alloc(n * 4) for _ in range(3))
+    g = dev.graph([Launch(prg, (a, b, c, n), (n // 256, 1, 1), (256, 1, 1)),
+                   Launch(prg, (c, c, d, n), (n // 256, 1, 1), (256, 1, 1)),
+                   Launch(prg, (d, a, e, n), (n // 256, 1, 1), (256, 1, 1))])
+    g.replay(wait=True)
+    assert np.all(_down(dev, e, np.float32, n) == 7)
+    for k in range(5):
+        dev.copyin(b, np.full(n, k, np.float32))
+        g.replay({0: {1: b}, 2: {1: b}}, wait=True)  # c = 1 + k; d = 2c; e = d + k
+        assert np.all(_down(dev, e, np.float32, n) == 2 * (1 + k) + k)
+    g.free()
+
+
+def test_ten_thousand_launches_without_a_leak(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    prg = dev.program(lib, "inc")
+    x = _up(dev, np.zeros(1024, np.uint32))
+    prg(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
+    dev.synchronize()
+    live = (dev.allocator.live_count, len(dev.rm.live()), len(os.listdir("/proc/self/fd")))
+    t = time.perf_counter()
+    for _ in range(10_000):
+        prg(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
+    dev.synchronize()
+    dt = time.perf_counter() - t
+    assert np.all(_down(dev, x, np.uint32, 1024) == 10_001)
+    assert (dev.allocator.live_count, len(dev.rm.live()), len(os.listdir("/proc/self/fd"))) == live
+    print(f"\n10,000 launches in {dt * 1e3:.0f} ms ({dt * 1e2:.1f} us each)")
+
+
+def test_timeout_reports_channel_state_and_recovers(dev, lib) -> None:  # type: ignore[no-untyped-def]
+    # 1. A GPU wait that nothing releases.
+    never = dev.new_signal(0)
+    v = dev.next_timeline()
+    dev.compute_queue().wait(never, 1).signal(dev.timeline_signal, v).submit()
+    with pytest.raises(SignalTimeout) as e:
+        dev.synchronize(timeout_ms=300)
+    msg = str(e.value)
+    print("\n" + msg)
+    assert "compute channel" in msg and "ACQ_CIRC_GEQ" in msg
+    never.value = 1
+    dev.synchronize(timeout_ms=10_000)
+    # 2. A kernel that spins on host memory until the CPU releases it.
+    flag = dev.alloc(4096, kind=MemKind.GTT, cpu_access=True)
+    flag.cpu_view()[:4] = bytes(4)
+    out = dev.alloc(4096)
+    prg = dev.program(lib, "wait_flag")
+    prg(flag, out, global_size=(1, 1, 1), local_size=(1, 1, 1))
+    with pytest.raises(SignalTimeout, match="compute channel"):
+        dev.synchronize(timeout_ms=300)
+    flag.cpu_view()[:4] = struct.pack("<I", 5)
+    dev.synchronize(timeout_ms=10_000)
+    assert _down(dev, out, np.uint32, 1)[0] == 5
+
+
+# ------------------------------------------------------------------------------------ Triton
+_TRITON = textwrap.dedent(r'''
+    import json, sys, numpy as np, torch, triton, triton.language as tl
+    out = sys.argv[1]
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    @triton.jit
+    def softmax_kernel(x_ptr, y_ptr, ncols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        m = offs < ncols
+        x = tl.load(x_ptr + row * ncols + offs, mask=m, other=-float("inf"))
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(y_ptr + row * ncols + offs, e / tl.sum(e, axis=0), mask=m)
+
+    # Integer arguments stay parameters (Triton would turn a 1 into a constant and drop it).
+    @triton.jit(do_not_specialize=["M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn"])
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pm, pn = tl.program_id(0), tl.program_id(1)
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak,
+                        mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn,
+                        mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc,
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    res, arrays = {}, {}
+    def record(key, kern, grid, inputs, outputs, scalars):
+        md = kern.metadata
+        res[key] = dict(name=kern.name, cubin=kern.asm["cubin"].hex(), grid=list(grid),
+                        num_warps=md.num_warps, shared=md.shared,
+                        global_scratch=getattr(md, "global_scratch_size", 0) or 0,
+                        profile_scratch=getattr(md, "profile_scratch_size", 0) or 0,
+                        inputs=list(inputs), outputs=list(outputs), scalars=scalars)
+        for k, v in {**inputs, **outputs}.items():
+            arrays[f"{key}_{k}"] = v.detach().cpu().numpy()
+
+    n = 1_000_003
+    x, y = torch.rand(n, device="cuda", generator=g), torch.rand(n, device="cuda", generator=g)
+    o = torch.empty_like(x)
+    k = add_kernel[(triton.cdiv(n, 1024),)](x, y, o, n, BLOCK=1024)
+    record("add", k, (triton.cdiv(n, 1024), 1, 1), {"x": x, "y": y}, {"out": x + y}, [n])
+
+    rows, cols = 1000, 781
+    xs = torch.randn(rows, cols, device="cuda", generator=g)
+    ys = torch.empty_like(xs)
+    k = softmax_kernel[(rows,)](xs, ys, cols, BLOCK=1024)
+    record("softmax", k, (rows, 1, 1), {"x": xs}, {"y": torch.softmax(xs, dim=1)}, [cols])
+
+    M, N, K = 300, 260, 200
+    a = torch.randn(M, K, device="cuda", generator=g, dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", generator=g, dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float32)
+    grid = (triton.cdiv(M, 64), triton.cdiv(N, 64))
+    k = matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                            c.stride(0), c.stride(1), BM=64, BN=64, BK=32)
+    record("matmul", k, (grid[0], grid[1], 1), {"a": a, "b": b},
+           {"c": (a.float() @ b.float())}, [M, N, K, K, 1, N, 1, N, 1])
+    torch.cuda.synchronize()
+    res["versions"] = dict(torch=torch.__version__, triton=triton.__version__)
+    np.savez(out + ".npz", **arrays)
+    json.dump(res, open(out + ".json", "w"))
+''')
+
+
+@pytest.fixture(scope="module")
+def triton_kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    pytest.importorskip("triton", reason="Triton is not installed")
+    pytest.importorskip("torch", reason="PyTorch is not installed")
+    base = tmp_path_factory.mktemp("triton") / "kernels"
+    script = base.parent / "make_triton.py"
+    script.write_text(_TRITON)
+    r = subprocess.run([sys.executable, str(script), str(base)], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode:
+        pytest.fail(f"Triton/PyTorch reference run failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    meta = json.loads(Path(str(base) + ".json").read_text())
+    arrays = dict(np.load(str(base) + ".npz"))
+    print(f"\nTriton references from {meta.pop('versions')}")
+    return {"meta": meta, "arrays": arrays}
+
+
+def _run_triton(dev, tk: dict[str, Any], key: str) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    m, arrays = tk["meta"][key], tk["arrays"]
+    cub = bytes.fromhex(m["cubin"])
+    prg = dev.program(cub, m["name"], dynamic_smem_B=m["shared"])
+    bufs, outs = [], {}
+    for name in m["inputs"]:
+        bufs.append(_up(dev, arrays[f"{key}_{name}"]))
+    for name in m["outputs"]:
+        ref = arrays[f"{key}_{name}"]
+        outs[name] = (dev.alloc(ref.nbytes), ref)
+        bufs.append(outs[name][0])
+    grid = m["grid"]
+    nprog = grid[0] * grid[1] * grid[2]
+    extra: list[Any] = []
+    for size in (m["global_scratch"], m["profile_scratch"]):
+        extra.append(dev.alloc(size * nprog) if size else 0)
+    args = [*bufs, *m["scalars"]]
+    args += extra[:len(prg.slots) - len(args)]
+    assert len(args) == len(prg.slots), (m["name"], [s.size for s in prg.slots], len(args))
+    prg(*args, global_size=tuple(grid), local_size=(m["num_warps"] * 32, 1, 1), wait=True)
+    return {name: _down(dev, buf, ref.dtype, ref.size).reshape(ref.shape)
+            for name, (buf, ref) in outs.items()}
+
+
+def test_triton_elementwise(dev, triton_kernels) -> None:  # type: ignore[no-untyped-def]
+    got = _run_triton(dev, triton_kernels, "add")
+    assert np.array_equal(got["out"], triton_kernels["arrays"]["add_out"])
+
+
+def test_triton_reduction_softmax(dev, triton_kernels) -> None:  # type: ignore[no-untyped-def]
+    got = _run_triton(dev, triton_kernels, "softmax")
+    assert np.allclose(got["y"], triton_kernels["arrays"]["softmax_y"], rtol=1e-5, atol=1e-6)
+
+
+def test_triton_matmul(dev, triton_kernels) -> None:  # type: ignore[no-untyped-def]
+    got = _run_triton(dev, triton_kernels, "matmul")
+    assert np.allclose(got["c"], triton_kernels["arrays"]["matmul_c"], rtol=1e-2, atol=1e-2)
+
+
+# ------------------------------------------------------------------------------------ faults (last)
+def test_zz_fault_raises_instead_of_hanging() -> None:
+    """A kernel writing far outside every mapping: the launch raises (DeviceFault from RM's error
+    notifier, or SignalTimeout with the channel state) instead of hanging; close() still works.
+    Runs on a device of its own, in a pytest run of its own after everything else
+    (device_check.sh), so that no other device shares the process."""
+    from runtime.drivers.nv.device import NVDevice
+    d = NVDevice("nv:0", **_device_kwargs())
+    try:
+        prg = d.program(d.compiler.compile(SRC, "nv_kernels.cu"), "write_null")
+        t0 = time.perf_counter()
+        with pytest.raises((DeviceFault, SignalTimeout)) as e:
+            prg(1 << 48, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True,
+                timeout_ms=5000)
+        print(f"\nraised after {time.perf_counter() - t0:.2f} s:\n{e.value}")
+    finally:
+        d.close()
