@@ -14,6 +14,7 @@ OUT=${OUT:-/tmp/nv_device_check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 
 step() { echo; echo "===== $* ($(date +%T))"; }

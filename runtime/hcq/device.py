@@ -158,7 +158,7 @@ class Device:
             buf, busy = st
             if busy:
                 tl.wait(busy)
-            buf.cpu_view()[:chunk] = mv[off:off + chunk]
+            self._host_copy(buf.cpu_view()[:chunk], mv[off:off + chunk])
             v = self.next_timeline()
             self.copy_queue().wait(tl, v - 1).copy(dst.va + dst_offset + off, buf.va, chunk) \
                 .signal(tl, v).submit()
@@ -195,7 +195,12 @@ class Device:
                 continue
             st, doff, chunk, v = pending.popleft()
             tl.wait(v)
-            mv[doff:doff + chunk] = st[0].cpu_view()[:chunk]
+            self._host_copy(mv[doff:doff + chunk], st[0].cpu_view()[:chunk])
+
+    def _host_copy(self, dst: memoryview, src: memoryview) -> None:
+        """Copies bytes between user memory and a staging buffer (same length). A driver may
+        override it, e.g. to split large copies across threads."""
+        dst[:] = src
 
     def transfer(self, dst: Buffer, src: Buffer, size: int, dst_offset: int = 0,
                  src_offset: int = 0) -> None:

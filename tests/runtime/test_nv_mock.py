@@ -242,6 +242,28 @@ def test_short_launch_path_emits_what_the_queue_builder_emits(dev: NVDevice) -> 
     assert bytes(ka.qmd) == qmd_generic
 
 
+@pytest.mark.parametrize("name,args", [
+    ("vadd", lambda b: (b, b, b, 1000)),
+    ("many_params", lambda b: (b, -3, 300, 70000, -(1 << 40), 1.5, 2.25, 7, -8, 3.125, -0.5, 200,
+                               1 << 50, -12, 99, 0.75, -1e300)),
+    ("inc", lambda b: (b, 0xFFFFFFFF)),  # unsigned in a signed slot: the careful path
+    ("affine", lambda b: (b, b, bytes(24))),
+])
+def test_fast_launch_block_equals_the_generic_block(dev: NVDevice, name: str, args) -> None:
+    prg = dev.program(CUBIN, name)
+    buf = dev.alloc(4096)
+    a = args(buf)
+    tl = dev.timeline_signal
+    size = prg._kernargs_size()
+    for va in (0x10_0000_0040, 0x10_0000_0100):
+        b1, b2 = bytearray(size), bytearray(size)
+        ka = prg.fill_kernargs(a, (3, 2, 1), (32, 2, 1), block=(va, memoryview(b1)))
+        prg.write_release(ka.qmd, tl.va, 77)
+        qmd_va = prg.fill_fast(va, memoryview(b2), a, (3, 2, 1), (32, 2, 1), 77)
+        assert qmd_va == va + prg.qmd_offset(va)
+        assert b1 == b2
+
+
 def test_signal_after_launch_folds_into_the_qmd_release(dev: NVDevice) -> None:
     prg = dev.program(CUBIN, "inc")
     x = dev.alloc(4096)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import os as os_module  # the constructor's `os` argument is the seam
 import re
 import time
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ GPFIFO_AREA_B = 0x300000          # both channels' rings and USERD pages
 CHANNEL_UVM_B = 0x4000000         # VA range UVM_REGISTER_CHANNEL maps channel buffers into
 NOTIFIER_B = PAGE_B               # error notifier: NV_CHANNELGPFIFO_NOTIFICATION_TYPE__SIZE_1 x 16 B
 PUSHBUF_B = 2 << 20               # per channel
+HOST_COPY_SPLIT_B = 4 << 20       # staging copies at least this large use several threads
 # GPU VA heap: everything this driver maps lives in [64 GiB, 1 TiB): below 2^40 for QMD and
 # pushbuffer addresses, above the low range RM may keep for itself (tinygrad starts at 64 GiB too).
 VA_HEAP_BASE = 0x10_0000_0000
@@ -315,6 +317,8 @@ class NVDevice(Device):
         self._slm: Buffer | None = None
         self._debugger = 0
         self.driver_version = ""
+        self._copy_pool: Any = None
+        self._copy_threads = max(1, min(8, (os_module.cpu_count() or 1) // 2))
         try:
             self._open(index)
         except BaseException:
@@ -565,8 +569,33 @@ class NVDevice(Device):
 
     # ------------------------------------------------------------------ waiting and faults
     def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
-        # No interrupt-driven wait yet: poll with short sleeps (the mock GPU progresses on its own).
-        time.sleep(min(timeout_ms, 0.05) / 1000.0)
+        # No interrupt-driven wait yet: poll the signal for up to a millisecond (completions are
+        # seen within a poll, which matters for latency and for copies of a few MiB), then give the
+        # CPU away briefly. The core checks for faults between calls.
+        u64 = sig._u64
+        end = time.perf_counter() + min(timeout_ms, 1.0) / 1000.0
+        while time.perf_counter() < end:
+            if u64[0] >= value:
+                return
+        time.sleep(0)
+
+    def _host_copy(self, dst: memoryview, src: memoryview) -> None:
+        # Staging copies of pageable memory are bound by one core's memcpy; numpy releases the GIL
+        # while copying, so large chunks are split across a few threads.
+        n = len(dst)
+        if n < HOST_COPY_SPLIT_B or self._copy_threads == 1:
+            dst[:] = src
+            return
+        import numpy as np
+        if self._copy_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._copy_pool = ThreadPoolExecutor(self._copy_threads, "nv-host-copy")
+        d, s = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)
+        step = round_up(-(-n // self._copy_threads), PAGE_B)
+        futures = [self._copy_pool.submit(np.copyto, d[i:i + step], s[i:i + step])
+                   for i in range(0, n, step)]
+        for f in futures:
+            f.result()
 
     def _poll_fault(self) -> DeviceFault | None:
         for ch in self.channels:
@@ -621,6 +650,9 @@ class NVDevice(Device):
             except BaseException as e:  # keep tearing down; report the first problem at the end
                 errors.append(e)
 
+        if self._copy_pool is not None:
+            self._copy_pool.shutdown(wait=True)
+            self._copy_pool = None
         r = self.rm
         if r is not None:
             alloc = getattr(self, "allocator", None)
