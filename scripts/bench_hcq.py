@@ -199,7 +199,7 @@ def bench_rdna3(quick: bool) -> list[Result]:
     return res
 
 
-# ------------------------------------------------------------------------------------ nvidia section
+# ------------------------------------------------------------------------------- nvidia section
 _NV_SRC = r"""
 extern "C" __global__ void inc(unsigned int* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -315,11 +315,13 @@ def bench_nvidia(quick: bool) -> list[Result]:
         lat.append(time.perf_counter() - t)
     lat.sort()
     us = 1e6
-    out += [Result(sec, "launch+wait min", lat[0] * us, "us", f"CuPy {cupy.get('min', 0) * us:.1f}"),
+    out += [Result(sec, "launch+wait min", lat[0] * us, "us",
+                   f"CuPy {cupy.get('min', 0) * us:.1f}"),
             Result(sec, "launch+wait median", statistics.median(lat) * us, "us",
                    f"CuPy {cupy.get('median', 0) * us:.1f}, PyTorch add_ "
                    f"{torch_.get('median', 0) * us:.1f}; target <= 5"),
-            Result(sec, "launch+wait p90", lat[900] * us, "us", f"CuPy {cupy.get('p90', 0) * us:.1f}")]
+            Result(sec, "launch+wait p90", lat[900] * us, "us",
+                   f"CuPy {cupy.get('p90', 0) * us:.1f}")]
     # 2. 1000 back-to-back launches, one wait at the end
     def b2b() -> float:
         t = time.perf_counter()
@@ -347,8 +349,8 @@ def bench_nvidia(quick: bool) -> list[Result]:
         g.replay()
         dev.synchronize()
         return time.perf_counter() - t
-    out.append(Result(sec, "graph replay CPU / launch", _best(replay_cpu, reps) / n_graph * us, "us",
-                      f"{n_graph} launches per replay; target <= 1"))
+    out.append(Result(sec, "graph replay CPU / launch", _best(replay_cpu, reps) / n_graph * us,
+                      "us", f"{n_graph} launches per replay; target <= 1"))
     out.append(Result(sec, "graph replay wall / launch", _best(replay_all, reps) / n_graph * us,
                       "us", "submit + GPU execution (launches serialized by WAIT_FOR_IDLE)"))
     g.free()
@@ -409,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sections", default="mock", help=f"comma list of {sorted(SECTIONS)}")
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--json", default="bench_hcq.json", help="where to write the results")
-    ap.add_argument("--nv", action="store_true", help="the NVIDIA section alone (--sections nvidia)")
+    ap.add_argument("--nv", action="store_true", help="the NVIDIA section (--sections nvidia)")
     ap.add_argument("--nv-device", default="nv:0", help="device of the nvidia section")
     args = ap.parse_args(argv)
     if args.nv:

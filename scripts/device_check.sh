@@ -21,8 +21,9 @@ step() { echo; echo "===== $* ($(date +%T))"; }
 
 {
 step "probe"
-nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
-  --format=csv 2>&1 | head -5
+nvidia-smi --format=csv \
+  --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
+  2>&1 | head -5
 ls -l /dev/nvidia* 2>&1 | head -20
 uname -r
 $PY --version

@@ -146,7 +146,7 @@ def test_gpfifo_entry_round_trip_and_limits() -> None:
 
 def test_copy_engine_launch_words_are_the_verified_ones() -> None:
     from runtime.drivers.nv.queue import CE_COPY, CE_RELEASE
-    assert CE_COPY == 0x182 and CE_RELEASE == 0x14  # guide section 5: tinygrad's values hold on C8B5
+    assert CE_COPY == 0x182 and CE_RELEASE == 0x14  # guide section 5: tinygrad's, valid on C8B5
 
 
 # ------------------------------------------------------------------------------------ cubins

@@ -1,6 +1,6 @@
-"""The NVIDIA driver on a real GPU (the H200): kernels from NVRTC and Triton checked against numpy and
-PyTorch, copies of 1 B to 1 GiB byte for byte, signals and cross-channel waits, graph replay with
-patched arguments, 10,000 launches without a leak, the timeout path, and (run last, on its own
+"""The NVIDIA driver on a real GPU (the H200): kernels from NVRTC and Triton checked against numpy
+and PyTorch, copies of 1 B to 1 GiB byte for byte, signals and cross-channel waits, graph replay
+with patched arguments, 10,000 launches without a leak, the timeout path, and (run last, on its own
 device) a kernel that faults.
 
 Every test is marked `nvidia` and skips with a reason where no NVIDIA GPU is present. Hangs cannot
@@ -105,7 +105,7 @@ def _run(dev, lib, name, args, grid, block, dyn=0):  # type: ignore[no-untyped-d
     return prg
 
 
-def test_nvrtc_2d_grid_not_a_multiple_of_the_block(dev, lib) -> None:  # type: ignore[no-untyped-def]
+def test_nvrtc_2d_grid_not_a_block_multiple(dev, lib) -> None:  # type: ignore[no-untyped-def]
     h, w = 333, 517
     x = np.random.default_rng(2).random((h, w), dtype=np.float32)
     X, Y = _up(dev, x), dev.alloc(x.nbytes)
@@ -305,7 +305,7 @@ def test_ten_thousand_launches_without_a_leak(dev, lib) -> None:  # type: ignore
     print(f"\n10,000 launches in {dt * 1e3:.0f} ms ({dt * 1e2:.1f} us each)")
 
 
-def test_timeout_reports_channel_state_and_recovers(dev, lib) -> None:  # type: ignore[no-untyped-def]
+def test_timeout_reports_state_and_recovers(dev, lib) -> None:  # type: ignore[no-untyped-def]
     # 1. A GPU wait that nothing releases.
     never = dev.new_signal(0)
     v = dev.next_timeline()
@@ -339,7 +339,8 @@ _TRITON = textwrap.dedent(r'''
     def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+        x, y = tl.load(x_ptr + offs, mask=m), tl.load(y_ptr + offs, mask=m)
+        tl.store(out_ptr + offs, x + y, mask=m)
 
     @triton.jit
     def softmax_kernel(x_ptr, y_ptr, ncols, BLOCK: tl.constexpr):
@@ -425,7 +426,8 @@ def triton_kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"meta": meta, "arrays": arrays}
 
 
-def _run_triton(dev, tk: dict[str, Any], key: str) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+def _run_triton(dev, tk: dict[str, Any],  # type: ignore[no-untyped-def]
+                key: str) -> dict[str, np.ndarray]:
     m, arrays = tk["meta"][key], tk["arrays"]
     cub = bytes.fromhex(m["cubin"])
     prg = dev.program(cub, m["name"], dynamic_smem_B=m["shared"])

@@ -69,7 +69,8 @@ def test_open_by_name_and_hopper_classes() -> None:
     d = open_device("mock-nv:0")
     try:
         assert isinstance(d, NVDevice) and d.arch == "sm_90" and d.sm == 90
-        assert d.compute_class == rm.HOPPER_COMPUTE_A and d.gpfifo_class == rm.HOPPER_CHANNEL_GPFIFO_A
+        assert d.compute_class == rm.HOPPER_COMPUTE_A
+        assert d.gpfifo_class == rm.HOPPER_CHANNEL_GPFIFO_A
         assert d.dma_class == rm.HOPPER_DMA_COPY_A and d.usermode_class == rm.HOPPER_USERMODE_A
         assert d.qmd_class.major == 4 and d.sass_version == 0x90
         assert d.driver_version == "580.159.04"

@@ -48,7 +48,8 @@ _M32 = 0xFFFFFFFF
 # Compute class -> (QMD field prefix, major version, size in bytes, max SM config, SASS version is
 # the GPU's). Independent of the driver's table on purpose: the mock checks what the driver wrote.
 QMD_LAYOUT = {
-    rm.AMPERE_COMPUTE_A: ("NVC6C0_QMDV03_00", 3, 256, 0x1A), rm.AMPERE_COMPUTE_B: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
+    rm.AMPERE_COMPUTE_A: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
+    rm.AMPERE_COMPUTE_B: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
     rm.ADA_COMPUTE_A: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
     rm.HOPPER_COMPUTE_A: ("NVCBC0_QMDV04_00", 4, 384, 58),
     rm.BLACKWELL_COMPUTE_A: ("NVCEC0_QMDV05_00", 5, 384, 58),
@@ -79,8 +80,9 @@ _QMD_ALLOWED = {
     "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", "CONSTANT_BUFFER_SIZE_SHIFTED4", "CONSTANT_BUFFER_VALID",
     "CONSTANT_BUFFER_INVALIDATE", "RELEASE_ENABLE", "RELEASE0_ENABLE",
     "RELEASE_SEMAPHORE0_ADDR_LOWER", "RELEASE_SEMAPHORE0_ADDR_UPPER",
-    "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", "RELEASE_SEMAPHORE0_PAYLOAD_UPPER", "RELEASE0_ADDRESS_LOWER",
-    "RELEASE0_ADDRESS_UPPER", "RELEASE0_PAYLOAD_LOWER", "RELEASE0_PAYLOAD_UPPER",
+    "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", "RELEASE_SEMAPHORE0_PAYLOAD_UPPER",
+    "RELEASE0_ADDRESS_LOWER", "RELEASE0_ADDRESS_UPPER", "RELEASE0_PAYLOAD_LOWER",
+    "RELEASE0_PAYLOAD_UPPER",
 }
 CB0_STACK_POINTER = 0xFFFDC0
 PCAS_ACTIONS_OK = {cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE,
@@ -188,7 +190,8 @@ class MockChannel:
                         | fget(cl.NVC56F_GP_ENTRY1_GET_HI, e1) << 32
                     n = fget(cl.NVC56F_GP_ENTRY1_LENGTH, e1)
                     if n == 0:
-                        raise ChannelFault(f"GPFIFO entry {self.gp_get} ({entry:#018x}) has length 0")
+                        raise ChannelFault(f"GPFIFO entry {self.gp_get} ({entry:#018x}) has "
+                                           "length 0")
                     self.segment = self.gpu.mem.view(va, n * 4, "pushbuffer fetch") \
                         .view(np.uint32).tolist()
                     self.seg_pos = 0
@@ -275,8 +278,8 @@ class MockChannel:
         if mthd == cl.NVC56F_SET_OBJECT:
             cls = fget(cl.NVC56F_SET_OBJECT_NVCLASS, data)
             if cls != self.engine_class:
-                raise ChannelFault(f"SET_OBJECT {cls:#x} on subchannel {subc}: the channel's engine "
-                                   f"object is class {self.engine_class:#x}")
+                raise ChannelFault(f"SET_OBJECT {cls:#x} on subchannel {subc}: the channel's "
+                                   f"engine object is class {self.engine_class:#x}")
             self.subc_class[subc] = cls
         elif mthd in (cl.NVC56F_SEM_ADDR_LO, cl.NVC56F_SEM_ADDR_HI, cl.NVC56F_SEM_PAYLOAD_LO,
                       cl.NVC56F_SEM_PAYLOAD_HI):
@@ -290,9 +293,11 @@ class MockChannel:
 
     def _sem_execute(self, data: int) -> None:
         lo, hi, plo, phi = self.sem
-        va = (fget(cl.NVC56F_SEM_ADDR_HI_OFFSET, hi) << 32) | (fget(cl.NVC56F_SEM_ADDR_LO_OFFSET, lo) << 2)
+        va = (fget(cl.NVC56F_SEM_ADDR_HI_OFFSET, hi) << 32) \
+            | (fget(cl.NVC56F_SEM_ADDR_LO_OFFSET, lo) << 2)
         op = fget(cl.NVC56F_SEM_EXECUTE_OPERATION, data)
-        wide = fget(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, data) == cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT
+        wide = fget(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, data) \
+            == cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT
         if hi >> 25:
             raise ChannelFault(f"SEM_ADDR_HI {hi:#x} has bits above 24 set")
         if wide and va % 8:
@@ -317,7 +322,8 @@ class MockChannel:
             else:
                 ok = cur >= payload
             if not ok:
-                raise _Blocked(f"semaphore acquire at {va:#x}: waiting for >= {payload}, it is {cur}")
+                raise _Blocked(f"semaphore acquire at {va:#x}: waiting for >= {payload}, it is "
+                               f"{cur}")
         else:
             raise ChannelFault(f"SEM_EXECUTE operation {op} is not modelled")
 
@@ -577,7 +583,8 @@ class MockNVGPU:
         shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if major == 5 else \
             q.get("SHARED_MEMORY_SIZE")
         prog = self._program(q, major)
-        launch = Launch(self, prog, grid, block, shared, cb0_va, cb0, fields)  # type: ignore[arg-type]
+        launch = Launch(self, prog, grid, block, shared, cb0_va, cb0,  # type: ignore[arg-type]
+                        fields)
         self.launch_count += 1
         if self.keep_launches:
             self.launches.append(launch)
@@ -590,7 +597,8 @@ class MockNVGPU:
                 raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
         if q.get("RELEASE_ENABLE", 0) if major >= 4 else q.get("RELEASE0_ENABLE"):
             if major >= 4:
-                va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
+                va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 \
+                    | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
                 payload = q.get("RELEASE_SEMAPHORE0_PAYLOAD_LOWER")
             else:
                 va = q.get("RELEASE0_ADDRESS_UPPER") << 32 | q.get("RELEASE0_ADDRESS_LOWER")
@@ -601,13 +609,15 @@ class MockNVGPU:
     @staticmethod
     def _program(q: QmdReader, major: int) -> int:
         if major == 5:
-            return (q.get("PROGRAM_ADDRESS_UPPER_SHIFTED4") << 32 | q.get("PROGRAM_ADDRESS_LOWER_SHIFTED4")) << 4
+            return (q.get("PROGRAM_ADDRESS_UPPER_SHIFTED4") << 32
+                    | q.get("PROGRAM_ADDRESS_LOWER_SHIFTED4")) << 4
         return q.get("PROGRAM_ADDRESS_UPPER") << 32 | q.get("PROGRAM_ADDRESS_LOWER")
 
     @staticmethod
     def _cbuf(q: QmdReader, major: int, i: int) -> tuple[int, int]:
         if major == 3:
-            va = q.get("CONSTANT_BUFFER_ADDR_UPPER", i) << 32 | q.get("CONSTANT_BUFFER_ADDR_LOWER", i)
+            va = q.get("CONSTANT_BUFFER_ADDR_UPPER", i) << 32 \
+                | q.get("CONSTANT_BUFFER_ADDR_LOWER", i)
         else:
             va = (q.get("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", i) << 32
                   | q.get("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", i)) << 6
@@ -620,14 +630,15 @@ class MockNVGPU:
             if not cond:
                 e.append(msg)
 
-        want(q.get("QMD_MAJOR_VERSION") == major, f"QMD_MAJOR_VERSION {q.get('QMD_MAJOR_VERSION')}, "
-             f"this class takes {major}")
+        want(q.get("QMD_MAJOR_VERSION") == major,
+             f"QMD_MAJOR_VERSION {q.get('QMD_MAJOR_VERSION')}, this class takes {major}")
         if major >= 4:
             want(q.get("QMD_MINOR_VERSION") == 0, "QMD_MINOR_VERSION must be 0")
             want(q.get("QMD_TYPE") == getattr(cl, q.prefix + "_QMD_TYPE_GRID_CTA"),
                  f"QMD_TYPE {q.get('QMD_TYPE')} is not GRID_CTA")
         else:
-            want(q.get("SM_GLOBAL_CACHING_ENABLE") == 1, "SM_GLOBAL_CACHING_ENABLE must be 1 on V03")
+            want(q.get("SM_GLOBAL_CACHING_ENABLE") == 1,
+                 "SM_GLOBAL_CACHING_ENABLE must be 1 on V03")
         want(q.get("SASS_VERSION") == self.sass_version,
              f"SASS_VERSION {q.get('SASS_VERSION'):#x}, the GPU runs {self.sass_version:#x}")
         for n, v in (("QMD_GROUP_ID", 0x3F), ("API_VISIBLE_CALL_LIMIT", 1), ("SAMPLER_INDEX", 1),
@@ -641,18 +652,21 @@ class MockNVGPU:
             self.mem.find(prog, 16, "program")
         except PageFault:
             e.append(f"program address {prog:#x} is not mapped")
-        pf = q.get("PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED") << 32 | q.get("PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED")
+        pf = q.get("PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED") << 32 \
+            | q.get("PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED")
         want(pf == prog >> 8, f"program prefetch address {pf << 8:#x} is not the program's")
         regs = q.get("REGISTER_COUNT_V") if major == 3 else q.get("REGISTER_COUNT")
         want(1 <= regs <= 255, f"register count {regs} outside 1..255")
-        want(1 <= q.get("BARRIER_COUNT") <= 16, f"BARRIER_COUNT {q.get('BARRIER_COUNT')} outside 1..16")
+        want(1 <= q.get("BARRIER_COUNT") <= 16,
+             f"BARRIER_COUNT {q.get('BARRIER_COUNT')} outside 1..16")
         grid = [q.get(n) for n in (("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH")
                                    if major == 3 else ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"))]
         block = [q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3)]
         want(all(g >= 1 for g in grid), f"grid {grid} has a zero dimension")
         want(all(b >= 1 for b in block) and block[0] * block[1] * block[2] <= 1024,
              f"block {block} is empty or has more than 1024 threads")
-        shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if major == 5 else q.get("SHARED_MEMORY_SIZE")
+        shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if major == 5 else \
+            q.get("SHARED_MEMORY_SIZE")
         lo, tgt, hi = (q.get(f"{n}_SM_CONFIG_SHARED_MEM_SIZE") for n in ("MIN", "TARGET", "MAX"))
         want(0 < lo <= tgt <= hi <= max_cfg, f"SM config min/target/max {lo}/{tgt}/{hi} (max "
              f"{max_cfg})")
@@ -681,14 +695,15 @@ class MockNVGPU:
             sw, lw, sp = struct.unpack_from("<QQI", cb0, 0x18)
             want(sw == ch.shared_window, f"cb0 shared window {sw:#x} != the channel's "
                  f"{ch.shared_window}")
-            want(lw == ch.local_window, f"cb0 local window {lw:#x} != the channel's {ch.local_window}")
+            want(lw == ch.local_window,
+                 f"cb0 local window {lw:#x} != the channel's {ch.local_window}")
             want(sp == CB0_STACK_POINTER, f"cb0 stack pointer {sp:#x}")
         # windows and local memory
         want(ch.shared_window is not None and ch.local_window is not None,
              "launch before SET_SHADER_SHARED/LOCAL_MEMORY_WINDOW")
         if major >= 4 and ch.shared_window is not None:
-            want(ch.shared_window % (1 << 32) == 0, f"shared window {ch.shared_window:#x} is not 4 GiB "
-                 "aligned (Hopper)")
+            want(ch.shared_window % (1 << 32) == 0,
+                 f"shared window {ch.shared_window:#x} is not 4 GiB aligned (Hopper)")
         slm = q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4") << 4 if major == 5 else \
             q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE")
         if slm:
@@ -705,6 +720,7 @@ class MockNVGPU:
                     e.append(f"shader local memory at {slm_va:#x} is not mapped for all TPCs")
         # release semaphore
         if major >= 4 and q.get("RELEASE_ENABLE", 0):
-            va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
+            va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 \
+                | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
             want(va % 16 == 0 and va != 0, f"release semaphore at {va:#x} is not 16-byte aligned")
         return e

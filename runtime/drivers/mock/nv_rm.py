@@ -3,9 +3,9 @@
 It answers the escapes and UVM requests the NVIDIA driver makes, with the checks RM and UVM make
 (open-gpu-kernel-modules 580: resserv's parent/child rules, nv-ioctl argument sizes, RM memory and
 channel parameters, UVM range bookkeeping) and the ones a driver discipline test needs: an object
-freed while it still has children, memory freed while UVM still maps it, or a channel freed while UVM
-still has it registered are counted as violations (`live_objects()["nv_violations"]`), and whatever is
-left when nvidiactl closes is released as process exit would, and counted as leaked.
+freed while it still has children, memory freed while UVM still maps it, or a channel freed while
+UVM still has it registered are counted as violations (`live_objects()["nv_violations"]`), and
+whatever is left when nvidiactl closes is released as process exit would, and counted as leaked.
 
 Structures and numbers come from `generated.nv.rm_580`; the GPUs are `runtime.drivers.mock.nv_gpu`.
 `NvMockOS.with_nv_gpus(n)` builds a mock machine; `NVDevice("mock-nv:0")` makes its own.
@@ -44,7 +44,8 @@ _ESCAPE_STRUCT = {
 }
 _UVM_STRUCT = {
     rm.UVM_INITIALIZE: rm.UVM_INITIALIZE_PARAMS, rm.UVM_MM_INITIALIZE: rm.UVM_MM_INITIALIZE_PARAMS,
-    rm.UVM_REGISTER_GPU: rm.UVM_REGISTER_GPU_PARAMS, rm.UVM_UNREGISTER_GPU: rm.UVM_UNREGISTER_GPU_PARAMS,
+    rm.UVM_REGISTER_GPU: rm.UVM_REGISTER_GPU_PARAMS,
+    rm.UVM_UNREGISTER_GPU: rm.UVM_UNREGISTER_GPU_PARAMS,
     rm.UVM_REGISTER_GPU_VASPACE: rm.UVM_REGISTER_GPU_VASPACE_PARAMS,
     rm.UVM_UNREGISTER_GPU_VASPACE: rm.UVM_UNREGISTER_GPU_VASPACE_PARAMS,
     rm.UVM_REGISTER_CHANNEL: rm.UVM_REGISTER_CHANNEL_PARAMS,
@@ -189,7 +190,8 @@ class MockNVDriver:
             rm.NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES: lambda o, p: None,
         }
         self._control_types = {
-            rm.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2: rm.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS,
+            rm.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2:
+                rm.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS,
             rm.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2: rm.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS,
             rm.NV0080_CTRL_CMD_GPU_GET_CLASSLIST: rm.NV0080_CTRL_GPU_GET_CLASSLIST_PARAMS,
             rm.NV2080_CTRL_CMD_GPU_GET_GID_INFO: rm.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS,
@@ -321,7 +323,8 @@ class MockNVDriver:
         if nr == rm.NV_ESC_RM_ALLOC_MEMORY:
             if not isinstance(file, GpuFile) or not file.registered:
                 raise OSError(E.EINVAL, "NV_ESC_RM_ALLOC_MEMORY needs a registered /dev/nvidiaN")
-            self._status(p.params, "NV_ESC_RM_ALLOC_MEMORY", lambda: self._alloc_memory(file, p.params))
+            self._status(p.params, "NV_ESC_RM_ALLOC_MEMORY",
+                         lambda: self._alloc_memory(file, p.params))
             return 0
         if not isinstance(file, CtlFile):
             raise OSError(E.EINVAL, f"{ESCAPE_NAMES[nr]} must be issued on nvidiactl")
@@ -381,7 +384,8 @@ class MockNVDriver:
         if cls == rm.NV01_DEVICE_0:
             a = args(rm.NV0080_ALLOC_PARAMETERS)
             if parent.hclass != rm.NV01_ROOT_CLIENT or a.deviceId >= len(self.gpus):
-                raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"device {a.deviceId} under {parent.handle:#x}")
+                raise RmFail(rm.NV_ERR_INVALID_ARGUMENT,
+                             f"device {a.deviceId} under {parent.handle:#x}")
             o.gpu = self.gpus[a.deviceId]
         elif cls == rm.NV20_SUBDEVICE_0:
             args(rm.NV2080_ALLOC_PARAMETERS)
@@ -451,7 +455,8 @@ class MockNVDriver:
         if a.alignment & (a.alignment - 1) or size % max(a.alignment, _PAGE):
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"size {size:#x} / alignment {a.alignment:#x}")
         if not a.flags & rm.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED:
-            raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED missing")
+            raise RmFail(rm.NV_ERR_INVALID_ARGUMENT,
+                         "NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED missing")
         gpu = o.gpu
         assert gpu is not None
         if o.hclass == rm.NV1_MEMORY_USER:
@@ -516,7 +521,8 @@ class MockNVDriver:
                 raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "system memory maps through nvidiactl")
         elif isinstance(f, CtlFile):
             if mem.hclass != rm.NV1_MEMORY_SYSTEM:
-                raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "only system memory maps through nvidiactl")
+                raise RmFail(rm.NV_ERR_INVALID_ARGUMENT,
+                             "only system memory maps through nvidiactl")
         else:
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"fd {p.fd} is not an NVIDIA device")
         if f.pending is not None:
@@ -711,7 +717,8 @@ class MockNVDriver:
 
     def _check_range(self, base: int, length: int) -> None:
         if base % _PAGE or length % _PAGE or length == 0 or base + length > 1 << 57:
-            raise RmFail(rm.NV_ERR_INVALID_ADDRESS, f"[{base:#x}, +{length:#x}) is not 4 KiB aligned")
+            raise RmFail(rm.NV_ERR_INVALID_ADDRESS,
+                         f"[{base:#x}, +{length:#x}) is not 4 KiB aligned")
         for r in list(self.ranges.values()) + list(self.uvm_channels.values()):
             if r.base < base + length and base < r.base + r.length:
                 raise RmFail(rm.NV_ERR_UVM_ADDRESS_IN_USE, f"[{base:#x}, +{length:#x}) overlaps "
@@ -733,7 +740,8 @@ class MockNVDriver:
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"mapping type {attr.gpuMappingType}")
         mem = self.obj(p.hMemory, _MEMORY_CLASSES, "hMemory")
         if p.offset + p.length > mem.size:
-            raise RmFail(rm.NV_ERR_INVALID_LIMIT, f"map {p.length:#x} B of a {mem.size:#x}-B object")
+            raise RmFail(rm.NV_ERR_INVALID_LIMIT,
+                         f"map {p.length:#x} B of a {mem.size:#x}-B object")
         if not any(va == p.base and ln >= p.length for va, ln in mem.data.get("dma", [])):
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "RM_MAP_MEMORY_DMA at this address must come "
                          "first (the RM mapping UVM mirrors)")
@@ -742,16 +750,14 @@ class MockNVDriver:
         r.mapped.append((p.base, p.length, mem.handle))
 
     def _unmap_range(self, r: _Range) -> None:
+        """Removes a range's GPU mappings (and, with them, the RM DMA mappings UVM mirrored)."""
         for va, _, h in r.mapped:
-            g = self.gpus[0]
             mem = self.objects.get(h)
-            if mem is not None and mem.gpu is not None:
-                g = mem.gpu
-                dma = mem.data.get("dma", [])
-                mem.data["dma"] = [d for d in dma if d[0] != va]
-            for gg in self.gpus:
+            if mem is not None:
+                mem.data["dma"] = [d for d in mem.data.get("dma", []) if d[0] != va]
+            for g in self.gpus:
                 try:
-                    gg.mem.unmap(va)
+                    g.mem.unmap(va)
                     break
                 except ValueError:
                     continue
@@ -776,8 +782,8 @@ class NvFile(MockFile):
         mem, off, length = self.pending
         self.pending = None
         if offset != 0 or size > length:
-            raise OSError(E.EINVAL, f"{self.path}: mmap of {size:#x} B at {offset:#x}, the prepared "
-                                    f"mapping is {length:#x} B at offset 0")
+            raise OSError(E.EINVAL, f"{self.path}: mmap of {size:#x} B at {offset:#x}, the "
+                                    f"prepared mapping is {length:#x} B at offset 0")
         assert mem.backing is not None
         target = mem.gpu if mem.hclass in _USERMODE_CLASSES else None
         return mem.backing[off:off + length], target

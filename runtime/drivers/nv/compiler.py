@@ -1,14 +1,14 @@
 """CUDA C++ → cubin with NVRTC, through the generated `generated.cuda.nvrtc` bindings.
 
 NVRTC is a pure compiler: it needs no GPU and no kernel driver, so cubins for the mock device are
-built on any x86-64 machine that has the library. `NVCompiler("sm_90").compile(src)` returns the cubin
-bytes (an ELF with SASS for exactly that architecture; no PTX is embedded, so nothing is JIT-compiled
-at load time).
+built on any x86-64 machine that has the library. `NVCompiler("sm_90").compile(src)` returns the
+cubin bytes (an ELF with SASS for exactly that architecture; no PTX is embedded, so nothing is
+JIT-compiled at load time).
 
 Where the library comes from: the bindings name the sonames (libnvrtc.so.12, .13). Wheels install
 them in site-packages folders that are not on the loader's search path, so `find_nvrtc` looks there
-(and in the CUDA toolkit) and loads the library once by absolute path; after that the soname resolves
-to the already-loaded library. `NVRTC_LIBRARY` overrides the search.
+(and in the CUDA toolkit) and loads the library once by absolute path; after that the soname
+resolves to the already-loaded library. `NVRTC_LIBRARY` overrides the search.
 """
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ def find_nvrtc() -> str:
             return soname
         except OSError as e:
             tried.append(f"{soname}: {e}")
-    raise ProgramError("NVRTC is not installed: install the wheel nvidia-cuda-nvrtc-cu12 (or a CUDA "
-                       "toolkit) or set NVRTC_LIBRARY to libnvrtc.so's path; tried:\n  "
+    raise ProgramError("NVRTC is not installed: install the wheel nvidia-cuda-nvrtc-cu12 (or a "
+                       "CUDA toolkit) or set NVRTC_LIBRARY to libnvrtc.so's path; tried:\n  "
                        + "\n  ".join(tried))
 
 
@@ -102,8 +102,8 @@ class NVCompiler:
             raise CompileError(f"{what} failed: {name.decode() if name else status}", log)
 
     def compile(self, src: str, name: str = "kernel.cu", options: Sequence[str] = ()) -> bytes:
-        """Compiles CUDA C++ `src` to a cubin for this architecture (`-arch=sm_XX`, which makes NVRTC
-        emit SASS rather than PTX). Kernels should be `extern "C"` so their ELF names are plain."""
+        """Compiles CUDA C++ `src` to a cubin for this architecture (`-arch=sm_XX`, which makes
+        NVRTC emit SASS rather than PTX). Kernels should be `extern "C"` (plain ELF names)."""
         nv = self._nv
         prog = nv.nvrtcProgram()
         self._check(nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0,
@@ -129,7 +129,8 @@ class NVCompiler:
     def _log(self, prog: object) -> str:
         nv = self._nv
         size = nv.size_t()
-        if nv.nvrtcGetProgramLogSize(prog, ctypes.byref(size)) != nv.NVRTC_SUCCESS or size.value <= 1:
+        status = nv.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        if status != nv.NVRTC_SUCCESS or size.value <= 1:
             return ""
         buf = ctypes.create_string_buffer(size.value)
         nv.nvrtcGetProgramLog(prog, buf)

@@ -9,9 +9,10 @@ globals, filled by relocations), `.nv.global.init` / `.nv.global` (device global
 
 `.nv.info` records are {u8 format, u8 attribute, u16 size-or-value}; format 4 (SVAL) is followed by
 `size` payload bytes, the others carry their value in the header (guide section 3; Mesa nv_cubin.c).
-Barriers: `.text.k` sh_flags bits 20+ in the old ABI (ELF OSABI 0x33, CUDA <= 12), or the NUM_BARRIERS
-attribute in the new one (OSABI >= 0x41, CUDA 13), where the SM version moves to e_flags[15:8].
-Parsing errors are `ProgramError`s that name the bad value and what was expected (pyelftools' rule).
+Barriers: `.text.k` sh_flags bits 20+ in the old ABI (ELF OSABI 0x33, CUDA <= 12), or the
+NUM_BARRIERS attribute in the new one (OSABI >= 0x41, CUDA 13), where the SM version moves to
+e_flags[15:8]. Parsing errors are `ProgramError`s that name the bad value and what was expected
+(pyelftools' rule).
 """
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ class Symbol:
 
 @dataclass(frozen=True)
 class InfoRecord:
-    """One `.nv.info` record: attribute, format and value (int for header values, bytes for SVAL)."""
+    """One `.nv.info` record: attribute, format and value (an int, or bytes for SVAL records)."""
 
     attr: int
     fmt: int
@@ -269,7 +270,8 @@ def parse(blob: bytes) -> Cubin:
         if typ != SHT_NOBITS and off + size > len(blob):
             raise ProgramError(f"section {i} runs past the end of the file")
         data = b"" if typ == SHT_NOBITS else bytes(blob[off:off + size])
-        sections.append(Section(i, _cstr(names, nm), typ, flags, off, size, link, info, align, data))
+        sections.append(Section(i, _cstr(names, nm), typ, flags, off, size, link, info, align,
+                                data))
     symbols: list[Symbol] = []
     symtab = next((s for s in sections if s.type == SHT_SYMTAB), None)
     if symtab is not None:
@@ -388,8 +390,9 @@ def _relocations(cub: Cubin) -> None:
             r_offset, r_info, r_addend = struct.unpack_from("<QQq", sec.data, k * 24)
             rtype, sym_idx = r_info & 0xFFFFFFFF, r_info >> 32
             if rtype not in Reloc.__members__.values():
-                raise ProgramError(f"{sec.name}: relocation type {rtype:#x} at {r_offset:#x} is not "
-                                   f"supported (known: {', '.join(r.name for r in Reloc)})")
+                known = ", ".join(r.name for r in Reloc)
+                raise ProgramError(f"{sec.name}: relocation type {rtype:#x} at {r_offset:#x} is "
+                                   f"not supported (known: {known})")
             if sym_idx >= len(cub.symbols):
                 raise ProgramError(f"{sec.name}: relocation names symbol {sym_idx} of "
                                    f"{len(cub.symbols)}")

@@ -5,11 +5,11 @@ Bring-up (guide section 6, the sequence tinygrad 0.14 uses, with Hopper's classe
  2. CARD_INFO, /dev/nvidiaN registered with REGISTER_FD; GPU_GET_ID_INFO_V2 for the device instance.
  3. NV01_DEVICE_0, NV20_SUBDEVICE_0, NV01_MEMORY_VIRTUAL; GET_CLASSLIST picks the usermode, GPFIFO,
     compute and copy classes (newest first); usermode page mapped for the doorbell; PERF_BOOST.
- 4. FERMI_VASPACE_A (page faulting, externally owned: UVM manages it); GID → UUID; UVM registers the
-    GPU and the VA space.
+ 4. FERMI_VASPACE_A (page faulting, externally owned: UVM manages it); GID → UUID; UVM registers
+    the GPU and the VA space.
  5. KEPLER_CHANNEL_GROUP_A, FERMI_CONTEXT_SHARE_A; per engine a GPFIFO channel (ring and USERD in a
-    write-combined VRAM area, an error notifier in system memory), its engine object, its work-submit
-    token, UVM_REGISTER_CHANNEL; GPFIFO_SCHEDULE enables the group.
+    write-combined VRAM area, an error notifier in system memory), its engine object, its
+    work-submit token, UVM_REGISTER_CHANNEL; GPFIFO_SCHEDULE enables the group.
  6. The compute channel gets its class, shared and local windows; the copy channel its class.
 
 Memory: VRAM is NV01_MEMORY_LOCAL_USER; GTT/HOST (signals, staging) is anonymous host memory pinned
@@ -18,9 +18,9 @@ below 2^40 (QMDs and pushbuffers need 40-bit addresses): UVM_CREATE_EXTERNAL_RAN
 NV_ESC_RM_MAP_MEMORY_DMA at that fixed offset, UVM_MAP_EXTERNAL_ALLOCATION. VRAM a CPU must see is
 mapped with NV_ESC_RM_MAP_MEMORY + mmap of a fresh registered /dev/nvidiaN descriptor.
 
-Teardown frees in reverse: channels (UVM unregister, engine objects, channel, notifier), context share,
-channel group, every buffer newest first, VA space (UVM first), usermode, virtual memory, subdevice,
-device, UVM GPU, root client, descriptors.
+Teardown frees in reverse: channels (UVM unregister, engine objects, channel, notifier), context
+share, channel group, every buffer newest first, VA space (UVM first), usermode, virtual memory,
+subdevice, device, UVM GPU, root client, descriptors.
 """
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq.device import Device
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena, round_up
-from runtime.hcq.seam import MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping, OSSeam, \
-    RealOS
+from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
+                              OSSeam, RealOS)
 from runtime.hcq.signal import Signal
 
 _NAME = re.compile(r"^(nv|mock-nv)(?::(\d+))?$")
@@ -55,7 +55,7 @@ USERMODE_MAP_B = 0x10000          # the usermode (doorbell) region tinygrad maps
 GPFIFO_ENTRIES = 0x10000          # per channel (tinygrad)
 GPFIFO_AREA_B = 0x300000          # both channels' rings and USERD pages
 CHANNEL_UVM_B = 0x4000000         # VA range UVM_REGISTER_CHANNEL maps channel buffers into
-NOTIFIER_B = PAGE_B               # error notifier: NV_CHANNELGPFIFO_NOTIFICATION_TYPE__SIZE_1 x 16 B
+NOTIFIER_B = PAGE_B               # error notifier: NV_CHANNELGPFIFO_NOTIFICATION_TYPE__SIZE_1 x 16
 PUSHBUF_B = 2 << 20               # per channel
 HOST_COPY_SPLIT_B = 4 << 20       # staging copies at least this large use several threads
 # GPU VA heap: everything this driver maps lives in [64 GiB, 1 TiB): below 2^40 for QMD and
@@ -76,6 +76,12 @@ _XID = {8: "GPU stopped processing (host timeout)", 13: "graphics engine excepti
         32: "invalid or corrupted push buffer stream", 43: "GPU stopped processing (channel reset)",
         45: "preemptive cleanup after a previous error", 69: "graphics engine class error",
         109: "context switch timeout"}
+
+
+# NVOS32 allocation flags every RM memory allocation of this driver uses (tinygrad's set).
+_ALLOC_FLAGS = rm.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED \
+    | rm.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED | rm.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE \
+    | rm.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT
 
 
 class VaHeap:
@@ -139,9 +145,7 @@ class NVAllocator(Allocator):
         if page > PAGE_B:
             attr |= fval(rm.NVOS32_ATTR_PAGE_SIZE, rm.NVOS32_ATTR_PAGE_SIZE_HUGE)
             attr2 |= fval(rm.NVOS32_ATTR2_PAGE_SIZE_HUGE, rm.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB)
-        flags = rm.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED | rm.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED \
-            | rm.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE | rm.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT \
-            | rm.NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM
+        flags = _ALLOC_FLAGS | rm.NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM
         params = rm.NV_MEMORY_ALLOCATION_PARAMS(
             owner=dev.rm.root, type=rm.NVOS32_TYPE_IMAGE, flags=flags, attr=attr, attr2=attr2,
             format=6, size=size, alignment=page, offset=0, limit=size - 1)
@@ -168,8 +172,7 @@ class NVAllocator(Allocator):
             | fval(rm.NVOS32_ATTR_LOCATION, rm.NVOS32_ATTR_LOCATION_PCI)
         attr2 = fval(rm.NVOS32_ATTR2_GPU_CACHEABLE, rm.NVOS32_ATTR2_GPU_CACHEABLE_NO) \
             | rm.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC
-        flags = rm.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED | rm.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED \
-            | rm.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE | rm.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT
+        flags = _ALLOC_FLAGS
         params = rm.NV_MEMORY_ALLOCATION_PARAMS(
             owner=dev.rm.root, type=rm.NVOS32_TYPE_NOTIFIER, flags=flags, attr=attr, attr2=attr2,
             format=6, size=size, alignment=PAGE_B, offset=0, limit=size - 1)
@@ -272,7 +275,7 @@ class NVDevice(Device):
     any name with an explicit `os` seam (a `NvMockOS` a test prepared).
 
     `pcas_action`: the SEND_SIGNALING_PCAS2_B action launches use (see DEFAULT_PCAS_ACTION);
-    `pushbuf_B` and `gpfifo_entries` size each channel's rings (small values exercise wrap-around)."""
+    `pushbuf_B` and `gpfifo_entries` size each channel's rings (small ones exercise wrap-around)."""
 
     def __init__(self, name: str = "nv:0", *, os: OSSeam | None = None,
                  pcas_action: int = DEFAULT_PCAS_ACTION, pushbuf_B: int = PUSHBUF_B,
@@ -333,7 +336,8 @@ class NVDevice(Device):
         self.rm = NvRm(self.os)
         ver = self.rm.control(self.rm.root, rm.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
                               rm.NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS())
-        self.driver_version = bytes(ver.driverVersionBuffer).split(b"\0")[0].decode(errors="replace")
+        raw = bytes(ver.driverVersionBuffer).split(b"\0")[0]
+        self.driver_version = raw.decode(errors="replace")
         self.uvm = Uvm(self.os, self.rm.fd_ctl)
         cards = self.rm.card_info()
         if index >= len(cards):
@@ -355,8 +359,8 @@ class NVDevice(Device):
         self.gpfifo_class = _pick(classes, ("BLACKWELL_CHANNEL_GPFIFO_A", "HOPPER_CHANNEL_GPFIFO_A",
                                             "AMPERE_CHANNEL_GPFIFO_A"), "GPFIFO channel")
         self.compute_class = _pick(classes, ("BLACKWELL_COMPUTE_B", "BLACKWELL_COMPUTE_A",
-                                             "HOPPER_COMPUTE_A", "ADA_COMPUTE_A", "AMPERE_COMPUTE_B",
-                                             "AMPERE_COMPUTE_A"), "compute")
+                                             "HOPPER_COMPUTE_A", "ADA_COMPUTE_A",
+                                             "AMPERE_COMPUTE_B", "AMPERE_COMPUTE_A"), "compute")
         self.dma_class = _pick(classes, ("BLACKWELL_DMA_COPY_B", "BLACKWELL_DMA_COPY_A",
                                          "HOPPER_DMA_COPY_A", "AMPERE_DMA_COPY_B",
                                          "AMPERE_DMA_COPY_A"), "copy")
@@ -366,18 +370,20 @@ class NVDevice(Device):
         self.usermode = r.alloc(self.subdevice, self.usermode_class)
         self.usermode_map = self._map_fd_memory(self.usermode, USERMODE_MAP_B, 0, ctl=False)
         try:  # clocks to maximum for compute, as CUDA and tinygrad ask; refusal is harmless
-            r.control(self.subdevice, rm.NV2080_CTRL_CMD_PERF_BOOST, rm.NV2080_CTRL_PERF_BOOST_PARAMS(
-                duration=0xFFFFFFFF,
-                flags=fval(rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA, rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES)
+            boost = fval(rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA,
+                         rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES) \
                 | fval(rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY,
-                       rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH)
-                | rm.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX))
+                       rm.NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH) \
+                | rm.NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX
+            r.control(self.subdevice, rm.NV2080_CTRL_CMD_PERF_BOOST,
+                      rm.NV2080_CTRL_PERF_BOOST_PARAMS(duration=0xFFFFFFFF, flags=boost))
         except RmError:
             pass
-        self.vaspace = r.alloc(self.nvdevice, rm.FERMI_VASPACE_A, rm.NV_VASPACE_ALLOCATION_PARAMETERS(
+        vas = rm.NV_VASPACE_ALLOCATION_PARAMETERS(
             vaBase=0x1000, vaSize=0x1FFFFFB000000,
             flags=rm.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING
-            | rm.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED))
+            | rm.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED)
+        self.vaspace = r.alloc(self.nvdevice, rm.FERMI_VASPACE_A, vas)
         gid = r.control(self.subdevice, rm.NV2080_CTRL_CMD_GPU_GET_GID_INFO,
                         rm.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(
                             flags=rm.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY, length=16))
@@ -400,7 +406,8 @@ class NVDevice(Device):
         # GPFIFO rings and USERD: contiguous VRAM, write-combined for the CPU (tinygrad's choice).
         self.gpfifo_area = alloc.track(alloc.alloc_vram(
             GPFIFO_AREA_B, BufferSpec(MemKind.VRAM, cpu_access=True), contiguous=True,
-            map_flags=fval(rm.NVOS33_FLAGS_CACHING_TYPE, rm.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED)))
+            map_flags=fval(rm.NVOS33_FLAGS_CACHING_TYPE,
+                           rm.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED)))
         self.ctxshare = r.alloc(self.channel_group, rm.FERMI_CONTEXT_SHARE_A,
                                 rm.NV_CTXSHARE_ALLOCATION_PARAMETERS(
                                     hVASpace=self.vaspace,
@@ -432,7 +439,8 @@ class NVDevice(Device):
         return set(buf[:p.numClasses])
 
     def _gr_info(self) -> GpuInfo:
-        idx = (rm.NV2080_CTRL_GR_INFO_INDEX_SM_VERSION, rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS,
+        idx = (rm.NV2080_CTRL_GR_INFO_INDEX_SM_VERSION,
+               rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS,
                rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC,
                rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC,
                rm.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM)
@@ -484,7 +492,7 @@ class NVDevice(Device):
         self.channels.append(ch)
         return ch
 
-    # ------------------------------------------------------------------ mappings (used by the allocator)
+    # ------------------------------------------------------------------ mappings
     def _map_fd_memory(self, memory: int, size: int, flags: int, ctl: bool) -> HostMapping:
         """NV_ESC_RM_MAP_MEMORY into a fresh descriptor (registered /dev/nvidiaN, or /dev/nvidiactl
         for RM system memory), then mmap of it; the descriptor is closed after the mmap."""

@@ -1,15 +1,15 @@
-"""A GPFIFO channel as the CPU drives it: the GPFIFO ring, the pushbuffer ring, USERD and the doorbell.
+"""A GPFIFO channel as the CPU drives it: GPFIFO ring, pushbuffer ring, USERD and doorbell.
 
 Submitting a command stream: copy its dwords into the channel's pushbuffer ring (memory the GPU
 reads), write one GPFIFO entry per segment (address + length, `methods.gp_entry`), publish the new
-put index in USERD's GP_PUT (0x8C in the channel's USERD page, clc56f.h `AmpereAControlGPFifo`), make
-those stores globally visible (they go to write-combined BAR memory), then write the channel's
+put index in USERD's GP_PUT (0x8C in the channel's USERD page, clc56f.h `AmpereAControlGPFifo`),
+make those stores globally visible (they go to write-combined BAR memory), then write the channel's
 work-submit token to the usermode doorbell at +0x90 (guide section 4; clc661.h/clc361.h).
 
 Ring space is reclaimed exactly: every submission ends with a host semaphore release (no wait for
-idle) of the submission's sequence number into the channel's progress word, which the host writes once
-it has read everything before it. A segment of the pushbuffer and the GPFIFO entries of submission `s`
-are free once progress >= s.
+idle) of the submission's sequence number into the channel's progress word, which the host writes
+once it has read everything before it. A segment of the pushbuffer and the GPFIFO entries of
+submission `s` are free once progress >= s.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 USERD_GP_GET_B = 0x88   # clc56f.h AmpereAControlGPFifo.GPGet (dword 34)
 USERD_GP_PUT_B = 0x8C   # clc56f.h AmpereAControlGPFifo.GPPut (dword 35)
 DOORBELL_OFFSET_B = 0x90  # clc361.h NVC361_NOTIFY_CHANNEL_PENDING: usermode + 0x90
-USERD_B = 0x200         # one USERD page per channel (AmpereAControlGPFifo is 0x100 B, 512-B aligned)
+USERD_B = 0x200         # USERD per channel (AmpereAControlGPFifo is 0x100 B; 512-B aligned)
 
 # Host semaphore releases and acquires (clc56f.h SEM_EXECUTE), precomputed.
 SEM_RELEASE_64 = fval(cl.NVC56F_SEM_EXECUTE_OPERATION, cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE) \
@@ -64,10 +64,10 @@ def host_semaphore(va: int, payload: int, execute: int) -> list[int]:
 
 # ------------------------------------------------------------------ store fence
 class _Fence:
-    """Makes earlier stores (including write-combined ones to BAR memory) globally visible before the
-    doorbell store. x86-64: an `mfence` (what tinygrad's atomic_thread_fence compiles to), run from a
-    4-byte stub; elsewhere, or where executable memory is refused, a lock round trip (a locked
-    instruction, which also drains write-combining buffers on x86)."""
+    """Makes earlier stores (including write-combined ones to BAR memory) globally visible before
+    the doorbell store. x86-64: an `mfence` (what tinygrad's atomic_thread_fence compiles to), run
+    from a 4-byte stub; elsewhere, or where executable memory is refused, a lock round trip (a
+    locked instruction, which also drains write-combining buffers on x86)."""
 
     def __init__(self) -> None:
         self._call: Callable[[], None] | None = None
@@ -95,7 +95,7 @@ cpu_fence = _Fence()
 
 @dataclass
 class _Submission:
-    """What a finished submission holds: its sequence number, pushbuffer end, GPFIFO put after it."""
+    """A submission in flight: its sequence number, pushbuffer end and GPFIFO put after it."""
 
     seq: int
     pb_end_dw: int      # monotonic pushbuffer position after this submission

@@ -3,9 +3,9 @@
 A pushbuffer is a stream of dwords: a method header (clc56f.h `NVC56F_DMA_*`: opcode 31:29, count
 28:16, subchannel 15:13, method address in dwords 11:0) followed by `count` data dwords. This driver
 only emits incrementing headers (`SEC_OP_INC_METHOD`): data dword i goes to method `mthd + 4*i`.
-Methods below 0x100 go to the host (class *6F) whatever the subchannel; others go to the class bound to
-the subchannel with SET_OBJECT. Subchannels follow the engines' convention (tinygrad, NVK): compute on
-1, copy on 4, host methods issued on 0.
+Methods below 0x100 go to the host (class *6F) whatever the subchannel; others go to the class bound
+to the subchannel with SET_OBJECT. Subchannels follow the engines' convention (tinygrad, NVK):
+compute on 1, copy on 4, host methods issued on 0.
 
 Method offsets and field positions come from `generated.nv.classes` (open-gpu-doc headers) and, for
 the host class, `NVC56F_*` (clc56f.h; Hopper's C86F keeps every method and field this driver uses).
@@ -114,7 +114,8 @@ def decode_gp_entry(entry: int) -> tuple[int, int]:
 # clc6b5.h, clcdc0.h vs clcec0.h), and the open-gpu-doc set has one header per family.
 METHOD_PREFIX: dict[int, str] = {
     rm.AMPERE_COMPUTE_A: "NVC6C0", rm.AMPERE_COMPUTE_B: "NVC6C0", rm.ADA_COMPUTE_A: "NVC6C0",
-    rm.HOPPER_COMPUTE_A: "NVCBC0", rm.BLACKWELL_COMPUTE_A: "NVCEC0", rm.BLACKWELL_COMPUTE_B: "NVCEC0",
+    rm.HOPPER_COMPUTE_A: "NVCBC0", rm.BLACKWELL_COMPUTE_A: "NVCEC0",
+    rm.BLACKWELL_COMPUTE_B: "NVCEC0",
     rm.AMPERE_DMA_COPY_A: "NVC6B5", rm.AMPERE_DMA_COPY_B: "NVC6B5", rm.HOPPER_DMA_COPY_A: "NVC8B5",
     rm.BLACKWELL_DMA_COPY_A: "NVC9B5", rm.BLACKWELL_DMA_COPY_B: "NVC9B5",
 }
@@ -130,7 +131,7 @@ class MethodInfo:
     values: dict[str, dict[int, str]]
 
     def describe(self, data: int) -> str:
-        """`data` split into the method's named fields, e.g. "OPERATION=RELEASE PAYLOAD_SIZE=64BIT"."""
+        """`data` split into the method's named fields ("OPERATION=RELEASE PAYLOAD_SIZE=64BIT")."""
         if not self.fields:
             return f"{data:#x}"
         parts = []

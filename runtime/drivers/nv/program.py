@@ -36,7 +36,7 @@ CB0_SHARED_WINDOW = 0x18      # u64
 CB0_LOCAL_WINDOW = 0x20       # u64
 CB0_STACK_POINTER = 0x28      # u32, tinygrad and CUDA write 0xfffdc0
 CB0_DYNAMIC_SMEM = 0x2C       # u32
-CB0_PARAM_START = 0x198       # u64: first byte of the parameters (code taking a parameter's address)
+CB0_PARAM_START = 0x198       # u64: first byte of the parameters (for code taking their address)
 CB0_PARAM_END = 0x1A0         # u64
 INITIAL_STACK_POINTER = 0xFFFDC0
 # Local memory every thread gets beyond its own stack: tinygrad adds 0x240 to EIATTR_MIN_STACK_SIZE
@@ -95,7 +95,8 @@ class NVProgram(Program):
         self.slots = tuple(ArgSlot(f"arg{p.ordinal}", p.offset, p.size,
                                    "buffer" if p.size == 8 else "value") for p in k.params)
         if k.params and max(p.offset + p.size for p in k.params) > self.param_size:
-            raise ProgramError(f"{name}: parameters run past EIATTR_PARAM_CBANK's {self.param_size} B")
+            raise ProgramError(f"{name}: parameters run past EIATTR_PARAM_CBANK's "
+                               f"{self.param_size} B")
         tmpl = bytearray(self.param_base)
         struct.pack_into("<QQI", tmpl, CB0_SHARED_WINDOW, device.shared_window,
                          device.local_window, INITIAL_STACK_POINTER)
@@ -132,7 +133,7 @@ class NVProgram(Program):
         self._block_B = self._kernargs_size()
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
         self._packers: dict[tuple[type, ...], "struct.Struct | bool"] = {}
-        # Registers are allocated per warp in units of 256 (tinygrad): the CTA must fit the SM's file.
+        # Registers are allocated per warp in units of 256 (tinygrad): a CTA must fit the 64K file.
         self.max_threads = ((65536 // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
         if k.max_threads:
             self.max_threads = min(self.max_threads, k.max_threads)
@@ -212,8 +213,9 @@ class NVProgram(Program):
         view[qo:qo + len(qmd)] = qmd
         a = va >> self._cb0_shift
         struct.pack_into("<I", view, qo + self._cb0_lo_off, a & _M32)
+        hi = self._cb0_hi
         struct.pack_into("<I", view, qo + self._cb0_hi_off,
-                         self._cb0_hi_word | (((a >> 32) & self._cb0_hi.mask) << self._cb0_hi.shift))
+                         self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift))
         struct.pack_into("<I", view, qo + self._payload_off, v)
         return va + qo
 

@@ -2,10 +2,10 @@
 
 One class per QMD version, each driven by the generated `MW(hi:lo)` field tables of open-gpu-doc
 (`generated.nv.classes`): V03 (Ampere/Ada, clc6c0qmd.h, 256 B), V04 (Hopper, clcbc0qmd.h, 384 B) and
-V05 (Blackwell, clcec0qmd.h, 384 B). No bit position is typed here; a field is named by its C name and
-looked up in the version's table. What differs between versions (where the grid lives, whether an
-address is shifted, which fields exist) is expressed by overriding the few semantic setters, and the
-version is picked once from `QMD_BY_CLASS`, keyed by compute class id (style guide, section 5).
+V05 (Blackwell, clcec0qmd.h, 384 B). No bit position is typed here; a field is named by its C name
+and looked up in the version's table. What differs between versions (where the grid lives, whether
+an address is shifted, which fields exist) is expressed by overriding the few semantic setters, and
+the version is picked once from `QMD_BY_CLASS`, keyed by compute class id (style guide, section 5).
 
 Field facts for Hopper follow shared/guides/nv_hopper_bringup.md, sections 1 and 0 (the field set
 verified on the H200).
@@ -80,7 +80,7 @@ class QMD:
     # ------------------------------------------------------------------ fields by C name
     @classmethod
     def field(cls, name: str, index: int | None = None) -> Field:
-        """(hi, lo) of field `name` (`index` for the indexed ones, e.g. CONSTANT_BUFFER_VALID(0))."""
+        """(hi, lo) of field `name` (with `index` for indexed ones: CONSTANT_BUFFER_VALID(0))."""
         plain, indexed, _ = _table(cls.prefix)
         if index is None:
             f = plain.get(name)
@@ -176,10 +176,10 @@ class QMD:
 
     def set_program(self, addr: int) -> "QMD":
         """The entry point's GPU address."""
-        return self.set("PROGRAM_ADDRESS_LOWER", addr & _M32).set("PROGRAM_ADDRESS_UPPER", addr >> 32)
+        return self.write(PROGRAM_ADDRESS_LOWER=addr & _M32, PROGRAM_ADDRESS_UPPER=addr >> 32)
 
     def set_cbuf(self, index: int, addr: int, size: int) -> "QMD":
-        """Constant buffer `index` at `addr` (64-B aligned on V04+) of `size` bytes, marked valid."""
+        """Constant buffer `index` at `addr` (64-B aligned on V04+), `size` bytes, marked valid."""
         raise NotImplementedError
 
     def set_shared_memory(self, size_B: int) -> "QMD":
@@ -235,7 +235,8 @@ class QMD:
     def set_common(self, *, sass_version: int) -> "QMD":
         """The fields every launch of this runtime sets the same way (guide section 0)."""
         self.set_version()
-        self.write(QMD_GROUP_ID=0x3F, API_VISIBLE_CALL_LIMIT=self.value("API_VISIBLE_CALL_LIMIT_NO_CHECK"),
+        self.write(QMD_GROUP_ID=0x3F,
+                   API_VISIBLE_CALL_LIMIT=self.value("API_VISIBLE_CALL_LIMIT_NO_CHECK"),
                    SAMPLER_INDEX=self.value("SAMPLER_INDEX_VIA_HEADER_INDEX"),
                    CWD_MEMBAR_TYPE=self.value("CWD_MEMBAR_TYPE_L1_SYSMEMBAR"),
                    INVALIDATE_TEXTURE_HEADER_CACHE=1, INVALIDATE_TEXTURE_SAMPLER_CACHE=1,
@@ -248,7 +249,8 @@ class QMD:
         units = min(size_B >> 8, (1 << (self.field("PROGRAM_PREFETCH_SIZE")[0]
                                         - self.field("PROGRAM_PREFETCH_SIZE")[1] + 1)) - 1)
         return self.write(PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED=(addr >> 8) & _M32,
-                          PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED=addr >> 40, PROGRAM_PREFETCH_SIZE=units)
+                          PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED=addr >> 40,
+                          PROGRAM_PREFETCH_SIZE=units)
 
     # ------------------------------------------------------------------ launch-time patching
     @classmethod
@@ -349,11 +351,12 @@ class QMDV04(QMD):
         p = f"RELEASE_SEMAPHORE{index}_"
         self.set("RELEASE_ENABLE", 1, index)
         return self.write(**{p + "ADDR_LOWER": addr & _M32, p + "ADDR_UPPER": addr >> 32,
-                             p + "PAYLOAD_LOWER": payload & _M32, p + "PAYLOAD_UPPER": payload >> 32})
+                             p + "PAYLOAD_LOWER": payload & _M32,
+                             p + "PAYLOAD_UPPER": payload >> 32})
 
     @classmethod
     def carveouts_KiB(cls) -> tuple[int, ...]:
-        # sm_90 carveouts 0..228 KiB (guide section 1; CUDA programming guide, compute capability 9.0).
+        # sm_90 carveouts up to 228 KiB (guide section 1; CUDA guide, compute capability 9.0).
         return (8, 16, 32, 64, 100, 132, 164, 196, 228)
 
     @classmethod
@@ -370,8 +373,8 @@ class QMDV04(QMD):
 
 
 class QMDV05(QMDV04):
-    """Blackwell (clcec0qmd.h, NVCEC0_QMDV05_00): 384 B; program address >> 4; shared size >> 7; local
-    memory sizes >> 4."""
+    """Blackwell (clcec0qmd.h, NVCEC0_QMDV05_00): 384 B; program address >> 4; shared size >> 7;
+    local memory sizes >> 4."""
 
     prefix = "NVCEC0_QMDV05_00"
     major, minor = 5, 0

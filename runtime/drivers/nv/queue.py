@@ -157,7 +157,7 @@ class NVComputeQueue(NVQueue):
         self._launches_since_sync = 0
 
     def signal(self, sig: "Signal", value: Value) -> "Self":
-        """Sets `sig` to `value` once the queue's earlier work is done (see the module docstring)."""
+        """Sets `sig` to `value` once the queue's earlier work is done (module docstring: how)."""
         last = self._last_launch
         if last is not None and type(value) is int and value <= _M32:
             prg, args = last
@@ -180,8 +180,8 @@ class NVComputeQueue(NVQueue):
 
     def exec(self, prg: "NVProgram", args: "KernArgs | Value", global_size: Sequence[int],
              local_size: Sequence[int]) -> "Self":  # type: ignore[override]
-        """Launches `prg` with the launch block `args` (from `prg.fill_kernargs`, which already wrote
-        the QMD for this grid and block)."""
+        """Launches `prg` with the launch block `args` (from `prg.fill_kernargs`, which already
+        wrote the QMD for this grid and block)."""
         if not isinstance(args, KernArgs):
             raise QueueError("NVIDIA launches need a KernArgs block: the QMD lives in it, and its "
                              "address (>> 8) cannot be patched as a variable")

@@ -1,17 +1,17 @@
-"""The NVIDIA resource manager (RM) interface: /dev/nvidiactl and /dev/nvidiaN escapes, through the seam.
+"""The NVIDIA resource manager (RM) interface: /dev/nvidiactl and /dev/nvidiaN escapes (seam).
 
 Every RM object (client, device, subdevice, memory, VA space, channel group, channel, engine object)
-is made with NV_ESC_RM_ALLOC, driven with NV_ESC_RM_CONTROL and destroyed with NV_ESC_RM_FREE; memory
-is made visible to the CPU with NV_ESC_RM_MAP_MEMORY + mmap of a registered /dev/nvidiaN descriptor and
-to the GPU with NV_ESC_RM_MAP_MEMORY_DMA. Structs and numbers come from `generated.nv.rm_580`
-(nvos.h, nv_escape.h, nv-ioctl.h, nv-ioctl-numbers.h).
+is made with NV_ESC_RM_ALLOC, driven with NV_ESC_RM_CONTROL and destroyed with NV_ESC_RM_FREE;
+memory is made visible to the CPU with NV_ESC_RM_MAP_MEMORY + mmap of a registered /dev/nvidiaN
+descriptor and to the GPU with NV_ESC_RM_MAP_MEMORY_DMA. Structs and numbers come from
+`generated.nv.rm_580` (nvos.h, nv_escape.h, nv-ioctl.h, nv-ioctl-numbers.h).
 
 Two failure layers: the ioctl itself (an errno: the request was malformed or the device is gone) and
-the NV status RM writes into the parameter block (the request was understood and refused). Both become
-`RmError`, which names the escape, the class or control command and the decoded status.
+the NV status RM writes into the parameter block (the request was understood and refused). Both
+become `RmError`, which names the escape, the class or control command and the decoded status.
 
-`NvRm` remembers every object it allocated (handle, parent, class) in allocation order, so a device can
-free them newest first and a test can check that none is left.
+`NvRm` remembers every object it allocated (handle, parent, class) in allocation order, so a device
+can free them newest first and a test can check that none is left.
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from runtime.hcq.seam import OSSeam
 
 NV_IOCTL_MAGIC = rm.NV_IOCTL_MAGIC  # 'F'
 _IOC_READ_WRITE = 3                 # asm-generic/ioctl.h: _IOC_READ | _IOC_WRITE
-MAX_CARDS = 64                      # nv-ioctl.h: NV_ESC_CARD_INFO takes an array of up to 64 entries
+MAX_CARDS = 64                      # nv-ioctl.h: NV_ESC_CARD_INFO fills up to 64 entries
 
-# Names of the classes and controls this driver uses, for messages (the generated module is lazy, so a
-# value -> name table over all of RM would materialise tens of thousands of definitions).
+# Names of the classes and controls this driver uses, for messages (the generated module is lazy, so
+# a value -> name table over all of RM would materialise tens of thousands of definitions).
 _CLASS_NAMES = (
     "NV01_ROOT_CLIENT", "NV01_DEVICE_0", "NV20_SUBDEVICE_0", "NV01_MEMORY_VIRTUAL",
     "NV01_MEMORY_LOCAL_USER", "NV01_MEMORY_SYSTEM", "NV01_MEMORY_SYSTEM_OS_DESCRIPTOR",
@@ -101,8 +101,8 @@ ESCAPE_NAMES = {
 
 
 class RmError(IoctlError):
-    """An RM call failed. `status` is the NV status RM returned (0 when the ioctl itself failed, then
-    `errno` says why); `what` names the escape and its object, class or control command."""
+    """An RM call failed. `status` is the NV status RM returned (0 when the ioctl itself failed,
+    then `errno` says why); `what` names the escape and its object, class or control command."""
 
     def __init__(self, what: str, status: int = 0, errno: int = E.EIO, detail: str = "") -> None:
         self.what, self.status = what, status
@@ -171,7 +171,8 @@ class NvRm:
             err = e.errno or E.EIO
             hint = "the descriptor is not registered with nvidiactl" if err == E.EINVAL and \
                 nr == rm.NV_ESC_RM_ALLOC_MEMORY else ""
-            raise RmError(f"{ESCAPE_NAMES.get(nr, f'escape {nr}')} ({what})", 0, err, hint) from None
+            esc = ESCAPE_NAMES.get(nr, f"escape {nr}")
+            raise RmError(f"{esc} ({what})", 0, err, hint) from None
         return arg
 
     # ------------------------------------------------------------------ objects

@@ -83,7 +83,8 @@ class Uvm:
     # ------------------------------------------------------------------ GPUs and VA spaces
     def register_gpu(self, uuid: bytes) -> None:
         """UVM_REGISTER_GPU (rmCtrlFd -1: UVM makes its own RM client for the GPU)."""
-        self.call(rm.UVM_REGISTER_GPU, rm.UVM_REGISTER_GPU_PARAMS(gpu_uuid=_uuid(uuid), rmCtrlFd=-1))
+        self.call(rm.UVM_REGISTER_GPU,
+                  rm.UVM_REGISTER_GPU_PARAMS(gpu_uuid=_uuid(uuid), rmCtrlFd=-1))
 
     def unregister_gpu(self, uuid: bytes) -> None:
         """UVM_UNREGISTER_GPU."""
