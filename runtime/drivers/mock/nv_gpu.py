@@ -557,7 +557,8 @@ class MockNVGPU:
         """Logs a fault and writes the channel's RM error notifier (info32 = Xid, status 0xFFFF)."""
         self.driver.os.log_kernel(f"NVRM: Xid (mock nvidia{self.index}): {xid}, {report}")
         if ch.notifier is not None:
-            struct.pack_into("<QIHH", ch.notifier, 0, self.clock_ns(), xid, 0, 0xFFFF)
+            ch.notifier[:16] = np.frombuffer(struct.pack("<QIHH", self.clock_ns(), xid, 0, 0xFFFF),
+                                             np.uint8)
 
     # ------------------------------------------------------------------ compute launches
     def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:

@@ -105,7 +105,8 @@ class NvMockOS(MockOS):
         """The mock NVIDIA driver installed into this machine."""
         return next(d for d in self.drivers if isinstance(d, MockNVDriver))
 
-    def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array | None) -> int:
+    def ioctl(self, fd: int, request: int,
+              arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         req = int(request)
         with self.lock:
             if not isinstance(self._fds.get(fd), UvmFile):
@@ -165,10 +166,10 @@ class MockNVDriver:
         self.uvm_vaspaces: dict[bytes, int] = {}
         self.uvm_channels: dict[int, _Range] = {}
         self.ranges: dict[int, _Range] = {}
-        os.add_device("/dev/nvidiactl", lambda flags: CtlFile(self))
-        os.add_device("/dev/nvidia-uvm", lambda flags: UvmFile(self))
+        os.add_device("/dev/nvidiactl", self._open_ctl)
+        os.add_device("/dev/nvidia-uvm", self._open_uvm)
         for g in self.gpus:
-            os.add_device(f"/dev/nvidia{g.index}", lambda flags, g=g: GpuFile(self, g))
+            os.add_device(f"/dev/nvidia{g.index}", self._gpu_opener(g))
         names: dict[int, str] = {}
         for nr, st in _ESCAPE_STRUCT.items():
             names[escape_request(nr, ctypes.sizeof(st))] = ESCAPE_NAMES[nr]
@@ -203,6 +204,16 @@ class MockNVDriver:
             rm.NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES:
                 rm.NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS,
         }
+
+    # ------------------------------------------------------------------ device nodes
+    def _open_ctl(self, flags: int) -> MockFile:
+        return CtlFile(self)
+
+    def _open_uvm(self, flags: int) -> MockFile:
+        return UvmFile(self)
+
+    def _gpu_opener(self, gpu: MockNVGPU) -> Callable[[int], MockFile]:
+        return lambda flags: GpuFile(self, gpu)
 
     # ------------------------------------------------------------------ bookkeeping
     def live_objects(self) -> dict[str, int]:

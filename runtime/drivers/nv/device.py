@@ -636,10 +636,10 @@ class NVDevice(Device):
         except (HCQError, IndexError, AttributeError) as e:
             return [f"(SM error states unavailable: {e})"]
         out = []
-        for i, e in enumerate(p.smErrorStateArray):
-            if e.hwwGlobalEsr or e.hwwWarpEsr:
-                out.append(f"SM {i}: global esr {e.hwwGlobalEsr:#x}, warp esr {e.hwwWarpEsr:#x}, "
-                           f"pc {e.hwwWarpEsrPc64:#x}")
+        for i, st in enumerate(p.smErrorStateArray):
+            if st.hwwGlobalEsr or st.hwwWarpEsr:
+                out.append(f"SM {i}: global esr {st.hwwGlobalEsr:#x}, warp esr "
+                           f"{st.hwwWarpEsr:#x}, pc {st.hwwWarpEsrPc64:#x}")
         return out
 
     def _describe_queues(self) -> list[str]:

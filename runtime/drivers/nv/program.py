@@ -132,7 +132,7 @@ class NVProgram(Program):
         self._cb0_hi = hi
         self._block_B = self._kernargs_size()
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
-        self._packers: dict[tuple[type, ...], "struct.Struct | bool"] = {}
+        self._packers: dict[tuple[type, ...], "struct.Struct | None"] = {}
         # Registers are allocated per warp in units of 256 (tinygrad): a CTA must fit the 64K file.
         self.max_threads = ((65536 // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
         if k.max_threads:
@@ -187,15 +187,15 @@ class NVProgram(Program):
         if len(args) != len(self.slots):
             raise ProgramError(f"{self.name} takes {len(self.slots)} arguments, got {len(args)}")
         types = tuple(map(type, args))
-        packer = self._packers.get(types)
+        if types not in self._packers:
+            self._packers[types] = self._packer(types)
+        packer = self._packers[types]
         if packer is None:
-            packer = self._packer(types)
-        if packer is False:
             kv = view[pb:pb + self.param_size]
             for slot, value in zip(self.slots, args):
                 write_arg(kv, slot, value)
         else:
-            vals = []
+            vals: list[object] = []
             for a in args:
                 if type(a) is Buffer:
                     if a.freed or (a.base is not None and a.base.freed):
@@ -235,14 +235,13 @@ class NVProgram(Program):
         self._shapes[(global_size, local_size)] = (cb0, qmd)  # type: ignore[index]
         return cb0, qmd
 
-    def _packer(self, types: tuple[type, ...]) -> "struct.Struct | bool":
-        """One struct that stores all arguments of these types at their slots, or False when some
+    def _packer(self, types: tuple[type, ...]) -> "struct.Struct | None":
+        """One struct that stores all arguments of these types at their slots, or None when some
         argument needs the careful path (bytes, or a type with no fixed format)."""
         fmt, pos = "<", 0
         for slot, t in zip(self.slots, types):
             if slot.offset < pos:
-                self._packers[types] = False
-                return False
+                return None
             fmt += f"{slot.offset - pos}x" if slot.offset > pos else ""
             if t is Buffer and slot.size == 8:
                 fmt += "Q"
@@ -251,12 +250,9 @@ class NVProgram(Program):
             elif t is float and slot.size in (2, 4, 8):
                 fmt += {2: "e", 4: "f", 8: "d"}[slot.size]
             else:
-                self._packers[types] = False
-                return False
+                return None
             pos = slot.offset + slot.size
-        packer = struct.Struct(fmt)
-        self._packers[types] = packer
-        return packer
+        return struct.Struct(fmt)
 
     def launch_words(self, kargs: "NVKernArgs", v: int) -> array:
         """The commands of one timeline launch (wait for v - 1, launch, release v from the QMD) and

@@ -178,8 +178,8 @@ class NVComputeQueue(NVQueue):
                            CACHE_INVALIDATE))
         return self
 
-    def exec(self, prg: "NVProgram", args: "KernArgs | Value", global_size: Sequence[int],
-             local_size: Sequence[int]) -> "Self":  # type: ignore[override]
+    def exec(self, prg: "NVProgram", args: "KernArgs | Value",  # type: ignore[override]
+             global_size: Sequence[int], local_size: Sequence[int]) -> "Self":
         """Launches `prg` with the launch block `args` (from `prg.fill_kernargs`, which already
         wrote the QMD for this grid and block)."""
         if not isinstance(args, KernArgs):
