@@ -21,13 +21,12 @@ import struct
 import threading
 import time
 from array import array
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from generated.nv import classes as cl
 
-from runtime.drivers.nv.methods import (SUBC_HOST, decode_gp_entry, describe_methods, fval,
-                                        gp_entry, nvm)
+from runtime.drivers.nv.methods import (GP_LENGTH_SHIFT, SUBC_HOST, decode_gp_entry,
+                                        describe_methods, fval, gp_entry, nvm)
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer
 from runtime.hcq.seam import Doorbell
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
 
 USERD_GP_GET_B = 0x88   # clc56f.h AmpereAControlGPFifo.GPGet (dword 34)
 USERD_GP_PUT_B = 0x8C   # clc56f.h AmpereAControlGPFifo.GPPut (dword 35)
+_GP_PUT_DW = USERD_GP_PUT_B // 4
 DOORBELL_OFFSET_B = 0x90  # clc361.h NVC361_NOTIFY_CHANNEL_PENDING: usermode + 0x90
 USERD_B = 0x200         # USERD per channel (AmpereAControlGPFifo is 0x100 B; 512-B aligned)
 
@@ -91,10 +91,11 @@ class _Fence:
 
 
 cpu_fence = _Fence()
+# The fence as the hot path calls it: the stub itself when there is one.
+_fence_call: Callable[[], None] = cpu_fence._call or cpu_fence
 
 
-@dataclass
-class _Submission:
+class _Submission(NamedTuple):
     """A submission in flight: its sequence number, pushbuffer end and GPFIFO put after it."""
 
     seq: int
@@ -130,6 +131,8 @@ class Channel:
         self.notifier: Buffer | None = None          # RM's error notifier for this channel
         self.error_notifier: memoryview | None = None  # its first NvNotification, when mapped
         self.subc_class = {subc: engine_class}
+        # gp_entry(va, n) == _pb_entry_base + offset | n << GP_LENGTH_SHIFT for the pushbuffer
+        self._pb_entry_base = gp_entry(pushbuf.va, 1) & ~(0x1FFFFF << GP_LENGTH_SHIFT)
         self._trailer = array("I", host_semaphore(progress.va, 0, SEM_RELEASE_64))
 
     # ------------------------------------------------------------------ space
@@ -245,12 +248,13 @@ class Channel:
         pb[off + k:off + n] = trailer
         self.pb_put = start + n
         put = self.gp_put
-        self.ring[put & (self.entries - 1)] = gp_entry(self.pushbuf.va + off * 4, n)
+        mask = self.entries - 1
+        self.ring[put & mask] = self._pb_entry_base + off * 4 | n << GP_LENGTH_SHIFT
         put += 1
         self.gp_put = put
         self._inflight.append(_Submission(seq, start + n, put))
-        self.userd[USERD_GP_PUT_B // 4] = put & (self.entries - 1)
-        cpu_fence()
+        self.userd[_GP_PUT_DW] = put & mask
+        _fence_call()
         self.doorbell.ring(self.token)
         return seq
 

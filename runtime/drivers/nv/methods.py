@@ -84,7 +84,7 @@ GP_ENTRY_B = cl.NVC56F_GP_ENTRY__SIZE
 PB_VA_LIMIT = 1 << 40  # GP_ENTRY0_GET + GP_ENTRY1_GET_HI: the PBDMA fetches 40-bit addresses
 
 
-_GP_LEN_SHIFT = 32 + cl.NVC56F_GP_ENTRY1_LENGTH[1]
+GP_LENGTH_SHIFT = 32 + cl.NVC56F_GP_ENTRY1_LENGTH[1]  # the segment length's bit in the entry
 _GP_LEN_MAX = (1 << (cl.NVC56F_GP_ENTRY1_LENGTH[0] - cl.NVC56F_GP_ENTRY1_LENGTH[1] + 1)) - 1
 _GP_LEVEL = fval(cl.NVC56F_GP_ENTRY1_LEVEL, cl.NVC56F_GP_ENTRY1_LEVEL_SUBROUTINE) << 32
 assert cl.NVC56F_GP_ENTRY0_GET == (31, 2) and cl.NVC56F_GP_ENTRY1_GET_HI == (7, 0)
@@ -98,7 +98,7 @@ def gp_entry(va: int, dwords: int) -> int:
         raise ValueError(f"pushbuffer VA {va:#x} must be dword aligned and below 2^40")
     if not 0 < dwords <= _GP_LEN_MAX:
         raise ValueError(f"a pushbuffer segment of {dwords} dwords does not fit a GPFIFO entry")
-    return va | dwords << _GP_LEN_SHIFT | _GP_LEVEL
+    return va | dwords << GP_LENGTH_SHIFT | _GP_LEVEL
 
 
 def decode_gp_entry(entry: int) -> tuple[int, int]:

@@ -154,15 +154,14 @@ class NVProgram(Program):
         if vals:
             args = args + tuple(vals)
         dev.check_usable()
-        arena = dev._kernarg_arena()
-        va, view = arena.take(self._block_B, 64)
+        va, view = (dev._arena or dev._kernarg_arena()).take(self._block_B, 64)
         # The timeline value is taken only once the block is written: a bad argument must not leave
         # a value that nothing will ever signal.
         v = dev.timeline_value + 1
         qmd_va = self.fill_fast(va, view, args, global_size, local_size, v)
         dev.next_timeline()
         try:
-            words = self._pb_template(dev.timeline_signal.va)[:]
+            words = array("I", self._pb_template(dev.timeline_signal.va))
             words[3] = v - 1
             words[self._pcas_pos] = qmd_va >> 8
             dev.compute_channel.submit_one(words)
@@ -212,11 +211,14 @@ class NVProgram(Program):
         qo = round_up(va + self.cb0_B, 256) - va
         view[qo:qo + len(qmd)] = qmd
         a = va >> self._cb0_shift
-        struct.pack_into("<I", view, qo + self._cb0_lo_off, a & _M32)
         hi = self._cb0_hi
-        struct.pack_into("<I", view, qo + self._cb0_hi_off,
-                         self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift))
-        struct.pack_into("<I", view, qo + self._payload_off, v)
+        hi_word = self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift)
+        if self._cb0_hi_off == self._cb0_lo_off + 4:  # adjacent dwords (every QMD version)
+            _TWO_U32.pack_into(view, qo + self._cb0_lo_off, a & _M32, hi_word)
+        else:
+            struct.pack_into("<I", view, qo + self._cb0_lo_off, a & _M32)
+            struct.pack_into("<I", view, qo + self._cb0_hi_off, hi_word)
+        _ONE_U32.pack_into(view, qo + self._payload_off, v)
         return va + qo
 
     def _shape(self, global_size: Sequence[int], local_size: Sequence[int]) -> tuple[bytes, bytes]:
@@ -359,6 +361,8 @@ def _pcas_methods(device: "NVDevice", qmd_va: int) -> list[int]:
         fval(cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION, device.pcas_action))
 
 
+_ONE_U32 = struct.Struct("<I")
+_TWO_U32 = struct.Struct("<II")
 _PACK = {(0xFFFFFFFF, 0): "<I", (0xFFFF, 0): "<H", (0xFFFF, 16): "<H", (0xFF, 0): "<B",
          (0xFF, 8): "<B", (0xFF, 16): "<B", (0xFF, 24): "<B"}
 
