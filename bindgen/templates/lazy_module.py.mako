@@ -8,7 +8,6 @@
 # Lazy module: the definitions are in ${r.defs_name} beside this file, one NAME<TAB>python source line
 # each, compiled on first use (see bindgen.cabi.LazyDefs) so that importing this module costs nothing.
 # ruff: noqa
-from ctypes import ${", ".join(r.ctypes_imports)}
 from bindgen import cabi as _cabi
 % if r.needs_macro_helpers:
 from bindgen.cabi import ${", ".join(r.macro_helpers)}

@@ -51,8 +51,9 @@ PCI_STD_HEADER_SIZE = 0x40  # capabilities live above the standard header
 def _id_names(prefix: str) -> Mapping[int, str]:
     """Capability ID → generated macro name, for every `prefix`* constant (the `_MAX` aliases,
     which repeat the last ID, are left out so each ID keeps its own name)."""
-    names = {v: k for k, v in vars(R).items()
-             if k.startswith(prefix) and not k.endswith("_MAX") and isinstance(v, int)}
+    # dir(), not vars(): the generated module materialises its definitions on first use.
+    names = {getattr(R, k): k for k in dir(R)
+             if k.startswith(prefix) and not k.endswith("_MAX") and isinstance(getattr(R, k), int)}
     return types.MappingProxyType(names)
 
 
