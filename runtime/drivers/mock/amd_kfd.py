@@ -136,8 +136,10 @@ class MockKfdDriver:
             kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, kfd.AMDKFD_IOC_CREATE_QUEUE,
             kfd.AMDKFD_IOC_DESTROY_QUEUE, kfd.AMDKFD_IOC_CREATE_EVENT,
             kfd.AMDKFD_IOC_DESTROY_EVENT, kfd.AMDKFD_IOC_SET_EVENT, kfd.AMDKFD_IOC_WAIT_EVENTS)}
-        os.name_requests({int(v): v.name for k, v in vars(kfd).items()
-                          if k.startswith("AMDKFD_IOC_") and hasattr(v, "arg_type")})
+        # dir(), not vars(): the generated module defines its names on first use
+        os.name_requests({int(v): v.name for v in (getattr(kfd, k) for k in dir(kfd)
+                                                    if k.startswith("AMDKFD_IOC_"))
+                          if hasattr(v, "arg_type")})
         os.add_device("/dev/kfd", self._open_kfd)
         for gpu in self.gpus:
             os.add_device(f"/dev/dri/renderD{gpu.render_minor}",
