@@ -161,7 +161,7 @@ class NVProgram(Program):
         qmd_va = self.fill_fast(va, view, args, global_size, local_size, v)
         dev.next_timeline()
         try:
-            words = array("I", self._pb_template(dev.timeline_signal.va))
+            words = self._pb_template(dev.timeline_signal.va)[:]
             words[3] = v - 1
             words[self._pcas_pos] = qmd_va >> 8
             dev.compute_channel.submit_one(words)
