@@ -144,6 +144,11 @@ def test_gpfifo_entry_round_trip_and_limits() -> None:
         methods.gp_entry(0x1000, 0)
 
 
+def test_userd_and_doorbell_offsets_are_the_guides() -> None:
+    from runtime.drivers.nv.gpfifo import DOORBELL_OFFSET_B, USERD_GP_GET_B, USERD_GP_PUT_B
+    assert (USERD_GP_GET_B, USERD_GP_PUT_B, DOORBELL_OFFSET_B) == (0x88, 0x8C, 0x90)  # section 4
+
+
 def test_copy_engine_launch_words_are_the_verified_ones() -> None:
     from runtime.drivers.nv.queue import CE_COPY, CE_RELEASE
     assert CE_COPY == 0x182 and CE_RELEASE == 0x14  # guide section 5: tinygrad's, valid on C8B5

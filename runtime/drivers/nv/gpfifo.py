@@ -24,6 +24,7 @@ from array import array
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from generated.nv import classes as cl
+from generated.nv import rm_580 as rm
 
 from runtime.drivers.nv.methods import (GP_LENGTH_SHIFT, SUBC_HOST, decode_gp_entry,
                                         describe_methods, fval, gp_entry, nvm)
@@ -35,10 +36,12 @@ if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
     from runtime.hcq.signal import Signal
 
-USERD_GP_GET_B = 0x88   # clc56f.h AmpereAControlGPFifo.GPGet (dword 34)
-USERD_GP_PUT_B = 0x8C   # clc56f.h AmpereAControlGPFifo.GPPut (dword 35)
+USERD_GP_GET_B = rm.AmpereAControlGPFifo.GPGet.offset  # clc56f.h USERD layout: 0x88
+USERD_GP_PUT_B = rm.AmpereAControlGPFifo.GPPut.offset  # 0x8C
 _GP_PUT_DW = USERD_GP_PUT_B // 4
-DOORBELL_OFFSET_B = 0x90  # clc361.h NVC361_NOTIFY_CHANNEL_PENDING: usermode + 0x90
+# clc361.h NVC361_NOTIFY_CHANNEL_PENDING (usermode + 0x90): clc361.h is not among the nv spec's
+# headers, so the offset is written here (guide section 4; tinygrad and libcuda write it there).
+DOORBELL_OFFSET_B = 0x90
 USERD_B = 0x200         # USERD per channel (AmpereAControlGPFifo is 0x100 B; 512-B aligned)
 
 # Host semaphore releases and acquires (clc56f.h SEM_EXECUTE), precomputed.
