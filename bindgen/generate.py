@@ -102,6 +102,8 @@ def generate(t: Target, sources: Sources) -> Generated:
         m.skipped += list(res.skipped)
         if t.macros.records:
             build_macro_records(t, m)
+    for rule, rows in pr.tables:
+        m.constants.append(ir.Constant(rule.name, repr(tuple(rows)), tuple(rows)))
     apply_ir_patches(t, m)
     _check_duplicates(t, m)
 

@@ -20,7 +20,7 @@ import clang.cindex as ci
 from . import ir
 from .cexpr import CType, MacroDef
 from .errors import ClangError, SourceError, UnsupportedConstruct
-from .spec import Target
+from .spec import MacroTableRule, Target
 
 CK = ci.CursorKind
 TK = ci.TypeKind
@@ -58,6 +58,7 @@ class ParseResult:
     record_names: dict[str, str]
     headers: list[HeaderRecord]
     emit_macro: set[str] = field(default_factory=set)
+    tables: list = field(default_factory=list)  # (MacroTableRule, rows)
 
 
 class _Paths:
@@ -160,8 +161,11 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     skipped = _skipped_lines(parse(ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)) \
         if target.macros.enabled else {}
     macros = _scan_macros(files_in_order, skipped) if target.macros.enabled else []
-    return _Builder(target, tu, paths).build(sorted(headers.values(), key=lambda h: h.shown),
-                                             macros)
+    tables = [(rule, _scan_table(files_in_order, skipped, rule)) for rule in target.macros.tables]
+    result = _Builder(target, tu, paths).build(sorted(headers.values(), key=lambda h: h.shown),
+                                               macros)
+    result.tables = tables
+    return result
 
 
 def _sha(p: Path) -> str:
@@ -609,6 +613,51 @@ def _scan_macros(files: list[tuple[str, str]], skipped: dict[str, list[tuple[int
             out.append(MacroDef(name, params, tuple(_tokens(rest.strip())),
                                 ir.Location(shown, line)))
     return out
+
+
+def _table_value(tokens: list[str]) -> object:
+    """One X-macro argument: a number, a string, or an identifier kept as its name."""
+    if len(tokens) == 1:
+        t = tokens[0]
+        if re.fullmatch(r"[A-Za-z_]\w*", t):
+            return t
+        if re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", t):
+            return int(t.rstrip("uUlL"), 0)
+    if tokens and all(t.startswith('"') for t in tokens):
+        import ast
+        return "".join(ast.literal_eval(t) for t in tokens)
+    return " ".join(tokens)
+
+
+def _scan_table(files: list[tuple[str, str]], skipped: dict[str, list[tuple[int, int]]],
+                rule: "MacroTableRule") -> list[tuple[object, ...]]:
+    """Rows of every top-level ``rule.invocation(...)`` line in the files ``rule.files`` matches."""
+    rows: list[tuple[object, ...]] = []
+    call = re.compile(rf"^[ \t]*{re.escape(rule.invocation)}[ \t]*\((.*)\)[ \t]*;?[ \t]*$", re.M)
+    matched = False
+    for shown, path in files:
+        if not any(fnmatch.fnmatch(shown, g) for g in rule.files):
+            continue
+        matched = True
+        text = _strip_comments(Path(path).read_text(errors="replace"))
+        ranges = skipped.get(os.path.realpath(path), [])
+        for m in call.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            if any(a < line < b for a, b in ranges):
+                continue
+            args: list[list[str]] = [[]]
+            depth = 0
+            for tok in _tokens(m.group(1)):
+                if tok == "," and depth == 0:
+                    args.append([])
+                    continue
+                depth += tok in "([{"
+                depth -= tok in ")]}"
+                args[-1].append(tok)
+            rows.append(tuple(_table_value(a) for a in args))
+    if not matched:
+        raise SourceError(f"macro table {rule.name}: no header read matches {list(rule.files)}")
+    return rows
 
 
 class _RangeList(ctypes.Structure):

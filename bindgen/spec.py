@@ -54,6 +54,18 @@ class MacroRules:
     predefined: tuple[tuple[str, str], ...] = ()
     skip: tuple[tuple[str, str], ...] = ()  # (regex, reason)
     records: tuple["MacroRecordRule", ...] = ()
+    tables: tuple[MacroTableRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class MacroTableRule:
+    """An X-macro table: every ``invocation(a, b, ...)`` line in ``files`` becomes one row of the tuple
+    constant ``name`` (numbers and strings evaluated, identifiers kept as their names)."""
+
+    invocation: str
+    name: str
+    files: tuple[str, ...]  # globs over SOURCE:PATH
+    why: str
 
 
 @dataclass(frozen=True)
@@ -360,11 +372,23 @@ def _macros(r: _Reader | None) -> MacroRules:
             if not need <= groups:
                 raise rr.err(key, f"needs named groups {', '.join(sorted(need))}")
         records.append(MacroRecordRule(anchor, fields, why))
+    tables = []
+    for i, node in enumerate(r.list("tables")):
+        tr = _Reader(r.file, node, f"{r.where}.tables[{i}]", r.subst)
+        inv, name, why = tr.str("invocation"), tr.str("name"), tr.str("why")
+        files = tr.str_list("files")
+        tr.done(("invocation", "name", "files", "why"))
+        for key, val in (("invocation", inv), ("name", name)):
+            if not re.fullmatch(r"[A-Za-z_]\w*", val):
+                raise tr.err(key, f"expected a C identifier, got {val!r}")
+        if not files:
+            raise tr.err("files", "expected at least one SOURCE:PATH glob", node.line)
+        tables.append(MacroTableRule(inv, name, files, why))
     pre = tuple(sorted((k, r.subst(str(v.value))) for k, v in r.mapping("predefined").items()))
     rules = MacroRules(enabled=r.bool("enabled", True), bit_ranges=r.bool("bit_ranges", False),
                        range_wrappers=r.str_list("range_wrappers"), predefined=pre,
-                       skip=tuple(skip), records=tuple(records))
-    r.done(("enabled", "bit_ranges", "range_wrappers", "predefined", "skip", "records"))
+                       skip=tuple(skip), records=tuple(records), tables=tuple(tables))
+    r.done(("enabled", "bit_ranges", "range_wrappers", "predefined", "skip", "records", "tables"))
     return rules
 
 

@@ -32,3 +32,19 @@ def test_lazy_function_macros_resolve_their_references(tmp_path: Path) -> None:
         assert (leaf.a, leaf.b) == (7, -3)
         assert mod.node().v == 0
     assert values[0] == values[1] == ((1 << 8) * 2, 1 << 8, -3)
+
+
+@requires_pipeline
+def test_x_macro_table_rows(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "codes.def").write_text('/* rows */\nCODE(OK, 0x0, "Success")\n#if 0\nCODE(GONE, 9, "x")\n'
+                                   '#endif\nCODE(BAD_ARG, 31u, "Invalid " "argument")\n')
+    (src / "codes.h").write_text("#define CODE(n, v, s) n = (v),\nenum codes {\n#include \"codes.def\"\n};\n"
+                                 "#undef CODE\n")
+    tables = [{"invocation": "CODE", "name": "CODE_TABLE", "files": ["corpus:codes.def"],
+               "why": "t"}]
+    _, mod = generate_headers(tmp_path, ["codes.h"], name="tbl", source_dir=src,
+                              macros={"tables": tables})
+    assert mod.CODE_TABLE == (("OK", 0, "Success"), ("BAD_ARG", 31, "Invalid argument"))
+    assert mod.BAD_ARG == 31

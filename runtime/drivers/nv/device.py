@@ -69,12 +69,16 @@ LOCAL_WINDOW = 0x7293_0000_0000
 # SEND_SIGNALING_PCAS2_B action: invalidate any cached copy of the QMD, prefetch, copy, schedule
 # (what libcuda uses on H100, guide section 2); tinygrad's PREFETCH_SCHEDULE (9) also works there.
 DEFAULT_PCAS_ACTION = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
-# RM robust-channel error codes (Xid) seen in the error notifier's info32, for reports
-# (src/common/sdk/nvidia/inc/nverror.h; not part of the generated set).
-_XID = {8: "GPU stopped processing (host timeout)", 13: "graphics engine exception (bad launch, "
-        "illegal instruction or address in a kernel)", 31: "GPU memory page fault (MMU fault)",
-        32: "invalid or corrupted push buffer stream", 43: "GPU stopped processing (channel reset)",
-        45: "preemptive cleanup after a previous error", 69: "graphics engine class error",
+# RM robust-channel error codes (Xid, nverror.h) seen in the error notifier's info32, explained for
+# reports; the numbers come from the generated ROBUST_CHANNEL_* constants, the words are ours.
+_XID = {8: "GPU stopped processing (host timeout)",
+        rm.ROBUST_CHANNEL_GR_EXCEPTION: "graphics engine exception (bad launch, illegal "
+        "instruction or address in a kernel)",
+        rm.ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT: "GPU memory page fault (MMU fault)",
+        rm.ROBUST_CHANNEL_PBDMA_ERROR: "invalid or corrupted push buffer stream",
+        rm.ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR: "GPU stopped processing (channel reset)",
+        rm.ROBUST_CHANNEL_PREEMPTIVE_REMOVAL: "preemptive cleanup after a previous error",
+        rm.ROBUST_CHANNEL_GR_CLASS_ERROR: "graphics engine class error",
         109: "context switch timeout"}
 
 

@@ -39,9 +39,8 @@ if TYPE_CHECKING:
 USERD_GP_GET_B = rm.AmpereAControlGPFifo.GPGet.offset  # clc56f.h USERD layout: 0x88
 USERD_GP_PUT_B = rm.AmpereAControlGPFifo.GPPut.offset  # 0x8C
 _GP_PUT_DW = USERD_GP_PUT_B // 4
-# clc361.h NVC361_NOTIFY_CHANNEL_PENDING (usermode + 0x90): clc361.h is not among the nv spec's
-# headers, so the offset is written here (guide section 4; tinygrad and libcuda write it there).
-DOORBELL_OFFSET_B = 0x90
+# The usermode doorbell: the work-submit token is written at NOTIFY_CHANNEL_PENDING (0x90).
+DOORBELL_OFFSET_B = rm.NVC361_NOTIFY_CHANNEL_PENDING
 USERD_B = 0x200         # USERD per channel (AmpereAControlGPFifo is 0x100 B; 512-B aligned)
 
 # Host semaphore releases and acquires (clc56f.h SEM_EXECUTE), precomputed.
