@@ -1,37 +1,73 @@
 """Support runtime for generated bindings: the only project module that generated code imports.
 
-Records are real ``ctypes.Structure``/``ctypes.Union`` subclasses with real field types, so they keep
+Records are real ``ctypes.Structure``/``ctypes.Union`` subclasses with real field types, so they
+keep
 their natural alignment, embed correctly in other records and pass by value through libffi with the
 right register classes. What plain ctypes gets wrong is left to this runtime (``cabi_records``):
 
 * every field is placed at the byte offset clang reported (explicit padding and the smallest
   ``_pack_`` that reproduces the layout are derived there, never guessed by the template);
 * bitfields are not ctypes bitfields (CPython < 3.14 lays out packed and mixed-type bitfields unlike
-  GCC); their bytes are covered by plain integer storage fields and each bitfield is a descriptor that
+  GCC); their bytes are covered by plain integer storage fields and each bitfield is a descriptor
+  that
   reads and writes its bits at clang's bit offset, sign-extending signed ones;
 * anonymous struct/union members promote their fields through forwarding descriptors (bitfields too,
   which ctypes' ``_anonymous_`` cannot do).
 
 Importing this module must stay cheap, because every generated module pays it: it needs only ``os``.
-Records (``cabi_records``), ioctls and libraries (``cabi_calls``) and ``ctypes`` itself are loaded on
+Records (``cabi_records``), ioctls and libraries (``cabi_calls``) and ``ctypes`` itself are loaded
+on
 first use; not even ``typing`` is imported (annotations are strings).
 """
+
 from __future__ import annotations
+
+# typing costs more to import than this whole module: its names are for checkers only
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 import os
 
 # Loaded on first use: a lazy generated module needs only LazyDefs at import time.
 _PARTS = {
-    "bindgen.cabi_records": ("Struct", "Union", "Opaque", "func_ptr", "FieldSpec", "_plan",
-                             "_plan_union", "_layout", "_BitField", "_Forward", "_Misaligned",
-                             "_RecordMixin", "_norm", "_fill", "_storage_cap", "_INT_BY_SIZE",
-                             "_ALIGNERS"),
+    "bindgen.cabi_records": (
+        "Struct",
+        "Union",
+        "Opaque",
+        "func_ptr",
+        "FieldSpec",
+        "_plan",
+        "_plan_union",
+        "_layout",
+        "_BitField",
+        "_Forward",
+        "_Misaligned",
+        "_RecordMixin",
+        "_norm",
+        "_fill",
+        "_storage_cap",
+        "_INT_BY_SIZE",
+        "_ALIGNERS",
+    ),
     "bindgen.cabi_calls": ("IoctlRequest", "Library", "_IOC_NAMES"),
 }
 _WHERE = {name: mod for mod, names in _PARTS.items() for name in names}
 
-__all__ = ["Struct", "Union", "Opaque", "IoctlRequest", "Library", "LazyDefs", "FieldSpec",
-           "_c_div", "_c_mod", "_c_bool", "_c_sext", "_c_trunc"]
+__all__ = [
+    "Struct",
+    "Union",
+    "Opaque",
+    "IoctlRequest",
+    "Library",
+    "LazyDefs",
+    "FieldSpec",
+    "_c_div",
+    "_c_mod",
+    "_c_bool",
+    "_c_sext",
+    "_c_trunc",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -39,6 +75,7 @@ def __getattr__(name: str) -> Any:
     if mod is None:
         raise AttributeError(f"module 'bindgen.cabi' has no attribute {name!r}")
     import importlib
+
     value = getattr(importlib.import_module(mod), name)
     globals()[name] = value  # later lookups skip this hook
     return value
@@ -83,8 +120,10 @@ class LazyDefs:
     """Definitions of a large generated module, each kept as one line of source until first use.
 
     The definitions live in a ``.defs`` file beside the module (one ``NAME<TAB>source`` line each,
-    newlines inside a definition written as \\x1f), read on first use: importing a module with tens of
-    thousands of definitions costs almost nothing, even without bytecode caches. Each name is compiled
+    newlines inside a definition written as \\x1f), read on first use: importing a module with tens
+    of
+    thousands of definitions costs almost nothing, even without bytecode caches. Each name is
+    compiled
     when it is first looked up (module ``__getattr__``), and names it refers to are
     materialised on demand through the ``locals`` mapping, so definition order does not matter.
     """
@@ -133,7 +172,7 @@ class LazyDefs:
                 return None
             start = at + len(key)
             end = text.find(b"\n", start)
-            return text[start:end if end >= 0 else len(text)].decode()
+            return text[start : end if end >= 0 else len(text)].decode()
         return self.index().get(name)
 
     def __getitem__(self, name: str) -> Any:  # the ``locals`` mapping seen by exec
@@ -144,6 +183,7 @@ class LazyDefs:
             return self.get(name)
         if name.startswith("c_") or name in ("POINTER", "CFUNCTYPE"):
             import ctypes  # definitions name ctypes types; the module itself never imported them
+
             if hasattr(ctypes, name):
                 return getattr(ctypes, name)
         raise KeyError(name)

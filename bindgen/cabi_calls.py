@@ -1,6 +1,12 @@
 """ioctl requests and shared libraries of the bindings support runtime (part of ``bindgen.cabi``,
 loaded on first use)."""
+
 from __future__ import annotations
+
+# typing costs more to import than this whole module: its names are for checkers only
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Sequence
 
 import ctypes
 import os
@@ -11,8 +17,10 @@ _IOC_NAMES = {0: "_IO", 1: "_IOW", 2: "_IOR", 3: "_IOWR"}
 class IoctlRequest(int):
     """An ioctl request number that can also perform the ioctl.
 
-    ``int(REQ)`` is the request; ``REQ(fd, arg=None, **fields)`` builds ``arg_type(**fields)`` when no
-    ``arg`` is given, calls ioctl(2) on ``fd`` (an int or anything with ``fileno()``) and returns the
+    ``int(REQ)`` is the request; ``REQ(fd, arg=None, **fields)`` builds ``arg_type(**fields)`` when
+    no
+    ``arg`` is given, calls ioctl(2) on ``fd`` (an int or anything with ``fileno()``) and returns
+    the
     argument, filled in by the kernel. Failures raise ``OSError`` naming the ioctl and the errno.
     ``ioctl=`` substitutes the system call (a seam for mocks): ``ioctl(fd, request, buf) -> int``.
     """
@@ -35,7 +43,9 @@ class IoctlRequest(int):
     def nr(self) -> int:
         return int(self) & 0xFF
 
-    def __call__(self, fd: Any, arg: Any = None, *, ioctl: Callable | None = None, **fields: Any) -> Any:
+    def __call__(
+        self, fd: Any, arg: Any = None, *, ioctl: Callable | None = None, **fields: Any
+    ) -> Any:
         if arg is None and self.arg_type is not None:
             arg = self.arg_type(**fields)
         elif fields:
@@ -43,6 +53,7 @@ class IoctlRequest(int):
         fileno = fd if isinstance(fd, int) else fd.fileno()
         if ioctl is None:
             import fcntl
+
             ioctl = fcntl.ioctl
         try:
             if arg is None:
@@ -50,16 +61,17 @@ class IoctlRequest(int):
             else:
                 ioctl(fileno, int(self), arg)
         except OSError as e:
-            raise OSError(e.errno, f"ioctl {self.name} ({int(self):#x}) failed: "
-                                   f"{os.strerror(e.errno or 0)}") from None
+            raise OSError(
+                e.errno, f"ioctl {self.name} ({int(self):#x}) failed: {os.strerror(e.errno or 0)}"
+            ) from None
         return arg
-
 
 
 class Library:
     """A shared library loaded on first use.
 
-    The path comes from the environment variable ``env`` when set, else the first of ``candidates`` that
+    The path comes from the environment variable ``env`` when set, else the first of ``candidates``
+    that
     loads. A missing library is reported when a function is first called, naming what was tried.
     """
 
@@ -78,12 +90,15 @@ class Library:
                 except OSError as e:
                     tried.append(f"{path}: {e}")
             else:
-                raise OSError(f"library {self.name} could not be loaded (tried: {'; '.join(tried)}); "
-                              f"install it or set {self.env} to its path")
+                raise OSError(
+                    f"library {self.name} could not be loaded (tried: {'; '.join(tried)}); "
+                    f"install it or set {self.env} to its path"
+                )
         return self._dll
 
-    def function(self, name: str, restype: Any, argtypes: Sequence[Any], variadic: bool = False
-                 ) -> Callable:
+    def function(
+        self, name: str, restype: Any, argtypes: Sequence[Any], variadic: bool = False
+    ) -> Callable:
         """A callable that resolves ``name`` on first call (so importing needs no library)."""
         lib = self
         fn: list[Any] = []

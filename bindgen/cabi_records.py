@@ -1,9 +1,16 @@
 """Record types of the bindings support runtime: exact-offset structs, unions and bitfields.
 
-Part of ``bindgen.cabi`` (which loads it on first use, so that importing a lazy generated module does
+Part of ``bindgen.cabi`` (which loads it on first use, so that importing a lazy generated module
+does
 not compile it). See the ``bindgen.cabi`` docstring for why records are built this way.
 """
+
 from __future__ import annotations
+
+# typing costs more to import than this whole module: its names are for checkers only
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence
 
 import ctypes
 
@@ -11,7 +18,7 @@ FieldSpec = tuple  # (name, ctype, bit_offset, bit_width or None, signed, anonym
 
 
 class _BitField:
-    """Descriptor for one bitfield: ``width`` bits at ``bit_offset`` from the start of the record."""
+    """Descriptor for one bitfield: ``width`` bits at ``bit_offset`` from the record's start."""
 
     __slots__ = ("name", "lo", "nbytes", "shift", "mask", "signed")
 
@@ -26,7 +33,9 @@ class _BitField:
     def __get__(self, obj: Any, cls: Any = None) -> Any:
         if obj is None:
             return self
-        raw = int.from_bytes(ctypes.string_at(ctypes.addressof(obj) + self.lo, self.nbytes), "little")
+        raw = int.from_bytes(
+            ctypes.string_at(ctypes.addressof(obj) + self.lo, self.nbytes), "little"
+        )
         v = (raw >> self.shift) & self.mask
         if self.signed and v > (self.mask >> 1):
             v -= self.mask + 1
@@ -57,12 +66,13 @@ class _Forward:
 
 
 _INT_BY_SIZE = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
-# Zero-length members that raise a record's alignment to what clang says (``aligned(N)`` attributes).
+# Zero-length members that raise a record's alignment to what clang says (``aligned(N)``
+# attributes).
 _ALIGNERS = {2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64, 16: ctypes.c_longdouble}
 
 
 def _fill(offset: int, nbytes: int, cap: int, prefix: str) -> list[tuple[str, Any]]:
-    """Integer fields covering [offset, offset+nbytes), each naturally aligned and at most ``cap`` B."""
+    """Integer fields covering [offset, offset+nbytes), naturally aligned, each at most cap B."""
     out = []
     end = offset + nbytes
     while offset < end:
@@ -84,19 +94,27 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
     regular = [(f[0], f[1], f[2] // 8) for f in fields if f[3] is None]
     for n, t, _ in regular:
         if ctypes.alignment(t) == 0:
-            raise ValueError(f"field {n!r} has an incomplete type (laid out before its own record?)")
+            raise ValueError(
+                f"field {n!r} has an incomplete type (laid out before its own record?)"
+            )
     if kind == "union":
         return None, _plan_union(size, align, regular, [f for f in fields if f[3]])
 
-    # Bytes holding bitfields become integer storage fields: the declared storage unit where it overlaps
-    # no other field (natural alignment, as C has), else just the bytes the bits touch (packed records).
+    # Bytes holding bitfields become integer storage fields: the declared storage unit where it
+    # overlaps
+    # no other field (natural alignment, as C has), else just the bytes the bits touch (packed
+    # records).
     taken = [(off, off + ctypes.sizeof(t)) for _, t, off in regular]
     spans: list[list[int]] = []  # [lo, hi, cap]
     for f in sorted((f for f in fields if f[3]), key=lambda f: f[2]):
         lo, hi = f[2] // 8, (f[2] + f[3] + 7) // 8
         cap = _storage_cap(f[1])
         ulo = lo // cap * cap
-        if hi <= ulo + cap and ulo + cap <= size and not any(a < ulo + cap and ulo < b for a, b in taken):
+        if (
+            hi <= ulo + cap
+            and ulo + cap <= size
+            and not any(a < ulo + cap and ulo < b for a, b in taken)
+        ):
             lo, hi = ulo, ulo + cap
         if spans and lo < spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], hi)
@@ -143,16 +161,24 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
     if misaligned:
         names = {n for n, _, _ in misaligned}
         rest = [f for f in fields if f[0] not in names]
-        pack, out = _plan(kind, size, align, list(rest) + [
-            (f"_mis_{n}", ctypes.c_uint8 * ctypes.sizeof(t), off * 8, None, False, False)
-            for n, t, off in misaligned])
+        pack, out = _plan(
+            kind,
+            size,
+            align,
+            list(rest)
+            + [
+                (f"_mis_{n}", ctypes.c_uint8 * ctypes.sizeof(t), off * 8, None, False, False)
+                for n, t, off in misaligned
+            ],
+        )
         if pack is None:
             return None, out
     raise ValueError("no ctypes layout reproduces clang's offsets")
 
 
 def _plan_union(size: int, align: int, regular: list, bitfields: list) -> list:
-    """Union members all start at 0: bitfields share one integer array, size and alignment are forced
+    """Union members all start at 0: bitfields share one integer array, size and alignment are
+    forced
     with overlapping members (harmless in a union)."""
     out = [(n, t) for n, t, _ in regular]
     if bitfields:
@@ -189,8 +215,11 @@ class _Misaligned:
         if self.simple:
             self.ctype.from_buffer(obj, self.offset).value = value
         else:
-            ctypes.memmove(ctypes.addressof(obj) + self.offset, ctypes.addressof(value),
-                           ctypes.sizeof(self.ctype))
+            ctypes.memmove(
+                ctypes.addressof(obj) + self.offset,
+                ctypes.addressof(value),
+                ctypes.sizeof(self.ctype),
+            )
 
 
 def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> None:
@@ -249,8 +278,13 @@ class _RecordMixin:
 
     @classmethod
     def _layout_(cls, size: int, align: int, fields: Iterable[FieldSpec]) -> None:
-        _layout(cls, "union" if issubclass(cls, ctypes.Union) else "struct", size, align,
-                [_norm(f) for f in fields])
+        _layout(
+            cls,
+            "union" if issubclass(cls, ctypes.Union) else "struct",
+            size,
+            align,
+            [_norm(f) for f in fields],
+        )
 
 
 def _norm(f: Sequence[Any]) -> FieldSpec:
@@ -262,11 +296,11 @@ def _norm(f: Sequence[Any]) -> FieldSpec:
 
 
 class Struct(_RecordMixin, ctypes.Structure):
-    """Base of generated structs; call ``_layout_(size, align, fields)`` once after class creation."""
+    """Base of generated structs; call ``_layout_(size, align, fields)`` once, after creation."""
 
 
 class Union(_RecordMixin, ctypes.Union):
-    """Base of generated unions; call ``_layout_(size, align, fields)`` once after class creation."""
+    """Base of generated unions; call ``_layout_(size, align, fields)`` once, after creation."""
 
 
 class Opaque(ctypes.Structure):

@@ -47,6 +47,7 @@ and control headers of open-gpu-kernel-modules) and all of linux/pci_regs.h, vfi
 io_uring.h; so are 12,093 of 12,095 calls of those NVIDIA function macros, the other two being
 the ``(x) - 1U`` case above.
 """
+
 from __future__ import annotations
 
 import gc
@@ -61,8 +62,14 @@ from typing import Callable, Iterable, Mapping, Sequence
 from . import ir
 
 __all__ = [
-    "CType", "MacroContext", "MacroDef", "MacroOptions", "MacroResult", "MACRO_HELPERS",
-    "tokenize", "translate_macros",
+    "CType",
+    "MacroContext",
+    "MacroDef",
+    "MacroOptions",
+    "MacroResult",
+    "MACRO_HELPERS",
+    "tokenize",
+    "translate_macros",
 ]
 
 # The names generated function bodies may call; bindgen.cabi defines them.
@@ -144,8 +151,14 @@ _PTR = CType(8, False, is_pointer=True)
 
 # Typedefs every Linux header set has; used only when the context does not name them itself.
 _STD_TYPES: dict[str, CType] = {
-    "size_t": _ULONG, "ssize_t": _LONG, "ptrdiff_t": _LONG, "intptr_t": _LONG,
-    "uintptr_t": _ULONG, "wchar_t": _INT, "__int128_t": _INT128, "__uint128_t": CType(16, False),
+    "size_t": _ULONG,
+    "ssize_t": _LONG,
+    "ptrdiff_t": _LONG,
+    "intptr_t": _LONG,
+    "uintptr_t": _ULONG,
+    "wchar_t": _INT,
+    "__int128_t": _INT128,
+    "__uint128_t": CType(16, False),
 }
 for _bits in (8, 16, 32, 64):
     _STD_TYPES[f"int{_bits}_t"] = _STD_TYPES[f"__s{_bits}"] = CType(_bits // 8, True)
@@ -156,12 +169,26 @@ for _bits in (8, 16, 32, 64):
 # gcc's predefined macros that headers test; libclang does not list builtins with the others.
 # Header definitions and the spec's ``predefined`` take precedence.
 _GCC_BUILTINS = {
-    "__CHAR_BIT__": "8", "__SIZEOF_SHORT__": "2", "__SIZEOF_INT__": "4", "__SIZEOF_LONG__": "8",
-    "__SIZEOF_LONG_LONG__": "8", "__SIZEOF_POINTER__": "8", "__SIZEOF_SIZE_T__": "8",
-    "__SIZEOF_FLOAT__": "4", "__SIZEOF_DOUBLE__": "8", "__SCHAR_MAX__": "0x7f",
-    "__SHRT_MAX__": "0x7fff", "__INT_MAX__": "0x7fffffff", "__LONG_MAX__": "0x7fffffffffffffffL",
-    "__LONG_LONG_MAX__": "0x7fffffffffffffffLL", "__LP64__": "1", "_LP64": "1", "__x86_64__": "1",
-    "__linux__": "1", "__ORDER_LITTLE_ENDIAN__": "1234", "__ORDER_BIG_ENDIAN__": "4321",
+    "__CHAR_BIT__": "8",
+    "__SIZEOF_SHORT__": "2",
+    "__SIZEOF_INT__": "4",
+    "__SIZEOF_LONG__": "8",
+    "__SIZEOF_LONG_LONG__": "8",
+    "__SIZEOF_POINTER__": "8",
+    "__SIZEOF_SIZE_T__": "8",
+    "__SIZEOF_FLOAT__": "4",
+    "__SIZEOF_DOUBLE__": "8",
+    "__SCHAR_MAX__": "0x7f",
+    "__SHRT_MAX__": "0x7fff",
+    "__INT_MAX__": "0x7fffffff",
+    "__LONG_MAX__": "0x7fffffffffffffffL",
+    "__LONG_LONG_MAX__": "0x7fffffffffffffffLL",
+    "__LP64__": "1",
+    "_LP64": "1",
+    "__x86_64__": "1",
+    "__linux__": "1",
+    "__ORDER_LITTLE_ENDIAN__": "1234",
+    "__ORDER_BIG_ENDIAN__": "4321",
     "__BYTE_ORDER__": "__ORDER_LITTLE_ENDIAN__",
 }
 
@@ -231,41 +258,154 @@ _NO_HIDE: frozenset[str] = frozenset()
 # reference may be replaced by its evaluated node without changing how the expression groups.
 _P_COMMA, _P_COND, _P_UNARY, _P_PRIMARY = 1, 2, 13, 14
 _BINARY_PREC = {
-    "||": 3, "&&": 4, "|": 5, "^": 6, "&": 7, "==": 8, "!=": 8, "<": 9, ">": 9, "<=": 9,
-    ">=": 9, "<<": 10, ">>": 10, "+": 11, "-": 11, "*": 12, "/": 12, "%": 12,
+    "||": 3,
+    "&&": 4,
+    "|": 5,
+    "^": 6,
+    "&": 7,
+    "==": 8,
+    "!=": 8,
+    "<": 9,
+    ">": 9,
+    "<=": 9,
+    ">=": 9,
+    "<<": 10,
+    ">>": 10,
+    "+": 11,
+    "-": 11,
+    "*": 12,
+    "/": 12,
+    "%": 12,
 }
-_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
-            "<=": operator.le, ">=": operator.ge}
+_COMPARE = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    ">": operator.gt,
+    "<=": operator.le,
+    ">=": operator.ge,
+}
 _SHIFT = ("<<", ">>")
-_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
-          "|": operator.or_, "^": operator.xor}
+_ARITH = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+}
 
-_TYPE_WORDS = {"void", "char", "short", "int", "long", "float", "double", "signed", "unsigned",
-               "_Bool", "bool", "__int128", "__signed__", "__signed"}
-_QUALIFIERS = {"const", "volatile", "restrict", "__restrict", "__restrict__", "__const",
-               "__const__", "__volatile", "__volatile__", "_Atomic"}
+_TYPE_WORDS = {
+    "void",
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "signed",
+    "unsigned",
+    "_Bool",
+    "bool",
+    "__int128",
+    "__signed__",
+    "__signed",
+}
+_QUALIFIERS = {
+    "const",
+    "volatile",
+    "restrict",
+    "__restrict",
+    "__restrict__",
+    "__const",
+    "__const__",
+    "__volatile",
+    "__volatile__",
+    "_Atomic",
+}
 _TAGS = {"struct", "union", "enum"}
-_STATEMENT_PUNCT = {"{", "}", ";", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=",
-                    ">>=", "++", "--"}
-_STATEMENT_WORDS = {"do", "while", "for", "if", "else", "return", "switch", "case", "goto",
-                    "break", "continue", "default"}
+_STATEMENT_PUNCT = {
+    "{",
+    "}",
+    ";",
+    "=",
+    "+=",
+    "-=",
+    "*=",
+    "/=",
+    "%=",
+    "&=",
+    "|=",
+    "^=",
+    "<<=",
+    ">>=",
+    "++",
+    "--",
+}
+_STATEMENT_WORDS = {
+    "do",
+    "while",
+    "for",
+    "if",
+    "else",
+    "return",
+    "switch",
+    "case",
+    "goto",
+    "break",
+    "continue",
+    "default",
+}
 _STATEMENT_ANY = frozenset(_STATEMENT_PUNCT | _STATEMENT_WORDS)  # string literals keep quotes
-_ATTRIBUTE_WORDS = {"__attribute__", "__attribute", "__declspec", "__asm__", "__asm", "asm",
-                    "_Pragma", "__pragma", "_Alignas", "alignas", "_Static_assert",
-                    "static_assert"}
-_KEYWORDS = {"static", "extern", "inline", "__inline", "__inline__", "register", "typedef", "auto",
-             "_Noreturn", "noreturn", "_Thread_local", "__thread", "__forceinline", "__cdecl",
-             "__stdcall"} | _QUALIFIERS
+_ATTRIBUTE_WORDS = {
+    "__attribute__",
+    "__attribute",
+    "__declspec",
+    "__asm__",
+    "__asm",
+    "asm",
+    "_Pragma",
+    "__pragma",
+    "_Alignas",
+    "alignas",
+    "_Static_assert",
+    "static_assert",
+}
+_KEYWORDS = {
+    "static",
+    "extern",
+    "inline",
+    "__inline",
+    "__inline__",
+    "register",
+    "typedef",
+    "auto",
+    "_Noreturn",
+    "noreturn",
+    "_Thread_local",
+    "__thread",
+    "__forceinline",
+    "__cdecl",
+    "__stdcall",
+} | _QUALIFIERS
 
 # The ioctl encoders (include/uapi/asm-generic/ioctl.h), intercepted so the argument type is seen.
-_IOCTL_DIRS = {"_IO": "", "_IOR": "R", "_IOW": "W", "_IOWR": "WR",
-               "_IOR_BAD": "R", "_IOW_BAD": "W", "_IOWR_BAD": "WR"}
+_IOCTL_DIRS = {
+    "_IO": "",
+    "_IOR": "R",
+    "_IOW": "W",
+    "_IOWR": "WR",
+    "_IOR_BAD": "R",
+    "_IOW_BAD": "W",
+    "_IOWR_BAD": "WR",
+}
 _IOC_DIR_BITS = {"": 0, "W": 1, "R": 2, "WR": 3}  # _IOC_NONE, _IOC_WRITE, _IOC_READ
 
 _MAX_DEPTH = 100  # nested on-demand evaluations (only reached through ## -built names)
 _MAX_EXPANSION = 200_000  # tokens one expansion may produce (guards exponential macros)
 
-_TOKEN_RE = re.compile(r"""
+_TOKEN_RE = re.compile(
+    r"""
     (?P<ws>(?:\s|\\\n)+|/\*.*?\*/|//[^\n]*)
   | (?P<str>(?:u8|[uUL])?"(?:[^"\\\n]|\\.)*")
   | (?P<chr>(?:u8|[uUL])?'(?:[^'\\\n]|\\.)*')
@@ -273,7 +413,9 @@ _TOKEN_RE = re.compile(r"""
   | (?P<id>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<punct>\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|\#\#
               |[][(){}.,;:?~!<>=+\-*/%&|^\#])
-""", re.X | re.S)
+""",
+    re.X | re.S,
+)
 
 
 def tokenize(text: str) -> list[str]:
@@ -283,7 +425,7 @@ def tokenize(text: str) -> list[str]:
     while pos < n:
         m = _TOKEN_RE.match(text, pos)
         if m is None:
-            raise ValueError(f"cannot tokenize {text[pos:pos + 20]!r}")
+            raise ValueError(f"cannot tokenize {text[pos : pos + 20]!r}")
         if m.lastgroup != "ws":
             out.append(m.group())
         pos = m.end()
@@ -310,8 +452,14 @@ class _Tok:
 
     __slots__ = ("kind", "text", "hide", "node", "prec")
 
-    def __init__(self, kind: int, text: str, hide: frozenset[str] = _NO_HIDE,
-                 node: _Node | None = None, prec: int = _P_PRIMARY) -> None:
+    def __init__(
+        self,
+        kind: int,
+        text: str,
+        hide: frozenset[str] = _NO_HIDE,
+        node: _Node | None = None,
+        prec: int = _P_PRIMARY,
+    ) -> None:
         self.kind, self.text, self.hide, self.node, self.prec = kind, text, hide, node, prec
 
     def __repr__(self) -> str:
@@ -369,8 +517,21 @@ class _Fail(Exception):
 _INT_RE = re.compile(r"(0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+)([uUlL]*)")
 _DEC_FLOAT_RE = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _INT_SUFFIXES = {"", "u", "l", "ul", "lu", "ll", "ull", "llu"}
-_ESCAPES = {"n": 10, "t": 9, "r": 13, "a": 7, "b": 8, "f": 12, "v": 11, "\\": 92, "'": 39,
-            '"': 34, "?": 63, "e": 27, "E": 27}
+_ESCAPES = {
+    "n": 10,
+    "t": 9,
+    "r": 13,
+    "a": 7,
+    "b": 8,
+    "f": 12,
+    "v": 11,
+    "\\": 92,
+    "'": 39,
+    '"': 34,
+    "?": 63,
+    "e": 27,
+    "E": 27,
+}
 _HEX_DIGITS = set("0123456789abcdefABCDEF")
 
 
@@ -465,11 +626,11 @@ def _unescape(body: str, text: str) -> list[tuple[int, bool]]:
                 j += 1
             if j == i + 1:
                 raise _Fail(f"invalid escape in {text}")
-            out.append((int(body[i + 1:j], 16), True))
+            out.append((int(body[i + 1 : j], 16), True))
             i = j
         elif c in ("u", "U"):
             k = 4 if c == "u" else 8
-            h = body[i + 1:i + 1 + k]
+            h = body[i + 1 : i + 1 + k]
             if len(h) != k or not set(h) <= _HEX_DIGITS:
                 raise _Fail(f"invalid escape in {text}")
             out.append((int(h, 16), False))
@@ -481,7 +642,7 @@ def _unescape(body: str, text: str) -> list[tuple[int, bool]]:
 
 def _char(text: str) -> _Lit:
     q = text.index("'")
-    prefix, units = text[:q], _unescape(text[q + 1:-1], text)
+    prefix, units = text[:q], _unescape(text[q + 1 : -1], text)
     if not units:
         raise _Fail(f"empty character literal {text}")
     if prefix == "":
@@ -506,7 +667,7 @@ def _string(parts: list[str]) -> _Lit:
     chars: list[str] = []
     for text in parts:  # adjacent literals concatenate (C11 5.1.1.2 phase 6)
         q = text.index('"')
-        chars.extend(chr(min(v, 0x10FFFF)) for v, _ in _unescape(text[q + 1:-1], text))
+        chars.extend(chr(min(v, 0x10FFFF)) for v, _ in _unescape(text[q + 1 : -1], text))
     return _Lit("".join(chars), None, is_str=True)
 
 
@@ -554,8 +715,13 @@ def _wide_unsigned(known: CType | None) -> CType | None:
     other integer is (none is wider on LP64), so ``(x) / sizeof(T)`` wraps a negative ``x`` as C
     does. Otherwise the unknown type decides, and plain Python arithmetic is used.
     """
-    if known is not None and known.size == 8 and not known.signed and not known.is_float \
-            and not known.is_pointer:
+    if (
+        known is not None
+        and known.size == 8
+        and not known.signed
+        and not known.is_float
+        and not known.is_pointer
+    ):
         return _ULONG
     return None
 
@@ -597,8 +763,15 @@ class _Node:
 
     __slots__ = ("ctype", "is_str", "hex", "closed", "prec", "_cache")
 
-    def __init__(self, ctype: CType | None, *, is_str: bool = False, hex_: bool = False,
-                 closed: bool = True, prec: int = _P_PRIMARY) -> None:
+    def __init__(
+        self,
+        ctype: CType | None,
+        *,
+        is_str: bool = False,
+        hex_: bool = False,
+        closed: bool = True,
+        prec: int = _P_PRIMARY,
+    ) -> None:
         self.ctype, self.is_str, self.hex = ctype, is_str, hex_
         self.closed, self.prec = closed, prec
         self._cache: object = _UNSET
@@ -633,8 +806,15 @@ class _Node:
 class _Lit(_Node):
     __slots__ = ()
 
-    def __init__(self, v: object, ctype: CType | None, *, hex_: bool = False,
-                 is_str: bool = False, prec: int = _P_PRIMARY) -> None:
+    def __init__(
+        self,
+        v: object,
+        ctype: CType | None,
+        *,
+        hex_: bool = False,
+        is_str: bool = False,
+        prec: int = _P_PRIMARY,
+    ) -> None:
         super().__init__(ctype, is_str=is_str, hex_=hex_, prec=prec)
         self._cache = v
 
@@ -662,8 +842,13 @@ class _MacroRef(_Node):
     __slots__ = ("name", "target")
 
     def __init__(self, name: str, target: _Node) -> None:
-        super().__init__(target.ctype, is_str=target.is_str, hex_=target.hex,
-                         closed=target.closed, prec=target.prec)
+        super().__init__(
+            target.ctype,
+            is_str=target.is_str,
+            hex_=target.hex,
+            closed=target.closed,
+            prec=target.prec,
+        )
         self.name, self.target = name, target
 
     def _eval(self) -> object:
@@ -783,8 +968,12 @@ class _Binary(_Node):
                 common = _common(ta, tb)
             rt = _INT if op in _COMPARE else common
         logical = op in _COMPARE or op in ("&&", "||")
-        super().__init__(rt, hex_=(a.hex or b.hex) and not logical, closed=a.closed and b.closed,
-                         prec=_BINARY_PREC[op])
+        super().__init__(
+            rt,
+            hex_=(a.hex or b.hex) and not logical,
+            closed=a.closed and b.closed,
+            prec=_BINARY_PREC[op],
+        )
         self.op, self.a, self.b, self.common = op, a, b, common
 
     def _eval(self) -> object:
@@ -810,8 +999,11 @@ class _Binary(_Node):
         if op == "/":
             if ct.is_float:
                 if vb == 0:  # IEEE 754, as C computes it
-                    return math.nan if va == 0 or math.isnan(va) else \
-                        math.copysign(math.inf, va) * math.copysign(1.0, vb)
+                    return (
+                        math.nan
+                        if va == 0 or math.isnan(va)
+                        else math.copysign(math.inf, va) * math.copysign(1.0, vb)
+                    )
                 return _wrap(va / vb, ct)
             if vb == 0:
                 raise _Fail("division by zero")
@@ -869,8 +1061,13 @@ class _Cond(_Node):
         else:
             known = a.ctype or b.ctype
             rt = _PTR if known is not None and known.is_pointer else _wide_unsigned(known)
-        super().__init__(rt, is_str=is_str, hex_=a.hex or b.hex,
-                         closed=c.closed and a.closed and b.closed, prec=_P_COND)
+        super().__init__(
+            rt,
+            is_str=is_str,
+            hex_=a.hex or b.hex,
+            closed=c.closed and a.closed and b.closed,
+            prec=_P_COND,
+        )
         self.c, self.a, self.b = c, a, b
 
     def _eval(self) -> object:
@@ -889,8 +1086,9 @@ class _Comma(_Node):
     __slots__ = ("a", "b")
 
     def __init__(self, a: _Node, b: _Node) -> None:
-        super().__init__(b.ctype, is_str=b.is_str, hex_=b.hex, closed=a.closed and b.closed,
-                         prec=_P_COMMA)
+        super().__init__(
+            b.ctype, is_str=b.is_str, hex_=b.hex, closed=a.closed and b.closed, prec=_P_COMMA
+        )
         self.a, self.b = a, b
 
     def _eval(self) -> object:
@@ -908,8 +1106,9 @@ class _Cast(_Node):
         if a.is_str:
             raise _Fail("cast of a string literal")
         src = a.ctype
-        if src is not None and (src.is_pointer and target.is_float
-                                or src.is_float and target.is_pointer):
+        if src is not None and (
+            src.is_pointer and target.is_float or src.is_float and target.is_pointer
+        ):
             raise _Fail("cast between pointer and floating-point")
         super().__init__(target, hex_=a.hex, closed=a.closed, prec=_P_UNARY)
         self.a, self.is_bool = a, is_bool
@@ -944,11 +1143,18 @@ class _Ioctl(_Node):
 
     __slots__ = ("direction", "t", "nr", "size", "arg", "expr")
 
-    def __init__(self, direction: str, t: _Node, nr: _Node, size: int, arg: str | None,
-                 expr: _Node) -> None:
+    def __init__(
+        self, direction: str, t: _Node, nr: _Node, size: int, arg: str | None, expr: _Node
+    ) -> None:
         super().__init__(expr.ctype, hex_=True, closed=expr.closed)
-        self.direction, self.t, self.nr, self.size, self.arg, self.expr = \
-            direction, t, nr, size, arg, expr
+        self.direction, self.t, self.nr, self.size, self.arg, self.expr = (
+            direction,
+            t,
+            nr,
+            size,
+            arg,
+            expr,
+        )
 
     def _eval(self) -> object:
         return self.expr.value()
@@ -1103,8 +1309,12 @@ class _Parser:
             if op in ("+", "-", "~", "!"):
                 self.pos += 1
                 return _Unary(op, self.unary())
-            if op == "(" and self.peek(2).text == ")" and isinstance(self.peek(1).node, _Param) \
-                    and self.peek(3).kind in (_NUM, _CHAR, _STR, _ID, _NODE):
+            if (
+                op == "("
+                and self.peek(2).text == ")"
+                and isinstance(self.peek(1).node, _Param)
+                and self.peek(3).kind in (_NUM, _CHAR, _STR, _ID, _NODE)
+            ):
                 raise _Fail("casts to a type passed as a parameter")
             if op == "(" and self.starts_type(1):
                 self.pos += 1
@@ -1232,8 +1442,15 @@ class _Parser:
             ct, is_void, is_bool = _builtin_type(words)
             return _TypeName(" ".join(words), ct, is_void, is_bool, False, pointers, tuple(dims))
         assert base is not None
-        return _TypeName(base, self.tr.lookup_type(base), False, False,
-                         base in self.tr.ctx.record_names, pointers, tuple(dims))
+        return _TypeName(
+            base,
+            self.tr.lookup_type(base),
+            False,
+            False,
+            base in self.tr.ctx.record_names,
+            pointers,
+            tuple(dims),
+        )
 
 
 # ---------------------------------------------------------------- the translator
@@ -1245,11 +1462,25 @@ _NO_PARAMS: dict[str, int] = {}
 class _Macro:
     """A definition in the lookup table (from the headers, the spec's predefined set, builtins)."""
 
-    __slots__ = ("name", "params", "variadic", "raw", "index", "has_paste", "statement", "_toks",
-                 "_interned")
+    __slots__ = (
+        "name",
+        "params",
+        "variadic",
+        "raw",
+        "index",
+        "has_paste",
+        "statement",
+        "_toks",
+        "_interned",
+    )
 
-    def __init__(self, name: str, params: tuple[str, ...] | None, raw: Sequence[str],
-                 interned: dict[str, _Tok]) -> None:
+    def __init__(
+        self,
+        name: str,
+        params: tuple[str, ...] | None,
+        raw: Sequence[str],
+        interned: dict[str, _Tok],
+    ) -> None:
         variadic = False
         index = _NO_PARAMS
         if params:
@@ -1262,12 +1493,20 @@ class _Macro:
             # libclang reports comments inside a definition as tokens, and a token that starts a
             # continued line keeps the backslash-newline in its spelling ('\\\n{').
             if s[:2] in ("/*", "//") or "\\\n" in s:
-                cleaned = (x.replace("\\\r\n", "").replace("\\\n", "") for x in raw
-                           if x[:2] not in ("/*", "//"))
+                cleaned = (
+                    x.replace("\\\r\n", "").replace("\\\n", "")
+                    for x in raw
+                    if x[:2] not in ("/*", "//")
+                )
                 raw = tuple(x for x in cleaned if x)
                 break
-        self.name, self.params, self.variadic, self.raw, self.index = \
-            name, params, variadic, raw, index
+        self.name, self.params, self.variadic, self.raw, self.index = (
+            name,
+            params,
+            variadic,
+            raw,
+            index,
+        )
         self.has_paste = "##" in raw
         self.statement = not _STATEMENT_ANY.isdisjoint(raw)
         self._toks: tuple[_Tok, ...] | None = None
@@ -1324,8 +1563,13 @@ def _parse_predefined_key(key: str) -> tuple[str, tuple[str, ...] | None]:
 
 
 class _Translator:
-    def __init__(self, macros: Sequence[MacroDef], ctx: MacroContext, opts: MacroOptions,
-                 emit: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        macros: Sequence[MacroDef],
+        ctx: MacroContext,
+        opts: MacroOptions,
+        emit: Callable[[str], bool],
+    ) -> None:
         self.ctx, self.opts, self._emit_fn = ctx, opts, emit
         self.interned: dict[str, _Tok] = {}
         self.literals: dict[str, _Lit | _Fail] = {}
@@ -1376,8 +1620,12 @@ class _Translator:
         """Whether the generated module will define ``name`` from its table definition."""
         r = self._output_cache.get(name)
         if r is None:
-            r = (name in self.last and self.emits(name) and name not in self.wrappers
-                 and self.skip_reason(name) is None)
+            r = (
+                name in self.last
+                and self.emits(name)
+                and name not in self.wrappers
+                and self.skip_reason(name) is None
+            )
             self._output_cache[name] = r
         return r
 
@@ -1386,13 +1634,19 @@ class _Translator:
         r = self._const_cache.get(name)
         if r is None:
             r = False
-            if (self.will_output(name) and self.table[name].params is None
-                    and not keyword.iskeyword(name)):
+            if (
+                self.will_output(name)
+                and self.table[name].params is None
+                and not keyword.iskeyword(name)
+            ):
                 memo = self.object_memo(name)
                 root = memo.root
-                if root is not None and memo.fail is None \
-                        and not isinstance(_unwrap(root), _Ioctl) \
-                        and (root.is_str or (root.ctype is not None and not root.ctype.is_pointer)):
+                if (
+                    root is not None
+                    and memo.fail is None
+                    and not isinstance(_unwrap(root), _Ioctl)
+                    and (root.is_str or (root.ctype is not None and not root.ctype.is_pointer))
+                ):
                     try:
                         root.value()
                         r = True
@@ -1444,8 +1698,7 @@ class _Translator:
             raise _Fail(f"uses {name} without arguments", True)
         if self.is_typedef(name):
             raise _Fail(f"uses type {name} as a value", True)
-        if name in _KEYWORDS or name in _TYPE_WORDS \
-                or name in _STATEMENT_WORDS or name in _TAGS:
+        if name in _KEYWORDS or name in _TYPE_WORDS or name in _STATEMENT_WORDS or name in _TAGS:
             raise _Fail(f"uses keyword {name}", True)
         raise _Fail(f"references undefined {name}")
 
@@ -1523,8 +1776,13 @@ class _Translator:
                 if raw[0] == "(" and raw[2] == ")":
                     memo.root = self.number(raw[1])
                     return
-            if n == 3 and raw[1] == ":" and self.opts.bit_ranges and _kind_of(raw[0]) == _NUM \
-                    and _kind_of(raw[2]) == _NUM:
+            if (
+                n == 3
+                and raw[1] == ":"
+                and self.opts.bit_ranges
+                and _kind_of(raw[0]) == _NUM
+                and _kind_of(raw[2]) == _NUM
+            ):
                 memo.rng = (self.number(raw[0]), self.number(raw[2]))
                 return
             if m.statement:
@@ -1557,8 +1815,9 @@ class _Translator:
     @staticmethod
     def _check_statement(toks: Iterable[_Tok]) -> None:
         for t in toks:
-            if (t.kind == _PUNCT and t.text in _STATEMENT_PUNCT) or \
-                    (t.kind == _ID and t.text in _STATEMENT_WORDS):
+            if (t.kind == _PUNCT and t.text in _STATEMENT_PUNCT) or (
+                t.kind == _ID and t.text in _STATEMENT_WORDS
+            ):
                 raise _Fail("statement body", True)
 
     def _refine(self, f: _Fail, toks: list[_Tok]) -> _Fail:
@@ -1671,7 +1930,9 @@ class _Translator:
         toks = m.toks
         memo.guarded = all(
             0 < i < len(toks) - 1 and _is_punct(toks[i - 1], "(") and _is_punct(toks[i + 1], ")")
-            for i, t in enumerate(toks) if t.kind == _ID and t.text in m.index)
+            for i, t in enumerate(toks)
+            if t.kind == _ID and t.text in m.index
+        )
         memo.params, memo.body = tuple(py), code
 
     def _call_token(self, name: str, args: list[list[_Tok]]) -> _Tok | None:
@@ -1746,16 +2007,16 @@ class _Translator:
                     if call is not None:
                         out.append(call)
                         continue
-                repl = _with_hide(self.substitute(m, args, mode2),
-                                  (t.hide & rparen.hide) | {name})
+                repl = _with_hide(self.substitute(m, args, mode2), (t.hide & rparen.hide) | {name})
             pushed += len(repl)
             if pushed > _MAX_EXPANSION:
                 raise _Fail("expansion too large")
             stack.extend(reversed(repl))
         return out
 
-    def _object_token(self, name: str, out: list[_Tok], stack: list[_Tok], isolated: bool,
-                      mode2: bool) -> _Tok | None:
+    def _object_token(
+        self, name: str, out: list[_Tok], stack: list[_Tok], isolated: bool, mode2: bool
+    ) -> _Tok | None:
         """The evaluated node standing for ``name``, or None to expand it textually."""
         memo = self.object_memo(name)
         if memo.root is None:
@@ -1772,8 +2033,9 @@ class _Translator:
         return _Tok(_NODE, name, node=node, prec=prec)
 
     @staticmethod
-    def _collect_args(name: str, nparams: int, variadic: bool,
-                      stack: list[_Tok]) -> tuple[list[list[_Tok]], _Tok]:
+    def _collect_args(
+        name: str, nparams: int, variadic: bool, stack: list[_Tok]
+    ) -> tuple[list[list[_Tok]], _Tok]:
         stack.pop()  # "("
         args: list[list[_Tok]] = [[]]
         depth = 0
@@ -1798,11 +2060,11 @@ class _Translator:
                 args.append([])
             elif len(args) > nparams:
                 rest: list[_Tok] = []
-                for a in args[nparams - 1:]:
+                for a in args[nparams - 1 :]:
                     if rest:
                         rest.append(_COMMA_TOK)
                     rest.extend(a)
-                args = args[:nparams - 1] + [rest]
+                args = args[: nparams - 1] + [rest]
         elif nparams == 0 and args == [[]]:
             args = []
         if len(args) != nparams:
@@ -1828,8 +2090,9 @@ class _Translator:
                 if not out or i + 1 >= n:
                     raise _Fail("'##' at the edge of a macro body")
                 nxt = body[i + 1]
-                rhs = list(args[index[nxt.text]]) if nxt.kind == _ID and nxt.text in index \
-                    else [nxt]
+                rhs = (
+                    list(args[index[nxt.text]]) if nxt.kind == _ID and nxt.text in index else [nxt]
+                )
                 lhs = out.pop()
                 if lhs.kind == _MARK:
                     out.extend(rhs or [lhs])
@@ -1876,8 +2139,11 @@ class _Translator:
             if not tn.pointers and not tn.dims:
                 arg = self.ctx.record_names.get(tn.base)
         # _IOC(dir,type,nr,size): dir << 30 | size << 16 | type << 8 | nr; the size is a size_t.
-        head = _Lit((_IOC_DIR_BITS[direction] << 30) | (size << 16),
-                    _ULONG if direction else _UINT, hex_=True)
+        head = _Lit(
+            (_IOC_DIR_BITS[direction] << 30) | (size << 16),
+            _ULONG if direction else _UINT,
+            hex_=True,
+        )
         expr = _Binary("|", _Binary("|", head, _Binary("<<", t_node, _Lit(8, _INT))), nr_node)
         return _Tok(_NODE, name, node=_Ioctl(direction, t_node, nr_node, size, arg, expr))
 
@@ -1895,15 +2161,16 @@ class _Translator:
             self._classify(i, macros[i], macros, res)
         return res
 
-    def _classify(self, i: int, md: MacroDef, macros: Sequence[MacroDef],
-                  res: MacroResult) -> None:
+    def _classify(self, i: int, md: MacroDef, macros: Sequence[MacroDef], res: MacroResult) -> None:
         name, loc = md.name, md.loc
         m = self.table[name]
         reason = self.skip_reason(name) if self.skip_rules else None
         if reason is None and self.last[name] != i:
             last = macros[self.last[name]]
-            same = (last.params, self.table[name].raw) == (md.params, _Macro(
-                name, md.params, md.body, self.interned).raw)
+            same = (last.params, self.table[name].raw) == (
+                md.params,
+                _Macro(name, md.params, md.body, self.interned).raw,
+            )
             reason = f"{'defined again' if same else 'redefined'} at {last.loc or 'a later line'}"
         if reason is None and name in self.wrappers:
             reason = "range wrapper (transparent)"
@@ -1920,8 +2187,7 @@ class _Translator:
             what = "macro" if m.params is None else "function-macro"
             res.skipped.append(ir.Skipped(name, what, reason, loc))
 
-    def _classify_object(self, name: str, loc: ir.Location | None,
-                         res: MacroResult) -> str | None:
+    def _classify_object(self, name: str, loc: ir.Location | None, res: MacroResult) -> str | None:
         """Append the macro's constant or ioctl; or return why it has none."""
         memo = self.object_memo(name)
         try:
@@ -1939,8 +2205,9 @@ class _Translator:
             if isinstance(target, _Ioctl):
                 t, nr, request = target.t.value(), target.nr.value(), root.value()
                 assert isinstance(t, int) and isinstance(nr, int) and isinstance(request, int)
-                res.ioctls.append(ir.Ioctl(name, target.direction, t, nr, target.arg,
-                                           target.size, request, loc))
+                res.ioctls.append(
+                    ir.Ioctl(name, target.direction, t, nr, target.arg, target.size, request, loc)
+                )
                 return None
             if root.ctype is not None and root.ctype.is_pointer:
                 raise _Fail("pointer-valued cast")
@@ -1976,8 +2243,11 @@ def _context_ok(prec: int, out: list[_Tok], stack: list[_Tok]) -> bool:
         elif p in _BINARY_PREC:
             before = out[-2] if len(out) > 1 else None
             # After ")" the operator may be unary (following a cast): assume the strictest.
-            binary = before is not None and before.kind in (_NUM, _CHAR, _STR, _NODE, _ID) \
+            binary = (
+                before is not None
+                and before.kind in (_NUM, _CHAR, _STR, _NODE, _ID)
                 and before.text != "sizeof"
+            )
             if binary:
                 if prec <= _BINARY_PREC[p]:  # equal strength regroups: a - (b - c)
                     return False
@@ -2047,8 +2317,9 @@ def _stringize(arg: list[_Tok]) -> _Tok:
 # ---------------------------------------------------------------- entry point
 
 
-def translate_macros(macros: Sequence[MacroDef], ctx: MacroContext, opts: MacroOptions,
-                     emit: Callable[[str], bool]) -> MacroResult:
+def translate_macros(
+    macros: Sequence[MacroDef], ctx: MacroContext, opts: MacroOptions, emit: Callable[[str], bool]
+) -> MacroResult:
     """Translate the macros of one translation unit.
 
     ``macros`` is every definition visible in the unit, in source order (system headers too: they

@@ -1,4 +1,5 @@
 """``bindgen list | regen | check | show``. Exit codes: 0 ok, 1 drift or failure, 2 bad usage."""
+
 from __future__ import annotations
 
 import argparse
@@ -44,6 +45,7 @@ def _overrides(pairs: list[str]) -> dict[str, Path]:
 def _worker(args: tuple[Target, dict[str, Path], str | None]):
     from .generate import generate
     from .sources import Sources
+
     t, overrides, cache = args
     try:
         return generate(t, Sources(Path(cache) if cache else None, overrides)), None
@@ -52,7 +54,7 @@ def _worker(args: tuple[Target, dict[str, Path], str | None]):
 
 
 def _run(targets: list[Target], overrides: dict[str, Path], cache: str | None, jobs: int):
-    """Generates targets (in parallel when jobs > 1), yielding (target, generated, error) in order."""
+    """Generates targets (in parallel when jobs > 1); yields (target, generated, error) in order."""
     work = [(t, overrides, cache) for t in targets]
     if jobs <= 1 or len(work) <= 1:
         for w in work:
@@ -73,6 +75,7 @@ def cmd_list(targets: list[Target]) -> int:
 
 def cmd_show(t: Target) -> int:
     from .generate import GENERATED, report_path
+
     print(f"target {t.name} (group {t.group}, spec bindgen/specs/{t.spec_file})")
     print(f"  output: generated/{t.output}")
     print(f"  headers: {', '.join(map(str, t.headers))}")
@@ -82,9 +85,13 @@ def cmd_show(t: Target) -> int:
     if t.keep_names or t.exclude_names:
         print(f"  keep names: {t.keep_names}  exclude: {t.exclude_names}")
     for s in t.sources:
-        pin = {"system": s.path, "debian": f"{s.package}={s.version}", "pypi":
-               f"{s.package}=={s.version}", "archive": f"{s.url} sha256 {s.sha256[:12]}",
-               "git": f"{s.url}@{s.ref}"}[s.kind]
+        pin = {
+            "system": s.path,
+            "debian": f"{s.package}={s.version}",
+            "pypi": f"{s.package}=={s.version}",
+            "archive": f"{s.url} sha256 {s.sha256[:12]}",
+            "git": f"{s.url}@{s.ref}",
+        }[s.kind]
         print(f"  source {s.name}: {s.kind} {pin}")
     for p in t.patches:
         print(f"  patch {p.op} {dict(p.args)}: {p.why}")
@@ -98,10 +105,16 @@ def cmd_show(t: Target) -> int:
     return 0
 
 
-def cmd_regen(targets: list[Target], overrides: dict[str, Path], cache: str | None, jobs: int,
-              skip_unavailable: bool) -> int:
+def cmd_regen(
+    targets: list[Target],
+    overrides: dict[str, Path],
+    cache: str | None,
+    jobs: int,
+    skip_unavailable: bool,
+) -> int:
     from .generate import write_atomic
     from .sources import Sources
+
     failed = 0
     total = time.perf_counter()
     if skip_unavailable:
@@ -110,8 +123,11 @@ def cmd_regen(targets: list[Target], overrides: dict[str, Path], cache: str | No
         for t in targets:
             missing = [s.name for s in t.sources if not srcs.available(s)]
             if missing:
-                print(f"  skip  {t.name}: sources unavailable here ({', '.join(missing)}); "
-                      f"committed bindings kept", flush=True)
+                print(
+                    f"  skip  {t.name}: sources unavailable here ({', '.join(missing)}); "
+                    f"committed bindings kept",
+                    flush=True,
+                )
             else:
                 keep.append(t)
         targets = keep
@@ -123,17 +139,23 @@ def cmd_regen(targets: list[Target], overrides: dict[str, Path], cache: str | No
         changed = False
         for path, text in g.files():
             changed |= write_atomic(path, text)
-        print(f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
-              f"generated/{t.output}: {g.counts}; {g.checks} layout checks passed", flush=True)
-    print(f"regen: {len(targets) - failed} ok, {failed} failed in "
-          f"{time.perf_counter() - total:.2f} s")
+        print(
+            f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
+            f"generated/{t.output}: {g.counts}; {g.checks} layout checks passed",
+            flush=True,
+        )
+    print(
+        f"regen: {len(targets) - failed} ok, {failed} failed in {time.perf_counter() - total:.2f} s"
+    )
     return 1 if failed else 0
 
 
-def cmd_check(targets: list[Target], overrides: dict[str, Path], cache: str | None,
-              jobs: int) -> int:
-    from .generate import GENERATED, inputs_hash, report_path
+def cmd_check(
+    targets: list[Target], overrides: dict[str, Path], cache: str | None, jobs: int
+) -> int:
+    from .generate import GENERATED, inputs_hash
     from .sources import Sources
+
     srcs = Sources(Path(cache) if cache else None, overrides)
     drift: list[str] = []
     full, partial = [], []
@@ -150,12 +172,16 @@ def cmd_check(targets: list[Target], overrides: dict[str, Path], cache: str | No
         want = inputs_hash(t)
         if not m or m.group(1) != want:
             drift.append(t.name)
-            print(f"  DRIFT {t.name}: spec, templates or generator changed since generated/"
-                  f"{t.output} was written (recorded {m.group(1) if m else 'nothing'}, now {want});"
-                  f" regenerate it where its sources are available")
+            print(
+                f"  DRIFT {t.name}: spec, templates or generator changed since generated/"
+                f"{t.output} was written (recorded {m.group(1) if m else 'nothing'}, now {want});"
+                f" regenerate it where its sources are available"
+            )
         else:
-            print(f"  ok    {t.name}: fingerprint of spec+templates+generator matches; header drift "
-                  f"NOT checked (sources unavailable here: {', '.join(missing)})")
+            print(
+                f"  ok    {t.name}: fingerprint of spec+templates+generator matches; header drift "
+                f"NOT checked (sources unavailable here: {', '.join(missing)})"
+            )
     for t, g, err in _run([t for t, _ in full], overrides, cache, jobs):
         if err:
             drift.append(t.name)
@@ -166,21 +192,33 @@ def cmd_check(targets: list[Target], overrides: dict[str, Path], cache: str | No
             old = path.read_text() if path.exists() else ""
             if old != text:
                 rel = f"generated/{path.relative_to(GENERATED)}"
-                diffs.append("".join(difflib.unified_diff(
-                    old.splitlines(True), text.splitlines(True), f"a/{rel} (committed)",
-                    f"b/{rel} (regenerated)", n=2)))
+                diffs.append(
+                    "".join(
+                        difflib.unified_diff(
+                            old.splitlines(True),
+                            text.splitlines(True),
+                            f"a/{rel} (committed)",
+                            f"b/{rel} (regenerated)",
+                            n=2,
+                        )
+                    )
+                )
         if diffs:
             drift.append(t.name)
             print(f"  DRIFT {t.name}:")
             for d in diffs:
                 lines = d.splitlines()
-                print("\n".join(lines[:200]) + (f"\n  ... {len(lines) - 200} more diff lines"
-                                                if len(lines) > 200 else ""))
+                print(
+                    "\n".join(lines[:200])
+                    + (f"\n  ... {len(lines) - 200} more diff lines" if len(lines) > 200 else "")
+                )
         else:
             print(f"  ok    {t.name}: regenerated output identical ({g.seconds * 1000:.0f} ms)")
     if drift:
-        print(f"check: drift in {len(drift)} target(s): {', '.join(drift)}; run `bindgen regen "
-              f"{' '.join(drift)}` and commit the result")
+        print(
+            f"check: drift in {len(drift)} target(s): {', '.join(drift)}; run `bindgen regen "
+            f"{' '.join(drift)}` and commit the result"
+        )
         return 1
     print(f"check: {len(targets)} target(s) clean")
     return 0
@@ -196,11 +234,17 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("targets", nargs="*", default=["all"])
         p.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1))
         p.add_argument("--source", action="append", default=[], metavar="NAME=DIR")
-        p.add_argument("--cache", default=None, help="source cache (default ~/.cache/bindgen or "
-                                                     "$BINDGEN_CACHE)")
+        p.add_argument(
+            "--cache",
+            default=None,
+            help="source cache (default ~/.cache/bindgen or $BINDGEN_CACHE)",
+        )
         if name == "regen":
-            p.add_argument("--skip-unavailable", action="store_true",
-                           help="keep committed bindings of targets whose sources are unavailable")
+            p.add_argument(
+                "--skip-unavailable",
+                action="store_true",
+                help="keep committed bindings of targets whose sources are unavailable",
+            )
     p = sub.add_parser("show", help="show a target's spec and last report summary")
     p.add_argument("target")
     try:

@@ -1,4 +1,6 @@
-"""bindgen's error hierarchy. Every error names the thing that is wrong and, where possible, the fix."""
+"""bindgen's error hierarchy. Every error names the thing that is wrong and, where possible, the
+fix."""
+
 from __future__ import annotations
 
 
@@ -32,4 +34,4 @@ class PatchError(BindgenError):
 
 
 class UnsupportedConstruct(BindgenError):
-    """A C construct the generator cannot represent (collected into the report; fatal with --strict)."""
+    """A C construct the generator cannot represent (listed in the target's report)."""

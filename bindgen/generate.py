@@ -1,7 +1,10 @@
-"""One generator run: (spec target, header bytes, templates, generator source) → module text + report.
+"""One generator run: (spec target, header bytes, templates, generator source) → module text +
+report.
 
-Pure apart from reading the resolved headers; where they live, the cache and the job count stay outside.
+Pure apart from reading the resolved headers; where they live, the cache and the job count stay
+outside.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -89,16 +92,23 @@ def generate(t: Target, sources: Sources) -> Generated:
     pr = parse_target(t, roots)
     m = pr.module
     if t.macros.enabled:
-        opts = MacroOptions(bit_ranges=t.macros.bit_ranges, range_wrappers=t.macros.range_wrappers,
-                            predefined=dict(t.macros.predefined), skip=t.macros.skip)
-        ctx = MacroContext(types=pr.macro_ctx_types, enum_constants=pr.enum_constants,
-                           record_names=pr.record_names)
+        opts = MacroOptions(
+            bit_ranges=t.macros.bit_ranges,
+            range_wrappers=t.macros.range_wrappers,
+            predefined=dict(t.macros.predefined),
+            skip=t.macros.skip,
+        )
+        ctx = MacroContext(
+            types=pr.macro_ctx_types, enum_constants=pr.enum_constants, record_names=pr.record_names
+        )
         res = translate_macros(pr.macros, ctx, opts, pr.emit_macro.__contains__)
         emitted_types = {r.name for r in m.records}
         m.constants = list(res.constants)
         m.macro_functions = list(res.functions)
-        m.ioctls = [io if io.arg is None or io.arg in emitted_types
-                    else _ioctl_with_missing_arg(io) for io in res.ioctls]
+        m.ioctls = [
+            io if io.arg is None or io.arg in emitted_types else _ioctl_with_missing_arg(io)
+            for io in res.ioctls
+        ]
         m.skipped += list(res.skipped)
         if t.macros.records:
             build_macro_records(t, m)
@@ -111,8 +121,15 @@ def generate(t: Target, sources: Sources) -> Generated:
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
     ih = inputs_hash(t)
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
-    info = RenderInfo(t.spec_file, t.description or f"bindings for {t.name}", fp, ih, hh,
-                      {lib.name: lib.env for lib in t.libraries}, defs_path(t).name)
+    info = RenderInfo(
+        t.spec_file,
+        t.description or f"bindings for {t.name}",
+        fp,
+        ih,
+        hh,
+        {lib.name: lib.env for lib in t.libraries},
+        defs_path(t).name,
+    )
     text, defs = render_module(m, info, lazy=t.lazy)
     text = apply_text_patches(t, text)
     try:
@@ -124,15 +141,19 @@ def generate(t: Target, sources: Sources) -> Generated:
     except Exception as e:  # the rendered module must import; anything else is a generator failure
         raise ir_error(t, f"rendered module fails to load: {type(e).__name__}: {e}") from None
     checks = verify_module(mod, m)
-    counts = (f"{len(m.records)} records, {len(m.enums)} enums, {len(m.typedefs)} typedefs, "
-              f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "
-              f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped")
-    return Generated(t, text, render_report(m, info, headers), counts,
-                     time.perf_counter() - start, checks, defs)
+    counts = (
+        f"{len(m.records)} records, {len(m.enums)} enums, {len(m.typedefs)} typedefs, "
+        f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "
+        f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped"
+    )
+    return Generated(
+        t, text, render_report(m, info, headers), counts, time.perf_counter() - start, checks, defs
+    )
 
 
 def ir_error(t: Target, msg: str) -> Exception:
     from .errors import BindgenError
+
     return BindgenError(f"target {t.name}: {msg}")
 
 
@@ -144,21 +165,30 @@ def _ioctl_with_missing_arg(io: ir.Ioctl) -> ir.Ioctl:
 def _check_duplicates(t: Target, m: ir.Module) -> None:
     """Python has one namespace where C has several: a clash would silently shadow, so it fails."""
     seen: dict[str, str] = {}
-    for kind, items in (("record", m.records), ("enum", m.enums), ("typedef", m.typedefs),
-                        ("function", m.functions), ("variable", m.variables),
-                        ("constant", m.constants), ("macro function", m.macro_functions),
-                        ("ioctl", m.ioctls)):
+    for kind, items in (
+        ("record", m.records),
+        ("enum", m.enums),
+        ("typedef", m.typedefs),
+        ("function", m.functions),
+        ("variable", m.variables),
+        ("constant", m.constants),
+        ("macro function", m.macro_functions),
+        ("ioctl", m.ioctls),
+    ):
         for it in items:
             if it.name in seen and not (kind == "constant" and seen[it.name] == "enum"):
-                raise ir_error(t, f"name {it.name!r} is both a {seen[it.name]} and a {kind}; add a "
-                                  f"rename patch to the spec")
+                raise ir_error(
+                    t,
+                    f"name {it.name!r} is both a {seen[it.name]} and a {kind}; add a "
+                    f"rename patch to the spec",
+                )
             seen.setdefault(it.name, kind)
     enum_values = {k for e in m.enums for k, _ in e.values}
     m.constants = [c for c in m.constants if c.name not in enum_values]
 
 
 def write_atomic(path: Path, text: str) -> bool:
-    """Writes ``text`` to ``path`` through a temporary file and rename; returns whether it changed."""
+    """Writes ``text`` to ``path`` via a temporary file and rename; returns whether it changed."""
     if path.exists() and path.read_text() == text:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,11 @@
-"""The intermediate representation: plain frozen dataclasses that the parser fills and the renderer reads.
+"""The intermediate representation: plain frozen dataclasses that the parser fills and the renderer
+reads.
 
-The IR never imports the renderer. Types are a small closed set of nodes; records carry clang's layout
+The IR never imports the renderer. Types are a small closed set of nodes; records carry clang's
+layout
 (size, alignment, bit offsets) so that the renderer places fields exactly where the C compiler does.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,7 +17,7 @@ from typing import Union
 
 @dataclass(frozen=True)
 class Prim:
-    """A builtin arithmetic type. ``name`` is the cabi/ctypes name (``c_uint32``, ``c_double``, ...)."""
+    """A builtin arithmetic type; ``name`` is its ctypes name (``c_uint32``, ``c_double``, ...)."""
 
     name: str
     size: int
@@ -139,7 +142,7 @@ class Constant:
 
 @dataclass(frozen=True)
 class MacroFunction:
-    """A function-like macro whose body is an expression: rendered as ``def name(params): return body``."""
+    """A function-like macro with an expression body: ``def name(params): return body``."""
 
     name: str
     params: tuple[str, ...]

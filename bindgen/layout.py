@@ -1,5 +1,7 @@
-"""Verifies a rendered module against clang's layouts: every record's size, alignment, field offsets and
+"""Verifies a rendered module against clang's layouts: every record's size, alignment, field offsets
+and
 bitfield positions. Runs during generation; any mismatch fails the run."""
+
 from __future__ import annotations
 
 import ctypes
@@ -24,8 +26,11 @@ def load_module_text(text: str, name: str, defs: str | None = None) -> types.Mod
     exec(code, mod.__dict__)
     defs = mod.__dict__.get("_DEFS")
     if defs is not None:  # lazy module: every definition must at least compile
-        compile("\n".join(src.replace("\x1f", "\n") for src in defs.index().values()),
-                mod.__file__ + ":definitions", "exec")
+        compile(
+            "\n".join(src.replace("\x1f", "\n") for src in defs.index().values()),
+            mod.__file__ + ":definitions",
+            "exec",
+        )
     return mod
 
 
@@ -44,8 +49,9 @@ def verify_module(mod: types.ModuleType, m: ir.Module) -> int:
         checks += 2
         if size != rec.size:
             problems.append(f"{rec.name}: size {size}, clang says {rec.size}")
-        want_align = min(rec.align or 1, MAX_CTYPES_ALIGN) if sys.version_info < (3, 13) \
-            else rec.align
+        want_align = (
+            min(rec.align or 1, MAX_CTYPES_ALIGN) if sys.version_info < (3, 13) else rec.align
+        )
         if align != want_align:
             problems.append(f"{rec.name}: alignment {align}, clang says {rec.align}")
         for f in rec.fields:
@@ -55,18 +61,26 @@ def verify_module(mod: types.ModuleType, m: ir.Module) -> int:
                 if f.bit_width == 0:
                     continue
                 lo, shift = getattr(attr, "lo", None), getattr(attr, "shift", None)
-                if lo is None or lo * 8 + shift != f.bit_offset or \
-                        attr.mask != (1 << f.bit_width) - 1:
-                    problems.append(f"{rec.name}.{f.name}: bitfield not at bit {f.bit_offset} "
-                                    f"width {f.bit_width}")
+                if (
+                    lo is None
+                    or lo * 8 + shift != f.bit_offset
+                    or attr.mask != (1 << f.bit_width) - 1
+                ):
+                    problems.append(
+                        f"{rec.name}.{f.name}: bitfield not at bit {f.bit_offset} "
+                        f"width {f.bit_width}"
+                    )
                 continue
             off = getattr(attr, "offset", None)
             if off is None or off * 8 != f.bit_offset:
-                problems.append(f"{rec.name}.{f.name}: offset {off}, clang says {f.bit_offset // 8}")
+                problems.append(
+                    f"{rec.name}.{f.name}: offset {off}, clang says {f.bit_offset // 8}"
+                )
     if problems:
         shown = "\n  ".join(problems[:40])
         more = f"\n  ... and {len(problems) - 40} more" if len(problems) > 40 else ""
-        raise LayoutError(f"target {m.target}: {len(problems)} layout mismatch(es) against clang:\n  "
-                          f"{shown}{more}")
+        raise LayoutError(
+            f"target {m.target}: {len(problems)} layout mismatch(es) against clang:\n  "
+            f"{shown}{more}"
+        )
     return checks
-

@@ -4,6 +4,7 @@ One translation unit per target: a synthetic main file includes every declared h
 ``-nostdinc`` and only the include folders the spec names, so every header read comes from a pinned
 source and is recorded with its sha256. Error diagnostics are fatal and shown with their location.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,20 +28,35 @@ TK = ci.TypeKind
 
 _PRIMS: dict[TK, tuple[str, bool, bool]] = {  # kind → (ctypes name, signed, float)
     TK.BOOL: ("c_bool", False, False),
-    TK.CHAR_S: ("c_char", True, False), TK.SCHAR: ("c_int8", True, False),
-    TK.CHAR_U: ("c_uint8", False, False), TK.UCHAR: ("c_uint8", False, False),
-    TK.SHORT: ("c_int16", True, False), TK.USHORT: ("c_uint16", False, False),
-    TK.INT: ("c_int32", True, False), TK.UINT: ("c_uint32", False, False),
-    TK.LONG: ("c_int64", True, False), TK.ULONG: ("c_uint64", False, False),
-    TK.LONGLONG: ("c_int64", True, False), TK.ULONGLONG: ("c_uint64", False, False),
-    TK.FLOAT: ("c_float", True, True), TK.DOUBLE: ("c_double", True, True),
+    TK.CHAR_S: ("c_char", True, False),
+    TK.SCHAR: ("c_int8", True, False),
+    TK.CHAR_U: ("c_uint8", False, False),
+    TK.UCHAR: ("c_uint8", False, False),
+    TK.SHORT: ("c_int16", True, False),
+    TK.USHORT: ("c_uint16", False, False),
+    TK.INT: ("c_int32", True, False),
+    TK.UINT: ("c_uint32", False, False),
+    TK.LONG: ("c_int64", True, False),
+    TK.ULONG: ("c_uint64", False, False),
+    TK.LONGLONG: ("c_int64", True, False),
+    TK.ULONGLONG: ("c_uint64", False, False),
+    TK.FLOAT: ("c_float", True, True),
+    TK.DOUBLE: ("c_double", True, True),
     TK.LONGDOUBLE: ("c_longdouble", True, True),
-    TK.WCHAR: ("c_int32", True, False), TK.CHAR16: ("c_uint16", False, False),
+    TK.WCHAR: ("c_int32", True, False),
+    TK.CHAR16: ("c_uint16", False, False),
     TK.CHAR32: ("c_uint32", False, False),
 }
-_INT_NAMES = {(1, True): "c_int8", (1, False): "c_uint8", (2, True): "c_int16",
-              (2, False): "c_uint16", (4, True): "c_int32", (4, False): "c_uint32",
-              (8, True): "c_int64", (8, False): "c_uint64"}
+_INT_NAMES = {
+    (1, True): "c_int8",
+    (1, False): "c_uint8",
+    (2, True): "c_int16",
+    (2, False): "c_uint16",
+    (4, True): "c_int32",
+    (4, False): "c_uint32",
+    (8, True): "c_int64",
+    (8, False): "c_uint64",
+}
 
 
 @dataclass
@@ -62,17 +78,18 @@ class ParseResult:
 
 
 class _Paths:
-    """Maps absolute paths under resolved source roots back to ``source:relative`` (never absolute)."""
+    """Maps absolute paths under resolved source roots back to ``source:relative``."""
 
     def __init__(self, roots: dict[str, Path]) -> None:
-        self.roots = sorted(((str(p.resolve()) + os.sep, n) for n, p in roots.items()),
-                            key=lambda x: -len(x[0]))
+        self.roots = sorted(
+            ((str(p.resolve()) + os.sep, n) for n, p in roots.items()), key=lambda x: -len(x[0])
+        )
 
     def show(self, path: str) -> str | None:
         real = os.path.realpath(path)
         for prefix, name in self.roots:
             if real.startswith(prefix):
-                return f"{name}:{real[len(prefix):]}"
+                return f"{name}:{real[len(prefix) :]}"
         return None
 
 
@@ -89,13 +106,21 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
             header_files += matches
             continue
         if not p.is_file():
-            raise SourceError(f"target {target.name}: declared header {h} does not exist "
-                              f"(looked in source {h.source})")
+            raise SourceError(
+                f"target {target.name}: declared header {h} does not exist "
+                f"(looked in source {h.source})"
+            )
         header_files.append(p)
-    args = ["-x", "c++" if target.language == "c++" else "c",
-            "-std=gnu++17" if target.language == "c++" else "-std=gnu11",
-            "-nostdinc", "-nostdinc++", "--target=x86_64-linux-gnu", "-fno-ms-extensions",
-            "-Wno-pragma-once-outside-header"]
+    args = [
+        "-x",
+        "c++" if target.language == "c++" else "c",
+        "-std=gnu++17" if target.language == "c++" else "-std=gnu11",
+        "-nostdinc",
+        "-nostdinc++",
+        "--target=x86_64-linux-gnu",
+        "-fno-ms-extensions",
+        "-Wno-pragma-once-outside-header",
+    ]
     for inc in target.include_dirs:
         d = roots[inc.source] / inc.path
         if not d.is_dir():
@@ -112,8 +137,12 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     main_name = "bindgen_main.h" if target.language == "c" else "bindgen_main.hpp"
 
     def parse(flags: int) -> ci.TranslationUnit:
-        return index.parse(main_name, args=args, unsaved_files=[(main_name, main)],
-                           options=flags | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)
+        return index.parse(
+            main_name,
+            args=args,
+            unsaved_files=[(main_name, main)],
+            options=flags | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES,
+        )
 
     # Declarations come from a parse without the preprocessing record: with it, every macro is a
     # top-level cursor and walking 47,000 of them costs more than parsing twice.
@@ -122,15 +151,20 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     for d in tu.diagnostics:
         if d.severity >= ci.Diagnostic.Error:
             loc = d.location
-            where = (paths.show(loc.file.name) or os.path.basename(loc.file.name)) if loc.file \
+            where = (
+                (paths.show(loc.file.name) or os.path.basename(loc.file.name))
+                if loc.file
                 else "<command line>"
+            )
             msg = d.spelling
             for name, root in roots.items():  # no absolute paths in messages either
                 msg = msg.replace(str(root.resolve()) + os.sep, f"{name}:")
             errors.append(f"{where}:{loc.line}:{loc.column}: error: {msg}")
     if errors:
-        raise ClangError(f"target {target.name}: clang reported {len(errors)} error(s):\n  "
-                         + "\n  ".join(errors[:50]))
+        raise ClangError(
+            f"target {target.name}: clang reported {len(errors)} error(s):\n  "
+            + "\n  ".join(errors[:50])
+        )
 
     headers: dict[str, HeaderRecord] = {}
     files_in_order: list[tuple[str, str]] = []  # (shown, absolute) in inclusion order
@@ -154,16 +188,22 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         f = inc.include.name
         shown = paths.show(f)
         if shown is None:
-            raise SourceError(f"target {target.name}: {os.path.basename(f)} was read from outside "
-                              f"every declared source (add its folder as a source)")
+            raise SourceError(
+                f"target {target.name}: {os.path.basename(f)} was read from outside "
+                f"every declared source (add its folder as a source)"
+            )
         if shown not in headers:
             headers[shown] = HeaderRecord(shown, _sha(Path(f)))
-    skipped = _skipped_lines(parse(ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)) \
-        if target.macros.enabled else {}
+    skipped = (
+        _skipped_lines(parse(ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD))
+        if target.macros.enabled
+        else {}
+    )
     macros = _scan_macros(files_in_order, skipped) if target.macros.enabled else []
     tables = [(rule, _scan_table(files_in_order, skipped, rule)) for rule in target.macros.tables]
-    result = _Builder(target, tu, paths).build(sorted(headers.values(), key=lambda h: h.shown),
-                                               macros)
+    result = _Builder(target, tu, paths).build(
+        sorted(headers.values(), key=lambda h: h.shown), macros
+    )
     result.tables = tables
     return result
 
@@ -232,7 +272,8 @@ class _Builder:
 
     # -- naming
     def record_key(self, c: ci.Cursor) -> str:
-        # Sibling anonymous records share a USR (c:@S@t@Ua@Sa): add their position to tell them apart.
+        # Sibling anonymous records share a USR (c:@S@t@Ua@Sa): add their position to tell them
+        # apart.
         usr = c.get_usr()
         if _unnamed(c.spelling):
             loc = c.location
@@ -253,12 +294,17 @@ class _Builder:
                     if self.record_key(f.type.get_canonical().get_declaration()) == usr:
                         member = "" if _unnamed(f.spelling) else f.spelling
                         break
-                idx = [self.record_key(ch) for ch in parent.get_children()
-                       if ch.kind in (CK.STRUCT_DECL, CK.UNION_DECL)].index(usr)
+                idx = [
+                    self.record_key(ch)
+                    for ch in parent.get_children()
+                    if ch.kind in (CK.STRUCT_DECL, CK.UNION_DECL)
+                ].index(usr)
                 name = f"{pname}_{member}" if member else f"{pname}_anon{idx}"
             else:
-                name = f"anon_{os.path.basename(c.location.file.name if c.location.file else 'x')}" \
-                       f"_{c.location.line}".replace(".", "_").replace("-", "_")
+                name = (
+                    f"anon_{os.path.basename(c.location.file.name if c.location.file else 'x')}"
+                    f"_{c.location.line}".replace(".", "_").replace("-", "_")
+                )
         else:
             name = spelling
         name = _py_ident(name)
@@ -292,8 +338,9 @@ class _Builder:
             return ir.Array(self.conv(t.element_type), None)
         if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
             args = tuple(self.conv(a) for a in t.argument_types()) if k == TK.FUNCTIONPROTO else ()
-            return ir.FuncType(self.conv(t.get_result()), args,
-                               k == TK.FUNCTIONPROTO and t.is_function_variadic())
+            return ir.FuncType(
+                self.conv(t.get_result()), args, k == TK.FUNCTIONPROTO and t.is_function_variadic()
+            )
         if k == TK.RECORD:
             decl = t.get_declaration()
             name = self.want_record(decl)
@@ -345,17 +392,25 @@ class _Builder:
         return ir.Record(name, kind, size, align, tuple(fields), packed, self.loc(c), c_name)
 
     def want_enum(self, c: ci.Cursor) -> str:
-        name = _py_ident(c.spelling) if not _unnamed(c.spelling) else \
-            f"anon_enum_{c.location.line}"
+        name = _py_ident(c.spelling) if not _unnamed(c.spelling) else f"anon_enum_{c.location.line}"
         if name not in self.enums:
             ut = c.enum_type.get_canonical()
             pname, signed, _ = _PRIMS.get(ut.kind, ("c_int32", True, False))
-            prim = ir.Prim(_INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(),
-                           signed)
-            vals = tuple((ch.spelling, ch.enum_value) for ch in c.get_children()
-                         if ch.kind == CK.ENUM_CONSTANT_DECL)
-            self.enums[name] = ir.Enum(name, prim, vals, self.loc(c),
-                                       f"enum {c.spelling}" if not _unnamed(c.spelling) else "")
+            prim = ir.Prim(
+                _INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(), signed
+            )
+            vals = tuple(
+                (ch.spelling, ch.enum_value)
+                for ch in c.get_children()
+                if ch.kind == CK.ENUM_CONSTANT_DECL
+            )
+            self.enums[name] = ir.Enum(
+                name,
+                prim,
+                vals,
+                self.loc(c),
+                f"enum {c.spelling}" if not _unnamed(c.spelling) else "",
+            )
         return name
 
     def want_typedef(self, name: str, c: ci.Cursor) -> None:
@@ -373,12 +428,16 @@ class _Builder:
 
     # -- the walk
     def build(self, headers: list[HeaderRecord], macros: list[MacroDef]) -> ParseResult:
-        kept_files = {f: any(fnmatch.fnmatch(f, g) for g in self.keep_globs)
-                      for f in {md.loc.file for md in macros if md.loc}}
+        kept_files = {
+            f: any(fnmatch.fnmatch(f, g) for g in self.keep_globs)
+            for f in {md.loc.file for md in macros if md.loc}
+        }
         filtered = bool(self.keep_names or self.exclude)
         emit_macro: set[str] = {
-            md.name for md in macros
-            if md.loc and kept_files[md.loc.file] and (not filtered or self.kept_name(md.name))}
+            md.name
+            for md in macros
+            if md.loc and kept_files[md.loc.file] and (not filtered or self.kept_name(md.name))
+        }
         libs = self.t.libraries
         lib_name = libs[0].name if libs else None
         for c in self.tu.cursor.get_children():
@@ -405,22 +464,27 @@ class _Builder:
                     if not self.kept_name(name):
                         continue
                     if lib_name is None:
-                        self.skipped.append(ir.Skipped(name, "function",
-                                                       "no library declared for this target",
-                                                       self.loc(c)))
+                        self.skipped.append(
+                            ir.Skipped(
+                                name, "function", "no library declared for this target", self.loc(c)
+                            )
+                        )
                         continue
                     ft = self.conv(c.type)
                     assert isinstance(ft, ir.FuncType)
-                    params = tuple(_py_ident(a.spelling) or f"arg{i}"
-                                   for i, a in enumerate(c.get_arguments()))
+                    params = tuple(
+                        _py_ident(a.spelling) or f"arg{i}" for i, a in enumerate(c.get_arguments())
+                    )
                     self.functions[name] = ir.Function(name, ft, params, lib_name, self.loc(c))
                 elif k == CK.VAR_DECL:
                     if not self.kept_name(name):
                         continue
                     if lib_name is None:
-                        self.skipped.append(ir.Skipped(name, "variable",
-                                                       "no library declared for this target",
-                                                       self.loc(c)))
+                        self.skipped.append(
+                            ir.Skipped(
+                                name, "variable", "no library declared for this target", self.loc(c)
+                            )
+                        )
                         continue
                     self.vars[name] = ir.Var(name, self.conv(c.type), lib_name, self.loc(c))
                 elif k == CK.NAMESPACE:
@@ -459,22 +523,41 @@ class _Builder:
                 elif c.kind == CK.NAMESPACE:
                     self.walk_namespace(c)
             except UnsupportedConstruct as e:
-                self.skipped.append(ir.Skipped(c.spelling, c.kind.name.lower(), str(e), self.loc(c)))
+                self.skipped.append(
+                    ir.Skipped(c.spelling, c.kind.name.lower(), str(e), self.loc(c))
+                )
 
-    def macro_context(self) -> tuple[dict[str, CType], dict[str, tuple[int, CType]], dict[str, str]]:
+    def macro_context(
+        self,
+    ) -> tuple[dict[str, CType], dict[str, tuple[int, CType]], dict[str, str]]:
         """Every type spelling a macro may name (sizeof, casts), from the whole translation unit."""
         types: dict[str, CType] = {}
         for spelling, (size, signed) in {
-            "char": (1, True), "signed char": (1, True), "unsigned char": (1, False),
-            "short": (2, True), "short int": (2, True), "signed short": (2, True),
-            "unsigned short": (2, False), "unsigned short int": (2, False),
-            "int": (4, True), "signed": (4, True), "signed int": (4, True),
-            "unsigned": (4, False), "unsigned int": (4, False),
-            "long": (8, True), "long int": (8, True), "signed long": (8, True),
-            "unsigned long": (8, False), "unsigned long int": (8, False),
-            "long long": (8, True), "long long int": (8, True), "signed long long": (8, True),
-            "unsigned long long": (8, False), "unsigned long long int": (8, False),
-            "_Bool": (1, False), "bool": (1, False),
+            "char": (1, True),
+            "signed char": (1, True),
+            "unsigned char": (1, False),
+            "short": (2, True),
+            "short int": (2, True),
+            "signed short": (2, True),
+            "unsigned short": (2, False),
+            "unsigned short int": (2, False),
+            "int": (4, True),
+            "signed": (4, True),
+            "signed int": (4, True),
+            "unsigned": (4, False),
+            "unsigned int": (4, False),
+            "long": (8, True),
+            "long int": (8, True),
+            "signed long": (8, True),
+            "unsigned long": (8, False),
+            "unsigned long int": (8, False),
+            "long long": (8, True),
+            "long long int": (8, True),
+            "signed long long": (8, True),
+            "unsigned long long": (8, False),
+            "unsigned long long int": (8, False),
+            "_Bool": (1, False),
+            "bool": (1, False),
         }.items():
             types[spelling] = CType(size, signed)
         types["float"] = CType(4, True, is_float=True)
@@ -494,11 +577,15 @@ class _Builder:
                         decl = ct.get_declaration()
                         if ct.kind == TK.RECORD:
                             rn = self.record_by_usr.get(
-                                self.record_key(decl.get_definition() or decl))
+                                self.record_key(decl.get_definition() or decl)
+                            )
                             if rn:
                                 record_names[c.spelling] = rn
-                elif k in (CK.STRUCT_DECL, CK.UNION_DECL) and c.is_definition() \
-                        and not _unnamed(c.spelling):
+                elif (
+                    k in (CK.STRUCT_DECL, CK.UNION_DECL)
+                    and c.is_definition()
+                    and not _unnamed(c.spelling)
+                ):
                     word = "union" if k == CK.UNION_DECL else "struct"
                     size = c.type.get_size()
                     if size >= 0:
@@ -535,19 +622,24 @@ def _ctype(t: ci.Type) -> CType:
 
 # ---------------------------------------------------------------- macros
 #
-# libclang's per-token cursors cost ~80 µs a macro (47,000 macros in the GC register headers); instead
+# libclang's per-token cursors cost ~80 µs a macro (47,000 macros in the GC register headers);
+# instead
 # the headers' text is scanned for #define directives, keeping only those outside the regions the
 # preprocessor skipped in this translation unit (clang_getAllSkippedRanges).
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+((?:[^\n\\]|\\.|\\\n)*)", re.M)
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<str>L?"(?:[^"\\\n]|\\.)*")
   | (?P<chr>L?'(?:[^'\\\n]|\\.)*')
   | (?P<num>\.?\d(?:[eEpP][+-]|[\w.])*)
   | (?P<id>[A-Za-z_]\w*)
-  | (?P<punct>\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\#\#|[-+*/%&|^!~<>=?:,;.()\[\]{}#])
-""", re.X)
+  |
+  (?P<punct>\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\#\#|[-+*/%&|^!~<>=?:,;.()\[\]{}#])
+""",
+    re.X,
+)
 _GUARD = re.compile(r"\s*#[ \t]*(ifndef)[ \t]+(\w+)[ \t]*\n\s*#[ \t]*define[ \t]+\2\b")
 _COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'', re.S)
 
@@ -560,6 +652,7 @@ def _strip_comments(text: str) -> str:
         if t.startswith("//"):
             return " "
         return t
+
     return _COMMENT.sub(repl, text)
 
 
@@ -568,7 +661,7 @@ def _tokens(text: str) -> list[str]:
     pos = 0
     for m in _TOKEN.finditer(text):
         if m.start() != pos:
-            out.append(text[pos:m.start()])  # a stray character: keep it, cexpr will reject it
+            out.append(text[pos : m.start()])  # a stray character: keep it, cexpr will reject it
         pos = m.end()
         if m.lastgroup != "ws":
             out.append(m.group(0))
@@ -577,8 +670,9 @@ def _tokens(text: str) -> list[str]:
     return out
 
 
-def _scan_macros(files: list[tuple[str, str]], skipped: dict[str, list[tuple[int, int]]]
-                 ) -> list[MacroDef]:
+def _scan_macros(
+    files: list[tuple[str, str]], skipped: dict[str, list[tuple[int, int]]]
+) -> list[MacroDef]:
     out: list[MacroDef] = []
     for shown, path in files:
         try:
@@ -603,15 +697,16 @@ def _scan_macros(files: list[tuple[str, str]], skipped: dict[str, list[tuple[int
                 continue
             name = nm.group(1)
             params: tuple[str, ...] | None = None
-            rest = raw[nm.end(1):]
+            rest = raw[nm.end(1) :]
             if nm.group(2):  # "(" right after the name: function-like (C11 6.10.3p3)
                 close = rest.find(")")
                 if close < 0:
                     continue
                 params = tuple(p.strip() for p in rest[1:close].split(",") if p.strip())
-                rest = rest[close + 1:]
-            out.append(MacroDef(name, params, tuple(_tokens(rest.strip())),
-                                ir.Location(shown, line)))
+                rest = rest[close + 1 :]
+            out.append(
+                MacroDef(name, params, tuple(_tokens(rest.strip())), ir.Location(shown, line))
+            )
     return out
 
 
@@ -625,12 +720,14 @@ def _table_value(tokens: list[str]) -> object:
             return int(t.rstrip("uUlL"), 0)
     if tokens and all(t.startswith('"') for t in tokens):
         import ast
+
         return "".join(ast.literal_eval(t) for t in tokens)
     return " ".join(tokens)
 
 
-def _scan_table(files: list[tuple[str, str]], skipped: dict[str, list[tuple[int, int]]],
-                rule: "MacroTableRule") -> list[tuple[object, ...]]:
+def _scan_table(
+    files: list[tuple[str, str]], skipped: dict[str, list[tuple[int, int]]], rule: "MacroTableRule"
+) -> list[tuple[object, ...]]:
     """Rows of every top-level ``rule.invocation(...)`` line in the files ``rule.files`` matches."""
     rows: list[tuple[object, ...]] = []
     call = re.compile(rf"^[ \t]*{re.escape(rule.invocation)}[ \t]*\((.*)\)[ \t]*;?[ \t]*$", re.M)
@@ -677,8 +774,9 @@ def _skipped_lines(tu: ci.TranslationUnit) -> dict[str, list[tuple[int, int]]]:
             r = lst.contents.ranges[i]
             f = r.start.file
             if f is not None:
-                out.setdefault(os.path.realpath(f.name), []).append((r.start.line - 1,
-                                                                     r.end.line + 1))
+                out.setdefault(os.path.realpath(f.name), []).append(
+                    (r.start.line - 1, r.end.line + 1)
+                )
     finally:
         lib.clang_disposeSourceRangeList.argtypes = [ctypes.POINTER(_RangeList)]
         lib.clang_disposeSourceRangeList(lst)

@@ -1,5 +1,7 @@
-"""Declarative post-processing from the spec: applied to the IR before rendering (rename, alias, type,
+"""Declarative post-processing from the spec: applied to the IR before rendering (rename, alias,
+type,
 drop, extra) or, as a last resort, to the rendered text (replace, which must match)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,10 +11,34 @@ from . import ir
 from .errors import PatchError
 from .spec import Patch, Target
 
-_PRIM_NAMES = {"c_int8", "c_uint8", "c_int16", "c_uint16", "c_int32", "c_uint32", "c_int64",
-               "c_uint64", "c_float", "c_double", "c_char", "c_bool"}
-_PRIM_SIZES = {"c_int8": 1, "c_uint8": 1, "c_int16": 2, "c_uint16": 2, "c_int32": 4, "c_uint32": 4,
-               "c_int64": 8, "c_uint64": 8, "c_float": 4, "c_double": 8, "c_char": 1, "c_bool": 1}
+_PRIM_NAMES = {
+    "c_int8",
+    "c_uint8",
+    "c_int16",
+    "c_uint16",
+    "c_int32",
+    "c_uint32",
+    "c_int64",
+    "c_uint64",
+    "c_float",
+    "c_double",
+    "c_char",
+    "c_bool",
+}
+_PRIM_SIZES = {
+    "c_int8": 1,
+    "c_uint8": 1,
+    "c_int16": 2,
+    "c_uint16": 2,
+    "c_int32": 4,
+    "c_uint32": 4,
+    "c_int64": 8,
+    "c_uint64": 8,
+    "c_float": 4,
+    "c_double": 8,
+    "c_char": 1,
+    "c_bool": 1,
+}
 
 
 def _where(t: Target, p: Patch) -> str:
@@ -21,10 +47,16 @@ def _where(t: Target, p: Patch) -> str:
 
 def _names(m: ir.Module) -> dict[str, str]:
     out: dict[str, str] = {}
-    for kind, items in (("record", m.records), ("enum", m.enums), ("typedef", m.typedefs),
-                        ("function", m.functions), ("variable", m.variables),
-                        ("constant", m.constants), ("macro function", m.macro_functions),
-                        ("ioctl", m.ioctls)):
+    for kind, items in (
+        ("record", m.records),
+        ("enum", m.enums),
+        ("typedef", m.typedefs),
+        ("function", m.functions),
+        ("variable", m.variables),
+        ("constant", m.constants),
+        ("macro function", m.macro_functions),
+        ("ioctl", m.ioctls),
+    ):
         for it in items:
             out[it.name] = kind
     for en in m.enums:
@@ -41,8 +73,9 @@ def _retype(t: ir.Type, old: str, new: str) -> ir.Type:
     if isinstance(t, ir.Array):
         return ir.Array(_retype(t.elem, old, new), t.count)
     if isinstance(t, ir.FuncType):
-        return ir.FuncType(_retype(t.ret, old, new), tuple(_retype(p, old, new) for p in t.params),
-                           t.variadic)
+        return ir.FuncType(
+            _retype(t.ret, old, new), tuple(_retype(p, old, new) for p in t.params), t.variadic
+        )
     return t
 
 
@@ -56,21 +89,40 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
                 raise PatchError(f"{_where(t, p)}: nothing named {old!r} to rename")
             if new in names:
                 raise PatchError(f"{_where(t, p)}: {new!r} already exists")
-            for lst in (m.records, m.enums, m.typedefs, m.functions, m.variables, m.constants,
-                        m.macro_functions, m.ioctls):
+            for lst in (
+                m.records,
+                m.enums,
+                m.typedefs,
+                m.functions,
+                m.variables,
+                m.constants,
+                m.macro_functions,
+                m.ioctls,
+            ):
                 for i, it in enumerate(lst):
                     if it.name == old:
                         lst[i] = dataclasses.replace(it, name=new)
-            m.records = [dataclasses.replace(r, fields=tuple(
-                dataclasses.replace(f, type=_retype(f.type, old, new)) for f in r.fields))
-                for r in m.records]
-            m.typedefs = [dataclasses.replace(td, type=_retype(td.type, old, new))
-                          for td in m.typedefs]
-            m.ioctls = [dataclasses.replace(io, arg=new if io.arg == old else io.arg)
-                        for io in m.ioctls]
-            m.enums = [dataclasses.replace(e, values=tuple((new if k == old else k, v)
-                                                          for k, v in e.values))
-                       for e in m.enums]
+            m.records = [
+                dataclasses.replace(
+                    r,
+                    fields=tuple(
+                        dataclasses.replace(f, type=_retype(f.type, old, new)) for f in r.fields
+                    ),
+                )
+                for r in m.records
+            ]
+            m.typedefs = [
+                dataclasses.replace(td, type=_retype(td.type, old, new)) for td in m.typedefs
+            ]
+            m.ioctls = [
+                dataclasses.replace(io, arg=new if io.arg == old else io.arg) for io in m.ioctls
+            ]
+            m.enums = [
+                dataclasses.replace(
+                    e, values=tuple((new if k == old else k, v) for k, v in e.values)
+                )
+                for e in m.enums
+            ]
         elif p.op == "alias":
             name, to = p.get("name"), p.get("to")
             if name not in _names(m):
@@ -81,23 +133,38 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
             names = _names(m)
             if to not in _PRIM_NAMES and names.get(to) not in ("record", "enum", "typedef"):
                 raise PatchError(f"{_where(t, p)}: unknown type {to!r}")
-            new_t: ir.Type = ir.Prim(to, _PRIM_SIZES[to], _PRIM_SIZES[to]) if to in _PRIM_NAMES \
+            new_t: ir.Type = (
+                ir.Prim(to, _PRIM_SIZES[to], _PRIM_SIZES[to])
+                if to in _PRIM_NAMES
                 else ir.Named(to, names[to])
+            )
             for i, r in enumerate(m.records):
                 if r.name == rec:
                     if not any(f.name == fname for f in r.fields):
                         raise PatchError(f"{_where(t, p)}: record {rec} has no field {fname!r}")
-                    m.records[i] = dataclasses.replace(r, fields=tuple(
-                        dataclasses.replace(f, type=new_t) if f.name == fname else f
-                        for f in r.fields))
+                    m.records[i] = dataclasses.replace(
+                        r,
+                        fields=tuple(
+                            dataclasses.replace(f, type=new_t) if f.name == fname else f
+                            for f in r.fields
+                        ),
+                    )
                     break
             else:
                 raise PatchError(f"{_where(t, p)}: no record named {rec!r}")
         elif p.op == "drop":
             rx = re.compile(p.get("pattern"))
             hit = 0
-            for attr in ("records", "enums", "typedefs", "functions", "variables", "constants",
-                         "macro_functions", "ioctls"):
+            for attr in (
+                "records",
+                "enums",
+                "typedefs",
+                "functions",
+                "variables",
+                "constants",
+                "macro_functions",
+                "ioctls",
+            ):
                 items = getattr(m, attr)
                 kept = [it for it in items if not rx.fullmatch(it.name)]
                 hit += len(items) - len(kept)
@@ -117,6 +184,8 @@ def apply_text_patches(t: Target, text: str) -> str:
         text, n = re.subn(p.get("pattern"), p.get("with"), text, flags=re.M)
         want = p.get("count") or 0
         if n == 0 or (want and n != want):
-            raise PatchError(f"{_where(t, p)}: pattern {p.get('pattern')!r} matched {n} time(s)"
-                             + (f", expected {want}" if want else ""))
+            raise PatchError(
+                f"{_where(t, p)}: pattern {p.get('pattern')!r} matched {n} time(s)"
+                + (f", expected {want}" if want else "")
+            )
     return text

@@ -1,8 +1,10 @@
 """IR → Python module text through the Mako templates; deterministic by construction.
 
 The renderer only reads the IR. Order is the IR's order except where Python needs definitions first
-(typedef chains, records embedded by value), which is a topological sort with name order as tiebreak.
+(typedef chains, records embedded by value), which is a topological sort with name order as
+tiebreak.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,7 +38,10 @@ class _Ctx:
         self.spec_file, self.title = info.spec_file, info.title
         self.defs_name = info.defs_name
         self.fingerprint, self.inputs_hash, self.headers_hash = (
-            info.fingerprint, info.inputs_hash, info.headers_hash)
+            info.fingerprint,
+            info.inputs_hash,
+            info.headers_hash,
+        )
         self.records = {r.name: r for r in m.records}
         self.typedef_map = {t.name: t for t in m.typedefs}
         self.enum_map = {e.name: e for e in m.enums}
@@ -84,8 +89,12 @@ class _Ctx:
             return t.name
         if isinstance(t, ir.Pointer):
             p = t.pointee
-            while isinstance(p, ir.Named) and p.kind == "typedef" and p.name in self.typedef_map \
-                    and isinstance(self.typedef_map[p.name].type, ir.FuncType):
+            while (
+                isinstance(p, ir.Named)
+                and p.kind == "typedef"
+                and p.name in self.typedef_map
+                and isinstance(self.typedef_map[p.name].type, ir.FuncType)
+            ):
                 p = self.typedef_map[p.name].type
             if isinstance(p, ir.Void):
                 self.used.add("c_void_p")
@@ -195,7 +204,6 @@ class _Ctx:
             visit(rec.name)
         return out
 
-
     # -- lazy modules: one line of source per name
     def lazy_table(self) -> str:
         lines: list[tuple[str, str]] = []
@@ -218,15 +226,25 @@ class _Ctx:
         for fn in self.m.functions:
             params = ", ".join(self.type(p) for p in fn.type.params)
             var = ", variadic=True" if fn.type.variadic else ""
-            lines.append((fn.name, f"{fn.name} = {self.lib_var(fn.library)}.function({fn.name!r}, "
-                                   f"{self.ret(fn.type.ret)}, [{params}]{var})"))
+            lines.append(
+                (
+                    fn.name,
+                    f"{fn.name} = {self.lib_var(fn.library)}.function({fn.name!r}, "
+                    f"{self.ret(fn.type.ret)}, [{params}]{var})",
+                )
+            )
         for c in self.m.constants:
             lines.append((c.name, f"{c.name} = {c.expr}"))
         for f in self.m.macro_functions:
             lines.append((f.name, f"def {f.name}({', '.join(f.params)}): return {f.body}"))
         for io in self.m.ioctls:
-            lines.append((io.name, f"{io.name} = _cabi.IoctlRequest({io.request:#x}, {io.name!r}, "
-                                   f"{io.arg or 'None'})"))
+            lines.append(
+                (
+                    io.name,
+                    f"{io.name} = _cabi.IoctlRequest({io.request:#x}, {io.name!r}, "
+                    f"{io.arg or 'None'})",
+                )
+            )
         for line in lines:
             if "\n" in line[1] or "\t" in line[0]:
                 raise ValueError(f"definition of {line[0]} does not fit on one line")
@@ -248,14 +266,23 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> tuple[s
 
 def render_report(m: ir.Module, info: RenderInfo, headers: list[tuple[str, str]]) -> str:
     """The target's report: headers read (with sha256), counts, and everything not emitted, why."""
-    lines = [f"# bindgen report for target {m.target} (spec bindgen/specs/{info.spec_file})",
-             f"# fingerprint: {info.fingerprint}", "", "## headers read (sha256)"]
+    lines = [
+        f"# bindgen report for target {m.target} (spec bindgen/specs/{info.spec_file})",
+        f"# fingerprint: {info.fingerprint}",
+        "",
+        "## headers read (sha256)",
+    ]
     lines += [f"{sha}  {shown}" for shown, sha in headers]
-    lines += ["", "## emitted",
-              f"records: {len(m.records)}  enums: {len(m.enums)}  typedefs: {len(m.typedefs)}  "
-              f"functions: {len(m.functions)}  variables: {len(m.variables)}",
-              f"constants: {len(m.constants)}  function-like macros: {len(m.macro_functions)}  "
-              f"ioctls: {len(m.ioctls)}", "", f"## not emitted ({len(m.skipped)})"]
+    lines += [
+        "",
+        "## emitted",
+        f"records: {len(m.records)}  enums: {len(m.enums)}  typedefs: {len(m.typedefs)}  "
+        f"functions: {len(m.functions)}  variables: {len(m.variables)}",
+        f"constants: {len(m.constants)}  function-like macros: {len(m.macro_functions)}  "
+        f"ioctls: {len(m.ioctls)}",
+        "",
+        f"## not emitted ({len(m.skipped)})",
+    ]
     for s in m.skipped:
         lines.append(f"{s.what} {s.name}: {s.reason}" + (f"  [{s.loc}]" if s.loc else ""))
     return "\n".join(lines) + "\n"

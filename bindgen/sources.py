@@ -1,11 +1,13 @@
 """Resolves a spec's header sources into local folders, pinned and cached.
 
-Kinds: ``system`` (a folder on this machine, named with the Debian package that provides it), ``debian``
+Kinds: ``system`` (a folder on this machine, named with the Debian package that provides it),
+``debian``
 (``apt-get download`` of an exact version, unpacked with ``dpkg-deb -x``; an inner tarball such as
 linux-source's is unpacked selectively), ``pypi`` (``pip download --no-deps`` of an exact version),
 ``archive`` (url + sha256) and ``git`` (url + ref, read from a local checkout or bare mirror).
 Any source can be overridden with ``--source NAME=DIR`` or ``BINDGEN_SOURCE_<NAME>=DIR``.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -31,7 +33,8 @@ def env_var(name: str) -> str:
 
 def default_cache() -> Path:
     base = os.environ.get("BINDGEN_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bindgen")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bindgen"
+    )
     return Path(base)
 
 
@@ -45,8 +48,12 @@ class Resolved:
 class Sources:
     """Finds or fetches each source once per run; thread-safe enough for per-target workers."""
 
-    def __init__(self, cache: Path | None = None, overrides: dict[str, Path] | None = None,
-                 offline: bool = False) -> None:
+    def __init__(
+        self,
+        cache: Path | None = None,
+        overrides: dict[str, Path] | None = None,
+        offline: bool = False,
+    ) -> None:
         self.cache = cache or default_cache()
         self.overrides = dict(overrides or {})
         self.offline = offline
@@ -72,8 +79,10 @@ class Sources:
 
     # -- helpers
     def _how_to(self, src: Source) -> str:
-        return (f"supply it with --source {src.name}=DIR or {env_var(src.name)}=DIR "
-                f"(a folder holding the files the spec names)")
+        return (
+            f"supply it with --source {src.name}=DIR or {env_var(src.name)}=DIR "
+            f"(a folder holding the files the spec names)"
+        )
 
     def _override(self, src: Source, path: Path) -> Resolved:
         if not path.exists():
@@ -81,15 +90,18 @@ class Sources:
         if src.kind == "git" and _is_git(path):
             return Resolved(src, self._git_export(src, path), f"git {path}")
         if src.tarball and (path / src.tarball).is_file():
-            return Resolved(src, self._unpack_inner(src, path, path / src.tarball), f"override {path}")
+            return Resolved(
+                src, self._unpack_inner(src, path, path / src.tarball), f"override {path}"
+            )
         return Resolved(src, path, f"override {path}")
 
     def _system(self, src: Source) -> Resolved:
         path = Path(src.path)
         if not path.is_dir():
-            raise SourceError(f"source {src.name}: {path} is missing; install the Debian package "
-                              f"{src.package} (apt-get install {src.package}) or "
-                              + self._how_to(src))
+            raise SourceError(
+                f"source {src.name}: {path} is missing; install the Debian package "
+                f"{src.package} (apt-get install {src.package}) or " + self._how_to(src)
+            )
         return Resolved(src, path, "system")
 
     def _debian(self, src: Source) -> Resolved:
@@ -99,27 +111,40 @@ class Sources:
         root = self.cache / "debian" / key
         if not (root / ".complete").exists():
             if self.offline:
-                raise SourceError(f"source {src.name}: {src.package}={src.version} is not cached and "
-                                  f"the run is offline; " + self._how_to(src))
+                raise SourceError(
+                    f"source {src.name}: {src.package}={src.version} is not cached and "
+                    f"the run is offline; " + self._how_to(src)
+                )
             if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
-                raise SourceError(f"source {src.name}: needs apt-get and dpkg-deb to fetch "
-                                  f"{src.package}={src.version}; " + self._how_to(src))
+                raise SourceError(
+                    f"source {src.name}: needs apt-get and dpkg-deb to fetch "
+                    f"{src.package}={src.version}; " + self._how_to(src)
+                )
             with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
-                r = subprocess.run(["apt-get", "download", f"{src.package}={src.version}"],
-                                   cwd=tmp, capture_output=True, text=True)
+                r = subprocess.run(
+                    ["apt-get", "download", f"{src.package}={src.version}"],
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                )
                 debs = list(Path(tmp).glob("*.deb"))
                 if r.returncode or not debs:
                     raise SourceError(
-                        f"source {src.name}: `apt-get download {src.package}={src.version}` failed: "
+                        f"source {src.name}: `apt-get download {src.package}={src.version}` "
+                        "failed: "
                         f"{(r.stderr or r.stdout).strip().splitlines()[-1:] or ['no .deb']}; "
-                        f"run `apt-get update`, or " + self._how_to(src))
+                        f"run `apt-get update`, or " + self._how_to(src)
+                    )
                 deb = debs[0]
                 if src.sha256 and _sha256(deb) != src.sha256:
-                    raise SourceError(f"source {src.name}: {deb.name} has sha256 {_sha256(deb)}, "
-                                      f"the spec pins {src.sha256}")
+                    raise SourceError(
+                        f"source {src.name}: {deb.name} has sha256 {_sha256(deb)}, "
+                        f"the spec pins {src.sha256}"
+                    )
                 out = Path(tmp) / "x"
-                r = subprocess.run(["dpkg-deb", "-x", str(deb), str(out)], capture_output=True,
-                                   text=True)
+                r = subprocess.run(
+                    ["dpkg-deb", "-x", str(deb), str(out)], capture_output=True, text=True
+                )
                 if r.returncode:
                     raise SourceError(f"source {src.name}: dpkg-deb -x failed: {r.stderr.strip()}")
                 if src.tarball:
@@ -144,18 +169,36 @@ class Sources:
         root = self.cache / "pypi" / _safe(f"{src.package}_{src.version}")
         if not (root / ".complete").exists():
             if self.offline:
-                raise SourceError(f"source {src.name}: {src.package}=={src.version} is not cached "
-                                  "and the run is offline; " + self._how_to(src))
+                raise SourceError(
+                    f"source {src.name}: {src.package}=={src.version} is not cached "
+                    "and the run is offline; " + self._how_to(src)
+                )
             with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
                 r = subprocess.run(
-                    ["python3", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                     "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-                     "-d", tmp, f"{src.package}=={src.version}"], capture_output=True, text=True)
+                    [
+                        "python3",
+                        "-m",
+                        "pip",
+                        "download",
+                        "--no-deps",
+                        "--only-binary=:all:",
+                        "--platform",
+                        "manylinux2014_x86_64",
+                        "--platform",
+                        "manylinux_2_17_x86_64",
+                        "-d",
+                        tmp,
+                        f"{src.package}=={src.version}",
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
                 files = sorted(Path(tmp).iterdir())
                 if r.returncode or not files:
-                    raise SourceError(f"source {src.name}: pip download {src.package}=={src.version}"
-                                      f" failed: {r.stderr.strip().splitlines()[-1:]}; "
-                                      + self._how_to(src))
+                    raise SourceError(
+                        f"source {src.name}: pip download {src.package}=={src.version}"
+                        f" failed: {r.stderr.strip().splitlines()[-1:]}; " + self._how_to(src)
+                    )
                 out = Path(tmp) / "x"
                 with zipfile.ZipFile(files[0]) as z:
                     z.extractall(out)
@@ -166,19 +209,24 @@ class Sources:
         root = self.cache / "archive" / src.sha256[:16]
         if not (root / ".complete").exists():
             if self.offline:
-                raise SourceError(f"source {src.name}: {src.url} is not cached and the run is "
-                                  "offline; " + self._how_to(src))
+                raise SourceError(
+                    f"source {src.name}: {src.url} is not cached and the run is "
+                    "offline; " + self._how_to(src)
+                )
             with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
                 dl = Path(tmp) / "download"
                 try:
                     with urllib.request.urlopen(src.url, timeout=60) as resp, dl.open("wb") as f:
                         shutil.copyfileobj(resp, f)
                 except OSError as e:
-                    raise SourceError(f"source {src.name}: cannot download {src.url}: {e}; "
-                                      + self._how_to(src))
+                    raise SourceError(
+                        f"source {src.name}: cannot download {src.url}: {e}; " + self._how_to(src)
+                    )
                 if _sha256(dl) != src.sha256:
-                    raise SourceError(f"source {src.name}: {src.url} has sha256 {_sha256(dl)}, the "
-                                      f"spec pins {src.sha256}")
+                    raise SourceError(
+                        f"source {src.name}: {src.url} has sha256 {_sha256(dl)}, the "
+                        f"spec pins {src.sha256}"
+                    )
                 _extract_members(dl, Path(tmp) / "x", src.members, src.strip, src.name)
                 _publish(Path(tmp) / "x", root)
         return Resolved(src, root, "cache")
@@ -190,7 +238,8 @@ class Sources:
         raise SourceError(
             f"source {src.name}: {src.url} at {src.ref} is not in the cache. Give a checkout or a "
             f"bare mirror: --source {src.name}=DIR or {env_var(src.name)}=DIR (a bare git "
-            f"directory is exported at {src.ref}; for example `git clone --bare {src.url} DIR`)")
+            f"directory is exported at {src.ref}; for example `git clone --bare {src.url} DIR`)"
+        )
 
     def _git_root(self, src: Source) -> Path:
         key = f"{src.name}_{src.ref}"
@@ -206,11 +255,15 @@ class Sources:
             out = Path(tmp) / "x"
             out.mkdir()
             # `members` are path prefixes: mirrors may lack blobs outside them (large files).
-            arch = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", src.ref,
-                                   "--", *src.members], capture_output=True)
+            arch = subprocess.run(
+                ["git", "-C", str(repo), "archive", "--format=tar", src.ref, "--", *src.members],
+                capture_output=True,
+            )
             if arch.returncode:
-                raise SourceError(f"source {src.name}: git archive {src.ref} in {repo} failed: "
-                                  f"{arch.stderr.decode(errors='replace').strip()}")
+                raise SourceError(
+                    f"source {src.name}: git archive {src.ref} in {repo} failed: "
+                    f"{arch.stderr.decode(errors='replace').strip()}"
+                )
             tar = Path(tmp) / "a.tar"
             tar.write_bytes(arch.stdout)
             with tarfile.open(tar) as tf:
@@ -223,9 +276,10 @@ def _is_git(path: Path) -> bool:
     return (path / "HEAD").is_file() and (path / "objects").is_dir() or (path / ".git").exists()
 
 
-def _extract_members(archive: Path, out: Path, members: tuple[str, ...], strip: int,
-                     name: str) -> None:
-    """Unpacks the members matching ``members`` globs (all when empty), dropping ``strip`` components."""
+def _extract_members(
+    archive: Path, out: Path, members: tuple[str, ...], strip: int, name: str
+) -> None:
+    """Unpacks members matching the ``members`` globs (all when empty), dropping ``strip`` parts."""
     out.mkdir(parents=True, exist_ok=True)
     found = 0
     try:

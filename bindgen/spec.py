@@ -1,13 +1,15 @@
 """Spec files (YAML) → frozen dataclasses.
 
 Every error names ``file:line``, the key and what was expected; unknown keys are errors. A spec may
-declare a ``matrix`` of parameter sets: each set renders the sources and targets once, with ``${name}``
+declare a ``matrix`` of parameter sets: each set renders the sources and targets once, with
+``${name}``
 replaced in every string (so ``nv_${ver}`` gives ``nv_570`` and ``nv_580`` from one file).
 """
+
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,7 +61,8 @@ class MacroRules:
 
 @dataclass(frozen=True)
 class MacroTableRule:
-    """An X-macro table: every ``invocation(a, b, ...)`` line in ``files`` becomes one row of the tuple
+    """An X-macro table: every ``invocation(a, b, ...)`` line in ``files`` becomes one row of the
+    tuple
     constant ``name`` (numbers and strings evaluated, identifiers kept as their names)."""
 
     invocation: str
@@ -154,8 +157,10 @@ def _compose(node: yaml.Node) -> _Node:
         return _Node(out, line)
     if isinstance(node, yaml.SequenceNode):
         return _Node([_compose(v) for v in node.value], line)
-    return _Node(yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str"
-                 else node.value, line)
+    return _Node(
+        yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value,
+        line,
+    )
 
 
 class _DupKey(Exception):
@@ -175,8 +180,12 @@ class _Reader:
 
     def err(self, key: str, msg: str, line: int | None = None) -> SpecError:
         n = self.node.value.get(key)
-        return SpecError(self.file, line or (n.line if n else self.node.line),
-                         f"{self.where}.{key}" if self.where else key, msg)
+        return SpecError(
+            self.file,
+            line or (n.line if n else self.node.line),
+            f"{self.where}.{key}" if self.where else key,
+            msg,
+        )
 
     def raw(self, key: str) -> _Node | None:
         self.used.add(key)
@@ -220,8 +229,9 @@ class _Reader:
         out = []
         for item in n.value:
             if not isinstance(item.value, (str, int, float)) or isinstance(item.value, bool):
-                raise self.err(key, f"expected a list of strings, found {_kind(item.value)}",
-                               item.line)
+                raise self.err(
+                    key, f"expected a list of strings, found {_kind(item.value)}", item.line
+                )
             out.append(self.subst(str(item.value)))
         return tuple(out)
 
@@ -245,20 +255,25 @@ class _Reader:
         n = self.raw(key)
         if n is None:
             return None
-        return _Reader(self.file, n, where or (f"{self.where}.{key}" if self.where else key),
-                       self.subst)
+        return _Reader(
+            self.file, n, where or (f"{self.where}.{key}" if self.where else key), self.subst
+        )
 
     def done(self, allowed: tuple[str, ...]) -> None:
         for key, n in self.node.value.items():
             if key not in allowed:
-                raise SpecError(self.file, getattr(n, "key_line", n.line),
-                                f"{self.where}.{key}" if self.where else key,
-                                f"unknown key (expected one of: {', '.join(allowed)})")
+                raise SpecError(
+                    self.file,
+                    getattr(n, "key_line", n.line),
+                    f"{self.where}.{key}" if self.where else key,
+                    f"unknown key (expected one of: {', '.join(allowed)})",
+                )
 
 
 def _kind(v: Any) -> str:
     return {dict: "a mapping", list: "a list", bool: "a boolean", type(None): "nothing"}.get(
-        type(v), f"{type(v).__name__} {v!r}")
+        type(v), f"{type(v).__name__} {v!r}"
+    )
 
 
 # ---------------------------------------------------------------- loading
@@ -272,14 +287,33 @@ _SOURCE_KEYS = {
     "git": ("kind", "url", "ref", "members"),
 }
 _REQUIRED = {
-    "system": ("path", "package"), "debian": ("package", "version"), "pypi": ("package", "version"),
-    "archive": ("url", "sha256"), "git": ("url", "ref"),
+    "system": ("path", "package"),
+    "debian": ("package", "version"),
+    "pypi": ("package", "version"),
+    "archive": ("url", "sha256"),
+    "git": ("url", "ref"),
 }
-_TARGET_KEYS = ("description", "output", "headers", "include_dirs", "preinclude", "clang_args", "language", "keep",
-                "macros", "libraries", "patches", "lazy")
+_TARGET_KEYS = (
+    "description",
+    "output",
+    "headers",
+    "include_dirs",
+    "preinclude",
+    "clang_args",
+    "language",
+    "keep",
+    "macros",
+    "libraries",
+    "patches",
+    "lazy",
+)
 _PATCH_OPS = {
-    "rename": ("from", "to"), "alias": ("name", "to"), "type": ("record", "field", "to"),
-    "drop": ("pattern",), "extra": ("code",), "replace": ("pattern", "with"),
+    "rename": ("from", "to"),
+    "alias": ("name", "to"),
+    "type": ("record", "field", "to"),
+    "drop": ("pattern",),
+    "extra": ("code",),
+    "replace": ("pattern", "with"),
 }
 
 
@@ -289,10 +323,21 @@ def _source(r: _Reader, name: str, line: int) -> Source:
     for key in _REQUIRED[kind]:
         if key not in r.node.value:
             raise r.err(key, f"required for a {kind} source", r.node.line)
-    return Source(name=name, kind=kind, path=r.str("path", ""), package=r.str("package", ""),
-                  version=r.str("version", ""), arch=r.str("arch", "amd64"), url=r.str("url", ""),
-                  ref=r.str("ref", ""), sha256=r.str("sha256", ""), tarball=r.str("tarball", ""),
-                  members=r.str_list("members"), strip=r.int("strip", 0), line=line)
+    return Source(
+        name=name,
+        kind=kind,
+        path=r.str("path", ""),
+        package=r.str("package", ""),
+        version=r.str("version", ""),
+        arch=r.str("arch", "amd64"),
+        url=r.str("url", ""),
+        ref=r.str("ref", ""),
+        sha256=r.str("sha256", ""),
+        tarball=r.str("tarball", ""),
+        members=r.str_list("members"),
+        strip=r.int("strip", 0),
+        line=line,
+    )
 
 
 def _source_path(r: _Reader, key: str, sources: dict[str, Source]) -> tuple[SourcePath, ...]:
@@ -303,8 +348,9 @@ def _source_path(r: _Reader, key: str, sources: dict[str, Source]) -> tuple[Sour
         if not sep or not path:
             raise r.err(key, f"expected SOURCE:PATH, got {value!r}", item.line)
         if src not in sources:
-            raise r.err(key, f"unknown source {src!r} (declared: {', '.join(sorted(sources))})",
-                        item.line)
+            raise r.err(
+                key, f"unknown source {src!r} (declared: {', '.join(sorted(sources))})", item.line
+            )
         out.append(SourcePath(src, path.lstrip("/")))
     return tuple(out)
 
@@ -315,8 +361,9 @@ def _patches(r: _Reader) -> tuple[Patch, ...]:
         pr = _Reader(r.file, node, f"{r.where}.patches[{i}]", r.subst)
         ops = [k for k in node.value if k in _PATCH_OPS]
         if len(ops) != 1:
-            raise SpecError(r.file, node.line, pr.where,
-                            f"expected exactly one of {', '.join(_PATCH_OPS)}")
+            raise SpecError(
+                r.file, node.line, pr.where, f"expected exactly one of {', '.join(_PATCH_OPS)}"
+            )
         op = ops[0]
         why = pr.str("why")
         body = pr.raw(op)
@@ -363,8 +410,10 @@ def _macros(r: _Reader | None) -> MacroRules:
         rr = _Reader(r.file, node, f"{r.where}.records[{i}]", r.subst)
         anchor, fields, why = rr.str("anchor"), rr.str("fields"), rr.str("why")
         rr.done(("anchor", "fields", "why"))
-        for key, pat, need in (("anchor", anchor, {"rec"}),
-                               ("fields", fields, {"dword", "field", "kind"})):
+        for key, pat, need in (
+            ("anchor", anchor, {"rec"}),
+            ("fields", fields, {"dword", "field", "kind"}),
+        ):
             try:
                 groups = set(re.compile(pat).groupindex)
             except re.error as e:
@@ -385,9 +434,15 @@ def _macros(r: _Reader | None) -> MacroRules:
             raise tr.err("files", "expected at least one SOURCE:PATH glob", node.line)
         tables.append(MacroTableRule(inv, name, files, why))
     pre = tuple(sorted((k, r.subst(str(v.value))) for k, v in r.mapping("predefined").items()))
-    rules = MacroRules(enabled=r.bool("enabled", True), bit_ranges=r.bool("bit_ranges", False),
-                       range_wrappers=r.str_list("range_wrappers"), predefined=pre,
-                       skip=tuple(skip), records=tuple(records), tables=tuple(tables))
+    rules = MacroRules(
+        enabled=r.bool("enabled", True),
+        bit_ranges=r.bool("bit_ranges", False),
+        range_wrappers=r.str_list("range_wrappers"),
+        predefined=pre,
+        skip=tuple(skip),
+        records=tuple(records),
+        tables=tuple(tables),
+    )
     r.done(("enabled", "bit_ranges", "range_wrappers", "predefined", "skip", "records", "tables"))
     return rules
 
@@ -440,12 +495,18 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
     targets: list[Target] = []
     group = ""
     for params in variants:
+
         def subst(s: str, params: dict[str, str] = params, line: int = root.line) -> str:
             def one(m: re.Match[str]) -> str:
                 if m.group(1) not in params:
-                    raise SpecError(shown, None, "matrix",
-                                    f"${{{m.group(1)}}} used but not defined in the matrix")
+                    raise SpecError(
+                        shown,
+                        None,
+                        "matrix",
+                        f"${{{m.group(1)}}} used but not defined in the matrix",
+                    )
                 return params[m.group(1)]
+
             return re.sub(r"\$\{(\w+)\}", one, s)
 
         r = _Reader(shown, root, "", subst)
@@ -457,8 +518,9 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
         sources: dict[str, Source] = {}
         for name, snode in r.mapping("sources").items():
             name = subst(name)
-            sources[name] = _source(_Reader(shown, snode, f"sources.{name}", subst), name,
-                                    snode.line)
+            sources[name] = _source(
+                _Reader(shown, snode, f"sources.{name}", subst), name, snode.line
+            )
         tnodes = r.mapping("targets")
         if not tnodes:
             raise r.err("targets", "a spec needs at least one target", root.line)
@@ -491,16 +553,24 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
                 keep.done(("files", "names", "exclude"))
             used = {p.source for p in headers + includes + pre}
             target = Target(
-                name=tname, group=group, spec_file=rel,
+                name=tname,
+                group=group,
+                spec_file=rel,
                 output=t.str("output", f"{group}/{tname}.py"),
-                headers=headers, include_dirs=includes, preinclude=pre,
+                headers=headers,
+                include_dirs=includes,
+                preinclude=pre,
                 clang_args=d_args + t.str_list("clang_args"),
                 language=t.str("language", "c", choices=("c", "c++")),
                 keep_files=keep_files or tuple(str(h) for h in headers),
-                keep_names=keep_names, exclude_names=exclude,
-                macros=_macros(t.sub("macros")), libraries=_libraries(t),
-                patches=_patches(t), lazy=t.bool("lazy", False),
-                sources=tuple(sources[s] for s in sorted(used)), line=tnode.line,
+                keep_names=keep_names,
+                exclude_names=exclude,
+                macros=_macros(t.sub("macros")),
+                libraries=_libraries(t),
+                patches=_patches(t),
+                lazy=t.bool("lazy", False),
+                sources=tuple(sources[s] for s in sorted(used)),
+                line=tnode.line,
                 description=t.str("description", ""),
             )
             if not target.output.endswith(".py") or target.output.startswith(("/", "..")):
@@ -511,7 +581,9 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
     names = [t.name for t in targets]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise SpecError(shown, None, "targets", f"target names repeat across the matrix: {sorted(dup)}")
+        raise SpecError(
+            shown, None, "targets", f"target names repeat across the matrix: {sorted(dup)}"
+        )
     return SpecFile(rel, group, tuple(targets))
 
 
@@ -521,7 +593,11 @@ def load_all(specs_root: Path) -> list[Target]:
     for path in sorted(specs_root.glob("*.yaml")):
         for t in load_spec(path, specs_root).targets:
             if t.name in targets:
-                raise SpecError(f"bindgen/specs/{t.spec_file}", t.line, f"targets.{t.name}",
-                                f"also defined in bindgen/specs/{targets[t.name].spec_file}")
+                raise SpecError(
+                    f"bindgen/specs/{t.spec_file}",
+                    t.line,
+                    f"targets.{t.name}",
+                    f"also defined in bindgen/specs/{targets[t.name].spec_file}",
+                )
             targets[t.name] = t
     return [targets[n] for n in sorted(targets)]

@@ -1,5 +1,6 @@
 """Lazy modules: function-like macros that refer to other definitions work on first call, records
 refer to each other in any order, and the same header rendered eagerly gives the same values."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,9 @@ def test_lazy_function_macros_resolve_their_references(tmp_path: Path) -> None:
     (src / "lazy.h").write_text(HEADER)
     values = []
     for lazy in (True, False):
-        _, mod = generate_headers(tmp_path / str(lazy), ["lazy.h"], name="lazy_t", source_dir=src,
-                                  lazy=lazy)
+        _, mod = generate_headers(
+            tmp_path / str(lazy), ["lazy.h"], name="lazy_t", source_dir=src, lazy=lazy
+        )
         # The first touch is a function whose body names constants and another function.
         values.append((mod.TWICE(1), mod.FIELD(0x41), mod.NEG))
         leaf = mod.leaf(a=7, b=-3)
@@ -38,13 +40,18 @@ def test_lazy_function_macros_resolve_their_references(tmp_path: Path) -> None:
 def test_x_macro_table_rows(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
-    (src / "codes.def").write_text('/* rows */\nCODE(OK, 0x0, "Success")\n#if 0\nCODE(GONE, 9, "x")\n'
-                                   '#endif\nCODE(BAD_ARG, 31u, "Invalid " "argument")\n')
-    (src / "codes.h").write_text("#define CODE(n, v, s) n = (v),\nenum codes {\n#include \"codes.def\"\n};\n"
-                                 "#undef CODE\n")
-    tables = [{"invocation": "CODE", "name": "CODE_TABLE", "files": ["corpus:codes.def"],
-               "why": "t"}]
-    _, mod = generate_headers(tmp_path, ["codes.h"], name="tbl", source_dir=src,
-                              macros={"tables": tables})
+    (src / "codes.def").write_text(
+        '/* rows */\nCODE(OK, 0x0, "Success")\n#if 0\nCODE(GONE, 9, "x")\n'
+        '#endif\nCODE(BAD_ARG, 31u, "Invalid " "argument")\n'
+    )
+    (src / "codes.h").write_text(
+        '#define CODE(n, v, s) n = (v),\nenum codes {\n#include "codes.def"\n};\n#undef CODE\n'
+    )
+    tables = [
+        {"invocation": "CODE", "name": "CODE_TABLE", "files": ["corpus:codes.def"], "why": "t"}
+    ]
+    _, mod = generate_headers(
+        tmp_path, ["codes.h"], name="tbl", source_dir=src, macros={"tables": tables}
+    )
     assert mod.CODE_TABLE == (("OK", 0, "Success"), ("BAD_ARG", 31, "Invalid argument"))
     assert mod.BAD_ARG == 31
