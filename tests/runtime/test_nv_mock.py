@@ -444,3 +444,52 @@ def test_uvm_and_rm_refuse_bad_requests_directly(mos: NvMockOS) -> None:
     finally:
         d.close()
     _clean(mos)
+
+
+def test_hot_launch_writes_what_the_short_path_writes(dev: NVDevice) -> None:
+    """The generated per-shape launch (prg(...) without wait) stores the same launch block as
+    `fill_fast` and the same pushbuffer dwords as `launch_words` plus the progress release."""
+    from runtime.drivers.nv.gpfifo import SEM_PAYLOAD_LO_DW
+    from runtime.drivers.nv.methods import decode_gp_entry
+    from runtime.hcq.memory import round_up
+    prg = dev.program(CUBIN, "vadd")
+    _gpu(dev).register_kernel(prg.prog_va, _vadd_model)
+    n = 300
+    a, b, c = (dev.alloc(n * 4) for _ in range(3))
+    dev.copyin(a, np.arange(n, dtype=np.float32))
+    dev.copyin(b, np.full(n, 2, np.float32))
+    for _ in range(3):
+        prg(a, b, c, n, global_size=(2, 1, 1), local_size=(256, 1, 1))
+    assert prg._hot[(2, 1, 1), (256, 1, 1)] is not None
+    dev.synchronize()
+    out = np.zeros(n, np.float32)
+    dev.copyout(out, c)
+    assert np.array_equal(out, np.arange(n, dtype=np.float32) + 2)
+    ch = dev.compute_channel
+    pb_va, nd = decode_gp_entry(ch.ring[(ch.gp_put - 1) & (ch.entries - 1)])
+    off = (pb_va - ch.pushbuf.va) // 4
+    words = ch.pb[off:off + nd].tolist()
+    v = words[3] + 1  # the last launch's timeline value (the copy-out took later ones)
+    assert v > 3
+    qmd_va = words[prg._pcas_pos] << 8
+    qo = round_up(prg.cb0_B, 256)
+    block_va = qmd_va - qo
+    assert block_va % 256 == 0
+    expect = prg._pb_template(dev.timeline_signal.va)[:]
+    expect[3] = v - 1
+    expect[prg._pcas_pos] = qmd_va >> 8
+    trailer = list(ch._trailer)
+    trailer[SEM_PAYLOAD_LO_DW] = ch.seq
+    assert words == expect.tolist() + trailer
+    ab = dev._arena.buf
+    size = qo + prg.qmd_class.size_B
+    got = bytes(ab.cpu_view()[block_va - ab.va:block_va - ab.va + size])
+    ref = bytearray(prg._kernargs_size())
+    assert prg.fill_fast(block_va, memoryview(ref), (a, b, c, n), (2, 1, 1), (256, 1, 1),
+                         v) == qmd_va
+    assert got == bytes(ref[:size])
+    # other argument types take another specialization, or the careful path
+    prg(a, b, c, n, global_size=(2, 1, 1), local_size=(256, 1, 1))
+    ip = dev.program(CUBIN, "inc")
+    ip(a, 0xFFFFFFFF, global_size=(1, 1, 1), local_size=(32, 1, 1))  # unsigned in a signed slot
+    dev.synchronize()

@@ -127,7 +127,7 @@ class Channel:
         self.seq = 0
         self.gp_put = 0          # monotonic count of GPFIFO entries written
         self.pb_put = 0          # monotonic pushbuffer position (dwords)
-        self._inflight: collections.deque[_Submission] = collections.deque()
+        self._inflight: collections.deque[tuple[int, int, int]] = collections.deque()
         self._gp_free_until = entries - 1   # gp_put may grow to this before rechecking progress
         self._pb_free_until = self.pb_dw    # pb_put may grow to this
         self.notifier: Buffer | None = None          # RM's error notifier for this channel
@@ -141,9 +141,11 @@ class Channel:
     def _reclaim(self) -> None:
         done = self.progress.value
         pb_tail, gp_tail = None, None
-        while self._inflight and self._inflight[0].seq <= done:
+        # In-flight entries are plain (seq, pb_end_dw, gp_put) tuples (the launch hot path appends
+        # them without building a _Submission); read them by index.
+        while self._inflight and self._inflight[0][0] <= done:
             s = self._inflight.popleft()
-            pb_tail, gp_tail = s.pb_end_dw, s.gp_put
+            pb_tail, gp_tail = s[1], s[2]
         if not self._inflight:
             pb_tail, gp_tail = self.pb_put, self.gp_put
         if pb_tail is not None:
@@ -219,7 +221,7 @@ class Channel:
             ring[put & mask] = e
             put += 1
         self.gp_put = put
-        self._inflight.append(_Submission(seq, self.pb_put, put))
+        self._inflight.append((seq, self.pb_put, put))
         self.userd[USERD_GP_PUT_B // 4] = put & mask
         cpu_fence()
         self.doorbell.ring(self.token)
@@ -254,7 +256,7 @@ class Channel:
         self.ring[put & mask] = self._pb_entry_base + off * 4 | n << GP_LENGTH_SHIFT
         put += 1
         self.gp_put = put
-        self._inflight.append(_Submission(seq, start + n, put))
+        self._inflight.append((seq, start + n, put))
         self.userd[_GP_PUT_DW] = put & mask
         _fence_call()
         self.doorbell.ring(self.token)
@@ -294,7 +296,7 @@ class Channel:
 
     def describe_pending(self, done: int) -> str:
         """The decoded commands of the first submission the GPU has not finished reading."""
-        pend = next((s for s in self._inflight if s.seq > done), None)
+        pend = next((_Submission(*s) for s in self._inflight if s[0] > done), None)
         if pend is None:
             return "?"
         idx = max(0, pend.gp_put - 1)
