@@ -623,23 +623,10 @@ def _ctype(t: ci.Type) -> CType:
 # ---------------------------------------------------------------- macros
 #
 # libclang's per-token cursors cost ~80 µs a macro (47,000 macros in the GC register headers);
-# instead
-# the headers' text is scanned for #define directives, keeping only those outside the regions the
+# instead the headers' text is scanned for #define directives, keeping only those outside the regions the
 # preprocessor skipped in this translation unit (clang_getAllSkippedRanges).
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+((?:[^\n\\]|\\.|\\\n)*)", re.M)
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<str>L?"(?:[^"\\\n]|\\.)*")
-  | (?P<chr>L?'(?:[^'\\\n]|\\.)*')
-  | (?P<num>\.?\d(?:[eEpP][+-]|[\w.])*)
-  | (?P<id>[A-Za-z_]\w*)
-  |
-  (?P<punct>\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\#\#|[-+*/%&|^!~<>=?:,;.()\[\]{}#])
-""",
-    re.X,
-)
 _GUARD = re.compile(r"\s*#[ \t]*(ifndef)[ \t]+(\w+)[ \t]*\n\s*#[ \t]*define[ \t]+\2\b")
 _COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'', re.S)
 
@@ -656,18 +643,16 @@ def _strip_comments(text: str) -> str:
     return _COMMENT.sub(repl, text)
 
 
+# One alternation, no groups, so findall returns the tokens themselves (whitespace never matches;
+# a stray character comes out alone through \S and cexpr rejects it).
+_FAST_TOKEN = re.compile(
+    r"""L?"(?:[^"\\\n]|\\.)*"|L?'(?:[^'\\\n]|\\.)*'|\.?\d(?:[eEpP][+-]|[\w.])*|[A-Za-z_]\w*"""
+    r"""|\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\#\#|\S"""
+)
+
+
 def _tokens(text: str) -> list[str]:
-    out = []
-    pos = 0
-    for m in _TOKEN.finditer(text):
-        if m.start() != pos:
-            out.append(text[pos : m.start()])  # a stray character: keep it, cexpr will reject it
-        pos = m.end()
-        if m.lastgroup != "ws":
-            out.append(m.group(0))
-    if pos != len(text):
-        out.append(text[pos:])
-    return out
+    return _FAST_TOKEN.findall(text)
 
 
 def _scan_macros(
