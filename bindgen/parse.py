@@ -754,14 +754,16 @@ def _skipped_lines(tu: ci.TranslationUnit) -> dict[str, list[tuple[int, int]]]:
     fn.argtypes = [ci.TranslationUnit]
     lst = fn(tu)
     out: dict[str, list[tuple[int, int]]] = {}
+    real: dict[str, str] = {}  # realpath costs a few lstat calls; thousands of ranges share files
     try:
         for i in range(lst.contents.count):
             r = lst.contents.ranges[i]
-            f = r.start.file
+            start = r.start
+            f = start.file
             if f is not None:
-                out.setdefault(os.path.realpath(f.name), []).append(
-                    (r.start.line - 1, r.end.line + 1)
-                )
+                name = f.name
+                key = real.get(name) or real.setdefault(name, os.path.realpath(name))
+                out.setdefault(key, []).append((start.line - 1, r.end.line + 1))
     finally:
         lib.clang_disposeSourceRangeList.argtypes = [ctypes.POINTER(_RangeList)]
         lib.clang_disposeSourceRangeList(lst)
