@@ -78,10 +78,14 @@ def cmd_show(t: Target) -> int:
 
     print(f"target {t.name} (group {t.group}, spec bindgen/specs/{t.spec_file})")
     print(f"  output: generated/{t.output}")
-    print(f"  headers: {', '.join(map(str, t.headers))}")
-    print(f"  include dirs: {', '.join(map(str, t.include_dirs)) or '-'}")
-    print(f"  clang args: {' '.join(t.clang_args) or '-'}  language: {t.language}")
-    print(f"  keep files: {', '.join(t.keep_files)}")
+    print(f"  language: {t.language}   lazy: {t.lazy}   clang args: {' '.join(t.clang_args) or '-'}")
+    for label, items in (("header", t.headers), ("include dir", t.include_dirs),
+                         ("preinclude", t.preinclude)):
+        for item in items:
+            print(f"  {label}: {item}")
+    if tuple(t.keep_files) != tuple(str(h) for h in t.headers):
+        for g in t.keep_files:
+            print(f"  keep file: {g}")
     if t.keep_names or t.exclude_names:
         print(f"  keep names: {t.keep_names}  exclude: {t.exclude_names}")
     for s in t.sources:
@@ -160,7 +164,14 @@ def cmd_check(
     drift: list[str] = []
     full, partial = [], []
     for t in targets:
-        missing = [s.name for s in t.sources if not srcs.available(s)]
+        missing = []
+        for src in t.sources:
+            try:
+                srcs.resolve(src)
+            except SourceError as e:
+                if src.name in overrides:  # asked for explicitly: not having it is an error
+                    raise
+                missing.append(src.name)
         (partial if missing else full).append((t, missing))
     for t, missing in partial:
         out = GENERATED / t.output

@@ -362,7 +362,7 @@ def test_list_and_show(proj, capsys):
     assert proj.main("show", "beta") == 0
     out = capsys.readouterr().out
     assert "target beta (group cli, spec bindgen/specs/cli.yaml)" in out
-    assert "headers: corpus:t07_enums.h" in out and "report: generated/cli/beta.report.txt" in out
+    assert "header: corpus:t07_enums.h" in out and "report: generated/cli/beta.report.txt" in out
 
 
 @pytest.mark.parametrize("argv, message", [
