@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import ir
 from .cexpr import MacroContext, MacroOptions, translate_macros
+from .errors import BindgenError
 from .layout import load_module_text, verify_module
 from .macro_records import build_macro_records
 from .parse import parse_target
@@ -151,9 +152,7 @@ def generate(t: Target, sources: Sources) -> Generated:
     )
 
 
-def ir_error(t: Target, msg: str) -> Exception:
-    from .errors import BindgenError
-
+def ir_error(t: Target, msg: str) -> BindgenError:
     return BindgenError(f"target {t.name}: {msg}")
 
 
