@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from typing import Self
 
     from runtime.hcq.device import Device
-    from runtime.hcq.memory import Buffer
     from runtime.hcq.program import KernArgs, Program
     from runtime.hcq.signal import Signal
 

@@ -1,16 +1,21 @@
-"""Helpers for the bindgen tests: specs in temporary folders, the real pipeline, and gcc-built probes.
+"""Helpers for the bindgen tests: specs in temporary folders, the real pipeline, and gcc-built
+probes.
 
-* ``write_spec`` writes a spec whose ``corpus`` source is a ``system`` folder (tests/bindgen/corpus by
+* ``write_spec`` writes a spec whose ``corpus`` source is a ``system`` folder (tests/bindgen/corpus
+by
   default) and ``load_target`` loads one of its targets.
-* ``generate_target`` runs ``bindgen.generate.generate`` with ``bindgen.generate.SPECS`` pointed at the
+* ``generate_target`` runs ``bindgen.generate.generate`` with ``bindgen.generate.SPECS`` pointed at
+the
   temporary specs folder (``inputs_hash`` reads the spec file from there).
 * ``compile_c`` builds a program or a shared library with gcc; ``layout_checks`` writes one C probe
   program per header from the generated classes' ``__bindgen_fields__`` and compares every size,
   alignment, offset, bitfield position and integer sign with what gcc says.
 
-``bindgen.generate`` (and ``bindgen.parse``) import ``bindgen.cexpr``; until that module exists the tests
+``bindgen.generate`` (and ``bindgen.parse``) import ``bindgen.cexpr``; until that module exists the
+tests
 that need the pipeline skip with that reason, and the rest (cabi, spec) run.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,11 +44,14 @@ def pipeline_missing() -> str | None:
     """Why the parse/generate pipeline cannot be imported here, or None when it can."""
     if (REPO / "bindgen" / "cexpr.py").exists() or "bindgen.cexpr" in sys.modules:
         return None
-    return "bindgen/cexpr.py (macro translation) has not landed: bindgen.generate cannot be imported"
+    return (
+        "bindgen/cexpr.py (macro translation) has not landed: bindgen.generate cannot be imported"
+    )
 
 
-requires_pipeline = pytest.mark.skipif(pipeline_missing() is not None,
-                                       reason=pipeline_missing() or "")
+requires_pipeline = pytest.mark.skipif(
+    pipeline_missing() is not None, reason=pipeline_missing() or ""
+)
 requires_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed (shutil.which('gcc'))")
 
 
@@ -54,14 +62,22 @@ def corpus_source(path: Path = CORPUS) -> dict[str, Any]:
     return {"kind": "system", "path": str(path), "package": "bindgen-test-corpus"}
 
 
-def write_spec(specs_dir: Path, targets: dict[str, dict[str, Any]], *, group: str = "testgrp",
-               sources: dict[str, dict[str, Any]] | None = None, file: str | None = None,
-               extra: dict[str, Any] | None = None) -> Path:
+def write_spec(
+    specs_dir: Path,
+    targets: dict[str, dict[str, Any]],
+    *,
+    group: str = "testgrp",
+    sources: dict[str, dict[str, Any]] | None = None,
+    file: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """Writes ``<specs_dir>/<file or group>.yaml`` and returns its path."""
     specs_dir.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {"group": group,
-                           "sources": sources if sources is not None else {"corpus": corpus_source()},
-                           "targets": targets}
+    doc: dict[str, Any] = {
+        "group": group,
+        "sources": sources if sources is not None else {"corpus": corpus_source()},
+        "targets": targets,
+    }
     doc.update(extra or {})
     path = specs_dir / f"{file or group}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -70,6 +86,7 @@ def write_spec(specs_dir: Path, targets: dict[str, dict[str, Any]], *, group: st
 
 def load_target(spec_path: Path, name: str | None = None):
     from bindgen.spec import load_spec
+
     sf = load_spec(spec_path, spec_path.parent)
     if name is None:
         assert len(sf.targets) == 1, [t.name for t in sf.targets]
@@ -81,6 +98,7 @@ def generate_target(target, specs_dir: Path, cache: Path, overrides: dict[str, P
     """Runs the real pipeline for ``target`` whose spec lives in ``specs_dir``."""
     import bindgen.generate as gen
     from bindgen.sources import Sources
+
     old = gen.SPECS
     gen.SPECS = specs_dir
     try:
@@ -91,18 +109,24 @@ def generate_target(target, specs_dir: Path, cache: Path, overrides: dict[str, P
 
 def load_generated(g, name: str | None = None) -> types.ModuleType:
     from bindgen.layout import load_module_text
+
     defs = getattr(g, "defs", None)  # lazy modules keep their definitions beside the module
     args = (defs,) if defs is not None else ()
     return load_module_text(g.text, name or f"bindgen_test_{g.target.name}", *args)
 
 
-def generate_headers(tmp: Path, headers: list[str], *, name: str = "probe_target",
-                     source_dir: Path = CORPUS, **target_opts: Any):
-    """Spec with one target reading ``headers`` (paths under ``source_dir``) → (Generated, module)."""
+def generate_headers(
+    tmp: Path,
+    headers: list[str],
+    *,
+    name: str = "probe_target",
+    source_dir: Path = CORPUS,
+    **target_opts: Any,
+):
+    """A spec with one target reading ``headers`` (under ``source_dir``) → (Generated, module)."""
     specs = tmp / "specs"
     tdef = {"headers": [f"corpus:{h}" for h in headers], **target_opts}
-    path = write_spec(specs, {name: tdef}, sources={"corpus": corpus_source(source_dir)},
-                      file=name)
+    path = write_spec(specs, {name: tdef}, sources={"corpus": corpus_source(source_dir)}, file=name)
     g = generate_target(load_target(path, name), specs, tmp / "cache")
     return g, load_generated(g)
 
@@ -110,14 +134,24 @@ def generate_headers(tmp: Path, headers: list[str], *, name: str = "probe_target
 # ---------------------------------------------------------------- gcc
 
 
-def compile_c(source: str, out: Path, include_dirs: list[Path] = (), shared: bool = False,
-              opt: str = "-O0") -> Path:
+def compile_c(
+    source: str, out: Path, include_dirs: list[Path] = (), shared: bool = False, opt: str = "-O0"
+) -> Path:
     """Compiles ``source`` with gcc into ``out`` (an executable, or a shared library)."""
     assert GCC, "gcc missing"
     out.parent.mkdir(parents=True, exist_ok=True)
     src = out.with_suffix(".c")
     src.write_text(source)
-    cmd = [GCC, "-std=gnu11", opt, "-w", *(f"-I{d}" for d in include_dirs), str(src), "-o", str(out)]
+    cmd = [
+        GCC,
+        "-std=gnu11",
+        opt,
+        "-w",
+        *(f"-I{d}" for d in include_dirs),
+        str(src),
+        "-o",
+        str(out),
+    ]
     if shared:
         cmd[1:1] = ["-shared", "-fPIC"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -137,6 +171,7 @@ def run_program(exe: Path) -> str:
 
 def max_ctypes_align() -> int:
     from bindgen.layout import MAX_CTYPES_ALIGN
+
     return MAX_CTYPES_ALIGN if sys.version_info < (3, 13) else 1 << 30
 
 
@@ -150,8 +185,9 @@ def c_ident(py_name: str) -> str:
 
 
 def py_ident(c_name: str) -> str:
-    return c_name + "_" if keyword.iskeyword(c_name) or c_name in ("None", "True", "False") \
-        else c_name
+    return (
+        c_name + "_" if keyword.iskeyword(c_name) or c_name in ("None", "True", "False") else c_name
+    )
 
 
 _INT_CODES = set("bBhHiIlLqQ?")
@@ -209,11 +245,22 @@ class _Walker:
 
     def run(self) -> list[Check]:
         T, cls, maxa = self.T, self.cls, self.maxa
-        self.checks.append(Check("size", f"size {T}", f'\tOUT("size {T}", sizeof({T}));\n',
-                                 lambda c: (int(c[f"size {T}"]), ctypes.sizeof(cls))))
-        self.checks.append(Check(
-            "align", f"align {T}", f'\tOUT("align {T}", _Alignof({T}));\n',
-            lambda c: (min(int(c[f"align {T}"]), maxa), ctypes.alignment(cls))))
+        self.checks.append(
+            Check(
+                "size",
+                f"size {T}",
+                f'\tOUT("size {T}", sizeof({T}));\n',
+                lambda c: (int(c[f"size {T}"]), ctypes.sizeof(cls)),
+            )
+        )
+        self.checks.append(
+            Check(
+                "align",
+                f"align {T}",
+                f'\tOUT("align {T}", _Alignof({T}));\n',
+                lambda c: (min(int(c[f"align {T}"]), maxa), ctypes.alignment(cls)),
+            )
+        )
         self.walk(cls, "", (), 0)
         return self.checks
 
@@ -223,8 +270,12 @@ class _Walker:
             if width is not None:
                 if width == 0 or _UNNAMED_BITFIELD.match(name):
                     continue  # zero-width and unnamed ones only move others: those are checked
-                self.bitfield(cprefix + "." + c_ident(name) if cprefix else c_ident(name),
-                              pypath + (name,), signed, width)
+                self.bitfield(
+                    cprefix + "." + c_ident(name) if cprefix else c_ident(name),
+                    pypath + (name,),
+                    signed,
+                    width,
+                )
                 continue
             actual = getattr(cls, name).offset  # where ctypes really put it
             if anonymous:
@@ -237,19 +288,37 @@ class _Walker:
     def member(self, cp: str, pypath: tuple, ctype: Any, off: int) -> None:
         """``off``: python's byte offset of this member inside the top-level object."""
         T, key = self.T, f"{self.T}.{cp}"
-        self.checks.append(Check("off", f"off {key}", f'\tOUT("off {key}", offsetof({T}, {cp}));\n',
-                                 lambda c, k=f"off {key}", o=off: (int(c[k]), o)))
+        self.checks.append(
+            Check(
+                "off",
+                f"off {key}",
+                f'\tOUT("off {key}", offsetof({T}, {cp}));\n',
+                lambda c, k=f"off {key}", o=off: (int(c[k]), o),
+            )
+        )
         flexible = is_array(ctype) and ctype._length_ == 0
         if not flexible:
-            self.checks.append(Check(
-                "fsize", f"fsize {key}", f'\tOUT("fsize {key}", sizeof((({T} *)0)->{cp}));\n',
-                lambda c, k=f"fsize {key}", t=ctype: (int(c[k]), ctypes.sizeof(t))))
+            self.checks.append(
+                Check(
+                    "fsize",
+                    f"fsize {key}",
+                    f'\tOUT("fsize {key}", sizeof((({T} *)0)->{cp}));\n',
+                    lambda c, k=f"fsize {key}", t=ctype: (int(c[k]), ctypes.sizeof(t)),
+                )
+            )
         if is_record(ctype):
             maxa = self.maxa
-            self.checks.append(Check(
-                "falign", f"falign {key}",
-                f'\tOUT("falign {key}", _Alignof(__typeof__((({T} *)0)->{cp})));\n',
-                lambda c, k=f"falign {key}", t=ctype: (min(int(c[k]), maxa), ctypes.alignment(t))))
+            self.checks.append(
+                Check(
+                    "falign",
+                    f"falign {key}",
+                    f'\tOUT("falign {key}", _Alignof(__typeof__((({T} *)0)->{cp})));\n',
+                    lambda c, k=f"falign {key}", t=ctype: (
+                        min(int(c[k]), maxa),
+                        ctypes.alignment(t),
+                    ),
+                )
+            )
             self.walk(ctype, cp, pypath, off)
         elif is_array(ctype) and not flexible and cp.rpartition(".")[2] not in self.scalars:
             last = ctype._length_ - 1  # the last element checks the stride too
@@ -339,15 +408,22 @@ def layout_checks(header: Path, module: types.ModuleType) -> tuple[list[Check], 
         assert is_record(cls), f"{header.name}: {c_type} is not a generated record ({cls!r})"
         checks += _Walker(c_type, cls, scalars).run()
     for name in consts:
-        checks.append(Check("const", f"const {name}", f'\tIVAL("const {name}", {name});\n',
-                            lambda c, n=name: (int(c[f"const {n}"]), getattr(module, n, None))))
+        checks.append(
+            Check(
+                "const",
+                f"const {name}",
+                f'\tIVAL("const {name}", {name});\n',
+                lambda c, n=name: (int(c[f"const {n}"]), getattr(module, n, None)),
+            )
+        )
     body = "".join(ch.c_code for ch in checks)
     src = f'{PROBE_PRELUDE}#include "{header.name}"\nint main(void) {{\n{body}\treturn 0;\n}}\n'
     return checks, src
 
 
-def run_layout_probe(header: Path, module: types.ModuleType, workdir: Path
-                     ) -> tuple[list[Check], dict[str, str]]:
+def run_layout_probe(
+    header: Path, module: types.ModuleType, workdir: Path
+) -> tuple[list[Check], dict[str, str]]:
     """Compiles and runs the probe for ``header``; returns the checks and gcc's answers."""
     checks, src = layout_checks(header, module)
     tag = hashlib.sha256(src.encode() + header.read_bytes()).hexdigest()[:12]
@@ -393,8 +469,12 @@ def corpus_cases(tmp_path_factory):
         key = (header, lazy)
         if key not in cache:
             stem = Path(header).stem + ("_lazy" if lazy else "")
-            cache[key] = generate_headers(root / stem, [header], name=re.sub(r"\W", "_", stem),
-                                          **({"lazy": True} if lazy else {}))
+            cache[key] = generate_headers(
+                root / stem,
+                [header],
+                name=re.sub(r"\W", "_", stem),
+                **({"lazy": True} if lazy else {}),
+            )
         return cache[key]
 
     return get

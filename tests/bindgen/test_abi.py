@@ -1,9 +1,11 @@
 """Records by value through generated function bindings, against a gcc -O2 library.
 
 Floating-point members must travel in SSE registers and integer ones in general registers (libffi
-classifies by the ctypes field types), so a byte-blob record or a wrong field type shows up here as a
+classifies by the ctypes field types), so a byte-blob record or a wrong field type shows up here as
+a
 wrong number (tinygrad's sum_d2 gives 3.0 instead of 3.75: bindgen_peers.md §5).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -22,12 +24,16 @@ unsigned sum_i3(struct i3 s) { return s.a + s.b + s.c; }
 double sum_mix(struct mix s) { return s.f + s.i + s.d; }
 struct d2 make_d2(double x, double y) { struct d2 r = {x, y}; return r; }
 int sum_bf(struct bf s) { return (int)s.a * 1000000 + (int)s.b * 1000 + s.c; }
-struct bf make_bf(unsigned a, unsigned b, int c) { struct bf r; r.a = a; r.b = b; r.c = c; return r; }
+struct bf make_bf(unsigned a, unsigned b, int c) { struct bf r; r.a = a; r.b = b; r.c = c; return r;
+}
 double sum_bfd(struct bfd s) { return s.lo * 100.0 + s.hi + s.d; }
-struct bfd make_bfd(unsigned lo, int hi, double d) { struct bfd r; r.lo = lo; r.hi = hi; r.d = d; return r; }
+struct bfd make_bfd(unsigned lo, int hi, double d) { struct bfd r; r.lo = lo; r.hi = hi; r.d = d;
+return r; }
 double sum_d2a(struct d2a s) { return s.x * 10 + s.y; }
-long long sum_big(struct big s) { long long t = 0; for (int i = 0; i < 5; i++) t = t * 10 + s.v[i]; return t; }
-struct big make_big(long long first) { struct big r; for (int i = 0; i < 5; i++) r.v[i] = first + i; return r; }
+long long sum_big(struct big s) { long long t = 0; for (int i = 0; i < 5; i++) t = t * 10 + s.v[i];
+return t; }
+struct big make_big(long long first) { struct big r; for (int i = 0; i < 5; i++) r.v[i] = first + i;
+return r; }
 struct mix make_mix(float f, int i, double d) { struct mix r = {f, i, d}; return r; }
 float sum_fl2(struct fl2 s) { return s.a * 2 + s.b; }
 struct fl2 make_fl2(float a, float b) { struct fl2 r = {a, b}; return r; }
@@ -38,7 +44,8 @@ double sum_many(struct d2 a, struct i3 b, struct mix c, int n, struct d2 *out) {
 int probe_counter = 41;
 struct d2 probe_origin = {-1.5, 2.5};
 int bump(void) { return ++probe_counter; }
-int count_args(int n, ...) { va_list ap; va_start(ap, n); int t = 0; for (int i = 0; i < n; i++) t += va_arg(ap, int); va_end(ap); return t; }
+int count_args(int n, ...) { va_list ap; va_start(ap, n); int t = 0; for (int i = 0; i < n; i++) t
++= va_arg(ap, int); va_end(ap); return t; }
 """
 
 
@@ -46,9 +53,13 @@ int count_args(int n, ...) { va_list ap; va_start(ap, n); int t = 0; for (int i 
 def abi(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("abi")
     lib = compile_c(IMPL, tmp / "lib" / "libprobe.so", [CORPUS], shared=True, opt="-O2")
-    g, mod = generate_headers(tmp, ["abi_byvalue.h"], name="abi_probe",
-                              libraries=[{"name": "probe", "candidates": [str(lib)]}],
-                              keep={"files": ["corpus:abi_byvalue.h"]})
+    g, mod = generate_headers(
+        tmp,
+        ["abi_byvalue.h"],
+        name="abi_probe",
+        libraries=[{"name": "probe", "candidates": [str(lib)]}],
+        keep={"files": ["corpus:abi_byvalue.h"]},
+    )
     return mod
 
 
@@ -109,8 +120,9 @@ def test_memory_class_record_by_value(abi):
 
 def test_several_records_and_an_out_pointer(abi):
     out = abi.d2()
-    total = abi.sum_many(abi.d2(1.0, 2.0), abi.i3(3, 4, 5), abi.mix(0.5, 6, 7.0), 8,
-                         ctypes.byref(out))
+    total = abi.sum_many(
+        abi.d2(1.0, 2.0), abi.i3(3, 4, 5), abi.mix(0.5, 6, 7.0), 8, ctypes.byref(out)
+    )
     assert total == 1 + 2 + 3 + 4 + 5 + 0.5 + 6 + 7 + 8
     assert (out.x, out.y) == (8.0, 20.0)
 
@@ -136,8 +148,11 @@ def test_signatures_are_typed(abi):
 
 
 def test_missing_library_is_reported_on_first_call(tmp_path):
-    _, mod = generate_headers(tmp_path, ["abi_byvalue.h"], name="abi_missing",
-                              libraries=[{"name": "probe",
-                                          "candidates": [str(tmp_path / "nope" / "libprobe.so")]}])
+    _, mod = generate_headers(
+        tmp_path,
+        ["abi_byvalue.h"],
+        name="abi_missing",
+        libraries=[{"name": "probe", "candidates": [str(tmp_path / "nope" / "libprobe.so")]}],
+    )
     with pytest.raises(OSError, match=r"library probe could not be loaded.*BINDGEN_LIB_PROBE"):
         mod.sum_d2(mod.d2(1.0, 2.0))

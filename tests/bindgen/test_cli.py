@@ -1,10 +1,12 @@
 """The CLI: determinism (jobs, caches, hash seeds), no absolute paths, drift detection by `check`,
 targets whose sources are unavailable, usage errors, and the declarative patches.
 
-Everything runs in a temporary project: ``bindgen.generate.GENERATED`` and ``bindgen.generate.SPECS``
+Everything runs in a temporary project: ``bindgen.generate.GENERATED`` and
+``bindgen.generate.SPECS``
 are pointed at temporary folders, the spec lives in the folder passed with ``--specs`` and its
 ``corpus`` source is a copy of tests/bindgen/corpus (so a test may edit a header).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -27,13 +29,17 @@ HEADERS = {
     "delta": ["t09_nested.h", "t07_enums.h"],  # lazy: true (a .defs file beside the module)
 }
 LAZY = {"delta"}
-FILES = {"cli/__init__.py"} | {f"cli/{n}.{ext}" for n in HEADERS for ext in ("py", "report.txt")} \
+FILES = (
+    {"cli/__init__.py"}
+    | {f"cli/{n}.{ext}" for n in HEADERS for ext in ("py", "report.txt")}
     | {f"cli/{n}.defs" for n in LAZY}
+)
 
 
 class Project:
     def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         import bindgen.generate as gen
+
         self.root = root
         self.src = root / "src"
         shutil.copytree(CORPUS, self.src)
@@ -45,15 +51,31 @@ class Project:
         self.spec_path = self.write()
 
     def write(self, source_path: Path | None = None, **per_target) -> Path:
-        targets = {name: {"description": f"test target {name}",
-                          "headers": [f"corpus:{h}" for h in hs],
-                          **({"lazy": True} if name in LAZY else {}), **per_target.get(name, {})}
-                   for name, hs in HEADERS.items()}
-        return write_spec(self.specs, targets, group="cli", sources={"corpus": {
-            "kind": "system", "path": str(source_path or self.src), "package": "corpus-pkg"}})
+        targets = {
+            name: {
+                "description": f"test target {name}",
+                "headers": [f"corpus:{h}" for h in hs],
+                **({"lazy": True} if name in LAZY else {}),
+                **per_target.get(name, {}),
+            }
+            for name, hs in HEADERS.items()
+        }
+        return write_spec(
+            self.specs,
+            targets,
+            group="cli",
+            sources={
+                "corpus": {
+                    "kind": "system",
+                    "path": str(source_path or self.src),
+                    "package": "corpus-pkg",
+                }
+            },
+        )
 
     def main(self, *argv: str) -> int:
         from bindgen.cli import main
+
         return main(["--specs", str(self.specs), *argv])
 
     def regen(self, *argv: str) -> int:
@@ -68,14 +90,18 @@ class Project:
         diff = [k for k in a if a[k] != b[k]]
         if diff:
             k = diff[0]
-            lines = "".join(difflib.unified_diff(a[k].decode().splitlines(True),
-                                                 b[k].decode().splitlines(True), n=1))
+            lines = "".join(
+                difflib.unified_diff(
+                    a[k].decode().splitlines(True), b[k].decode().splitlines(True), n=1
+                )
+            )
             raise AssertionError(f"outputs differ in {diff}; first:\n{lines[:3000]}")
 
     def snapshot(self, gen: Path | None = None) -> dict[str, bytes]:
         gen = gen or self.gen
-        return {str(p.relative_to(gen)): p.read_bytes() for p in sorted(gen.rglob("*"))
-                if p.is_file()}
+        return {
+            str(p.relative_to(gen)): p.read_bytes() for p in sorted(gen.rglob("*")) if p.is_file()
+        }
 
 
 @pytest.fixture
@@ -128,18 +154,40 @@ def test_deterministic_across_hash_seeds_in_subprocesses(proj):
         "import bindgen.generate as g\n"
         "g.GENERATED = Path(sys.argv[1]); g.SPECS = Path(sys.argv[2])\n"
         "sys.argv = ['bindgen'] + sys.argv[3:]\n"
-        "runpy.run_module('bindgen', run_name='__main__', alter_sys=True)\n")
+        "runpy.run_module('bindgen', run_name='__main__', alter_sys=True)\n"
+    )
     snaps = []
     for seed, jobs in (("0", "1"), ("12345", "2"), ("random", "1")):
         out = proj.root / f"gen_{seed}"
         out.mkdir()
-        env = dict(os.environ, PYTHONHASHSEED=seed,
-                   PYTHONPATH=os.pathsep.join([str(REPO)] + [p for p in os.environ.get(
-                       "PYTHONPATH", "").split(os.pathsep) if p]))
-        r = subprocess.run([sys.executable, "-c", runner, str(out), str(proj.specs), "--specs",
-                            str(proj.specs), "regen", "--jobs", jobs, "--cache",
-                            str(proj.root / f"cache_{seed}")],
-                           capture_output=True, text=True, env=env, cwd=proj.root, timeout=120)
+        env = dict(
+            os.environ,
+            PYTHONHASHSEED=seed,
+            PYTHONPATH=os.pathsep.join(
+                [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+            ),
+        )
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                runner,
+                str(out),
+                str(proj.specs),
+                "--specs",
+                str(proj.specs),
+                "regen",
+                "--jobs",
+                jobs,
+                "--cache",
+                str(proj.root / f"cache_{seed}"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=proj.root,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         snaps.append(proj.snapshot(out))
     assert proj.regen("--jobs", "1") == 0
@@ -153,7 +201,13 @@ def test_output_has_no_absolute_paths_or_timestamps(proj):
     assert proj.regen("--jobs", "1") == 0
     for rel, data in proj.snapshot().items():
         text = data.decode()
-        for needle in (str(proj.root), str(proj.src), str(CORPUS), str(REPO), os.path.expanduser("~")):
+        for needle in (
+            str(proj.root),
+            str(proj.src),
+            str(CORPUS),
+            str(REPO),
+            os.path.expanduser("~"),
+        ):
             assert needle not in text, (rel, needle)
         assert "/tmp" not in text, rel
 
@@ -199,11 +253,15 @@ def test_check_detects_an_edited_defs_file(proj, capsys):
 def test_lazy_module_imports_from_the_written_files(proj, monkeypatch):
     """The written lazy module finds its .defs beside it when imported as a package module."""
     import importlib
+
     assert proj.regen("delta", "--jobs", "1") == 0
     (proj.gen / "__init__.py").write_text("")
 
     def ours() -> dict:
-        return {k: v for k, v in sys.modules.items() if k == "generated" or k.startswith("generated.")}
+        return {
+            k: v for k, v in sys.modules.items() if k == "generated" or k.startswith("generated.")
+        }
+
     saved = ours()
     for k in saved:
         del sys.modules[k]
@@ -308,8 +366,9 @@ def test_override_env_var_pointing_nowhere(proj, capsys, monkeypatch):
 def test_override_env_var_is_used(proj, capsys, monkeypatch):
     other = proj.root / "mirror"
     shutil.copytree(proj.src, other)
-    (other / "t07_enums.h").write_text((other / "t07_enums.h").read_text().replace(
-        "T7_NEG = -5", "T7_NEG = -9"))
+    (other / "t07_enums.h").write_text(
+        (other / "t07_enums.h").read_text().replace("T7_NEG = -5", "T7_NEG = -9")
+    )
     proj.write(source_path=proj.root / "not-installed")
     monkeypatch.setenv("BINDGEN_SOURCE_CORPUS", str(other))
     assert proj.regen("beta", "--jobs", "1") == 0
@@ -365,12 +424,15 @@ def test_list_and_show(proj, capsys):
     assert "header: corpus:t07_enums.h" in out and "report: generated/cli/beta.report.txt" in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (("regen", "nosuch"), "no target or group named 'nosuch'"),
-    (("check", "--source", "corpus"), "--source expects NAME=DIR"),
-    (("regen", "--jobs", "0"), "--jobs must be at least 1"),
-    (("show", "nosuch"), "no target or group named 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("regen", "nosuch"), "no target or group named 'nosuch'"),
+        (("check", "--source", "corpus"), "--source expects NAME=DIR"),
+        (("regen", "--jobs", "0"), "--jobs must be at least 1"),
+        (("show", "nosuch"), "no target or group named 'nosuch'"),
+    ],
+)
 def test_usage_errors_exit_2(proj, capsys, argv, message):
     assert proj.main(*argv) == 2
     assert message in capsys.readouterr().err
@@ -382,6 +444,7 @@ def test_unknown_command_exits_2(proj, capsys):
 
 def test_empty_specs_folder_exits_2(tmp_path, capsys):
     from bindgen.cli import main
+
     (tmp_path / "empty").mkdir()
     assert main(["--specs", str(tmp_path / "empty"), "list"]) == 2
     assert "no specs found" in capsys.readouterr().err
@@ -412,20 +475,30 @@ def test_patch_rename_constant(tmp_path):
     d = tmp_path / "hdr"
     d.mkdir()
     (d / "c.h").write_text("#define OLD_NAME (1 << 4)\n#define USES_OLD (OLD_NAME + 1)\n")
-    _, m = generate_headers(tmp_path, ["c.h"], source_dir=d, name="patched",
-                            patches=[{"rename": {"from": "OLD_NAME", "to": "NEW_NAME"}, "why": "t"}])
+    _, m = generate_headers(
+        tmp_path,
+        ["c.h"],
+        source_dir=d,
+        name="patched",
+        patches=[{"rename": {"from": "OLD_NAME", "to": "NEW_NAME"}, "why": "t"}],
+    )
     assert m.NEW_NAME == 16 and not hasattr(m, "OLD_NAME") and m.USES_OLD == 17
 
 
 def test_patch_rename_unknown_name_is_an_error(tmp_path):
     from bindgen.errors import PatchError
-    with pytest.raises(PatchError, match=r"bindgen/specs/patched\.yaml:\d+: target patched: rename "
-                                         r"patch: nothing named 'nosuch'"):
+
+    with pytest.raises(
+        PatchError,
+        match=r"bindgen/specs/patched\.yaml:\d+: target patched: rename "
+        r"patch: nothing named 'nosuch'",
+    ):
         _gen(tmp_path, [{"rename": {"from": "nosuch", "to": "x"}, "why": "t"}])
 
 
 def test_patch_rename_onto_an_existing_name_is_an_error(tmp_path):
     from bindgen.errors import PatchError
+
     with pytest.raises(PatchError, match="'t11_kw' already exists"):
         _gen(tmp_path, [{"rename": {"from": "t11_p1", "to": "t11_kw"}, "why": "t"}])
 
@@ -438,13 +511,21 @@ def test_patch_drop(tmp_path):
 
 def test_patch_drop_matching_nothing_is_an_error(tmp_path):
     from bindgen.errors import PatchError
+
     with pytest.raises(PatchError, match=r"drop patch: pattern 'zzz.*' matched nothing"):
         _gen(tmp_path, [{"drop": "zzz.*", "why": "t"}])
 
 
 def test_patch_extra_code_runs_in_the_module(tmp_path):
-    g, m = _gen(tmp_path, [{"extra": "def kw_total(k):\n    return k.in_ + k.from_\nEXTRA_OK = 1\n",
-                            "why": "helper"}])
+    g, m = _gen(
+        tmp_path,
+        [
+            {
+                "extra": "def kw_total(k):\n    return k.in_ + k.from_\nEXTRA_OK = 1\n",
+                "why": "helper",
+            }
+        ],
+    )
     assert m.EXTRA_OK == 1 and m.kw_total(m.t11_kw(in_=2, from_=40)) == 42
     assert "# extra: helper" in g.text
 
@@ -455,59 +536,102 @@ def test_patch_alias(tmp_path):
 
 
 def test_patch_type_override(tmp_path):
-    _, m = _gen(tmp_path, [{"type": {"record": "t11_kw", "field": "from_", "to": "c_uint32"},
-                            "why": "t"}])
+    _, m = _gen(
+        tmp_path, [{"type": {"record": "t11_kw", "field": "from_", "to": "c_uint32"}, "why": "t"}]
+    )
     o = m.t11_kw(from_=-1)
     assert o.from_ == 0xFFFFFFFF and o.in_ == 0
 
 
 def test_patch_type_unknown_field_is_an_error(tmp_path):
     from bindgen.errors import PatchError
+
     with pytest.raises(PatchError, match="record t11_kw has no field 'nope'"):
-        _gen(tmp_path, [{"type": {"record": "t11_kw", "field": "nope", "to": "c_uint32"},
-                         "why": "t"}])
+        _gen(
+            tmp_path,
+            [{"type": {"record": "t11_kw", "field": "nope", "to": "c_uint32"}, "why": "t"}],
+        )
 
 
 def test_patch_replace(tmp_path):
-    g, m = _gen(tmp_path, [{"replace": {"pattern": r"^# ---- records.*$", "with": "# records:"},
-                            "why": "t"}])
+    g, m = _gen(
+        tmp_path,
+        [{"replace": {"pattern": r"^# ---- records.*$", "with": "# records:"}, "why": "t"}],
+    )
     assert "# records:" in g.text and "# ---- records" not in g.text
 
 
 def test_patch_replace_with_zero_matches_is_an_error(tmp_path):
     from bindgen.errors import PatchError
+
     with pytest.raises(PatchError, match=r"replace patch: pattern 'no such text' matched 0 time"):
         _gen(tmp_path, [{"replace": {"pattern": "no such text", "with": "x"}, "why": "t"}])
 
 
 def test_patch_replace_count_must_match(tmp_path):
     from bindgen.errors import PatchError
+
     with pytest.raises(PatchError, match=r"matched \d+ time\(s\), expected 99"):
-        _gen(tmp_path, [{"replace": {"pattern": "c_int32", "with": "c_int32", "count": 99},
-                         "why": "t"}])
+        _gen(
+            tmp_path,
+            [{"replace": {"pattern": "c_int32", "with": "c_int32", "count": 99}, "why": "t"}],
+        )
 
 
 def test_patch_replace_that_breaks_the_layout_fails_generation(tmp_path):
     from bindgen.errors import LayoutError
+
     with pytest.raises(LayoutError, match=r"t11_kw: size 20, clang says 16"):
-        _gen(tmp_path, [{"replace": {"pattern": r"t11_kw\._layout_\(16, 4,",
-                                     "with": "t11_kw._layout_(20, 4,"}, "why": "t"}])
+        _gen(
+            tmp_path,
+            [
+                {
+                    "replace": {
+                        "pattern": r"t11_kw\._layout_\(16, 4,",
+                        "with": "t11_kw._layout_(20, 4,",
+                    },
+                    "why": "t",
+                }
+            ],
+        )
 
 
 def test_unrepresentable_layout_is_a_bindgen_error(tmp_path):
     """A layout the support runtime cannot build (here: two fields forced onto one offset) must fail
     as a BindgenError naming the target, like any other generation failure."""
     from bindgen.errors import BindgenError
+
     with pytest.raises(BindgenError, match=r"patched|t11_kw"):
-        _gen(tmp_path, [{"replace": {"pattern": r"\('from_', c_int32, 32\)",
-                                     "with": "('from_', c_int32, 64)"}, "why": "t"}])
+        _gen(
+            tmp_path,
+            [
+                {
+                    "replace": {
+                        "pattern": r"\('from_', c_int32, 32\)",
+                        "with": "('from_', c_int32, 64)",
+                    },
+                    "why": "t",
+                }
+            ],
+        )
 
 
 def test_one_failing_target_does_not_stop_the_others(proj, capsys):
     """A target whose rendered module cannot be built fails alone: the others are still written and
     the run exits 1 with a FAIL line (not a traceback out of main)."""
-    proj.write(gamma={"patches": [{"replace": {"pattern": r"\('from_', c_int32, 32\)",
-                                               "with": "('from_', c_int32, 64)"}, "why": "t"}]})
+    proj.write(
+        gamma={
+            "patches": [
+                {
+                    "replace": {
+                        "pattern": r"\('from_', c_int32, 32\)",
+                        "with": "('from_', c_int32, 64)",
+                    },
+                    "why": "t",
+                }
+            ]
+        }
+    )
     rc = proj.regen("--jobs", "1")
     cap = capsys.readouterr()
     assert rc == 1
@@ -521,6 +645,7 @@ def test_one_failing_target_does_not_stop_the_others(proj, capsys):
 def _tarball(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
     import hashlib
     import tarfile
+
     root = tmp_path / "tar_src"
     for rel, text in files.items():
         (root / "pkg-1.0" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -533,11 +658,21 @@ def _tarball(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
 
 def test_archive_source_is_fetched_verified_and_cached(tmp_path):
     from .conftest import generate_target, load_target
-    tb, sha = _tarball(tmp_path, {"include/a.h": "struct arc { int x; long y; };\n",
-                                  "docs/readme.txt": "not a header\n"})
+
+    tb, sha = _tarball(
+        tmp_path,
+        {"include/a.h": "struct arc { int x; long y; };\n", "docs/readme.txt": "not a header\n"},
+    )
     specs = tmp_path / "specs"
-    src = {"up": {"kind": "archive", "url": tb.as_uri(), "sha256": sha, "strip": 1,
-                  "members": ["include/*"]}}
+    src = {
+        "up": {
+            "kind": "archive",
+            "url": tb.as_uri(),
+            "sha256": sha,
+            "strip": 1,
+            "members": ["include/*"],
+        }
+    }
     path = write_spec(specs, {"arc": {"headers": ["up:include/a.h"]}}, sources=src, file="arc")
     g = generate_target(load_target(path), specs, tmp_path / "cache")
     assert "class arc(" in g.text and "up:include/a.h" in g.report
@@ -553,25 +688,40 @@ def test_archive_with_a_wrong_sha256_is_refused(tmp_path):
     from bindgen.errors import SourceError
 
     from .conftest import generate_target, load_target
+
     tb, sha = _tarball(tmp_path, {"include/a.h": "struct arc { int x; };\n"})
     specs = tmp_path / "specs"
     bad = "0" * 64
-    path = write_spec(specs, {"arc": {"headers": ["up:include/a.h"]}}, file="arc",
-                      sources={"up": {"kind": "archive", "url": tb.as_uri(), "sha256": bad,
-                                      "strip": 1}})
+    path = write_spec(
+        specs,
+        {"arc": {"headers": ["up:include/a.h"]}},
+        file="arc",
+        sources={"up": {"kind": "archive", "url": tb.as_uri(), "sha256": bad, "strip": 1}},
+    )
     with pytest.raises(SourceError, match=f"has sha256 {sha}, the spec pins {bad}"):
         generate_target(load_target(path), specs, tmp_path / "cache")
 
 
 def test_git_source_from_a_local_mirror_reads_the_pinned_ref(tmp_path, monkeypatch):
     from .conftest import generate_target, load_target
+
     repo = tmp_path / "repo"
     (repo / "inc").mkdir(parents=True)
 
     def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                       env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
-                                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t"))
+        subprocess.run(
+            ["git", "-C", str(repo), *args],
+            check=True,
+            capture_output=True,
+            env=dict(
+                os.environ,
+                GIT_AUTHOR_NAME="t",
+                GIT_AUTHOR_EMAIL="t@t",
+                GIT_COMMITTER_NAME="t",
+                GIT_COMMITTER_EMAIL="t@t",
+            ),
+        )
+
     git("init", "-q")
     (repo / "inc" / "g.h").write_text("struct pinned { int at_tag; };\n")
     git("add", ".")
@@ -580,10 +730,15 @@ def test_git_source_from_a_local_mirror_reads_the_pinned_ref(tmp_path, monkeypat
     (repo / "inc" / "g.h").write_text("struct pinned { int after_tag; };\n")
     git("commit", "-qam", "v2")
     specs = tmp_path / "specs"
-    path = write_spec(specs, {"gitt": {"headers": ["up:inc/g.h"]}}, file="gitt", sources={
-        "up": {"kind": "git", "url": "https://example.invalid/repo.git", "ref": "v1"}})
+    path = write_spec(
+        specs,
+        {"gitt": {"headers": ["up:inc/g.h"]}},
+        file="gitt",
+        sources={"up": {"kind": "git", "url": "https://example.invalid/repo.git", "ref": "v1"}},
+    )
     t = load_target(path)
     from bindgen.errors import SourceError
+
     with pytest.raises(SourceError, match=r"--source up=DIR or BINDGEN_SOURCE_UP=DIR"):
         generate_target(t, specs, tmp_path / "cache")
     g = generate_target(t, specs, tmp_path / "cache", overrides={"up": repo})

@@ -1,9 +1,12 @@
 """Every committed module under generated/ imports, and every record in it has the layout its
-``_layout_`` call recorded from clang: size, alignment (capped at what ctypes can express), each field's
-offset and size, each bitfield's exact bits and sign. Ioctl request numbers encode their argument's size.
+``_layout_`` call recorded from clang: size, alignment (capped at what ctypes can express), each
+field's
+offset and size, each bitfield's exact bits and sign. Ioctl request numbers encode their argument's
+size.
 
 (Whether the committed files are up to date with the specs and headers is ``bindgen check``'s job.)
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -17,8 +20,11 @@ from bindgen import cabi
 from .conftest import REPO, max_ctypes_align
 
 GENERATED = REPO / "generated"
-MODULES = sorted("generated." + ".".join(p.relative_to(GENERATED).with_suffix("").parts)
-                 for p in GENERATED.rglob("*.py") if p.name != "__init__.py")
+MODULES = sorted(
+    "generated." + ".".join(p.relative_to(GENERATED).with_suffix("").parts)
+    for p in GENERATED.rglob("*.py")
+    if p.name != "__init__.py"
+)
 
 
 def _load(name: str):
@@ -32,8 +38,11 @@ def _load(name: str):
 def _records(mod) -> list[type]:
     seen: dict[int, type] = {}
     for value in list(vars(mod).values()):
-        if isinstance(value, type) and issubclass(value, (cabi.Struct, cabi.Union)) \
-                and "__bindgen_size__" in value.__dict__:
+        if (
+            isinstance(value, type)
+            and issubclass(value, (cabi.Struct, cabi.Union))
+            and "__bindgen_size__" in value.__dict__
+        ):
             seen.setdefault(id(value), value)
     return sorted(seen.values(), key=lambda c: c.__name__)
 
@@ -71,13 +80,19 @@ def record_problems(cls: type) -> list[str]:
         setattr(obj, fname, mask)
         got = int.from_bytes(bytes(obj), "little")
         if got != mask << bit_offset:
-            bad.append(f"{where}: setting all ones touched bits {got:#x}, expected "
-                       f"{mask << bit_offset:#x}")
+            bad.append(
+                f"{where}: setting all ones touched bits {got:#x}, expected {mask << bit_offset:#x}"
+            )
         want = -1 if signed else mask
         if getattr(obj, fname) != want:
             bad.append(f"{where}: all ones reads back {getattr(obj, fname)}, expected {want}")
-        other = cls.from_buffer_copy(((1 << (size * 8)) - 1 ^ (mask << bit_offset))
-                                     .to_bytes(size, "little")) if size else None
+        other = (
+            cls.from_buffer_copy(
+                ((1 << (size * 8)) - 1 ^ (mask << bit_offset)).to_bytes(size, "little")
+            )
+            if size
+            else None
+        )
         if other is not None and getattr(other, fname) != 0:
             bad.append(f"{where}: reads bits outside its own")
     return bad
@@ -112,8 +127,10 @@ def test_ioctl_numbers_encode_their_argument_size(name):
             n += 1
             encoded = (int(value) >> 16) & 0x3FFF
             if encoded != ctypes.sizeof(value.arg_type):
-                bad.append(f"{key}: request says {encoded} bytes, {value.arg_type.__name__} has "
-                           f"{ctypes.sizeof(value.arg_type)}")
+                bad.append(
+                    f"{key}: request says {encoded} bytes, {value.arg_type.__name__} has "
+                    f"{ctypes.sizeof(value.arg_type)}"
+                )
             if (int(value) >> 30) == 0:
                 bad.append(f"{key}: has an argument type but no direction bits")
     assert not bad, "\n".join(bad)
@@ -130,22 +147,28 @@ def test_report_matches_module(name):
     fp = re.search(r"^# fingerprint: (\w+)", text, re.M)
     assert fp, "no fingerprint line in the module header"
     assert f"# fingerprint: {fp.group(1)}" in report.read_text()
-    assert not re.search(r"(?<![\w.])/(?:home|root|tmp|usr|work)/", text), \
+    assert not re.search(r"(?<![\w.])/(?:home|root|tmp|usr|work)/", text), (
         "absolute path in a generated module"
+    )
 
 
 def test_record_check_detects_a_broken_layout():
-    """``record_problems`` can fail: a record whose recorded layout disagrees with its ctypes one."""
+    """``record_problems`` can fail: a record whose recorded layout disagrees with ctypes'."""
+
     class Good(cabi.Struct):
         pass
+
     Good._layout_(8, 4, [("a", ctypes.c_uint32, 0), ("b", ctypes.c_uint32, 32, 5, True)])
     assert record_problems(Good) == []
 
     class Bad(cabi.Struct):
         pass
+
     Bad._layout_(8, 4, [("a", ctypes.c_uint32, 0), ("b", ctypes.c_uint32, 32, 5, True)])
-    Bad.__bindgen_fields__ = (("a", ctypes.c_uint32, 32, None, False, False),
-                              ("b", ctypes.c_uint32, 33, 5, True, False))
+    Bad.__bindgen_fields__ = (
+        ("a", ctypes.c_uint32, 32, None, False, False),
+        ("b", ctypes.c_uint32, 33, 5, True, False),
+    )
     Bad.__bindgen_size__ = 12
     problems = record_problems(Bad)
     assert any("sizeof 8, recorded 12" in p for p in problems), problems

@@ -66,7 +66,6 @@ class KfdAllocator(Allocator):
     device: "AMDDevice"
 
     def _alloc(self, size: int, spec: BufferSpec) -> Buffer:
-        dev = self.device
         flags = (kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE
                  | kfd.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE)
         if spec.kind is MemKind.HOST:

@@ -1,8 +1,11 @@
 """GPU virtual memory of a mock device.
 
-A set of non-overlapping mappings, each a GPU virtual address range backed by a numpy uint8 array. The CPU
-side of the mock (the seam's mmap) hands out views of the same arrays, so a CPU store is immediately visible
-to the mock GPU, as with coherent host memory. Accesses outside every mapping raise `PageFault`, which the
+A set of non-overlapping mappings, each a GPU virtual address range backed by a numpy uint8 array.
+The CPU
+side of the mock (the seam's mmap) hands out views of the same arrays, so a CPU store is immediately
+visible
+to the mock GPU, as with coherent host memory. Accesses outside every mapping raise `PageFault`,
+which the
 mock GPUs turn into the device fault a real GPU would report.
 """
 from __future__ import annotations
@@ -67,7 +70,7 @@ class MockMemory:
         return list(self._maps)
 
     def find(self, va: int, size: int = 1, access: str = "access") -> tuple[np.ndarray, int]:
-        """(backing array, offset) for [va, va+size); raises PageFault if not fully inside one mapping."""
+        """(backing array, offset) of [va, va+size); PageFault unless it lies inside one mapping."""
         i = bisect.bisect_right(self._bases, va) - 1
         if i < 0:
             raise PageFault(va, size, access)
@@ -141,7 +144,7 @@ class MockMemory:
         return out
 
     def scatter(self, addrs: np.ndarray, values: np.ndarray) -> None:
-        """Stores values[i] at addrs[i]; later lanes win on overlap, as in lane order on hardware."""
+        """Stores values[i] at addrs[i]; on overlap the later lane wins, as in hardware lane order."""
         if len(addrs) == 0:
             return
         values = np.ascontiguousarray(values)

@@ -1,6 +1,7 @@
 """Regenerates `opcodes.py` (the gfx1100 opcode → mnemonic tables) from LLVM's own disassembler.
 
-Development tool, not used at run time: `python -m runtime.drivers.mock.rdna3.gen_opcodes [--check]`.
+Development tool, not used at run time: `python -m runtime.drivers.mock.rdna3.gen_opcodes
+[--check]`.
 For every encoding it builds one instruction word per opcode value with harmless operand fields,
 feeds them to `llvm-mc-16 --disassemble -mcpu=gfx1100` (one instruction per line; LLVM decodes each
 line separately and warns about the lines it cannot decode) and records the mnemonic it prints.
