@@ -1,23 +1,20 @@
 """Support runtime for generated bindings: the only project module that generated code imports.
 
 Records are real ``ctypes.Structure``/``ctypes.Union`` subclasses with real field types, so they
-keep
-their natural alignment, embed correctly in other records and pass by value through libffi with the
-right register classes. What plain ctypes gets wrong is left to this runtime (``cabi_records``):
+keep their natural alignment, embed correctly in other records and pass by value through libffi with
+the right register classes. What plain ctypes gets wrong is left to this runtime (``cabi_records``):
 
 * every field is placed at the byte offset clang reported (explicit padding and the smallest
   ``_pack_`` that reproduces the layout are derived there, never guessed by the template);
 * bitfields are not ctypes bitfields (CPython < 3.14 lays out packed and mixed-type bitfields unlike
   GCC); their bytes are covered by plain integer storage fields and each bitfield is a descriptor
-  that
-  reads and writes its bits at clang's bit offset, sign-extending signed ones;
+  that reads and writes its bits at clang's bit offset, sign-extending signed ones;
 * anonymous struct/union members promote their fields through forwarding descriptors (bitfields too,
   which ctypes' ``_anonymous_`` cannot do).
 
 Importing this module must stay cheap, because every generated module pays it: it needs only ``os``.
 Records (``cabi_records``), ioctls and libraries (``cabi_calls``) and ``ctypes`` itself are loaded
-on
-first use; not even ``typing`` is imported (annotations are strings).
+on first use; not even ``typing`` is imported (annotations are strings).
 """
 
 from __future__ import annotations
@@ -121,10 +118,8 @@ class LazyDefs:
 
     The definitions live in a ``.defs`` file beside the module (one ``NAME<TAB>source`` line each,
     newlines inside a definition written as \\x1f), read on first use: importing a module with tens
-    of
-    thousands of definitions costs almost nothing, even without bytecode caches. Each name is
-    compiled
-    when it is first looked up (module ``__getattr__``), and names it refers to are
+    of thousands of definitions costs almost nothing, even without bytecode caches. Each name is
+    compiled when it is first looked up (module ``__getattr__``), and names it refers to are
     materialised on demand through the ``locals`` mapping, so definition order does not matter.
     """
 

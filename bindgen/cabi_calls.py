@@ -18,11 +18,10 @@ class IoctlRequest(int):
     """An ioctl request number that can also perform the ioctl.
 
     ``int(REQ)`` is the request; ``REQ(fd, arg=None, **fields)`` builds ``arg_type(**fields)`` when
-    no
-    ``arg`` is given, calls ioctl(2) on ``fd`` (an int or anything with ``fileno()``) and returns
-    the
-    argument, filled in by the kernel. Failures raise ``OSError`` naming the ioctl and the errno.
-    ``ioctl=`` substitutes the system call (a seam for mocks): ``ioctl(fd, request, buf) -> int``.
+    no ``arg`` is given, calls ioctl(2) on ``fd`` (an int or anything with ``fileno()``) and returns
+    the argument, filled in by the kernel. Failures raise ``OSError`` naming the ioctl and the
+    errno. ``ioctl=`` substitutes the system call (a seam for mocks): ``ioctl(fd, request, buf) ->
+    int``.
     """
 
     name: str
@@ -71,8 +70,8 @@ class Library:
     """A shared library loaded on first use.
 
     The path comes from the environment variable ``env`` when set, else the first of ``candidates``
-    that
-    loads. A missing library is reported when a function is first called, naming what was tried.
+    that loads. A missing library is reported when a function is first called, naming what was
+    tried.
     """
 
     def __init__(self, name: str, candidates: Sequence[str], env: str) -> None:

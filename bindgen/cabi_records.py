@@ -1,8 +1,7 @@
 """Record types of the bindings support runtime: exact-offset structs, unions and bitfields.
 
 Part of ``bindgen.cabi`` (which loads it on first use, so that importing a lazy generated module
-does
-not compile it). See the ``bindgen.cabi`` docstring for why records are built this way.
+does not compile it). See the ``bindgen.cabi`` docstring for why records are built this way.
 """
 
 from __future__ import annotations
@@ -101,9 +100,8 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
         return None, _plan_union(size, align, regular, [f for f in fields if f[3]])
 
     # Bytes holding bitfields become integer storage fields: the declared storage unit where it
-    # overlaps
-    # no other field (natural alignment, as C has), else just the bytes the bits touch (packed
-    # records).
+    # overlaps no other field (natural alignment, as C has), else just the bytes the bits touch
+    # (packed records).
     taken = [(off, off + ctypes.sizeof(t)) for _, t, off in regular]
     spans: list[list[int]] = []  # [lo, hi, cap]
     for f in sorted((f for f in fields if f[3]), key=lambda f: f[2]):
@@ -178,8 +176,7 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
 
 def _plan_union(size: int, align: int, regular: list, bitfields: list) -> list:
     """Union members all start at 0: bitfields share one integer array, size and alignment are
-    forced
-    with overlapping members (harmless in a union)."""
+    forced with overlapping members (harmless in a union)."""
     out = [(n, t) for n, t, _ in regular]
     if bitfields:
         cap = max(_storage_cap(f[1]) for f in bitfields)

@@ -2,8 +2,8 @@
 reads.
 
 The IR never imports the renderer. Types are a small closed set of nodes; records carry clang's
-layout
-(size, alignment, bit offsets) so that the renderer places fields exactly where the C compiler does.
+layout (size, alignment, bit offsets) so that the renderer places fields exactly where the C
+compiler does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Verifies a rendered module against clang's layouts: every record's size, alignment, field offsets
-and
-bitfield positions. Runs during generation; any mismatch fails the run."""
+and bitfield positions. Runs during generation; any mismatch fails the run."""
 
 from __future__ import annotations
 

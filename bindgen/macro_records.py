@@ -2,8 +2,7 @@
 
 AMD's SDMA header, for example, gives each packet field as ``<PKT>_<DWORD>_<field>_offset`` (dword
 index), ``_mask`` (unshifted) and ``_shift``; the spec's ``macros.records`` rule turns each packet
-into a
-struct of 32-bit words with one bitfield per field, verified like any other record.
+into a struct of 32-bit words with one bitfield per field, verified like any other record.
 """
 
 from __future__ import annotations

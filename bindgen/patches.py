@@ -1,6 +1,5 @@
 """Declarative post-processing from the spec: applied to the IR before rendering (rename, alias,
-type,
-drop, extra) or, as a last resort, to the rendered text (replace, which must match)."""
+type, drop, extra) or, as a last resort, to the rendered text (replace, which must match)."""
 
 from __future__ import annotations
 

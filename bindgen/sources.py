@@ -1,8 +1,8 @@
 """Resolves a spec's header sources into local folders, pinned and cached.
 
 Kinds: ``system`` (a folder on this machine, named with the Debian package that provides it),
-``debian``
-(``apt-get download`` of an exact version, unpacked with ``dpkg-deb -x``; an inner tarball such as
+``debian`` (``apt-get download`` of an exact version, unpacked with ``dpkg-deb -x``; an inner
+tarball such as
 linux-source's is unpacked selectively), ``pypi`` (``pip download --no-deps`` of an exact version),
 ``archive`` (url + sha256) and ``git`` (url + ref, read from a local checkout or bare mirror).
 Any source can be overridden with ``--source NAME=DIR`` or ``BINDGEN_SOURCE_<NAME>=DIR``.

@@ -2,8 +2,8 @@
 
 Every error names ``file:line``, the key and what was expected; unknown keys are errors. A spec may
 declare a ``matrix`` of parameter sets: each set renders the sources and targets once, with
-``${name}``
-replaced in every string (so ``nv_${ver}`` gives ``nv_570`` and ``nv_580`` from one file).
+``${name}`` replaced in every string (so ``nv_${ver}`` gives ``nv_570`` and ``nv_580`` from one
+file).
 """
 
 from __future__ import annotations
@@ -62,8 +62,7 @@ class MacroRules:
 @dataclass(frozen=True)
 class MacroTableRule:
     """An X-macro table: every ``invocation(a, b, ...)`` line in ``files`` becomes one row of the
-    tuple
-    constant ``name`` (numbers and strings evaluated, identifiers kept as their names)."""
+    tuple constant ``name`` (numbers and strings evaluated, identifiers kept as their names)."""
 
     invocation: str
     name: str

@@ -56,9 +56,9 @@ _INT_FMT = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue) -> None:
     """Stores one argument at its slot (two's complement for negative ints, IEEE for floats, raw
-    bytes
-    of exactly the slot's size for a struct passed by value). A numpy scalar of the slot's size is
-    stored bit for bit (np.float32(x) stays that float32); of another size, as its Python value."""
+    bytes of exactly the slot's size for a struct passed by value). A numpy scalar of the slot's
+    size is stored bit for bit (np.float32(x) stays that float32); of another size, as its Python
+    value."""
     if getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):  # a numpy scalar
         if value.dtype.itemsize == slot.size:  # type: ignore[union-attr]
             value = value.tobytes()  # type: ignore[union-attr]

@@ -2,18 +2,15 @@
 probes.
 
 * ``write_spec`` writes a spec whose ``corpus`` source is a ``system`` folder (tests/bindgen/corpus
-by
-  default) and ``load_target`` loads one of its targets.
+by default) and ``load_target`` loads one of its targets.
 * ``generate_target`` runs ``bindgen.generate.generate`` with ``bindgen.generate.SPECS`` pointed at
-the
-  temporary specs folder (``inputs_hash`` reads the spec file from there).
+the temporary specs folder (``inputs_hash`` reads the spec file from there).
 * ``compile_c`` builds a program or a shared library with gcc; ``layout_checks`` writes one C probe
   program per header from the generated classes' ``__bindgen_fields__`` and compares every size,
   alignment, offset, bitfield position and integer sign with what gcc says.
 
 ``bindgen.generate`` (and ``bindgen.parse``) import ``bindgen.cexpr``; until that module exists the
-tests
-that need the pipeline skip with that reason, and the rest (cabi, spec) run.
+tests that need the pipeline skip with that reason, and the rest (cabi, spec) run.
 """
 
 from __future__ import annotations

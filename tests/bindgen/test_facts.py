@@ -3,10 +3,8 @@ headers.
 
 Each check is a C expression over the target's headers (compiled with the target's own include dirs,
 preincludes and -D arguments) and the Python expression over the generated module that must equal
-it.
-Where a target's pinned sources are not on this machine (NVIDIA's git sources in CI), the test skips
-and
-says so; `bindgen check` then still verifies the fingerprint.
+it. Where a target's pinned sources are not on this machine (NVIDIA's git sources in CI), the test
+skips and says so; `bindgen check` then still verifies the fingerprint.
 """
 
 from __future__ import annotations

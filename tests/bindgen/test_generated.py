@@ -1,8 +1,7 @@
 """Every committed module under generated/ imports, and every record in it has the layout its
 ``_layout_`` call recorded from clang: size, alignment (capped at what ctypes can express), each
-field's
-offset and size, each bitfield's exact bits and sign. Ioctl request numbers encode their argument's
-size.
+field's offset and size, each bitfield's exact bits and sign. Ioctl request numbers encode their
+argument's size.
 
 (Whether the committed files are up to date with the specs and headers is ``bindgen check``'s job.)
 """

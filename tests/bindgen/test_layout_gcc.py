@@ -1,12 +1,10 @@
 """Tricky layouts (T1–T13 of docs: bindgen_peers.md §4), generated through the real pipeline and
-compared
-field by field with what gcc compiles from the same header.
+compared field by field with what gcc compiles from the same header.
 
 For every type a corpus header names in a ``// probe:`` line, one C program per header prints
-sizeof,
-_Alignof, the offsetof and sizeof of every member (nested and promoted ones too), and for every
-bitfield
-and integer member the bytes of a zeroed object after setting it to -1 and the value read back. The
+sizeof, _Alignof, the offsetof and sizeof of every member (nested and promoted ones too), and for
+every bitfield and integer member the bytes of a zeroed object after setting it to -1 and the value
+read back. The
 Python side does the same through the generated classes. Adding a case is adding a header.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Spec validation (every error names file:line, the key and what was expected) and the errors a
-target's
-headers can produce (a missing header, clang errors, a missing include: never empty structs)."""
+target's headers can produce (a missing header, clang errors, a missing include: never empty
+structs)."""
 from __future__ import annotations
 
 import re

@@ -2,9 +2,8 @@
 
 Kernels come from tests/runtime/kernels_amd/*.cl (compiled here with clang-16/ld.lld-16) and from
 the prebuilt reference code objects in ../shared/guides/amd_kernels. Every test runs twice: through
-the
-interpreter's test loader (runtime/drivers/mock/rdna3/loader_for_tests.py) and through the real AMD
-driver on the mock GPU (AMDDevice("mock-amd:0"): code object loading, kernel arguments, PM4
+the interpreter's test loader (runtime/drivers/mock/rdna3/loader_for_tests.py) and through the real
+AMD driver on the mock GPU (AMDDevice("mock-amd:0"): code object loading, kernel arguments, PM4
 SET_SH_REG/DISPATCH_DIRECT, the mock's PM4 processor decoding the dispatch), so the runtime side
 (user SGPRs, LDS size, hidden arguments) is checked against the same numpy results.
 """

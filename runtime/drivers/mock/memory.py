@@ -1,11 +1,9 @@
 """GPU virtual memory of a mock device.
 
 A set of non-overlapping mappings, each a GPU virtual address range backed by a numpy uint8 array.
-The CPU
-side of the mock (the seam's mmap) hands out views of the same arrays, so a CPU store is immediately
-visible
-to the mock GPU, as with coherent host memory. Accesses outside every mapping raise `PageFault`,
-which the
+The CPU side of the mock (the seam's mmap) hands out views of the same arrays, so a CPU store is
+immediately visible to the mock GPU, as with coherent host memory. Accesses outside every mapping
+raise `PageFault`, which the
 mock GPUs turn into the device fault a real GPU would report.
 """
 from __future__ import annotations

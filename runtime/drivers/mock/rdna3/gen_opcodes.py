@@ -1,12 +1,11 @@
 """Regenerates `opcodes.py` (the gfx1100 opcode → mnemonic tables) from LLVM's own disassembler.
 
 Development tool, not used at run time: `python -m runtime.drivers.mock.rdna3.gen_opcodes
-[--check]`.
-For every encoding it builds one instruction word per opcode value with harmless operand fields,
-feeds them to `llvm-mc-16 --disassemble -mcpu=gfx1100` (one instruction per line; LLVM decodes each
-line separately and warns about the lines it cannot decode) and records the mnemonic it prints.
-`--check` compares the result with the committed tables instead of writing them (the test suite
-runs this when llvm-mc-16 is installed).
+[--check]`. For every encoding it builds one instruction word per opcode value with harmless operand
+fields, feeds them to `llvm-mc-16 --disassemble -mcpu=gfx1100` (one instruction per line; LLVM
+decodes each line separately and warns about the lines it cannot decode) and records the mnemonic it
+prints. `--check` compares the result with the committed tables instead of writing them (the test
+suite runs this when llvm-mc-16 is installed).
 """
 from __future__ import annotations
 
