@@ -164,16 +164,7 @@ def _ioctl_with_missing_arg(io: ir.Ioctl) -> ir.Ioctl:
 def _check_duplicates(t: Target, m: ir.Module) -> None:
     """Python has one namespace where C has several: a clash would silently shadow, so it fails."""
     seen: dict[str, str] = {}
-    for kind, items in (
-        ("record", m.records),
-        ("enum", m.enums),
-        ("typedef", m.typedefs),
-        ("function", m.functions),
-        ("variable", m.variables),
-        ("constant", m.constants),
-        ("macro function", m.macro_functions),
-        ("ioctl", m.ioctls),
-    ):
+    for _, kind, items in m.declaration_lists():
         for it in items:
             if it.name in seen and not (kind == "constant" and seen[it.name] == "enum"):
                 raise ir_error(

@@ -190,3 +190,20 @@ class Module:
     skipped: list[Skipped] = field(default_factory=list)
     extra_code: list[str] = field(default_factory=list)
     libraries: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (name, candidates)
+
+    def declaration_lists(self) -> list[tuple[str, str, list]]:
+        """(attribute, kind, list) for every kind of named declaration, in emission order."""
+        return [(attr, kind, getattr(self, attr)) for attr, kind in DECLARATION_KINDS]
+
+
+# Module attributes holding named declarations, and what each kind is called in messages.
+DECLARATION_KINDS = (
+    ("records", "record"),
+    ("enums", "enum"),
+    ("typedefs", "typedef"),
+    ("functions", "function"),
+    ("variables", "variable"),
+    ("constants", "constant"),
+    ("macro_functions", "macro function"),
+    ("ioctls", "ioctl"),
+)

@@ -46,16 +46,7 @@ def _where(t: Target, p: Patch) -> str:
 
 def _names(m: ir.Module) -> dict[str, str]:
     out: dict[str, str] = {}
-    for kind, items in (
-        ("record", m.records),
-        ("enum", m.enums),
-        ("typedef", m.typedefs),
-        ("function", m.functions),
-        ("variable", m.variables),
-        ("constant", m.constants),
-        ("macro function", m.macro_functions),
-        ("ioctl", m.ioctls),
-    ):
+    for _, kind, items in m.declaration_lists():
         for it in items:
             out[it.name] = kind
     for en in m.enums:
@@ -88,16 +79,7 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
                 raise PatchError(f"{_where(t, p)}: nothing named {old!r} to rename")
             if new in names:
                 raise PatchError(f"{_where(t, p)}: {new!r} already exists")
-            for lst in (
-                m.records,
-                m.enums,
-                m.typedefs,
-                m.functions,
-                m.variables,
-                m.constants,
-                m.macro_functions,
-                m.ioctls,
-            ):
+            for _, _, lst in m.declaration_lists():
                 for i, it in enumerate(lst):
                     if it.name == old:
                         lst[i] = dataclasses.replace(it, name=new)
@@ -154,17 +136,7 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
         elif p.op == "drop":
             rx = re.compile(p.get("pattern"))
             hit = 0
-            for attr in (
-                "records",
-                "enums",
-                "typedefs",
-                "functions",
-                "variables",
-                "constants",
-                "macro_functions",
-                "ioctls",
-            ):
-                items = getattr(m, attr)
+            for attr, _, items in m.declaration_lists():
                 kept = [it for it in items if not rx.fullmatch(it.name)]
                 hit += len(items) - len(kept)
                 setattr(m, attr, kept)
