@@ -14,7 +14,8 @@ import collections
 from typing import TYPE_CHECKING, Any, Sequence
 
 from runtime.hcq.errors import DeviceClosed, DeviceFault, HCQError
-from runtime.hcq.memory import Allocator, Buffer, BufferSpec, MemKind, RingArena, SlotPool
+from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena,
+                                SlotPool)
 from runtime.hcq.signal import SIGNAL_B, Signal
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from runtime.hcq.queue import HWQueue
 
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
+_PIPELINE_MIN_B = 256 * 1024  # smallest half of a staged copy split in two
 
 
 class Device:
@@ -153,8 +155,9 @@ class Device:
             return
         tl = self.timeline_signal
         off = 0
-        for st in self._cycle(n):
-            chunk = min(self.staging_B, n - off)
+        step = self._copy_chunk(n)
+        for st in self._cycle(n, step):
+            chunk = min(step, n - off)
             buf, busy = st
             if busy:
                 tl.wait(busy)
@@ -178,12 +181,13 @@ class Device:
         pending: collections.deque[tuple[list[Any], int, int, int]] = collections.deque()
         off = 0
         stages = self._staging_bufs()
+        step = self._copy_chunk(n)
         i = 0
         while off < n or pending:
             if off < n and len(pending) < len(stages):
                 st = stages[i % len(stages)]
                 i += 1
-                chunk = min(self.staging_B, n - off)
+                chunk = min(step, n - off)
                 if st[1]:
                     tl.wait(st[1])
                 v = self.next_timeline()
@@ -215,10 +219,18 @@ class Device:
         self.copy_queue().wait(tl, v - 1).copy(dst.va + dst_offset, src.va + src_offset, size) \
             .signal(tl, v).submit()
 
-    def _cycle(self, n: int) -> list[list[Any]]:
+    def _cycle(self, n: int, step: int) -> list[list[Any]]:
         stages = self._staging_bufs()
-        count = -(-n // self.staging_B)
+        count = -(-n // step)
         return [stages[i % len(stages)] for i in range(count)]
+
+    def _copy_chunk(self, n: int) -> int:
+        """Bytes per staged chunk of an `n`-byte copy: the staging size, but a copy that one
+        staging buffer would hold whole still goes in two halves (from 512 KiB up), so that the
+        host's memcpy of the second half overlaps the copy engine's transfer of the first."""
+        if n > self.staging_B or n < 2 * _PIPELINE_MIN_B:
+            return self.staging_B
+        return min(self.staging_B, -(-n // 2 // PAGE_B) * PAGE_B)
 
     def _check_range(self, buf: Buffer, offset: int, size: int) -> None:
         self.check_usable()

@@ -446,50 +446,89 @@ def test_uvm_and_rm_refuse_bad_requests_directly(mos: NvMockOS) -> None:
     _clean(mos)
 
 
-def test_hot_launch_writes_what_the_short_path_writes(dev: NVDevice) -> None:
-    """The generated per-shape launch (prg(...) without wait) stores the same launch block as
-    `fill_fast` and the same pushbuffer dwords as `launch_words` plus the progress release."""
-    from runtime.drivers.nv.gpfifo import SEM_PAYLOAD_LO_DW
-    from runtime.drivers.nv.methods import decode_gp_entry
-    from runtime.hcq.memory import round_up
+def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
+    """The hot path (prg(...) without wait) writes, into a slot of the shape's launcher, the
+    launch block `fill_fast` writes, and points a GPFIFO entry at the slot's command segment: the
+    acquire of the previous timeline value after other work, WAIT_FOR_IDLE alone after a launch
+    of its own channel."""
+    from generated.nv import classes as cl
+
+    from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_64, host_semaphore
+    from runtime.drivers.nv.methods import SUBC_COMPUTE, decode_gp_entry, nvm
+    from runtime.drivers.nv.program import _pcas_methods
+    from runtime.drivers.nv.queue import CACHE_INVALIDATE
     prg = dev.program(CUBIN, "vadd")
     _gpu(dev).register_kernel(prg.prog_va, _vadd_model)
     n = 300
     a, b, c = (dev.alloc(n * 4) for _ in range(3))
     dev.copyin(a, np.arange(n, dtype=np.float32))
     dev.copyin(b, np.full(n, 2, np.float32))
+    ch, tl = dev.compute_channel, dev.timeline_signal
+    v0 = dev.timeline_value + 1  # the copies took the values before: the first launch acquires
     for _ in range(3):
         prg(a, b, c, n, global_size=(2, 1, 1), local_size=(256, 1, 1))
-    assert prg._hot[(2, 1, 1), (256, 1, 1)] is not None
+    hot = prg._hot[(2, 1, 1), (256, 1, 1)]
+    assert hot is not None and hot.n >= 4
+    assert dev.timeline_value == v0 + 2 and dev._chain_value == v0 + 2
     dev.synchronize()
     out = np.zeros(n, np.float32)
     dev.copyout(out, c)
     assert np.array_equal(out, np.arange(n, dtype=np.float32) + 2)
-    ch = dev.compute_channel
-    pb_va, nd = decode_gp_entry(ch.ring[(ch.gp_put - 1) & (ch.entries - 1)])
-    off = (pb_va - ch.pushbuf.va) // 4
-    words = ch.pb[off:off + nd].tolist()
-    v = words[3] + 1  # the last launch's timeline value (the copy-out took later ones)
-    assert v > 3
-    qmd_va = words[prg._pcas_pos] << 8
-    qo = round_up(prg.cb0_B, 256)
-    block_va = qmd_va - qo
-    assert block_va % 256 == 0
-    expect = prg._pb_template(dev.timeline_signal.va)[:]
-    expect[3] = v - 1
-    expect[prg._pcas_pos] = qmd_va >> 8
-    trailer = list(ch._trailer)
-    trailer[SEM_PAYLOAD_LO_DW] = ch.seq
-    assert words == expect.tolist() + trailer
-    ab = dev._arena.buf
-    size = qo + prg.qmd_class.size_B
-    got = bytes(ab.cpu_view()[block_va - ab.va:block_va - ab.va + size])
-    ref = bytearray(prg._kernargs_size())
-    assert prg.fill_fast(block_va, memoryview(ref), (a, b, c, n), (2, 1, 1), (256, 1, 1),
-                         v) == qmd_va
-    assert got == bytes(ref[:size])
+    mask = ch.entries - 1
+    seqs = [ch.seq - 2, ch.seq - 1, ch.seq]
+    gp = [ch.gp_put - 3, ch.gp_put - 2, ch.gp_put - 1]
+    words = hot.buf.cpu_view().cast("I")
+    size = hot.qo + prg.qmd_class.size_B
+    for i in range(3):
+        v = v0 + i
+        bva, sva = hot.block_va(i), hot.segment_va(i)
+        qmd_va = bva + hot.qo
+        seg = (host_semaphore(tl.va, v - 1, SEM_ACQUIRE_GEQ_64)
+               + nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0)
+               + nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI, CACHE_INVALIDATE)
+               + _pcas_methods(dev, qmd_va) + host_semaphore(ch.progress.va, seqs[i],
+                                                             SEM_RELEASE_64))
+        va, nd = decode_gp_entry(ch.ring[gp[i] & mask])
+        skip = 0 if i == 0 else 6  # later launches start at WAIT_FOR_IDLE
+        assert (va, nd) == (sva + 4 * skip, len(seg) - skip)
+        w0 = (sva - hot.buf.va) // 4
+        got = words[w0:w0 + len(seg)].tolist()
+        assert got[skip:] == seg[skip:]
+        ref = bytearray(prg._kernargs_size())
+        assert prg.fill_fast(bva, memoryview(ref), (a, b, c, n), (2, 1, 1), (256, 1, 1),
+                             v) == qmd_va
+        off = bva - hot.buf.va
+        assert bytes(hot.buf.cpu_view()[off:off + size]) == bytes(ref[:size])
+    # a copy in between breaks the chain: the next launch acquires again
+    dev.copyin(a, np.arange(n, dtype=np.float32))
+    prg(a, b, c, n, global_size=(2, 1, 1), local_size=(256, 1, 1))
+    va, nd = decode_gp_entry(ch.ring[(ch.gp_put - 1) & mask])
+    assert va == hot.segment_va(3)
+    dev.synchronize()
     # other argument types take another specialization, or the careful path
     prg(a, b, c, n, global_size=(2, 1, 1), local_size=(256, 1, 1))
     ip = dev.program(CUBIN, "inc")
     ip(a, 0xFFFFFFFF, global_size=(1, 1, 1), local_size=(32, 1, 1))  # unsigned in a signed slot
     dev.synchronize()
+
+
+def test_launch_slots_are_returned_on_free_and_eviction(dev: NVDevice) -> None:
+    """Each launch shape holds a chunk of slot memory: freeing the program, or passing 64 shapes,
+    gives the chunks back (after the slots' launches complete) instead of growing without end."""
+    from runtime.drivers.nv.launcher import BACKING_B, CHUNK_B
+    prg = dev.program(CUBIN, "inc")
+    _gpu(dev).register_kernel(prg.prog_va, _inc_model)
+    x = dev.alloc(256 * 4)
+    dev.copyin(x, np.zeros(256, np.uint32))
+    for blocks in range(1, 81):
+        prg(x, 256, global_size=(blocks, 1, 1), local_size=(1, 1, 1))
+    assert len(prg._hot) <= 64
+    pools = dev.launch_chunks.pools
+    in_use = sum(BACKING_B // CHUNK_B - p.free_count for p in pools)
+    assert in_use == len(prg._hot) < 80
+    dev.synchronize()
+    out = np.zeros(256, np.uint32)
+    dev.copyout(out, x)
+    assert np.all(out == 80)  # the model adds 1 everywhere per launch
+    prg.free()
+    assert not prg._hot and all(p.free_count == BACKING_B // CHUNK_B for p in pools)

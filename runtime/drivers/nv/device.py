@@ -36,6 +36,7 @@ from generated.nv import classes as cl
 from generated.nv import rm_580 as rm
 
 from runtime.drivers.nv.gpfifo import DOORBELL_OFFSET_B, USERD_B, Channel
+from runtime.drivers.nv.launcher import ChunkPool
 from runtime.drivers.nv.methods import METHOD_PREFIX, fval
 from runtime.drivers.nv.program import NVProgram
 from runtime.drivers.nv.qmd import QMD, qmd_class
@@ -326,6 +327,10 @@ class NVDevice(Device):
         self.driver_version = ""
         self._copy_pool: Any = None
         self._copy_threads = max(1, min(8, (os_module.cpu_count() or 1) // 2))
+        # The launch hot path's slot memory, and the last timeline value a launch on the compute
+        # channel released (the next launch then orders itself by WAIT_FOR_IDLE, not an acquire).
+        self.launch_chunks = ChunkPool(self)
+        self._chain_value = -1
         try:
             self._open(index)
         except BaseException:

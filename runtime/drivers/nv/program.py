@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from runtime.drivers.nv import cubin
 from runtime.drivers.nv.qmd import QMD, DwordField
@@ -27,6 +27,7 @@ from runtime.hcq.queue import as_tuple3
 
 if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
+    from runtime.drivers.nv.launcher import ShapeLauncher
 
 _M32 = 0xFFFFFFFF
 # Constant bank 0's driver area (guide section 3: libcuda-research, redplait/denvdis, tinygrad).
@@ -133,7 +134,7 @@ class NVProgram(Program):
         self._block_B = self._kernargs_size()
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
         self._packers: dict[tuple[type, ...], "struct.Struct | None"] = {}
-        self._hot: dict[object, "Callable[[tuple[ArgValue, ...]], bool] | None"] = {}
+        self._hot: dict[object, "ShapeLauncher | None"] = {}
         # Registers are allocated per warp in units of 256 (tinygrad): a CTA must fit the 64K file.
         self.max_threads = ((65536 // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
         if k.max_threads:
@@ -143,29 +144,27 @@ class NVProgram(Program):
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  wait: bool = False, timeout_ms: float | None = None) -> float | None:
-        """Launches like `Program.__call__`. Without `wait` this is the short path: the launch
-        block comes from per-shape templates (cb0 driver area, QMD with the timeline release) and
-        one packed store of the arguments, and the commands (wait for the previous timeline value,
-        cache invalidation, SEND_PCAS_A/SEND_SIGNALING_PCAS2_B) from a pushbuffer template: the
-        same bytes the generic path writes (test_nv_mock checks it), with far fewer Python calls."""
+        """Launches like `Program.__call__`. Without `wait` this is the hot path: the shape's
+        `ShapeLauncher` (runtime.drivers.nv.launcher) fills a prebuilt launch slot and rings the
+        doorbell; arguments it cannot pack take the short path (`_launch_short`)."""
         dev = self.nvdev
         if not wait and not vals and dev._fault is None and not dev.closed:
             try:
                 hot = self._hot[global_size, local_size]  # type: ignore[index]
             except KeyError:
                 hot = self._make_hot(global_size, local_size)
-                if len(self._hot) > 64:
-                    self._hot.clear()
-                self._hot[global_size, local_size] = hot  # type: ignore[index]
             except TypeError:  # unhashable sizes (lists): the short path below
                 hot = None
-            if hot is not None and hot(args):
+            if hot is not None and (hot.fn(args) or hot.dispatch(args)):
                 return None
         return self._launch_short(args, vals, global_size, local_size, wait, timeout_ms)
 
     def _launch_short(self, args: tuple[ArgValue, ...], vals: Sequence[int | float],
                       global_size: Sequence[int], local_size: Sequence[int], wait: bool,
                       timeout_ms: float | None) -> float | None:
+        """A launch block from the argument arena and the commands from the pushbuffer template
+        (wait for the previous timeline value, cache invalidation, SEND_PCAS, the QMD releasing
+        the next value), or the generic `Program.__call__` when the launch waits."""
         dev = self.nvdev
         if wait or dev.timeline_value + 1 > _M32:
             return super().__call__(*args, vals=vals, global_size=global_size,
@@ -187,176 +186,45 @@ class NVProgram(Program):
         except Exception as e:
             dev._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
+        dev._chain_value = v
         return None
 
     def _make_hot(self, global_size: Sequence[int],
-                  local_size: Sequence[int]) -> "Callable[[tuple[ArgValue, ...]], bool] | None":
-        """The launch hot path for one launch shape: a closure with everything bound to locals.
-
-        A launch takes a 256-aligned block from the argument arena (so the QMD sits at a fixed
-        offset), copies the shape's whole block template (cb0 driver area, zeroed parameters, QMD
-        with the timeline release) in one slice store, packs the parameter bounds and arguments
-        with one struct, and patches the QMD's cb0 address and release payload; then it copies the
-        pushbuffer template (wait, cache invalidation, SEND_PCAS, progress release) into the ring
-        in one slice store, patches three dwords, writes the GPFIFO entry and GP_PUT and rings the
-        doorbell. The bytes are those of `fill_fast` + `launch_words` + `Channel.submit_one`
-        (test_nv_mock checks it). The closure returns False (having changed nothing the GPU sees,
-        nor the timeline) when the arguments need the careful path."""
-        from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, GP_LENGTH_SHIFT, SEM_PAYLOAD_LO_DW,
-                                               _fence_call)
+                  local_size: Sequence[int]) -> "ShapeLauncher | None":
+        """The launcher of one shape (None when the shape is not a pair of tuples, or the
+        program's launch block is too large for a slot ring). Validates the shape: raises if bad."""
+        from runtime.drivers.nv.launcher import ShapeLauncher, slots_for
         if type(global_size) is not tuple or type(local_size) is not tuple:
             return None
-        dev = self.nvdev
-        cb0, qmd = self._shape(global_size, local_size)  # validates the shape (raises if bad)
-        arena = dev._arena or dev._kernarg_arena()
-        abuf = arena.buf
-        amv = abuf.cpu_view()
-        abase, asize = abuf.va, abuf.size
-        if abase & 0xFF:
-            return None
-        pbase = self.param_base
-        qo = round_up(self.cb0_B, 256)
-        blk = bytearray(qo + len(qmd))
-        blk[:pbase] = cb0
-        blk[qo:] = qmd
-        if any(blk[CB0_PARAM_END + 8:pbase]):  # the packer's padding stores zeros there
-            return None
-        blk_b = bytes(blk)
-        blk_n = len(blk_b)
-        psize = self.param_size
-        ch = dev.compute_channel
-        tl = dev.timeline_signal
-        tmpl = self._pb_template(tl.va)
-        k = len(tmpl)
-        words = array("I", tmpl)
-        words.extend(ch._trailer)
-        n = len(words)
-        pcas = self._pcas_pos
-        tseq = k + SEM_PAYLOAD_LO_DW
-        pbm, pb_dw, ring, userd = ch.pb, ch.pb_dw, ch.ring, ch.userd
-        mask = ch.entries - 1
-        ebase = ch._pb_entry_base
-        elen = n << GP_LENGTH_SHIFT
-        inflight = ch._inflight.append
-        bell, token = ch.doorbell.ring, ch.token
-        fence = _fence_call
-        lo_off = qo + self._cb0_lo_off
-        shift = self._cb0_shift
-        hi = self._cb0_hi
-        hi_word, hi_mask, hi_shift = self._cb0_hi_word, hi.mask, hi.shift
-        adjacent = self._cb0_hi_off == self._cb0_lo_off + 4
-        pay_off = qo + self._payload_off
-        two, one = _TWO_U32, _ONE_U32
-        from runtime.hcq.seam import MappedDoorbell
-        slots = self.slots
-        nslots = len(slots)
-        prefix = f"<QQ{pbase - CB0_PARAM_END - 8}x"
-        db = ch.doorbell
-        # A mapped doorbell is stored to directly (what MappedDoorbell.ring does, minus a call).
-        if type(db) is MappedDoorbell:
-            db_view, db_idx = db._view, db._index
-            ring_bell = "db_view[db_idx] = token"
-            token &= (1 << (8 * db.width)) - 1
-        else:
-            db_view, db_idx = None, 0
-            ring_bell = "bell(token)"
-        env = dict(locals())
-        env.update(struct=struct, Buffer=Buffer, _M32=_M32, CB0_PARAM_START=CB0_PARAM_START,
-                   _GP_PUT_DW=_GP_PUT_DW)
-        specs: dict[tuple[type, ...], "Callable[..., bool] | None"] = {}
-
-        def specialize(types: tuple[type, ...]) -> "Callable[..., bool] | None":
-            """The launch for arguments of these types, generated so that it unpacks, checks and
-            packs them with no loop and no per-launch allocation beyond the packed values."""
-            p = self._packer(types) if len(types) == nslots else None
-            if p is None:
-                specs[types] = None
-                return None
-            env["pack"] = struct.Struct(prefix + p.format[1:]).pack_into
-            names = [f"a{i}" for i in range(nslots)]
-            guard = " or ".join(f"type({a}) is not {t.__name__}" for a, t in zip(names, types))
-            live = "".join(f"    if {a}.freed or ({a}.base is not None and {a}.base.freed): "
-                           f"{a}._check_live()\n" for a, t in zip(names, types) if t is Buffer)
-            packed = ", ".join(f"{a}.va" if t is Buffer else a for a, t in zip(names, types))
-            hi_store = ("    two(amv, lo_off + off, a & _M32, "
-                        "hi_word | (((a >> 32) & hi_mask) << hi_shift))\n" if adjacent else
-                        "    one(amv, lo_off + off, a & _M32)\n"
-                        "    one(amv, hi_off + off, hi_word | (((a >> 32) & hi_mask) << hi_shift))\n")
-            src = (
-                "def hot(args):\n"
-                f"    if len(args) != {nslots}: return False\n"
-                + (f"    {', '.join(names)}, = args\n" if names else "")
-                + (f"    if {guard}: return False\n" if guard else "")
-                + live
-                + "    off = (arena._off + 255) & ~255\n"
-                "    if off + blk_n > asize: return False\n"
-                "    v = dev.timeline_value + 1\n"
-                "    if v > _M32: return False\n"
-                "    va = abase + off\n"
-                "    amv[off:off + blk_n] = blk_b\n"
-                "    try:\n"
-                f"        pack(amv, off + CB0_PARAM_START, va + pbase, va + pbase + psize"
-                f"{', ' + packed if packed else ''})\n"
-                "    except struct.error:\n"
-                "        return False\n"
-                "    arena._off = off + blk_n\n"
-                "    a = va >> shift\n"
-                + hi_store +
-                "    one(amv, pay_off + off, v)\n"
-                "    dev.timeline_value = v\n"
-                "    try:\n"
-                "        seq = ch.seq + 1\n"
-                "        start = ch.pb_put\n"
-                "        o = start % pb_dw\n"
-                "        if o + n > pb_dw:\n"
-                "            start += pb_dw - o\n"
-                "            o = 0\n"
-                "        end = start + n\n"
-                "        put = ch.gp_put\n"
-                "        if end > ch._pb_free_until or put >= ch._gp_free_until:\n"
-                "            ch._wait_space(end, 1)\n"
-                "        pbm[o:o + n] = words\n"
-                "        pbm[o + 3] = v - 1\n"
-                "        pbm[o + pcas] = (va + qo) >> 8\n"
-                "        pbm[o + tseq] = seq & _M32\n"
-                "        if seq > _M32:\n"
-                "            pbm[o + tseq + 1] = seq >> 32\n"
-                "        ch.seq = seq\n"
-                "        ch.pb_put = end\n"
-                "        ring[put & mask] = ebase + o * 4 | elen\n"
-                "        put += 1\n"
-                "        ch.gp_put = put\n"
-                "        inflight((seq, end, put))\n"
-                "        userd[_GP_PUT_DW] = put & mask\n"
-                "        fence()\n"
-                f"        {ring_bell}\n"
-                "    except Exception as e:\n"
-                "        dev._note_exception(e)  # a fault noticed while submitting poisons the device\n"
-                "        raise\n"
-                "    return True\n")
-            ns: dict[str, object] = {}
-            exec(compile(src, f"<nv launch {self.name}>", "exec"), env, ns)  # noqa: S102
-            fn = ns["hot"]
-            specs[types] = fn  # type: ignore[assignment]
-            return fn  # type: ignore[return-value]
-
-        env["one"], env["two"] = _ONE_U32.pack_into, _TWO_U32.pack_into
-        env["hi_off"] = qo + self._cb0_hi_off
-        last: list["Callable[..., bool] | None"] = [None]
-
-        def hot(args: tuple[ArgValue, ...]) -> bool:
-            """Tries the last specialization; on a type mismatch finds (or makes) the right one."""
-            fn = last[0]
-            if fn is not None and fn(args):
-                return True
-            types = tuple(map(type, args))
-            fn = specs[types] if types in specs else specialize(types)
-            if fn is None:
-                return False
-            last[0] = fn
-            return fn(args)
-
+        cb0, qmd = self._shape(global_size, local_size)
+        n = slots_for(round_up(round_up(self.cb0_B, 256) + len(qmd), 256))
+        hot = ShapeLauncher(self, global_size, local_size, cb0, qmd, n) if n else None
+        if len(self._hot) >= 64:
+            self._release_launchers()
+        self._hot[global_size, local_size] = hot  # type: ignore[index]
         return hot
+
+    def _release_launchers(self) -> None:
+        for hot in self._hot.values():
+            if hot is not None:
+                hot.release()
+        self._hot.clear()
+
+    def block_template(self, va: int, cb0: bytes, qmd: bytes) -> bytes:
+        """A launch block for the 256-aligned address `va` with zeroed parameters: the shape's cb0
+        driver area with the parameter bounds, and its QMD with constant bank 0's address."""
+        pb = self.param_base
+        qo = self.qmd_offset(va)
+        blk = bytearray(qo + len(qmd))
+        blk[:pb] = cb0
+        struct.pack_into("<QQ", blk, CB0_PARAM_START, va + pb, va + pb + self.param_size)
+        blk[qo:] = qmd
+        a = va >> self._cb0_shift
+        hi = self._cb0_hi
+        struct.pack_into("<I", blk, qo + self._cb0_lo_off, a & _M32)
+        struct.pack_into("<I", blk, qo + self._cb0_hi_off,
+                         self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift))
+        return bytes(blk)
 
     def fill_fast(self, va: int, view: memoryview, args: Sequence[ArgValue],
                   global_size: Sequence[int], local_size: Sequence[int], v: int) -> int:
@@ -534,6 +402,7 @@ class NVProgram(Program):
 
     def free(self) -> None:
         """Releases the code memory (the caller makes sure no launch is still running)."""
+        self._release_launchers()
         self.device.free(self.lib_buf)
         self._t0.release()
         self._t1.release()

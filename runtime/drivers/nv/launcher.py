@@ -1,0 +1,247 @@
+"""The NVIDIA launch hot path: per-shape rings of prebuilt launch slots.
+
+A launch of a program with a given grid and block (a "shape") that does not wait goes through a
+`ShapeLauncher`. It owns a chunk of CPU-visible VRAM holding N slots, each a complete launch block
+(constant bank 0 driver area, parameters, QMD releasing the device timeline) and a command segment,
+both written once with every address they need:
+
+    acquire timeline >= v-1 | WAIT_FOR_IDLE | INVALIDATE_SHADER_CACHES | SEND_PCAS(QMD) | progress
+
+A launch fills the next slot: one packed store of the arguments, the QMD's release payload, the
+acquire payload and the channel's progress sequence number; then a GPFIFO entry pointing at the
+segment, GP_PUT, a store fence and the doorbell. Everything else (timeline and channel bookkeeping)
+happens after the doorbell, while the GPU is already fetching.
+
+When the previous timeline value was released by this compute channel's own launch (the usual
+case: launch after launch), the GPFIFO entry skips the acquire and starts at WAIT_FOR_IDLE: the
+channel's own completion order already implies v-1, and the acquire's poll of system memory costs
+about a microsecond on the H200 (scripts/nv_latency_probe.py measures it). A slot is reused only
+once the timeline shows its previous launch complete; the PCAS action invalidates any copy of the
+QMD the GPU cached, and the QMD invalidates constant bank 0, so rewritten slots are read afresh.
+"""
+from __future__ import annotations
+
+import struct
+from array import array
+from typing import TYPE_CHECKING, Callable
+
+from generated.nv import classes as cl
+
+from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW,
+                                       SEM_RELEASE_64, _fence_call, host_semaphore)
+from runtime.drivers.nv.methods import SUBC_COMPUTE, gp_entry, nvm
+from runtime.hcq.memory import Buffer, MemKind, SlotPool, round_up
+from runtime.hcq.seam import MappedDoorbell
+
+if TYPE_CHECKING:
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.drivers.nv.program import NVProgram
+    from runtime.hcq.program import ArgValue
+
+_M32 = 0xFFFFFFFF
+CHUNK_B = 64 << 10          # one shape's slots and segments
+BACKING_B = 2 << 20         # VRAM carved into chunks
+MAX_SLOTS = 32
+MIN_SLOTS = 4
+SEGMENT_STRIDE_B = 128
+_ACQ_DW = 6                 # the acquire's dwords at the start of a segment
+_TRAILER_DW = 6             # the progress release's dwords at its end
+
+
+class ChunkPool:
+    """Fixed-size chunks of CPU-visible VRAM for launch slots, carved from 2 MiB buffers."""
+
+    def __init__(self, device: "NVDevice") -> None:
+        self.device = device
+        self.pools: list[SlotPool] = []
+
+    def take(self) -> tuple[Buffer, int]:
+        """A free chunk: (its backing buffer, byte offset)."""
+        for pool in self.pools:
+            if pool.free_count:
+                return pool.buf, pool.take()
+        buf = self.device.alloc(BACKING_B, kind=MemKind.VRAM, cpu_access=True)
+        pool = SlotPool(buf, CHUNK_B)
+        self.pools.append(pool)
+        return buf, pool.take()
+
+    def give(self, buf: Buffer, offset: int) -> None:
+        """Returns a chunk from `take` (the caller made sure the GPU is done with it)."""
+        for pool in self.pools:
+            if pool.buf is buf:
+                pool.give(offset)
+                return
+
+
+def _never(args: "tuple[ArgValue, ...]") -> bool:
+    return False
+
+
+class ShapeLauncher:
+    """Launches of one program with one grid and block (module docstring). `fn(args)` is the
+    launch specialized for the last argument types seen; it returns False, having changed nothing
+    the GPU sees, when the arguments need another specialization (`dispatch`) or the careful
+    path."""
+
+    def __init__(self, prg: "NVProgram", global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int], cb0: bytes, qmd: bytes, n_slots: int) -> None:
+        dev = prg.nvdev
+        self.prg, self.device = prg, dev
+        self.shape = (global_size, local_size)
+        self.fn: Callable[[tuple[ArgValue, ...]], bool] = _never
+        self._specs: dict[tuple[type, ...], Callable[..., bool] | None] = {}
+        self.n = n_slots
+        self.buf, self.chunk_off = dev.launch_chunks.take()
+        self.slot_v = [0] * n_slots      # timeline value each slot's last launch releases
+        self.cur = [0]                   # next slot
+        qo = round_up(prg.cb0_B, 256)
+        self.qo = qo
+        self.blk_stride = round_up(qo + len(qmd), 256)
+        seg0 = n_slots * self.blk_stride
+        base = self.buf.va + self.chunk_off
+        view = self.buf.cpu_view()[self.chunk_off:self.chunk_off + CHUNK_B]
+        tl, ch = dev.timeline_signal, dev.compute_channel
+        segment = (host_semaphore(tl.va, 0, SEM_ACQUIRE_GEQ_64)
+                   + nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0)
+                   + list(prg._pb_template(tl.va)[_ACQ_DW:])   # invalidate, PCAS A/B
+                   + host_semaphore(ch.progress.va, 0, SEM_RELEASE_64))
+        pcas = prg._pcas_pos + 2   # PCAS_A's data dword: the template has no WAIT_FOR_IDLE
+        n_dw = len(segment)
+        assert n_dw * 4 <= SEGMENT_STRIDE_B
+        self.block_offs, self.acq_idx, self.seq_idx = [], [], []
+        self.entry_acquire, self.entry_chained = [], []
+        words = self.buf.cpu_view().cast("I")
+        for i in range(n_slots):
+            boff = i * self.blk_stride
+            bva = base + boff
+            view[boff:boff + qo + len(qmd)] = prg.block_template(bva, cb0, qmd)
+            soff = seg0 + i * SEGMENT_STRIDE_B
+            seg = list(segment)
+            seg[pcas] = (bva + qo) >> 8
+            w0 = (self.chunk_off + soff) // 4
+            words[w0:w0 + n_dw] = array("I", seg)
+            self.block_offs.append(self.chunk_off + boff)
+            self.acq_idx.append(w0 + SEM_PAYLOAD_LO_DW)
+            self.seq_idx.append(w0 + n_dw - _TRAILER_DW + SEM_PAYLOAD_LO_DW)
+            self.entry_acquire.append(gp_entry(base + soff, n_dw))
+            self.entry_chained.append(gp_entry(base + soff + 4 * _ACQ_DW, n_dw - _ACQ_DW))
+
+    def block_va(self, i: int) -> int:
+        """GPU address of slot `i`'s launch block."""
+        return self.buf.va + self.block_offs[i]
+
+    def segment_va(self, i: int) -> int:
+        """GPU address of slot `i`'s command segment (its acquire)."""
+        return self.buf.va + 4 * (self.acq_idx[i] - SEM_PAYLOAD_LO_DW)
+
+    # ------------------------------------------------------------------ dispatch
+    def dispatch(self, args: "tuple[ArgValue, ...]") -> bool:
+        """Finds (or makes) the specialization for these argument types and launches with it."""
+        types = tuple(map(type, args))
+        fn = self._specs[types] if types in self._specs else self._specialize(types)
+        if fn is None:
+            return False
+        self.fn = fn
+        return fn(args)
+
+    def _specialize(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
+        """The launch for arguments of these types, generated so that it unpacks, checks and packs
+        them with no loop and no per-launch allocation beyond the packed values."""
+        prg, dev = self.prg, self.device
+        slots = prg.slots
+        p = prg._packer(types) if len(types) == len(slots) else None
+        if p is None:
+            self._specs[types] = None
+            return None
+        ch = dev.compute_channel
+        db = ch.doorbell
+        if type(db) is MappedDoorbell:  # a plain store (what MappedDoorbell.ring does)
+            env_db = {"db_view": db._view, "db_idx": db._index,
+                      "token": ch.token & ((1 << (8 * db.width)) - 1)}
+            ring_bell = "db_view[db_idx] = token"
+        else:
+            env_db = {"bell": db.ring, "token": ch.token}
+            ring_bell = "bell(token)"
+        env = dict(
+            Buffer=Buffer, struct=struct, _M32=_M32, dev=dev, ch=ch, tl=dev.timeline_signal,
+            tlv=dev.timeline_signal._u64, amv=self.buf.cpu_view(), words=self.buf.cpu_view()
+            .cast("I"), pack=p.pack_into, one=struct.Struct("<I").pack_into,
+            pbase=prg.param_base, pay=self.qo + prg._payload_off, offs=self.block_offs,
+            acq=self.acq_idx, seqs=self.seq_idx, ent_a=self.entry_acquire,
+            ent_c=self.entry_chained, slot_v=self.slot_v, cur=self.cur, nmask=self.n - 1,
+            ring=ch.ring, mask=ch.entries - 1, userd=ch.userd, _GP_PUT_DW=_GP_PUT_DW,
+            inflight=ch._inflight.append, fence=_fence_call, **env_db)
+        names = [f"a{i}" for i in range(len(slots))]
+        guard = " or ".join(f"type({a}) is not {t.__name__}" for a, t in zip(names, types))
+        live = "".join(f"    if {a}.freed or ({a}.base is not None and {a}.base.freed): "
+                       f"{a}._check_live()\n" for a, t in zip(names, types) if t is Buffer)
+        packed = ", ".join(f"{a}.va" if t is Buffer else a for a, t in zip(names, types))
+        src = (
+            "def launch(args):\n"
+            f"    if len(args) != {len(slots)}: return False\n"
+            + (f"    {', '.join(names)}, = args\n" if names else "")
+            + (f"    if {guard}: return False\n" if guard else "")
+            + live
+            + "    v = dev.timeline_value + 1\n"
+            "    seq = ch.seq + 1\n"
+            "    if v > _M32 or seq > _M32: return False\n"
+            "    i = cur[0]\n"
+            "    if slot_v[i] > tlv[0]:\n"
+            "        tl.wait(slot_v[i])\n"
+            "    o = offs[i]\n"
+            "    try:\n"
+            f"        pack(amv, o + pbase{', ' + packed if packed else ''})\n"
+            "    except struct.error:\n"
+            "        return False\n"
+            "    try:\n"
+            "        put = ch.gp_put\n"
+            "        if put >= ch._gp_free_until:\n"
+            "            ch._wait_space(ch.pb_put, 1)\n"
+            "        one(amv, o + pay, v)\n"
+            "        words[seqs[i]] = seq\n"
+            "        if dev._chain_value == v - 1:\n"
+            "            ring[put & mask] = ent_c[i]\n"
+            "        else:\n"
+            "            words[acq[i]] = v - 1\n"
+            "            ring[put & mask] = ent_a[i]\n"
+            "        put += 1\n"
+            "        userd[_GP_PUT_DW] = put & mask\n"
+            "        fence()\n"
+            f"        {ring_bell}\n"
+            "    except Exception as e:\n"
+            "        dev._note_exception(e)  # a fault seen while submitting poisons the device\n"
+            "        raise\n"
+            "    cur[0] = (i + 1) & nmask\n"
+            "    slot_v[i] = v\n"
+            "    dev.timeline_value = v\n"
+            "    dev._chain_value = v\n"
+            "    ch.seq = seq\n"
+            "    ch.gp_put = put\n"
+            "    inflight((seq, ch.pb_put, put))\n"
+            "    return True\n")
+        ns: dict[str, object] = {}
+        exec(compile(src, f"<nv launch {prg.name}>", "exec"), env, ns)  # noqa: S102
+        fn = ns["launch"]
+        self._specs[types] = fn  # type: ignore[assignment]
+        return fn  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ lifetime
+    def release(self) -> None:
+        """Waits until the slots' launches are complete and returns the chunk to the pool."""
+        dev = self.device
+        self.fn = _never
+        if dev.closed:
+            return
+        last = max(self.slot_v)
+        if last and dev._fault is None:
+            dev.timeline_signal.wait(last)
+        dev.launch_chunks.give(self.buf, self.chunk_off)
+
+
+def slots_for(block_stride_B: int) -> int:
+    """How many slots of this stride (plus a segment each) a chunk holds, as a power of two; 0 when
+    fewer than MIN_SLOTS fit (such programs take the short path)."""
+    fit = min(MAX_SLOTS, CHUNK_B // (block_stride_B + SEGMENT_STRIDE_B))
+    if fit < MIN_SLOTS:
+        return 0
+    return 1 << (fit.bit_length() - 1)
