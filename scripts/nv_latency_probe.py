@@ -48,6 +48,10 @@ def main() -> int:
     from runtime.drivers.nv.queue import CACHE_INVALIDATE
 
     dev = NVDevice(args.device)
+    from runtime.hcq import native
+    print("native launch:", "on" if dev.launch_native and native.load(
+        "_nvlaunch", Path(__file__).resolve().parent.parent / "runtime/drivers/nv/_nvlaunch.c")
+        else f"off ({native.unavailable.get('_nvlaunch')})")
     lib = dev.compiler.compile(SRC)
     inc, nop = dev.program(lib, "inc"), dev.program(lib, "nop")
     x = dev.alloc(4096)
@@ -95,8 +99,19 @@ def main() -> int:
     def hot() -> None:
         inc(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
 
+    inc_py = dev.program(lib, "inc")  # the same kernel, launched through the Python path
+    native_on = dev.launch_native
+    dev.launch_native = False
+    inc_py(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
+    dev.launch_native = native_on
+    dev.synchronize()
+
+    def hot_py() -> None:
+        inc_py(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
+
     variants: list[tuple[str, Callable[[], None]]] = [
         ("hot path (launch slots; WFI when chained)", hot),
+        ("hot path, Python launch", hot_py),
         ("host release only (no kernel)", host_only),
         ("acquire+invalidate+PCAS", kernel_variant(lambda v: acq(v) + inv)),
         ("invalidate+PCAS", kernel_variant(lambda v: inv)),

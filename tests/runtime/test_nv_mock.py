@@ -26,6 +26,7 @@ from runtime.hcq.errors import DeviceNotFound, ProgramError, QueueError
 
 DATA = Path(__file__).parent / "data"
 CUBIN = (DATA / "nv_kernels_cuda13.cubin").read_bytes()
+NATIVE_SRC = Path(__file__).resolve().parents[2] / "runtime" / "drivers" / "nv" / "_nvlaunch.c"
 
 
 @pytest.fixture
@@ -33,10 +34,16 @@ def mos() -> NvMockOS:
     return NvMockOS.with_nv_gpus(1)
 
 
-@pytest.fixture
-def dev(mos: NvMockOS):  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["native", "python"])
+def dev(mos: NvMockOS, request):  # type: ignore[no-untyped-def]
+    """The mock device, with launches through the native helper and through the Python path."""
     d = NVDevice("mock-nv:0", os=mos)
     d.default_timeout_ms = 5000.0
+    if request.param == "native":
+        from runtime.hcq import native
+        if native.load("_nvlaunch", NATIVE_SRC) is None:
+            pytest.skip(f"native launch helper unavailable: {native.unavailable['_nvlaunch']}")
+    d.launch_native = request.param == "native"
     yield d
     d.close()
 
@@ -354,9 +361,11 @@ def test_graph_replay_with_patched_arguments(dev: NVDevice) -> None:
     g.free()
 
 
-def test_rings_wrap_around_without_leaks() -> None:
+@pytest.mark.parametrize("native_launch", [True, False])
+def test_rings_wrap_around_without_leaks(native_launch: bool) -> None:
     mos = NvMockOS.with_nv_gpus(1)
     d = NVDevice("mock-nv:0", os=mos, pushbuf_B=8192, gpfifo_entries=16)
+    d.launch_native = native_launch
     prg = d.program(CUBIN, "inc")
     _gpu(d).register_kernel(prg.prog_va, _inc_model)
     x = d.alloc(64 * 4)
@@ -469,6 +478,7 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
         prg(a, b, c, n, global_size=(2, 1, 1), local_size=(256, 1, 1))
     hot = prg._hot[(2, 1, 1), (256, 1, 1)]
     assert hot is not None and hot.n >= 4
+    assert (type(hot.fn).__name__ == "builtin_function_or_method") == dev.launch_native
     assert dev.timeline_value == v0 + 2 and dev._chain_value == v0 + 2
     dev.synchronize()
     out = np.zeros(n, np.float32)

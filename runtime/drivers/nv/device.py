@@ -43,6 +43,7 @@ from runtime.drivers.nv.qmd import QMD, qmd_class
 from runtime.drivers.nv.queue import NVComputeQueue, NVCopyQueue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
+from runtime.hcq import native
 from runtime.hcq.device import Device
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena, round_up
@@ -331,6 +332,8 @@ class NVDevice(Device):
         # channel released (the next launch then orders itself by WAIT_FOR_IDLE, not an acquire).
         self.launch_chunks = ChunkPool(self)
         self._chain_value = -1
+        #: launches go through the native helper (runtime/hcq/native.py) when it can be built
+        self.launch_native = native.enabled()
         try:
             self._open(index)
         except BaseException:

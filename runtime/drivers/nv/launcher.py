@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from generated.nv import classes as cl
@@ -30,6 +31,7 @@ from generated.nv import classes as cl
 from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW,
                                        SEM_RELEASE_64, _fence_call, host_semaphore)
 from runtime.drivers.nv.methods import SUBC_COMPUTE, gp_entry, nvm
+from runtime.hcq import native
 from runtime.hcq.memory import Buffer, MemKind, SlotPool, round_up
 from runtime.hcq.seam import MappedDoorbell
 
@@ -46,6 +48,9 @@ MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
 _ACQ_DW = 6                 # the acquire's dwords at the start of a segment
 _TRAILER_DW = 6             # the progress release's dwords at its end
+# Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
+_NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
+                 (float, 4): 5, (float, 8): 6}
 
 
 class ChunkPool:
@@ -92,8 +97,8 @@ class ShapeLauncher:
         self._specs: dict[tuple[type, ...], Callable[..., bool] | None] = {}
         self.n = n_slots
         self.buf, self.chunk_off = dev.launch_chunks.take()
-        self.slot_v = [0] * n_slots      # timeline value each slot's last launch releases
-        self.cur = [0]                   # next slot
+        # Timeline value each slot's last launch releases, then the next slot's index.
+        self.state = array("Q", [0] * (n_slots + 1))
         qo = round_up(prg.cb0_B, 256)
         self.qo = qo
         self.blk_stride = round_up(qo + len(qmd), 256)
@@ -136,23 +141,81 @@ class ShapeLauncher:
 
     # ------------------------------------------------------------------ dispatch
     def dispatch(self, args: "tuple[ArgValue, ...]") -> bool:
-        """Finds (or makes) the specialization for these argument types and launches with it."""
+        """Finds (or makes) the specialization for these argument types and launches with it,
+        first making room (waiting for the next slot's previous launch, or for GPFIFO space)
+        when the specialization declines for lack of it."""
+        dev = self.device
+        if dev._fault is not None or dev.closed:
+            return False  # the short path raises the device's error
         types = tuple(map(type, args))
         fn = self._specs[types] if types in self._specs else self._specialize(types)
         if fn is None:
             return False
         self.fn = fn
+        if fn(args):
+            return True
+        self._make_room()
         return fn(args)
 
+    def _make_room(self) -> None:
+        dev, ch = self.device, self.device.compute_channel
+        st = self.state
+        busy = st[st[self.n]]
+        if busy > dev.timeline_signal.value:
+            dev.timeline_signal.wait(busy)
+        if ch.gp_put >= ch._gp_free_until:
+            try:
+                ch._wait_space(ch.pb_put, 1)
+            except Exception as e:
+                dev._note_exception(e)
+                raise
+
     def _specialize(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
-        """The launch for arguments of these types, generated so that it unpacks, checks and packs
-        them with no loop and no per-launch allocation beyond the packed values."""
+        """The launch for arguments of these types: the native one (runtime/drivers/nv/
+        _nvlaunch.c) when it is available and handles every argument, else Python generated so
+        that it unpacks, checks and packs them with no loop and no per-launch allocation beyond
+        the packed values. Either declines (returns False, having stored nothing the GPU reads)
+        when an argument does not pack, the slot or the ring is busy, or a value outgrows 32
+        bits."""
+        prg = self.prg
+        p = prg._packer(types) if len(types) == len(prg.slots) else None
+        fn = None
+        if p is not None:
+            fn = self._native(types) if self.device.launch_native else None
+            if fn is None:
+                fn = self._python(types, p)
+        self._specs[types] = fn
+        return fn
+
+    def _native(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
+        kinds = []
+        for slot, t in zip(self.prg.slots, types):
+            k = _NATIVE_KINDS.get((t, slot.size))
+            if k is None:
+                return None
+            kinds.append(k)
+        mod = native.load("_nvlaunch", Path(__file__).with_name("_nvlaunch.c"))
+        if mod is None:
+            return None
+        dev, prg = self.device, self.prg
+        ch = dev.compute_channel
+        db = ch.doorbell
+        if type(db) is MappedDoorbell:
+            bell, index, width = db._view, db._index, db.width
+            token = ch.token & ((1 << (8 * width)) - 1)
+        else:
+            bell, index, width, token = db.ring, 0, 4, ch.token
+        return mod.make(  # type: ignore[no-any-return]
+            self.buf.cpu_view(), self.state, dev.timeline_signal._u64, ch.ring, ch.userd, bell,
+            self.n, ch.entries - 1, prg.param_base, self.qo + prg._payload_off, _GP_PUT_DW,
+            token, index, width, tuple(self.block_offs), tuple(self.acq_idx),
+            tuple(self.seq_idx), tuple(self.entry_acquire), tuple(self.entry_chained),
+            tuple(kinds), tuple(s.offset for s in prg.slots), dev, ch, ch._inflight.append,
+            Buffer, dev._note_exception)
+
+    def _python(self, types: tuple[type, ...], p: struct.Struct) -> "Callable[..., bool]":
         prg, dev = self.prg, self.device
         slots = prg.slots
-        p = prg._packer(types) if len(types) == len(slots) else None
-        if p is None:
-            self._specs[types] = None
-            return None
         ch = dev.compute_channel
         db = ch.doorbell
         if type(db) is MappedDoorbell:  # a plain store (what MappedDoorbell.ring does)
@@ -163,12 +226,12 @@ class ShapeLauncher:
             env_db = {"bell": db.ring, "token": ch.token}
             ring_bell = "bell(token)"
         env = dict(
-            Buffer=Buffer, struct=struct, _M32=_M32, dev=dev, ch=ch, tl=dev.timeline_signal,
+            Buffer=Buffer, struct=struct, _M32=_M32, dev=dev, ch=ch,
             tlv=dev.timeline_signal._u64, amv=self.buf.cpu_view(), words=self.buf.cpu_view()
             .cast("I"), pack=p.pack_into, one=struct.Struct("<I").pack_into,
             pbase=prg.param_base, pay=self.qo + prg._payload_off, offs=self.block_offs,
             acq=self.acq_idx, seqs=self.seq_idx, ent_a=self.entry_acquire,
-            ent_c=self.entry_chained, slot_v=self.slot_v, cur=self.cur, nmask=self.n - 1,
+            ent_c=self.entry_chained, st=self.state, nmask=self.n - 1,
             ring=ch.ring, mask=ch.entries - 1, userd=ch.userd, _GP_PUT_DW=_GP_PUT_DW,
             inflight=ch._inflight.append, fence=_fence_call, **env_db)
         names = [f"a{i}" for i in range(len(slots))]
@@ -182,21 +245,20 @@ class ShapeLauncher:
             + (f"    {', '.join(names)}, = args\n" if names else "")
             + (f"    if {guard}: return False\n" if guard else "")
             + live
-            + "    v = dev.timeline_value + 1\n"
+            + "    if dev._fault is not None or dev.closed: return False\n"
+            "    v = dev.timeline_value + 1\n"
             "    seq = ch.seq + 1\n"
             "    if v > _M32 or seq > _M32: return False\n"
-            "    i = cur[0]\n"
-            "    if slot_v[i] > tlv[0]:\n"
-            "        tl.wait(slot_v[i])\n"
+            f"    i = st[{self.n}]\n"
+            "    if st[i] > tlv[0]: return False\n"
+            "    put = ch.gp_put\n"
+            "    if put >= ch._gp_free_until: return False\n"
             "    o = offs[i]\n"
             "    try:\n"
             f"        pack(amv, o + pbase{', ' + packed if packed else ''})\n"
             "    except struct.error:\n"
             "        return False\n"
             "    try:\n"
-            "        put = ch.gp_put\n"
-            "        if put >= ch._gp_free_until:\n"
-            "            ch._wait_space(ch.pb_put, 1)\n"
             "        one(amv, o + pay, v)\n"
             "        words[seqs[i]] = seq\n"
             "        if dev._chain_value == v - 1:\n"
@@ -211,8 +273,8 @@ class ShapeLauncher:
             "    except Exception as e:\n"
             "        dev._note_exception(e)  # a fault seen while submitting poisons the device\n"
             "        raise\n"
-            "    cur[0] = (i + 1) & nmask\n"
-            "    slot_v[i] = v\n"
+            f"    st[{self.n}] = (i + 1) & nmask\n"
+            "    st[i] = v\n"
             "    dev.timeline_value = v\n"
             "    dev._chain_value = v\n"
             "    ch.seq = seq\n"
@@ -221,9 +283,7 @@ class ShapeLauncher:
             "    return True\n")
         ns: dict[str, object] = {}
         exec(compile(src, f"<nv launch {prg.name}>", "exec"), env, ns)  # noqa: S102
-        fn = ns["launch"]
-        self._specs[types] = fn  # type: ignore[assignment]
-        return fn  # type: ignore[return-value]
+        return ns["launch"]  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ lifetime
     def release(self) -> None:
@@ -232,7 +292,7 @@ class ShapeLauncher:
         self.fn = _never
         if dev.closed:
             return
-        last = max(self.slot_v)
+        last = max(self.state[:self.n])
         if last and dev._fault is None:
             dev.timeline_signal.wait(last)
         dev.launch_chunks.give(self.buf, self.chunk_off)

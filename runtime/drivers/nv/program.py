@@ -135,6 +135,7 @@ class NVProgram(Program):
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
         self._packers: dict[tuple[type, ...], "struct.Struct | None"] = {}
         self._hot: dict[object, "ShapeLauncher | None"] = {}
+        self._last_shape: tuple[object, object, ShapeLauncher] = (None, None, None)  # type: ignore
         # Registers are allocated per warp in units of 256 (tinygrad): a CTA must fit the 64K file.
         self.max_threads = ((65536 // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
         if k.max_threads:
@@ -146,7 +147,18 @@ class NVProgram(Program):
                  wait: bool = False, timeout_ms: float | None = None) -> float | None:
         """Launches like `Program.__call__`. Without `wait` this is the hot path: the shape's
         `ShapeLauncher` (runtime.drivers.nv.launcher) fills a prebuilt launch slot and rings the
-        doorbell; arguments it cannot pack take the short path (`_launch_short`)."""
+        doorbell; arguments it cannot pack take the short path (`_launch_short`). The launcher of
+        the last shape is found by identity of the size tuples (callers pass the same ones)."""
+        if global_size is self._last_shape[0] and local_size is self._last_shape[1] \
+                and not wait and not vals:
+            hot = self._last_shape[2]
+            if hot.fn(args) or hot.dispatch(args):
+                return None
+        return self._call(args, vals, global_size, local_size, wait, timeout_ms)
+
+    def _call(self, args: tuple[ArgValue, ...], vals: Sequence[int | float],
+              global_size: Sequence[int], local_size: Sequence[int], wait: bool,
+              timeout_ms: float | None) -> float | None:
         dev = self.nvdev
         if not wait and not vals and dev._fault is None and not dev.closed:
             try:
@@ -155,8 +167,10 @@ class NVProgram(Program):
                 hot = self._make_hot(global_size, local_size)
             except TypeError:  # unhashable sizes (lists): the short path below
                 hot = None
-            if hot is not None and (hot.fn(args) or hot.dispatch(args)):
-                return None
+            if hot is not None:
+                self._last_shape = (global_size, local_size, hot)
+                if hot.fn(args) or hot.dispatch(args):
+                    return None
         return self._launch_short(args, vals, global_size, local_size, wait, timeout_ms)
 
     def _launch_short(self, args: tuple[ArgValue, ...], vals: Sequence[int | float],
@@ -205,6 +219,7 @@ class NVProgram(Program):
         return hot
 
     def _release_launchers(self) -> None:
+        self._last_shape = (None, None, None)  # type: ignore[assignment]
         for hot in self._hot.values():
             if hot is not None:
                 hot.release()
