@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -372,11 +372,10 @@ def bench_nvidia(quick: bool) -> list[Result]:
         np.frombuffer(pinned.cpu_view(), np.uint8)[:] = 1
         page = np.ones(n, np.uint8)
 
-        def dma(dst: int, src: int) -> float:
-            v = dev.next_timeline()
+        def dma(dst: Any, src: Any) -> float:
             t = time.perf_counter()
-            dev.copy_queue().wait(tl, v - 1).copy(dst, src, n).signal(tl, v).submit()
-            tl.wait(v)
+            dev.transfer(dst, src, n)
+            tl.wait(dev.timeline_value)
             return time.perf_counter() - t
 
         def timed(fn: Callable[[], None]) -> float:
@@ -386,8 +385,8 @@ def bench_nvidia(quick: bool) -> list[Result]:
             dev.synchronize()
             return time.perf_counter() - t
 
-        rows = [("h2d pinned", min(dma(vram.va, pinned.va) for _ in range(reps))),
-                ("d2h pinned", min(dma(pinned.va, vram.va) for _ in range(reps))),
+        rows = [("h2d pinned", min(dma(vram, pinned) for _ in range(reps))),
+                ("d2h pinned", min(dma(pinned, vram) for _ in range(reps))),
                 ("h2d pageable", min(timed(lambda: dev.copyin(vram, page)) for _ in range(reps))),
                 ("d2h pageable", min(timed(lambda: dev.copyout(page, vram)) for _ in range(reps)))]
         for name, dt in rows:

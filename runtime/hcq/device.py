@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from runtime.hcq.queue import HWQueue
 
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
-_PIPELINE_MIN_B = 256 * 1024  # smallest half of a staged copy split in two
+_PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipelining
 
 
 class Device:
@@ -162,10 +162,7 @@ class Device:
             if busy:
                 tl.wait(busy)
             self._host_copy(buf.cpu_view()[:chunk], mv[off:off + chunk])
-            v = self.next_timeline()
-            self.copy_queue().wait(tl, v - 1).copy(dst.va + dst_offset + off, buf.va, chunk) \
-                .signal(tl, v).submit()
-            st[1] = v
+            st[1] = self._submit_copy(dst.va + dst_offset + off, buf.va, chunk)
             off += chunk
 
     def copyout(self, dst: Any, src: Buffer, src_offset: int = 0) -> None:
@@ -190,10 +187,7 @@ class Device:
                 chunk = min(step, n - off)
                 if st[1]:
                     tl.wait(st[1])
-                v = self.next_timeline()
-                self.copy_queue().wait(tl, v - 1).copy(st[0].va, src.va + src_offset + off, chunk) \
-                    .signal(tl, v).submit()
-                st[1] = v
+                v = st[1] = self._submit_copy(st[0].va, src.va + src_offset + off, chunk)
                 pending.append((st, off, chunk, v))
                 off += chunk
                 continue
@@ -214,10 +208,15 @@ class Device:
         self._check_range(src, src_offset, size)
         if size == 0:
             return
+        self._submit_copy(dst.va + dst_offset, src.va + src_offset, size)
+
+    def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
+        """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
+        copy queue; returns the value it signals. Drivers may replace it with a template."""
         v = self.next_timeline()
         tl = self.timeline_signal
-        self.copy_queue().wait(tl, v - 1).copy(dst.va + dst_offset, src.va + src_offset, size) \
-            .signal(tl, v).submit()
+        self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v).submit()
+        return v
 
     def _cycle(self, n: int, step: int) -> list[list[Any]]:
         stages = self._staging_bufs()
@@ -226,11 +225,12 @@ class Device:
 
     def _copy_chunk(self, n: int) -> int:
         """Bytes per staged chunk of an `n`-byte copy: the staging size, but a copy that one
-        staging buffer would hold whole still goes in two halves (from 512 KiB up), so that the
-        host's memcpy of the second half overlaps the copy engine's transfer of the first."""
-        if n > self.staging_B or n < 2 * _PIPELINE_MIN_B:
+        staging buffer would hold whole still goes in up to four pieces of at least 256 KiB, so
+        that the host's memcpy of each piece overlaps the copy engine's transfer of the one
+        before."""
+        if n > self.staging_B:
             return self.staging_B
-        return min(self.staging_B, -(-n // 2 // PAGE_B) * PAGE_B)
+        return min(self.staging_B, max(_PIPELINE_MIN_B, -(-n // 4 // PAGE_B) * PAGE_B))
 
     def _check_range(self, buf: Buffer, offset: int, size: int) -> None:
         self.check_usable()

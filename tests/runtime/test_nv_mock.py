@@ -542,3 +542,24 @@ def test_launch_slots_are_returned_on_free_and_eviction(dev: NVDevice) -> None:
     assert np.all(out == 80)  # the model adds 1 everywhere per launch
     prg.free()
     assert not prg._hot and all(p.free_count == BACKING_B // CHUNK_B for p in pools)
+
+
+def test_copy_template_submits_what_the_copy_queue_builds(dev: NVDevice) -> None:
+    """Staged and device copies go through a prebuilt copy template: the same words as the copy
+    queue's wait/copy/signal, with the addresses, length and timeline values patched in."""
+    from runtime.drivers.nv.methods import decode_gp_entry
+    a, b = dev.alloc(1 << 20), dev.alloc(1 << 20)
+    dev.copyin(a, np.arange(1 << 18, dtype=np.uint32))
+    dev.transfer(b, a, (1 << 20) - 4096, dst_offset=4096 - 12, src_offset=12)
+    v = dev.timeline_value
+    ch = dev.copy_channel
+    va, nd = decode_gp_entry(ch.ring[(ch.gp_put - 1) & (ch.entries - 1)])
+    off = (va - ch.pushbuf.va) // 4
+    got = ch.pb[off:off + nd].tolist()
+    tl = dev.timeline_signal
+    want = dev.copy_queue().wait(tl, v - 1).copy(b.va + 4096 - 12, a.va + 12, (1 << 20) - 4096) \
+        .signal(tl, v).dwords()
+    assert got[:len(want)] == want
+    out = np.zeros(1 << 18, np.uint32)
+    dev.copyout(out, b)
+    assert np.array_equal(out[1021:1021 + 1000], np.arange(3, 1003, dtype=np.uint32))

@@ -40,12 +40,12 @@ from runtime.drivers.nv.launcher import ChunkPool
 from runtime.drivers.nv.methods import METHOD_PREFIX, fval
 from runtime.drivers.nv.program import NVProgram
 from runtime.drivers.nv.qmd import QMD, qmd_class
-from runtime.drivers.nv.queue import NVComputeQueue, NVCopyQueue
+from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQueue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
 from runtime.hcq.device import Device
-from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError
+from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
                               OSSeam, RealOS)
@@ -330,6 +330,7 @@ class NVDevice(Device):
         self._copy_threads = max(1, min(8, (os_module.cpu_count() or 1) // 2))
         # The launch hot path's slot memory, and the last timeline value a launch on the compute
         # channel released (the next launch then orders itself by WAIT_FOR_IDLE, not an acquire).
+        self._copy_template: tuple[Any, tuple[int, ...]] | None = None
         self.launch_chunks = ChunkPool(self)
         self._chain_value = -1
         #: launches go through the native helper (runtime/hcq/native.py) when it can be built
@@ -550,6 +551,40 @@ class NVDevice(Device):
     def copy_queue(self) -> NVCopyQueue:
         """A new command builder for the copy channel."""
         return NVCopyQueue(self)
+
+    def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
+        """A timeline copy from the copy queue's own words for it, built once, with the addresses,
+        length and timeline values patched in (what `Device._submit_copy` submits, without
+        building a queue per copy)."""
+        if size > MAX_COPY_CHUNK_B or self.timeline_value + 1 > 0xFFFFFFFF:
+            return super()._submit_copy(dst_va, src_va, size)
+        t = self._copy_template or self._make_copy_template()
+        words, (acq, shi, slo, dhi, dlo, length, rel) = t
+        v = self.next_timeline()
+        w = words[:]
+        w[acq], w[rel], w[length] = v - 1, v, size
+        w[shi], w[slo], w[dhi], w[dlo] = src_va >> 32, src_va & 0xFFFFFFFF, dst_va >> 32, \
+            dst_va & 0xFFFFFFFF
+        try:
+            self.copy_channel.submit_one(w)
+        except Exception as e:
+            self._note_exception(e)  # a fault noticed while submitting poisons the device
+            raise
+        return v
+
+    def _make_copy_template(self) -> tuple[Any, tuple[int, ...]]:
+        # Build the words with distinct marker values and find where each one landed.
+        marks = (0x1A1A1, 0x2B2B, 0x3C3C3C3C, 0x4D4D, 0x5E5E5E5E, 0x6F6F6, 0x7A7A7)
+        tl = self.timeline_signal
+        q = self.copy_queue().wait(tl, marks[0]).copy((marks[3] << 32) | marks[4],
+                                                      (marks[1] << 32) | marks[2], marks[5]) \
+            .signal(tl, marks[6])
+        words = q._d
+        pos = tuple(words.index(m) for m in marks)
+        if any(words.count(m) != 1 for m in marks):
+            raise QueueError("copy template: a marker value occurs twice")
+        self._copy_template = (words, pos)
+        return self._copy_template
 
     def program(self, lib: bytes, name: str, dynamic_smem_B: int = 0) -> NVProgram:
         """Loads kernel `name` of a cubin (`dynamic_smem_B`: dynamic shared memory per launch)."""
