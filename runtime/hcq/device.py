@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
 _PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipelining
+_PIPELINE_MAX_B = 4 << 20     # largest copy split so
 
 
 class Device:
@@ -224,11 +225,11 @@ class Device:
         return [stages[i % len(stages)] for i in range(count)]
 
     def _copy_chunk(self, n: int) -> int:
-        """Bytes per staged chunk of an `n`-byte copy: the staging size, but a copy that one
-        staging buffer would hold whole still goes in up to four pieces of at least 256 KiB, so
-        that the host's memcpy of each piece overlaps the copy engine's transfer of the one
-        before."""
-        if n > self.staging_B:
+        """Bytes per staged chunk of an `n`-byte copy: the staging size, but a copy of 512 KiB to
+        4 MiB goes in up to four pieces of at least 256 KiB, so that the host's memcpy of each
+        piece overlaps the copy engine's transfer of the one before. (Larger copies are already
+        pipelined across staging buffers, and drivers may split their memcpy across threads.)"""
+        if n > _PIPELINE_MAX_B:
             return self.staging_B
         return min(self.staging_B, max(_PIPELINE_MIN_B, -(-n // 4 // PAGE_B) * PAGE_B))
 

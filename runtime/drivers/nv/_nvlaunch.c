@@ -37,6 +37,7 @@ typedef struct {
     int kind[MAX_ARGS];
     Py_ssize_t off[MAX_ARGS];
     PyObject *dev, *ch, *append, *buffer_type;
+    PyObject *dd, *cd;  /* the device's and the channel's instance dicts (plain attributes) */
     PyObject *bell_fn, *token_obj, *note;   /* a doorbell that is a Python call (the mock GPU) */
 } launcher;
 
@@ -53,6 +54,8 @@ static void launcher_free(PyObject *capsule) {
     Py_XDECREF(L->ch);
     Py_XDECREF(L->append);
     Py_XDECREF(L->buffer_type);
+    Py_XDECREF(L->dd);
+    Py_XDECREF(L->cd);
     Py_XDECREF(L->bell_fn);
     Py_XDECREF(L->token_obj);
     Py_XDECREF(L->note);
@@ -68,6 +71,13 @@ static inline void store_fence(void) {
 #else
     __sync_synchronize();
 #endif
+}
+
+/* A plain instance attribute, read from the instance dict (borrowed reference). */
+static PyObject *field(PyObject *dict, PyObject *key) {
+    PyObject *v = PyDict_GetItemWithError(dict, key);
+    if (!v && !PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, key);
+    return v;
 }
 
 /* o.attr's truth: 1, 0, or -1 on error */
@@ -129,51 +139,33 @@ static PyObject *launch(PyObject *self, PyObject *args) {
             }
         }
     }
-    PyObject *fault = PyObject_GetAttr(L->dev, s_fault);
+    PyObject *fault = field(L->dd, s_fault);
     if (!fault) return NULL;
-    Py_DECREF(fault);
     if (fault != Py_None) Py_RETURN_FALSE;  /* the short path raises the device's error */
-    int closed = attr_true(L->dev, s_closed);
-    if (closed) {
-        if (closed < 0) return NULL;
-        Py_RETURN_FALSE;
-    }
-    PyObject *tv = PyObject_GetAttr(L->dev, s_timeline_value);
-    if (!tv) return NULL;
+    PyObject *closed = field(L->dd, s_closed);
+    if (!closed) return NULL;
+    if (closed != Py_False) Py_RETURN_FALSE;
+    PyObject *tv = field(L->dd, s_timeline_value), *sq = field(L->cd, s_seq);
+    if (!tv || !sq) return NULL;
     uint64_t v = PyLong_AsUnsignedLongLong(tv) + 1;
-    Py_DECREF(tv);
-    if (PyErr_Occurred()) return NULL;
-    PyObject *sq = PyObject_GetAttr(L->ch, s_seq);
-    if (!sq) return NULL;
     uint64_t seq = PyLong_AsUnsignedLongLong(sq) + 1;
-    Py_DECREF(sq);
     if (PyErr_Occurred()) return NULL;
     if (v > M32 || seq > M32) Py_RETURN_FALSE;
     Py_ssize_t i = (Py_ssize_t)L->st[L->n];
     if (L->st[i] > *L->tlv) Py_RETURN_FALSE;  /* the slot's previous launch is still running */
-    PyObject *gp = PyObject_GetAttr(L->ch, s_gp_put);
-    if (!gp) return NULL;
+    PyObject *gp = field(L->cd, s_gp_put), *fu = field(L->cd, s_gp_free_until);
+    PyObject *cv = field(L->dd, s_chain_value), *pb = field(L->cd, s_pb_put);
+    if (!gp || !fu || !cv || !pb) return NULL;
     long long put = PyLong_AsLongLong(gp);
-    Py_DECREF(gp);
-    PyObject *fu = PyObject_GetAttr(L->ch, s_gp_free_until);
-    if (!fu) return NULL;
     long long free_until = PyLong_AsLongLong(fu);
-    Py_DECREF(fu);
+    long long chain = PyLong_AsLongLong(cv);
     if (PyErr_Occurred()) return NULL;
     if (put >= free_until) Py_RETURN_FALSE;
-    PyObject *cv = PyObject_GetAttr(L->dev, s_chain_value);
-    if (!cv) return NULL;
-    long long chain = PyLong_AsLongLong(cv);
-    Py_DECREF(cv);
-    if (chain == -1 && PyErr_Occurred()) return NULL;
     /* everything the bookkeeping needs is made before the GPU sees anything */
-    PyObject *pb = PyObject_GetAttr(L->ch, s_pb_put);
-    if (!pb) return NULL;
     PyObject *v_obj = PyLong_FromUnsignedLongLong(v);
     PyObject *seq_obj = PyLong_FromUnsignedLongLong(seq);
     PyObject *put_obj = PyLong_FromLongLong(put + 1);
     PyObject *rec = (v_obj && seq_obj && put_obj) ? PyTuple_Pack(3, seq_obj, pb, put_obj) : NULL;
-    Py_DECREF(pb);
     if (!rec) {
         Py_XDECREF(v_obj);
         Py_XDECREF(seq_obj);
@@ -228,10 +220,10 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     /* -- bookkeeping */
     L->st[i] = v;
     L->st[L->n] = (uint64_t)((i + 1) % L->n);
-    int err = PyObject_SetAttr(L->dev, s_timeline_value, v_obj) |
-              PyObject_SetAttr(L->dev, s_chain_value, v_obj) |
-              PyObject_SetAttr(L->ch, s_seq, seq_obj) |
-              PyObject_SetAttr(L->ch, s_gp_put, put_obj);
+    int err = PyDict_SetItem(L->dd, s_timeline_value, v_obj) |
+              PyDict_SetItem(L->dd, s_chain_value, v_obj) |
+              PyDict_SetItem(L->cd, s_seq, seq_obj) |
+              PyDict_SetItem(L->cd, s_gp_put, put_obj);
     PyObject *r = err ? NULL : PyObject_CallOneArg(L->append, rec);
     Py_DECREF(v_obj);
     Py_DECREF(seq_obj);
@@ -273,13 +265,13 @@ static int get_view(PyObject *o, Py_buffer *b, int *have, Py_ssize_t need, void 
 static PyObject *make(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *chunk, *state, *tl, *ring, *userd, *bell, *offs, *acq, *seqs, *ea, *ec, *kinds,
-        *poffs, *dev, *ch, *append, *btype, *note;
+        *poffs, *dev, *ch, *append, *btype, *note, *dd, *cd;
     Py_ssize_t n, pbase, pay, gp_put_dw, bell_index, bell_width;
     unsigned long long mask, token;
-    if (!PyArg_ParseTuple(args, "OOOOOOnKnnnKnnOOOOOOOOOOOO", &chunk, &state, &tl, &ring,
+    if (!PyArg_ParseTuple(args, "OOOOOOnKnnnKnnOOOOOOOOOOOOO!O!", &chunk, &state, &tl, &ring,
                           &userd, &bell, &n, &mask, &pbase, &pay, &gp_put_dw, &token, &bell_index,
                           &bell_width, &offs, &acq, &seqs, &ea, &ec, &kinds, &poffs, &dev, &ch,
-                          &append, &btype, &note))
+                          &append, &btype, &note, &PyDict_Type, &dd, &PyDict_Type, &cd))
         return NULL;
     if (n < 1 || n > MAX_SLOTS || (n & (n - 1)) || (bell_width != 4 && bell_width != 8)) {
         PyErr_SetString(PyExc_ValueError, "bad slot count or doorbell width");
@@ -361,6 +353,10 @@ static PyObject *make(PyObject *mod, PyObject *args) {
     L->buffer_type = btype;
     Py_INCREF(note);
     L->note = note;
+    Py_INCREF(dd);
+    L->dd = dd;
+    Py_INCREF(cd);
+    L->cd = cd;
     PyObject *fn = PyCFunction_New(&launch_def, cap);
     Py_DECREF(cap);
     return fn;

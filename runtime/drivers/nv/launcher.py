@@ -48,6 +48,8 @@ MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
 _ACQ_DW = 6                 # the acquire's dwords at the start of a segment
 _TRAILER_DW = 6             # the progress release's dwords at its end
+_DEV_FIELDS = ("timeline_value", "_chain_value", "_fault", "closed")
+_CHANNEL_FIELDS = ("seq", "gp_put", "_gp_free_until", "pb_put")
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
                  (float, 4): 5, (float, 8): 6}
@@ -199,6 +201,12 @@ class ShapeLauncher:
             return None
         dev, prg = self.device, self.prg
         ch = dev.compute_channel
+        # The helper reads and writes these as entries of the instance dicts: they must be plain
+        # instance attributes (no class attribute or property of the same name).
+        for obj, names in ((dev, _DEV_FIELDS), (ch, _CHANNEL_FIELDS)):
+            for name in names:
+                if name not in vars(obj) or any(name in vars(k) for k in type(obj).__mro__):
+                    return None
         db = ch.doorbell
         if type(db) is MappedDoorbell:
             bell, index, width = db._view, db._index, db.width
@@ -211,7 +219,7 @@ class ShapeLauncher:
             token, index, width, tuple(self.block_offs), tuple(self.acq_idx),
             tuple(self.seq_idx), tuple(self.entry_acquire), tuple(self.entry_chained),
             tuple(kinds), tuple(s.offset for s in prg.slots), dev, ch, ch._inflight.append,
-            Buffer, dev._note_exception)
+            Buffer, dev._note_exception, vars(dev), vars(ch))
 
     def _python(self, types: tuple[type, ...], p: struct.Struct) -> "Callable[..., bool]":
         prg, dev = self.prg, self.device
