@@ -256,6 +256,10 @@ class MockOS(OSSeam):
             if region is None:
                 raise OSError(E.EINVAL, f"munmap at {mapping.addr:#x}: nothing mapped there")
             del self._regions[mapping.addr]
+        if mapping.view is not None:
+            # as RealOS does: a view still exported (a live memoryview of it handed to C, say)
+            # makes this raise BufferError, which is the bug to report
+            mapping.view.release()
 
     def pread(self, fd: int, size: int, offset: int) -> bytes:
         with self.lock:

@@ -213,8 +213,13 @@ class ShapeLauncher:
             token = ch.token & ((1 << (8 * width)) - 1)
         else:
             bell, index, width, token = db.ring, 0, 4, ch.token
+        if isinstance(bell, memoryview):
+            bell = bell[:]
+        # Fresh views ([:]) for the helper to hold: its buffer exports then never stop the
+        # device's own views from being released when the device closes.
         return mod.make(  # type: ignore[no-any-return]
-            self.buf.cpu_view(), self.state, dev.timeline_signal._u64, ch.ring, ch.userd, bell,
+            self.buf.cpu_view()[:], self.state, dev.timeline_signal._u64[:], ch.ring[:],
+            ch.userd[:], bell,
             self.n, ch.entries - 1, prg.param_base, self.qo + prg._payload_off, _GP_PUT_DW,
             token, index, width, tuple(self.block_offs), tuple(self.acq_idx),
             tuple(self.seq_idx), tuple(self.entry_acquire), tuple(self.entry_chained),
