@@ -5,8 +5,9 @@
 #      PCAS action 9 if the default launch action fails, and then used for the rest);
 #   3. every `nvidia`-marked test except the fault test (pytest -m nvidia -x, per-test timeout);
 #   4. the benchmark's NVIDIA section beside CUDA through CuPy and PyTorch (JSON in $OUT);
-#   5. the fault test, last and in a process of its own;
-#   6. the kernel log's NVRM lines.
+#   5. where a launch's time goes (scripts/nv_latency_probe.py, JSON in $OUT);
+#   6. the fault test, last and in a process of its own;
+#   7. the kernel log's NVRM lines.
 # Each step has its own time limit, so a hang costs at most that step. Logs go to $OUT.
 #   OUT=/tmp/out scripts/device_check.sh
 set -u
@@ -81,6 +82,10 @@ echo "tests rc ${PIPESTATUS[0]}"
 step "benchmark (nvidia section)"
 timeout 240 $PY scripts/bench_hcq.py --nv --json "$OUT/bench_nv.json"
 echo "bench rc $?"
+
+step "launch latency probe"
+timeout 120 $PY scripts/nv_latency_probe.py --json "$OUT/probe.json"
+echo "probe rc $?"
 
 step "fault test (last, own process)"
 timeout 100 $PY -m pytest tests/runtime/test_nv_hw.py -m nvidia -v -rs -s $TIMEOUT_FLAG \
