@@ -305,6 +305,37 @@ def test_ten_thousand_launches_without_a_leak(dev, lib) -> None:  # type: ignore
     print(f"\n10,000 launches in {dt * 1e3:.0f} ms ({dt * 1e2:.1f} us each)")
 
 
+@pytest.mark.parametrize("native_launch", [True, False])
+def test_dependent_launches_through_the_slot_rings(  # type: ignore[no-untyped-def]
+        dev, lib, native_launch: bool) -> None:
+    """300 launches without wait, each a read-modify-write of what the one before wrote (a launch
+    that overlapped or read stale data would lose increments), through the native and the Python
+    launch paths; every 37th is followed by a copy-engine snapshot, so the next launch orders
+    itself by the timeline acquire instead of WAIT_FOR_IDLE. Slots are reused many times over."""
+    from runtime.hcq import native
+    dev.launch_native = native_launch
+    try:
+        prg = dev.program(lib, "inc")
+        x = _up(dev, np.zeros(1024, np.uint32))
+        y = dev.alloc(4096)
+        for k in range(1, 301):
+            prg(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
+            if k % 37 == 0:
+                dev.transfer(y, x, 4096)
+        dev.synchronize()
+        assert np.all(_down(dev, x, np.uint32, 1024) == 300)
+        assert np.all(_down(dev, y, np.uint32, 1024) == 296)  # the last snapshot, after 8 * 37
+        hot = prg._hot[(4, 1, 1), (256, 1, 1)]
+        assert hot is not None and hot.n < 300
+        is_native = type(hot.fn).__name__ == "builtin_function_or_method"
+        assert is_native == (native_launch and native.load(
+            "_nvlaunch", Path(native.__file__).parent.parent / "drivers/nv/_nvlaunch.c")
+            is not None)
+        prg.free()
+    finally:
+        dev.launch_native = native.enabled()
+
+
 def test_timeout_reports_state_and_recovers(dev, lib) -> None:  # type: ignore[no-untyped-def]
     # 1. A GPU wait that nothing releases.
     never = dev.new_signal(0)
