@@ -11,10 +11,8 @@ copy engines. User-built queues are free to do otherwise.
 from __future__ import annotations
 
 import collections
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from runtime.hcq import native
 from runtime.hcq.errors import DeviceClosed, DeviceFault, HCQError
 from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena,
                                 SlotPool)
@@ -28,12 +26,6 @@ if TYPE_CHECKING:
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
 _PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipelining
 _PIPELINE_MAX_B = 4 << 20     # largest copy split so
-
-
-def host_stream_copy() -> Callable[[Any, Any], None] | None:
-    """The native non-temporal copy (`stream_copy(dst, src)`), or None where it cannot be built."""
-    mod = native.load("_hostcopy", Path(__file__).with_name("_hostcopy.c"))
-    return None if mod is None else mod.stream_copy  # type: ignore[no-any-return]
 
 
 class Device:
@@ -170,7 +162,7 @@ class Device:
             buf, busy = st
             if busy:
                 tl.wait(busy)
-            self._host_copy(buf.cpu_view()[:chunk], mv[off:off + chunk], streaming=True)
+            self._host_copy(buf.cpu_view()[:chunk], mv[off:off + chunk])
             st[1] = self._submit_copy(dst.va + dst_offset + off, buf.va, chunk)
             off += chunk
 
@@ -204,17 +196,10 @@ class Device:
             tl.wait(v)
             self._host_copy(mv[doff:doff + chunk], st[0].cpu_view()[:chunk])
 
-    def _host_copy(self, dst: memoryview, src: memoryview, streaming: bool = False) -> None:
-        """Copies bytes between user memory and a staging buffer (same length). `streaming`: `dst`
-        is a staging buffer the copy engine reads next, so it is written with non-temporal stores
-        when the native helper is available (runtime/hcq/_hostcopy.c: no cache pollution, no
-        dirty lines for the engine's reads to snoop). Drivers may override it, e.g. to split
-        large copies across threads."""
-        stream = host_stream_copy() if streaming else None
-        if stream is not None:
-            stream(dst, src)
-        else:
-            dst[:] = src
+    def _host_copy(self, dst: memoryview, src: memoryview) -> None:
+        """Copies bytes between user memory and a staging buffer (same length). A driver may
+        override it, e.g. to split large copies across threads."""
+        dst[:] = src
 
     def transfer(self, dst: Buffer, src: Buffer, size: int, dst_offset: int = 0,
                  src_offset: int = 0) -> None:

@@ -60,26 +60,3 @@ def test_disabled_by_environment(tmp_path: Path, cache: Path,
     src.write_text(GOOD.replace("NAME", "_hcq_test_off"))
     assert native.load("_hcq_test_off", src) is None
     assert native.unavailable["_hcq_test_off"] == "disabled by HCQ_NATIVE=0"
-
-
-def test_stream_copy_is_exact_at_every_alignment() -> None:
-    """The non-temporal staging copy (runtime/hcq/_hostcopy.c) against slicing, for lengths and
-    offsets around its 16-byte alignment and 64-byte block boundaries."""
-    from runtime.hcq.device import host_stream_copy
-    copy = host_stream_copy()
-    if copy is None:
-        pytest.skip(f"native host copy unavailable: {native.unavailable.get('_hostcopy')}")
-    rng = bytes(range(256)) * 5000
-    for dst_off in (0, 1, 8, 15):
-        for src_off in (0, 3, 16):
-            for n in (0, 1, 15, 16, 17, 63, 64, 65, 127, 4097, (1 << 20) + 3):
-                src = memoryview(rng)[src_off:src_off + n] if n < 4000 else \
-                    memoryview(rng * 2)[src_off:src_off + n]
-                dst = bytearray(n + dst_off + 7)
-                copy(memoryview(dst)[dst_off:dst_off + n], src)
-                assert dst[dst_off:dst_off + n] == src.tobytes()
-                assert not any(dst[:dst_off]) and not any(dst[dst_off + n:])
-    with pytest.raises(ValueError, match="stream_copy"):
-        copy(bytearray(4), b"12345")
-    with pytest.raises(BufferError):
-        copy(b"read-only", b"123456789")

@@ -44,7 +44,7 @@ from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
-from runtime.hcq.device import Device, host_stream_copy
+from runtime.hcq.device import Device
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
@@ -634,23 +634,20 @@ class NVDevice(Device):
                 return
         time.sleep(0)
 
-    def _host_copy(self, dst: memoryview, src: memoryview, streaming: bool = False) -> None:
-        # Staging copies of pageable memory are bound by one core's memcpy; the copies release the
-        # GIL, so large chunks are split across a few threads.
+    def _host_copy(self, dst: memoryview, src: memoryview) -> None:
+        # Staging copies of pageable memory are bound by one core's memcpy; numpy releases the GIL
+        # while copying, so large chunks are split across a few threads.
         n = len(dst)
         if n < HOST_COPY_SPLIT_B or self._copy_threads == 1:
-            super()._host_copy(dst, src, streaming)
+            dst[:] = src
             return
         import numpy as np
         if self._copy_pool is None:
             from concurrent.futures import ThreadPoolExecutor
             self._copy_pool = ThreadPoolExecutor(self._copy_threads, "nv-host-copy")
-        stream = host_stream_copy() if streaming else None
-        if stream is None:
-            dst, src = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)  # type: ignore
-        fn = stream or np.copyto
+        d, s = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)
         step = round_up(-(-n // self._copy_threads), PAGE_B)
-        futures = [self._copy_pool.submit(fn, dst[i:i + step], src[i:i + step])
+        futures = [self._copy_pool.submit(np.copyto, d[i:i + step], s[i:i + step])
                    for i in range(0, n, step)]
         for f in futures:
             f.result()
