@@ -89,10 +89,15 @@ class Device:
                 pool.give(sig._pool_offset or 0)
                 return
 
+    def alloc_kernargs(self, size: int) -> Buffer:
+        """Memory for launch blocks (kernel arguments, and on NVIDIA the QMDs): written by the
+        CPU, read by the GPU at every launch. Here uncached host memory; a driver whose GPU reads
+        system memory slowly returns CPU-visible VRAM instead."""
+        return self.alloc(size, kind=MemKind.GTT, cpu_access=True, uncached=True)
+
     def _kernarg_arena(self) -> RingArena:
         if self._arena is None:
-            buf = self.alloc(self.kernarg_arena_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
-            self._arena = RingArena(buf)
+            self._arena = RingArena(self.alloc_kernargs(self.kernarg_arena_B))
         return self._arena
 
     # ------------------------------------------------------------------ queues and programs

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from runtime.hcq.errors import ProgramError
-from runtime.hcq.memory import MemKind, round_up
+from runtime.hcq.memory import round_up
 from runtime.hcq.program import ArgValue, KernArgs, Program
 from runtime.hcq.queue import as_tuple3
 
@@ -39,8 +39,9 @@ class Graph:
         self.device = device
         self.launches = list(launches)
         sizes = [round_up(ln.prg._kernargs_size(), 64) for ln in self.launches]
-        # Uncached host memory: the CPU rewrites arguments between replays without a cache flush.
-        self._args_buf = device.alloc(sum(sizes), kind=MemKind.GTT, cpu_access=True, uncached=True)
+        # Memory the CPU rewrites between replays without a cache flush (uncached host memory, or
+        # VRAM through the BAR where the GPU reads system memory slowly: NVIDIA).
+        self._args_buf = device.alloc_kernargs(sum(sizes))
         view = self._args_buf.cpu_view()
         self.kernargs: list[KernArgs] = []
         off = 0

@@ -46,7 +46,7 @@ from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
 from runtime.hcq.device import Device
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
-from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena, round_up
+from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
                               OSSeam, RealOS)
 from runtime.hcq.signal import Signal
@@ -595,13 +595,11 @@ class NVDevice(Device):
         from runtime.drivers.nv.compiler import NVCompiler
         return NVCompiler(self.arch)
 
-    def _kernarg_arena(self) -> RingArena:
-        # Launch blocks (constant bank 0 and the QMD) live in VRAM the CPU writes through BAR1, as
-        # tinygrad keeps its kernel arguments: the GPU reads them without crossing the bus.
-        if self._arena is None:
-            self._arena = RingArena(self.alloc(self.kernarg_arena_B, kind=MemKind.VRAM,
-                                               cpu_access=True))
-        return self._arena
+    def alloc_kernargs(self, size: int) -> Buffer:
+        """Launch blocks (constant bank 0 and the QMD) live in VRAM the CPU writes through BAR1, as
+        tinygrad keeps its kernel arguments: the GPU reads them without crossing the bus (each
+        QMD or constant-bank fetch from system memory costs about a microsecond)."""
+        return self.alloc(size, kind=MemKind.VRAM, cpu_access=True)
 
     def ensure_local_memory(self, per_thread_B: int) -> None:
         """Makes the shader local memory (SLM) cover `per_thread_B` bytes per thread for every
