@@ -161,17 +161,17 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     long long chain = PyLong_AsLongLong(cv);
     if (PyErr_Occurred()) return NULL;
     if (put >= free_until) Py_RETURN_FALSE;
-    /* everything the bookkeeping needs is made before the GPU sees anything */
-    PyObject *v_obj = PyLong_FromUnsignedLongLong(v);
-    PyObject *seq_obj = PyLong_FromUnsignedLongLong(seq);
-    PyObject *put_obj = PyLong_FromLongLong(put + 1);
-    PyObject *rec = (v_obj && seq_obj && put_obj) ? PyTuple_Pack(3, seq_obj, pb, put_obj) : NULL;
-    if (!rec) {
-        Py_XDECREF(v_obj);
+    /* everything the bookkeeping needs is made before the GPU sees anything: the timeline value
+     * and the in-flight record (seq, pb_put, put), whose items are also the new attribute values */
+    PyObject *result = NULL, *rec = NULL, *v_obj = PyLong_FromUnsignedLongLong(v);
+    {
+        PyObject *seq_obj = PyLong_FromUnsignedLongLong(seq);
+        PyObject *put_obj = PyLong_FromLongLong(put + 1);
+        if (v_obj && seq_obj && put_obj) rec = PyTuple_Pack(3, seq_obj, pb, put_obj);
         Py_XDECREF(seq_obj);
         Py_XDECREF(put_obj);
-        return NULL;
     }
+    if (!rec) goto out;
     /* -- the stores the GPU reads */
     uint8_t *blk = L->base + L->block_off[i];
     for (Py_ssize_t a = 0; a < L->nargs; a++) {
@@ -202,14 +202,9 @@ static PyObject *launch(PyObject *self, PyObject *args) {
             PyObject *et, *ev, *tb;
             PyErr_Fetch(&et, &ev, &tb);
             PyErr_NormalizeException(&et, &ev, &tb);
-            PyObject *nr = PyObject_CallOneArg(L->note, ev ? ev : Py_None);
-            Py_XDECREF(nr);
+            Py_XDECREF(PyObject_CallOneArg(L->note, ev ? ev : Py_None));
             PyErr_Restore(et, ev, tb);
-            Py_DECREF(v_obj);
-            Py_DECREF(seq_obj);
-            Py_DECREF(put_obj);
-            Py_DECREF(rec);
-            return NULL;
+            goto out;
         }
         Py_DECREF(r);
     } else if (L->bell_width == 8) {
@@ -220,18 +215,19 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     /* -- bookkeeping */
     L->st[i] = v;
     L->st[L->n] = (uint64_t)((i + 1) % L->n);
-    int err = PyDict_SetItem(L->dd, s_timeline_value, v_obj) |
-              PyDict_SetItem(L->dd, s_chain_value, v_obj) |
-              PyDict_SetItem(L->cd, s_seq, seq_obj) |
-              PyDict_SetItem(L->cd, s_gp_put, put_obj);
-    PyObject *r = err ? NULL : PyObject_CallOneArg(L->append, rec);
-    Py_DECREF(v_obj);
-    Py_DECREF(seq_obj);
-    Py_DECREF(put_obj);
-    Py_DECREF(rec);
-    if (!r) return NULL;
+    if (PyDict_SetItem(L->dd, s_timeline_value, v_obj) < 0 ||
+        PyDict_SetItem(L->dd, s_chain_value, v_obj) < 0 ||
+        PyDict_SetItem(L->cd, s_seq, PyTuple_GET_ITEM(rec, 0)) < 0 ||
+        PyDict_SetItem(L->cd, s_gp_put, PyTuple_GET_ITEM(rec, 2)) < 0)
+        goto out;
+    PyObject *r = PyObject_CallOneArg(L->append, rec);
+    if (!r) goto out;
     Py_DECREF(r);
-    Py_RETURN_TRUE;
+    result = Py_NewRef(Py_True);
+out:
+    Py_XDECREF(v_obj);
+    Py_XDECREF(rec);
+    return result;
 }
 
 static PyMethodDef launch_def = {"launch", launch, METH_O,
@@ -303,8 +299,7 @@ static PyObject *make(PyObject *mod, PyObject *args) {
     if (get_view(userd, &L->userd, &L->have[4], (gp_put_dw + 1) * 4, &p) < 0) goto fail;
     L->userdp = p;
     if (PyCallable_Check(bell)) {  /* a doorbell that is a Python call */
-        Py_INCREF(bell);
-        L->bell_fn = bell;
+        L->bell_fn = Py_NewRef(bell);
         if (!(L->token_obj = PyLong_FromUnsignedLongLong(token))) goto fail;
     } else {
         if (get_view(bell, &L->bell, &L->have[5], (bell_index + 1) * bell_width, &p) < 0)
@@ -343,20 +338,13 @@ static PyObject *make(PyObject *mod, PyObject *args) {
                 goto fail;
             }
     }
-    Py_INCREF(dev);
-    L->dev = dev;
-    Py_INCREF(ch);
-    L->ch = ch;
-    Py_INCREF(append);
-    L->append = append;
-    Py_INCREF(btype);
-    L->buffer_type = btype;
-    Py_INCREF(note);
-    L->note = note;
-    Py_INCREF(dd);
-    L->dd = dd;
-    Py_INCREF(cd);
-    L->cd = cd;
+    L->dev = Py_NewRef(dev);
+    L->ch = Py_NewRef(ch);
+    L->append = Py_NewRef(append);
+    L->buffer_type = Py_NewRef(btype);
+    L->note = Py_NewRef(note);
+    L->dd = Py_NewRef(dd);
+    L->cd = Py_NewRef(cd);
     PyObject *fn = PyCFunction_New(&launch_def, cap);
     Py_DECREF(cap);
     return fn;

@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from generated.nv import classes as cl
 
@@ -37,6 +37,7 @@ from runtime.hcq.seam import MappedDoorbell
 
 if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
+    from runtime.drivers.nv.gpfifo import Channel
     from runtime.drivers.nv.program import NVProgram
     from runtime.hcq.program import ArgValue
 
@@ -84,27 +85,34 @@ def _never(args: "tuple[ArgValue, ...]") -> bool:
     return False
 
 
+def _doorbell(ch: "Channel") -> tuple[Any, int, int, int]:
+    """(target, index, width, token) of a channel's doorbell for the launch code: a mapped
+    doorbell's view, stored to directly (what MappedDoorbell.ring does, minus a call), or the
+    doorbell's `ring` to call (the mock GPU's)."""
+    db = ch.doorbell
+    if type(db) is MappedDoorbell:
+        return db._view, db._index, db.width, ch.token & ((1 << (8 * db.width)) - 1)
+    return db.ring, 0, 4, ch.token
+
+
 class ShapeLauncher:
     """Launches of one program with one grid and block (module docstring). `fn(args)` is the
     launch specialized for the last argument types seen; it returns False, having changed nothing
     the GPU sees, when the arguments need another specialization (`dispatch`) or the careful
     path."""
 
-    def __init__(self, prg: "NVProgram", global_size: tuple[int, int, int],
-                 local_size: tuple[int, int, int], cb0: bytes, qmd: bytes, n_slots: int) -> None:
+    def __init__(self, prg: "NVProgram", cb0: bytes, qmd: bytes, n_slots: int) -> None:
         dev = prg.nvdev
         self.prg, self.device = prg, dev
-        self.shape = (global_size, local_size)
         self.fn: Callable[[tuple[ArgValue, ...]], bool] = _never
         self._specs: dict[tuple[type, ...], Callable[..., bool] | None] = {}
         self.n = n_slots
         self.buf, self.chunk_off = dev.launch_chunks.take()
         # Timeline value each slot's last launch releases, then the next slot's index.
         self.state = array("Q", [0] * (n_slots + 1))
-        qo = round_up(prg.cb0_B, 256)
-        self.qo = qo
-        self.blk_stride = round_up(qo + len(qmd), 256)
-        seg0 = n_slots * self.blk_stride
+        qo = self.qo = prg.qmd_offset(0)
+        stride = block_stride(prg, len(qmd))
+        seg0 = n_slots * stride
         base = self.buf.va + self.chunk_off
         view = self.buf.cpu_view()[self.chunk_off:self.chunk_off + CHUNK_B]
         tl, ch = dev.timeline_signal, dev.compute_channel
@@ -119,7 +127,7 @@ class ShapeLauncher:
         self.entry_acquire, self.entry_chained = [], []
         words = self.buf.cpu_view().cast("I")
         for i in range(n_slots):
-            boff = i * self.blk_stride
+            boff = i * stride
             bva = base + boff
             view[boff:boff + qo + len(qmd)] = prg.block_template(bva, cb0, qmd)
             soff = seg0 + i * SEGMENT_STRIDE_B
@@ -207,16 +215,11 @@ class ShapeLauncher:
             for name in names:
                 if name not in vars(obj) or any(name in vars(k) for k in type(obj).__mro__):
                     return None
-        db = ch.doorbell
-        if type(db) is MappedDoorbell:
-            bell, index, width = db._view, db._index, db.width
-            token = ch.token & ((1 << (8 * width)) - 1)
-        else:
-            bell, index, width, token = db.ring, 0, 4, ch.token
-        if isinstance(bell, memoryview):
-            bell = bell[:]
+        bell, index, width, token = _doorbell(ch)
         # Fresh views ([:]) for the helper to hold: its buffer exports then never stop the
         # device's own views from being released when the device closes.
+        if isinstance(bell, memoryview):
+            bell = bell[:]
         return mod.make(  # type: ignore[no-any-return]
             self.buf.cpu_view()[:], self.state, dev.timeline_signal._u64[:], ch.ring[:],
             ch.userd[:], bell,
@@ -230,14 +233,8 @@ class ShapeLauncher:
         prg, dev = self.prg, self.device
         slots = prg.slots
         ch = dev.compute_channel
-        db = ch.doorbell
-        if type(db) is MappedDoorbell:  # a plain store (what MappedDoorbell.ring does)
-            env_db = {"db_view": db._view, "db_idx": db._index,
-                      "token": ch.token & ((1 << (8 * db.width)) - 1)}
-            ring_bell = "db_view[db_idx] = token"
-        else:
-            env_db = {"bell": db.ring, "token": ch.token}
-            ring_bell = "bell(token)"
+        bell, index, _, token = _doorbell(ch)
+        ring_bell = "bell[index] = token" if isinstance(bell, memoryview) else "bell(token)"
         env = dict(
             Buffer=Buffer, struct=struct, _M32=_M32, dev=dev, ch=ch,
             tlv=dev.timeline_signal._u64, amv=self.buf.cpu_view(), words=self.buf.cpu_view()
@@ -246,7 +243,8 @@ class ShapeLauncher:
             acq=self.acq_idx, seqs=self.seq_idx, ent_a=self.entry_acquire,
             ent_c=self.entry_chained, st=self.state, nmask=self.n - 1,
             ring=ch.ring, mask=ch.entries - 1, userd=ch.userd, _GP_PUT_DW=_GP_PUT_DW,
-            inflight=ch._inflight.append, fence=_fence_call, **env_db)
+            inflight=ch._inflight.append, fence=_fence_call, bell=bell, index=index,
+            token=token)
         names = [f"a{i}" for i in range(len(slots))]
         guard = " or ".join(f"type({a}) is not {t.__name__}" for a, t in zip(names, types))
         live = "".join(f"    if {a}.freed or ({a}.base is not None and {a}.base.freed): "
@@ -311,10 +309,15 @@ class ShapeLauncher:
         dev.launch_chunks.give(self.buf, self.chunk_off)
 
 
-def slots_for(block_stride_B: int) -> int:
-    """How many slots of this stride (plus a segment each) a chunk holds, as a power of two; 0 when
-    fewer than MIN_SLOTS fit (such programs take the short path)."""
-    fit = min(MAX_SLOTS, CHUNK_B // (block_stride_B + SEGMENT_STRIDE_B))
+def block_stride(prg: "NVProgram", qmd_B: int) -> int:
+    """Bytes between a program's launch slots: cb0 up to the 256-aligned QMD, then the QMD."""
+    return round_up(prg.qmd_offset(0) + qmd_B, 256)
+
+
+def slots_for(prg: "NVProgram", qmd_B: int) -> int:
+    """How many of the program's slots (plus a segment each) a chunk holds, as a power of two; 0
+    when fewer than MIN_SLOTS fit (such programs take the short path)."""
+    fit = min(MAX_SLOTS, CHUNK_B // (block_stride(prg, qmd_B) + SEGMENT_STRIDE_B))
     if fit < MIN_SLOTS:
         return 0
     return 1 << (fit.bit_length() - 1)

@@ -118,7 +118,7 @@ class NVProgram(Program):
         q.set_cbuf(0, 0, self.cb0_B)  # address patched per launch
         self.qmd_template = bytes(q.data)
         lo, hi, shift = qcls.cbuf_addr_fields(0)
-        self._cb0_lo, self._cb0_hi, self._cb0_shift = lo, hi, shift
+        self._cb0_hi, self._cb0_shift = hi, shift
         self._cb0_hi_word = struct.unpack_from("<I", q.data, 4 * hi.index)[0] \
             & ~(hi.mask << hi.shift) & _M32
         self._launch_packs = [(struct.Struct(_field_fmt(f)), 4 * f.index + f.shift // 8, f.mask)
@@ -130,7 +130,6 @@ class NVProgram(Program):
         self._release_fields = qcls.release_fields(0)
         self._payload_off = 4 * self._release_fields[3].index
         self._cb0_lo_off, self._cb0_hi_off = 4 * lo.index, 4 * hi.index
-        self._cb0_hi = hi
         self._block_B = self._kernargs_size()
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
         self._packers: dict[tuple[type, ...], "struct.Struct | None"] = {}
@@ -149,29 +148,31 @@ class NVProgram(Program):
         `ShapeLauncher` (runtime.drivers.nv.launcher) fills a prebuilt launch slot and rings the
         doorbell; arguments it cannot pack take the short path (`_launch_short`). The launcher of
         the last shape is found by identity of the size tuples (callers pass the same ones)."""
-        if global_size is self._last_shape[0] and local_size is self._last_shape[1] \
-                and not wait and not vals:
-            hot = self._last_shape[2]
-            if hot.fn(args) or hot.dispatch(args):
-                return None
-        return self._call(args, vals, global_size, local_size, wait, timeout_ms)
-
-    def _call(self, args: tuple[ArgValue, ...], vals: Sequence[int | float],
-              global_size: Sequence[int], local_size: Sequence[int], wait: bool,
-              timeout_ms: float | None) -> float | None:
-        dev = self.nvdev
-        if not wait and not vals and dev._fault is None and not dev.closed:
-            try:
-                hot = self._hot[global_size, local_size]  # type: ignore[index]
-            except KeyError:
-                hot = self._make_hot(global_size, local_size)
-            except TypeError:  # unhashable sizes (lists): the short path below
-                hot = None
-            if hot is not None:
-                self._last_shape = (global_size, local_size, hot)
-                if hot.fn(args) or hot.dispatch(args):
-                    return None
+        last = self._last_shape
+        if global_size is last[0] and local_size is last[1] and not wait and not vals:
+            hot = last[2]
+        else:
+            hot = self._launcher(global_size, local_size, wait, vals)
+        if hot is not None and (hot.fn(args) or hot.dispatch(args)):
+            return None
         return self._launch_short(args, vals, global_size, local_size, wait, timeout_ms)
+
+    def _launcher(self, global_size: Sequence[int], local_size: Sequence[int], wait: bool,
+                  vals: Sequence[int | float]) -> "ShapeLauncher | None":
+        """The shape's launcher (made on first use), or None when the launch takes the short
+        path (it waits, has `vals`, the device is unusable, or the sizes are lists)."""
+        dev = self.nvdev
+        if wait or vals or dev._fault is not None or dev.closed:
+            return None
+        try:
+            hot = self._hot[global_size, local_size]  # type: ignore[index]
+        except KeyError:
+            hot = self._make_hot(global_size, local_size)
+        except TypeError:  # unhashable sizes (lists)
+            return None
+        if hot is not None:
+            self._last_shape = (global_size, local_size, hot)
+        return hot
 
     def _launch_short(self, args: tuple[ArgValue, ...], vals: Sequence[int | float],
                       global_size: Sequence[int], local_size: Sequence[int], wait: bool,
@@ -211,8 +212,8 @@ class NVProgram(Program):
         if type(global_size) is not tuple or type(local_size) is not tuple:
             return None
         cb0, qmd = self._shape(global_size, local_size)
-        n = slots_for(round_up(round_up(self.cb0_B, 256) + len(qmd), 256))
-        hot = ShapeLauncher(self, global_size, local_size, cb0, qmd, n) if n else None
+        n = slots_for(self, len(qmd))
+        hot = ShapeLauncher(self, cb0, qmd, n) if n else None
         if len(self._hot) >= 64:
             self._release_launchers()
         self._hot[global_size, local_size] = hot  # type: ignore[index]
@@ -228,18 +229,33 @@ class NVProgram(Program):
     def block_template(self, va: int, cb0: bytes, qmd: bytes) -> bytes:
         """A launch block for the 256-aligned address `va` with zeroed parameters: the shape's cb0
         driver area with the parameter bounds, and its QMD with constant bank 0's address."""
+        blk = bytearray(self.qmd_offset(va) + len(qmd))
+        self._write_block(memoryview(blk), va, cb0, qmd)
+        return bytes(blk)
+
+    def _write_block(self, view: memoryview, va: int, cb0: bytes, qmd: bytes) -> int:
+        """Writes a shape's cb0 driver area (with the parameter bounds for a block at `va`) and
+        its QMD (with constant bank 0's address) into `view`; returns the QMD's offset. The
+        parameters are left as they are."""
         pb = self.param_base
+        view[:pb] = cb0
+        struct.pack_into("<QQ", view, CB0_PARAM_START, va + pb, va + pb + self.param_size)
         qo = self.qmd_offset(va)
-        blk = bytearray(qo + len(qmd))
-        blk[:pb] = cb0
-        struct.pack_into("<QQ", blk, CB0_PARAM_START, va + pb, va + pb + self.param_size)
-        blk[qo:] = qmd
+        view[qo:qo + len(qmd)] = qmd
+        self._write_cb0_address(view, qo, va)
+        return qo
+
+    def _write_cb0_address(self, view: memoryview, qo: int, va: int) -> None:
+        """Stores constant bank 0's address `va` into the QMD at `qo`: whole dwords built from the
+        template, no read-modify-write (the block may be write-combined device memory)."""
         a = va >> self._cb0_shift
         hi = self._cb0_hi
-        struct.pack_into("<I", blk, qo + self._cb0_lo_off, a & _M32)
-        struct.pack_into("<I", blk, qo + self._cb0_hi_off,
-                         self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift))
-        return bytes(blk)
+        hi_word = self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift)
+        if self._cb0_hi_off == self._cb0_lo_off + 4:  # adjacent dwords (every QMD version)
+            _TWO_U32.pack_into(view, qo + self._cb0_lo_off, a & _M32, hi_word)
+        else:
+            _ONE_U32.pack_into(view, qo + self._cb0_lo_off, a & _M32)
+            _ONE_U32.pack_into(view, qo + self._cb0_hi_off, hi_word)
 
     def fill_fast(self, va: int, view: memoryview, args: Sequence[ArgValue],
                   global_size: Sequence[int], local_size: Sequence[int], v: int) -> int:
@@ -252,8 +268,7 @@ class NVProgram(Program):
             shape = self._shape(global_size, local_size)
         cb0, qmd = shape
         pb = self.param_base
-        view[:pb] = cb0
-        struct.pack_into("<QQ", view, CB0_PARAM_START, va + pb, va + pb + self.param_size)
+        qo = self._write_block(view, va, cb0, qmd)
         if len(args) != len(self.slots):
             raise ProgramError(f"{self.name} takes {len(self.slots)} arguments, got {len(args)}")
         types = tuple(map(type, args))
@@ -279,16 +294,6 @@ class NVProgram(Program):
                 kv = view[pb:pb + self.param_size]
                 for slot, value in zip(self.slots, args):
                     write_arg(kv, slot, value)
-        qo = round_up(va + self.cb0_B, 256) - va
-        view[qo:qo + len(qmd)] = qmd
-        a = va >> self._cb0_shift
-        hi = self._cb0_hi
-        hi_word = self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift)
-        if self._cb0_hi_off == self._cb0_lo_off + 4:  # adjacent dwords (every QMD version)
-            _TWO_U32.pack_into(view, qo + self._cb0_lo_off, a & _M32, hi_word)
-        else:
-            struct.pack_into("<I", view, qo + self._cb0_lo_off, a & _M32)
-            struct.pack_into("<I", view, qo + self._cb0_hi_off, hi_word)
         _ONE_U32.pack_into(view, qo + self._payload_off, v)
         return va + qo
 
@@ -394,11 +399,7 @@ class NVProgram(Program):
         # Stores only (no read-modify-write): the block may be write-combined device memory.
         for (st, off, _), v in zip(self._launch_packs, (*global_size, *local_size)):
             st.pack_into(view, qo + off, v)
-        a = va >> self._cb0_shift
-        lo, hi = self._cb0_lo, self._cb0_hi
-        struct.pack_into("<I", view, qo + 4 * lo.index, a & _M32)
-        struct.pack_into("<I", view, qo + 4 * hi.index,
-                         self._cb0_hi_word | (((a >> 32) & hi.mask) << hi.shift))
+        self._write_cb0_address(view, qo, va)
         return NVKernArgs(va, view[pb:pb + self.param_size], self.slots, view[qo:qo + qsz])
 
     def write_release(self, qmd: memoryview, addr: int, payload: int) -> None:
