@@ -48,10 +48,10 @@ def main() -> int:
     from runtime.drivers.nv.queue import CACHE_INVALIDATE
 
     dev = NVDevice(args.device)
+    from runtime.drivers.nv.launcher import native_helper
     from runtime.hcq import native
-    print("native launch:", "on" if dev.launch_native and native.load(
-        "_nvlaunch", Path(__file__).resolve().parent.parent / "runtime/drivers/nv/_nvlaunch.c")
-        else f"off ({native.unavailable.get('_nvlaunch')})")
+    print("native launch:", "on" if dev.launch_native and native_helper() is not None
+          else f"off ({native.unavailable.get('_nvlaunch')})")
     lib = dev.compiler.compile(SRC)
     inc, nop = dev.program(lib, "inc"), dev.program(lib, "nop")
     x = dev.alloc(4096)

@@ -312,6 +312,7 @@ def test_dependent_launches_through_the_slot_rings(  # type: ignore[no-untyped-d
     that overlapped or read stale data would lose increments), through the native and the Python
     launch paths; every 37th is followed by a copy-engine snapshot, so the next launch orders
     itself by the timeline acquire instead of WAIT_FOR_IDLE. Slots are reused many times over."""
+    from runtime.drivers.nv.launcher import native_helper
     from runtime.hcq import native
     dev.launch_native = native_launch
     try:
@@ -328,9 +329,7 @@ def test_dependent_launches_through_the_slot_rings(  # type: ignore[no-untyped-d
         hot = prg._hot[(4, 1, 1), (256, 1, 1)]
         assert hot is not None and hot.n < 300
         is_native = type(hot.fn).__name__ == "builtin_function_or_method"
-        assert is_native == (native_launch and native.load(
-            "_nvlaunch", Path(native.__file__).parent.parent / "drivers/nv/_nvlaunch.c")
-            is not None)
+        assert is_native == (native_launch and native_helper() is not None)
         prg.free()
     finally:
         dev.launch_native = native.enabled()

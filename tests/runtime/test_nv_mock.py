@@ -26,7 +26,6 @@ from runtime.hcq.errors import DeviceNotFound, ProgramError, QueueError
 
 DATA = Path(__file__).parent / "data"
 CUBIN = (DATA / "nv_kernels_cuda13.cubin").read_bytes()
-NATIVE_SRC = Path(__file__).resolve().parents[2] / "runtime" / "drivers" / "nv" / "_nvlaunch.c"
 
 
 @pytest.fixture
@@ -40,8 +39,9 @@ def dev(mos: NvMockOS, request):  # type: ignore[no-untyped-def]
     d = NVDevice("mock-nv:0", os=mos)
     d.default_timeout_ms = 5000.0
     if request.param == "native":
+        from runtime.drivers.nv.launcher import native_helper
         from runtime.hcq import native
-        if native.load("_nvlaunch", NATIVE_SRC) is None:
+        if native_helper() is None:
             pytest.skip(f"native launch helper unavailable: {native.unavailable['_nvlaunch']}")
     d.launch_native = request.param == "native"
     yield d

@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from array import array
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 from generated.nv import classes as cl
@@ -79,6 +80,12 @@ class ChunkPool:
             if pool.buf is buf:
                 pool.give(offset)
                 return
+
+
+def native_helper() -> ModuleType | None:
+    """The compiled launch helper (_nvlaunch.c), or None where it cannot be built (the reason is
+    in `runtime.hcq.native.unavailable["_nvlaunch"]`)."""
+    return native.load("_nvlaunch", Path(__file__).with_name("_nvlaunch.c"))
 
 
 def _never(args: "tuple[ArgValue, ...]") -> bool:
@@ -204,7 +211,7 @@ class ShapeLauncher:
             if k is None:
                 return None
             kinds.append(k)
-        mod = native.load("_nvlaunch", Path(__file__).with_name("_nvlaunch.c"))
+        mod = native_helper()
         if mod is None:
             return None
         dev, prg = self.device, self.prg
