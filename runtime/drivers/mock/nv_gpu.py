@@ -517,12 +517,7 @@ class MockNVGPU:
 
     def run(self) -> None:
         """Runs every channel until none can make progress; starts the poller if one is blocked."""
-        progress = True
-        while progress:
-            progress = False
-            for ch in list(self.channels.values()):
-                if ch.step():
-                    progress = True
+        self.run_once()
         if any(ch.blocked and not ch.faulted for ch in self.channels.values()):
             self._start_poller()
 
@@ -544,7 +539,8 @@ class MockNVGPU:
         self._poller.start()
 
     def run_once(self) -> None:
-        """One pass over the channels (the poller's step, under the mock's lock)."""
+        """Runs every channel until none can make progress (the poller's step, under the mock's
+        lock)."""
         progress = True
         while progress:
             progress = False

@@ -112,6 +112,20 @@ def _cap_chain(caps: list[tuple[int, int, bytes]]) -> bytes:
     return bytes(out)
 
 
+def _attach_chain(arg: Any, info: Any, chain: bytes, caps_flag: int) -> None:
+    """Puts a capability chain behind the info struct `info`, as the kernel's info ioctls do: sets
+    `caps_flag`; if the caller's argsz cannot hold the chain, only raises argsz (the caller asks
+    again with a larger buffer), else copies the chain, shifted, to just past the struct and
+    points cap_offset at it."""
+    info.flags |= caps_flag
+    base = ctypes.sizeof(type(info))
+    if info.argsz < base + len(chain):
+        info.argsz = base + len(chain)
+    else:
+        _copy_out(arg, _shift_chain(chain, base), base)
+        info.cap_offset = base
+
+
 def _shift_chain(chain: bytes, by: int) -> bytes:
     """vfio_info_cap_shift: rebases every non-zero `next` by `by`."""
     out = bytearray(chain)
@@ -642,13 +656,7 @@ class _ContainerFile(MockFile):
             (V.VFIO_IOMMU_TYPE1_INFO_DMA_AVAIL, 1,
              self.container.iommu.dma_avail.to_bytes(4, "little")),
             (V.VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE, 1, iova_body)])
-        info.flags |= V.VFIO_IOMMU_INFO_CAPS
-        base = ctypes.sizeof(V.vfio_iommu_type1_info)
-        if info.argsz < base + len(chain):
-            info.argsz = base + len(chain)
-        else:
-            _copy_out(arg, _shift_chain(chain, base), base)
-            info.cap_offset = base
+        _attach_chain(arg, info, chain, V.VFIO_IOMMU_INFO_CAPS)
         _copy_out(arg, bytes(info)[:minsz])
         return 0
 
@@ -794,14 +802,7 @@ class _DeviceFile(MockFile):
         info.offset = info.index << VFIO_PCI_OFFSET_SHIFT
         info.size, info.flags, info.cap_offset = size, flags, 0
         if caps:
-            chain = _cap_chain(caps)
-            info.flags |= V.VFIO_REGION_INFO_FLAG_CAPS
-            base = ctypes.sizeof(V.vfio_region_info)
-            if info.argsz < base + len(chain):
-                info.argsz = base + len(chain)
-            else:
-                _copy_out(arg, _shift_chain(chain, base), base)
-                info.cap_offset = base
+            _attach_chain(arg, info, _cap_chain(caps), V.VFIO_REGION_INFO_FLAG_CAPS)
         _copy_out(arg, bytes(info)[:minsz])
         return 0
 
