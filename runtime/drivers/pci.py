@@ -224,6 +224,8 @@ class PCIDevice(ABC):
     """
 
     address: PCIAddress
+    os: OSSeam
+    _mappings: list[HostMapping]   # what map_bar mapped, until unmap or close
 
     # ------------------------------------------------------------------ backend contract
     @property
@@ -247,9 +249,12 @@ class PCIDevice(ABC):
     def map_bar(self, index: int, offset: int = 0, size_B: int | None = None) -> HostMapping:
         """Maps `size_B` bytes (default: the rest) of memory BAR `index` from `offset`."""
 
-    @abstractmethod
     def unmap(self, mapping: HostMapping) -> None:
-        """Removes a mapping made by `map_bar`."""
+        """Removes a mapping made by `map_bar` (backends keep theirs in `_mappings`)."""
+        if mapping not in self._mappings:
+            raise PCIError(f"{self.address}: {mapping.addr:#x} is not a mapping of this device")
+        self._mappings.remove(mapping)
+        self.os.munmap(mapping)
 
     @abstractmethod
     def close(self) -> None:
@@ -532,12 +537,6 @@ class SysfsPCIDevice(PCIDevice):
             self.os.close(fd)  # the mapping keeps the file alive; the fd is not needed past mmap
         self._mappings.append(mapping)
         return mapping
-
-    def unmap(self, mapping: HostMapping) -> None:
-        if mapping not in self._mappings:
-            raise PCIError(f"{self.address}: {mapping.addr:#x} is not a mapping of this device")
-        self._mappings.remove(mapping)
-        self.os.munmap(mapping)
 
     def close(self) -> None:
         while self._mappings:

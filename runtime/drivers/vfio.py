@@ -683,12 +683,6 @@ class VfioDevice(PCIDevice):
         self._mappings.append(mapping)
         return mapping
 
-    def unmap(self, mapping: HostMapping) -> None:
-        if mapping not in self._mappings:
-            raise PCIError(f"{self.address}: {mapping.addr:#x} is not a mapping of this device")
-        self._mappings.remove(mapping)
-        self.os.munmap(mapping)
-
     def enable_bus_master(self) -> None:
         """Sets PCI_COMMAND_MEMORY and PCI_COMMAND_MASTER: the device decodes its BARs and DMAs."""
         cmd = self.read16(R.PCI_COMMAND)
