@@ -39,6 +39,16 @@ def _fault(inst: Inst, err: PageFault) -> PageFaultError:
     return PageFaultError(str(err), address=inst.addr, instruction=str(inst), cause=err)
 
 
+def _lanes(inst: Inst, resolve: Callable[[Group], ml.Target], g: Group) -> ml.Target | None:
+    """The lanes an access of `inst` touches, None when no active lane touches memory; a page
+    fault becomes the instruction's fault."""
+    try:
+        t = resolve(g)
+    except PageFault as e:
+        raise _fault(inst, e) from None
+    return t if t.spans else None
+
+
 def _global_target(inst: Inst, size: int, access: str) -> Callable[[Group], ml.Target]:
     """Resolves a GLOBAL/FLAT instruction's lane addresses (active lanes only are checked)."""
     f = inst.f
@@ -87,11 +97,8 @@ def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int,
     signed = typ[0] == "i"
 
     def load(g: Group) -> None:
-        try:
-            t = resolve(g)
-        except PageFault as e:
-            raise _fault(inst, e) from None
-        if not t.spans:
+        t = _lanes(inst, resolve, g)
+        if t is None:
             return
         if size >= 4:
             for j, v in enumerate(ml.load_words(t, ndw, ml.lane_shape(g, t))):
@@ -101,11 +108,8 @@ def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int,
             ml.write_back(g, vdst, ml.load_sub(t, size, signed, ml.lane_shape(g, t)), t)
 
     def store(g: Group) -> None:
-        try:
-            t = resolve(g)
-        except PageFault as e:
-            raise _fault(inst, e) from None
-        if not t.spans:
+        t = _lanes(inst, resolve, g)
+        if t is None:
             return
         if size >= 4:
             vals = [g.v(vdata + j) for j in range(ndw)]
@@ -166,11 +170,8 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
 def _atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
                  vcmp: int | None, want: bool, resolve: Callable[[Group], ml.Target]) -> Exec:
     def run(g: Group) -> None:
-        try:
-            t = resolve(g)
-        except PageFault as e:
-            raise _fault(inst, e) from None
-        if not t.spans:
+        t = _lanes(inst, resolve, g)
+        if t is None:
             return
         t = ml.compacted(t, g)
         src = _typed_data(g, vsrc, ndw, dt)
