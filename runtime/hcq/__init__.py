@@ -11,10 +11,9 @@ The core (this package) is vendor-neutral and never imports generated bindings; 
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from runtime.hcq.device import Device
+from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
                                 IoctlError, ProgramError, QueueError, SignalTimeout)
 from runtime.hcq.graph import Graph, Launch
@@ -53,9 +52,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'runtime.hcq' has no attribute {name!r}")
 
 
-_NAME = re.compile(r"^(amd|nv|mock-amd|mock-nv)(?::(\d+))?$")
-
-
 def open_device(name: str | None = None, **kwargs: Any) -> Device:
     """Opens a device by name ("amd:0", "nv:0", "mock-amd:0"), or the best one present: an NVIDIA
     GPU, then an AMD GPU (KFD), else the mock AMD GPU. Keyword arguments go to the device
@@ -65,12 +61,7 @@ def open_device(name: str | None = None, **kwargs: Any) -> Device:
             if _present(cand):
                 return open_device(cand, **kwargs)
         return open_device("mock-amd:0", **kwargs)
-    m = _NAME.match(name)
-    if m is None:
-        raise DeviceNotFound(f"unknown device name {name!r} (expected amd:N, nv:N, mock-amd:N or "
-                             "mock-nv:N)")
-    kind = m.group(1)
-    if kind in ("nv", "mock-nv"):
+    if parse_device_name(name).vendor == "nv":
         return __getattr__("NVDevice")(name, **kwargs)
     return __getattr__("AMDDevice")(name, **kwargs)
 

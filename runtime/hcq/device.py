@@ -11,9 +11,11 @@ copy engines. User-built queues are free to do otherwise.
 from __future__ import annotations
 
 import collections
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from runtime.hcq.errors import DeviceClosed, DeviceFault, HCQError
+from runtime.hcq.errors import DeviceClosed, DeviceFault, DeviceNotFound, HCQError
 from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena,
                                 SlotPool)
 from runtime.hcq.signal import SIGNAL_B, Signal
@@ -26,6 +28,33 @@ if TYPE_CHECKING:
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
 _PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipelining
 _PIPELINE_MAX_B = 4 << 20     # largest copy split so
+
+
+_DEVICE_NAME = re.compile(r"^(mock-)?(amd|nv)(?::(\d+))?$")
+_VENDOR_NAMES = {"amd": "AMD", "nv": "NVIDIA"}
+
+
+@dataclass(frozen=True)
+class DeviceName:
+    """A parsed device name: "nv:1" is DeviceName("nv", False, 1), "mock-amd" DeviceName("amd",
+    True, 0)."""
+
+    vendor: str    # "amd" or "nv"
+    mock: bool     # the mock GPU of that vendor
+    index: int
+
+
+def parse_device_name(name: str, vendor: str | None = None) -> DeviceName:
+    """Parses "amd:N", "nv:N", "mock-amd:N" or "mock-nv:N" (":N" defaults to 0); with `vendor`,
+    only that vendor's names. Raises `DeviceNotFound` naming the accepted forms."""
+    m = _DEVICE_NAME.match(name)
+    if m is None or (vendor is not None and m.group(2) != vendor):
+        if vendor is None:
+            raise DeviceNotFound(f"unknown device name {name!r} (expected amd:N, nv:N, mock-amd:N "
+                                 "or mock-nv:N)")
+        raise DeviceNotFound(f"{name!r} is not an {_VENDOR_NAMES[vendor]} device name "
+                             f"({vendor}:N or mock-{vendor}:N)")
+    return DeviceName(m.group(2), m.group(1) is not None, int(m.group(3) or 0))
 
 
 class Device:

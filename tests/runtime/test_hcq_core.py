@@ -186,3 +186,17 @@ def test_core_imports_no_generated_code() -> None:
             "bad = [m for m in sys.modules if m.startswith(('generated', 'runtime.drivers'))]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_device_names_parse_and_refuse_with_the_accepted_forms() -> None:
+    from runtime.hcq.device import DeviceName, parse_device_name
+    from runtime.hcq.errors import DeviceNotFound
+    assert parse_device_name("nv:1") == DeviceName("nv", False, 1)
+    assert parse_device_name("mock-amd") == DeviceName("amd", True, 0)
+    assert parse_device_name("mock-nv:3", "nv") == DeviceName("nv", True, 3)
+    with pytest.raises(DeviceNotFound, match=r"expected amd:N, nv:N, mock-amd:N or mock-nv:N"):
+        parse_device_name("intel:0")
+    with pytest.raises(DeviceNotFound, match=r"not an NVIDIA device name \(nv:N or mock-nv:N\)"):
+        parse_device_name("amd:0", "nv")
+    with pytest.raises(DeviceNotFound, match=r"not an AMD device name"):
+        parse_device_name("mock-amd:x", "amd")

@@ -9,7 +9,6 @@ free, munmap), the doorbell mapping, then the descriptors.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
 from runtime.drivers.amd.program import AMDProgram
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
-from runtime.hcq.device import Device
+from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQMemoryError, IoctlError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
@@ -38,7 +37,6 @@ QUEUE_PRIORITY = 7            # middle of 0..KFD_MAX_QUEUE_PRIORITY, as tinygrad
 # CWSR save-area sizing for gfx11 (tinygrad after amdkfd kfd_queue.c): per CU VGPRs, SGPRs, LDS,
 # HWREG.
 _CWSR_PER_CU_B = 0x60000 + 0x4000 + 0x10000 + 0x1000
-_NAME = re.compile(r"^(amd|mock-amd)(?::(\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -151,12 +149,10 @@ class AMDDevice(Device):
 
     def __init__(self, name: str = "amd:0", *, os: OSSeam | None = None, ring_B: int = 1 << 20,
                  sdma_ring_B: int = 1 << 20, max_copy_B: int = MAX_COPY_B, **kwargs: Any) -> None:
-        m = _NAME.match(name)
-        if m is None:
-            raise DeviceNotFound(f"{name!r} is not an AMD device name (amd:N or mock-amd:N)")
-        index = int(m.group(2) or 0)
+        parsed = parse_device_name(name, "amd")
+        index = parsed.index
         if os is None:
-            if m.group(1) == "mock-amd":
+            if parsed.mock:
                 from runtime.drivers.mock.os import MockOS  # the mock is chosen by name, here only
                 os = MockOS.with_amd_gpus(index + 1)
             else:

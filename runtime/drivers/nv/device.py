@@ -27,7 +27,6 @@ from __future__ import annotations
 import ctypes
 import os
 import os as os_module  # the constructor's `os` argument is the seam
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -44,14 +43,13 @@ from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
-from runtime.hcq.device import Device
+from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
                               OSSeam, RealOS)
 from runtime.hcq.signal import Signal
 
-_NAME = re.compile(r"^(nv|mock-nv)(?::(\d+))?$")
 HUGE_PAGE_B = 2 << 20
 USERMODE_MAP_B = 0x10000          # the usermode (doorbell) region tinygrad maps
 GPFIFO_ENTRIES = 0x10000          # per channel (tinygrad)
@@ -286,12 +284,10 @@ class NVDevice(Device):
     def __init__(self, name: str = "nv:0", *, os: OSSeam | None = None,
                  pcas_action: int = DEFAULT_PCAS_ACTION, pushbuf_B: int = PUSHBUF_B,
                  gpfifo_entries: int = GPFIFO_ENTRIES, **kwargs: Any) -> None:
-        m = _NAME.match(name)
-        if m is None:
-            raise DeviceNotFound(f"{name!r} is not an NVIDIA device name (nv:N or mock-nv:N)")
-        index = int(m.group(2) or 0)
+        parsed = parse_device_name(name, "nv")
+        index = parsed.index
         if os is None:
-            if m.group(1) == "mock-nv":
+            if parsed.mock:
                 from runtime.drivers.mock.nv_rm import NvMockOS  # the mock is chosen by name, here
                 os = NvMockOS.with_nv_gpus(index + 1)
             else:
