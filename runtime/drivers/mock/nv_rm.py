@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import errno as E
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,7 +22,7 @@ import numpy as np
 from generated.nv import rm_580 as rm
 
 from runtime.drivers.mock.nv_gpu import COMPUTE_PREFIX, COPY_PREFIX, MockChannel, MockNVGPU
-from runtime.drivers.mock.os import MockFile, MockOS, _Injection, _ioc_size
+from runtime.drivers.mock.os import MockFile, MockOS, _ioc_size
 from runtime.drivers.nv.rm import ESCAPE_NAMES, class_name, control_name, escape_request
 from runtime.drivers.nv.uvm import UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC, uvm_name
 
@@ -115,15 +114,7 @@ class NvMockOS(MockOS):
             # size is the command's struct, which the UVM file checks.
             self.ioctl_count += 1
             f = self.file(fd)
-            for inj in self._injections:
-                if inj.request == req and inj.remaining:
-                    if inj.skip:
-                        inj.skip -= 1
-                        continue
-                    inj.remaining -= 1
-                    self.log_kernel(f"mock: injected failure of {self._request_names.get(req)}: "
-                                    f"errno {inj.errno}")
-                    raise OSError(inj.errno, os.strerror(inj.errno))
+            self._fail_if_injected(req)
             return f.ioctl(req, arg)
 
     def inject_status(self, request: str, status: int, count: int = 1) -> None:
@@ -131,8 +122,6 @@ class NvMockOS(MockOS):
         class name) return NV status `status` instead of succeeding."""
         self.nv.status_injections.append([request, status, count])
 
-
-_ = _Injection  # MockOS's injection record, reused by the override above
 
 
 class MockNVDriver:

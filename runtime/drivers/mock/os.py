@@ -210,21 +210,25 @@ class MockOS(OSSeam):
             self.ioctl_count += 1
             f = self.file(fd)
             req = int(request)
-            for inj in self._injections:
-                if inj.request == req and inj.remaining:
-                    if inj.skip:
-                        inj.skip -= 1
-                        continue
-                    inj.remaining -= 1
-                    name = self._request_names.get(req, hex(req))
-                    self.log_kernel(f"mock: injected failure of {name}: errno {inj.errno}")
-                    raise OSError(inj.errno, os.strerror(inj.errno))
+            self._fail_if_injected(req)
             # _IO requests (size 0) pass a value, or a pointer the driver sizes (VFIO's argsz).
             if (arg is not None and not isinstance(arg, int) and _ioc_size(req)
                     and ctypes.sizeof(arg) != _ioc_size(req)):
                 raise OSError(E.EINVAL, f"ioctl {req:#x}: argument is {ctypes.sizeof(arg)} B, "
                                         f"the request encodes {_ioc_size(req)} B")
             return f.ioctl(req, arg)
+
+    def _fail_if_injected(self, req: int) -> None:
+        """Raises the injected failure of request `req` when one is due (under the lock)."""
+        for inj in self._injections:
+            if inj.request == req and inj.remaining:
+                if inj.skip:
+                    inj.skip -= 1
+                    continue
+                inj.remaining -= 1
+                name = self._request_names.get(req, hex(req))
+                self.log_kernel(f"mock: injected failure of {name}: errno {inj.errno}")
+                raise OSError(inj.errno, os.strerror(inj.errno))
 
     def mmap(self, addr: int | None, size: int, prot: int, flags: int, fd: int = -1,
              offset: int = 0) -> HostMapping:

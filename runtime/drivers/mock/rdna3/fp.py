@@ -86,15 +86,18 @@ def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(out) & np.isfinite(p), out, p + c)
 
 
+def _quiet_bit(x: np.ndarray) -> np.ndarray:
+    """The mantissa's top bit (quiet-NaN bit) of each element of an f16/f32/f64 array."""
+    if x.dtype == np.float32:
+        return (x.view(np.uint32) & np.uint32(0x00400000)) != 0
+    if x.dtype == np.float64:
+        return (x.view(np.uint64) & np.uint64(1 << 51)) != 0
+    return (x.view(np.uint16) & np.uint16(0x0200)) != 0
+
+
 def _is_snan(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
-    if x.dtype == np.float32:
-        quiet = (x.view(np.uint32) & np.uint32(0x00400000)) != 0
-    elif x.dtype == np.float64:
-        quiet = (x.view(np.uint64) & np.uint64(1 << 51)) != 0
-    else:
-        quiet = (x.view(np.uint16) & np.uint16(0x0200)) != 0
-    return np.isnan(x) & ~quiet
+    return np.isnan(x) & ~_quiet_bit(x)
 
 
 def _minmax(a: np.ndarray, b: np.ndarray, is_min: bool) -> np.ndarray:
@@ -253,12 +256,7 @@ def classify(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     den = _is_denorm(x)
     zero = x == 0
     normal = fin & ~den & ~zero
-    if x.dtype == np.float32:
-        quiet = (x.view(np.uint32) & np.uint32(0x00400000)) != 0
-    elif x.dtype == np.float64:
-        quiet = (x.view(np.uint64) & np.uint64(1 << 51)) != 0
-    else:
-        quiet = (x.view(np.uint16) & np.uint16(0x0200)) != 0
+    quiet = _quiet_bit(x)
     nan = np.isnan(x)
     classes = [nan & ~quiet, nan & quiet, np.isneginf(x), normal & neg, den & neg, zero & neg,
                zero & ~neg, den & ~neg, normal & ~neg, np.isposinf(x)]
