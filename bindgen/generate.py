@@ -30,6 +30,9 @@ PACKAGE = Path(__file__).resolve().parent
 REPO = PACKAGE.parent
 SPECS = SPECS_DIR
 GENERATED = REPO / "generated"
+# The import name of GENERATED: pyproject.toml maps the package onto the folder, so the installed
+# layout owns its name (a top-level `generated` collides with other distributions).
+GENERATED_PACKAGE = "hcq_bindings"
 
 
 def generator_hash() -> str:
@@ -84,7 +87,7 @@ def defs_path(t: Target) -> Path:
 
 
 def module_name(t: Target) -> str:
-    return "generated." + t.output[:-3].replace("/", ".")
+    return GENERATED_PACKAGE + "." + t.output[:-3].replace("/", ".")
 
 
 def generate(t: Target, sources: Sources) -> Generated:

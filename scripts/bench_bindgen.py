@@ -410,7 +410,7 @@ def breakdown(module: str, parsed: tuple) -> dict:
     out["packages_self"] = sum(
         s
         for depth, name, s, c in sub
-        if name in ("bindgen", "generated") or re.fullmatch(r"generated\.\w+", name)
+        if name in ("bindgen", "hcq_bindings") or re.fullmatch(r"hcq_bindings\.\w+", name)
     )
     for _depth, name, s, c in sub:
         if name == "bindgen.cabi":
@@ -744,7 +744,7 @@ class Bench:
         res: dict[str, Any] = {"compileall": p.error or "ok"}
         self.results["imports"] = res
         modules = ["ctypes", "bindgen.cabi"] + [
-            "generated." + t["output"][:-3].replace("/", ".")
+            "hcq_bindings." + t["output"][:-3].replace("/", ".")
             for t in self.targets
             if t["group"] in self.args.groups
         ]
@@ -764,7 +764,7 @@ class Bench:
         for t in self.targets:
             if not t["lazy"] or t["group"] not in self.args.groups:
                 continue
-            mod = "generated." + t["output"][:-3].replace("/", ".")
+            mod = "hcq_bindings." + t["output"][:-3].replace("/", ".")
             attr = self.lazy_attr(t)
             lazy[mod] = {
                 mode: measure_lazy(
@@ -1080,7 +1080,7 @@ class Bench:
         if tree is None:
             return
         ours_mod = {
-            t["name"]: "generated." + t["output"][:-3].replace("/", ".") for t in self.targets
+            t["name"]: "hcq_bindings." + t["output"][:-3].replace("/", ".") for t in self.targets
         }
         for name, names in SPOT.items():
             if name not in ours_mod:
@@ -1291,7 +1291,7 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         )
 
     def mods(group: str) -> list[str]:
-        return [m for m in imports if m.startswith(f"generated.{group}.")]
+        return [m for m in imports if m.startswith(f"hcq_bindings.{group}.")]
 
     for group, lim_bc, lim_nobc in (
         ("linux", PASS_TARGETS["linux_import_bc_ms"], PASS_TARGETS["linux_import_nobc_ms"]),
@@ -1342,7 +1342,7 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
     peers = res.get("peers", {})
     ours_pt = peers.get("ours_per_target", {})
     ours_mod = {
-        t: f"generated.{g}.{t}"
+        t: f"hcq_bindings.{g}.{t}"
         for g, ts in (
             ("linux", ("kfd_ioctl", "amdgpu_drm", "vfio", "pci_regs")),
             ("nv", ("rm_580",)),
@@ -1572,7 +1572,7 @@ def render(res: dict) -> str:
                 out.append(f"{p}: unavailable: {peers[p].get('error')}")
         rows = []
         for t in names:
-            ours_m = imports.get(f"generated.{'nv' if t == 'rm_580' else 'linux'}.{t}", {})
+            ours_m = imports.get(f"hcq_bindings.{'nv' if t == 'rm_580' else 'linux'}.{t}", {})
             row = [
                 t,
                 f"{fmt(ours_m.get('bc', {}).get('cum_ms'), 2)} / "
@@ -1689,7 +1689,7 @@ def diagnose(res: dict) -> list[str]:
     for mode in ("bc", "nobc"):
         for mod, r in imports.items():
             if not (
-                mod.startswith("generated.") or mod == "bindgen.cabi"
+                mod.startswith("hcq_bindings.") or mod == "bindgen.cabi"
             ) or "breakdown" not in r.get(mode, {}):
                 continue
             b = r[mode]["breakdown"]

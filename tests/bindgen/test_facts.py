@@ -26,7 +26,7 @@ TARGETS = {t.name: t for t in load_all(SPECS_DIR)}
 
 
 def _module(target: str):  # type: ignore[no-untyped-def]
-    return importlib.import_module("generated." + TARGETS[target].output[:-3].replace("/", "."))
+    return importlib.import_module("hcq_bindings." + TARGETS[target].output[:-3].replace("/", "."))
 
 
 def _probe(tmp: Path, target: str, checks: dict[str, str], cxx: bool = False) -> dict[str, int]:

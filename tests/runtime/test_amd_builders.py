@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-_HAVE = all(importlib.util.find_spec(f"generated.amd.{m}") is not None
+_HAVE = all(importlib.util.find_spec(f"hcq_bindings.amd.{m}") is not None
             for m in ("pm4_gfx11", "sdma_v6", "gc_11_0_0", "hsa")) \
-    if importlib.util.find_spec("generated.amd") is not None else False
+    if importlib.util.find_spec("hcq_bindings.amd") is not None else False
 pytestmark = pytest.mark.skipif(not _HAVE, reason="generated AMD bindings are not committed yet "
                                                    "(bindgen regen amd)")
 

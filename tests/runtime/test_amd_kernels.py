@@ -14,7 +14,7 @@ GUIDES = Path(__file__).resolve().parents[2].parent / "shared" / "guides" / "amd
 
 
 def _ready() -> str:
-    if importlib.util.find_spec("generated.amd") is None:
+    if importlib.util.find_spec("hcq_bindings.amd") is None:
         return "generated AMD bindings are not committed yet"
     try:
         from runtime.drivers.mock.rdna3 import DispatchRecord, KernelFault, execute  # noqa: F401

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_HAVE = importlib.util.find_spec("generated.amd") is not None and all(
-    importlib.util.find_spec(f"generated.amd.{m}") is not None
+_HAVE = importlib.util.find_spec("hcq_bindings.amd") is not None and all(
+    importlib.util.find_spec(f"hcq_bindings.amd.{m}") is not None
     for m in ("pm4_gfx11", "sdma_v6", "gc_11_0_0", "hsa"))
 pytestmark = pytest.mark.skipif(not _HAVE, reason="generated AMD bindings are not committed yet "
                                                    "(bindgen regen amd)")
@@ -361,7 +361,7 @@ def test_a_wait_that_can_never_complete_is_refused(dev) -> None:  # type: ignore
 
 
 def test_write_data_and_event_write_execute(dev) -> None:  # type: ignore[no-untyped-def]
-    from generated.amd import pm4_gfx11 as p
+    from hcq_bindings.amd import pm4_gfx11 as p
 
     from runtime.drivers.amd.pm4 import WRITE_DATA_DST_MEMORY, packet3
     s = dev.new_signal()

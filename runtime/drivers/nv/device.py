@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from generated.nv import classes as cl
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import classes as cl
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv.gpfifo import DOORBELL_OFFSET_B, USERD_B, Channel
 from runtime.drivers.nv.launcher import ChunkPool

@@ -23,8 +23,8 @@ import time
 from array import array
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
-from generated.nv import classes as cl
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import classes as cl
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv.methods import (GP_LENGTH_SHIFT, SUBC_HOST, decode_gp_entry,
                                         describe_methods, fval, gp_entry, nvm)

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from generated.nv import classes as cl
+from hcq_bindings.nv import classes as cl
 
 from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW,
                                        SEM_RELEASE_64, _fence_call, host_semaphore)

@@ -426,7 +426,7 @@ class NVProgram(Program):
 
 def _pcas_methods(device: "NVDevice", qmd_va: int) -> list[int]:
     """SEND_PCAS_A (QMD address >> 8) and SEND_SIGNALING_PCAS2_B with the device's action."""
-    from generated.nv import classes as cl
+    from hcq_bindings.nv import classes as cl
 
     from runtime.drivers.nv.methods import SUBC_COMPUTE, fval, nvm
     return nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_PCAS_A, qmd_va >> 8) + nvm(
