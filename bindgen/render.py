@@ -21,7 +21,7 @@ MACRO_HELPERS = ("_c_bool", "_c_div", "_c_mod", "_c_sext", "_c_trunc")
 
 @dataclass
 class RenderInfo:
-    spec_file: str
+    spec_file: str  # as shown: relative to the project root
     title: str
     fingerprint: str
     inputs_hash: str
@@ -267,7 +267,7 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> tuple[s
 def render_report(m: ir.Module, info: RenderInfo, headers: list[tuple[str, str]]) -> str:
     """The target's report: headers read (with sha256), counts, and everything not emitted, why."""
     lines = [
-        f"# bindgen report for target {m.target} (spec bindgen/specs/{info.spec_file})",
+        f"# bindgen report for target {m.target} (spec {info.spec_file})",
         f"# fingerprint: {info.fingerprint}",
         "",
         "## headers read (sha256)",

@@ -282,9 +282,10 @@ HELPER = textwrap.dedent(r"""
     try:
         from bindgen.errors import BindgenError
         from bindgen.sources import Sources
-        from bindgen.spec import SPECS_DIR, load_all
+        from bindgen.project import load_project
+        from bindgen.spec import load_all
         cmd = sys.argv[1]
-        targets = load_all(SPECS_DIR)
+        targets = load_all(load_project().specs)
         if cmd == "info":
             out["targets"] = [{"name": t.name, "group": t.group, "output": t.output, "lazy": t.lazy,
                                "sources": [s.name for s in t.sources]} for t in targets]
