@@ -10,7 +10,7 @@ from setuptools import Extension, find_namespace_packages, find_packages, setup
 BINDINGS = "hcq_bindings"
 NVLAUNCH_C = "runtime/drivers/nv/_nvlaunch.c"
 
-packages = find_packages(include=["bindgen", "bindgen.*", "runtime", "runtime.*"])
+packages = find_packages(include=["bindgen", "bindgen.*", "bindgen_rt", "runtime", "runtime.*"])
 packages += [BINDINGS] + [f"{BINDINGS}.{p}" for p in find_namespace_packages("generated")
                           if "__pycache__" not in p]
 

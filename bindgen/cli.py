@@ -11,9 +11,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .errors import BindgenError, SourceError
 from .project import Project, ProjectError, load_project
-from .spec import Target, load_all
+
+if TYPE_CHECKING:
+    from .spec import Target
+
+# Installed without the `bindgen` extra, the generator cannot run (the bindings and bindgen_rt can).
+_GENERATOR_DEPS = {"yaml": "pyyaml", "mako": "mako", "clang": "libclang"}
 
 
 def _targets(selector: list[str], all_targets: list[Target]) -> list[Target]:
@@ -287,6 +294,17 @@ def main(argv: list[str] | None = None) -> int:
         args = ap.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    try:
+        from .spec import load_all
+    except ModuleNotFoundError as e:
+        if e.name not in _GENERATOR_DEPS:
+            raise
+        print(
+            f"bindgen: the generator needs {_GENERATOR_DEPS[e.name]}, which is not installed: "
+            f"pip install 'gpu-hcq-toolkit[bindgen]'",
+            file=sys.stderr,
+        )
+        return 2
     try:
         project = load_project(args.specs, args.out, args.package)
         all_targets = load_all(project.specs, project.shown(project.specs))

@@ -74,8 +74,8 @@ class _Ctx:
 
     def record_base(self, rec: ir.Record) -> str:
         if rec.opaque:
-            return "_cabi.Opaque"
-        return "_cabi.Union" if rec.kind == "union" else "_cabi.Struct"
+            return "_rt.Opaque"
+        return "_rt.Union" if rec.kind == "union" else "_rt.Struct"
 
     # -- types
     def type(self, t: ir.Type) -> str:
@@ -241,7 +241,7 @@ class _Ctx:
             lines.append(
                 (
                     io.name,
-                    f"{io.name} = _cabi.IoctlRequest({io.request:#x}, {io.name!r}, "
+                    f"{io.name} = _rt.IoctlRequest({io.request:#x}, {io.name!r}, "
                     f"{io.arg or 'None'})",
                 )
             )

@@ -6,17 +6,17 @@
 # regenerate with: bindgen regen ${m.target}
 #
 # Lazy module: the definitions are in ${r.defs_name} beside this file, one NAME<TAB>python source line
-# each, compiled on first use (see bindgen.cabi.LazyDefs) so that importing this module costs nothing.
+# each, compiled on first use (see bindgen_rt.LazyDefs) so that importing this module costs nothing.
 # ruff: noqa
-from bindgen import cabi as _cabi
+import bindgen_rt as _rt
 % if r.needs_macro_helpers:
-from bindgen.cabi import ${", ".join(r.macro_helpers)}
+from bindgen_rt import ${", ".join(r.macro_helpers)}
 % endif
 % for name, cands, env in r.libraries:
-${r.lib_var(name)} = _cabi.Library(${repr(name)}, ${repr(tuple(cands))}, ${repr(env)})
+${r.lib_var(name)} = _rt.Library(${repr(name)}, ${repr(tuple(cands))}, ${repr(env)})
 % endfor
 
-_DEFS = _cabi.LazyDefs(globals(), ${repr(r.defs_name)})
+_DEFS = _rt.LazyDefs(globals(), ${repr(r.defs_name)})
 
 
 def __getattr__(name):

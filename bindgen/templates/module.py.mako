@@ -6,13 +6,13 @@
 # regenerate with: bindgen regen ${m.target}
 # ruff: noqa
 from ctypes import ${", ".join(r.ctypes_imports)}
-from bindgen import cabi as _cabi
+import bindgen_rt as _rt
 % if r.needs_macro_helpers:
-from bindgen.cabi import ${", ".join(r.macro_helpers)}
+from bindgen_rt import ${", ".join(r.macro_helpers)}
 % endif
 % for name, cands, env in r.libraries:
 
-${r.lib_var(name)} = _cabi.Library(${repr(name)}, ${repr(tuple(cands))}, ${repr(env)})
+${r.lib_var(name)} = _rt.Library(${repr(name)}, ${repr(tuple(cands))}, ${repr(env)})
 % endfor
 % if m.records:
 
@@ -82,7 +82,7 @@ def ${f.name}(${", ".join(f.params)}): return ${f.body}
 
 # ---- ioctls: int(request) is the number; calling it performs the ioctl
 % for io in m.ioctls:
-${io.name} = _cabi.IoctlRequest(${"%#x" % io.request}, ${repr(io.name)}, ${io.arg or "None"})
+${io.name} = _rt.IoctlRequest(${"%#x" % io.request}, ${repr(io.name)}, ${io.arg or "None"})
 % endfor
 % endif
 % for code in m.extra_code:

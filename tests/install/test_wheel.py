@@ -39,7 +39,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_holds_what_the_runtime_reads_at_run_time(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for must in ("runtime/py.typed", "bindgen/py.typed", "hcq_bindings/py.typed",
+    for must in ("runtime/py.typed", "bindgen/py.typed", "hcq_bindings/py.typed", "bindgen_rt/py.typed",
                  "runtime/drivers/nv/_nvlaunch.c", "hcq_bindings/linux/kfd_ioctl.py",
                  "hcq_bindings/nv/rm_580.py", "bindgen/templates/module.py.mako",
                  "bindgen/specs/linux.yaml"):
