@@ -70,11 +70,18 @@ def run(device: str | None, n: int) -> int:
         dev.close()
 
 
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m runtime.hcq.demo", description=__doc__)
     ap.add_argument("device", nargs="?", default=None,
                     help="amd:N, nv:N or mock-amd:N (default: the best present)")
-    ap.add_argument("--n", type=int, default=1 << 16, help="elements (default 65536)")
+    ap.add_argument("--n", type=_positive, default=1 << 16, help="elements (default 65536)")
     args = ap.parse_args(argv)
     try:
         return run(args.device, args.n)

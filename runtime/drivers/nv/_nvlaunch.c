@@ -42,7 +42,7 @@ typedef struct {
 } launcher;
 
 static PyObject *s_timeline_value, *s_chain_value, *s_seq, *s_gp_put, *s_gp_free_until,
-    *s_pb_put, *s_freed, *s_base, *s_va, *s_check_live, *s_fault, *s_closed;
+    *s_pb_put, *s_freed, *s_base, *s_va, *s_check_live, *s_fault, *s_closed, *s_device;
 
 static void launcher_free(PyObject *capsule) {
     launcher *L = (launcher *)PyCapsule_GetPointer(capsule, "nvlaunch");
@@ -99,6 +99,10 @@ static PyObject *launch(PyObject *self, PyObject *args) {
         int k = L->kind[a];
         if (k == K_BUF) {
             if ((PyObject *)Py_TYPE(o) != L->buffer_type) Py_RETURN_FALSE;
+            PyObject *owner = PyObject_GetAttr(o, s_device);
+            if (!owner) return NULL;
+            Py_DECREF(owner);
+            if (owner != L->dev) Py_RETURN_FALSE;  /* another device's buffer: the careful path */
             int dead = attr_true(o, s_freed);
             if (dead < 0) return NULL;
             if (!dead) {
@@ -373,5 +377,6 @@ PyMODINIT_FUNC PyInit__nvlaunch(void) {
     INTERN(s_check_live, "_check_live");
     INTERN(s_fault, "_fault");
     INTERN(s_closed, "closed");
+    INTERN(s_device, "device");
     return PyModule_Create(&moddef);
 }

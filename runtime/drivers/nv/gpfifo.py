@@ -185,9 +185,9 @@ class Channel:
     def submit(self, parts: Sequence[array | tuple[int, int]]) -> int:
         """Submits a command stream given as parts: arrays of dwords to copy into the pushbuffer,
         or (va, dwords) of streams already in GPU memory. Appends the progress release; returns the
-        submission's sequence number."""
-        self.seq += 1
-        seq = self.seq
+        submission's sequence number. Nothing (sequence number, ring space) is taken before the
+        stream is known to fit."""
+        seq = self.seq + 1
         trailer = self._trailer
         trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
         trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
@@ -196,10 +196,15 @@ class Channel:
             parts = [*parts, array("I")]
         last = len(parts) - 1
         inline_dw = sum(len(p) for p in parts if isinstance(p, array)) + len(trailer)
+        for i, p in enumerate(parts):
+            if isinstance(p, array) and len(p) + (len(trailer) if i == last else 0) \
+                    > self.pb_dw // 2:
+                self._pb_reserve(len(p) + len(trailer))  # raises, naming the sizes
         # Worst case each inline part skips up to its own size at the ring's end.
         if self.pb_put + 2 * inline_dw > self._pb_free_until or \
                 self.gp_put + len(parts) > self._gp_free_until:
             self._wait_space(self.pb_put + 2 * inline_dw, len(parts))
+        self.seq = seq
         entries = []
         pb, pb_dw, base = self.pb, self.pb_dw, self.pushbuf.va
         for i, p in enumerate(parts):
@@ -230,8 +235,7 @@ class Channel:
     def submit_one(self, words: array) -> int:
         """`submit([words])` for one inline stream, the launch hot path: the same ring writes with
         fewer steps (the trailer is copied after `words`, one GPFIFO entry)."""
-        self.seq += 1
-        seq = self.seq
+        seq = self.seq + 1
         trailer = self._trailer
         trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
         trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
@@ -247,6 +251,7 @@ class Channel:
             if n > pb_dw // 2:
                 raise QueueError(f"{n} dwords do not fit the {self.name} pushbuffer")
             self._wait_space(start + n, 1)
+        self.seq = seq
         pb = self.pb
         pb[off:off + k] = words
         pb[off + k:off + n] = trailer

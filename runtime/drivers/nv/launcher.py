@@ -256,6 +256,9 @@ class ShapeLauncher:
         guard = " or ".join(f"type({a}) is not {t.__name__}" for a, t in zip(names, types))
         live = "".join(f"    if {a}.freed or ({a}.base is not None and {a}.base.freed): "
                        f"{a}._check_live()\n" for a, t in zip(names, types) if t is Buffer)
+        # Another device's buffer goes to the careful path, which refuses it.
+        live += "".join(f"    if {a}.device is not dev: return False\n"
+                        for a, t in zip(names, types) if t is Buffer)
         packed = ", ".join(f"{a}.va" if t is Buffer else a for a, t in zip(names, types))
         src = (
             "def launch(args):\n"
