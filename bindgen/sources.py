@@ -266,8 +266,8 @@ class Sources:
                 )
             tar = Path(tmp) / "a.tar"
             tar.write_bytes(arch.stdout)
-            with tarfile.open(tar) as tf:
-                tf.extractall(out, filter="data")
+            # Not extractall(filter=...): Debian 12's Python 3.11.2 predates extraction filters.
+            _extract_members(tar, out, (), 0, src.name)
             _publish(out, root)
         return root
 

@@ -9,7 +9,7 @@ What is measured (docs/benchmarks.md has the method and the latest figures):
    group's outputs removed so every file is written) and no-op (outputs already identical). Always
    on a temporary copy of ``bindgen/``, ``generated/`` and ``pyproject.toml``: the working tree is
    never written.
-2. ``python -X importtime -c "import X"`` for every generated module, ``bindgen.cabi`` and
+2. ``python -X importtime -c "import X"`` for every generated module, ``bindgen_rt`` and
    ``ctypes``: self and cumulative, median of N fresh interpreters, (a) with bytecode caches
    (compileall into a temporary copy) and (b) without (``PYTHONDONTWRITEBYTECODE=1``, no caches).
    The interpreter is a clean virtual environment (``--without-pip``, so no ``.pth`` of this
@@ -282,9 +282,10 @@ HELPER = textwrap.dedent(r"""
     try:
         from bindgen.errors import BindgenError
         from bindgen.sources import Sources
-        from bindgen.spec import SPECS_DIR, load_all
+        from bindgen.project import load_project
+        from bindgen.spec import load_all
         cmd = sys.argv[1]
-        targets = load_all(SPECS_DIR)
+        targets = load_all(load_project().specs)
         if cmd == "info":
             out["targets"] = [{"name": t.name, "group": t.group, "output": t.output, "lazy": t.lazy,
                                "sources": [s.name for s in t.sources]} for t in targets]
@@ -398,7 +399,7 @@ def measure_import(
 
 
 def breakdown(module: str, parsed: tuple) -> dict:
-    """Where the cumulative time of one (median) run went: the module itself, ctypes, bindgen.cabi
+    """Where the cumulative time of one (median) run went: the module itself, ctypes, bindgen_rt
     (self), the generated packages, anything else (top-level children by cumulative)."""
     self_ms, cum_ms, sub = parsed
     out = {"module_self": self_ms, "cum": cum_ms}
@@ -410,10 +411,10 @@ def breakdown(module: str, parsed: tuple) -> dict:
     out["packages_self"] = sum(
         s
         for depth, name, s, c in sub
-        if name in ("bindgen", "generated") or re.fullmatch(r"generated\.\w+", name)
+        if name in ("bindgen", "hcq_bindings") or re.fullmatch(r"hcq_bindings\.\w+", name)
     )
     for _depth, name, s, c in sub:
-        if name == "bindgen.cabi":
+        if name == "bindgen_rt":
             out["cabi_self"] = s
             out["cabi_cum"] = c
         if name == "ctypes":
@@ -743,8 +744,8 @@ class Bench:
         )
         res: dict[str, Any] = {"compileall": p.error or "ok"}
         self.results["imports"] = res
-        modules = ["ctypes", "bindgen.cabi"] + [
-            "generated." + t["output"][:-3].replace("/", ".")
+        modules = ["ctypes", "bindgen_rt"] + [
+            "hcq_bindings." + t["output"][:-3].replace("/", ".")
             for t in self.targets
             if t["group"] in self.args.groups
         ]
@@ -764,7 +765,7 @@ class Bench:
         for t in self.targets:
             if not t["lazy"] or t["group"] not in self.args.groups:
                 continue
-            mod = "generated." + t["output"][:-3].replace("/", ".")
+            mod = "hcq_bindings." + t["output"][:-3].replace("/", ".")
             attr = self.lazy_attr(t)
             lazy[mod] = {
                 mode: measure_lazy(
@@ -1080,7 +1081,7 @@ class Bench:
         if tree is None:
             return
         ours_mod = {
-            t["name"]: "generated." + t["output"][:-3].replace("/", ".") for t in self.targets
+            t["name"]: "hcq_bindings." + t["output"][:-3].replace("/", ".") for t in self.targets
         }
         for name, names in SPOT.items():
             if name not in ours_mod:
@@ -1291,7 +1292,7 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         )
 
     def mods(group: str) -> list[str]:
-        return [m for m in imports if m.startswith(f"generated.{group}.")]
+        return [m for m in imports if m.startswith(f"hcq_bindings.{group}.")]
 
     for group, lim_bc, lim_nobc in (
         ("linux", PASS_TARGETS["linux_import_bc_ms"], PASS_TARGETS["linux_import_nobc_ms"]),
@@ -1342,7 +1343,7 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
     peers = res.get("peers", {})
     ours_pt = peers.get("ours_per_target", {})
     ours_mod = {
-        t: f"generated.{g}.{t}"
+        t: f"hcq_bindings.{g}.{t}"
         for g, ts in (
             ("linux", ("kfd_ioctl", "amdgpu_drm", "vfio", "pci_regs")),
             ("nv", ("rm_580",)),
@@ -1572,7 +1573,7 @@ def render(res: dict) -> str:
                 out.append(f"{p}: unavailable: {peers[p].get('error')}")
         rows = []
         for t in names:
-            ours_m = imports.get(f"generated.{'nv' if t == 'rm_580' else 'linux'}.{t}", {})
+            ours_m = imports.get(f"hcq_bindings.{'nv' if t == 'rm_580' else 'linux'}.{t}", {})
             row = [
                 t,
                 f"{fmt(ours_m.get('bc', {}).get('cum_ms'), 2)} / "
@@ -1672,7 +1673,7 @@ def render(res: dict) -> str:
     if res.get("diagnosis"):
         out.append(
             "\n## Where the import time goes (median run, ms; typing and ctypes are cumulative, "
-            "`cabi body` is bindgen.cabi's own, packages = generated, generated.GROUP, bindgen)"
+            "`cabi body` is bindgen_rt's own, packages = generated, generated.GROUP, bindgen)"
         )
         out.extend(res["diagnosis"])
     if res.get("errors"):
@@ -1683,13 +1684,13 @@ def render(res: dict) -> str:
 
 def diagnose(res: dict) -> list[str]:
     """For each generated module (median run): cumulative = the module's own body + ctypes + typing
-    + bindgen.cabi's own body + the packages (generated, generated.X, bindgen) + anything else."""
+    + bindgen_rt's own body + the packages (generated, generated.X, bindgen) + anything else."""
     lines = []
     imports = res.get("imports", {})
     for mode in ("bc", "nobc"):
         for mod, r in imports.items():
             if not (
-                mod.startswith("generated.") or mod == "bindgen.cabi"
+                mod.startswith("hcq_bindings.") or mod == "bindgen_rt"
             ) or "breakdown" not in r.get(mode, {}):
                 continue
             b = r[mode]["breakdown"]

@@ -15,7 +15,10 @@ OUT=${OUT:-/tmp/nv_device_check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# Uninstalled: the bindings folder generated/ is imported as `hcq_bindings` (setup.py maps it when
+# installed), so a link under that name goes on the path beside the checkout.
+mkdir -p /tmp/hcq_path && ln -sfn "$PWD/generated" /tmp/hcq_path/hcq_bindings
+export PYTHONPATH="$PWD:/tmp/hcq_path${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 
 step() { echo; echo "===== $* ($(date +%T))"; }

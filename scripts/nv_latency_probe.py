@@ -40,7 +40,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import numpy as np
-    from generated.nv import classes as cl
+    from hcq_bindings.nv import classes as cl
 
     from runtime.drivers.nv.device import NVDevice
     from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_64, host_semaphore

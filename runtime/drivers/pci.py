@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Mapping, Self, Sequence
 
-from generated.linux import pci_regs as R
+from hcq_bindings.linux import pci_regs as R
 
 from runtime.hcq.errors import HCQError
 from runtime.hcq.seam import MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping, OSSeam, RealOS

@@ -28,8 +28,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-from generated.linux import pci_regs as R
-from generated.linux import vfio as V
+from hcq_bindings.linux import pci_regs as R
+from hcq_bindings.linux import vfio as V
 
 from runtime.drivers.pci import (PCI_NUM_BARS, SYSFS_IOMMU_GROUPS, SYSFS_PCI_DEVICES, BarInfo,
                                  PCIAddress, PCIDevice, PCIError, iommu_group_devices,

@@ -19,14 +19,16 @@ import pytest
 
 from bindgen.errors import SourceError
 from bindgen.sources import Sources
-from bindgen.spec import SPECS_DIR, load_all
+from bindgen.spec import load_all
+
+from .conftest import SPECS
 
 GCC, GXX = shutil.which("gcc"), shutil.which("g++")
-TARGETS = {t.name: t for t in load_all(SPECS_DIR)}
+TARGETS = {t.name: t for t in load_all(SPECS)}
 
 
 def _module(target: str):  # type: ignore[no-untyped-def]
-    return importlib.import_module("generated." + TARGETS[target].output[:-3].replace("/", "."))
+    return importlib.import_module("hcq_bindings." + TARGETS[target].output[:-3].replace("/", "."))
 
 
 def _probe(tmp: Path, target: str, checks: dict[str, str], cxx: bool = False) -> dict[str, int]:

@@ -14,13 +14,13 @@ import re
 
 import pytest
 
-from bindgen import cabi
+import bindgen_rt as cabi
 
 from .conftest import REPO, max_ctypes_align
 
 GENERATED = REPO / "generated"
 MODULES = sorted(
-    "generated." + ".".join(p.relative_to(GENERATED).with_suffix("").parts)
+    "hcq_bindings." + ".".join(p.relative_to(GENERATED).with_suffix("").parts)
     for p in GENERATED.rglob("*.py")
     if p.name != "__init__.py"
 )
@@ -100,7 +100,7 @@ def record_problems(cls: type) -> list[str]:
 def test_there_are_generated_modules():
     if not MODULES:
         pytest.skip("no module is committed under generated/ yet")
-    assert all(re.fullmatch(r"generated(\.\w+)+", m) for m in MODULES), MODULES
+    assert all(re.fullmatch(r"hcq_bindings(\.\w+)+", m) for m in MODULES), MODULES
 
 
 @pytest.mark.parametrize("name", MODULES or ["<none>"])

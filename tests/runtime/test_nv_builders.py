@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from generated.nv import classes as cl
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import classes as cl
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv import cubin, methods
 from runtime.drivers.nv.qmd import QMD_BY_CLASS, QMDV03, QMDV04, QMDV05, qmd_class, sm_config_value

@@ -78,7 +78,7 @@ def _down(dev, buf, dtype: Any, count: int) -> np.ndarray:  # type: ignore[no-un
 
 # ------------------------------------------------------------------------------------ bring-up
 def test_bring_up_is_hopper_with_v04_qmds(dev) -> None:  # type: ignore[no-untyped-def]
-    from generated.nv import rm_580 as rm
+    from hcq_bindings.nv import rm_580 as rm
     print(f"\n{dev!r}: compute {dev.compute_class:#x} gpfifo {dev.gpfifo_class:#x} copy "
           f"{dev.dma_class:#x} usermode {dev.usermode_class:#x}; GR {dev.gpu}")
     assert dev.arch == "sm_90" and dev.sass_version == 0x90

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.nv_gpu import Launch
 from runtime.drivers.mock.nv_rm import NvMockOS
@@ -460,7 +460,7 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
     launch block `fill_fast` writes, and points a GPFIFO entry at the slot's command segment: the
     acquire of the previous timeline value after other work, WAIT_FOR_IDLE alone after a launch
     of its own channel."""
-    from generated.nv import classes as cl
+    from hcq_bindings.nv import classes as cl
 
     from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_64, host_semaphore
     from runtime.drivers.nv.methods import SUBC_COMPUTE, decode_gp_entry, nvm
@@ -479,7 +479,7 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
     hot = prg._hot[(2, 1, 1), (256, 1, 1)]
     assert hot is not None and hot.n >= 4
     assert (type(hot.fn).__name__ == "builtin_function_or_method") == dev.launch_native
-    assert dev.timeline_value == v0 + 2 and dev._chain_value == v0 + 2
+    assert dev.timeline_value == v0 + 2 and dev.compute_channel.chain_value == v0 + 2
     dev.synchronize()
     out = np.zeros(n, np.float32)
     dev.copyout(out, c)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
-from generated.linux import pci_regs as R
+from hcq_bindings.linux import pci_regs as R
 from runtime.drivers.mock.os import MockOS
 from runtime.drivers.mock.vfio import MockPCIFunction, MockVfio
 from runtime.drivers.pci import (CAP_ID_NAMES, EXT_CAP_ID_NAMES, Capability, ConfigAccessDenied,

@@ -14,8 +14,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from generated.linux import pci_regs as R
-from generated.linux import vfio as V
+from hcq_bindings.linux import pci_regs as R
+from hcq_bindings.linux import vfio as V
 from runtime.drivers.mock.os import MockOS
 from runtime.drivers.mock.vfio import (IOMMUFault, MockBar, MockPCIFunction, MockVfio,
                                        VFIO_PCI_OFFSET_SHIFT)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from generated.amd import gc_11_0_0 as gc
-from generated.amd import pm4_gfx11 as p
-from generated.amd import sdma_v6 as s
+from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import pm4_gfx11 as p
+from hcq_bindings.amd import sdma_v6 as s
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from generated.amd import gc_11_0_0 as gc
-from generated.amd import hsa
-from generated.linux import kfd_ioctl as kfd
+from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import hsa
+from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
 from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_topology

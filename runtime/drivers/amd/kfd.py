@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from generated.linux import kfd_ioctl as kfd
+from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.hcq.errors import DeviceNotFound, IoctlError
 from runtime.hcq.seam import OSSeam

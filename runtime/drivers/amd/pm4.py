@@ -1,7 +1,7 @@
 """PM4 type-3 command building for the gfx11 compute engine (MEC), from the generated bindings.
 
-Every header and field comes from `generated.amd.pm4_gfx11` (nvd.h, soc15d.h, kfd_pm4_headers_ai.h)
-and `generated.amd.gc_11_0_0` (register offsets and fields). Headers are computed once at import;
+Every header and field comes from `hcq_bindings.amd.pm4_gfx11` (nvd.h, soc15d.h, kfd_pm4_headers_ai.h)
+and `hcq_bindings.amd.gc_11_0_0` (register offsets and fields). Headers are computed once at import;
 the builder methods only `extend` a preallocated `array('I')` (the hot path: see
 scripts/bench_hcq.py).
 
@@ -15,8 +15,8 @@ import enum
 from array import array
 from typing import TYPE_CHECKING, Sequence
 
-from generated.amd import gc_11_0_0 as gc
-from generated.amd import pm4_gfx11 as p
+from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import pm4_gfx11 as p
 
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind

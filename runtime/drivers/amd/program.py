@@ -13,8 +13,8 @@ import struct
 from array import array
 from typing import TYPE_CHECKING
 
-from generated.amd import gc_11_0_0 as gc
-from generated.amd import hsa
+from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import hsa
 
 from runtime.drivers.amd import elf
 from runtime.drivers.amd.pm4 import ShRegs

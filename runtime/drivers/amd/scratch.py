@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from generated.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import gc_11_0_0 as gc
 
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import Buffer, MemKind, round_up

@@ -1,4 +1,4 @@
-"""SDMA v6 command building (the copy engine), from `generated.amd.sdma_v6`
+"""SDMA v6 command building (the copy engine), from `hcq_bindings.amd.sdma_v6`
 (sdma_v6_0_0_pkt_open.h).
 
 Headers are precomputed from the per-packet field helpers (`SDMA_PKT_<PKT>_HEADER_OP(x)` ...);
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from generated.amd import sdma_v6 as s
+from hcq_bindings.amd import sdma_v6 as s
 
 from runtime.drivers.amd.pm4 import WaitFunc
 from runtime.hcq.errors import QueueError

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from generated.amd import gc_11_0_0 as gc
-from generated.linux import kfd_ioctl as kfd
+from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
 from runtime.drivers.mock.amd_pm4 import PM4Processor

@@ -12,8 +12,8 @@ the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
 """
 from __future__ import annotations
 
-from generated.amd import gc_11_0_0 as gc
-from generated.amd import pm4_gfx11 as p
+from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import pm4_gfx11 as p
 
 from runtime.drivers.amd.decode import PM4_NAMES, describe_pm4, pm4_fields
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,

@@ -10,7 +10,7 @@ so a CPU store to a signal releases the GPU within a millisecond.
 Anything real hardware would reject stops the channel with an RC error, as RM reports one: the
 channel's error notifier (hObjectError) gets info32 = the Xid, status 0xFFFF, and the mock kernel
 log the reason, naming the method or QMD field. Method offsets and QMD field positions come from
-`generated.nv.classes` (the decoder is `runtime.drivers.nv.methods`, shared with error reports).
+`hcq_bindings.nv.classes` (the decoder is `runtime.drivers.nv.methods`, shared with error reports).
 
 Kernels are not executed (SASS is not emulated): a test may register a Python model for a program
 address (`register_kernel`), which is then called with the decoded launch; otherwise a launch only
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from generated.nv import classes as cl
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import classes as cl
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.memory import MockMemory, PageFault
 from runtime.drivers.nv.methods import describe_method, fget

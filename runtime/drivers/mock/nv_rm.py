@@ -7,7 +7,7 @@ freed while it still has children, memory freed while UVM still maps it, or a ch
 UVM still has it registered are counted as violations (`live_objects()["nv_violations"]`), and
 whatever is left when nvidiactl closes is released as process exit would, and counted as leaked.
 
-Structures and numbers come from `generated.nv.rm_580`; the GPUs are `runtime.drivers.mock.nv_gpu`.
+Structures and numbers come from `hcq_bindings.nv.rm_580`; the GPUs are `runtime.drivers.mock.nv_gpu`.
 `NvMockOS.with_nv_gpus(n)` builds a mock machine; `NVDevice("mock-nv:0")` makes its own.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.nv_gpu import COMPUTE_PREFIX, COPY_PREFIX, MockChannel, MockNVGPU
 from runtime.drivers.mock.os import MockFile, MockOS, _ioc_size
@@ -91,6 +91,10 @@ class _Range:
 
 class NvMockOS(MockOS):
     """MockOS plus what NVIDIA's device nodes need: UVM requests carry no size in their number."""
+
+    # The mock NVIDIA GPU does not emulate SASS: launches are decoded, checked and completed, but a
+    # kernel's own loads and stores never happen (runtime.drivers.mock.nv_gpu).
+    executes_kernels = False
 
     @classmethod
     def with_nv_gpus(cls, count: int = 1, **gpu_kwargs: Any) -> "NvMockOS":

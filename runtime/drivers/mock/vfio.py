@@ -38,8 +38,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from generated.linux import pci_regs as R
-from generated.linux import vfio as V
+from hcq_bindings.linux import pci_regs as R
+from hcq_bindings.linux import vfio as V
 
 from runtime.drivers.mock.os import EventFd, MockFile, MockOS
 

@@ -1,4 +1,4 @@
-"""CUDA C++ → cubin with NVRTC, through the generated `generated.cuda.nvrtc` bindings.
+"""CUDA C++ → cubin with NVRTC, through the generated `hcq_bindings.cuda.nvrtc` bindings.
 
 NVRTC is a pure compiler: it needs no GPU and no kernel driver, so cubins for the mock device are
 built on any x86-64 machine that has the library. `NVCompiler("sm_90").compile(src)` returns the
@@ -87,7 +87,7 @@ class NVCompiler:
         self.arch = arch
         self.extra_options = tuple(extra_options)
         self.library = find_nvrtc()
-        from generated.cuda import nvrtc  # after find_nvrtc: the soname now resolves
+        from hcq_bindings.cuda import nvrtc  # after find_nvrtc: the soname now resolves
         self._nv = nvrtc
 
     def version(self) -> tuple[int, int]:

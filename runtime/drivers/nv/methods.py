@@ -7,7 +7,7 @@ Methods below 0x100 go to the host (class *6F) whatever the subchannel; others g
 to the subchannel with SET_OBJECT. Subchannels follow the engines' convention (tinygrad, NVK):
 compute on 1, copy on 4, host methods issued on 0.
 
-Method offsets and field positions come from `generated.nv.classes` (open-gpu-doc headers) and, for
+Method offsets and field positions come from `hcq_bindings.nv.classes` (open-gpu-doc headers) and, for
 the host class, `NVC56F_*` (clc56f.h; Hopper's C86F keeps every method and field this driver uses).
 The decoder is generated from the same tables: every integer constant of a class that has bit-range
 fields is a method, its tuple-valued children are fields, and their integer children name values.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from generated.nv import classes as cl
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import classes as cl
+from hcq_bindings.nv import rm_580 as rm
 
 SUBC_HOST = 0
 SUBC_COMPUTE = 1

@@ -197,11 +197,12 @@ class NVProgram(Program):
             words = self._pb_template(dev.timeline_signal.va)[:]
             words[3] = v - 1
             words[self._pcas_pos] = qmd_va >> 8
-            dev.compute_channel.submit_one(words)
+            ch = dev.compute_channel
+            ch.submit_one(words)
+            ch.set_chain(v)
         except Exception as e:
             dev._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
-        dev._chain_value = v
         return None
 
     def _make_hot(self, global_size: Sequence[int],
@@ -426,7 +427,7 @@ class NVProgram(Program):
 
 def _pcas_methods(device: "NVDevice", qmd_va: int) -> list[int]:
     """SEND_PCAS_A (QMD address >> 8) and SEND_SIGNALING_PCAS2_B with the device's action."""
-    from generated.nv import classes as cl
+    from hcq_bindings.nv import classes as cl
 
     from runtime.drivers.nv.methods import SUBC_COMPUTE, fval, nvm
     return nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_PCAS_A, qmd_va >> 8) + nvm(

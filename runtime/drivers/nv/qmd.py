@@ -1,7 +1,7 @@
 """Queue meta data (QMD): the launch descriptor the compute engine reads at SEND_PCAS_A.
 
 One class per QMD version, each driven by the generated `MW(hi:lo)` field tables of open-gpu-doc
-(`generated.nv.classes`): V03 (Ampere/Ada, clc6c0qmd.h, 256 B), V04 (Hopper, clcbc0qmd.h, 384 B) and
+(`hcq_bindings.nv.classes`): V03 (Ampere/Ada, clc6c0qmd.h, 256 B), V04 (Hopper, clcbc0qmd.h, 384 B) and
 V05 (Blackwell, clcec0qmd.h, 384 B). No bit position is typed here; a field is named by its C name
 and looked up in the version's table. What differs between versions (where the grid lives, whether
 an address is shifted, which fields exist) is expressed by overriding the few semantic setters, and
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, ClassVar
 
-from generated.nv import classes as cl
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import classes as cl
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.hcq.errors import ProgramError
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Sequence
 
-from generated.nv import classes as cl
+from hcq_bindings.nv import classes as cl
 
 from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_RELEASE_WFI_TS, Channel,
                                        host_semaphore)

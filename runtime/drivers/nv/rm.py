@@ -4,7 +4,7 @@ Every RM object (client, device, subdevice, memory, VA space, channel group, cha
 is made with NV_ESC_RM_ALLOC, driven with NV_ESC_RM_CONTROL and destroyed with NV_ESC_RM_FREE;
 memory is made visible to the CPU with NV_ESC_RM_MAP_MEMORY + mmap of a registered /dev/nvidiaN
 descriptor and to the GPU with NV_ESC_RM_MAP_MEMORY_DMA. Structs and numbers come from
-`generated.nv.rm_580` (nvos.h, nv_escape.h, nv-ioctl.h, nv-ioctl-numbers.h).
+`hcq_bindings.nv.rm_580` (nvos.h, nv_escape.h, nv-ioctl.h, nv-ioctl-numbers.h).
 
 Two failure layers: the ioctl itself (an errno: the request was malformed or the device is gone) and
 the NV status RM writes into the parameter block (the request was understood and refused). Both
@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv.status import describe_status, status_name
 from runtime.hcq.errors import DeviceNotFound, HCQMemoryError, IoctlError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import rm_580 as rm
 
 
 @lru_cache(maxsize=1)

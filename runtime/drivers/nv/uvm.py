@@ -13,7 +13,7 @@ import errno as E
 import os
 from typing import Any
 
-from generated.nv import rm_580 as rm
+from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv.rm import RmError, RmMemoryError
 from runtime.hcq.errors import DeviceNotFound, IoctlError
