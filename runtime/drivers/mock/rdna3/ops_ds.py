@@ -206,12 +206,13 @@ def _compile_swizzle(inst: Inst) -> Exec:
     if src is None:
         raise KernelFault(f"ds_swizzle_b32 offset {off:#06x} selects an FFT/rotate mode, which "
                           "gfx11 does not have", address=inst.addr, instruction=str(inst))
-    vdst, d0 = f["vdst"], f["data0"]
+    # The data comes through the ADDR field (LLVM's DS_SWIZZLE_B32 takes it as vaddr).
+    vdst, src_r = f["vdst"], f["addr"]
 
     def run(g: Group) -> None:
         # A lane that reads an inactive lane gets 0 (the data goes through the LDS crossbar,
         # which only inactive lanes' zeros reach).
-        data = np.where(g.exec, g.v(d0), u32(0))
+        data = np.where(g.exec, g.v(src_r), u32(0))
         g.set_v(vdst, data[:, src])
     return run
 
