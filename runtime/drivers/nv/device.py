@@ -592,7 +592,7 @@ class NVDevice(Device):
             return super()._submit_copy(dst_va, src_va, size)
         t = self._copy_template or self._make_copy_template()
         words, (acq, shi, slo, dhi, dlo, length, rel) = t
-        v = self.next_timeline()
+        v = self.timeline_value + 1  # taken only once the copy is submitted
         w = words[:]
         w[acq], w[rel], w[length] = v - 1, v, size
         w[shi], w[slo], w[dhi], w[dlo] = src_va >> 32, src_va & 0xFFFFFFFF, dst_va >> 32, \
@@ -602,6 +602,7 @@ class NVDevice(Device):
         except Exception as e:
             self._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
+        self.timeline_value = v
         return v
 
     def _make_copy_template(self) -> tuple[Any, tuple[int, ...]]:
@@ -644,9 +645,10 @@ class NVDevice(Device):
                                  * g.sm_per_tpc, 0x8000)
         total = round_up(bytes_per_tpc * g.tpc_per_gpc * g.num_gpcs, 0x20000)
         new = self.alloc(total, kind=MemKind.VRAM)
-        v = self.next_timeline()
-        NVComputeQueue(self).wait(self.timeline_signal, v - 1) \
-            .set_local_memory(new.va, bytes_per_tpc, 0xFF).signal(self.timeline_signal, v).submit()
+        v = self.timeline_value + 1
+        self.submit_timeline(NVComputeQueue(self).wait(self.timeline_signal, v - 1)
+                             .set_local_memory(new.va, bytes_per_tpc, 0xFF)
+                             .signal(self.timeline_signal, v), v)
         self.synchronize()
         old, self._slm, self.slm_per_thread = self._slm, new, per_thread
         if old is not None:
@@ -742,6 +744,8 @@ class NVDevice(Device):
         if r is not None:
             alloc = getattr(self, "allocator", None)
             buffers = {b.handle.handle: b for b in alloc._live.values()} if alloc else {}
+            # Memory the caching allocator holds is released in the same creation order.
+            cached = {b.handle.handle: b for b in alloc.drain_cache()} if alloc else {}
             channels = {h for h, _, _ in self._channel_objects}
             for obj in reversed(r.live()):
                 h = obj.handle
@@ -749,6 +753,9 @@ class NVDevice(Device):
                     continue
                 if h in buffers:
                     attempt(alloc.free, buffers[h])  # type: ignore[union-attr]
+                    continue
+                if h in cached:
+                    attempt(alloc._free, cached[h])  # type: ignore[union-attr]
                     continue
                 if h in channels and h in self._channel_uvm:
                     attempt(self.uvm.unregister_channel, self.uuid, r.root, h)

@@ -54,7 +54,7 @@ MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
 _ACQ_DW = 6                 # the acquire's dwords at the start of a segment
 _TRAILER_DW = 6             # the progress release's dwords at its end
-NATIVE_ABI = 2             # _nvlaunch.c's ABI: the make() settings and the shared words
+NATIVE_ABI = 3             # _nvlaunch.c's ABI: the make() settings and the shared words
 _ONE_U32 = struct.Struct("<I")
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
@@ -244,7 +244,7 @@ class ShapeLauncher:
             acquire_idx=tuple(self.acq_idx), seq_idx=tuple(self.seq_idx),
             entry_acquire=tuple(self.entry_acquire), entry_chained=tuple(self.entry_chained),
             kinds=tuple(kinds), arg_offs=tuple(s.offset for s in prg.slots), buffer_type=Buffer,
-            on_error=dev._note_exception)
+            owner=dev, on_error=dev._note_exception)
 
     def _python(self, types: tuple[type, ...], p: struct.Struct) -> "Callable[..., bool]":
         """The launch in Python: what _nvlaunch.c does, step for step, on the same state."""
@@ -271,7 +271,8 @@ class ShapeLauncher:
             vals = list(args)
             for k in buffers:
                 b = args[k]
-                if b.freed or (b.base is not None and b.base.freed):  # type: ignore[union-attr]
+                if b.freed or (b.base is not None and b.base.freed) or \
+                        b.device is not dev:  # type: ignore[union-attr]
                     return False  # the careful path raises the buffer's error
                 vals[k] = b.va  # type: ignore[union-attr]
             if dw[BLOCKED]:
