@@ -288,7 +288,7 @@ def atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
             old = ml.atomic(t, op, dt, src, cmp, want, (g.active,))
         except PageFault as e:
             raise _fault(inst, e) from None
-        if want:
+        if want and old is not None:
             _write_typed(g, vdst, old, ndw, t)
     return run
 
