@@ -32,6 +32,7 @@ _M64 = (1 << 64) - 1
 LDS_GRANULE_B = 512   # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
+SCRATCH_WAVESIZE_UNIT_B = 256  # COMPUTE_TMPRING_SIZE.WAVESIZE unit on gfx11
 # RELEASE_MEM selectors the MEC accepts (kfd_pm4_headers_ai.h enums).
 _DATA_SEL_OK = {p.data_sel__mec_release_mem__none, p.data_sel__mec_release_mem__send_32_bit_low,
                 p.data_sel__mec_release_mem__send_64_bit_data,
@@ -234,7 +235,14 @@ class PM4Processor(QueueProcessor):
         except ImportError as e:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT of program {pgm:#x}: no kernel executor "
                                f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
-        rec = DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch)
+        tmpring = self._reg(gc.regCOMPUTE_TMPRING_SIZE)
+        waves = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVES_MASK) \
+            >> gc.COMPUTE_TMPRING_SIZE__WAVES__SHIFT
+        wavesize = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVESIZE_MASK) \
+            >> gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
+        rec = DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch,
+                             scratch_wave_B=wavesize * SCRATCH_WAVESIZE_UNIT_B,
+                             scratch_slots=waves)
         mem = RecordingMemory(self.gpu.mem)
         try:
             stats = execute(rec, mem)  # type: ignore[arg-type]  # a MockMemory that records

@@ -313,6 +313,27 @@ def _mem(inst: Inst) -> str:
         (" dlc" if f["dlc"] else "")
 
 
+def _mubuf(inst: Inst) -> str:
+    f, name = inst.f, inst.name
+    width = 32
+    for key, w in (("b64", 64), ("b96", 96), ("b128", 128), ("u64", 64), ("i64", 64)):
+        if name.endswith(key):
+            width = w
+    if "cmpswap" in name:
+        width *= 2
+    nva = 2 if f["offen"] and f["idxen"] else 1
+    vaddr = _reg("v", f["vaddr"], 32 * nva) if f["offen"] or f["idxen"] else "off"
+    text = f"{name} {_reg('v', f['vdata'], width)}, {vaddr}, {_reg('s', f['srsrc'], 128)}, " \
+        f"{src(f['soffset'], 32, None)}"
+    for key in ("offen", "idxen"):
+        if f[key]:
+            text += f" {key}"
+    if f["offset"]:
+        text += f" offset:{f['offset']}"
+    return text + (" glc" if f["glc"] else "") + (" slc" if f["slc"] else "") + \
+        (" dlc" if f["dlc"] else "")
+
+
 def render(inst: Inst) -> str:
     """LLVM-style text of one instruction (as close to llvm-objdump-16 as the tests need)."""
     enc = inst.enc
@@ -332,8 +353,10 @@ def render(inst: Inst) -> str:
             return f"{x} :: {y}"
         if enc in ("DS", "FLAT"):
             return _mem(inst)
-        if inst.name == "buffer_gl0_inv" or inst.name == "buffer_gl1_inv":
+        if inst.name in ("buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbinvl1"):
             return inst.name
+        if enc == "MUBUF":
+            return _mubuf(inst)
     except (KeyError, TypeError, IndexError, ValueError):
         pass
     words = " ".join(f"{w:08X}" for w in inst.words)
