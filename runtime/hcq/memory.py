@@ -60,6 +60,10 @@ class Buffer:
     handle: Any = field(default=None, repr=False)  # driver object (KFD handle, RM memory, ...)
     base: "Buffer | None" = field(default=None, repr=False)
     freed: bool = False
+    #: for a peer mapping (`Device.map_peer`): the other device's buffer this one shows
+    peer_of: "Buffer | None" = field(default=None, repr=False)
+    #: this buffer's peer mappings on other devices (unmapped when it is freed)
+    mappings: "list[Buffer]" = field(default_factory=list, repr=False)
 
     def slice(self, offset: int, size: int | None = None) -> "Buffer":
         """The sub-range [offset, offset+size) as a buffer sharing this one's memory."""
@@ -84,7 +88,8 @@ class Buffer:
             raise HCQError(f"use of freed buffer {self!r}")
 
     def __repr__(self) -> str:
-        return f"Buffer(va={self.va:#x}, size={self.size:#x}, {self.spec.kind.value})"
+        return f"Buffer(va={self.va:#x}, size={self.size:#x}, {self.spec.kind.value}, " \
+               f"{self.device.name})"
 
 
 class Allocator:
@@ -117,6 +122,8 @@ class Allocator:
             raise HCQError(f"{buf!r} is a slice; free the buffer it was sliced from")
         if buf.freed or id(buf) not in self._live:
             raise HCQError(f"double free (or foreign buffer) {buf!r}")
+        for m in list(buf.mappings):  # peers stop seeing it before it goes away
+            m.device.unmap_peer(m)
         del self._live[id(buf)]
         self.bytes_in_use -= buf.size
         buf.freed = True

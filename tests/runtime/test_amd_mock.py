@@ -268,7 +268,8 @@ def test_thousand_alloc_free_cycles_leak_nothing(dev, mos) -> None:  # type: ign
         b = dev.alloc(4096 * (1 + i % 7), kind=kinds[i % 3], cpu_access=i % 3 != 0)
         dev.free(b)
     assert mos.live_objects() == base and gpu.vram_used == vram
-    assert dev.allocator.live_count == base["kfd_bos"]
+    # every BO is the allocator's but the process's event page (runtime/drivers/amd/process.py)
+    assert dev.allocator.live_count + 1 == base["kfd_bos"]
 
 
 # ------------------------------------------------------------------------------------ failures
