@@ -93,8 +93,8 @@ def transfer(dst: Buffer, src: Buffer, size: int, dst_offset: int = 0, src_offse
     `LOCAL` and `PEER` transfers are ordered on both devices' timelines and not waited for; the
     bounce paths return when the bytes have arrived."""
     sd, dd = src.device, dst.device
-    sd._check_range(src, src_offset, size, "src")
-    dd._check_range(dst, dst_offset, size, "dst")
+    sd._check_range(src, src_offset, size, "transfer", "src")
+    dd._check_range(dst, dst_offset, size, "transfer", "dst")
     if sd is dd:
         if path not in (None, TransferPath.LOCAL):
             raise HCQError(f"{path} does not apply: both buffers are on {sd.name}")

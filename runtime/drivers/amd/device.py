@@ -8,11 +8,13 @@ free, munmap), the doorbell mapping, then the descriptors.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import hsa
 from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd import process
@@ -20,6 +22,7 @@ from runtime.drivers.amd.decode import describe_pm4, describe_sdma
 from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_p2p_links, read_topology
 from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
 from runtime.drivers.amd.program import AMDProgram
+from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
@@ -88,10 +91,14 @@ class KfdAllocator(Allocator):
         host = bool(flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)
         # Reserve the VA range (or, for userptr, the host memory itself): the GPU uses the same
         # address.
-        if host:
-            res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
-        else:
-            res = os_.mmap(None, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        try:
+            if host:
+                res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
+            else:
+                res = os_.mmap(None, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        except OSError as e:
+            raise HCQMemoryError(f"{dev.name}: cannot reserve {size:#x} B of address space for "
+                                 f"{spec.kind.value}: {e}") from e
         va = res.addr
         try:
             args = dev.kfd.alloc_memory(dev.node.gpu_id, va, size, flags,
@@ -128,10 +135,11 @@ class KfdAllocator(Allocator):
 
     def _free(self, buf: Buffer) -> None:
         mem: KfdMem = buf.handle
-        try:
-            self.device.kfd.unmap_memory(mem.handle, [self.device.node.gpu_id])
-        finally:
-            self._undo(mem)
+        # If the unmap fails, that error is the one to report: freeing memory that is still
+        # mapped would only fail again (EBUSY) and hide it. The buffer then stays live and
+        # close() tries again.
+        self.device.kfd.unmap_memory(mem.handle, [self.device.node.gpu_id])
+        self._undo(mem)
 
     def _undo(self, mem: KfdMem) -> None:
         os_ = self.device.os
@@ -170,6 +178,8 @@ class AMDDevice(Device):
         self._ring_mem: list[QueueMemory] = []
         self._doorbell_map: HostMapping | None = None
         self.compute_ring: HwRing = None  # type: ignore[assignment]
+        self._scratch: ScratchPool | None = None
+        self._queue_desc: Buffer | None = None
         self.copy_ring: HwRing = None  # type: ignore[assignment]
         self._event_page: process.EventPage | None = None
         try:
@@ -278,10 +288,34 @@ class AMDDevice(Device):
         """A new SDMA command builder for the copy ring."""
         return SDMAQueue(self, self.max_copy_B)
 
-    def program(self, lib: bytes, name: str) -> AMDProgram:
-        """Loads kernel `name` of an AMDHSA code object."""
+    def program(self, lib: bytes, name: str, *, dynamic_lds_B: int = 0) -> AMDProgram:
+        """Loads kernel `name` of an AMDHSA code object (`dynamic_lds_B`: LDS beyond the
+        descriptor's group segment that every launch allocates, e.g. Triton's `shared`)."""
         self.check_usable()
-        return AMDProgram(self, lib, name)
+        return AMDProgram(self, lib, name, dynamic_lds_B=dynamic_lds_B)
+
+    @property
+    def scratch(self) -> ScratchPool:
+        """The private-segment (scratch) backing memory of this device's compute queue."""
+        if self._scratch is None:
+            self._scratch = ScratchPool(self)
+        return self._scratch
+
+    def queue_descriptor(self) -> Buffer:
+        """The compute queue's `amd_queue_t` (hsa.h), for kernels that enable the queue_ptr
+        user SGPR (clang at -O0). It carries the scratch setup ROCr records there; the aperture
+        fields stay 0 (gfx11 code reads src_shared_base / src_private_base instead)."""
+        if self._queue_desc is None:
+            self._queue_desc = self.alloc(ctypes.sizeof(hsa.amd_queue_t), kind=MemKind.GTT,
+                                          cpu_access=True)
+        q = hsa.amd_queue_t()
+        sc = self.scratch.current
+        q.compute_tmpring_size = sc.tmpring_size
+        q.scratch_backing_memory_location = sc.base_va
+        q.scratch_backing_memory_byte_size = sc.wave_B * sc.waves
+        q.scratch_wave64_lane_byte_size = sc.per_lane_B
+        self.copyin(self._queue_desc, bytes(q))
+        return self._queue_desc
 
     def _make_compiler(self) -> Any:
         from runtime.drivers.amd.compiler import AMDCompiler
@@ -384,7 +418,8 @@ class AMDDevice(Device):
             attempt(process.leave, self, self._event_page)
             self._event_page = None
         if hasattr(self, "allocator"):
-            while self.allocator.live_count:
+            self.allocator.cache_limit_B = 0  # release_all then frees the cache too
+            while self.allocator.live_count or self.allocator.cached_B:
                 before = self.allocator.live_count
                 attempt(self.allocator.release_all)
                 if self.allocator.live_count == before:

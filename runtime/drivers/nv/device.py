@@ -28,17 +28,20 @@ import ctypes
 import os
 import os as os_module  # the constructor's `os` argument is the seam
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
-from runtime.drivers.nv.gpfifo import DOORBELL_OFFSET_B, USERD_B, Channel
+from runtime.drivers.nv.gpfifo import (BLOCKED, DEVICE_WORDS, DOORBELL_OFFSET_B, TIMELINE_VALUE,
+                                       USERD_B, Channel)
 from runtime.drivers.nv.launcher import ChunkPool
-from runtime.drivers.nv.methods import METHOD_PREFIX, fval
+from runtime.drivers.nv.generation import GENERATIONS, NVGeneration, pick_generation
+from runtime.drivers.nv.methods import fval
 from runtime.drivers.nv.program import NVProgram
-from runtime.drivers.nv.qmd import QMD, qmd_class
+from runtime.drivers.nv.qmd import QMD
 from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQueue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
@@ -69,6 +72,8 @@ LOCAL_WINDOW = 0x7293_0000_0000
 # SEND_SIGNALING_PCAS2_B action: invalidate any cached copy of the QMD, prefetch, copy, schedule
 # (what libcuda uses on H100, guide section 2); tinygrad's PREFETCH_SCHEDULE (9) also works there.
 DEFAULT_PCAS_ACTION = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
+assert all(g.compute.SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
+           == DEFAULT_PCAS_ACTION for g in GENERATIONS)
 # RM robust-channel error codes (Xid, nverror.h) seen in the error notifier's info32, explained for
 # reports; the numbers come from the generated ROBUST_CHANNEL_* constants, the words are ours.
 _XID = {8: "GPU stopped processing (host timeout)",
@@ -265,15 +270,6 @@ class GpuInfo:
     max_warps_per_sm: int
 
 
-def _pick(available: set[int], prefs: tuple[str, ...], what: str) -> int:
-    for name in prefs:
-        v = getattr(rm, name)
-        if v in available:
-            return v
-    raise DeviceNotFound(f"the GPU offers none of the {what} classes this runtime drives "
-                         f"({', '.join(prefs)})")
-
-
 class NVDevice(Device):
     """An NVIDIA GPU through RM and UVM. Names: "nv:N" (a real GPU), "mock-nv:N" (the mock GPU), or
     any name with an explicit `os` seam (a `NvMockOS` a test prepared).
@@ -293,6 +289,11 @@ class NVDevice(Device):
                 os, release = lease("nv")
             else:
                 os = RealOS()
+        # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
+        # made first, because the base class sets `timeline_value`, `closed` and `_fault`.
+        self.words = array("Q", [0] * len(DEVICE_WORDS))
+        self._fault_error: DeviceFault | None = None
+        self._closed = False
         # 16 MiB of launch blocks (tinygrad's kernarg size): ~13,000 launches between wraps, each
         # of which synchronizes; 16 MiB staging halves the per-chunk overhead of large copies.
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
@@ -320,17 +321,16 @@ class NVDevice(Device):
         self.compute_channel: Channel = None  # type: ignore[assignment]
         self.copy_channel: Channel = None  # type: ignore[assignment]
         self.shared_window, self.local_window = SHARED_WINDOW, LOCAL_WINDOW
+        self.gen: NVGeneration = None  # type: ignore[assignment]  # picked in _open
         self.slm_per_thread = 0
         self._slm: Buffer | None = None
         self._debugger = 0
         self.driver_version = ""
         self._copy_pool: Any = None
         self._copy_threads = max(1, min(8, (os_module.cpu_count() or 1) // 2))
-        # The launch hot path's slot memory, and the last timeline value a launch on the compute
-        # channel released (the next launch then orders itself by WAIT_FOR_IDLE, not an acquire).
+        # The launch hot path's slot memory.
         self._copy_template: tuple[Any, tuple[int, ...]] | None = None
         self.launch_chunks = ChunkPool(self)
-        self._chain_value = -1
         #: launches go through the native helper (runtime/hcq/native.py) when it can be built
         self.launch_native = native.enabled()
         try:
@@ -342,6 +342,37 @@ class NVDevice(Device):
                 self.closed = True
                 self._give_back_lease()
             raise
+
+    # ------------------------------------------------------------------ shared words
+    # The timeline value and whether the device may submit live in `words`, where the native
+    # launch helper reads them (gpfifo.DEVICE_WORDS); these properties keep the core's names.
+    @property  # type: ignore[override]
+    def timeline_value(self) -> int:
+        """The last timeline value handed out by next_timeline()."""
+        return self.words[TIMELINE_VALUE]
+
+    @timeline_value.setter
+    def timeline_value(self, value: int) -> None:
+        self.words[TIMELINE_VALUE] = value
+
+    @property  # type: ignore[override]
+    def _fault(self) -> DeviceFault | None:
+        return self._fault_error
+
+    @_fault.setter
+    def _fault(self, fault: DeviceFault | None) -> None:
+        self._fault_error = fault
+        self.words[BLOCKED] = int(fault is not None or self._closed)
+
+    @property  # type: ignore[override]
+    def closed(self) -> bool:
+        """True once close() ran (or bring-up failed)."""
+        return self._closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self._closed = value
+        self.words[BLOCKED] = int(value or self._fault_error is not None)
 
     # ------------------------------------------------------------------ bring-up
     def _open(self, index: int) -> None:
@@ -366,19 +397,12 @@ class NVDevice(Device):
         self.subdevice = r.alloc(self.nvdevice, rm.NV20_SUBDEVICE_0, rm.NV2080_ALLOC_PARAMETERS())
         self.virtmem = r.alloc(self.nvdevice, rm.NV01_MEMORY_VIRTUAL,
                                rm.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0x1FFFFFFFFFFFF))
-        classes = self._class_list()
-        self.usermode_class = _pick(classes, ("HOPPER_USERMODE_A", "AMPERE_USERMODE_A"), "usermode")
-        self.gpfifo_class = _pick(classes, ("BLACKWELL_CHANNEL_GPFIFO_A", "HOPPER_CHANNEL_GPFIFO_A",
-                                            "AMPERE_CHANNEL_GPFIFO_A"), "GPFIFO channel")
-        self.compute_class = _pick(classes, ("BLACKWELL_COMPUTE_B", "BLACKWELL_COMPUTE_A",
-                                             "HOPPER_COMPUTE_A", "ADA_COMPUTE_A",
-                                             "AMPERE_COMPUTE_B", "AMPERE_COMPUTE_A"), "compute")
-        self.dma_class = _pick(classes, ("BLACKWELL_DMA_COPY_B", "BLACKWELL_DMA_COPY_A",
-                                         "HOPPER_DMA_COPY_A", "AMPERE_DMA_COPY_B",
-                                         "AMPERE_DMA_COPY_A"), "copy")
-        if self.compute_class not in METHOD_PREFIX or self.dma_class not in METHOD_PREFIX:
-            raise DeviceNotFound(f"{self.name}: no method table for the chosen classes")
-        self.qmd_class: type[QMD] = qmd_class(self.compute_class)
+        # The generation is chosen once, from the classes RM offers; everything that differs
+        # between generations is read from its record from here on.
+        gen = self.gen = pick_generation(self._class_list(), self.name)
+        self.usermode_class, self.gpfifo_class = gen.usermode_class, gen.gpfifo_class
+        self.compute_class, self.dma_class = gen.compute_class, gen.copy_class
+        self.qmd_class: type[QMD] = gen.qmd
         self.usermode = r.alloc(self.subdevice, self.usermode_class)
         self.usermode_map = self._map_fd_memory(self.usermode, USERMODE_MAP_B, 0, ctl=False)
         try:  # clocks to maximum for compute, as CUDA and tinygrad ask; refusal is harmless
@@ -408,7 +432,10 @@ class NVDevice(Device):
         self.sm = decode_sm_version(self.gpu.sm_version)
         self.arch = f"sm_{self.sm}"
         self.sass_version = ((self.gpu.sm_version & 0xF00) >> 4) | (self.gpu.sm_version & 0xF)
-        self.default_param_base = 0x210 if self.sm >= 90 else 0x160
+        if self.sm not in gen.sm:
+            raise DeviceNotFound(f"{self.name}: sm_{self.sm} with the {gen.name} classes "
+                                 f"(that generation's record describes sm {gen.sm})")
+        self.default_param_base = gen.param_base
         # -- memory is usable from here on
         alloc = NVAllocator(self)
         self.allocator = alloc
@@ -559,7 +586,7 @@ class NVDevice(Device):
             return super()._submit_copy(dst_va, src_va, size)
         t = self._copy_template or self._make_copy_template()
         words, (acq, shi, slo, dhi, dlo, length, rel) = t
-        v = self.next_timeline()
+        v = self.timeline_value + 1  # taken only once the copy is submitted
         w = words[:]
         w[acq], w[rel], w[length] = v - 1, v, size
         w[shi], w[slo], w[dhi], w[dlo] = src_va >> 32, src_va & 0xFFFFFFFF, dst_va >> 32, \
@@ -569,6 +596,7 @@ class NVDevice(Device):
         except Exception as e:
             self._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
+        self.timeline_value = v
         return v
 
     def _make_copy_template(self) -> tuple[Any, tuple[int, ...]]:
@@ -611,9 +639,10 @@ class NVDevice(Device):
                                  * g.sm_per_tpc, 0x8000)
         total = round_up(bytes_per_tpc * g.tpc_per_gpc * g.num_gpcs, 0x20000)
         new = self.alloc(total, kind=MemKind.VRAM)
-        v = self.next_timeline()
-        NVComputeQueue(self).wait(self.timeline_signal, v - 1) \
-            .set_local_memory(new.va, bytes_per_tpc, 0xFF).signal(self.timeline_signal, v).submit()
+        v = self.timeline_value + 1
+        self.submit_timeline(NVComputeQueue(self).wait(self.timeline_signal, v - 1)
+                             .set_local_memory(new.va, bytes_per_tpc, 0xFF)
+                             .signal(self.timeline_signal, v), v)
         self.synchronize()
         old, self._slm, self.slm_per_thread = self._slm, new, per_thread
         if old is not None:
@@ -709,6 +738,8 @@ class NVDevice(Device):
         if r is not None:
             alloc = getattr(self, "allocator", None)
             buffers = {b.handle.handle: b for b in alloc._live.values()} if alloc else {}
+            # Memory the caching allocator holds is released in the same creation order.
+            cached = {b.handle.handle: b for b in alloc.drain_cache()} if alloc else {}
             channels = {h for h, _, _ in self._channel_objects}
             for obj in reversed(r.live()):
                 h = obj.handle
@@ -716,6 +747,9 @@ class NVDevice(Device):
                     continue
                 if h in buffers:
                     attempt(alloc.free, buffers[h])  # type: ignore[union-attr]
+                    continue
+                if h in cached:
+                    attempt(alloc._free, cached[h])  # type: ignore[union-attr]
                     continue
                 if h in channels and h in self._channel_uvm:
                     attempt(self.uvm.unregister_channel, self.uuid, r.root, h)
