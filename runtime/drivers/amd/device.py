@@ -22,6 +22,7 @@ from runtime.drivers.amd.program import AMDProgram
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQMemoryError, IoctlError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
@@ -158,8 +159,7 @@ class AMDDevice(Device):
         index = parsed.index
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.os import MockOS  # the mock is chosen by name, here only
-                os = MockOS.with_amd_gpus(index + 1)
+                os = mock_seam("amd", index + 1)  # the core's registry makes the mock machine
             else:
                 os = RealOS()
         super().__init__(name, **kwargs)
