@@ -2,7 +2,7 @@
 probe it provides, and the mock machine that stands in for its hardware.
 
 The real drivers never import the mocks: a "mock-nv:N" or "mock-amd:N" device asks this registry for
-its OS seam (`mock_seam`), and `present_devices` asks each driver's own probe module (which imports
+its OS seam (`mock_seam`, a lease on the vendor's mock machine), and `present_devices` asks each driver's own probe module (which imports
 no bindings and opens nothing). Entries are "module:attribute" strings so that importing the core
 imports no driver.
 """
@@ -26,15 +26,15 @@ class Backend:
     vendor: str          # the device-name prefix: "nv" for "nv:0" and "mock-nv:0"
     device: str          # "module:Class", the Device subclass
     probe: str           # "module:function", (seam) -> number of GPUs present
-    mock: str            # "module:Class.factory", (count) -> the mock machine's OS seam
+    mock: str            # "module:function", (vendor) -> (mock machine's OS seam, release)
 
 
 #: preference order: open_device() without a name takes the first vendor with a GPU present
 BACKENDS: tuple[Backend, ...] = (
     Backend("nv", "runtime.drivers.nv.device:NVDevice", "runtime.drivers.nv.probe:count_gpus",
-            "runtime.drivers.mock.nv_rm:NvMockOS.with_nv_gpus"),
+            "runtime.drivers.mock.machine:lease"),
     Backend("amd", "runtime.drivers.amd.device:AMDDevice", "runtime.drivers.amd.probe:count_gpus",
-            "runtime.drivers.mock.os:MockOS.with_amd_gpus"),
+            "runtime.drivers.mock.machine:lease"),
 )
 
 
@@ -67,10 +67,12 @@ def device_class(vendor: str) -> "type[Device]":
     return cls
 
 
-def mock_seam(vendor: str, count: int) -> OSSeam:
-    """A fresh mock machine with `count` GPUs of `vendor`, as its OS seam."""
-    factory: Callable[[int], OSSeam] = _resolve(backend(vendor).mock, f"the {vendor} mock")
-    return factory(count)
+def mock_seam(vendor: str) -> tuple[OSSeam, Callable[[], None]]:
+    """The mock machine of `vendor`'s GPUs, as its OS seam, and the function that gives the lease
+    on it back (runtime/drivers/mock/machine.py: one machine per vendor while devices use it)."""
+    lease: Callable[[str], tuple[OSSeam, Callable[[], None]]] = _resolve(
+        backend(vendor).mock, f"the {vendor} mock")
+    return lease(vendor)
 
 
 def present_devices(seam: OSSeam | None = None) -> list[str]:

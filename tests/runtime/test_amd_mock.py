@@ -88,8 +88,10 @@ def test_presence_probes_are_the_drivers_and_the_mocks_come_from_the_registry() 
     from runtime.hcq import registry
     assert registry.present_devices(MockOS.with_amd_gpus(2)) == ["amd:0", "amd:1"]
     assert registry.present_devices(NvMockOS.with_nv_gpus(1)) == ["nv:0"]
-    assert isinstance(registry.mock_seam("nv", 1), NvMockOS)
-    assert type(registry.mock_seam("amd", 1)) is MockOS
+    for vendor, kind in (("nv", NvMockOS), ("amd", MockOS)):
+        seam, release = registry.mock_seam(vendor)
+        assert type(seam) is kind
+        release()
     drivers = Path(registry.__file__).parents[1] / "drivers"
     for vendor in ("amd", "nv"):
         for py in (drivers / vendor).glob("*.py"):
@@ -302,7 +304,8 @@ def test_thousand_alloc_free_cycles_leak_nothing(dev, mos) -> None:  # type: ign
     dev.trim_pool()
     assert dev.pool_stats().cached_B == 0
     assert mos.live_objects() == base and gpu.vram_used == vram
-    assert dev.allocator.live_count == base["kfd_bos"]
+    # every BO is the allocator's but the process's event page (runtime/drivers/amd/process.py)
+    assert dev.allocator.live_count + 1 == base["kfd_bos"]
 
 
 # ------------------------------------------------------------------------------------ failures

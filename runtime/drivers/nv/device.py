@@ -283,9 +283,10 @@ class NVDevice(Device):
                  gpfifo_entries: int = GPFIFO_ENTRIES, **kwargs: Any) -> None:
         parsed = parse_device_name(name, "nv")
         index = parsed.index
+        release = None
         if os is None:
             if parsed.mock:
-                os = mock_seam("nv", index + 1)  # the core's registry makes the mock machine
+                os, release = mock_seam("nv")  # the core's registry leases the mock machine
             else:
                 os = RealOS()
         # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
@@ -298,6 +299,7 @@ class NVDevice(Device):
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
         kwargs.setdefault("staging_B", 16 << 20)
         super().__init__(name, **kwargs)
+        self._release_lease = release
         self.os = os
         self.pcas_action = pcas_action
         if gpfifo_entries & (gpfifo_entries - 1) or not 16 <= gpfifo_entries <= GPFIFO_ENTRIES:
@@ -338,6 +340,7 @@ class NVDevice(Device):
                 self._release_hw()
             finally:
                 self.closed = True
+                self._give_back_lease()
             raise
 
     # ------------------------------------------------------------------ shared words
