@@ -314,6 +314,21 @@ def test_float_atomic_add_contended_cas_loop(dev, rng):
 
 
 @needs_compiler
+def test_private_array_in_scratch(dev, rng):
+    """2 KiB of private array per lane: the runtime's scratch memory (TMPRING_SIZE and the
+    dispatch scratch base) backs it."""
+    n_wg, n = 4, 150
+    x = rng.integers(-1000, 1000, 64 * n_wg).astype(i32)
+    k = dev.load(compiled("private_array"))
+    vo = dev.alloc(4 * len(x))
+    dev.launch(k, [dev.upload(x), vo, n], (n_wg,), (64,))
+    i = np.arange(len(x))[:, None]
+    kk = (np.arange(n)[None, :] * 37 + i) & 511
+    want = (x[:, None].astype(np.int64) * kk + (kk ^ i)).sum(axis=1)
+    np.testing.assert_array_equal(dev.download(vo, len(x), i32), want.astype(i32))
+
+
+@needs_compiler
 def test_many_arguments(dev):
     n = 512
     a = np.arange(n, dtype=f32)

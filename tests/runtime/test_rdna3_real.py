@@ -145,7 +145,7 @@ CLANG_TESTS = {
     "test_index_3d": "index_3d", "test_reduce_lds_barriers": "reduce_lds",
     "test_branches_divergent_lanes": "branches", "test_int_division_and_shifts": "int_divshift",
     "test_float_math": "float_math", "test_global_atomics": "atomics",
-    "test_many_arguments": "many_args",
+    "test_many_arguments": "many_args", "test_private_array_in_scratch": "private_array",
     "test_float_atomic_add_contended_cas_loop": "float_atomic_add", "test_grid_not_multiple_of_block": "grid_tail",
     "test_lds_transpose_2d": "lds_transpose", "test_f64_math": "f64_math",
     "test_subdword_memory_and_private_array": "bytes_private",

@@ -243,7 +243,7 @@ def _batches(lay: Layout, d: DispatchRecord) -> int:
 
 
 # -- the scheduler -----------------------------------------------------------------------------
-CHECK_EVERY = 1 << 12   # wave-instructions between looks at the clock of a time-sliced run
+CHECK_EVERY = 256   # instructions (of any group size) between looks at the clock
 
 
 class Dispatch:
@@ -264,7 +264,7 @@ class Dispatch:
         self.groups: list[Group] = []
         self.machine: Machine | None = None
         self._deadline = math.inf
-        self._next_check = CHECK_EVERY
+        self._ticks = CHECK_EVERY
         self._gen = self._run()
 
     def advance(self, seconds: float = math.inf) -> bool:
@@ -365,8 +365,9 @@ class Dispatch:
                 step = prog.step(g.pc)
                 stats.wave_instructions += g.n
                 stats.lane_instructions += g.active
-                if stats.wave_instructions >= self._next_check:
-                    self._next_check = stats.wave_instructions + CHECK_EVERY
+                self._ticks -= 1
+                if not self._ticks:
+                    self._ticks = CHECK_EVERY
                     if stats.wave_instructions > limit:
                         raise KernelFault(f"instruction limit of {limit} wave-instructions "
                                           "exceeded (a kernel that never ends?)",
