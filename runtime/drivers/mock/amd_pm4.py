@@ -3,9 +3,13 @@
 Consumes type-3 packets from the ring (and from one level of indirect buffers), decoding them with
 the generated PM4 bindings (through `runtime.drivers.amd.decode`). Supported: NOP, SET_SH_REG
 (COMPUTE_* state), DISPATCH_DIRECT (handed to the RDNA3 kernel executor as a `DispatchRecord`),
-RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM
-(caches are not modelled, so it only validates), EVENT_WRITE and INDIRECT_BUFFER. Anything else is
-rejected.
+RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM,
+EVENT_WRITE and INDIRECT_BUFFER. Anything else is rejected.
+
+Dispatches run one after the other, but their ordering is modelled as the hardware's
+(`amd_hazards`): dispatches not separated by EVENT_WRITE CS_PARTIAL_FLUSH (or a wait on the queue's
+own end-of-pipe release) count as concurrent, and a data race between them, or a read through
+caches that were not invalidated (ACQUIRE_MEM GLV/GL1), faults the queue.
 
 The write pointer is the monotonic dword count the doorbell carries; the read pointer is reported to
 the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
@@ -17,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import pm4_gfx11 as p
+from hcq_bindings.amd import soc21_enum
 
 from runtime.drivers.amd.decode import PM4_NAMES, describe_pm4, pm4_fields
+from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
+                                              RecordingMemory)
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
@@ -43,6 +50,10 @@ _EOP_INDEX = {p.event_index__mec_release_mem__end_of_pipe,
               p.event_index__mec_release_mem__shader_done}
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
 MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
+# Cache invalidations that make a finished dispatch's writes visible to the next one (per-CU vector
+# cache and GL1), in ACQUIRE_MEM's GCR_CNTL and in RELEASE_MEM's first dword.
+_ACQUIRE_INV = p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1)
+_RELEASE_INV = p.PACKET3_RELEASE_MEM_GCR_GLV_INV | p.PACKET3_RELEASE_MEM_GCR_GL1_INV
 
 
 class PM4Processor(QueueProcessor):
@@ -59,8 +70,10 @@ class PM4Processor(QueueProcessor):
         self._ib: tuple[list[int], int, int] | None = None
         self._ib_packet_size = 0
         self._running: Any = None          # the rdna3.Dispatch in execution, if any
+        self._running_mem: Any = None      # the RecordingMemory it runs on
         self._running_since = 0.0
         self._status_key = f"amdgpu {gpu.gpu_id:#x} compute queue {queue_id}"
+        self.order = QueueOrdering()
 
     def set_wptr(self, value: int) -> None:
         if value < self.wptr_dw:
@@ -156,6 +169,8 @@ class PM4Processor(QueueProcessor):
             return self._wait_reg_mem(body, where)
         elif op == p.PACKET3_ACQUIRE_MEM:
             self._need(body, 7, "PACKET3_ACQUIRE_MEM", where)
+            if body[6] & _ACQUIRE_INV == _ACQUIRE_INV:
+                self.order.invalidate()
         elif op == p.PACKET3_WRITE_DATA:
             self._write_data(body, where)
         elif op == p.PACKET3_INDIRECT_BUFFER:
@@ -166,6 +181,9 @@ class PM4Processor(QueueProcessor):
             self._start_ib(body, where)
         elif op == p.PACKET3_EVENT_WRITE:
             self._need(body, 1, "PACKET3_EVENT_WRITE", where)
+            f = pm4_fields(op, body)
+            if f["event_type"] == soc21_enum.CS_PARTIAL_FLUSH:
+                self.order.partial_flush()
         elif op == p.PACKET3_NOP:
             pass
         else:
@@ -207,8 +225,10 @@ class PM4Processor(QueueProcessor):
             rec = self._dispatch_record(body, where)
             if rec is None:
                 return True  # an empty grid launches no waves
+            self._running_mem = RecordingMemory(self.gpu.mem)
             try:
-                self._running = Dispatch(rec, self.gpu.mem)
+                # a MockMemory that records what the dispatch touches (amd_hazards)
+                self._running = Dispatch(rec, self._running_mem)  # type: ignore[arg-type]
             except KernelFault as e:
                 raise _kernel_fault(where, rec.pgm_addr, e) from None
             self._running_since = time.perf_counter()
@@ -230,6 +250,11 @@ class PM4Processor(QueueProcessor):
         self._running = None
         self.gpu.driver.os.clear_kernel_status(self._status_key)
         self.gpu.record_dispatch(run.record, run.stats)
+        try:
+            self.order.check(DispatchAccess.of(self.order.next_seq(), run.record.pgm_addr, where,
+                                               self._running_mem))
+        except HazardError as e:
+            raise MockGPUError(f"{where}: {e}") from None
         return True
 
     def _dispatch_record(self, body: list[int], where: str) -> "DispatchRecord | None":
@@ -280,6 +305,9 @@ class PM4Processor(QueueProcessor):
             raise MockGPUError(f"{where}: RELEASE_MEM data_sel {f['data_sel']} / int_sel "
                                f"{f['int_sel']} not supported")
         addr, data_sel = f["addr"], f["data_sel"]
+        if data_sel in (p.data_sel__mec_release_mem__send_32_bit_low,
+                        p.data_sel__mec_release_mem__send_64_bit_data):
+            self.order.release(addr, body[0] & _RELEASE_INV == _RELEASE_INV)
         if data_sel == p.data_sel__mec_release_mem__send_32_bit_low:
             self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
             self.gpu.mem.write_u32(addr, f["data"] & _M32)
@@ -303,6 +331,7 @@ class PM4Processor(QueueProcessor):
         check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         value = self.gpu.mem.read_u32(addr) & mask
         if compare(func, value, ref):
+            self.order.waited(addr)
             return True
         self.blocked = f"{where}: WAIT_REG_MEM mem[{addr:#x}] = {value:#x}, waiting for " \
                        f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
