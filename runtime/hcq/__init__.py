@@ -11,8 +11,9 @@ The core (this package) is vendor-neutral and never imports generated bindings; 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from runtime.hcq.compiler import CompileCache, Compiler
 from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
                                 IoctlError, ProgramError, QueueError, SignalTimeout)
@@ -23,9 +24,13 @@ from runtime.hcq.queue import HWQueue, Var, VarExpr
 from runtime.hcq.seam import HostMapping, OSSeam, RealOS
 from runtime.hcq.signal import Signal
 
+if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers and IDEs
+    from runtime.drivers.amd.device import AMDDevice
+    from runtime.drivers.nv.device import NVDevice
+
 __all__ = [
-    "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "Device", "DeviceClosed", "DeviceFault",
-    "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError",
+    "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "CompileCache", "Compiler", "Device",
+    "DeviceClosed", "DeviceFault", "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError",
     "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
     "RealOS", "Signal", "SignalTimeout", "Var", "VarExpr", "open_device", "present_devices",
 ]

@@ -228,8 +228,9 @@ class PM4Queue(HWQueue):
         self._d.extend((H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_ALL))
         return self
 
-    def exec(self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
-             local_size: Sequence[int]) -> "Self":  # type: ignore[override]
+    def exec(  # type: ignore[override]  # takes this driver's programs only
+            self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
+            local_size: Sequence[int]) -> "Self":
         """Cache invalidation (ACQUIRE_MEM of the per-CU caches), program state (prebuilt per
         program), user SGPRs (argument and dispatch pointers, patchable), block size,
         DISPATCH_DIRECT of `global_size` workgroups, then EVENT_WRITE CS_PARTIAL_FLUSH.
