@@ -18,6 +18,7 @@ from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
                                 IoctlError, ProgramError, QueueError, SignalTimeout)
 from runtime.hcq.graph import Graph, Launch
+from runtime.hcq.group import TransferPath, TransferReport, open_devices, transfer, wait_all
 from runtime.hcq.memory import Buffer, BufferSpec, MemKind
 from runtime.hcq.program import ArgSlot, KernArgs, Program
 from runtime.hcq.queue import HWQueue, Var, VarExpr
@@ -32,7 +33,8 @@ __all__ = [
     "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "CompileCache", "Compiler", "Device",
     "DeviceClosed", "DeviceFault", "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError",
     "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
-    "RealOS", "Signal", "SignalTimeout", "Var", "VarExpr", "open_device", "present_devices",
+    "RealOS", "Signal", "SignalTimeout", "TransferPath", "TransferReport", "Var", "VarExpr",
+    "open_device", "open_devices", "present_devices", "transfer", "wait_all",
 ]
 
 _DRIVERS = {

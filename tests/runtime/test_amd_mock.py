@@ -274,7 +274,8 @@ def test_thousand_alloc_free_cycles_leak_nothing(dev, mos) -> None:  # type: ign
     dev.trim_pool()
     assert dev.pool_stats().cached_B == 0
     assert mos.live_objects() == base and gpu.vram_used == vram
-    assert dev.allocator.live_count == base["kfd_bos"]
+    # every BO is the allocator's but the process's event page (runtime/drivers/amd/process.py)
+    assert dev.allocator.live_count + 1 == base["kfd_bos"]
 
 
 # ------------------------------------------------------------------------------------ failures

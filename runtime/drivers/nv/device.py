@@ -285,10 +285,11 @@ class NVDevice(Device):
                  gpfifo_entries: int = GPFIFO_ENTRIES, **kwargs: Any) -> None:
         parsed = parse_device_name(name, "nv")
         index = parsed.index
+        release = None
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.nv_rm import NvMockOS  # the mock is chosen by name, here
-                os = NvMockOS.with_nv_gpus(index + 1)
+                from runtime.drivers.mock.machine import lease  # the mock is chosen by name, here
+                os, release = lease("nv")
             else:
                 os = RealOS()
         # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
@@ -301,6 +302,7 @@ class NVDevice(Device):
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
         kwargs.setdefault("staging_B", 16 << 20)
         super().__init__(name, **kwargs)
+        self._release_lease = release
         self.os = os
         self.pcas_action = pcas_action
         if gpfifo_entries & (gpfifo_entries - 1) or not 16 <= gpfifo_entries <= GPFIFO_ENTRIES:
@@ -341,6 +343,7 @@ class NVDevice(Device):
                 self._release_hw()
             finally:
                 self.closed = True
+                self._give_back_lease()
             raise
 
     # ------------------------------------------------------------------ shared words
