@@ -26,6 +26,7 @@ from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQMemoryError, IoctlError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
@@ -165,8 +166,7 @@ class AMDDevice(Device):
         release = None
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.machine import lease  # the mock is chosen by name, here
-                os, release = lease("amd")
+                os, release = mock_seam("amd")  # the core's registry leases the mock machine
             else:
                 os = RealOS()
         super().__init__(name, **kwargs)

@@ -47,6 +47,7 @@ from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
 from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
@@ -288,8 +289,7 @@ class NVDevice(Device):
         release = None
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.machine import lease  # the mock is chosen by name, here
-                os, release = lease("nv")
+                os, release = mock_seam("nv")  # the core's registry leases the mock machine
             else:
                 os = RealOS()
         # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
