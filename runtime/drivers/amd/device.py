@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import hsa
+from hcq_bindings.amd import pm4_gfx11 as pm4p
 from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd import process
@@ -22,8 +23,8 @@ from runtime.drivers.amd.decode import describe_pm4, describe_sdma
 from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_p2p_links, read_topology
 from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
 from runtime.drivers.amd.program import AMDProgram
-from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
+from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.registry import mock_seam
@@ -406,7 +407,39 @@ class AMDDevice(Device):
         self._sleep_for_signal(self.timeline_signal, 0, timeout_ms)
 
     def _describe_queues(self) -> list[str]:
-        return [r.describe() for r in self._rings]
+        lines = [r.describe() for r in self._rings]
+        # What the kernel reports about the GPU (the mock: a queue busy with a long dispatch,
+        # with its waves' program counters).
+        return lines + [f"kernel log: {ln}" for ln in self.os.kernel_log()[-4:]]
+
+    def _after_wait_timeout(self) -> str:
+        """A wait gave up. If the compute queue is busy with anything but a wait for memory (which
+        a host write can still release), say a kernel that never ends, it is reset: the work on
+        it is abandoned and later submissions run."""
+        ring = self.compute_ring
+        if ring is None or not ring.pending_dw():
+            return ""
+        at = ring.ring[ring.rptr_dw()]
+        if pm4p.CP_PACKET3_GET_OPCODE(at) == pm4p.PACKET3_WAIT_REG_MEM:
+            return ""
+        self.reset_compute_queue()
+        return "\n  the compute queue was reset (the work still on it is abandoned; the device " \
+            "stays usable)"
+
+    def reset_compute_queue(self) -> None:
+        """Destroys the compute queue (KFD's DESTROY_QUEUE preempts the waves still running) and
+        makes a new one. The timeline moves past everything submitted so far, since that work
+        will never signal it; its results are undefined."""
+        self.check_usable()
+        old = self.compute_ring
+        self.kfd.destroy_queue(old.queue_id)
+        self._rings.remove(old)
+        self._ring_mem.remove(old.mem)
+        for buf in (old.mem.ring, old.mem.pointers, old.mem.eop, old.mem.ctx_save):
+            if buf is not None:
+                self.free(buf)
+        self.compute_ring = self._create_queue("pm4", old.size_dw * 4)
+        self.timeline_signal.value = self.timeline_value
 
     # ------------------------------------------------------------------ teardown
     def _release_hw(self) -> None:
