@@ -276,7 +276,7 @@ def test_transfer_bounces_without_peer_access(no_p2p: tuple[Device, Device]) -> 
     assert np.array_equal(_read(d1, b, n), data)
     with pytest.raises(HCQMemoryError, match=f"no direct path from {d0.name} to {d1.name}"):
         transfer(b, a, n, path=TransferPath.PEER)
-    assert not any(m for m in (a.mappings, b.mappings)) or all(m.freed for m in a.mappings)
+    assert not a.mappings and not b.mappings  # the bounce maps only its own staging chunks
 
 
 def test_transfer_between_machines_goes_through_the_cpu() -> None:
