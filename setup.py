@@ -5,7 +5,7 @@ from setuptools import find_namespace_packages, find_packages, setup
 
 BINDINGS = "hcq_bindings"
 
-packages = find_packages(include=["bindgen", "bindgen.*", "runtime", "runtime.*"])
+packages = find_packages(include=["bindgen", "bindgen.*", "bindgen_rt", "runtime", "runtime.*"])
 packages += [BINDINGS] + [f"{BINDINGS}.{p}" for p in find_namespace_packages("generated")
                           if "__pycache__" not in p]
 

@@ -19,7 +19,7 @@ What comes out (see :func:`translate_macros`): object-like macros become :class:
 :class:`ir.Ioctl`; NVIDIA's ``hi:lo`` bit ranges become ``(hi, lo)`` tuples when asked for; and
 function-like macros whose body is an expression become :class:`ir.MacroFunction`. Their Python
 bodies keep C's semantics where the C type is known, by calling these helpers, which the generated
-module imports from ``bindgen.cabi``:
+module imports from ``bindgen_rt``:
 
     _c_div(a, b)      C ``/``: two ints give the quotient truncated toward zero; otherwise a / b.
                       b == 0 raises ZeroDivisionError.
@@ -72,7 +72,7 @@ __all__ = [
     "translate_macros",
 ]
 
-# The names generated function bodies may call; bindgen.cabi defines them.
+# The names generated function bodies may call; bindgen_rt defines them.
 MACRO_HELPERS = ("_c_div", "_c_mod", "_c_bool", "_c_sext")
 
 
@@ -697,7 +697,7 @@ def _wrap_code(code: str, ct: CType) -> str:
     """Python source that converts the int ``code`` to type ``ct`` the way C wraps it."""
     if ct.is_float:
         if ct.size == 4:
-            # Rounding to binary32 would need a helper that bindgen.cabi does not have.
+            # Rounding to binary32 would need a helper that bindgen_rt does not have.
             raise _Fail("32-bit float arithmetic on a parameter")
         return code
     if ct.is_pointer:
@@ -2330,7 +2330,7 @@ def translate_macros(
       hex where the expression was written in hex), and ``(hi, lo)`` bit ranges;
     * ``ioctls``: macros that expand to an ``_IO``/``_IOR``/``_IOW``/``_IOWR`` request;
     * ``functions``: function-like macros with an expression body (see the module docstring for
-      the ``bindgen.cabi`` helpers their bodies call); references to emitted constants and
+      the ``bindgen_rt`` helpers their bodies call); references to emitted constants and
       functions stay names, other macros and enum constants are inlined;
     * ``skipped``: everything else, with the reason.
 

@@ -3,8 +3,8 @@ probes.
 
 * ``write_spec`` writes a spec whose ``corpus`` source is a ``system`` folder (tests/bindgen/corpus
 by default) and ``load_target`` loads one of its targets.
-* ``generate_target`` runs ``bindgen.generate.generate`` with ``bindgen.generate.SPECS`` pointed at
-the temporary specs folder (``inputs_hash`` reads the spec file from there).
+* ``generate_target`` runs ``bindgen.generate.generate`` for a project whose specs are the
+  temporary specs folder (``inputs_hash`` reads the spec file from there).
 * ``compile_c`` builds a program or a shared library with gcc; ``layout_checks`` writes one C probe
   program per header from the generated classes' ``__bindgen_fields__`` and compares every size,
   alignment, offset, bitfield position and integer sign with what gcc says.
@@ -33,6 +33,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 REPO = HERE.parents[1]
+SPECS = REPO / "bindgen" / "specs"  # this repository's own specs
 
 GCC = shutil.which("gcc")
 
@@ -84,7 +85,7 @@ def write_spec(
 def load_target(spec_path: Path, name: str | None = None):
     from bindgen.spec import load_spec
 
-    sf = load_spec(spec_path, spec_path.parent)
+    sf = load_spec(spec_path, spec_path.parent, spec_path.parent.name)
     if name is None:
         assert len(sf.targets) == 1, [t.name for t in sf.targets]
         return sf.targets[0]
@@ -93,15 +94,13 @@ def load_target(spec_path: Path, name: str | None = None):
 
 def generate_target(target, specs_dir: Path, cache: Path, overrides: dict[str, Path] | None = None):
     """Runs the real pipeline for ``target`` whose spec lives in ``specs_dir``."""
-    import bindgen.generate as gen
+    from bindgen.generate import generate
+    from bindgen.project import Project
     from bindgen.sources import Sources
 
-    old = gen.SPECS
-    gen.SPECS = specs_dir
-    try:
-        return gen.generate(target, Sources(cache, overrides))
-    finally:
-        gen.SPECS = old
+    root = specs_dir.parent
+    project = Project(root=root, specs=specs_dir, out=root / "generated", package="generated")
+    return generate(target, Sources(cache, overrides), project)
 
 
 def load_generated(g, name: str | None = None) -> types.ModuleType:

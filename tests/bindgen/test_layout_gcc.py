@@ -317,7 +317,7 @@ def test_t16_typedef_anonymous_struct_embedded_by_value(corpus_cases):
 def test_member_check_detects_a_lost_member(corpus_cases):
     """``_missing_members`` can fail: a class lacking one of T5's promoted members is reported."""
     import clang.cindex as ci
-    from bindgen import cabi
+    import bindgen_rt as cabi
     _, mod = corpus_cases("t05_anonymous.h")
 
     class Partial(cabi.Struct):
