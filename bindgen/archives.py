@@ -20,20 +20,11 @@ from pathlib import Path
 from typing import IO, Callable, Iterator
 
 from .errors import SourceError
+from .pins import Member
 
 
 class UnsafeMember(SourceError):
     """An archive member would land outside the folder it is unpacked into."""
-
-
-@dataclass(frozen=True)
-class Member:
-    """One regular file taken from an archive: where it went, what it held, where it was."""
-
-    path: str  # relative to the unpack folder, after ``strip``
-    sha256: str
-    size: int
-    offset: int = -1  # start of its data in the (decompressed) tar stream; -1 where unknown
 
 
 def member_path(name: str, strip: int, archive: str) -> str:

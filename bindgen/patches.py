@@ -1,5 +1,5 @@
-"""Declarative post-processing from the spec: applied to the IR before rendering (rename, alias,
-type, drop, extra) or, as a last resort, to the rendered text (replace, which must match)."""
+"""Declarative post-processing from the spec, applied to the IR before rendering: rename, alias,
+type, drop (names only) and extra (code, the one patch that is code by design)."""
 
 from __future__ import annotations
 
@@ -146,17 +146,3 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
         elif p.op == "extra":
             m.extra_code.append(f"# extra: {p.why}\n{p.get('code').rstrip()}")
 
-
-def apply_text_patches(t: Target, text: str) -> str:
-    """Applies the regex ``replace`` patches to rendered text; each must match (count if given)."""
-    for p in t.patches:
-        if p.op != "replace":
-            continue
-        text, n = re.subn(p.get("pattern"), p.get("with"), text, flags=re.M)
-        want = p.get("count") or 0
-        if n == 0 or (want and n != want):
-            raise PatchError(
-                f"{_where(t, p)}: pattern {p.get('pattern')!r} matched {n} time(s)"
-                + (f", expected {want}" if want else "")
-            )
-    return text

@@ -14,8 +14,17 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .archives import Member
 from .errors import SourceError
+
+
+@dataclass(frozen=True)
+class Member:
+    """One regular file taken from an archive: where it went, what it held, where it was."""
+
+    path: str  # relative to the unpack folder, after ``strip``
+    sha256: str
+    size: int
+    offset: int = -1  # start of its data in the (decompressed) tar stream; -1 where unknown
 
 
 @dataclass(frozen=True)
@@ -30,13 +39,12 @@ class SourcePin:
     files: tuple[Member, ...]
 
 
-def lock_path(spec_path: Path) -> Path:
-    return spec_path.with_suffix(".lock")
+LOCK = "bindgen.lock"
 
 
-def load_lock(spec_path: Path) -> dict[str, SourcePin]:
-    """The pins recorded for a spec file, keyed by source identity; none when there is no lock."""
-    path = lock_path(spec_path)
+def load_lock(specs: Path) -> dict[str, SourcePin]:
+    """The pins recorded for a specs folder, keyed by source identity; none without a lock."""
+    path = specs / LOCK
     if not path.exists():
         return {}
     try:
@@ -60,9 +68,9 @@ def load_lock(spec_path: Path) -> dict[str, SourcePin]:
         ) from None
 
 
-def save_lock(spec_path: Path, pins: dict[str, SourcePin]) -> Path:
+def save_lock(specs: Path, pins: dict[str, SourcePin]) -> Path:
     """Writes the lock file (one file per line, so a changed header is a one-line diff)."""
-    path = lock_path(spec_path)
+    path = specs / LOCK
     out = [
         "{",
         '"about": "sha256 of every file bindgen takes from partially fetched sources; '

@@ -32,7 +32,6 @@ from typing import IO, Callable
 
 from .archives import (
     ArStream,
-    Member,
     XzView,
     ar_members,
     decompressor_stream,
@@ -43,7 +42,7 @@ from .archives import (
 )
 from .errors import SourceError
 from .fetch import Counted, Log, Net, RangeFile, mb
-from .pins import SourcePin
+from .pins import Member, SourcePin
 from .spec import Source
 
 MANIFEST = ".bindgen-manifest.json"
@@ -339,7 +338,7 @@ class Sources:
         doc = json.loads(self.net.get(
             f"{index}/{proj}/", what, {"Accept": "application/vnd.pypi.simple.v1+json"}
         ))
-        want_ver = re.sub(r"[-_.]+", "_", src.version)
+        want_ver = src.version.replace("-", "_")  # wheel names escape - as _
         cands = []
         for f in doc.get("files", []):
             fn = f.get("filename", "")
@@ -439,11 +438,14 @@ class Sources:
             out = Path(tmp) / "x"
             tar = Path(tmp) / "a.tar"
             # `members` are path prefixes: mirrors may lack blobs outside them (large files).
-            # The ref is validated by the spec loader; --end-of-options keeps it a revision anyway.
+            # A ref starting with '-' would be read as an option (`--output=FILE`): the spec loader
+            # refuses such refs; this check keeps programmatic Sources honest too.
+            if not src.ref or src.ref.startswith("-"):
+                raise SourceError(f"source {src.name}: git ref {src.ref!r} is not a revision name")
             with tar.open("wb") as f:
                 arch = subprocess.run(
-                    ["git", "-C", str(repo), "archive", "--format=tar", "--end-of-options",
-                     src.ref, "--", *src.members],
+                    ["git", "-C", str(repo), "archive", "--format=tar", src.ref, "--",
+                     *src.members],
                     stdout=f, stderr=subprocess.PIPE,
                 )
             if arch.returncode:
