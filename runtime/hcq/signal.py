@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from runtime.hcq.errors import SignalTimeout
+from runtime.hcq.errors import DeviceClosed, SignalTimeout
 from runtime.hcq.memory import Buffer
 
 if TYPE_CHECKING:
@@ -52,7 +52,10 @@ class Signal:
 
     @property
     def value(self) -> int:
-        """The current value (read from memory each time)."""
+        """The current value (read from memory each time). Raises DeviceClosed once the device is
+        closed (its memory is gone)."""
+        if self.device.closed:
+            raise DeviceClosed(f"{self!r}: {self.device.name} is closed")
         return self._u64[0]
 
     @value.setter

@@ -8,9 +8,6 @@ by default) and ``load_target`` loads one of its targets.
 * ``compile_c`` builds a program or a shared library with gcc; ``layout_checks`` writes one C probe
   program per header from the generated classes' ``__bindgen_fields__`` and compares every size,
   alignment, offset, bitfield position and integer sign with what gcc says.
-
-``bindgen.generate`` (and ``bindgen.parse``) import ``bindgen.cexpr``; until that module exists the
-tests that need the pipeline skip with that reason, and the rest (cabi, spec) run.
 """
 
 from __future__ import annotations
@@ -37,19 +34,6 @@ SPECS = REPO / "bindgen" / "specs"  # this repository's own specs
 
 GCC = shutil.which("gcc")
 
-
-def pipeline_missing() -> str | None:
-    """Why the parse/generate pipeline cannot be imported here, or None when it can."""
-    if (REPO / "bindgen" / "cexpr.py").exists() or "bindgen.cexpr" in sys.modules:
-        return None
-    return (
-        "bindgen/cexpr.py (macro translation) has not landed: bindgen.generate cannot be imported"
-    )
-
-
-requires_pipeline = pytest.mark.skipif(
-    pipeline_missing() is not None, reason=pipeline_missing() or ""
-)
 requires_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed (shutil.which('gcc'))")
 
 

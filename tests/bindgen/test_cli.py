@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CORPUS, REPO, generate_headers, requires_pipeline, write_spec
-
-pytestmark = requires_pipeline
+from .conftest import CORPUS, REPO, generate_headers, write_spec
 
 HEADERS = {
     "alpha": ["t01_packed_bitfields.h", "t05_anonymous.h"],

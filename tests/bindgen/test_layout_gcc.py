@@ -16,9 +16,9 @@ import sys
 import pytest
 
 from .conftest import (CORPUS, c_ident, compare, is_array, is_record, probe_directives,
-                       py_name_of, requires_gcc, requires_pipeline, run_layout_probe)
+                       py_name_of, requires_gcc, run_layout_probe)
 
-pytestmark = [requires_pipeline, requires_gcc]
+pytestmark = [requires_gcc]
 
 HEADERS = sorted(p.name for p in CORPUS.glob("t[0-9]*.h"))
 

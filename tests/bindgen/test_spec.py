@@ -12,7 +12,7 @@ import pytest
 from bindgen.errors import SpecError
 from bindgen.spec import load_all, load_spec
 
-from .conftest import CORPUS, generate_headers, requires_pipeline
+from .conftest import CORPUS, generate_headers
 
 GOOD = f"""\
 group: tgrp
@@ -281,7 +281,6 @@ def write_header(tmp_path: Path, name: str, text: str) -> Path:
     return d
 
 
-@requires_pipeline
 def test_missing_header_is_a_source_error_naming_it(tmp_path):
     from bindgen.errors import SourceError
     d = write_header(tmp_path, "present.h", "struct p { int a; };\n")
@@ -289,7 +288,6 @@ def test_missing_header_is_a_source_error_naming_it(tmp_path):
         generate_headers(tmp_path, ["present.h", "sub/absent.h"], source_dir=d)
 
 
-@requires_pipeline
 def test_missing_source_folder_says_how_to_supply_it(tmp_path):
     from bindgen.errors import SourceError
     with pytest.raises(SourceError) as ei:
@@ -299,7 +297,6 @@ def test_missing_source_folder_says_how_to_supply_it(tmp_path):
     assert "BINDGEN_SOURCE_CORPUS" in msg
 
 
-@requires_pipeline
 def test_clang_error_has_relative_location(tmp_path):
     from bindgen.errors import ClangError
     d = write_header(tmp_path, "bad.h", """\
@@ -315,7 +312,6 @@ def test_clang_error_has_relative_location(tmp_path):
     assert str(tmp_path) not in msg and str(d) not in msg, msg
 
 
-@requires_pipeline
 def test_clang_error_in_an_included_header(tmp_path):
     from bindgen.errors import ClangError
     d = write_header(tmp_path, "inner.h", "int f(;\n")
@@ -326,7 +322,6 @@ def test_clang_error_in_an_included_header(tmp_path):
     assert str(d) not in str(ei.value)
 
 
-@requires_pipeline
 @pytest.mark.parametrize("include", ['"gone.h"', "<stdint.h>", "<linux/types.h>"])
 def test_missing_include_is_fatal_never_empty_structs(tmp_path, include):
     from bindgen.errors import ClangError
@@ -341,7 +336,6 @@ def test_missing_include_is_fatal_never_empty_structs(tmp_path, include):
     assert str(d) not in msg
 
 
-@requires_pipeline
 def test_header_read_from_outside_the_sources_is_an_error(tmp_path):
     from bindgen.errors import SourceError
     outside = tmp_path / "elsewhere"
@@ -352,7 +346,6 @@ def test_header_read_from_outside_the_sources_is_an_error(tmp_path):
         generate_headers(tmp_path, ["main.h"], source_dir=d)
 
 
-@requires_pipeline
 def test_include_dirs_are_the_only_search_path(tmp_path):
     """With the folder declared as an include dir the same header parses, and the report lists
     every header read with its sha256 (the lock against upstream drift)."""
@@ -366,7 +359,6 @@ def test_include_dirs_are_the_only_search_path(tmp_path):
     assert "corpus:user.h" in g.report and str(d) not in g.report
 
 
-@requires_pipeline
 def test_unsupported_member_type_is_reported_and_its_users_too(tmp_path):
     """A record with a member bindgen cannot represent (_Complex) is left out with the reason in the
     report (design: unsupported constructs are collected into the report), and so is every record

@@ -50,6 +50,10 @@ def test_the_wheel_holds_what_the_runtime_reads_at_run_time(wheel: Path) -> None
         if defs.exists():
             assert py[:-3] + ".defs" in names, f"{py}: its .defs is missing from the wheel"
     assert not any(n.startswith("generated/") for n in names), "the wheel ships a top-level generated"
+    # the launch helper, built with the wheel (an optional extension: a compiler is needed)
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert any(n.startswith("runtime/drivers/nv/_nvlaunch.") and n.endswith(".so")
+                   for n in names), "the launch helper was not built into the wheel"
 
 
 def test_installed_wheel_runs_the_demo_from_a_directory_with_an_unrelated_generated(
@@ -75,5 +79,13 @@ def test_installed_wheel_runs_the_demo_from_a_directory_with_an_unrelated_genera
                  cwd=work, env=env).stdout.split("\n")
     assert where[0].startswith(str(site)) and where[1].startswith(str(site)), where
     assert "0xc0584b02" in where[2]
+    # the installed launch helper is the one built with the wheel: nothing is compiled at run time
+    if shutil.which("cc") or shutil.which("gcc"):
+        cache = tmp_path / "native-cache"
+        helper = _run([str(py), "-W", "error", "-c", "from runtime.drivers.nv.launcher import "
+                       "native_helper as h; m = h(); print(m.__name__); print(m.__file__)"],
+                      cwd=work, env={**env, "HCQ_NATIVE_CACHE": str(cache)}).stdout.split("\n")
+        assert helper[0] == "runtime.drivers.nv._nvlaunch" and helper[1].startswith(str(site))
+        assert not cache.exists()
     demo = _run([str(py), "-m", "runtime.hcq.demo", "mock-amd:0", "--n", "4096"], cwd=work, env=env)
     assert demo.stdout.count(" ok  GPU time") == 2 and "demo: passed" in demo.stdout, demo.stdout

@@ -264,9 +264,15 @@ def test_thousand_alloc_free_cycles_leak_nothing(dev, mos) -> None:  # type: ign
     gpu = mos.drivers[0].gpus[0]
     base, vram = mos.live_objects(), gpu.vram_used
     kinds = (MemKind.VRAM, MemKind.GTT, MemKind.HOST)
+    before = dev.pool_stats()
     for i in range(1000):
         b = dev.alloc(4096 * (1 + i % 7), kind=kinds[i % 3], cpu_access=i % 3 != 0)
         dev.free(b)
+    # Freed memory is cached for reuse: 21 (size, kind) pairs, the rest served from the pool.
+    st = dev.pool_stats()
+    assert st.misses - before.misses == 21 and st.hits - before.hits == 979 and st.cached_B > 0
+    dev.trim_pool()
+    assert dev.pool_stats().cached_B == 0
     assert mos.live_objects() == base and gpu.vram_used == vram
     assert dev.allocator.live_count == base["kfd_bos"]
 

@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from runtime.hcq.errors import ProgramError
+
 CLANG = "clang-16"
 LLD = "ld.lld-16"
 
@@ -96,8 +98,9 @@ __OVL int select(int a, int b, int c) { return c ? b : a; }
 """
 
 
-class CompileError(Exception):
-    """The compiler or linker rejected the source; `.log` holds its messages verbatim."""
+class CompileError(ProgramError):
+    """The compiler or linker rejected the source (or is not installed); `.log` holds its messages
+    verbatim. A ProgramError, so an HCQError like everything the runtime raises."""
 
     def __init__(self, tool: str, log: str, cmd: list[str]) -> None:
         self.tool, self.log, self.cmd = tool, log, cmd

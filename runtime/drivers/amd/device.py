@@ -88,10 +88,14 @@ class KfdAllocator(Allocator):
         host = bool(flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)
         # Reserve the VA range (or, for userptr, the host memory itself): the GPU uses the same
         # address.
-        if host:
-            res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
-        else:
-            res = os_.mmap(None, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        try:
+            if host:
+                res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
+            else:
+                res = os_.mmap(None, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        except OSError as e:
+            raise HCQMemoryError(f"{dev.name}: cannot reserve {size:#x} B of address space for "
+                                 f"{spec.kind.value}: {e}") from e
         va = res.addr
         try:
             args = dev.kfd.alloc_memory(dev.node.gpu_id, va, size, flags,
@@ -128,10 +132,11 @@ class KfdAllocator(Allocator):
 
     def _free(self, buf: Buffer) -> None:
         mem: KfdMem = buf.handle
-        try:
-            self.device.kfd.unmap_memory(mem.handle, [self.device.node.gpu_id])
-        finally:
-            self._undo(mem)
+        # If the unmap fails, that error is the one to report: freeing memory that is still
+        # mapped would only fail again (EBUSY) and hide it. The buffer then stays live and
+        # close() tries again.
+        self.device.kfd.unmap_memory(mem.handle, [self.device.node.gpu_id])
+        self._undo(mem)
 
     def _undo(self, mem: KfdMem) -> None:
         os_ = self.device.os
@@ -353,7 +358,8 @@ class AMDDevice(Device):
         self._events.clear()
         self.signal_event = None
         if hasattr(self, "allocator"):
-            while self.allocator.live_count:
+            self.allocator.cache_limit_B = 0  # release_all then frees the cache too
+            while self.allocator.live_count or self.allocator.cached_B:
                 before = self.allocator.live_count
                 attempt(self.allocator.release_all)
                 if self.allocator.live_count == before:

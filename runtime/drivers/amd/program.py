@@ -57,6 +57,26 @@ def apply_relocations(co: "elf.CodeObject", image: bytearray, base: int) -> None
             struct.pack_into("<Q", image, r_offset, base + r_addend)
 
 
+def scalar_kind(type_name: str) -> str:
+    """ArgSlot.scalar for an OpenCL by-value argument's `.type_name` ("int" -> "i", "float" ->
+    "f", "uint" -> "u"); "" for vectors, structs and anything else."""
+    t = type_name.strip()
+    if t in _FLOAT_TYPES:
+        return "f"
+    if t in _SIGNED_TYPES:
+        return "i"
+    if t in _UNSIGNED_TYPES or t.startswith("unsigned "):
+        return "u"
+    return ""
+
+
+_FLOAT_TYPES = frozenset(("half", "float", "double"))
+_SIGNED_TYPES = frozenset(("char", "signed char", "short", "int", "long", "long long",
+                           "ptrdiff_t", "intptr_t", "int8_t", "int16_t", "int32_t", "int64_t"))
+_UNSIGNED_TYPES = frozenset(("bool", "uchar", "ushort", "uint", "ulong", "size_t", "uintptr_t",
+                             "uint8_t", "uint16_t", "uint32_t", "uint64_t"))
+
+
 class AMDProgram(Program):
     """A kernel of an AMDHSA code object, ready to launch on a gfx11 compute queue."""
 
@@ -104,7 +124,9 @@ class AMDProgram(Program):
                 hidden[kind] = (int(a[".offset"]), int(a[".size"]))
                 continue
             slots.append(ArgSlot(a.get(".name", f"arg{i}"), int(a[".offset"]), int(a[".size"]),
-                                 "buffer" if kind == "global_buffer" else "value"))
+                                 "buffer" if kind == "global_buffer" else "value",
+                                 scalar_kind(a.get(".type_name", "")) if kind == "by_value"
+                                 else ""))
         self.slots = tuple(slots)
         self.hidden = hidden
         # -- register state, built once (the launch path only copies it)

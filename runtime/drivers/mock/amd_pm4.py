@@ -221,7 +221,9 @@ class PM4Processor(QueueProcessor):
         try:
             stats = execute(rec, self.gpu.mem)
         except KernelFault as e:
-            raise MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}") from None
+            # A memory fault is reported as one (KFD's memory event with the VA), not as a hang.
+            va = e.cause.va if isinstance(e.cause, PageFault) else None
+            raise MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}", va) from None
         self.gpu.record_dispatch(rec, stats)
 
     def _release_mem(self, body: list[int], where: str) -> None:

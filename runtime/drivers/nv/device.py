@@ -28,13 +28,15 @@ import ctypes
 import os
 import os as os_module  # the constructor's `os` argument is the seam
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
-from runtime.drivers.nv.gpfifo import DOORBELL_OFFSET_B, USERD_B, Channel
+from runtime.drivers.nv.gpfifo import (BLOCKED, DEVICE_WORDS, DOORBELL_OFFSET_B, TIMELINE_VALUE,
+                                       USERD_B, Channel)
 from runtime.drivers.nv.launcher import ChunkPool
 from runtime.drivers.nv.methods import METHOD_PREFIX, fval
 from runtime.drivers.nv.program import NVProgram
@@ -292,6 +294,11 @@ class NVDevice(Device):
                 os = NvMockOS.with_nv_gpus(index + 1)
             else:
                 os = RealOS()
+        # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
+        # made first, because the base class sets `timeline_value`, `closed` and `_fault`.
+        self.words = array("Q", [0] * len(DEVICE_WORDS))
+        self._fault_error: DeviceFault | None = None
+        self._closed = False
         # 16 MiB of launch blocks (tinygrad's kernarg size): ~13,000 launches between wraps, each
         # of which synchronizes; 16 MiB staging halves the per-chunk overhead of large copies.
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
@@ -324,11 +331,9 @@ class NVDevice(Device):
         self.driver_version = ""
         self._copy_pool: Any = None
         self._copy_threads = max(1, min(8, (os_module.cpu_count() or 1) // 2))
-        # The launch hot path's slot memory, and the last timeline value a launch on the compute
-        # channel released (the next launch then orders itself by WAIT_FOR_IDLE, not an acquire).
+        # The launch hot path's slot memory.
         self._copy_template: tuple[Any, tuple[int, ...]] | None = None
         self.launch_chunks = ChunkPool(self)
-        self._chain_value = -1
         #: launches go through the native helper (runtime/hcq/native.py) when it can be built
         self.launch_native = native.enabled()
         try:
@@ -339,6 +344,37 @@ class NVDevice(Device):
             finally:
                 self.closed = True
             raise
+
+    # ------------------------------------------------------------------ shared words
+    # The timeline value and whether the device may submit live in `words`, where the native
+    # launch helper reads them (gpfifo.DEVICE_WORDS); these properties keep the core's names.
+    @property  # type: ignore[override]
+    def timeline_value(self) -> int:
+        """The last timeline value handed out by next_timeline()."""
+        return self.words[TIMELINE_VALUE]
+
+    @timeline_value.setter
+    def timeline_value(self, value: int) -> None:
+        self.words[TIMELINE_VALUE] = value
+
+    @property  # type: ignore[override]
+    def _fault(self) -> DeviceFault | None:
+        return self._fault_error
+
+    @_fault.setter
+    def _fault(self, fault: DeviceFault | None) -> None:
+        self._fault_error = fault
+        self.words[BLOCKED] = int(fault is not None or self._closed)
+
+    @property  # type: ignore[override]
+    def closed(self) -> bool:
+        """True once close() ran (or bring-up failed)."""
+        return self._closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self._closed = value
+        self.words[BLOCKED] = int(value or self._fault_error is not None)
 
     # ------------------------------------------------------------------ bring-up
     def _open(self, index: int) -> None:
@@ -556,7 +592,7 @@ class NVDevice(Device):
             return super()._submit_copy(dst_va, src_va, size)
         t = self._copy_template or self._make_copy_template()
         words, (acq, shi, slo, dhi, dlo, length, rel) = t
-        v = self.next_timeline()
+        v = self.timeline_value + 1  # taken only once the copy is submitted
         w = words[:]
         w[acq], w[rel], w[length] = v - 1, v, size
         w[shi], w[slo], w[dhi], w[dlo] = src_va >> 32, src_va & 0xFFFFFFFF, dst_va >> 32, \
@@ -566,6 +602,7 @@ class NVDevice(Device):
         except Exception as e:
             self._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
+        self.timeline_value = v
         return v
 
     def _make_copy_template(self) -> tuple[Any, tuple[int, ...]]:
@@ -608,9 +645,10 @@ class NVDevice(Device):
                                  * g.sm_per_tpc, 0x8000)
         total = round_up(bytes_per_tpc * g.tpc_per_gpc * g.num_gpcs, 0x20000)
         new = self.alloc(total, kind=MemKind.VRAM)
-        v = self.next_timeline()
-        NVComputeQueue(self).wait(self.timeline_signal, v - 1) \
-            .set_local_memory(new.va, bytes_per_tpc, 0xFF).signal(self.timeline_signal, v).submit()
+        v = self.timeline_value + 1
+        self.submit_timeline(NVComputeQueue(self).wait(self.timeline_signal, v - 1)
+                             .set_local_memory(new.va, bytes_per_tpc, 0xFF)
+                             .signal(self.timeline_signal, v), v)
         self.synchronize()
         old, self._slm, self.slm_per_thread = self._slm, new, per_thread
         if old is not None:
@@ -706,6 +744,8 @@ class NVDevice(Device):
         if r is not None:
             alloc = getattr(self, "allocator", None)
             buffers = {b.handle.handle: b for b in alloc._live.values()} if alloc else {}
+            # Memory the caching allocator holds is released in the same creation order.
+            cached = {b.handle.handle: b for b in alloc.drain_cache()} if alloc else {}
             channels = {h for h, _, _ in self._channel_objects}
             for obj in reversed(r.live()):
                 h = obj.handle
@@ -713,6 +753,9 @@ class NVDevice(Device):
                     continue
                 if h in buffers:
                     attempt(alloc.free, buffers[h])  # type: ignore[union-attr]
+                    continue
+                if h in cached:
+                    attempt(alloc._free, cached[h])  # type: ignore[union-attr]
                     continue
                 if h in channels and h in self._channel_uvm:
                     attempt(self.uvm.unregister_channel, self.uuid, r.root, h)

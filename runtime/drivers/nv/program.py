@@ -197,11 +197,12 @@ class NVProgram(Program):
             words = self._pb_template(dev.timeline_signal.va)[:]
             words[3] = v - 1
             words[self._pcas_pos] = qmd_va >> 8
-            dev.compute_channel.submit_one(words)
+            ch = dev.compute_channel
+            ch.submit_one(words)
+            ch.set_chain(v)
         except Exception as e:
             dev._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
-        dev._chain_value = v
         return None
 
     def _make_hot(self, global_size: Sequence[int],
@@ -278,13 +279,14 @@ class NVProgram(Program):
         if packer is None:
             kv = view[pb:pb + self.param_size]
             for slot, value in zip(self.slots, args):
-                write_arg(kv, slot, value)
+                write_arg(kv, slot, value, self.device)
         else:
             vals: list[object] = []
-            for a in args:
+            for slot, a in zip(self.slots, args):
                 if type(a) is Buffer:
-                    if a.freed or (a.base is not None and a.base.freed):
-                        a._check_live()
+                    if a.freed or (a.base is not None and a.base.freed) or a.device is not \
+                            self.device:
+                        write_arg(view[pb:pb + self.param_size], slot, a, self.device)  # raises
                     vals.append(a.va)
                 else:
                     vals.append(a)
@@ -293,7 +295,7 @@ class NVProgram(Program):
             except struct.error:  # e.g. an unsigned value in a signed slot: the careful path
                 kv = view[pb:pb + self.param_size]
                 for slot, value in zip(self.slots, args):
-                    write_arg(kv, slot, value)
+                    write_arg(kv, slot, value, self.device)
         _ONE_U32.pack_into(view, qo + self._payload_off, v)
         return va + qo
 
@@ -400,7 +402,8 @@ class NVProgram(Program):
         for (st, off, _), v in zip(self._launch_packs, (*global_size, *local_size)):
             st.pack_into(view, qo + off, v)
         self._write_cb0_address(view, qo, va)
-        return NVKernArgs(va, view[pb:pb + self.param_size], self.slots, view[qo:qo + qsz])
+        return NVKernArgs(va, view[pb:pb + self.param_size], self.slots, self.device,
+                          view[qo:qo + qsz])
 
     def write_release(self, qmd: memoryview, addr: int, payload: int) -> None:
         """Enables the QMD's release semaphore 0 (`payload` to `addr` when the grid completes),

@@ -15,12 +15,14 @@ barriers are where waiting groups are released together.
 Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by `gen_opcodes`),
 `disasm` (LLVM-syntax text, checked against llvm-objdump-16), `optypes` (operand types from
 mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave groups),
-`operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_mem`/`ops_ds`/
+`operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
+math, dot products, WMMA), `dpp` (DPP16/DPP8 and permlane lane movement), `ops_mem`/`ops_ds`/
 `mem_lanes`/`atomics` (instruction semantics), `fp` (IEEE helpers: fused multiply-add, the
 division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks),
-`loader_for_tests` (what the AMD driver does before a dispatch, for tests without the driver).
+`loader_for_tests` (what the AMD driver does before a dispatch, for tests without the driver),
+`opcode_coverage` (acceptance over LLVM's gfx1100 opcode tables, a development tool).
 
-Not implemented (each raises KernelFault when executed): VOP3P packed math, DPP, image/buffer
+Not implemented (each raises KernelFault when executed): image/buffer
 (MUBUF/MTBUF/MIMG) memory access except the cache invalidations, GDS, FLAT accesses to the LDS
 or private apertures, s_trap handlers, rounding modes other than round-to-nearest-even. FP32
 denormals are always kept (the FLOAT_MODE clang-16 emits); s_denorm_mode/s_setreg are ignored.

@@ -160,6 +160,22 @@ def _fields(enc: str, w0: int, w1: int) -> tuple[int, dict[str, int]]:
     return 0, {}
 
 
+def _dpp_fields(enc: str, src0: int, w: int, f: dict[str, int]) -> None:
+    """The DPP16 / DPP8 dword that follows the instruction (ISA section 15.3, "VOP_DPP16",
+    "VOP_DPP8"): the source VGPR, the lane pattern and, for DPP16, the masks and the source
+    modifiers (which VOP1/VOP2/VOPC keep there; VOP3 has its own)."""
+    f["dpp_vgpr"] = _bits(w, 7, 0)
+    if src0 == DPP16:
+        f.update(dpp_ctrl=_bits(w, 16, 8), fi=_bits(w, 18, 18), bound_ctrl=_bits(w, 19, 19),
+                 bank_mask=_bits(w, 27, 24), row_mask=_bits(w, 31, 28))
+        if enc in ("VOP1", "VOP2", "VOPC"):
+            # src0_neg [20], src0_abs [21], src1_neg [22], src1_abs [23], in VOP3's layout.
+            f["neg"] = _bits(w, 20, 20) | _bits(w, 22, 22) << 1
+            f["abs"] = _bits(w, 21, 21) | _bits(w, 23, 23) << 1
+    else:
+        f.update(dpp8=_bits(w, 31, 8), fi=int(src0 == DPP8FI))
+
+
 def _table_name(enc: str, op: int, f: dict[str, int]) -> str:
     if enc == "FLAT":
         seg = {0: "FLAT", 1: "SCRATCH", 2: "GLOBAL"}.get(f["seg"], "")
@@ -213,7 +229,10 @@ def decode_one(code: bytes | memoryview, pos: int, addr: int) -> Inst:
     size = 4 * ndw
     src0 = f.get("src0")
     if enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD") and src0 in (DPP16, DPP8, DPP8FI):
-        size += 4  # the DPP control dword; executing DPP is not supported
+        pd = pos + size
+        _dpp_fields(enc, src0, int.from_bytes(code[pd:pd + 4], "little") if pd + 4 <= end
+                    else 0, f)
+        size += 4
     literal = None
     if _literal_fields(enc, name, f) or (name_y and name_y in IMPLICIT_LITERAL):
         if pos + size + 4 <= end:
