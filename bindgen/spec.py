@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -62,6 +62,7 @@ class Source:
 class SourcePath:
     source: str
     path: str
+    line: int = field(default=0, compare=False)  # in the spec, for messages
 
     def __str__(self) -> str:
         return f"{self.source}:{self.path}"
@@ -413,7 +414,10 @@ def _source_path(r: _Reader, key: str, sources: dict[str, Source]) -> tuple[Sour
             raise r.err(
                 key, f"unknown source {src!r} (declared: {', '.join(sorted(sources))})", item.line
             )
-        out.append(SourcePath(src, path.lstrip("/")))
+        path = path.lstrip("/")
+        if ".." in path.split("/"):
+            raise r.err(key, f"{value!r} climbs out of source {src!r} with '..'", item.line)
+        out.append(SourcePath(src, path, item.line))
     return tuple(out)
 
 
