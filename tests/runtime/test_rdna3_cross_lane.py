@@ -261,3 +261,50 @@ def test_reserved_dpp_control_is_refused_by_name():
         (0xBFB00000).to_bytes(4, "little")
     with pytest.raises(KernelFault, match="DPP_CTRL 0x142"):
         dev.launch_raw(code, [], (1,), (32,))
+
+
+DISASM_LINES = """
+v_mov_b32_dpp v2, v1 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf
+v_add_nc_u32_dpp v2, v2, v2 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:1
+v_add_f32_dpp v2, -v1, |v3| row_mirror row_mask:0x1 bank_mask:0xf
+v_mov_b32_dpp v2, v1 row_half_mirror row_mask:0xf bank_mask:0xf
+v_max_f32_dpp v5, v5, v5 row_shl:4 row_mask:0xa bank_mask:0xc
+v_mov_b32_dpp v2, v1 row_share:3 row_mask:0xf bank_mask:0xf fi:1
+v_mov_b32_dpp v2, v1 row_xmask:15 row_mask:0xf bank_mask:0xf
+v_mov_b32_dpp v2, v1 dpp8:[7,6,5,4,3,2,1,0] fi:1
+v_mov_b32_dpp v2, v1 dpp8:[1,0,0,0,0,0,0,0]
+v_add3_u32_e64_dpp v2, v1, v3, 5 row_ror:3 row_mask:0xf bank_mask:0xf
+v_permlanex16_b32 v2, v1, -1, -1 op_sel:[1,1]
+v_permlane16_b32 v2, v1, s10, s11
+v_pk_add_f16 v2, v1, v3 op_sel:[1,0] op_sel_hi:[0,1] neg_lo:[1,0] neg_hi:[0,1]
+v_pk_fma_f16 v2, v1, v3, 1.0
+v_pk_mad_u16 v2, v1, v3, v1 clamp
+v_wmma_f32_16x16x16_f16 v[40:47], v[16:23], v[24:31], v[32:39]
+v_wmma_f16_16x16x16_f16 v[40:47], v[16:23], v[24:31], v[32:39] op_sel:[0,0,1]
+v_wmma_i32_16x16x16_iu4 v[40:47], v[16:17], v[24:25], v[32:39] neg_lo:[1,1,0]
+v_dot4_i32_iu8 v2, v1, v3, v1 neg_lo:[1,1,0] clamp
+v_dot2_f32_f16 v2, v1, v3, 0.5
+v_fma_mix_f32 v2, v1, v3, -|v1| op_sel:[1,0,0] op_sel_hi:[1,0,1]
+v_fma_mixlo_f16 v2, v1, v1, v3 op_sel_hi:[1,1,0]
+"""
+
+
+def test_dpp_and_vop3p_disassemble_as_llvm_prints_them():
+    """Fault messages name these instructions in LLVM's syntax: the decoder's text must be the
+    text llvm-mc-16 prints for the same encoding."""
+    import re
+    import subprocess
+
+    from runtime.drivers.mock.rdna3.decode import decode_one
+    res = subprocess.run(["llvm-mc-16", "-arch=amdgcn", "-mcpu=gfx1100", "--show-encoding"],
+                         input=DISASM_LINES, capture_output=True, text=True, check=True)
+    seen = 0
+    for line in res.stdout.splitlines():
+        m = re.match(r"\s*(.*?)\s*; encoding: \[([^\]]*)\]", line)
+        if m:
+            code = bytes(int(b, 16) for b in m.group(2).split(","))
+            inst = decode_one(code, 0, 0)
+            assert inst.size == len(code), m.group(1)
+            assert " ".join(str(inst).split()) == " ".join(m.group(1).split())
+            seen += 1
+    assert seen == len(DISASM_LINES.split("\n")) - 2

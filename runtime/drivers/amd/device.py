@@ -8,17 +8,20 @@ free, munmap), the doorbell mapping, then the descriptors.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import hsa
 from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
 from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_topology
 from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
 from runtime.drivers.amd.program import AMDProgram
+from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
@@ -173,6 +176,8 @@ class AMDDevice(Device):
         self._ring_mem: list[QueueMemory] = []
         self._doorbell_map: HostMapping | None = None
         self.compute_ring: HwRing = None  # type: ignore[assignment]
+        self._scratch: ScratchPool | None = None
+        self._queue_desc: Buffer | None = None
         self.copy_ring: HwRing = None  # type: ignore[assignment]
         try:
             self._open(index, ring_B, sdma_ring_B)
@@ -274,10 +279,34 @@ class AMDDevice(Device):
         """A new SDMA command builder for the copy ring."""
         return SDMAQueue(self, self.max_copy_B)
 
-    def program(self, lib: bytes, name: str) -> AMDProgram:
-        """Loads kernel `name` of an AMDHSA code object."""
+    def program(self, lib: bytes, name: str, *, dynamic_lds_B: int = 0) -> AMDProgram:
+        """Loads kernel `name` of an AMDHSA code object (`dynamic_lds_B`: LDS beyond the
+        descriptor's group segment that every launch allocates, e.g. Triton's `shared`)."""
         self.check_usable()
-        return AMDProgram(self, lib, name)
+        return AMDProgram(self, lib, name, dynamic_lds_B=dynamic_lds_B)
+
+    @property
+    def scratch(self) -> ScratchPool:
+        """The private-segment (scratch) backing memory of this device's compute queue."""
+        if self._scratch is None:
+            self._scratch = ScratchPool(self)
+        return self._scratch
+
+    def queue_descriptor(self) -> Buffer:
+        """The compute queue's `amd_queue_t` (hsa.h), for kernels that enable the queue_ptr
+        user SGPR (clang at -O0). It carries the scratch setup ROCr records there; the aperture
+        fields stay 0 (gfx11 code reads src_shared_base / src_private_base instead)."""
+        if self._queue_desc is None:
+            self._queue_desc = self.alloc(ctypes.sizeof(hsa.amd_queue_t), kind=MemKind.GTT,
+                                          cpu_access=True)
+        q = hsa.amd_queue_t()
+        sc = self.scratch.current
+        q.compute_tmpring_size = sc.tmpring_size
+        q.scratch_backing_memory_location = sc.base_va
+        q.scratch_backing_memory_byte_size = sc.wave_B * sc.waves
+        q.scratch_wave64_lane_byte_size = sc.per_lane_B
+        self.copyin(self._queue_desc, bytes(q))
+        return self._queue_desc
 
     def _make_compiler(self) -> Any:
         from runtime.drivers.amd.compiler import AMDCompiler

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import pm4_gfx11 as p
+from hcq_bindings.amd import soc21_enum
 
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
@@ -49,6 +50,7 @@ MEM_SPACE_REGISTER, MEM_SPACE_MEMORY = 0, 1   # nvd.h: WAIT_REG_MEM_MEM_SPACE "0
 OPERATION_WAIT, OPERATION_WR_WAIT_WR = 0, 1   # nvd.h: WAIT_REG_MEM_OPERATION
 GLI_INV_ALL = 1                               # nvd.h: ACQUIRE_MEM_GCR_CNTL_GLI_INV "1:ALL"
 WRITE_DATA_DST_MEMORY = 5                     # nvd.h: WRITE_DATA_DST_SEL "5 - memory (async)"
+EVENT_INDEX_PARTIAL_FLUSH = 4                 # nvd.h: EVENT_INDEX "4 - *S_PARTIAL_FLUSH"
 POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll every 4 clocks
 
 
@@ -94,6 +96,22 @@ GCR_ALL = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(GLI_INV_ALL)
            | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
            | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_INV(1)
            | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_WB(1))
+
+# Before a dispatch: invalidate the per-CU vector and scalar caches and GL1 (write back and
+# invalidate GLM/GLK), not GL2, which every CU shares; tinygrad and the guide use this 0x3F0.
+GCR_DISPATCH = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1))
+# After a dispatch: EVENT_WRITE CS_PARTIAL_FLUSH makes the command processor wait until the
+# dispatch's waves have finished before it starts the next one (soc21_enum.h, nvd.h EVENT_INDEX).
+CS_PARTIAL_FLUSH_EVENT = p.EVENT_TYPE(soc21_enum.CS_PARTIAL_FLUSH) \
+    | p.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH)
+
+# The two packets as prebuilt streams (exec extends the queue with them, the hot path).
+PRE_DISPATCH = array("I", (H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_DISPATCH))
+POST_DISPATCH = array("I", (H_EVENT_WRITE, CS_PARTIAL_FLUSH_EVENT))
 
 # DISPATCH_DIRECT initiator: start the shader, from (0,0,0), in wave32 (gc_11_0_0_sh_mask.h).
 DISPATCH_INITIATOR = (gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
@@ -212,12 +230,19 @@ class PM4Queue(HWQueue):
 
     def exec(self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
              local_size: Sequence[int]) -> "Self":  # type: ignore[override]
-        """Program state (prebuilt per program), user SGPRs (argument and dispatch pointers,
-        patchable), block size, then DISPATCH_DIRECT of `global_size` workgroups."""
+        """Cache invalidation (ACQUIRE_MEM of the per-CU caches), program state (prebuilt per
+        program), user SGPRs (argument and dispatch pointers, patchable), block size,
+        DISPATCH_DIRECT of `global_size` workgroups, then EVENT_WRITE CS_PARTIAL_FLUSH.
+
+        The flush after and the invalidation before every dispatch order dispatches of one queue
+        (or graph body): without them the command processor starts the next dispatch while the
+        previous one's waves still run, and a dependent kernel may read stale or unwritten data
+        (tinygrad's sequence; the guide's section 2)."""
         gx, gy, gz = as_tuple3(global_size, "global_size")
         lx, ly, lz = as_tuple3(local_size, "local_size")
         prg.check_launch((gx, gy, gz), (lx, ly, lz))
         d = self._d
+        d.extend(PRE_DISPATCH)
         d.extend(prg.pm4_state)
         ptr = args.va if isinstance(args, KernArgs) else args
         val, var, add = self._resolve(ptr)
@@ -230,6 +255,7 @@ class PM4Queue(HWQueue):
         regs = self.device.sh_regs
         d.extend((H_SET_SH_REG_6, regs.START_X, 0, 0, 0, lx, ly, lz))
         d.extend((H_DISPATCH_DIRECT, gx, gy, gz, DISPATCH_INITIATOR))
+        d.extend(POST_DISPATCH)
         return self
 
     def call(self, body: HWQueue) -> "Self":

@@ -3,9 +3,13 @@
 Consumes type-3 packets from the ring (and from one level of indirect buffers), decoding them with
 the generated PM4 bindings (through `runtime.drivers.amd.decode`). Supported: NOP, SET_SH_REG
 (COMPUTE_* state), DISPATCH_DIRECT (handed to the RDNA3 kernel executor as a `DispatchRecord`),
-RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM
-(caches are not modelled, so it only validates), EVENT_WRITE and INDIRECT_BUFFER. Anything else is
-rejected.
+RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM,
+EVENT_WRITE and INDIRECT_BUFFER. Anything else is rejected.
+
+Dispatches run one after the other, but their ordering is modelled as the hardware's
+(`amd_hazards`): dispatches not separated by EVENT_WRITE CS_PARTIAL_FLUSH (or a wait on the queue's
+own end-of-pipe release) count as concurrent, and a data race between them, or a read through
+caches that were not invalidated (ACQUIRE_MEM GLV/GL1), faults the queue.
 
 The write pointer is the monotonic dword count the doorbell carries; the read pointer is reported to
 the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
@@ -14,8 +18,11 @@ from __future__ import annotations
 
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import pm4_gfx11 as p
+from hcq_bindings.amd import soc21_enum
 
 from runtime.drivers.amd.decode import PM4_NAMES, describe_pm4, pm4_fields
+from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
+                                              RecordingMemory)
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
@@ -25,6 +32,7 @@ _M64 = (1 << 64) - 1
 LDS_GRANULE_B = 512   # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
+SCRATCH_WAVESIZE_UNIT_B = 256  # COMPUTE_TMPRING_SIZE.WAVESIZE unit on gfx11
 # RELEASE_MEM selectors the MEC accepts (kfd_pm4_headers_ai.h enums).
 _DATA_SEL_OK = {p.data_sel__mec_release_mem__none, p.data_sel__mec_release_mem__send_32_bit_low,
                 p.data_sel__mec_release_mem__send_64_bit_data,
@@ -35,6 +43,10 @@ _EOP_INDEX = {p.event_index__mec_release_mem__end_of_pipe,
               p.event_index__mec_release_mem__shader_done}
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
 MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
+# Cache invalidations that make a finished dispatch's writes visible to the next one (per-CU vector
+# cache and GL1), in ACQUIRE_MEM's GCR_CNTL and in RELEASE_MEM's first dword.
+_ACQUIRE_INV = p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1)
+_RELEASE_INV = p.PACKET3_RELEASE_MEM_GCR_GLV_INV | p.PACKET3_RELEASE_MEM_GCR_GL1_INV
 
 
 class PM4Processor(QueueProcessor):
@@ -50,6 +62,7 @@ class PM4Processor(QueueProcessor):
         # An indirect buffer being executed: (dwords, position, GPU address).
         self._ib: tuple[list[int], int, int] | None = None
         self._ib_packet_size = 0
+        self.order = QueueOrdering()
 
     def set_wptr(self, value: int) -> None:
         if value < self.wptr_dw:
@@ -145,6 +158,8 @@ class PM4Processor(QueueProcessor):
             return self._wait_reg_mem(body, where)
         elif op == p.PACKET3_ACQUIRE_MEM:
             self._need(body, 7, "PACKET3_ACQUIRE_MEM", where)
+            if body[6] & _ACQUIRE_INV == _ACQUIRE_INV:
+                self.order.invalidate()
         elif op == p.PACKET3_WRITE_DATA:
             self._write_data(body, where)
         elif op == p.PACKET3_INDIRECT_BUFFER:
@@ -155,6 +170,9 @@ class PM4Processor(QueueProcessor):
             self._start_ib(body, where)
         elif op == p.PACKET3_EVENT_WRITE:
             self._need(body, 1, "PACKET3_EVENT_WRITE", where)
+            f = pm4_fields(op, body)
+            if f["event_type"] == soc21_enum.CS_PARTIAL_FLUSH:
+                self.order.partial_flush()
         elif op == p.PACKET3_NOP:
             pass
         else:
@@ -217,14 +235,26 @@ class PM4Processor(QueueProcessor):
         except ImportError as e:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT of program {pgm:#x}: no kernel executor "
                                f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
-        rec = DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch)
+        tmpring = self._reg(gc.regCOMPUTE_TMPRING_SIZE)
+        waves = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVES_MASK) \
+            >> gc.COMPUTE_TMPRING_SIZE__WAVES__SHIFT
+        wavesize = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVESIZE_MASK) \
+            >> gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
+        rec = DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch,
+                             scratch_wave_B=wavesize * SCRATCH_WAVESIZE_UNIT_B,
+                             scratch_slots=waves)
+        mem = RecordingMemory(self.gpu.mem)
         try:
-            stats = execute(rec, self.gpu.mem)
+            stats = execute(rec, mem)  # type: ignore[arg-type]  # a MockMemory that records
         except KernelFault as e:
             # A memory fault is reported as one (KFD's memory event with the VA), not as a hang.
             va = e.cause.va if isinstance(e.cause, PageFault) else None
             raise MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}", va) from None
         self.gpu.record_dispatch(rec, stats)
+        try:
+            self.order.check(DispatchAccess.of(self.order.next_seq(), pgm, where, mem))
+        except HazardError as e:
+            raise MockGPUError(f"{where}: {e}") from None
 
     def _release_mem(self, body: list[int], where: str) -> None:
         f = pm4_fields(p.PACKET3_RELEASE_MEM, body)
@@ -235,6 +265,9 @@ class PM4Processor(QueueProcessor):
             raise MockGPUError(f"{where}: RELEASE_MEM data_sel {f['data_sel']} / int_sel "
                                f"{f['int_sel']} not supported")
         addr, data_sel = f["addr"], f["data_sel"]
+        if data_sel in (p.data_sel__mec_release_mem__send_32_bit_low,
+                        p.data_sel__mec_release_mem__send_64_bit_data):
+            self.order.release(addr, body[0] & _RELEASE_INV == _RELEASE_INV)
         if data_sel == p.data_sel__mec_release_mem__send_32_bit_low:
             self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
             self.gpu.mem.write_u32(addr, f["data"] & _M32)
@@ -258,6 +291,7 @@ class PM4Processor(QueueProcessor):
         check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         value = self.gpu.mem.read_u32(addr) & mask
         if compare(func, value, ref):
+            self.order.waited(addr)
             return True
         self.blocked = f"{where}: WAIT_REG_MEM mem[{addr:#x}] = {value:#x}, waiting for " \
                        f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"

@@ -21,7 +21,8 @@ import numpy as np
 
 from hcq_bindings.nv import rm_580 as rm
 
-from runtime.drivers.mock.nv_gpu import COMPUTE_PREFIX, COPY_PREFIX, MockChannel, MockNVGPU
+from runtime.drivers.mock.nv_gpu import MockChannel, MockNVGPU
+from runtime.drivers.nv.generation import GENERATIONS, NVGeneration, generation_named
 from runtime.drivers.mock.os import MockFile, MockOS, _ioc_size
 from runtime.drivers.nv.rm import ESCAPE_NAMES, class_name, control_name, escape_request
 from runtime.drivers.nv.uvm import UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC, uvm_name
@@ -54,9 +55,11 @@ _UVM_STRUCT = {
     rm.UVM_FREE: rm.UVM_FREE_PARAMS,
 }
 _MEMORY_CLASSES = (rm.NV1_MEMORY_USER, rm.NV1_MEMORY_SYSTEM, rm.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
-_USERMODE_CLASSES = (rm.HOPPER_USERMODE_A, rm.AMPERE_USERMODE_A)
-_GPFIFO_CLASSES = (rm.HOPPER_CHANNEL_GPFIFO_A, rm.AMPERE_CHANNEL_GPFIFO_A,
-                   rm.BLACKWELL_CHANNEL_GPFIFO_A)
+# The classes of every described generation (which of them a GPU offers is its record's).
+_USERMODE_CLASSES = tuple(sorted({g.usermode_class for g in GENERATIONS}))
+_GPFIFO_CLASSES = tuple(sorted({g.gpfifo_class for g in GENERATIONS}))
+_COMPUTE_CLASSES = tuple(sorted({g.compute_class for g in GENERATIONS}))
+_COPY_CLASSES = tuple(sorted({g.copy_class for g in GENERATIONS}))
 
 
 class RmFail(Exception):
@@ -132,16 +135,15 @@ class MockNVDriver:
     """nvidia.ko + nvidia-uvm.ko for `count` GPUs, installed into a `NvMockOS`."""
 
     def __init__(self, os: MockOS, count: int = 1, *, vram_B: int = 80 << 30,
-                 sm_version: int = 0x900, compute_class: int = rm.HOPPER_COMPUTE_A,
+                 generation: NVGeneration | str = "hopper", sm_version: int = 0,
                  classes: tuple[int, ...] | None = None) -> None:
         self.os = os
-        self.gpus = [MockNVGPU(self, i, vram_B, sm_version, compute_class) for i in range(count)]
-        hopper = compute_class == rm.HOPPER_COMPUTE_A
+        gen = generation_named(generation) if isinstance(generation, str) else generation
+        self.gpus = [MockNVGPU(self, i, vram_B, gen, sm_version) for i in range(count)]
+        # What RM's class list for the chip names: the generation's own classes, the ones every
+        # GPU has, and (`classes`) whatever a test wants offered instead.
         self.classes = classes or (
-            (rm.HOPPER_USERMODE_A if hopper else rm.AMPERE_USERMODE_A),
-            (rm.HOPPER_CHANNEL_GPFIFO_A if hopper else rm.AMPERE_CHANNEL_GPFIFO_A),
-            compute_class, (rm.HOPPER_DMA_COPY_A if hopper else rm.AMPERE_DMA_COPY_B),
-            rm.KEPLER_CHANNEL_GROUP_A, rm.FERMI_CONTEXT_SHARE_A, rm.FERMI_VASPACE_A,
+            *gen.classes, rm.KEPLER_CHANNEL_GROUP_A, rm.FERMI_CONTEXT_SHARE_A, rm.FERMI_VASPACE_A,
             rm.GT200_DEBUGGER, rm.NV01_MEMORY_VIRTUAL)
         self.objects: dict[int, MObj] = {}   # every client's objects (handles are global here)
         self.clients: list[int] = []
@@ -424,7 +426,7 @@ class MockNVDriver:
             self._parent_is(parent, (rm.KEPLER_CHANNEL_GROUP_A,), cls)
             self._class_ok(cls)
             self._channel(o, a)
-        elif cls in COMPUTE_PREFIX or cls in COPY_PREFIX:
+        elif cls in _COMPUTE_CLASSES or cls in _COPY_CLASSES:
             self._parent_is(parent, _GPFIFO_CLASSES, cls)
             self._class_ok(cls)
             ch: MockChannel = parent.data["channel"]
@@ -436,7 +438,7 @@ class MockNVDriver:
             a = args(rm.NV83DE_ALLOC_PARAMETERS)
             self._parent_is(parent, (rm.NV01_DEVICE_0,), cls)
             target = self.obj(a.hClass3dObject, what="hClass3dObject")
-            if target.hclass not in COMPUTE_PREFIX:
+            if target.hclass not in _COMPUTE_CLASSES:
                 raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "the debugger needs a compute object")
         else:
             raise RmFail(rm.NV_ERR_INVALID_CLASS, f"class {cls:#x} is not modelled")

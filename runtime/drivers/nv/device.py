@@ -38,9 +38,10 @@ from hcq_bindings.nv import rm_580 as rm
 from runtime.drivers.nv.gpfifo import (BLOCKED, DEVICE_WORDS, DOORBELL_OFFSET_B, TIMELINE_VALUE,
                                        USERD_B, Channel)
 from runtime.drivers.nv.launcher import ChunkPool
-from runtime.drivers.nv.methods import METHOD_PREFIX, fval
+from runtime.drivers.nv.generation import GENERATIONS, NVGeneration, pick_generation
+from runtime.drivers.nv.methods import fval
 from runtime.drivers.nv.program import NVProgram
-from runtime.drivers.nv.qmd import QMD, qmd_class
+from runtime.drivers.nv.qmd import QMD
 from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQueue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
@@ -71,6 +72,8 @@ LOCAL_WINDOW = 0x7293_0000_0000
 # SEND_SIGNALING_PCAS2_B action: invalidate any cached copy of the QMD, prefetch, copy, schedule
 # (what libcuda uses on H100, guide section 2); tinygrad's PREFETCH_SCHEDULE (9) also works there.
 DEFAULT_PCAS_ACTION = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
+assert all(g.compute.SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
+           == DEFAULT_PCAS_ACTION for g in GENERATIONS)
 # RM robust-channel error codes (Xid, nverror.h) seen in the error notifier's info32, explained for
 # reports; the numbers come from the generated ROBUST_CHANNEL_* constants, the words are ours.
 _XID = {8: "GPU stopped processing (host timeout)",
@@ -267,15 +270,6 @@ class GpuInfo:
     max_warps_per_sm: int
 
 
-def _pick(available: set[int], prefs: tuple[str, ...], what: str) -> int:
-    for name in prefs:
-        v = getattr(rm, name)
-        if v in available:
-            return v
-    raise DeviceNotFound(f"the GPU offers none of the {what} classes this runtime drives "
-                         f"({', '.join(prefs)})")
-
-
 class NVDevice(Device):
     """An NVIDIA GPU through RM and UVM. Names: "nv:N" (a real GPU), "mock-nv:N" (the mock GPU), or
     any name with an explicit `os` seam (a `NvMockOS` a test prepared).
@@ -325,6 +319,7 @@ class NVDevice(Device):
         self.compute_channel: Channel = None  # type: ignore[assignment]
         self.copy_channel: Channel = None  # type: ignore[assignment]
         self.shared_window, self.local_window = SHARED_WINDOW, LOCAL_WINDOW
+        self.gen: NVGeneration = None  # type: ignore[assignment]  # picked in _open
         self.slm_per_thread = 0
         self._slm: Buffer | None = None
         self._debugger = 0
@@ -399,19 +394,12 @@ class NVDevice(Device):
         self.subdevice = r.alloc(self.nvdevice, rm.NV20_SUBDEVICE_0, rm.NV2080_ALLOC_PARAMETERS())
         self.virtmem = r.alloc(self.nvdevice, rm.NV01_MEMORY_VIRTUAL,
                                rm.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0x1FFFFFFFFFFFF))
-        classes = self._class_list()
-        self.usermode_class = _pick(classes, ("HOPPER_USERMODE_A", "AMPERE_USERMODE_A"), "usermode")
-        self.gpfifo_class = _pick(classes, ("BLACKWELL_CHANNEL_GPFIFO_A", "HOPPER_CHANNEL_GPFIFO_A",
-                                            "AMPERE_CHANNEL_GPFIFO_A"), "GPFIFO channel")
-        self.compute_class = _pick(classes, ("BLACKWELL_COMPUTE_B", "BLACKWELL_COMPUTE_A",
-                                             "HOPPER_COMPUTE_A", "ADA_COMPUTE_A",
-                                             "AMPERE_COMPUTE_B", "AMPERE_COMPUTE_A"), "compute")
-        self.dma_class = _pick(classes, ("BLACKWELL_DMA_COPY_B", "BLACKWELL_DMA_COPY_A",
-                                         "HOPPER_DMA_COPY_A", "AMPERE_DMA_COPY_B",
-                                         "AMPERE_DMA_COPY_A"), "copy")
-        if self.compute_class not in METHOD_PREFIX or self.dma_class not in METHOD_PREFIX:
-            raise DeviceNotFound(f"{self.name}: no method table for the chosen classes")
-        self.qmd_class: type[QMD] = qmd_class(self.compute_class)
+        # The generation is chosen once, from the classes RM offers; everything that differs
+        # between generations is read from its record from here on.
+        gen = self.gen = pick_generation(self._class_list(), self.name)
+        self.usermode_class, self.gpfifo_class = gen.usermode_class, gen.gpfifo_class
+        self.compute_class, self.dma_class = gen.compute_class, gen.copy_class
+        self.qmd_class: type[QMD] = gen.qmd
         self.usermode = r.alloc(self.subdevice, self.usermode_class)
         self.usermode_map = self._map_fd_memory(self.usermode, USERMODE_MAP_B, 0, ctl=False)
         try:  # clocks to maximum for compute, as CUDA and tinygrad ask; refusal is harmless
@@ -441,7 +429,10 @@ class NVDevice(Device):
         self.sm = decode_sm_version(self.gpu.sm_version)
         self.arch = f"sm_{self.sm}"
         self.sass_version = ((self.gpu.sm_version & 0xF00) >> 4) | (self.gpu.sm_version & 0xF)
-        self.default_param_base = 0x210 if self.sm >= 90 else 0x160
+        if self.sm not in gen.sm:
+            raise DeviceNotFound(f"{self.name}: sm_{self.sm} with the {gen.name} classes "
+                                 f"(that generation's record describes sm {gen.sm})")
+        self.default_param_base = gen.param_base
         # -- memory is usable from here on
         alloc = NVAllocator(self)
         self.allocator = alloc

@@ -29,8 +29,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from hcq_bindings.nv import classes as cl
-
 from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, BLOCKED, CHAIN_VALUE, CHANNEL_WORDS,
                                        DEVICE_WORDS, GP_FREE_UNTIL, GP_PUT, SEM_ACQUIRE_GEQ_64,
                                        SEM_PAYLOAD_LO_DW, SEM_RELEASE_64, SEQ, TIMELINE_VALUE,
@@ -139,7 +137,7 @@ class ShapeLauncher:
         view = self.buf.cpu_view()[self.chunk_off:self.chunk_off + CHUNK_B]
         tl, ch = dev.timeline_signal, dev.compute_channel
         segment = (host_semaphore(tl.va, 0, SEM_ACQUIRE_GEQ_64)
-                   + nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0)
+                   + nvm(SUBC_COMPUTE, dev.gen.compute.WAIT_FOR_IDLE, 0)
                    + list(prg._pb_template(tl.va)[_ACQ_DW:])   # invalidate, PCAS A/B
                    + host_semaphore(ch.progress.va, 0, SEM_RELEASE_64))
         pcas = prg._pcas_pos + 2   # PCAS_A's data dword: the template has no WAIT_FOR_IDLE

@@ -46,6 +46,10 @@ OPS: dict[str, Op] = {
     # compare-and-swap: store src where the old value equals cmp
     "cmpswap": lambda o, s, c: np.where(o == c, s, o),
     "cmpstore": lambda o, s, c: np.where(o == c, s, o),
+    # ds_mskor: clear the bits of data0, set those of data1; ds_wrap: subtract data0 once the
+    # value reaches it, else add data1 (RDNA3 ISA section 11, DS opcodes)
+    "mskor": lambda o, s, c: (o & ~s) | c,
+    "wrap": lambda o, s, c: np.where(o >= s, o - s, o + c),
 }
 _AT = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
        "or": np.bitwise_or, "xor": np.bitwise_xor}

@@ -151,11 +151,13 @@ def _fields(enc: str, w0: int, w1: int) -> tuple[int, dict[str, int]]:
             "addr": _bits(w1, 7, 0), "data": _bits(w1, 15, 8), "saddr": _bits(w1, 22, 16),
             "sve": _bits(w1, 23, 23), "vdst": _bits(w1, 31, 24)}
     if enc == "MUBUF":
+        # gfx11 moved OFFEN/IDXEN into the second dword (LLVM's MUBUF_Real_gfx11).
         return _bits(w0, 25, 18), {
-            "offset": _bits(w0, 11, 0), "offen": _bits(w0, 12, 12), "idxen": _bits(w0, 13, 13),
-            "glc": _bits(w0, 14, 14), "dlc": _bits(w0, 15, 15), "slc": _bits(w0, 16, 16),
+            "offset": _bits(w0, 11, 0), "slc": _bits(w0, 12, 12), "dlc": _bits(w0, 13, 13),
+            "glc": _bits(w0, 14, 14), "lds": _bits(w0, 16, 16),
             "vaddr": _bits(w1, 7, 0), "vdata": _bits(w1, 15, 8),
             "srsrc": _bits(w1, 20, 16) * 4, "tfe": _bits(w1, 21, 21),
+            "offen": _bits(w1, 22, 22), "idxen": _bits(w1, 23, 23),
             "soffset": _bits(w1, 31, 24)}
     return 0, {}
 

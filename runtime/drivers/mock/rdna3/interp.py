@@ -31,9 +31,10 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 from .decode import EXEC_LO, Inst, decode_one
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .liveness import dead_mask_writes, masked_block
-from .machine import ALL, Group, Machine, merge, pack_lanes
+from .machine import ALL, Group, Machine, ScratchSetup, merge, pack_lanes
 from .ops_ds import compile_ds
-from .ops_mem import compile_flat, compile_mubuf, compile_smem
+from .ops_buffer import compile_mubuf
+from .ops_mem import compile_flat, compile_smem
 from .ops_salu import BARRIER, BRANCH, END, NEXT, Step, compile_salu
 from .ops_valu import compile_valu
 
@@ -220,13 +221,20 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
     m.dirty_s.update(range(nxt + 1), (EXEC_LO,))
 
 
-def _batches(lay: Layout, lds_bytes: int) -> int:
-    """Workgroups per batch: as many as fit the memory budget and the wave cap."""
+def _batches(lay: Layout, d: DispatchRecord) -> int:
+    """Workgroups per batch: as many as fit the memory budget and the wave cap, and, for a
+    kernel with scratch, the scratch slots (each running wave holds one, as on the hardware)."""
     per_wave = lay.n_vgprs * 32 * 4 + 128 * 4 + 32
-    per_wg = lay.waves_per_wg * per_wave + lds_bytes
+    per_wg = lay.waves_per_wg * per_wave + d.lds_bytes
     by_mem = max(1, BATCH_MEMORY_B // per_wg)
     by_waves = max(1, BATCH_MAX_WAVES // lay.waves_per_wg)
-    return min(by_mem, by_waves)
+    n = min(by_mem, by_waves)
+    if lay.scratch and d.scratch_wave_B:
+        if d.scratch_slots < lay.waves_per_wg:
+            raise KernelFault(f"COMPUTE_TMPRING_SIZE.WAVES = {d.scratch_slots} scratch slots "
+                              f"cannot hold one workgroup of {lay.waves_per_wg} waves")
+        n = min(n, d.scratch_slots // lay.waves_per_wg)
+    return n
 
 
 # -- the scheduler -----------------------------------------------------------------------------
@@ -339,13 +347,16 @@ def execute(dispatch: DispatchRecord, mem: MockMemory, *, cache: ProgramCache | 
     prog = (cache or _DEFAULT_CACHE).get(mem, dispatch.pgm_addr)
     n_wg_total = lay.grid[0] * lay.grid[1] * lay.grid[2]
     stats = ExecStats()
-    per_batch = _batches(lay, dispatch.lds_bytes)
+    per_batch = _batches(lay, dispatch)
+    scratch = ScratchSetup(dispatch.scratch_va, dispatch.scratch_wave_B, dispatch.scratch_slots) \
+        if dispatch.scratch_va and dispatch.scratch_wave_B else None
     m = None
     with np.errstate(all="ignore"):
         for wg0 in range(0, n_wg_total, per_batch):
             n_wg = min(per_batch, n_wg_total - wg0)
             m = Machine(mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, dispatch.lds_bytes,
                         reuse=m)
+            m.scratch = scratch
             _init_batch(m, lay, dispatch, wg0, n_wg)
             _run_batch(prog, m, stats, max_wave_instructions)
             stats.waves += m.n_waves

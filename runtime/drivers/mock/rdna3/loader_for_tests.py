@@ -11,7 +11,9 @@ hardware expects (AMDGPUUsage "Kernel Dispatch", "Initial Kernel Execution State
   * the user SGPRs are laid out in the order kernel_code_properties enables them, padded to
     RSRC2.USER_SGPR;
   * RSRC2.LDS_SIZE, which the compiler leaves at 0, is set to the group segment size in 512-B
-    granules, and the LDS allocation the PM4 side derives from it is passed along.
+    granules, and the LDS allocation the PM4 side derives from it is passed along;
+  * a kernel with a private segment gets scratch backing memory: one slot of
+    private_segment_fixed_size x 64 lanes (in 256-B units) per wave, as TMPRING_SIZE describes.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from .ops_mem import PRIVATE_APERTURE, SHARED_APERTURE
 
 PAGE = 0x1000
 LDS_GRANULE_B = 512  # gfx11 RSRC2.LDS_SIZE unit (what tinygrad and the guide use)
+SCRATCH_SLOTS = 1024
 
 
 @dataclass(frozen=True)
@@ -109,9 +112,17 @@ class TestDevice:
         lds = k.kernel.group_segment_size + dynamic_lds_B
         granules = math.ceil(lds / LDS_GRANULE_B)
         rsrc2 = (kd.rsrc2 & ~(0x1FF << 15)) | (granules & 0x1FF) << 15
+        scratch: dict[str, int] = {}
+        if kd.private_segment_fixed_size or kd.rsrc2 & 1:
+            # One scratch slot per wave of the dispatch (at most SCRATCH_SLOTS run at once).
+            wave_B = -(-max(kd.private_segment_fixed_size, 16) * 64 // 256) * 256
+            waves = grid3[0] * grid3[1] * grid3[2] * -(-block3[0] * block3[1] * block3[2] // 32)
+            slots = max(32, min(SCRATCH_SLOTS, waves))
+            scratch = dict(scratch_va=self.alloc(slots * wave_B), scratch_wave_B=wave_B,
+                           scratch_slots=slots)
         return DispatchRecord(pgm_addr=k.entry_va, rsrc1=kd.rsrc1, rsrc2=rsrc2, rsrc3=kd.rsrc3,
                               user_sgprs=tuple(user), grid=grid3, block=block3,
-                              lds_bytes=granules * LDS_GRANULE_B)
+                              lds_bytes=granules * LDS_GRANULE_B, **scratch)
 
     def launch(self, k: LoadedKernel, args: Sequence[Any], grid: tuple[int, ...],
                block: tuple[int, ...], **kw: Any) -> ExecStats:
