@@ -11,6 +11,7 @@ same layout as Debian's (``ar`` of ``debian-binary``, ``control.tar.xz``, multi-
 from __future__ import annotations
 
 import copy
+import ctypes
 import hashlib
 import http.server
 import io
@@ -926,3 +927,27 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+# ---------------------------------------------------------------- memory linear in header size
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_pointer_chains_do_not_nest_their_formats(tmp_path, lazy):
+    """ctypes copies a pointee's PEP 3118 format into a pointer type made after the pointee is
+    complete; along a chain of n records that is O(n²) text (50,000 records: 24 GB, OOM). Every
+    record's pointer type is made with the class, so each format stays a few characters.
+    scripts/bench_bindgen_size.py measures the whole run."""
+    from .conftest import generate_headers
+
+    d = tmp_path / "hdr"
+    d.mkdir()
+    n = 250  # lazy modules recurse per link: ~330 is their limit today (issue 13)
+    (d / "chain.h").write_text("struct s0 { int v; };\n" + "".join(
+        f"struct s{i} {{ struct s{i - 1} *prev; int v; }};\n" for i in range(1, n)))
+    _, m = generate_headers(tmp_path, ["chain.h"], source_dir=d, lazy=lazy)
+    last = getattr(m, f"s{n - 1}")  # lazy: compiled from the far end of the chain
+    assert len(memoryview(last()).format) < 40, memoryview(last()).format[:200]
+    obj, prev = last(), getattr(m, f"s{n - 2}")(v=7)
+    obj.prev = ctypes.pointer(prev)
+    assert obj.prev.contents.v == 7
