@@ -14,7 +14,7 @@ import collections
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
                                 HCQMemoryError, QueueError)
@@ -89,6 +89,9 @@ class Device:
         self._staging: list[list[Any]] = []  # [buffer, timeline value that frees it]
         self._arena: RingArena | None = None
         self._compiler: Any = None
+        self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
+        #: gives back what the device was opened on (a shared mock machine); called by close()
+        self._release_lease: Callable[[], None] | None = None
         self.allocator: Allocator
         self.timeline_signal: Signal
 
@@ -114,6 +117,10 @@ class Device:
         sure the GPU no longer uses it."""
         if self.closed:
             raise DeviceClosed(f"{self.name} is closed")
+        if getattr(buf, "peer_of", None) is not None and buf.device is self:
+            raise HCQError(f"{buf!r} is a peer mapping of {buf.peer_of!r}: unmap it with "
+                           f"{self.name}.unmap_peer, or free the buffer on "
+                           f"{buf.peer_of.device.name}")
         self.allocator.free(buf)
 
     def pool_stats(self) -> PoolStats:
@@ -288,8 +295,8 @@ class Device:
 
     def transfer(self, dst: Buffer, src: Buffer, size: int, dst_offset: int = 0,
                  src_offset: int = 0) -> None:
-        """Copies `size` bytes between two device buffers on the copy engine (ordered, not
-        waited)."""
+        """Copies `size` bytes between two buffers of this device (or peer mappings made here) on
+        the copy engine (ordered, not waited). Between devices: `runtime.hcq.transfer`."""
         self._check_range(dst, dst_offset, size, "transfer", "dst")
         self._check_range(src, src_offset, size, "transfer", "src")
         if size == 0:
@@ -325,8 +332,9 @@ class Device:
             raise HCQMemoryError(f"{op}: {what} must be a Buffer of {self.name}, got "
                                  f"{type(buf).__name__}")
         if buf.device is not self:
-            raise HCQMemoryError(f"{op}: {what} {buf!r} belongs to {buf.device.name}, not "
-                                 f"{self.name}")
+            raise HCQMemoryError(
+                f"{op}: {what} {buf!r} belongs to {buf.device.name}, not {self.name} (map it here "
+                f"with {self.name}.map_peer, or copy it with runtime.hcq.transfer)")
         if buf.freed or (buf.base is not None and buf.base.freed):
             raise HCQMemoryError(f"{op}: {what} {buf!r} was freed")
 
@@ -344,6 +352,89 @@ class Device:
         if offset < 0 or size < 0 or offset + size > buf.size:
             raise HCQMemoryError(f"{op}: range [{offset:#x}, +{size:#x}) of {what} is outside "
                                  f"{buf!r}")
+
+    # ------------------------------------------------------------------ other devices
+    def peer_access(self, other: "Device") -> str | None:
+        """None when this device can map `other`'s VRAM (direct peer access), else the reason
+        why not. Host memory (GTT, HOST) of any device of the same kernel is always mappable."""
+        if other is self:
+            return None
+        if other.os.kernel is not self.os.kernel:
+            return f"{other.name} and {self.name} are not GPUs of one kernel (process and machine)"
+        if type(other) is not type(self):
+            return f"{other.name} and {self.name} have different drivers"
+        return self._peer_access(other)
+
+    def map_peer(self, buf: Buffer) -> Buffer:
+        """`buf` of another device, mapped into this device's address space: a buffer of this
+        device (`peer_of` is `buf`) that kernels, copies and queue waits here may use. VRAM needs
+        `peer_access(buf.device)`; host memory only one kernel. Mappings are made once per buffer
+        and kept until `unmap_peer`, until either buffer's device frees it, or until close."""
+        self.check_usable()
+        buf._check_live()
+        if buf.device is self:
+            return buf
+        base = buf.base or buf
+        if base.peer_of is not None:
+            raise HCQMemoryError(f"{buf!r} is itself a peer mapping on {base.device.name}: map "
+                                 f"{base.peer_of!r} instead")
+        mapping = self._peer_maps.get(id(base))
+        if mapping is None:
+            other = base.device
+            if other.os.kernel is not self.os.kernel:
+                reason = self.peer_access(other)
+            elif base.spec.kind is MemKind.VRAM:
+                reason = self.peer_access(other)
+            else:
+                reason = None
+            if reason is not None:
+                raise HCQMemoryError(f"{self.name} cannot map {buf!r}: {reason}")
+            mapping = self._map_peer(base)
+            mapping.peer_of = base
+            self._peer_maps[id(base)] = mapping
+            base.mappings.append(mapping)
+        if buf is base:
+            return mapping
+        return mapping.slice(buf.va - base.va, buf.size)
+
+    def unmap_peer(self, mapping: Buffer) -> None:
+        """Removes a mapping made by `map_peer` (the other device's buffer stays)."""
+        base = mapping.base or mapping
+        owner = base.peer_of
+        if owner is None or self._peer_maps.get(id(owner)) is not base:
+            raise HCQError(f"{mapping!r} is not a peer mapping of {self.name}")
+        del self._peer_maps[id(owner)]
+        owner.mappings.remove(base)
+        base.freed = True
+        self._unmap_peer(base)
+
+    def map_signal(self, sig: "Signal") -> "Signal":
+        """A view of another device's signal that this device's queues may wait on and signal
+        (the same 16 bytes, mapped here). The view is not returned to any pool."""
+        if sig.device is self:
+            return sig
+        return Signal(self, self.map_peer(sig.buf))
+
+    def _peer_access(self, other: "Device") -> str | None:
+        """Driver hook: None when this GPU can map `other`'s VRAM (same driver, same kernel)."""
+        return f"{type(self).__name__} does not implement peer access"
+
+    def _map_peer(self, buf: Buffer) -> Buffer:
+        """Driver hook: maps another device's whole buffer here; returns a `Buffer` of this
+        device at the address it got."""
+        raise HCQMemoryError(f"{type(self).__name__} cannot map other devices' memory")
+
+    def _unmap_peer(self, mapping: Buffer) -> None:
+        """Driver hook: undoes `_map_peer`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _unmap_peer")
+
+    def _release_peer_maps(self) -> None:
+        """Unmaps every peer mapping made here (at close, before the hardware goes)."""
+        for mapping in reversed(list(self._peer_maps.values())):
+            try:
+                self.unmap_peer(mapping)
+            except HCQError:
+                pass  # the device is being torn down; the kernel frees what is left with it
 
     # ------------------------------------------------------------------ faults and state
     def check_usable(self) -> None:
@@ -413,11 +504,19 @@ class Device:
             self._arena = None
             self._signal_pools.clear()
             try:
+                self._release_peer_maps()
                 if hasattr(self, "allocator"):
                     self.allocator.cache_limit_B = 0  # frees now release; the driver drains
                 self._release_hw()
             finally:
                 self.closed = True
+                self._give_back_lease()
+
+    def _give_back_lease(self) -> None:
+        """Gives back what the device was opened on (called by close and by a failed open)."""
+        release, self._release_lease = self._release_lease, None
+        if release is not None:
+            release()
 
     def __enter__(self) -> "Device":
         return self

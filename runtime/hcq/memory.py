@@ -61,6 +61,10 @@ class Buffer:
     handle: Any = field(default=None, repr=False)  # driver object (KFD handle, RM memory, ...)
     base: "Buffer | None" = field(default=None, repr=False)
     freed: bool = False
+    #: for a peer mapping (`Device.map_peer`): the other device's buffer this one shows
+    peer_of: "Buffer | None" = field(default=None, repr=False)
+    #: this buffer's peer mappings on other devices (unmapped when it is freed)
+    mappings: "list[Buffer]" = field(default_factory=list, repr=False)
 
     def slice(self, offset: int, size: int | None = None) -> "Buffer":
         """The sub-range [offset, offset+size) as a buffer sharing this one's memory."""
@@ -85,7 +89,8 @@ class Buffer:
             raise HCQMemoryError(f"use of freed buffer {self!r}")
 
     def __repr__(self) -> str:
-        return f"Buffer(va={self.va:#x}, size={self.size:#x}, {self.spec.kind.value})"
+        return f"Buffer(va={self.va:#x}, size={self.size:#x}, {self.spec.kind.value}, " \
+               f"{self.device.name})"
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,8 @@ class Allocator:
             self._zero.discard(id(buf))
             buf.freed = True
             return
+        for m in list(buf.mappings):  # peers stop seeing it before it goes away
+            m.device.unmap_peer(m)
         raw = self._raw.get(id(buf), buf)
         rounded = round_up(buf.size, PAGE_B)
         if self.cached_B + rounded <= self.cache_limit_B and raw is not buf:

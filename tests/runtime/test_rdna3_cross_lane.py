@@ -239,6 +239,25 @@ def test_permlane16_and_x16_lane_selects_fi_and_bound_ctrl(asm, lo, hi, cross, f
     np.testing.assert_array_equal(got, _permlane_ref(x, y, lo, hi, cross, fi, bc))
 
 
+def test_vop3p_dpp_dot2():
+    """v_dot2_f32_f16 with a DPP16 source 0 (VOP3P DPP, gfx11): mirrored within each row;
+    bank 0 of every row is masked off and keeps v2 = y."""
+    rng = np.random.default_rng(26)
+    h = rng.standard_normal((32 * WAVES, 2)).astype(np.float16)
+    x = h.view(np.uint16).astype(u32)
+    x = x[:, 0] | x[:, 1] << 16
+    y = (rng.standard_normal(32 * WAVES)).astype(f32).view(u32)
+    # op_sel_hi spelled out: llvm-mc-16 encodes the DPP form's default as all zeros
+    got = run("v_mov_b32 v2, v3\nv_dot2_f32_f16_e64_dpp v2, v1, v1, v3 op_sel_hi:[1,1,1] "
+              "row_mirror row_mask:0xf bank_mask:0xe", x, y).view(f32)
+    lane = np.arange(32)
+    hs = h.reshape(WAVES, 32, 2).astype(np.float64)
+    src = hs[:, (lane & ~15) | (15 - (lane & 15))]
+    dot = (src * hs).sum(2) + y.view(f32).reshape(WAVES, 32)
+    want = np.where((lane % 16) // 4 == 0, y.view(f32).reshape(WAVES, 32), dot.astype(f32))
+    np.testing.assert_array_equal(got, want.astype(f32).reshape(-1))
+
+
 def test_permlanex16_with_inline_constant_selects():
     """Triton's form: v_permlanex16_b32 vD, vS, -1, -1 (every lane reads lane 15 of the other
     row)."""
@@ -286,6 +305,8 @@ v_dot4_i32_iu8 v2, v1, v3, v1 neg_lo:[1,1,0] clamp
 v_dot2_f32_f16 v2, v1, v3, 0.5
 v_fma_mix_f32 v2, v1, v3, -|v1| op_sel:[1,0,0] op_sel_hi:[1,0,1]
 v_fma_mixlo_f16 v2, v1, v1, v3 op_sel_hi:[1,1,0]
+v_fma_mix_f32_e64_dpp v0, v1, v2, v3 quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xf
+v_dot2_f32_f16_e64_dpp v2, v1, v3, v1 op_sel_hi:[1,1,1] row_mirror row_mask:0x3 bank_mask:0xe
 """
 
 

@@ -243,12 +243,14 @@ def test_cvt_pk_rtz_rounds_toward_zero_and_other_packings():
 
     xs = np.clip(x, -1e6, 1e6).astype(f32)
     got = run("v_cvt_pk_i16_f32 v2, v1, v3", xs, y)
-    sat = lambda v, lo_, hi_: np.clip(np.trunc(np.nan_to_num(v.astype(np.float64))), lo_, hi_)  # noqa
+    def sat(v: np.ndarray, lo_: int, hi_: int) -> np.ndarray:
+        return np.clip(np.trunc(np.nan_to_num(v.astype(np.float64))), lo_, hi_)
     want = (sat(xs, -32768, 32767).astype(np.int64) & 0xFFFF) | \
         ((sat(y, -32768, 32767).astype(np.int64) & 0xFFFF) << 16)
     np.testing.assert_array_equal(got, want.astype(u32))
     got = run("v_cvt_pknorm_u16_f32 v2, v1, v3", xs, y)
-    un = lambda v: np.rint(np.clip(np.nan_to_num(v.astype(np.float64)), 0, 1) * 65535)  # noqa
+    def un(v: np.ndarray) -> np.ndarray:
+        return np.rint(np.clip(np.nan_to_num(v.astype(np.float64)), 0, 1) * 65535)
     np.testing.assert_array_equal(got, (un(xs).astype(np.int64) | un(y).astype(np.int64) << 16)
                                   .astype(u32))
 

@@ -175,3 +175,20 @@ def test_every_alu_opcode_of_llvms_gfx1100_tables_is_accepted():
         row = opcode_coverage.measure(enc)
         assert not row.refused and not row.undecodable, (enc, row.refused, row.undecodable)
         assert row.total > 0
+
+
+def test_integer_clamp_saturates():
+    x, y = _ints(np.random.default_rng(45))
+    xi, yi = x.astype(np.int64), y.astype(np.int64)
+    s32 = lambda v: v - ((v >> 31 & 1) << 32)   # noqa: E731
+    for asm, want in [
+        ("v_add_nc_u32_e64 v2, v1, v3 clamp", np.clip(xi + yi, 0, 2**32 - 1)),
+        ("v_sub_nc_u32_e64 v2, v1, v3 clamp", np.clip(xi - yi, 0, 2**32 - 1)),
+        ("v_add_nc_i32 v2, v1, v3 clamp", np.clip(s32(xi) + s32(yi), -2**31, 2**31 - 1)),
+    ]:
+        np.testing.assert_array_equal(run(asm, x, y), (want & 0xFFFFFFFF).astype(u32),
+                                      err_msg=asm)
+    # a 16-bit result: the low half saturates (v2 starts at 0, so the high half is 0)
+    got = run("v_sub_nc_i16 v2, v1, v3 clamp", x, y)
+    want16 = np.clip(_i16(x) - _i16(y), -32768, 32767) & 0xFFFF
+    np.testing.assert_array_equal(got, want16.astype(u32))

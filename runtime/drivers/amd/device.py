@@ -17,14 +17,16 @@ from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import hsa
 from hcq_bindings.linux import kfd_ioctl as kfd
 
+from runtime.drivers.amd import process
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
-from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_topology
+from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_p2p_links, read_topology
 from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
 from runtime.drivers.amd.program import AMDProgram
 from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQMemoryError, IoctlError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
@@ -32,7 +34,6 @@ from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVA
 from runtime.hcq.signal import Signal
 
 GC_HWID = 11                  # soc15_hw_ip.h: GC_HWID
-EVENT_PAGE_B = 0x8000         # KFD_SIGNAL_EVENT_LIMIT (4096) slots of 8 B
 EVENT_SLOT_B = 8
 DOORBELL_MAP_B = 0x2000       # the process's doorbell slice (2 pages), tinygrad maps it once
 EOP_B = 0x1000
@@ -159,13 +160,14 @@ class AMDDevice(Device):
                  sdma_ring_B: int = 1 << 20, max_copy_B: int = MAX_COPY_B, **kwargs: Any) -> None:
         parsed = parse_device_name(name, "amd")
         index = parsed.index
+        release = None
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.os import MockOS  # the mock is chosen by name, here only
-                os = MockOS.with_amd_gpus(index + 1)
+                os, release = mock_seam("amd")  # the core's registry leases the mock machine
             else:
                 os = RealOS()
         super().__init__(name, **kwargs)
+        self._release_lease = release
         self.os = os
         self.max_copy_B = max_copy_B
         self.kfd: Kfd = None  # type: ignore[assignment]
@@ -179,11 +181,15 @@ class AMDDevice(Device):
         self._scratch: ScratchPool | None = None
         self._queue_desc: Buffer | None = None
         self.copy_ring: HwRing = None  # type: ignore[assignment]
+        self._event_page: process.EventPage | None = None
         try:
             self._open(index, ring_B, sdma_ring_B)
         except BaseException:
-            self._release_hw()
-            self.closed = True
+            try:
+                self._release_hw()
+            finally:
+                self.closed = True
+                self._give_back_lease()
             raise
 
     # ------------------------------------------------------------------ bring-up
@@ -206,10 +212,13 @@ class AMDDevice(Device):
             self.gc_bases = list(gc.GC_SEGMENT_BASES)
         self.sh_regs = ShRegs(self.gc_bases)
         self._init_core(KfdAllocator(self))
-        # Events: the event page, one auto-reset signal event (its mailbox is the page slot), and
-        # the memory-fault and hardware-exception events that report faults.
-        page = self.alloc(EVENT_PAGE_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
-        sig = self.kfd.create_event(kfd.KFD_IOC_EVENT_SIGNAL, 1, page.handle.handle)
+        # Events: the process's event page (process.py: one per process, shared by its devices),
+        # one auto-reset signal event (its mailbox is the page slot), and the memory-fault and
+        # hardware-exception events that report faults.
+        self._event_page, first = process.join(self)
+        page = self._event_page.buf
+        sig = self.kfd.create_event(kfd.KFD_IOC_EVENT_SIGNAL, 1,
+                                    page.handle.handle if first else 0)
         self.signal_event = KfdEvent(sig.event_id, kfd.KFD_IOC_EVENT_SIGNAL,
                                      page.va + sig.event_slot_index * EVENT_SLOT_B)
         self._events.append(self.signal_event)
@@ -319,6 +328,25 @@ class AMDDevice(Device):
         alloc: KfdAllocator = self.allocator  # type: ignore[assignment]
         return alloc.alloc_doorbells()
 
+    # ------------------------------------------------------------------ peers
+    def _peer_access(self, other: Device) -> str | None:
+        assert isinstance(other, AMDDevice)
+        links = read_p2p_links(self.os, self.node.node_id)
+        if other.node.node_id in links:
+            return None
+        return (f"the KFD topology has no P2P link from node {self.node.node_id} ({self.name}) to "
+                f"node {other.node.node_id} ({other.name})")
+
+    def _map_peer(self, buf: Buffer) -> Buffer:
+        # KFD buffers have one address in every GPU VM of the process: map the same handle on
+        # this GPU too (MAP_MEMORY_TO_GPU with this device's gpu id).
+        mem: KfdMem = buf.handle
+        self.kfd.map_memory(mem.handle, [self.node.gpu_id])
+        return Buffer(self, buf.va, buf.size, buf.spec, buf.view, mem)
+
+    def _unmap_peer(self, mapping: Buffer) -> None:
+        self.kfd.unmap_memory(mapping.handle.handle, [self.node.gpu_id])
+
     # ------------------------------------------------------------------ waiting and faults
     def _wait_events(self, event_ids: list[int], timeout_ms: float) -> None:
         result, data = self.kfd.wait_events(event_ids, int(timeout_ms))
@@ -333,7 +361,7 @@ class AMDDevice(Device):
     def _fault_from(self, ev: KfdEvent, d: Any) -> DeviceFault | None:
         if ev.event_type == kfd.KFD_IOC_EVENT_MEMORY:
             mem = d.memory_exception_data
-            if not mem.gpu_id:
+            if mem.gpu_id != self.node.gpu_id:  # none, or another GPU of this process
                 return None
             f = mem.failure
             flags = (("not present", f.NotPresent), ("read-only", f.ReadOnly),
@@ -342,7 +370,7 @@ class AMDDevice(Device):
             msg = f"GPU memory fault at VA {mem.va:#x} ({what})"
         elif ev.event_type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
             hw = d.hw_exception_data
-            if not hw.gpu_id:
+            if hw.gpu_id != self.node.gpu_id:
                 return None
             cause = "ECC error" if hw.reset_cause == kfd.KFD_HW_EXCEPTION_ECC else "GPU hang"
             msg = f"hardware exception: {cause}, reset type {hw.reset_type}, " \
@@ -386,6 +414,9 @@ class AMDDevice(Device):
             attempt(self.kfd.destroy_event, ev.event_id)
         self._events.clear()
         self.signal_event = None
+        if self._event_page is not None:
+            attempt(process.leave, self, self._event_page)
+            self._event_page = None
         if hasattr(self, "allocator"):
             self.allocator.cache_limit_B = 0  # release_all then frees the cache too
             while self.allocator.live_count or self.allocator.cached_B:

@@ -95,6 +95,23 @@ def read_topology(seam: OSSeam) -> list[KfdNode]:
     return nodes
 
 
+def read_p2p_links(seam: OSSeam, node_id: int) -> set[int]:
+    """Nodes that node `node_id` reaches directly (PCIe P2P or XGMI): the `node_to` of each of its
+    `p2p_links` in the KFD topology (kfd_topology.c); empty when it has none."""
+    base = f"{TOPOLOGY}/{node_id}/p2p_links"
+    try:
+        names = seam.listdir(base)
+    except OSError:
+        return set()
+    out = set()
+    for name in names:
+        for line in seam.read_sysfs(f"{base}/{name}/properties").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "node_to":
+                out.add(int(parts[1]))
+    return out
+
+
 def read_ip_bases(seam: OSSeam, render_minor: int, hw_id: int) -> list[int]:
     """Register segment bases of IP block `hw_id` (e.g. GC = 11) from amdgpu's ip_discovery."""
     path = f"/sys/class/drm/renderD{render_minor}/device/ip_discovery/die/0/{hw_id}/0/base_addr"

@@ -295,7 +295,8 @@ class MockOS(OSSeam):
 
     def listdir(self, path: str) -> list[str]:
         prefix = path.rstrip("/") + "/"
-        names = {k[len(prefix):].split("/", 1)[0] for k in self.sysfs if k.startswith(prefix)}
+        names = {k[len(prefix):].split("/", 1)[0] for k in (*self.sysfs, *self._devices)
+                 if k.startswith(prefix)}
         if not names:
             raise FileNotFoundError(E.ENOENT, f"No such file or directory: {path!r}")
         return sorted(names)

@@ -47,6 +47,7 @@ from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
 from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
@@ -282,10 +283,10 @@ class NVDevice(Device):
                  gpfifo_entries: int = GPFIFO_ENTRIES, **kwargs: Any) -> None:
         parsed = parse_device_name(name, "nv")
         index = parsed.index
+        release = None
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.nv_rm import NvMockOS  # the mock is chosen by name, here
-                os = NvMockOS.with_nv_gpus(index + 1)
+                os, release = mock_seam("nv")  # the core's registry leases the mock machine
             else:
                 os = RealOS()
         # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
@@ -298,6 +299,7 @@ class NVDevice(Device):
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
         kwargs.setdefault("staging_B", 16 << 20)
         super().__init__(name, **kwargs)
+        self._release_lease = release
         self.os = os
         self.pcas_action = pcas_action
         if gpfifo_entries & (gpfifo_entries - 1) or not 16 <= gpfifo_entries <= GPFIFO_ENTRIES:
@@ -338,6 +340,7 @@ class NVDevice(Device):
                 self._release_hw()
             finally:
                 self.closed = True
+                self._give_back_lease()
             raise
 
     # ------------------------------------------------------------------ shared words

@@ -230,7 +230,8 @@ def decode_one(code: bytes | memoryview, pos: int, addr: int) -> Inst:
         name_y = TABLES["VOPD_Y"].get(f["opy"], f"<VOPD opY {f['opy']}>")
     size = 4 * ndw
     src0 = f.get("src0")
-    if enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD") and src0 in (DPP16, DPP8, DPP8FI):
+    if enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P") and \
+            src0 in (DPP16, DPP8, DPP8FI):
         pd = pos + size
         _dpp_fields(enc, src0, int.from_bytes(code[pd:pd + 4], "little") if pd + 4 <= end
                     else 0, f)

@@ -206,6 +206,9 @@ def _vop3p(inst: Inst) -> str:
     """VOP3P in LLVM's syntax: modifiers printed where they differ from the defaults (OP_SEL_HI
     all ones, except V_FMA_MIX*, whose NEG/NEG_HI show as -x and |x|)."""
     f, name = inst.f, inst.name
+    dpp = f.get("src0") in (DPP16, DPP8, DPP8FI)
+    if dpp:
+        f = {**f, "src0": VGPR0 + f["dpp_vgpr"]}
     mix = name.startswith("v_fma_mix")
     nsrc = 3 if mix or "dot" in name or "wmma" in name or name in (
         "v_pk_fma_f16", "v_pk_mad_u16", "v_pk_mad_i16") else 2
@@ -226,16 +229,18 @@ def _vop3p(inst: Inst) -> str:
     def arr(v: int) -> str:
         return "[" + ",".join(str(v >> i & 1) for i in range(nsrc)) + "]"
     mask = (1 << nsrc) - 1
-    text = f"{name} " + ", ".join(ops)
+    text = f"{name}{'_e64_dpp' if dpp else ''} " + ", ".join(ops)
     if f["opsel"] & mask:
         text += f" op_sel:{arr(f['opsel'])}"
-    if (f["opsel_hi"] & mask) != (0 if mix else mask):
+    # llvm-mc-16 omits OP_SEL_HI at its default: all ones, but all zeros for V_FMA_MIX* and
+    # for the DPP forms.
+    if (f["opsel_hi"] & mask) != (0 if mix or dpp else mask):
         text += f" op_sel_hi:{arr(f['opsel_hi'])}"
     if not mix and f["neg"] & mask:
         text += f" neg_lo:{arr(f['neg'])}"
     if not mix and f["neg_hi"] & mask:
         text += f" neg_hi:{arr(f['neg_hi'])}"
-    return text + (" clamp" if f["clamp"] else "")
+    return text + (" clamp" if f["clamp"] else "") + (_dpp_text(f) if dpp else "")
 
 
 def _vopd_half(name: str, vdst: int, s0: int, vs1: int, lit: int | None) -> str:

@@ -1,14 +1,15 @@
 """How many of LLVM's gfx1100 opcodes the interpreter executes, per encoding.
 
-Development tool: `python -m runtime.drivers.mock.rdna3.opcode_coverage [-v] [ENC ...]` prints
+Development tool: `python -m runtime.drivers.mock.rdna3.opcode_coverage [-v] [ROW ...]` prints
 `accepted/total` for every encoding of `opcodes.TABLES` (plus the DPP16/DPP8 forms of the
-VOP1/VOP2/VOPC/VOP3 opcodes that take them) and, with -v, each refused opcode and why.
+VOP1/VOP2/VOPC/VOP3/VOP3P opcodes that take them) and, with -v, each refused opcode and why.
 
 An opcode counts as accepted when one of the instruction words llvm-mc-16 decodes for it (the
 candidates of `gen_opcodes`, with a few more operand variants) compiles and its compiled slot
-runs once on one wave with random register contents. A memory access that faults (the random addresses map nothing) still counts:
-the semantics exist. A `KernelFault` for anything else (no semantics, an unsupported operand, a
-"bad state" error) is a refusal. MIMG is listed but not a goal (no image support in the mock).
+runs once on one wave with random register contents. A memory access that faults (the random
+addresses map nothing) still counts: the semantics exist; so does a fault the ISA defines
+(s_trap without a trap handler). Missing semantics, an unsupported operand or a "bad state"
+error is a refusal. MIMG is listed but not a goal (no image support in the mock).
 """
 from __future__ import annotations
 
@@ -79,6 +80,8 @@ def _dpp_words(enc: str, op: int, dpp8: bool) -> list[list[int]]:
         return [[op << 25 | 2 << 17 | 1 << 9 | src0] + ext]
     if enc == "VOPC":
         return [[0b0111110 << 25 | op << 17 | 1 << 9 | src0] + ext]
+    if enc == "VOP3P":
+        return [[w0, w1 & ~0x1FF | src0] + ext for w0, w1 in gen._words("VOP3P", op)]
     return [[0b110101 << 26 | op << 16 | sdst << 8 | 2, src2 << 18 | src1 << 9 | src0] + ext
             for sdst in (0, 0x6A) for src1 in (V0 + 2, 4) for src2 in (0, V0 + 4, 4)]
 
@@ -147,8 +150,8 @@ def try_one(words: list[int]) -> str | None:
     return None
 
 
-ROWS = [enc for enc in TABLES] + ["VOP1+DPP16", "VOP2+DPP16", "VOPC+DPP16", "VOP3+DPP16",
-                                  "VOP1+DPP8", "VOP2+DPP8", "VOPC+DPP8", "VOP3+DPP8"]
+ROWS = [enc for enc in TABLES] + [f"{enc}+{form}" for form in ("DPP16", "DPP8")
+                                  for enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3P")]
 MEMORY = ("DS", "FLAT", "SCRATCH", "GLOBAL", "MUBUF", "MIMG")
 
 

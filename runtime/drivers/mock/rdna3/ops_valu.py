@@ -81,11 +81,8 @@ def compile_valu(inst: Inst, mask_dead: bool = False) -> Exec:
     """
     if inst.enc == "VOPD":
         return _compile_vopd(inst)
-    if inst.enc == "VOP3P":
-        return compile_vop3p(inst)
-    if dpp.is_dpp(inst):
-        return _with_dpp_mask(inst, _compile_one(inst, mask_dead))
-    return _compile_one(inst, mask_dead)
+    run = compile_vop3p(inst) if inst.enc == "VOP3P" else _compile_one(inst, mask_dead)
+    return _with_dpp_mask(inst, run) if dpp.is_dpp(inst) else run
 
 
 def _compile_one(inst: Inst, mask_dead: bool) -> Exec:
@@ -151,7 +148,9 @@ def _generic(inst: Inst, sig) -> Exec:
     if fn is None:
         raise _unsupported(inst, f"no semantics for {name}")
     if inst.f.get("clamp") and sig.dst[0] != "f":
-        raise _unsupported(inst, "integer clamp")
+        if name not in _SATURATING:
+            raise _unsupported(inst, "integer clamp")
+        fn = _saturating(fn, sig.dst)
     reads = _src_readers(inst, sig.srcs)
     write = vgpr_writer(_dst_name(inst), sig.dst, hi16=bool(inst.f.get("opsel", 0) >> 3 & 1))
     mods = _out_mods(inst, sig.dst)
@@ -175,6 +174,26 @@ def _generic(inst: Inst, sig) -> Exec:
         res = fn(*[r(g) for r in reads])
         write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
     return run
+
+
+# Integer ops whose CLAMP bit saturates the result to the destination type's range (the exact
+# result is computed in int64: these lane functions only add, subtract and multiply).
+_SATURATING = {"v_add_nc_u32", "v_add_nc_i32", "v_sub_nc_u32", "v_sub_nc_i32",
+               "v_subrev_nc_u32", "v_add_nc_u16", "v_add_nc_i16", "v_sub_nc_u16",
+               "v_sub_nc_i16", "v_mad_u16", "v_mad_i16", "v_mad_u32_u16", "v_mad_i32_i16",
+               "v_add3_u32"}
+_INT_RANGE = {"u32": (0, 2**32 - 1), "i32": (-2**31, 2**31 - 1), "u16": (0, 65535),
+              "i16": (-32768, 32767)}
+
+
+def _saturating(fn, t: str):
+    lo, hi = _INT_RANGE[t]
+    dt = DTYPES[t]
+
+    def sat(*args: np.ndarray) -> np.ndarray:
+        wide = fn(*(np.asarray(a).astype(np.int64) for a in args))
+        return np.clip(wide, lo, hi).astype(dt)
+    return sat
 
 
 # -- compares ----------------------------------------------------------------------------------

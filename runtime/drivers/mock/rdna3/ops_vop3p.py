@@ -44,8 +44,8 @@ def raw32(inst: Inst, i: int, t16: str = "f16") -> Callable[[Group], np.ndarray]
     """Source i as 32 raw bits; an inline constant is its 16-bit form (in type t16) in both
     halves."""
     code = inst.f[f"src{i}"]
-    if 128 <= code <= 248:
-        c = const_bits(code, t16, None) or 0
+    c = const_bits(code, t16, None) if code != 255 else None
+    if c is not None:
         both = np.array(c | c << 16, dtype=u32)
         return lambda g: both
     return raw_reader(code, inst, 32)
