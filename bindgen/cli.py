@@ -108,6 +108,8 @@ def _resolve_all(
             if required or src.name in overrides:  # asked for explicitly: not having it is an error
                 raise
             failed[src.name] = str(e)
+    for name, why in sorted(failed.items()):
+        print(f"  unavailable source {name}: {why}", flush=True)
     return {t.name: [s.name for s in t.sources if s.name in failed] for t in targets}
 
 
@@ -328,7 +330,8 @@ def cmd_check(
                 f"{' '.join(drift)}` and commit the result"
             )
         return 1
-    print(f"check: {len(targets)} target(s) clean")
+    blind = f" ({len(partial)} checked without their headers: sources unavailable)" if partial else ""
+    print(f"check: {len(targets)} target(s) clean{blind}")
     return 0
 
 
