@@ -16,7 +16,7 @@ from runtime.hcq import (Device, HCQError, HCQMemoryError, IoctlError, MemKind, 
 from runtime.hcq import group
 
 REFERENCE_KERNELS = Path(__file__).resolve().parent / "data" / "amd_reference"
-VENDORS = ("amd",)  # "nv" joins with the NV peer path
+VENDORS = ("amd", "nv")
 
 
 def _machine(vendor: str, p2p: bool = True) -> Any:
@@ -126,6 +126,8 @@ def test_peer_mapping_shows_the_same_bytes(pair: tuple[Device, Device]) -> None:
 
 def test_freeing_the_owner_unmaps_its_peers(pair: tuple[Device, Device]) -> None:
     d0, d1 = pair
+    d1.unmap_peer(d1.map_peer(d0.alloc(8192)))  # NVIDIA: the peer link stays until close
+    d0.allocator.trim()
     before = d0.os.live_objects()
     b0 = d0.alloc(8192)
     m = d1.map_peer(b0)
@@ -328,3 +330,121 @@ def test_kernel_on_one_gpu_reads_the_other_gpus_vram() -> None:
     finally:
         d1.close()
         d0.close()
+
+
+# ------------------------------------------------------------------ the NVIDIA mock refuses what RM/UVM do
+@pytest.fixture
+def nv_pair() -> Iterator[tuple[Any, Any]]:
+    d0, d1 = open_devices("mock-nv:0", "mock-nv:1")
+    yield d0, d1
+    d1.close()
+    d0.close()
+    assert not d0.os.nv.violations
+
+
+def _nv_status(e: Any) -> str:
+    return str(getattr(e, "status_name", ""))
+
+
+def test_nv_peer_mapping_is_made_of_the_documented_calls(nv_pair: tuple[Any, Any]) -> None:
+    from hcq_bindings.nv import rm_580 as rm
+    d0, d1 = nv_pair
+    b0 = d0.alloc(1 << 20)
+    before = len(d0.os.nv.alloc_log)
+    d1.map_peer(b0)
+    made = [d0.os.nv.objects[h].hclass for h in d0.os.nv.alloc_log[before:]]
+    assert made == [rm.NV01_DEVICE_0, rm.NV20_SUBDEVICE_0, rm.NV50_P2P, rm.NV1_MEMORY_USER]
+    vas = next(v for v in d0.os.nv.va_spaces if d1.uuid in v.vaspaces)
+    assert vas.gpus == {d0.uuid, d1.uuid} and vas.peers == {frozenset((d0.uuid, d1.uuid))}
+    d1.map_peer(d0.alloc(4096))   # the link is made once per pair
+    assert [d0.os.nv.objects[h].hclass for h in d0.os.nv.alloc_log[before + 4:]] == \
+        [rm.NV1_MEMORY_USER, rm.NV1_MEMORY_USER]  # the new buffer and its dup
+
+
+def test_nv_rm_refuses_peer_memory_without_dup_or_p2p_object(nv_pair: tuple[Any, Any]) -> None:
+    from hcq_bindings.nv import rm_580 as rm
+    from runtime.drivers.nv.methods import fval
+    from runtime.drivers.nv.rm import RmError
+    d0, d1 = nv_pair
+    b0 = d0.alloc(4096)
+    flags = fval(rm.NVOS46_FLAGS_DMA_OFFSET_FIXED, rm.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE) \
+        | fval(rm.NVOS46_FLAGS_P2P_ENABLE, rm.NVOS46_FLAGS_P2P_ENABLE_NOSLI)
+    va = d1.va_heap.alloc(4096, 4096)
+    with pytest.raises(RmError) as e:     # another client's handle, not dup'd into this one
+        d1.rm.map_memory_dma(d1.nvdevice, d1.virtmem, b0.handle.handle, 4096, va, flags)
+    assert _nv_status(e.value) == "NV_ERR_INVALID_OBJECT_HANDLE"
+    remote = d1.rm.alloc(d1.rm.root, rm.NV01_DEVICE_0, rm.NV0080_ALLOC_PARAMETERS(
+        deviceId=d0.device_instance, hClientShare=d1.rm.root))
+    dup = d1.rm.dup_object(remote, d0.rm.root, b0.handle.handle)
+    with pytest.raises(RmError) as e:     # dup'd, but no NV50_P2P: no peer id for the PTEs
+        d1.rm.map_memory_dma(d1.nvdevice, d1.virtmem, dup, 4096, va, flags)
+    assert _nv_status(e.value) == "NV_ERR_INVALID_STATE"
+    sub = d1.rm.alloc(remote, rm.NV20_SUBDEVICE_0, rm.NV2080_ALLOC_PARAMETERS())
+    with pytest.raises(RmError) as e:     # NV50_P2P needs the client's own subdevices
+        d1.rm.alloc(d1.rm.root, rm.NV50_P2P, rm.NV503B_ALLOC_PARAMETERS(
+            hSubDevice=d1.subdevice, hPeerSubDevice=d0.subdevice))
+    assert _nv_status(e.value) == "NV_ERR_INVALID_ARGUMENT"
+    p2p = d1.rm.alloc(d1.rm.root, rm.NV50_P2P, rm.NV503B_ALLOC_PARAMETERS(
+        hSubDevice=d1.subdevice, hPeerSubDevice=sub))
+    d1.rm.map_memory_dma(d1.nvdevice, d1.virtmem, dup, 4096, va, flags)
+    d1.uvm.create_external_range(va, 4096)
+    with pytest.raises(RmError) as e:     # UVM: the owning GPU is not registered here
+        d1.uvm.map_external_allocation(va, 4096, d1.rm.root, dup, d1.uuid)
+    assert _nv_status(e.value) == "NV_ERR_INVALID_DEVICE"
+    d1.uvm.register_gpu(d0.uuid)
+    with pytest.raises(RmError) as e:     # UVM: registered, but peer access not enabled
+        d1.uvm.map_external_allocation(va, 4096, d1.rm.root, dup, d1.uuid)
+    assert _nv_status(e.value) == "NV_ERR_INVALID_DEVICE"
+    d1.uvm.enable_peer_access(d1.uuid, d0.uuid)
+    with pytest.raises(RmError) as e:
+        d1.uvm.enable_peer_access(d0.uuid, d1.uuid)
+    assert _nv_status(e.value) == "NV_ERR_INVALID_DEVICE"
+    d1.uvm.map_external_allocation(va, 4096, d1.rm.root, dup, d1.uuid)
+    d0.copyin(b0, b"\x42" * 4096)
+    assert d0.os.nv.gpus[1].mem.read(va, 4) == b"\x42" * 4   # GPU 1's page tables see GPU 0's page
+    d1.uvm.free(va, 4096)
+    d1.va_heap.release(va, 4096)
+    d1.uvm.disable_peer_access(d1.uuid, d0.uuid)
+    d1.uvm.unregister_gpu(d0.uuid)
+    for h in (p2p, dup, sub, remote):
+        d1.rm.free(h)
+
+
+def test_nv_refusals_without_p2p() -> None:
+    from hcq_bindings.nv import rm_580 as rm
+    from runtime.drivers.nv.rm import RmError
+    d0, d1 = _open_pair("nv", _machine("nv", p2p=False))
+    try:
+        reason = d1.peer_access(d0)
+        assert reason is not None and "reads the GPU does not support it" in reason
+        d1.uvm.register_gpu(d0.uuid)
+        with pytest.raises(RmError) as e:
+            d1.uvm.enable_peer_access(d1.uuid, d0.uuid)
+        assert _nv_status(e.value) == "NV_ERR_NOT_SUPPORTED"
+        d1.uvm.unregister_gpu(d0.uuid)
+        remote = d1.rm.alloc(d1.rm.root, rm.NV01_DEVICE_0, rm.NV0080_ALLOC_PARAMETERS(
+            deviceId=d0.device_instance, hClientShare=d1.rm.root))
+        sub = d1.rm.alloc(remote, rm.NV20_SUBDEVICE_0, rm.NV2080_ALLOC_PARAMETERS())
+        with pytest.raises(RmError) as e:
+            d1.rm.alloc(d1.rm.root, rm.NV50_P2P, rm.NV503B_ALLOC_PARAMETERS(
+                hSubDevice=d1.subdevice, hPeerSubDevice=sub))
+        assert _nv_status(e.value) == "NV_ERR_NOT_SUPPORTED"
+        d1.rm.free(sub)
+        d1.rm.free(remote)
+    finally:
+        d1.close()
+        d0.close()
+    assert not d0.os.nv.violations and d0.os.live_objects()["nv_rm_objects"] == 0
+
+
+def test_one_mock_gpu_is_opened_once_per_process() -> None:
+    d = open_device("mock-nv:0")
+    try:
+        with pytest.raises(HCQError, match="UVM_REGISTER_GPU_VASPACE .*NV_ERR_NOT_SUPPORTED"):
+            open_device("mock-nv:0")
+        assert any("open each mock GPU once per process" in line for line in d.os.log)
+        assert d.os.live_objects()["nv_violations"] == 0
+        b = d.alloc(64)  # the first device is untouched
+        d.copyin(b, bytes(64))
+    finally:
+        d.close()

@@ -37,6 +37,7 @@ from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv.gpfifo import (BLOCKED, DEVICE_WORDS, DOORBELL_OFFSET_B, TIMELINE_VALUE,
                                        USERD_B, Channel)
+from runtime.drivers.nv import peer
 from runtime.drivers.nv.launcher import ChunkPool
 from runtime.drivers.nv.generation import GENERATIONS, NVGeneration, pick_generation
 from runtime.drivers.nv.methods import fval
@@ -313,6 +314,9 @@ class NVDevice(Device):
         self.usermode = self.channel_group = self.ctxshare = 0
         self.usermode_map: HostMapping | None = None
         self.uuid = b""
+        self.gpu_id = self.device_instance = 0
+        self._peer_links: dict[int, peer.PeerLink] = {}   # id(other device) -> link (peer.py)
+        self._p2p_caps: dict[int, str | None] = {}       # id(other device) -> GET_P2P_CAPS verdict
         self._uvm_gpu = self._uvm_vaspace = False
         self.va_heap = VaHeap(VA_HEAP_BASE, VA_HEAP_END)
         self.channels: list[Channel] = []
@@ -386,11 +390,13 @@ class NVDevice(Device):
         if index >= len(cards):
             raise DeviceNotFound(f"{self.name}: only {len(cards)} NVIDIA GPU(s) present")
         card = cards[index]
+        self.gpu_id = card.gpu_id
         self.minor = card.minor_number
         self.fd_dev = self.rm.open_gpu_fd(self.minor)
         info = self.rm.control(self.rm.root, rm.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
                                rm.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=card.gpu_id))
         r = self.rm
+        self.device_instance = info.deviceInstance
         self.nvdevice = r.alloc(r.root, rm.NV01_DEVICE_0, rm.NV0080_ALLOC_PARAMETERS(
             deviceId=info.deviceInstance, hClientShare=r.root,
             vaMode=rm.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES))
@@ -549,8 +555,9 @@ class NVDevice(Device):
         """A CPU mapping of RM memory `memory` (BAR1 for VRAM)."""
         return self._map_fd_memory(memory, size, flags, ctl)
 
-    def map_to_gpu(self, memory: int, size: int, page: int) -> int:
-        """Maps RM memory at a fresh GPU address: UVM range, RM DMA mapping, UVM mapping."""
+    def map_to_gpu(self, memory: int, size: int, page: int, peer: bool = False) -> int:
+        """Maps RM memory at a fresh GPU address: UVM range, RM DMA mapping, UVM mapping. `peer`:
+        the memory is another GPU's VRAM (peer.py), mapped through the P2P aperture."""
         va = self.va_heap.alloc(size, max(page, PAGE_B))
         try:
             self.uvm.create_external_range(va, size)
@@ -561,6 +568,8 @@ class NVDevice(Device):
             flags = fval(rm.NVOS46_FLAGS_PAGE_SIZE, rm.NVOS46_FLAGS_PAGE_SIZE_4KB) \
                 | fval(rm.NVOS46_FLAGS_CACHE_SNOOP, rm.NVOS46_FLAGS_CACHE_SNOOP_ENABLE) \
                 | fval(rm.NVOS46_FLAGS_DMA_OFFSET_FIXED, rm.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE)
+            if peer:
+                flags |= fval(rm.NVOS46_FLAGS_P2P_ENABLE, rm.NVOS46_FLAGS_P2P_ENABLE_NOSLI)
             self.rm.map_memory_dma(self.nvdevice, self.virtmem, memory, size, va, flags)
             self.uvm.map_external_allocation(va, size, self.rm.root, memory, self.uuid)
         except BaseException:
@@ -568,6 +577,57 @@ class NVDevice(Device):
             self.va_heap.release(va, size)
             raise
         return va
+
+    # ------------------------------------------------------------------ peers (peer.py)
+    def _peer_access(self, other: Device) -> str | None:
+        assert isinstance(other, NVDevice)
+        key = id(other)
+        if key not in self._p2p_caps:
+            self._p2p_caps[key] = peer.p2p_caps(self, other)
+        return self._p2p_caps[key]
+
+    def _map_peer(self, buf: Buffer) -> Buffer:
+        other = buf.device
+        assert isinstance(other, NVDevice)
+        mem: NvMem = buf.handle
+        if mem.host is not None:  # host pages: describe them to this device's RM as well
+            flags = fval(rm.NVOS02_FLAGS_PHYSICALITY, rm.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS) \
+                | fval(rm.NVOS02_FLAGS_COHERENCY, rm.NVOS02_FLAGS_COHERENCY_CACHED) \
+                | fval(rm.NVOS02_FLAGS_MAPPING, rm.NVOS02_FLAGS_MAPPING_NO_MAP)
+            handle = self.rm.alloc_os_descriptor(self.fd_dev, self.nvdevice, mem.host.addr,
+                                                 mem.size, flags)
+            page, is_peer = PAGE_B, False
+        elif buf.spec.kind is MemKind.VRAM:
+            link = self._peer_links.get(id(other))
+            if link is None:
+                link = self._peer_links[id(other)] = peer.PeerLink(self, other)
+            handle = self.rm.dup_object(link.remote_device, other.rm.root, mem.handle)
+            page = HUGE_PAGE_B if mem.size % HUGE_PAGE_B == 0 and mem.size >= 8 << 20 else PAGE_B
+            is_peer = True
+        else:
+            raise HCQMemoryError(f"{buf!r} is RM-owned system memory, which {self.name} does not "
+                                 "map from another device")
+        mapped = NvMem(handle, mem.size, 0, None, None)
+        try:
+            mapped.va = self.map_to_gpu(handle, mem.size, page, peer=is_peer)
+        except BaseException:
+            self.rm.free(handle)
+            raise
+        return Buffer(self, mapped.va, buf.size, buf.spec, buf.view, mapped)
+
+    def _unmap_peer(self, mapping: Buffer) -> None:
+        alloc: NVAllocator = self.allocator  # type: ignore[assignment]
+        alloc._undo(mapping.handle)  # UVM range, VA, and the RM handle (never the owner's pages)
+
+    def _close_peer_links(self) -> list[BaseException]:
+        errors: list[BaseException] = []
+        for link in reversed(list(self._peer_links.values())):
+            try:
+                link.close()
+            except BaseException as e:
+                errors.append(e)
+        self._peer_links.clear()
+        return errors
 
     # ------------------------------------------------------------------ Device API
     def compute_queue(self) -> NVComputeQueue:
@@ -734,6 +794,7 @@ class NVDevice(Device):
         if self._copy_pool is not None:
             self._copy_pool.shutdown(wait=True)
             self._copy_pool = None
+        errors += self._close_peer_links()
         r = self.rm
         if r is not None:
             alloc = getattr(self, "allocator", None)
