@@ -480,6 +480,12 @@ class Device:
         """Driver hook: one line per hardware queue (pointers, what it is blocked on)."""
         return []
 
+    def _after_wait_timeout(self) -> str:
+        """Driver hook, called when a signal wait gives up: the driver may recover queues stuck
+        on work that nothing can finish (a kernel that never ends) so that the device stays
+        usable; returns what it did, for the SignalTimeout message ("" for nothing)."""
+        return ""
+
     def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
         """Driver hook: sleep until the GPU may have updated `sig` (an interrupt) or
         `timeout_ms`."""

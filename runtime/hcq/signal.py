@@ -107,7 +107,9 @@ class Signal:
             remaining_ms = (deadline - time.perf_counter()) * 1000.0
             if remaining_ms <= 0:
                 got = u64[0]
-                raise SignalTimeout(self, value, got, dev.describe_state(), timeout_ms)
+                state = dev.describe_state()
+                raise SignalTimeout(self, value, got, state + dev._after_wait_timeout(),
+                                    timeout_ms)
             dev._sleep_for_signal(self, value, min(remaining_ms, _SLEEP_SLICE_MS))
             if u64[0] >= value:
                 dev.check_fault()

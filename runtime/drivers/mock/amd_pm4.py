@@ -16,6 +16,9 @@ the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
 """
 from __future__ import annotations
 
+import time
+from typing import TYPE_CHECKING, Any
+
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import pm4_gfx11 as p
 from hcq_bindings.amd import soc21_enum
@@ -27,12 +30,15 @@ from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcess
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
 
+if TYPE_CHECKING:
+    from runtime.drivers.mock.rdna3 import DispatchRecord
+
 _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
-LDS_GRANULE_B = 512   # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
 SCRATCH_WAVESIZE_UNIT_B = 256  # COMPUTE_TMPRING_SIZE.WAVESIZE unit on gfx11
+DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatch
 # RELEASE_MEM selectors the MEC accepts (kfd_pm4_headers_ai.h enums).
 _DATA_SEL_OK = {p.data_sel__mec_release_mem__none, p.data_sel__mec_release_mem__send_32_bit_low,
                 p.data_sel__mec_release_mem__send_64_bit_data,
@@ -62,6 +68,10 @@ class PM4Processor(QueueProcessor):
         # An indirect buffer being executed: (dwords, position, GPU address).
         self._ib: tuple[list[int], int, int] | None = None
         self._ib_packet_size = 0
+        self._running: Any = None          # the rdna3.Dispatch in execution, if any
+        self._running_mem: Any = None      # the RecordingMemory it runs on
+        self._running_since = 0.0
+        self._status_key = f"amdgpu {gpu.gpu_id:#x} compute queue {queue_id}"
         self.order = QueueOrdering()
 
     def set_wptr(self, value: int) -> None:
@@ -149,7 +159,7 @@ class PM4Processor(QueueProcessor):
             self._set_sh_reg(body, where)
         elif op == p.PACKET3_DISPATCH_DIRECT:
             self._need(body, 4, "PACKET3_DISPATCH_DIRECT", where)
-            self._dispatch(body, where)
+            return self._dispatch(body, where)
         elif op == p.PACKET3_RELEASE_MEM:
             self._need(body, 7, "PACKET3_RELEASE_MEM", where)
             self._release_mem(body, where)
@@ -201,14 +211,62 @@ class PM4Processor(QueueProcessor):
     def _reg(self, offset: int) -> int:
         return self.sh.get(offset, 0)
 
-    def _dispatch(self, body: list[int], where: str) -> None:
+    def _dispatch(self, body: list[int], where: str) -> bool:
+        """Runs the dispatch for up to DISPATCH_SLICE_S; False (the packet stays current) while
+        it is not done, so a kernel that never ends cannot hang the host: the queue reports its
+        waves' program counters and later calls continue it."""
+        try:
+            from runtime.drivers.mock.rdna3 import Dispatch, KernelFault
+        except ImportError as e:
+            raise MockGPUError(f"{where}: DISPATCH_DIRECT: no kernel executor "
+                               f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
+        if self._running is None:
+            rec = self._dispatch_record(body, where)
+            if rec is None:
+                return True  # an empty grid launches no waves
+            self._running_mem = RecordingMemory(self.gpu.mem)
+            try:
+                # a MockMemory that records what the dispatch touches (amd_hazards)
+                self._running = Dispatch(rec, self._running_mem)  # type: ignore[arg-type]
+            except KernelFault as e:
+                raise _kernel_fault(where, rec.pgm_addr, e) from None
+            self._running_since = time.perf_counter()
+        run = self._running
+        try:
+            done = run.advance(DISPATCH_SLICE_S)
+        except KernelFault as e:
+            self._running = None
+            self.gpu.driver.os.clear_kernel_status(self._status_key)
+            raise _kernel_fault(where, run.record.pgm_addr, e) from None
+        if not done:
+            t = time.perf_counter() - self._running_since
+            self.blocked = f"{where}: DISPATCH_DIRECT of the kernel at " \
+                f"{run.record.pgm_addr:#x} running for {t:.2f} s: {run.describe()}"
+            self.gpu.driver.os.set_kernel_status(
+                self._status_key, f"mock amdgpu {self.gpu.gpu_id:#x}: compute queue "
+                f"{self.queue_id}: {self.blocked}")
+            return False
+        self._running = None
+        self.gpu.driver.os.clear_kernel_status(self._status_key)
+        self.gpu.record_dispatch(run.record, run.stats)
+        try:
+            self.order.check(DispatchAccess.of(self.order.next_seq(), run.record.pgm_addr, where,
+                                               self._running_mem))
+        except HazardError as e:
+            raise MockGPUError(f"{where}: {e}") from None
+        return True
+
+    def _dispatch_record(self, body: list[int], where: str) -> "DispatchRecord | None":
+        from runtime.drivers.mock.rdna3 import DispatchRecord
         gx, gy, gz, initiator = body
         if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT without COMPUTE_SHADER_EN")
-        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK:
+        arch = self.gpu.arch
+        assert arch is not None  # the driver opens no GPU of an undescribed architecture
+        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK or arch.wave_size != 32:
             raise MockGPUError(f"{where}: wave64 dispatch (CS_W32_EN clear) is not modelled")
         if 0 in (gx, gy, gz):
-            return  # an empty grid launches no waves
+            return None
         pgm = ((self._reg(gc.regCOMPUTE_PGM_HI) << 32) | self._reg(gc.regCOMPUTE_PGM_LO)) << 8
         if pgm == 0:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT with COMPUTE_PGM_LO/HI unset")
@@ -225,36 +283,19 @@ class PM4Processor(QueueProcessor):
             >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
         user = tuple(self._reg(gc.regCOMPUTE_USER_DATA_0 + i) for i in range(n_user))
         lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK)
-               >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * LDS_GRANULE_B
+               >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * arch.lds_granule_B
         if lds > MAX_LDS_B:
             raise MockGPUError(f"{where}: RSRC2.LDS_SIZE asks for {lds} B of LDS (max {MAX_LDS_B})")
         scratch = ((self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI) << 32)
                    | self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO)) << 8
-        try:
-            from runtime.drivers.mock.rdna3 import DispatchRecord, KernelFault, execute
-        except ImportError as e:
-            raise MockGPUError(f"{where}: DISPATCH_DIRECT of program {pgm:#x}: no kernel executor "
-                               f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
         tmpring = self._reg(gc.regCOMPUTE_TMPRING_SIZE)
         waves = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVES_MASK) \
             >> gc.COMPUTE_TMPRING_SIZE__WAVES__SHIFT
         wavesize = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVESIZE_MASK) \
             >> gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
-        rec = DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch,
-                             scratch_wave_B=wavesize * SCRATCH_WAVESIZE_UNIT_B,
-                             scratch_slots=waves)
-        mem = RecordingMemory(self.gpu.mem)
-        try:
-            stats = execute(rec, mem)  # type: ignore[arg-type]  # a MockMemory that records
-        except KernelFault as e:
-            # A memory fault is reported as one (KFD's memory event with the VA), not as a hang.
-            va = e.cause.va if isinstance(e.cause, PageFault) else None
-            raise MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}", va) from None
-        self.gpu.record_dispatch(rec, stats)
-        try:
-            self.order.check(DispatchAccess.of(self.order.next_seq(), pgm, where, mem))
-        except HazardError as e:
-            raise MockGPUError(f"{where}: {e}") from None
+        return DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch,
+                              scratch_wave_B=wavesize * SCRATCH_WAVESIZE_UNIT_B,
+                              scratch_slots=waves)
 
     def _release_mem(self, body: list[int], where: str) -> None:
         f = pm4_fields(p.PACKET3_RELEASE_MEM, body)
@@ -332,3 +373,10 @@ class PM4Processor(QueueProcessor):
             line += f"; next: {describe_pm4(pkt, self.gc_base)}"
         return line
 
+
+
+def _kernel_fault(where: str, pgm: int, e: Exception) -> MockGPUError:
+    # A memory fault is reported as one (KFD's memory event with the VA), not as a hang.
+    cause = getattr(e, "cause", None)
+    va = cause.va if isinstance(cause, PageFault) else None
+    return MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}", va)

@@ -128,6 +128,7 @@ class MockOS(OSSeam):
         self._injections: list[_Injection] = []
         self._counters: list[Callable[[], dict[str, int]]] = []
         self._request_names: dict[int, str] = {}
+        self._status: dict[str, str] = {}
         self.ioctl_count = 0
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
@@ -184,6 +185,14 @@ class MockOS(OSSeam):
     def log_kernel(self, line: str) -> None:
         """Appends a line to the mock kernel log."""
         self.log.append(line)
+
+    def set_kernel_status(self, key: str, line: str) -> None:
+        """A standing report (a queue busy with a long dispatch), shown after the kernel log's
+        lines until cleared; setting it again replaces it."""
+        self._status[key] = line
+
+    def clear_kernel_status(self, key: str) -> None:
+        self._status.pop(key, None)
 
     # ------------------------------------------------------------------ OSSeam
     def open(self, path: str, flags: int = os.O_RDWR) -> int:
@@ -323,7 +332,7 @@ class MockOS(OSSeam):
         return MappedDoorbell(mapping, offset, width)
 
     def kernel_log(self) -> list[str]:
-        return list(self.log[-50:])
+        return list(self.log[-50:]) + list(self._status.values())
 
     # ------------------------------------------------------------------ address space
     def host_region(self, addr: int, size: int) -> np.ndarray:

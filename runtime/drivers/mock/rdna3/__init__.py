@@ -1,7 +1,7 @@
 """RDNA3 (gfx1100) interpreter for the mock AMD GPU.
 
 The PM4 processor decodes SET_SH_REG state and DISPATCH_DIRECT into a `DispatchRecord` and calls
-`execute(dispatch, mem)`, which fetches the code at `pgm_addr` from `mem`, runs every wave of the
+`execute(dispatch, mem)` (or, resumable in time slices, `Dispatch(dispatch, mem).advance(s)`), which fetches the code at `pgm_addr` from `mem`, runs every wave of the
 dispatch, and returns `ExecStats`. Faults (unknown or unsupported instructions, memory faults,
 bad state) raise `KernelFault` naming the instruction and its address; memory faults raise its
 subclass `PageFaultError`, whose `cause` is the MockMemory `PageFault`.
@@ -28,7 +28,7 @@ or private apertures, s_trap handlers, rounding modes other than round-to-neares
 denormals are always kept (the FLOAT_MODE clang-16 emits); s_denorm_mode/s_setreg are ignored.
 """
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
-from .interp import ProgramCache, execute
+from .interp import Dispatch, ProgramCache, execute
 
-__all__ = ["DispatchRecord", "ExecStats", "KernelFault", "PageFaultError", "ProgramCache",
-           "execute"]
+__all__ = ["Dispatch", "DispatchRecord", "ExecStats", "KernelFault", "PageFaultError",
+           "ProgramCache", "execute"]

@@ -308,7 +308,7 @@ def _mem(inst: Inst) -> str:
                  if not (name.startswith("scratch") and not f["sve"]) else "off")
     if not (name.startswith("global_load") or name.startswith("flat_load")
             or name.startswith("scratch_load")):
-        parts.append(_reg("v", f["data"], width))
+        parts.append(_reg("v", f["data"], 2 * width if "cmpswap" in name else width))
     if not name.startswith("flat"):
         parts.append("off" if off_saddr else sreg(saddr, 64 if name.startswith("global") else 32))
     text = f"{name} " + ", ".join(parts)

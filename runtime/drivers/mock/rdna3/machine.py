@@ -128,7 +128,7 @@ class Group:
     """Waves at one program counter. `idx` selects them in the machine (a slice when it can)."""
 
     __slots__ = ("m", "idx", "n", "pc", "lanes", "dirty", "exec", "exec_full", "active",
-                 "at_barrier")
+                 "at_barrier", "parked")
 
     def __init__(self, m: Machine, idx: slice | np.ndarray, pc: int) -> None:
         self.m, self.idx, self.pc = m, idx, pc
@@ -136,6 +136,7 @@ class Group:
         self.lanes: dict[int, np.ndarray] = {}
         self.dirty: set[int] = set()
         self.at_barrier = False
+        self.parked = False   # set aside at a contended atomic until nothing else can run
         self._load_exec()
 
     # -- EXEC bookkeeping

@@ -35,7 +35,8 @@ from .decode import Inst
 from .errors import KernelFault
 from .machine import Group
 from .operands import raw_reader
-from .ops_mem import _ATOMIC_DT, _SIZES, _fault, _transfer, atomic_exec, mem_op
+from .ops_mem import (_ATOMIC_DT, _SIZES, _fault, _transfer, atomic_exec, mem_op,
+                      waves_share_an_address)
 
 Exec = Callable[[Group], None]
 u32, u64 = np.uint32, np.uint64
@@ -221,3 +222,13 @@ def _atomic(inst: Inst, op: str, typ: str, bl: Callable[[], BufferLanes]) -> Exe
         if want:
             _zero_out_of_range(g, inst, vdata, size, None, [ok] * ndw)
     return run
+
+
+def buffer_contention(inst: Inst) -> Callable[[Group], bool]:
+    """For a returning buffer compare-and-swap: do waves race on an address?"""
+    lanes = _descriptor_lanes(inst)
+
+    def contended(g: Group) -> bool:
+        b = lanes(g)
+        return waves_share_an_address(g, b.base[:, None] + b.boff)
+    return contended

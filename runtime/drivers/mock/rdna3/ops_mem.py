@@ -274,6 +274,33 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
                        resolve)
 
 
+def waves_share_an_address(g: Group, addr: np.ndarray) -> bool:
+    """Whether two different waves' active lanes have the same address (addr [n, 32])."""
+    a = ml.active(g, addr)
+    if a.size < 2:
+        return False
+    w = np.nonzero(g.exec)[0]
+    order = np.lexsort((w, a))
+    a, w = a[order], w[order]
+    return bool(((a[1:] == a[:-1]) & (w[1:] != w[:-1])).any())
+
+
+def flat_contention(inst: Inst) -> Callable[[Group], bool]:
+    """For a returning GLOBAL/FLAT compare-and-swap: do waves race on an address?"""
+    f = inst.f
+    saddr, vaddr, imm = f["saddr"], f["addr"], f["offset"]
+    sbase = saddr not in (NULL, 0x7F) and inst.name.split("_")[0] != "flat"
+
+    def contended(g: Group) -> bool:
+        if sbase:
+            base = g.s(saddr).astype(u64) | (g.s(saddr + 1).astype(u64) << u64(32))
+            addr = base[:, None] + g.v(vaddr).astype(u64)
+        else:
+            addr = g.v(vaddr).astype(u64) | (g.v(vaddr + 1).astype(u64) << u64(32))
+        return waves_share_an_address(g, addr + u64(imm & 0xFFFFFFFFFFFFFFFF))
+    return contended
+
+
 def atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
                 vcmp: int | None, want: bool, resolve: Resolver) -> Exec:
     """A read-modify-write of the lanes `resolve` gives; the pre-op values go to vdst if `want`."""

@@ -36,6 +36,9 @@ class Step:
     # s_cbranch_execz over a block that only does EXEC-masked work: waves with an empty EXEC
     # may run through it (doing nothing) instead of splitting the group (see interp.py).
     masked_skip: bool = False
+    # Compare-and-swap with return: whether lanes of several of the group's waves hit one
+    # address (the scheduler then runs the waves one after another; see interp.py).
+    contended: Callable | None = None
 
 
 def _unsupported(inst: Inst, why: str = "") -> KernelFault:
