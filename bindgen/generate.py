@@ -8,9 +8,7 @@ outside.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,6 @@ from .errors import BindgenError
 from .layout import load_module_text, verify_module
 from .parse import parse_target
 from .passes import Context, run_all
-from .passes.patches import apply_text_patches
 from .render import RenderInfo, render_module, render_report
 from .project import Project
 from .sources import Sources
@@ -110,10 +107,6 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
     )
     rendered = render_module(m, info, lazy=t.lazy)
     text, defs = rendered.text, rendered.defs
-    if defs is None:
-        text = apply_text_patches(t, text)
-    else:
-        defs = apply_text_patches(t, defs)
     for label, src in ((t.output, text), (defs_path(t, project).name, defs)):
         if src is None:
             continue
@@ -137,24 +130,3 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
 
 def ir_error(t: Target, msg: str) -> BindgenError:
     return BindgenError(f"target {t.name}: {msg}")
-
-
-def write_atomic(path: Path, text: str) -> bool:
-    """Writes ``text`` to ``path`` via a temporary file and rename; returns whether it changed."""
-    if path.exists() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    init = path.parent / "__init__.py"
-    if path.suffix == ".py" and not init.exists():
-        init.write_text("")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
