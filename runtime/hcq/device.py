@@ -117,10 +117,10 @@ class Device:
         sure the GPU no longer uses it."""
         if self.closed:
             raise DeviceClosed(f"{self.name} is closed")
-        if getattr(buf, "peer_of", None) is not None and buf.device is self:
-            raise HCQError(f"{buf!r} is a peer mapping of {buf.peer_of!r}: unmap it with "
-                           f"{self.name}.unmap_peer, or free the buffer on "
-                           f"{buf.peer_of.device.name}")
+        owner = getattr(buf, "peer_of", None)
+        if owner is not None and buf.device is self:
+            raise HCQError(f"{buf!r} is a peer mapping of {owner!r}: unmap it with "
+                           f"{self.name}.unmap_peer, or free the buffer on {owner.device.name}")
         self.allocator.free(buf)
 
     def pool_stats(self) -> PoolStats:

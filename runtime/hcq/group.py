@@ -172,8 +172,8 @@ def _host_bounce(dst: Buffer, src: Buffer, size: int, dst_offset: int, src_offse
             off, k = off + n, k + 1
         dd.timeline_signal.wait(last)
     finally:
-        for s in stages:
-            sd.free(s)
+        for stage in stages:
+            sd.free(stage)
     return k
 
 
