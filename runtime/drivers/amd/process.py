@@ -60,5 +60,5 @@ def leave(dev: "AMDDevice", page: EventPage) -> None:
         if not page.gpus:
             if _pages.get(id(dev.os.kernel)) is page:
                 del _pages[id(dev.os.kernel)]
-            alloc: KfdAllocator = dev.allocator  # type: ignore[assignment]
+            alloc: "KfdAllocator" = dev.allocator  # type: ignore[assignment]
             alloc._undo(page.buf.handle)

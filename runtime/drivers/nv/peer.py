@@ -17,7 +17,7 @@ none of this: the same pages are described to this device's RM as an OS descript
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.nv import rm_580 as rm
 
@@ -86,7 +86,7 @@ class PeerLink:
         """Disables UVM peer access, unregisters the other GPU, frees the RM objects (reverse)."""
         dev = self.dev
         errors: list[BaseException] = []
-        steps: list[Callable[[], None]] = []
+        steps: list[Callable[[], Any]] = []
         if self._uvm_peer:
             steps.append(lambda: dev.uvm.disable_peer_access(dev.uuid, self.other_uuid))
         if self._uvm_gpu:
