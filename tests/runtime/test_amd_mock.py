@@ -463,3 +463,25 @@ def test_graph_replays_with_patched_arguments(dev) -> None:  # type: ignore[no-u
     dev.copyout(out, d)
     assert np.array_equal(out, 2 * x)
     g.free()
+
+
+def test_the_architecture_record_is_picked_from_the_topology() -> None:
+    """The device takes its architecture record from the node's gfx_target_version, and the mock
+    runs by the same record; a part no record describes (gfx942, gfx1200) is refused by name
+    before anything is sent to it."""
+    from runtime.drivers.amd import pm4
+    from runtime.drivers.amd.arch import GFX11
+    from runtime.drivers.mock.os import MockOS
+    from runtime.hcq import AMDDevice, DeviceNotFound
+    mos = MockOS.with_amd_gpus(1)
+    d = AMDDevice("amd:0", os=mos)
+    try:
+        assert d.gfx is GFX11 and d.arch == "gfx1100" and mos.drivers[0].gpus[0].arch is GFX11
+        assert pm4.p is GFX11.pm4 and pm4.DISPATCH_INITIATOR == GFX11.dispatch_initiator
+    finally:
+        d.close()
+    for version, part in ((90402, "gfx942"), (120000, "gfx1200")):
+        other = MockOS.with_amd_gpus(1, gfx_target_version=version)
+        with pytest.raises(DeviceNotFound, match=f"{part}.*no description.*arch.py"):
+            AMDDevice("amd:0", os=other)
+        assert other.live_objects()["fds"] == 0  # nothing left open

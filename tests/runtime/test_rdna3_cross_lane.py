@@ -8,6 +8,13 @@ reference written from the RDNA3 ISA's rules (section 7.7):
 
 Each case runs 8 waves whose EXEC masks differ (all on, one lane off, alternating, random), with
 v2 preset to y so that lanes which must not write are seen keeping it.
+
+tinygrad's emulator (test/mockgpu/amd/emu.py, read at a9069c1) disagrees on three points these
+tests pin to the ISA: a disabled DPP lane there computes with its old destination as src0 and
+writes (here it writes nothing: the bank-masked v_add_nc_u32_dpp and v_add_f32_dpp cases), it
+ignores EXEC of the source lane (here an inactive source is invalid unless FI: the partial-EXEC
+waves), and its permlane16/x16 follow the pseudo-code's copy of every lane, ignoring OP_SEL's
+FI/BOUND_CTRL (the permlane cases with partial EXEC).
 """
 from __future__ import annotations
 

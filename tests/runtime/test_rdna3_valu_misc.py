@@ -192,3 +192,20 @@ def test_integer_clamp_saturates():
     got = run("v_sub_nc_i16 v2, v1, v3 clamp", x, y)
     want16 = np.clip(_i16(x) - _i16(y), -32768, 32767) & 0xFFFF
     np.testing.assert_array_equal(got, want16.astype(u32))
+
+
+def test_m0_relative_scalar_read_keeps_a_carry_mask_alive():
+    """s_movrels reads s[11 + M0]: the carry mask in s13 must be computed even though the next
+    write to s13 would otherwise make it look dead to the dead-mask analysis."""
+    x, y = _ints(np.random.default_rng(46))
+    asm = """
+    s_mov_b32 m0, 2
+    v_add_co_u32 v4, s13, v1, v3
+    s_movrels_b32 s10, s11
+    s_mov_b32 s13, 0
+    """
+    got = run(asm + "\nv_mov_b32 v2, s10", x, y)
+    carry = x.astype(np.int64) + y > 0xFFFFFFFF
+    want = [sum(1 << i for i in range(32) if carry[w * 32 + i]) for w in range(WAVES)]
+    np.testing.assert_array_equal(got, np.repeat(np.array(want, dtype=np.uint64), 32)
+                                  .astype(u32))

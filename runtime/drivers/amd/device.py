@@ -13,12 +13,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import hsa
 from hcq_bindings.amd import pm4_gfx11 as pm4p
 from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd import process
+from runtime.drivers.amd.arch import AMDArch, pick_arch
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
 from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_p2p_links, read_topology
 from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
@@ -39,9 +39,6 @@ EVENT_SLOT_B = 8
 DOORBELL_MAP_B = 0x2000       # the process's doorbell slice (2 pages), tinygrad maps it once
 EOP_B = 0x1000
 QUEUE_PRIORITY = 7            # middle of 0..KFD_MAX_QUEUE_PRIORITY, as tinygrad
-# CWSR save-area sizing for gfx11 (tinygrad after amdkfd kfd_queue.c): per CU VGPRs, SGPRs, LDS,
-# HWREG.
-_CWSR_PER_CU_B = 0x60000 + 0x4000 + 0x10000 + 0x1000
 
 
 @dataclass(frozen=True)
@@ -200,6 +197,9 @@ class AMDDevice(Device):
             raise DeviceNotFound(f"{self.name}: only {len(nodes)} AMD GPU(s) in the KFD topology")
         self.node: KfdNode = nodes[index]
         self.arch = self.node.arch
+        # The architecture is chosen once, from the node's gfx_target_version; what differs between
+        # architectures is read from its record from here on.
+        self.gfx: AMDArch = pick_arch(self.node.gfx_target_version, self.name)
         self.kfd = Kfd(self.os)
         minor = self.node.drm_render_minor
         self.drm_fd = self.os.open(f"/dev/dri/renderD{minor}", os.O_RDWR)
@@ -210,7 +210,7 @@ class AMDDevice(Device):
         except OSError:
             # Kernels without ip_discovery in sysfs: the segment bases gfx11 parts report, as
             # recorded in the generated register module (sienna_cichlid_ip_offset.h layout).
-            self.gc_bases = list(gc.GC_SEGMENT_BASES)
+            self.gc_bases = list(self.gfx.gc.GC_SEGMENT_BASES)
         self.sh_regs = ShRegs(self.gc_bases)
         self._init_core(KfdAllocator(self))
         # Events: the process's event page (process.py: one per process, shared by its devices),
@@ -236,7 +236,7 @@ class AMDDevice(Device):
         cus = props.get("simd_count", 0) // simd_per_cu
         waves = cus * props.get("max_waves_per_simd", 16) * simd_per_cu
         ctl_stack = round_up(12 * waves + 48, PAGE_B)
-        wg_data = round_up(cus * _CWSR_PER_CU_B, PAGE_B)
+        wg_data = round_up(cus * self.gfx.cwsr_per_cu_B, PAGE_B)
         debug = round_up(waves * 32, 64)
         return wg_data + ctl_stack, ctl_stack, debug
 

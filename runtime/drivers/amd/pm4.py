@@ -6,8 +6,8 @@ the builder methods only `extend` a preallocated `array('I')` (the hot path: see
 scripts/bench_hcq.py).
 
 The few encodings the headers give only as comments are named here, each citing its comment:
-`WaitFunc` (nvd.h, WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY` ("1 - mem"),
-`GLI_INV_ALL` (nvd.h ACQUIRE_MEM GCR_CNTL "1:ALL").
+`WaitFunc` (nvd.h, WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY` ("1 - mem"); the
+full cache-control bits and the dispatch initiator are the architecture record's (arch.py).
 """
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ import enum
 from array import array
 from typing import TYPE_CHECKING, Sequence
 
-from hcq_bindings.amd import gc_11_0_0 as gc
-from hcq_bindings.amd import pm4_gfx11 as p
 from hcq_bindings.amd import soc21_enum
 
+from runtime.drivers.amd.arch import GFX11
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
@@ -32,6 +31,10 @@ if TYPE_CHECKING:
     from runtime.hcq.signal import Signal
 
 _M32 = 0xFFFFFFFF
+# The gfx11 packet builder: its bindings, cache-control bits and initiator are the architecture
+# record's.
+ARCH = GFX11
+p, gc = ARCH.pm4, ARCH.gc
 
 
 class WaitFunc(enum.IntEnum):
@@ -48,7 +51,6 @@ class WaitFunc(enum.IntEnum):
 
 MEM_SPACE_REGISTER, MEM_SPACE_MEMORY = 0, 1   # nvd.h: WAIT_REG_MEM_MEM_SPACE "0 - reg, 1 - mem"
 OPERATION_WAIT, OPERATION_WR_WAIT_WR = 0, 1   # nvd.h: WAIT_REG_MEM_OPERATION
-GLI_INV_ALL = 1                               # nvd.h: ACQUIRE_MEM_GCR_CNTL_GLI_INV "1:ALL"
 WRITE_DATA_DST_MEMORY = 5                     # nvd.h: WRITE_DATA_DST_SEL "5 - memory (async)"
 EVENT_INDEX_PARTIAL_FLUSH = 4                 # nvd.h: EVENT_INDEX "4 - *S_PARTIAL_FLUSH"
 POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll every 4 clocks
@@ -72,11 +74,8 @@ H_EVENT_WRITE = packet3(p.PACKET3_EVENT_WRITE, 1)
 WAIT_GE_MEM = p.WAIT_REG_MEM_FUNCTION(WaitFunc.GE) | p.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEMORY) \
     | p.WAIT_REG_MEM_OPERATION(OPERATION_WAIT)
 
-# RELEASE_MEM dword 1: end-of-pipe cache flush with the gfx11 GCR write-back/invalidate bits.
-_RM_GCR = (p.PACKET3_RELEASE_MEM_GCR_GLM_WB | p.PACKET3_RELEASE_MEM_GCR_GLM_INV
-           | p.PACKET3_RELEASE_MEM_GCR_GLV_INV | p.PACKET3_RELEASE_MEM_GCR_GL1_INV
-           | p.PACKET3_RELEASE_MEM_GCR_GL2_INV | p.PACKET3_RELEASE_MEM_GCR_GL2_WB
-           | p.PACKET3_RELEASE_MEM_GCR_SEQ)
+# RELEASE_MEM dword 1: end-of-pipe cache flush with the architecture's GCR bits.
+_RM_GCR = ARCH.release_mem_gcr
 RM_EOP = p.PACKET3_RELEASE_MEM_EVENT_TYPE(p.CACHE_FLUSH_AND_INV_TS_EVENT) \
     | p.PACKET3_RELEASE_MEM_EVENT_INDEX(p.event_index__mec_release_mem__end_of_pipe)
 RM_EOP_FLUSH = RM_EOP | _RM_GCR
@@ -90,12 +89,7 @@ RM_DATA32_IRQ = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send
         p.int_sel__mec_release_mem__send_interrupt_after_write_confirm)
 
 # ACQUIRE_MEM GCR_CNTL: invalidate every cache level and write back the dirty ones.
-GCR_ALL = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(GLI_INV_ALL)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_INV(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_WB(1))
+GCR_ALL = ARCH.acquire_mem_gcr
 
 # Before a dispatch: invalidate the per-CU vector and scalar caches and GL1 (write back and
 # invalidate GLM/GLK), not GL2, which every CU shares; tinygrad and the guide use this 0x3F0.
@@ -113,10 +107,8 @@ CS_PARTIAL_FLUSH_EVENT = p.EVENT_TYPE(soc21_enum.CS_PARTIAL_FLUSH) \
 PRE_DISPATCH = array("I", (H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_DISPATCH))
 POST_DISPATCH = array("I", (H_EVENT_WRITE, CS_PARTIAL_FLUSH_EVENT))
 
-# DISPATCH_DIRECT initiator: start the shader, from (0,0,0), in wave32 (gc_11_0_0_sh_mask.h).
-DISPATCH_INITIATOR = (gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
-                      | gc.COMPUTE_DISPATCH_INITIATOR__FORCE_START_AT_000_MASK
-                      | gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK)
+# DISPATCH_DIRECT initiator: start the shader, from (0,0,0), in the architecture's wave size.
+DISPATCH_INITIATOR = ARCH.dispatch_initiator
 
 # IB_SIZE is bits [19:0] of the last dword; the first field above it is PRE_ENB at bit 21 (nvd.h).
 IB_SIZE_MAX_DW = (1 << 20) - 1

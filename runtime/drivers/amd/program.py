@@ -13,7 +13,6 @@ import struct
 from array import array
 from typing import TYPE_CHECKING
 
-from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import hsa
 
 from runtime.drivers.amd import elf
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 R_AMDGPU_RELATIVE64 = 13          # llvm/BinaryFormat/ELFRelocs/AMDGPU.def
 SHT_RELA = 4
 DISPATCH_PACKET_B = ctypes.sizeof(hsa.hsa_kernel_dispatch_packet_t)
-LDS_GRANULE_B = 512               # gfx11 COMPUTE_PGM_RSRC2.LDS_SIZE unit (tinygrad, amdgpu)
 MAX_LDS_B = 64 * 1024
 MAX_WORKGROUP_THREADS = 1024
 _M32 = 0xFFFFFFFF
@@ -137,7 +135,8 @@ class AMDProgram(Program):
         self.hidden = hidden
         # -- register state, built once (the launch path only copies it)
         regs: ShRegs = device.sh_regs
-        lds_field = (-(-self.lds_B // LDS_GRANULE_B)) << gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT
+        gc = device.gfx.gc
+        lds_field = device.gfx.lds_granules(self.lds_B) << gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT
         if lds_field & ~gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK:
             raise ProgramError(f"{name}: LDS size {self.lds_B} B does not fit RSRC2.LDS_SIZE")
         self.rsrc1, self.rsrc3 = kd.rsrc1, kd.rsrc3

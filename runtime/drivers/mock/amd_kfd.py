@@ -19,6 +19,7 @@ import numpy as np
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.linux import kfd_ioctl as kfd
 
+from runtime.drivers.amd.arch import ARCHS, GFX11
 from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
 from runtime.drivers.mock.amd_pm4 import PM4Processor
 from runtime.drivers.mock.amd_sdma import SDMAProcessor
@@ -109,15 +110,20 @@ class MockKfdDriver:
     """The mock amdkfd + amdgpu for `count` gfx1100 GPUs, installed into a `MockOS`."""
 
     def __init__(self, os: MockOS, count: int = 1, *, vram_B: int = 24 << 30,
-                 max_copy_B: int = 0x400000, p2p: bool = True) -> None:
+                 max_copy_B: int = 0x400000, p2p: bool = True,
+                 gfx_target_version: int = GFX11.gfx_major * 10000) -> None:
         self.os = os
+        # What the topology reports, and the architecture record the mock GPUs run by (None for
+        # a part no record describes: the driver refuses it before anything runs).
+        self.gfx_target_version = gfx_target_version
+        arch = next((a for a in ARCHS if a.gfx_major == gfx_target_version // 10000), None)
         #: every GPU pair has a PCIe P2P link in the topology (False: none has)
         self.p2p = p2p
         self.gpus: list[MockAMDGPU] = []
         for i in range(count):
             gpu = MockAMDGPU(self, node_id=i + 1, gpu_id=0x1000 + 0x111 * (i + 1),
                              render_minor=128 + i, vram_B=vram_B, max_copy_B=max_copy_B,
-                             gc_bases=GC_BASES)
+                             gc_bases=GC_BASES, arch=arch)
             self.gpus.append(gpu)
         self.proc = _Process()
         self.kfd_opens = 0
@@ -161,11 +167,12 @@ class MockKfdDriver:
         fs[f"{TOPOLOGY}/0/name"] = "\n"
         fs[f"{TOPOLOGY}/0/properties"] = "cpu_cores_count 16\nsimd_count 0\nmem_banks_count 1\n"
         for gpu in self.gpus:
+            v = self.gfx_target_version
             props = dict(GFX1100_PROPERTIES, drm_render_minor=gpu.render_minor,
-                         local_mem_size=gpu.vram_B)
+                         local_mem_size=gpu.vram_B, gfx_target_version=v)
             node = f"{TOPOLOGY}/{gpu.node_id}"
             fs[f"{node}/gpu_id"] = f"{gpu.gpu_id}\n"
-            fs[f"{node}/name"] = "gfx1100\n"
+            fs[f"{node}/name"] = f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}\n"
             links = sorted(self.p2p_links(gpu))
             props["p2p_links_count"] = len(links)
             fs[f"{node}/properties"] = "".join(f"{k} {v}\n" for k, v in props.items())

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
-LDS_GRANULE_B = 512   # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
 SCRATCH_WAVESIZE_UNIT_B = 256  # COMPUTE_TMPRING_SIZE.WAVESIZE unit on gfx11
@@ -262,7 +261,9 @@ class PM4Processor(QueueProcessor):
         gx, gy, gz, initiator = body
         if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT without COMPUTE_SHADER_EN")
-        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK:
+        arch = self.gpu.arch
+        assert arch is not None  # the driver opens no GPU of an undescribed architecture
+        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK or arch.wave_size != 32:
             raise MockGPUError(f"{where}: wave64 dispatch (CS_W32_EN clear) is not modelled")
         if 0 in (gx, gy, gz):
             return None
@@ -282,7 +283,7 @@ class PM4Processor(QueueProcessor):
             >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
         user = tuple(self._reg(gc.regCOMPUTE_USER_DATA_0 + i) for i in range(n_user))
         lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK)
-               >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * LDS_GRANULE_B
+               >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * arch.lds_granule_B
         if lds > MAX_LDS_B:
             raise MockGPUError(f"{where}: RSRC2.LDS_SIZE asks for {lds} B of LDS (max {MAX_LDS_B})")
         scratch = ((self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI) << 32)

@@ -40,6 +40,8 @@ def mask_write(inst: Inst) -> int | None:
 def _may_read(inst: Inst, r: int) -> bool:
     if inst.name in _PURE_NOPS:
         return False
+    if inst.name.startswith("s_movrel"):
+        return True   # M0-relative: any SGPR may be read (and written: not a full rewrite)
     if r == VCC_LO and (inst.name in _IMPLICIT_VCC_READERS or inst.name_y in
                         _IMPLICIT_VCC_READERS):
         return True
