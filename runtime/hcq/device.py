@@ -392,6 +392,8 @@ class Device:
             mapping = self._map_peer(base)
             mapping.peer_of = base
             self._peer_maps[id(base)] = mapping
+            if base.mappings is None:
+                base.mappings = []
             base.mappings.append(mapping)
         if buf is base:
             return mapping
@@ -404,7 +406,8 @@ class Device:
         if owner is None or self._peer_maps.get(id(owner)) is not base:
             raise HCQError(f"{mapping!r} is not a peer mapping of {self.name}")
         del self._peer_maps[id(owner)]
-        owner.mappings.remove(base)
+        if owner.mappings is not None:
+            owner.mappings.remove(base)
         base.freed = True
         self._unmap_peer(base)
 

@@ -202,6 +202,15 @@ class HWQueue:
         cur = self._vals.get(var)
         return (0 if cur is None else (cur + add) & _M64), var, add
 
+    def _sig_va(self, sig: "Signal") -> int:
+        """The address of `sig` for this queue: the signal must be this device's (another
+        device's signal is reached through `Device.map_signal`, which maps it here)."""
+        if sig.device is not self.device:
+            raise QueueError(f"{self.engine} queue of {self.device.name}: {sig!r} belongs to "
+                             f"{sig.device.name}; wait on or write "
+                             f"{self.device.name}.map_signal(sig) instead")
+        return sig.buf.va
+
     def _patch(self, var: Var, add: int, lo: int, hi: int = -1, max_bits: int = 64) -> None:
         """Records a patch point for `var + add` at dword positions `lo` (and `hi`)."""
         self._patches.append(PatchPoint(var, add, lo, hi, max_bits))

@@ -22,6 +22,7 @@ from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
 from runtime.hcq.queue import HWQueue, Value, as_tuple3
+from runtime.hcq.signal import TIMESTAMP_OFFSET_B
 
 if TYPE_CHECKING:
     from typing import Self
@@ -178,7 +179,7 @@ class PM4Queue(HWQueue):
     def wait(self, sig: "Signal", value: Value) -> "Self":
         """WAIT_REG_MEM: stall until the low 32 bits of `sig` >= `value` (a 32-bit compare)."""
         val, var, add = self._resolve(value, 32)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_WAIT_REG_MEM, WAIT_GE_MEM, va & _M32, va >> 32, val, _M32, POLL_INTERVAL))
@@ -191,7 +192,7 @@ class PM4Queue(HWQueue):
         into the device's event mailbox with an interrupt so that a CPU sleeping in WAIT_EVENTS
         wakes."""
         val, var, add = self._resolve(value)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_RELEASE_MEM, RM_EOP_FLUSH, RM_DATA64, va & _M32, va >> 32, val & _M32,
@@ -207,7 +208,7 @@ class PM4Queue(HWQueue):
 
     def timestamp(self, sig: "Signal") -> "Self":
         """RELEASE_MEM with DATA_SEL = GPU clock into the signal's timestamp field."""
-        va = sig.timestamp_va
+        va = self._sig_va(sig) + TIMESTAMP_OFFSET_B
         self._d.extend((H_RELEASE_MEM, RM_EOP, RM_CLOCK, va & _M32, va >> 32, 0, 0, 0))
         return self
 

@@ -13,6 +13,7 @@ from hcq_bindings.amd import sdma_v6 as s
 from runtime.drivers.amd.pm4 import WaitFunc
 from runtime.hcq.errors import QueueError
 from runtime.hcq.queue import HWQueue, Value
+from runtime.hcq.signal import TIMESTAMP_OFFSET_B
 
 if TYPE_CHECKING:
     from typing import Self
@@ -82,7 +83,7 @@ class SDMAQueue(HWQueue):
         Then the event id goes to the event mailbox and a TRAP interrupts the CPU, as tinygrad
         does."""
         val, var, add = self._resolve(value)
-        va = sig.va
+        va = self._sig_va(sig)
         if va % 4:
             raise QueueError(f"FENCE address {va:#x} is not 4-byte aligned")
         d = self._d
@@ -102,7 +103,7 @@ class SDMAQueue(HWQueue):
     def wait(self, sig: "Signal", value: Value) -> "Self":
         """POLL_REGMEM on memory: retry until the low 32 bits of `sig` >= `value`."""
         val, var, add = self._resolve(value, 32)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_POLL_GE, va & _M32, va >> 32, val, _M32, POLL_DW5))
@@ -112,7 +113,7 @@ class SDMAQueue(HWQueue):
 
     def timestamp(self, sig: "Signal") -> "Self":
         """TIMESTAMP (get global) into the signal's 8-byte aligned timestamp field."""
-        va = sig.timestamp_va
+        va = self._sig_va(sig) + TIMESTAMP_OFFSET_B
         self._d.extend((H_TIMESTAMP,
                         s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_WRITE_ADDR_31_3(va >> 3),
                         va >> 32))
