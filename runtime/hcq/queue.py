@@ -246,8 +246,8 @@ def as_tuple3(xs: Sequence[int] | int, what: str) -> tuple[int, int, int]:
             and type(xs[2]) is int and xs[0] > 0 and xs[1] > 0 and xs[2] > 0:
         return xs  # the common case, checked without building anything
     try:
-        items = (operator.index(xs),) if not isinstance(xs, (tuple, list)) else \
-            tuple(operator.index(x) for x in xs)
+        items = tuple(operator.index(x) for x in xs) if isinstance(xs, (tuple, list)) else \
+            (operator.index(xs),)  # type: ignore[arg-type]  # an int, or refused below
     except TypeError:
         items = ()
     if not 1 <= len(items) <= 3 or any(x < 1 for x in items):
