@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 from hcq_bindings.amd import soc21_enum
 
 from runtime.drivers.amd.arch import GFX11
+from runtime.drivers.amd.packets import IB_SIZE_MASK, PM4
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
@@ -58,20 +59,14 @@ EVENT_INDEX_PARTIAL_FLUSH = 4                 # nvd.h: EVENT_INDEX "4 - *S_PARTI
 POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll every 4 clocks
 
 
-def packet3(op: int, payload_dw: int) -> int:
-    """Type-3 header for `payload_dw` payload dwords (PACKET3's count is payload - 1). The macro's
-    `PACKET_TYPE3 << 30` is a signed int in C, so the binding returns a negative number: keep the 32
-    bits the hardware sees."""
-    return p.PACKET3(op, payload_dw - 1) & _M32
-
-
 # ------------------------------------------------------------------ precomputed headers and fields
-H_WAIT_REG_MEM = packet3(p.PACKET3_WAIT_REG_MEM, 6)
-H_RELEASE_MEM = packet3(p.PACKET3_RELEASE_MEM, 7)
-H_ACQUIRE_MEM = packet3(p.PACKET3_ACQUIRE_MEM, 7)
-H_DISPATCH_DIRECT = packet3(p.PACKET3_DISPATCH_DIRECT, 4)
-H_INDIRECT_BUFFER = packet3(p.PACKET3_INDIRECT_BUFFER, 3)
-H_EVENT_WRITE = packet3(p.PACKET3_EVENT_WRITE, 1)
+# Headers come from the packet descriptions (packets.py): their payload counts are not typed here.
+H_WAIT_REG_MEM = PM4["WAIT_REG_MEM"].header
+H_RELEASE_MEM = PM4["RELEASE_MEM"].header
+H_ACQUIRE_MEM = PM4["ACQUIRE_MEM"].header
+H_DISPATCH_DIRECT = PM4["DISPATCH_DIRECT"].header
+H_INDIRECT_BUFFER = PM4["INDIRECT_BUFFER"].header
+H_EVENT_WRITE = PM4["EVENT_WRITE"].header
 
 WAIT_GE_MEM = p.WAIT_REG_MEM_FUNCTION(WaitFunc.GE) | p.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEMORY) \
     | p.WAIT_REG_MEM_OPERATION(OPERATION_WAIT)
@@ -113,8 +108,8 @@ POST_DISPATCH = array("I", (H_EVENT_WRITE, CS_PARTIAL_FLUSH_EVENT))
 DISPATCH_INITIATOR = ARCH.dispatch_initiator
 
 # IB_SIZE is bits [19:0] of the last dword; the first field above it is PRE_ENB at bit 21 (nvd.h).
-IB_SIZE_MAX_DW = (1 << 20) - 1
-H_SET_SH_REG_6 = packet3(p.PACKET3_SET_SH_REG, 7)
+IB_SIZE_MAX_DW = IB_SIZE_MASK
+H_SET_SH_REG_6 = PM4["SET_SH_REG"].header_for(7)
 
 
 class ShRegs:
@@ -163,7 +158,7 @@ class ShRegs:
 
     def set_sh_reg(self, index: int, *values: int) -> list[int]:
         """A complete SET_SH_REG packet writing `values` from register `index` on."""
-        return [packet3(p.PACKET3_SET_SH_REG, 1 + len(values)), index, *values]
+        return [PM4["SET_SH_REG"].header_for(1 + len(values)), index, *values]
 
 
 class PM4Queue(HWQueue):
