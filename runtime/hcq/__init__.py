@@ -11,9 +11,10 @@ The core (this package) is vendor-neutral and never imports generated bindings; 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.hcq import registry
+from runtime.hcq.compiler import CompileCache, Compiler
 from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
                                 IoctlError, ProgramError, QueueError, SignalTimeout)
@@ -26,10 +27,14 @@ from runtime.hcq.registry import present_devices
 from runtime.hcq.seam import HostMapping, OSSeam, RealOS
 from runtime.hcq.signal import Signal
 
+if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers and IDEs
+    from runtime.drivers.amd.device import AMDDevice
+    from runtime.drivers.nv.device import NVDevice
+
 __all__ = [
-    "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "Device", "DeviceClosed", "DeviceFault",
-    "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError",
-    "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
+    "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "CompileCache", "Compiler", "Device",
+    "DeviceClosed", "DeviceFault", "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError",
+    "HWQueue", "HostMapping", "IoctlError", "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
     "RealOS", "Signal", "SignalTimeout", "TransferPath", "TransferReport", "Var", "VarExpr",
     "open_device", "open_devices", "present_devices", "transfer", "wait_all",
 ]

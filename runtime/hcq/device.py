@@ -23,6 +23,7 @@ from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, 
 from runtime.hcq.signal import SIGNAL_B, Signal
 
 if TYPE_CHECKING:
+    from runtime.hcq.compiler import CompileCache, Compiler
     from runtime.hcq.graph import Graph, Launch
     from runtime.hcq.program import Program
     from runtime.hcq.queue import HWQueue
@@ -89,6 +90,7 @@ class Device:
         self._staging: list[list[Any]] = []  # [buffer, timeline value that frees it]
         self._arena: RingArena | None = None
         self._compiler: Any = None
+        self._compile_cache: "CompileCache | None" = None
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
@@ -117,10 +119,10 @@ class Device:
         sure the GPU no longer uses it."""
         if self.closed:
             raise DeviceClosed(f"{self.name} is closed")
-        if getattr(buf, "peer_of", None) is not None and buf.device is self:
-            raise HCQError(f"{buf!r} is a peer mapping of {buf.peer_of!r}: unmap it with "
-                           f"{self.name}.unmap_peer, or free the buffer on "
-                           f"{buf.peer_of.device.name}")
+        peer = getattr(buf, "peer_of", None)
+        if peer is not None and buf.device is self:
+            raise HCQError(f"{buf!r} is a peer mapping of {peer!r}: unmap it with "
+                           f"{self.name}.unmap_peer, or free the buffer on {peer.device.name}")
         self.allocator.free(buf)
 
     def pool_stats(self) -> PoolStats:
@@ -187,14 +189,27 @@ class Device:
         return self.os.executes_kernels
 
     @property
-    def compiler(self) -> Any:
+    def compiler(self) -> "Compiler":
         """The vendor compiler (clang for AMD, NVRTC for NVIDIA), created on first use."""
         if self._compiler is None:
             self._compiler = self._make_compiler()
         return self._compiler
 
-    def _make_compiler(self) -> Any:
+    def _make_compiler(self) -> "Compiler":
         raise NotImplementedError(f"{type(self).__name__} has no compiler")
+
+    def compile(self, src: str, **options: Any) -> bytes:
+        """`compiler.compile(src, **options)` through the disk cache (`compile_cache`): a source
+        compiled before with the same options and compiler version is read back, not rebuilt."""
+        return self.compile_cache.compile(src, **options)
+
+    @property
+    def compile_cache(self) -> "CompileCache":
+        """The disk cache `compile` uses ($HCQ_COMPILE_CACHE, default ~/.cache/hcq-compile)."""
+        if self._compile_cache is None:
+            from runtime.hcq.compiler import CompileCache
+            self._compile_cache = CompileCache(self.compiler)
+        return self._compile_cache
 
     def graph(self, launches: Sequence["Launch"]) -> "Graph":
         """Records `launches` for cheap replay."""
@@ -392,6 +407,8 @@ class Device:
             mapping = self._map_peer(base)
             mapping.peer_of = base
             self._peer_maps[id(base)] = mapping
+            if base.mappings is None:
+                base.mappings = []
             base.mappings.append(mapping)
         if buf is base:
             return mapping
@@ -404,7 +421,8 @@ class Device:
         if owner is None or self._peer_maps.get(id(owner)) is not base:
             raise HCQError(f"{mapping!r} is not a peer mapping of {self.name}")
         del self._peer_maps[id(owner)]
-        owner.mappings.remove(base)
+        if owner.mappings is not None:
+            owner.mappings.remove(base)
         base.freed = True
         self._unmap_peer(base)
 

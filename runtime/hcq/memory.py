@@ -63,8 +63,9 @@ class Buffer:
     freed: bool = False
     #: for a peer mapping (`Device.map_peer`): the other device's buffer this one shows
     peer_of: "Buffer | None" = field(default=None, repr=False)
-    #: this buffer's peer mappings on other devices (unmapped when it is freed)
-    mappings: "list[Buffer]" = field(default_factory=list, repr=False)
+    #: this buffer's peer mappings on other devices (unmapped when it is freed); None until the
+    #: first, so that making a buffer or a slice costs no list
+    mappings: "list[Buffer] | None" = field(default=None, repr=False)
 
     def slice(self, offset: int, size: int | None = None) -> "Buffer":
         """The sub-range [offset, offset+size) as a buffer sharing this one's memory."""
@@ -192,8 +193,9 @@ class Allocator:
             self._zero.discard(id(buf))
             buf.freed = True
             return
-        for m in list(buf.mappings):  # peers stop seeing it before it goes away
-            m.device.unmap_peer(m)
+        if buf.mappings:  # peers stop seeing it before it goes away
+            for m in list(buf.mappings):
+                m.device.unmap_peer(m)
         raw = self._raw.get(id(buf), buf)
         rounded = round_up(buf.size, PAGE_B)
         if self.cached_B + rounded <= self.cache_limit_B and raw is not buf:

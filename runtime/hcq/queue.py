@@ -202,6 +202,15 @@ class HWQueue:
         cur = self._vals.get(var)
         return (0 if cur is None else (cur + add) & _M64), var, add
 
+    def _sig_va(self, sig: "Signal") -> int:
+        """The address of `sig` for this queue: the signal must be this device's (another
+        device's signal is reached through `Device.map_signal`, which maps it here)."""
+        if sig.device is not self.device:
+            raise QueueError(f"{self.engine} queue of {self.device.name}: {sig!r} belongs to "
+                             f"{sig.device.name}; wait on or write "
+                             f"{self.device.name}.map_signal(sig) instead")
+        return sig.buf.va
+
     def _patch(self, var: Var, add: int, lo: int, hi: int = -1, max_bits: int = 64) -> None:
         """Records a patch point for `var + add` at dword positions `lo` (and `hi`)."""
         self._patches.append(PatchPoint(var, add, lo, hi, max_bits))
@@ -237,8 +246,8 @@ def as_tuple3(xs: Sequence[int] | int, what: str) -> tuple[int, int, int]:
             and type(xs[2]) is int and xs[0] > 0 and xs[1] > 0 and xs[2] > 0:
         return xs  # the common case, checked without building anything
     try:
-        items = (operator.index(xs),) if not isinstance(xs, (tuple, list)) else \
-            tuple(operator.index(x) for x in xs)
+        items = tuple(operator.index(x) for x in xs) if isinstance(xs, (tuple, list)) else \
+            (operator.index(xs),)  # type: ignore[arg-type]  # an int, or refused below
     except TypeError:
         items = ()
     if not 1 <= len(items) <= 3 or any(x < 1 for x in items):

@@ -123,7 +123,7 @@ class Signal:
 
     def __repr__(self) -> str:
         try:
-            val = self._u64[0]
+            val = str(self._u64[0])
         except ValueError:  # view released with the device
             val = "?"
         return f"Signal(va={self.va:#x}, value={val})"

@@ -349,7 +349,7 @@ def _raw_submit(dev, dwords) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type: ignore
-    from runtime.drivers.amd.pm4 import packet3
+    from runtime.drivers.amd.packets import packet3
     from runtime.hcq import DeviceFault
     _raw_submit(dev, [packet3(0xEE, 1), 0])
     with pytest.raises(DeviceFault) as ei:
@@ -397,7 +397,8 @@ def test_a_wait_that_can_never_complete_is_refused(dev) -> None:  # type: ignore
 def test_write_data_and_event_write_execute(dev) -> None:  # type: ignore[no-untyped-def]
     from hcq_bindings.amd import pm4_gfx11 as p
 
-    from runtime.drivers.amd.pm4 import WRITE_DATA_DST_MEMORY, packet3
+    from runtime.drivers.amd.packets import packet3
+    from runtime.drivers.amd.pm4 import WRITE_DATA_DST_MEMORY
     s = dev.new_signal()
     ctl = p.WRITE_DATA_DST_SEL(WRITE_DATA_DST_MEMORY) | p.WR_CONFIRM
     _raw_submit(dev, [packet3(p.PACKET3_WRITE_DATA, 5), ctl, s.va & 0xFFFFFFFF, s.va >> 32, 7, 1,
@@ -485,3 +486,26 @@ def test_the_architecture_record_is_picked_from_the_topology() -> None:
         with pytest.raises(DeviceNotFound, match=f"{part}.*no description.*arch.py"):
             AMDDevice("amd:0", os=other)
         assert other.live_objects()["fds"] == 0  # nothing left open
+
+
+def test_packets_the_descriptions_do_not_cover_stop_the_queue_naming_them() -> None:
+    """The mock executes packets through their descriptions: an SDMA op none describes and a
+    described PM4 packet of the wrong size are errors naming the packet (never a silent no-op)."""
+    from runtime.drivers.amd.packets import PM4, SDMA, s
+    from runtime.hcq import AMDDevice, DeviceFault
+    from runtime.hcq.queue import extend_from
+    for engine, dwords, want in (
+            ("copy", [s.SDMA_PKT_ATOMIC_HEADER_OP(s.SDMA_OP_ATOMIC), 0, 0, 0, 0, 0, 0, 0],
+             "unsupported SDMA op SDMA_OP_ATOMIC"),
+            ("compute", [PM4["DISPATCH_DIRECT"].header_for(4) - (1 << 16), 1, 1, 1],
+             "PACKET3_DISPATCH_DIRECT has 3 payload dwords, expected 4")):
+        d = AMDDevice("amd:0", os=_one_gpu())
+        try:
+            q = d.copy_queue() if engine == "copy" else d.compute_queue()
+            extend_from(q, dwords)
+            q.submit()
+            with pytest.raises(DeviceFault, match=want):
+                d.synchronize(timeout_ms=2000)
+        finally:
+            d.close()
+    assert SDMA["NOP"].size_of(SDMA["NOP"].encode(count=3)[0]) == 4

@@ -276,7 +276,7 @@ def test_transfer_bounces_without_peer_access(no_p2p: tuple[Device, Device]) -> 
     assert np.array_equal(_read(d1, b, n), data)
     with pytest.raises(HCQMemoryError, match=f"no direct path from {d0.name} to {d1.name}"):
         transfer(b, a, n, path=TransferPath.PEER)
-    assert not any(m for m in (a.mappings, b.mappings)) or all(m.freed for m in a.mappings)
+    assert not a.mappings and not b.mappings  # the bounce maps only its own staging chunks
 
 
 def test_transfer_between_machines_goes_through_the_cpu() -> None:
@@ -448,3 +448,16 @@ def test_one_mock_gpu_is_opened_once_per_process() -> None:
         d.copyin(b, bytes(64))
     finally:
         d.close()
+
+
+def test_queues_refuse_another_devices_signal(pair: tuple[Device, Device]) -> None:
+    from runtime.hcq import QueueError
+    d0, d1 = pair
+    s0 = d0.new_signal(0)
+    for q in (d1.copy_queue(), d1.compute_queue()):
+        with pytest.raises(QueueError, match=rf"belongs to {d0.name}; .*{d1.name}.map_signal"):
+            q.wait(s0, 1)
+        with pytest.raises(QueueError, match=rf"belongs to {d0.name}"):
+            q.signal(s0, 1)
+    d1.copy_queue().wait(d1.map_signal(s0), 0).submit()  # the mapped view is accepted
+    d1.synchronize()

@@ -122,6 +122,22 @@ class AMDCompiler:
                 return f"{tool} not found (Debian package {pkg})"
         return None
 
+    def identity(self) -> str:
+        """The tools' versions, target, code-object version, flags and the prelude's hash (part
+        of cache keys)."""
+        import hashlib
+        versions = []
+        for tool in (self.clang, self.lld):
+            try:
+                out = subprocess.run([tool, "--version"], capture_output=True, text=True,
+                                     check=False).stdout
+            except OSError as e:
+                out = f"unavailable: {e}"
+            versions.append(out.strip().splitlines()[0] if out.strip() else tool)
+        prelude = hashlib.sha256(OCL_PRELUDE.encode()).hexdigest()[:16]
+        return " | ".join([*versions, self.arch, f"cov{self.cov}", self.opt,
+                           " ".join(self.extra_args), f"prelude {prelude}"])
+
     def compile(self, src: str, *, extra_args: tuple[str, ...] = ()) -> bytes:
         """OpenCL C source → AMDHSA code object bytes (ELF). Raises CompileError on failure."""
         missing = self.available()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hcq_bindings.amd import hsa
 from hcq_bindings.amd import pm4_gfx11 as pm4p
@@ -33,6 +33,9 @@ from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, r
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
                               PROT_NONE, PROT_READ, PROT_WRITE, HostMapping, OSSeam, RealOS)
 from runtime.hcq.signal import Signal
+
+if TYPE_CHECKING:
+    from runtime.drivers.amd.compiler import AMDCompiler
 
 GC_HWID = 11                  # soc15_hw_ip.h: GC_HWID
 EVENT_SLOT_B = 8
@@ -318,7 +321,15 @@ class AMDDevice(Device):
         self.copyin(self._queue_desc, bytes(q))
         return self._queue_desc
 
-    def _make_compiler(self) -> Any:
+    @property
+    def compiler(self) -> "AMDCompiler":
+        """clang for this GPU's target (OpenCL C → AMDHSA code object), made on first use."""
+        if self._compiler is None:
+            self._compiler = self._make_compiler()
+        comp: AMDCompiler = self._compiler
+        return comp
+
+    def _make_compiler(self) -> "AMDCompiler":
         from runtime.drivers.amd.compiler import AMDCompiler
         return AMDCompiler(self.arch)
 

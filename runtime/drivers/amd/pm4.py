@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Sequence
 from hcq_bindings.amd import soc21_enum
 
 from runtime.drivers.amd.arch import GFX11
+from runtime.drivers.amd.packets import IB_SIZE_MASK, PM4
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
 from runtime.hcq.queue import HWQueue, Value, as_tuple3
+from runtime.hcq.signal import TIMESTAMP_OFFSET_B
 
 if TYPE_CHECKING:
     from typing import Self
@@ -56,20 +58,14 @@ EVENT_INDEX_PARTIAL_FLUSH = 4                 # nvd.h: EVENT_INDEX "4 - *S_PARTI
 POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll every 4 clocks
 
 
-def packet3(op: int, payload_dw: int) -> int:
-    """Type-3 header for `payload_dw` payload dwords (PACKET3's count is payload - 1). The macro's
-    `PACKET_TYPE3 << 30` is a signed int in C, so the binding returns a negative number: keep the 32
-    bits the hardware sees."""
-    return p.PACKET3(op, payload_dw - 1) & _M32
-
-
 # ------------------------------------------------------------------ precomputed headers and fields
-H_WAIT_REG_MEM = packet3(p.PACKET3_WAIT_REG_MEM, 6)
-H_RELEASE_MEM = packet3(p.PACKET3_RELEASE_MEM, 7)
-H_ACQUIRE_MEM = packet3(p.PACKET3_ACQUIRE_MEM, 7)
-H_DISPATCH_DIRECT = packet3(p.PACKET3_DISPATCH_DIRECT, 4)
-H_INDIRECT_BUFFER = packet3(p.PACKET3_INDIRECT_BUFFER, 3)
-H_EVENT_WRITE = packet3(p.PACKET3_EVENT_WRITE, 1)
+# Headers come from the packet descriptions (packets.py): their payload counts are not typed here.
+H_WAIT_REG_MEM = PM4["WAIT_REG_MEM"].header
+H_RELEASE_MEM = PM4["RELEASE_MEM"].header
+H_ACQUIRE_MEM = PM4["ACQUIRE_MEM"].header
+H_DISPATCH_DIRECT = PM4["DISPATCH_DIRECT"].header
+H_INDIRECT_BUFFER = PM4["INDIRECT_BUFFER"].header
+H_EVENT_WRITE = PM4["EVENT_WRITE"].header
 
 WAIT_GE_MEM = p.WAIT_REG_MEM_FUNCTION(WaitFunc.GE) | p.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEMORY) \
     | p.WAIT_REG_MEM_OPERATION(OPERATION_WAIT)
@@ -111,8 +107,8 @@ POST_DISPATCH = array("I", (H_EVENT_WRITE, CS_PARTIAL_FLUSH_EVENT))
 DISPATCH_INITIATOR = ARCH.dispatch_initiator
 
 # IB_SIZE is bits [19:0] of the last dword; the first field above it is PRE_ENB at bit 21 (nvd.h).
-IB_SIZE_MAX_DW = (1 << 20) - 1
-H_SET_SH_REG_6 = packet3(p.PACKET3_SET_SH_REG, 7)
+IB_SIZE_MAX_DW = IB_SIZE_MASK
+H_SET_SH_REG_6 = PM4["SET_SH_REG"].header_for(7)
 
 
 class ShRegs:
@@ -161,7 +157,7 @@ class ShRegs:
 
     def set_sh_reg(self, index: int, *values: int) -> list[int]:
         """A complete SET_SH_REG packet writing `values` from register `index` on."""
-        return [packet3(p.PACKET3_SET_SH_REG, 1 + len(values)), index, *values]
+        return [PM4["SET_SH_REG"].header_for(1 + len(values)), index, *values]
 
 
 class PM4Queue(HWQueue):
@@ -178,7 +174,7 @@ class PM4Queue(HWQueue):
     def wait(self, sig: "Signal", value: Value) -> "Self":
         """WAIT_REG_MEM: stall until the low 32 bits of `sig` >= `value` (a 32-bit compare)."""
         val, var, add = self._resolve(value, 32)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_WAIT_REG_MEM, WAIT_GE_MEM, va & _M32, va >> 32, val, _M32, POLL_INTERVAL))
@@ -191,7 +187,7 @@ class PM4Queue(HWQueue):
         into the device's event mailbox with an interrupt so that a CPU sleeping in WAIT_EVENTS
         wakes."""
         val, var, add = self._resolve(value)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_RELEASE_MEM, RM_EOP_FLUSH, RM_DATA64, va & _M32, va >> 32, val & _M32,
@@ -207,7 +203,7 @@ class PM4Queue(HWQueue):
 
     def timestamp(self, sig: "Signal") -> "Self":
         """RELEASE_MEM with DATA_SEL = GPU clock into the signal's timestamp field."""
-        va = sig.timestamp_va
+        va = self._sig_va(sig) + TIMESTAMP_OFFSET_B
         self._d.extend((H_RELEASE_MEM, RM_EOP, RM_CLOCK, va & _M32, va >> 32, 0, 0, 0))
         return self
 
@@ -220,8 +216,9 @@ class PM4Queue(HWQueue):
         self._d.extend((H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_ALL))
         return self
 
-    def exec(self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
-             local_size: Sequence[int]) -> "Self":  # type: ignore[override]
+    def exec(  # type: ignore[override]  # takes this driver's programs only
+            self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
+            local_size: Sequence[int]) -> "Self":
         """Cache invalidation (ACQUIRE_MEM of the per-CU caches), program state (prebuilt per
         program), user SGPRs (argument and dispatch pointers, patchable), block size,
         DISPATCH_DIRECT of `global_size` workgroups, then EVENT_WRITE CS_PARTIAL_FLUSH.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from runtime.hcq.memory import Buffer, BufferSpec, MemKind
 
 if TYPE_CHECKING:
-    from runtime.drivers.amd.device import AMDDevice
+    from runtime.drivers.amd.device import AMDDevice, KfdAllocator
 
 EVENT_PAGE_B = 0x8000  # KFD_SIGNAL_EVENT_LIMIT (4096) slots of 8 B
 
@@ -60,4 +60,5 @@ def leave(dev: "AMDDevice", page: EventPage) -> None:
         if not page.gpus:
             if _pages.get(id(dev.os.kernel)) is page:
                 del _pages[id(dev.os.kernel)]
-            dev.allocator._undo(page.buf.handle)
+            alloc: "KfdAllocator" = dev.allocator  # type: ignore[assignment]
+            alloc._undo(page.buf.handle)

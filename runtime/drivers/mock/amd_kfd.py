@@ -155,8 +155,7 @@ class MockKfdDriver:
                           if hasattr(v, "arg_type")})
         os.add_device("/dev/kfd", self._open_kfd)
         for gpu in self.gpus:
-            os.add_device(f"/dev/dri/renderD{gpu.render_minor}",
-                          lambda flags, g=gpu: RenderFile(self, g))
+            os.add_device(f"/dev/dri/renderD{gpu.render_minor}", self._render_opener(gpu))
         os.add_counter(self.live_objects)
         self._build_sysfs()
 
@@ -191,6 +190,11 @@ class MockKfdDriver:
                 fs[f"{ip}/{hw_id}/0/base_addr"] = "".join(f"0x{b:08X}\n" for b in bases)
 
     # ------------------------------------------------------------------ files
+    def _render_opener(self, gpu: MockAMDGPU) -> Callable[[int], MockFile]:
+        def open_render(flags: int) -> MockFile:
+            return RenderFile(self, gpu)
+        return open_render
+
     def _open_kfd(self, flags: int) -> MockFile:
         self.kfd_opens += 1
         return KfdFile(self)

@@ -17,13 +17,14 @@ the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import pm4_gfx11 as p
 from hcq_bindings.amd import soc21_enum
 
-from runtime.drivers.amd.decode import PM4_NAMES, describe_pm4, pm4_fields
+from runtime.drivers.amd.decode import describe_pm4, pm4_fields
+from runtime.drivers.amd.packets import PM4, PM4_BY_OPCODE, PM4_OPCODE_NAMES
 from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
                                               RecordingMemory)
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
@@ -154,48 +155,58 @@ class PM4Processor(QueueProcessor):
         if h == p.CP_PACKET2:
             return True
         op = p.CP_PACKET3_GET_OPCODE(h)
-        body = pkt[1:]
-        if op == p.PACKET3_SET_SH_REG:
-            self._set_sh_reg(body, where)
-        elif op == p.PACKET3_DISPATCH_DIRECT:
-            self._need(body, 4, "PACKET3_DISPATCH_DIRECT", where)
-            return self._dispatch(body, where)
-        elif op == p.PACKET3_RELEASE_MEM:
-            self._need(body, 7, "PACKET3_RELEASE_MEM", where)
-            self._release_mem(body, where)
-        elif op == p.PACKET3_WAIT_REG_MEM:
-            self._need(body, 6, "PACKET3_WAIT_REG_MEM", where)
-            return self._wait_reg_mem(body, where)
-        elif op == p.PACKET3_ACQUIRE_MEM:
-            self._need(body, 7, "PACKET3_ACQUIRE_MEM", where)
-            if body[6] & _ACQUIRE_INV == _ACQUIRE_INV:
-                self.order.invalidate()
-        elif op == p.PACKET3_WRITE_DATA:
-            self._write_data(body, where)
-        elif op == p.PACKET3_INDIRECT_BUFFER:
-            self._need(body, 3, "PACKET3_INDIRECT_BUFFER", where)
-            if in_ib:
-                raise MockGPUError(f"{where}: INDIRECT_BUFFER inside an indirect buffer (compute "
-                                   "queues run one IB level)")
-            self._start_ib(body, where)
-        elif op == p.PACKET3_EVENT_WRITE:
-            self._need(body, 1, "PACKET3_EVENT_WRITE", where)
-            f = pm4_fields(op, body)
-            if f["event_type"] == soc21_enum.CS_PARTIAL_FLUSH:
-                self.order.partial_flush()
-        elif op == p.PACKET3_NOP:
-            pass
-        else:
-            known = PM4_NAMES.get(op)
+        pk = PM4_BY_OPCODE.get(op)
+        if pk is None:
+            known = PM4_OPCODE_NAMES.get(op)
             what = f"{known} ({op:#x}) is not supported on a compute queue" if known else \
                 f"unknown opcode {op:#x}"
             raise MockGPUError(f"{where}: {what} (header {h:#010x})")
+        body = pkt[1:]
+        n = len(body)
+        if n != pk.payload_dw and not (pk.variable and n > pk.payload_dw):
+            bad = pk.check(n)
+            if bad:
+                raise MockGPUError(f"{where}: {bad}")
+        return _PM4_HANDLERS[pk.name](self, body, where, in_ib)
+
+    # Handlers by packet (runtime/drivers/amd/packets.py), each (body, where, in_ib) -> done.
+    def _h_set_sh_reg(self, body: list[int], where: str, in_ib: bool) -> bool:
+        self._set_sh_reg(body, where)
         return True
 
-    @staticmethod
-    def _need(body: list[int], n: int, name: str, where: str) -> None:
-        if len(body) != n:
-            raise MockGPUError(f"{where}: {name} has {len(body)} payload dwords, expected {n}")
+    def _h_dispatch_direct(self, body: list[int], where: str, in_ib: bool) -> bool:
+        return self._dispatch(body, where)
+
+    def _h_release_mem(self, body: list[int], where: str, in_ib: bool) -> bool:
+        self._release_mem(body, where)
+        return True
+
+    def _h_wait_reg_mem(self, body: list[int], where: str, in_ib: bool) -> bool:
+        return self._wait_reg_mem(body, where)
+
+    def _h_acquire_mem(self, body: list[int], where: str, in_ib: bool) -> bool:
+        if body[6] & _ACQUIRE_INV == _ACQUIRE_INV:
+            self.order.invalidate()
+        return True
+
+    def _h_write_data(self, body: list[int], where: str, in_ib: bool) -> bool:
+        self._write_data(body, where)
+        return True
+
+    def _h_indirect_buffer(self, body: list[int], where: str, in_ib: bool) -> bool:
+        if in_ib:
+            raise MockGPUError(f"{where}: INDIRECT_BUFFER inside an indirect buffer (compute "
+                               "queues run one IB level)")
+        self._start_ib(body, where)
+        return True
+
+    def _h_event_write(self, body: list[int], where: str, in_ib: bool) -> bool:
+        if PM4["EVENT_WRITE"].fields(body, 0)["event_type"] == soc21_enum.CS_PARTIAL_FLUSH:
+            self.order.partial_flush()
+        return True
+
+    def _h_nop(self, body: list[int], where: str, in_ib: bool) -> bool:
+        return True
 
     def _set_sh_reg(self, body: list[int], where: str) -> None:
         if len(body) < 2:
@@ -380,3 +391,13 @@ def _kernel_fault(where: str, pgm: int, e: Exception) -> MockGPUError:
     cause = getattr(e, "cause", None)
     va = cause.va if isinstance(cause, PageFault) else None
     return MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}", va)
+
+
+_PM4_HANDLERS: dict[str, Callable[[PM4Processor, list[int], str, bool], bool]] = {
+    "SET_SH_REG": PM4Processor._h_set_sh_reg, "DISPATCH_DIRECT": PM4Processor._h_dispatch_direct,
+    "RELEASE_MEM": PM4Processor._h_release_mem, "WAIT_REG_MEM": PM4Processor._h_wait_reg_mem,
+    "ACQUIRE_MEM": PM4Processor._h_acquire_mem, "WRITE_DATA": PM4Processor._h_write_data,
+    "INDIRECT_BUFFER": PM4Processor._h_indirect_buffer,
+    "EVENT_WRITE": PM4Processor._h_event_write, "NOP": PM4Processor._h_nop,
+}
+assert set(_PM4_HANDLERS) == set(PM4), "every described PM4 packet has a handler in the mock"

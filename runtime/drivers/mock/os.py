@@ -260,7 +260,7 @@ class MockOS(OSSeam):
                 addr = self._take_va(size_pages)
             region = _Region(addr, size_pages, backing, kind, target)
             self._regions[addr] = region
-            view = memoryview(backing)[:size] if backing is not None else None
+            view = memoryview(backing)[:size] if backing is not None else None  # type: ignore[arg-type]
             return HostMapping(addr, size, view, fd, offset, keepalive=region)
 
     def munmap(self, mapping: HostMapping) -> None:

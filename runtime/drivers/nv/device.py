@@ -30,7 +30,7 @@ import os as os_module  # the constructor's `os` argument is the seam
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
@@ -54,6 +54,9 @@ from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, r
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
                               OSSeam, RealOS)
 from runtime.hcq.signal import Signal
+
+if TYPE_CHECKING:
+    from runtime.drivers.nv.compiler import NVCompiler
 
 HUGE_PAGE_B = 2 << 20
 USERMODE_MAP_B = 0x10000          # the usermode (doorbell) region tinygrad maps
@@ -678,7 +681,15 @@ class NVDevice(Device):
         self.check_usable()
         return NVProgram(self, lib, name, dynamic_smem_B)
 
-    def _make_compiler(self) -> Any:
+    @property
+    def compiler(self) -> "NVCompiler":
+        """NVRTC for this GPU's architecture (CUDA C++ → cubin), made on first use."""
+        if self._compiler is None:
+            self._compiler = self._make_compiler()
+        comp: NVCompiler = self._compiler
+        return comp
+
+    def _make_compiler(self) -> "NVCompiler":
         from runtime.drivers.nv.compiler import NVCompiler
         return NVCompiler(self.arch)
 

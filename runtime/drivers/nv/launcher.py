@@ -269,10 +269,10 @@ class ShapeLauncher:
             vals = list(args)
             for k in buffers:
                 b = args[k]
-                if b.freed or (b.base is not None and b.base.freed) or \
-                        b.device is not dev:  # type: ignore[union-attr]
+                assert isinstance(b, Buffer)  # checked by type above; for the type checker
+                if b.freed or (b.base is not None and b.base.freed) or b.device is not dev:
                     return False  # the careful path raises the buffer's error
-                vals[k] = b.va  # type: ignore[union-attr]
+                vals[k] = b.va
             if dw[BLOCKED]:
                 return False
             v = dw[TIMELINE_VALUE] + 1

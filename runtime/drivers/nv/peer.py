@@ -16,7 +16,8 @@ none of this: the same pages are described to this device's RM as an OS descript
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.nv import rm_580 as rm
 
@@ -85,14 +86,14 @@ class PeerLink:
         """Disables UVM peer access, unregisters the other GPU, frees the RM objects (reverse)."""
         dev = self.dev
         errors: list[BaseException] = []
-        steps = []
+        steps: list[Callable[[], Any]] = []
         if self._uvm_peer:
             steps.append(lambda: dev.uvm.disable_peer_access(dev.uuid, self.other_uuid))
         if self._uvm_gpu:
             steps.append(lambda: dev.uvm.unregister_gpu(self.other_uuid))
         for h in (self.p2p, self.remote_subdevice, self.remote_device):
             if h and h in dev.rm.objects:
-                steps.append(lambda h=h: dev.rm.free(h))
+                steps.append(functools.partial(dev.rm.free, h))
         self._uvm_peer = self._uvm_gpu = False
         self.p2p = self.remote_subdevice = self.remote_device = 0
         for step in steps:

@@ -143,6 +143,7 @@ class NVProgram(Program):
         doorbell; arguments it cannot pack take the short path (`_launch_short`). The launcher of
         the last shape is found by identity of the size tuples (callers pass the same ones)."""
         last = self._last_shape
+        hot: "ShapeLauncher | None"
         if global_size is last[0] and local_size is last[1] and not wait and not vals:
             hot = last[2]
         else:

@@ -55,7 +55,7 @@ class NVQueue(HWQueue):
         """Host acquire: stall the channel until the 64-bit value at `sig` >= `value`."""
         val, var, add = self._resolve(value)
         n = len(self._d)
-        self._d.extend(host_semaphore(sig.va, val, SEM_ACQUIRE_GEQ_64))
+        self._d.extend(host_semaphore(self._sig_va(sig), val, SEM_ACQUIRE_GEQ_64))
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
         self._after_host_method()
@@ -64,7 +64,7 @@ class NVQueue(HWQueue):
     def _host_release(self, sig: "Signal", value: Value) -> None:
         val, var, add = self._resolve(value)
         n = len(self._d)
-        self._d.extend(host_semaphore(sig.va, val, SEM_RELEASE_WFI_TS))
+        self._d.extend(host_semaphore(self._sig_va(sig), val, SEM_RELEASE_WFI_TS))
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
         self._d.extend(nvm(0, cl.NVC56F_NON_STALL_INTERRUPT, 0))
@@ -148,7 +148,7 @@ class NVComputeQueue(NVQueue):
         last = self._last_launch
         if last is not None and type(value) is int and value <= _M32:
             prg, args = last
-            prg.write_release(args.qmd, sig.va, value)
+            prg.write_release(args.qmd, self._sig_va(sig), value)
             self._last_launch = None
             return self
         self._host_release(sig, value)
@@ -237,7 +237,7 @@ class NVCopyQueue(NVQueue):
         if var is None and val > _M32:
             self._host_release(sig, val)
             return self
-        va = sig.va
+        va = self._sig_va(sig)
         n = len(self._d)
         m = self.device.gen.copy
         self._d.extend(nvm(SUBC_COPY, m.SET_SEMAPHORE_A, hi32(va), lo32(va), val & _M32))

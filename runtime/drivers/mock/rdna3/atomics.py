@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="operator"
 """Read-modify-write on a numpy array for many lanes at once, with lane-order semantics.
 
 When several lanes hit one address, the hardware performs their operations one after the other

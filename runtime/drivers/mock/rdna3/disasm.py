@@ -297,7 +297,7 @@ def _mem(inst: Inst) -> str:
         if name.endswith(key):
             width = w
     atomic = "atomic" in name
-    is_load = "load" in name or (atomic and f["glc"])
+    is_load = "load" in name or (atomic and bool(f["glc"]))
     parts = []
     if is_load:
         dw = width // 2 if "cmpswap" in name else width

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="arg-type"
 """IEEE float helpers with the RDNA3 semantics numpy lacks (fused multiply-add, the division
 helpers, saturating conversions, class tests).
 

@@ -24,6 +24,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -177,11 +178,13 @@ class Layout:
             raise KernelFault(f"bad dispatch size: grid {d.grid} block {d.block}")
         if max(d.block) > 1024 or threads > 1024:
             raise KernelFault(f"workgroup of {d.block} exceeds 1024 threads")
-        return cls(grid=tuple(d.grid), block=tuple(d.block),
+        gx, gy, gz = d.grid
+        bx, by, bz = d.block
+        return cls(grid=(gx, gy, gz), block=(bx, by, bz),
                    waves_per_wg=math.ceil(threads / 32),
                    n_vgprs=((d.rsrc1 & 0x3F) + 1) * 8,        # RSRC1.VGPRS, granules of 8
                    user_sgprs=d.rsrc2 >> 1 & 0x1F,            # RSRC2.USER_SGPR
-                   tgid=tuple(bool(d.rsrc2 >> b & 1) for b in (7, 8, 9)),
+                   tgid=(bool(d.rsrc2 >> 7 & 1), bool(d.rsrc2 >> 8 & 1), bool(d.rsrc2 >> 9 & 1)),
                    tg_size=bool(d.rsrc2 >> 10 & 1), scratch=bool(d.rsrc2 & 1),
                    tidig=d.rsrc2 >> 11 & 3)
 
@@ -388,9 +391,9 @@ class Dispatch:
                     g.pc += 1
                 elif kind == BRANCH:
                     taken = step.fn(g) if step.fn is not None else True
-                    if taken is True or taken.all():
+                    if taken is True or taken.all():  # type: ignore[union-attr]  # True or array
                         g.pc = step.target
-                    elif not taken.any():
+                    elif not taken.any():  # type: ignore[union-attr]
                         g.pc += 1
                     elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * g.n:
                         # The skipped block only does EXEC-masked work, so the waves whose EXEC
@@ -432,7 +435,8 @@ def _merge_same_pc(groups: list[Group]) -> list[Group]:
     return [merge(gs) if len(gs) > 1 else gs[0] for gs in by_pc.values()]
 
 
-def _call(step: Step, g: Group):
+def _call(step: Step, g: Group) -> Any:
+    assert step.fn is not None  # NEXT steps always carry their function
     try:
         return step.fn(g)
     except KernelFault:

@@ -96,8 +96,9 @@ class TestDevice:
     # -- dispatch
     def dispatch_record(self, k: LoadedKernel, args: Sequence[Any], grid: tuple[int, ...],
                         block: tuple[int, ...], dynamic_lds_B: int = 0) -> DispatchRecord:
-        grid3 = tuple(grid) + (1,) * (3 - len(grid))
-        block3 = tuple(block) + (1,) * (3 - len(block))
+        gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
+        bx, by, bz = tuple(block) + (1,) * (3 - len(block))
+        grid3, block3 = (gx, gy, gz), (bx, by, bz)
         kd = k.kernel.kd
         kernarg_va = self.upload(self._kernargs(k.kernel, args, grid3, block3))
         layout = kd.user_sgpr_layout()
@@ -140,8 +141,9 @@ class TestDevice:
         then workgroup ids for the dimensions `tgid` enables).
         """
         va = self.upload(bytes(code) + (0xBF9F0000).to_bytes(4, "little") * 4)
-        grid3 = tuple(grid) + (1,) * (3 - len(grid))
-        block3 = tuple(block) + (1,) * (3 - len(block))
+        gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
+        bx, by, bz = tuple(block) + (1,) * (3 - len(block))
+        grid3, block3 = (gx, gy, gz), (bx, by, bz)
         rsrc1 = max(0, -(-vgprs // 8) - 1)
         rsrc2 = len(user_sgprs) << 1 | sum(1 << (7 + i) for i, on in enumerate(tgid) if on)
         rsrc2 |= (2 if block3[2] > 1 else 1 if block3[1] > 1 else 0) << 11

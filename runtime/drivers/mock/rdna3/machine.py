@@ -42,6 +42,11 @@ def pack_lanes(mask: np.ndarray) -> np.ndarray:
 class Machine:
     """Registers, LDS and memory of one batch of workgroups."""
 
+    _cap_waves: int
+    _v_store: np.ndarray
+    _s_store: np.ndarray
+    _lds_store: np.ndarray
+
     def __init__(self, mem: MockMemory, n_waves: int, n_vgprs: int, n_wgs: int,
                  lds_bytes: int, reuse: "Machine | None" = None) -> None:
         """`reuse`: a machine of an earlier batch whose arrays are big enough to be recycled

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="index"
 """Operand access compiled once per instruction: readers and writers of typed values.
 
 A reader is `fn(group) -> array` giving the operand with the numpy dtype of its ISA type: VGPRs

@@ -104,7 +104,8 @@ def _global_target(inst: Inst, size: int, access: str) -> Resolver:
             full = base[:, None] + g.v(vaddr).astype(u64) + u64(imm & 0xFFFFFFFFFFFFFFFF)
             return ml.scattered(mem, ml.active(g, full), size, access)
         lo, hi = g.v(vaddr), g.v(vaddr + 1)
-        hb = ml.all_bounds(hi)
+        hb: tuple[int, int] | None = ml.all_bounds(hi)
+        assert hb is not None
         if hb[0] != hb[1] and mask is not None:
             hb = ml.lane_bounds(hi, mask)  # inactive lanes may hold anything
             if hb is None:

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="return-value,operator,misc,dict-item"
 """Scalar instructions (SOP1, SOP2, SOPC, SOPK, SOPP) compiled to group-wide closures.
 
 Every wave has its own SGPRs and SCC, so a scalar op is a numpy op over the group's waves
@@ -440,12 +442,12 @@ def _sop1(inst: Inst) -> Step:
     if name in ("s_setpc_b64", "s_swappc_b64"):
         rd = sread(src, inst, 64)
         nxt = np.array(inst.addr + inst.size, dtype=u64)
-        wr = swrite(dst, 64) if name == "s_swappc_b64" else None
+        wr_pc = swrite(dst, 64) if name == "s_swappc_b64" else None
 
         def jump(g: Group) -> np.ndarray:
             t = np.broadcast_to(rd(g), (g.n,)).copy()
-            if wr is not None:
-                wr(g, np.broadcast_to(nxt, (g.n,)))
+            if wr_pc is not None:
+                wr_pc(g, np.broadcast_to(nxt, (g.n,)))
             return t
         return Step(JUMP, jump, inst)
     se = _saveexec(name)

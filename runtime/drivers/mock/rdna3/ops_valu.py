@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="call-overload,arg-type,assignment"
 """VALU instructions (VOP1, VOP2, VOPC, VOP3, VOP3SD, VOPD) compiled to group-wide closures.
 
 `compile_valu(inst)` returns `fn(group)` executing the instruction for every lane of every wave
@@ -560,6 +562,7 @@ def _movrel(kind: str) -> Callable[[Inst, object], Exec]:
             s_off = _m0_field(g, 0, 10) if two else _m0_field(g, 0, 32)
             d_off = _m0_field(g, 16, 10) if two else s_off
             if kind == "d":
+                assert rd_const is not None
                 vals = np.broadcast_to(rd_const(g), (g.n, 32))
             else:
                 vals = V[_rel_index(g, s_base, s_off, inst), waves]
@@ -691,7 +694,8 @@ def _fmac_dx9(inst: Inst, sig) -> Exec:
     return run
 
 
-_SPECIAL: dict[str, Callable[[Inst, object], Exec]] = {
+# (inst, signature) -> Exec; the mask writers also take `mask_dead`.
+_SPECIAL: dict[str, Callable[..., Exec]] = {
     "v_cndmask_b32": _cndmask,
     "v_add_co_u32": _carry_op("add"), "v_sub_co_u32": _carry_op("sub"),
     "v_subrev_co_u32": _carry_op("subrev"), "v_add_co_ci_u32": _carry_op("add_ci"),

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="operator"
 """VOP3P instructions: packed 16-bit math, mixed-precision FMA, dot products and WMMA.
 
 Packed ops compute a low and a high 16-bit result from one 16-bit half of each source per result
@@ -185,6 +187,7 @@ def mix_source(inst: Inst, i: int) -> Callable[[Group], np.ndarray]:
 
     def get(g: Group) -> np.ndarray:
         if as_f16:
+            assert rd is not None
             raw = rd(g)
             x = f16_of((raw >> u32(16 if hi else 0)) & u32(0xFFFF)).astype(np.float32)
         else:

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="arg-type"
 """Lane-wise semantics of the VALU opcodes that map sources to one result.
 
 Each entry takes numpy arrays already in the operand types `optypes.signature` gives (f32 as
