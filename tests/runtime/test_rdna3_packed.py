@@ -363,3 +363,12 @@ def test_wmma_f16_bf16_and_integer_shapes():
                     "neg_lo:[1,1,0]", _pack_k(_lanes_of_rows(a4), 4),
                     _pack_k(_lanes_of_rows(b4.T.copy()), 4), _c_lanes(ci).view(u32))
     np.testing.assert_array_equal(got.view(np.int32), _c_lanes((a4 @ b4 + ci).astype(np.int32)))
+
+
+def test_wmma_with_a_partial_exec_is_refused_by_name():
+    from runtime.drivers.mock.rdna3 import KernelFault
+    code = assemble("s_mov_b32 exec_lo, 0xffff\n"
+                    "v_wmma_f32_16x16x16_f16 v[40:47], v[16:23], v[24:31], v[32:39]\ns_endpgm")
+    with pytest.raises(KernelFault, match="EXEC not all ones") as e:
+        TestDevice().launch_raw(code, [], (1,), (32,), vgprs=64, tgid=(False,))
+    assert e.value.instruction.startswith("v_wmma_f32_16x16x16_f16 v[40:47]")

@@ -19,7 +19,7 @@ by the 32 lanes of a wave. Lane l of each half-wave (l = lane % 16) holds row l 
 of B, K elements packed low to high (f16/bf16: two per VGPR, iu8: four, iu4: eight); both halves
 hold the same A and B. C and D: VGPR j of lane l holds element [2j + lane // 16][lane % 16], an
 f32/i32 or, for the 16-bit results, the half OP_SEL[2] picks (the other half is kept). Each
-half-wave's results are computed from that half's copy of A and B.
+half-wave's results are computed from that half's copy of A and B. EXEC must be all ones.
 """
 from __future__ import annotations
 
@@ -353,6 +353,11 @@ def _wmma(inst: Inst) -> Exec:
     clamp = bool(f["clamp"])
 
     def run(g: Group) -> None:
+        if not g.exec_full:
+            # ISA section 7.9: WMMA needs every lane (EXEC all ones); otherwise the result is
+            # undefined, so the mock refuses rather than guess.
+            raise _unsupported(inst, "WMMA with EXEC not all ones (the ISA requires every "
+                                     "lane of the wave)")
         a = _wmma_inputs(_vgpr_block(g, f["src0"], nin, inst), kind, signed_a)  # [n,h,row,k]
         b = _wmma_inputs(_vgpr_block(g, f["src1"], nin, inst), kind, signed_b)  # [n,h,col,k]
         c_raw = _vgpr_block(g, f["src2"], 8, inst)                               # [n, j, lane]
