@@ -178,7 +178,7 @@ def cmd_regen(
     jobs: int,
     skip_unavailable: bool,
 ) -> int:
-    from .outputs import load_manifest, save_manifest, write_target
+    from .outputs import load_manifest, owned, save_manifest, write_target
     from .sources import Sources
 
     failed = 0
@@ -206,6 +206,9 @@ def cmd_regen(
             continue
         try:
             changed, hashes = write_target(project.out, g.files())
+            for rel in [k for k in manifest if k not in hashes and owned(k, [t.output])]:
+                if not rel.endswith("__init__.py"):  # a file this target no longer writes
+                    del manifest[rel]
             manifest.update(hashes)
             save_manifest(project.out, manifest)
         except OSError as e:  # an output root that is a file, a full or read-only disk
