@@ -461,3 +461,24 @@ def test_queues_refuse_another_devices_signal(pair: tuple[Device, Device]) -> No
             q.signal(s0, 1)
     d1.copy_queue().wait(d1.map_signal(s0), 0).submit()  # the mapped view is accepted
     d1.synchronize()
+
+
+def test_kfd_maps_one_buffer_on_several_gpus_in_one_call() -> None:
+    """AMDKFD_IOC_MAP_MEMORY_TO_GPU with two gpu ids; a bad id stops the call at n_success."""
+    d0, d1 = open_devices("mock-amd:0", "mock-amd:1")
+    try:
+        mem = d0.alloc(4096, kind=MemKind.GTT).handle  # mapped on GPU 0 by the allocator
+        g0, g1 = d0.node.gpu_id, d1.node.gpu_id  # type: ignore[attr-defined]
+        bo = d0.os.drivers[0].proc.bos[mem.handle]
+        d0.kfd.unmap_memory(mem.handle, [g0])  # type: ignore[attr-defined]
+        d0.kfd.map_memory(mem.handle, [g0, g1])  # type: ignore[attr-defined]
+        assert bo.mapped_on == {g0, g1}
+        d0.kfd.unmap_memory(mem.handle, [g1, g0])  # type: ignore[attr-defined]
+        assert bo.mapped_on == set()
+        with pytest.raises(IoctlError, match="AMDKFD_IOC_MAP_MEMORY_TO_GPU") as e:
+            d0.kfd.map_memory(mem.handle, [g0, 0x7777])  # type: ignore[attr-defined]
+        assert e.value.errno == errno.EINVAL and bo.mapped_on == {g0}  # the first one stayed
+    finally:
+        d1.close()
+        d0.close()
+    assert d0.os.live_objects()["kfd_bos"] == 0
