@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # names only annotations use
 class leaf(_rt.Struct):
     """struct leaf (corpus:lazy.h:5)"""
 
+    __slots__ = ()
     a: int
     b: int
 
@@ -32,6 +33,7 @@ class leaf(_rt.Struct):
 class node(_rt.Struct):
     """struct node (corpus:lazy.h:4)"""
 
+    __slots__ = ()
     next: _Pointer[node]
     first: _Pointer[leaf]
     v: int
@@ -62,11 +64,11 @@ def LEAF_OF(x):
     return (x & LEAF_MASK)
 # bindgen-index: NAME LINE OFFSET LENGTH of each statement, for bindgen_rt.lazy
 #@ __header__ 15 577 70
-#@ leaf 25 832 86
-#@ node 32 921 126
-#@ LEAF_MASK 56 1507 32
-#@ LEAF_OF 61 1571 42
+#@ leaf 25 832 105
+#@ node 33 940 145
+#@ LEAF_MASK 58 1545 32
+#@ LEAF_OF 63 1609 42
 
 # bindgen-index layouts
-#@ leaf 42 1146 152
-#@ node 47 1300 165
+#@ leaf 44 1184 152
+#@ node 49 1338 165

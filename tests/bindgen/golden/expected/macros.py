@@ -16,6 +16,7 @@ import bindgen_rt as _rt
 class req(_rt.Struct):
     """struct req (corpus:macros.h:7)"""
 
+    __slots__ = ()
     a: int
     b: int
 

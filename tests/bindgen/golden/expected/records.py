@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # names only annotations use
 class handle_t(_rt.Struct):
     """struct handle_t (corpus:records.h:25)"""
 
+    __slots__ = ()
     ctx: _Pointer[opaque_ctx]
     user: int | None
     callback: Any
@@ -36,6 +37,7 @@ class queue_desc(_rt.Struct):
     A queue as the driver describes it.
     """
 
+    __slots__ = ()
     ring_base: int  # GPU address of the ring
     ring_size: int  # bytes, a power of two
     priority: int  # 0 (lowest) .. 15
@@ -52,6 +54,7 @@ class queue_desc(_rt.Struct):
 class queue_desc_anon0(_rt.Union):
     """anonymous union (corpus:records.h:14)"""
 
+    __slots__ = ()
     doorbell_offset: int
     doorbell_index: int
 
