@@ -16,7 +16,7 @@ the right register classes. What plain ctypes gets wrong is left to this runtime
 * anonymous struct/union members promote their fields through forwarding descriptors (bitfields too,
   which ctypes' ``_anonymous_`` cannot do).
 
-Importing this module must stay cheap, because every generated module pays it: it needs only ``os``.
+Importing this module must stay cheap, because every generated module pays it: it imports nothing.
 Records (``bindgen_rt.records``), ioctls and libraries (``bindgen_rt.calls``) and ``ctypes``
 itself are loaded on first use; not even ``typing`` is imported (annotations are strings).
 """
@@ -28,9 +28,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-import os
+    # What __getattr__ below loads on first use, spelled out for type checkers.
+    from .calls import IoctlRequest, Library
+    from .records import FieldSpec, Opaque, Struct, Union, func_ptr
 
-# Loaded on first use: a lazy generated module needs only LazyDefs at import time.
+
+# Loaded on first use: a lazy generated module needs only bindgen_rt.lazy at import time.
 _PARTS = {
     "bindgen_rt.records": (
         "Struct",
@@ -61,7 +64,6 @@ __all__ = [
     "Opaque",
     "IoctlRequest",
     "Library",
-    "LazyDefs",
     "FieldSpec",
     "_c_div",
     "_c_mod",
@@ -112,103 +114,3 @@ def _c_sext(v: int, bits: int) -> int:
 def _c_trunc(v: int, bits: int) -> int:
     """Wrap ``v`` into an unsigned integer of ``bits`` bits (a cast to an unsigned C type)."""
     return v & ((1 << bits) - 1)
-
-
-# ---------------------------------------------------------------- lazily materialised modules
-
-
-class LazyDefs:
-    """Definitions of a large generated module, each kept as one line of source until first use.
-
-    The definitions live in a ``.defs`` file beside the module (one ``NAME<TAB>source`` line each,
-    newlines inside a definition written as \\x1f), read on first use: importing a module with tens
-    of thousands of definitions costs almost nothing, even without bytecode caches. Each name is
-    compiled when it is first looked up (module ``__getattr__``), and names it refers to are
-    materialised on demand through the ``locals`` mapping, so definition order does not matter.
-    """
-
-    # Lookups before the full index pays off scan the text with str.find (C speed); a module used
-    # for more than a few names gets a dict.
-    _SCANS_BEFORE_INDEX = 32
-
-    def __init__(self, module_globals: dict, defs_file: str) -> None:
-        self.g = module_globals
-        self.defs_file = defs_file
-        self._text: bytes | None = None
-        self._index: dict[str, str] | None = None
-        self._scans = 0
-
-    def text(self) -> bytes:
-        """The definitions file, undecoded (decoding megabytes costs more than searching them)."""
-        if self._text is None:
-            table = self.g.get("__bindgen_defs__")  # set by the generator's own verification
-            if table is not None:
-                self._text = b"\n" + table.encode()
-            else:
-                path = os.path.join(os.path.dirname(self.g["__file__"]), self.defs_file)
-                with open(path, "rb") as f:
-                    self._text = b"\n" + f.read()
-        return self._text
-
-    def index(self) -> dict[str, str]:
-        if self._index is None:
-            idx: dict[str, str] = {}
-            for line in self.text().decode().split("\n"):
-                if line:
-                    name, _, src = line.partition("\t")
-                    idx[name] = src
-            self._index = idx
-        return self._index
-
-    def source(self, name: str) -> str | None:
-        """The definition of ``name``, or None."""
-        if self._index is None and self._scans < self._SCANS_BEFORE_INDEX:
-            self._scans += 1
-            text = self.text()
-            key = f"\n{name}\t".encode()
-            at = text.find(key)
-            if at < 0:
-                return None
-            start = at + len(key)
-            end = text.find(b"\n", start)
-            return text[start : end if end >= 0 else len(text)].decode()
-        return self.index().get(name)
-
-    def __getitem__(self, name: str) -> Any:  # the ``locals`` mapping seen by exec
-        g = self.g
-        if name in g:
-            return g[name]
-        if self.source(name) is not None:
-            return self.get(name)
-        if name.startswith("c_") or name in ("POINTER", "CFUNCTYPE"):
-            import ctypes  # definitions name ctypes types; the module itself never imported them
-
-            if hasattr(ctypes, name):
-                return getattr(ctypes, name)
-        raise KeyError(name)
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        self.g[name] = value
-
-    def get(self, name: str) -> Any:
-        src = self.source(name)
-        if src is None:
-            raise AttributeError(f"module {self.g.get('__name__')!r} has no attribute {name!r}")
-        exec(src.replace("\x1f", "\n"), self.g, self)  # type: ignore[arg-type]
-        value = self.g[name]
-        code = getattr(value, "__code__", None)
-        if code is not None:
-            # A function body looks names up in the module dict when it runs, not through this
-            # mapping: materialise what it refers to now.
-            for ref in code.co_names:
-                if ref not in self.g and self.source(ref) is not None:
-                    self.get(ref)
-        return value
-
-    def names(self) -> list[str]:
-        return list(self.index())
-
-    def materialize_all(self) -> None:
-        for name in self.index():
-            if name not in self.g:
-                self.get(name)
