@@ -204,12 +204,19 @@ def cmd_regen(
             failed += 1
             print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
             continue
-        changed, hashes = write_target(project.out, g.files())
-        for rel in [k for k in manifest if k not in hashes and owned(k, [t.output])]:
-            if not rel.endswith("__init__.py"):  # a file this target no longer writes
-                del manifest[rel]
-        manifest.update(hashes)
-        save_manifest(project.out, manifest)
+        try:
+            changed, hashes = write_target(project.out, g.files())
+            for rel in [k for k in manifest if k not in hashes and owned(k, [t.output])]:
+                if not rel.endswith("__init__.py"):  # a file this target no longer writes
+                    del manifest[rel]
+            manifest.update(hashes)
+            save_manifest(project.out, manifest)
+        except OSError as e:  # an output root that is a file, a full or read-only disk
+            failed += 1
+            print(f"  FAIL  {t.name}: cannot write {project.shown(g.output)}: {e.strerror} "
+                  f"({e.filename}); nothing of this target was replaced", file=sys.stderr,
+                  flush=True)
+            continue
         print(
             f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
             f"{project.shown(g.output)}: {g.counts}; {g.checks} layout checks passed",
@@ -265,7 +272,7 @@ def cmd_check(
     srcs = Sources(Path(cache) if cache else None, overrides)
     drift: list[str] = []
     unavailable = _resolve_all(targets, srcs, overrides, required=False)
-    full = [(t, []) for t in targets if not unavailable[t.name]]
+    full: list[tuple[Target, list[str]]] = [(t, []) for t in targets if not unavailable[t.name]]
     partial = [(t, unavailable[t.name]) for t in targets if unavailable[t.name]]
     problems = audit(project.out, [t.output for t in all_targets])
     for p in problems:
