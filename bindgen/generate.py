@@ -61,6 +61,7 @@ class Generated:
     seconds: float
     checks: int
     defs: str | None = None  # lazy modules: the definitions file
+    module: ir.Module | None = None  # the IR it was rendered from (for reports and probes)
 
     def files(self) -> list[tuple[Path, str]]:
         """Every file this target writes, with its text."""
@@ -151,7 +152,14 @@ def generate(t: Target, sources: Sources) -> Generated:
         f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped"
     )
     return Generated(
-        t, text, render_report(m, info, headers), counts, time.perf_counter() - start, checks, defs
+        t,
+        text,
+        render_report(m, info, headers),
+        counts,
+        time.perf_counter() - start,
+        checks,
+        defs,
+        m,
     )
 
 

@@ -79,6 +79,7 @@ class Field:
     bit_offset: int  # from the start of the record, as clang reports it
     bit_width: int | None = None  # None: not a bitfield
     anonymous: bool = False  # an anonymous struct/union member whose fields are promoted
+    loc: Location | None = None  # the C member it came from, for error messages
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,11 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         if target.macros.enabled
         else {}
     )
-    macros = _scan_macros(files_in_order, skipped) if target.macros.enabled else []
+    macros = (
+        _command_line_macros(args) + _scan_macros(files_in_order, skipped)
+        if target.macros.enabled
+        else []
+    )
     tables = [(rule, _scan_table(files_in_order, skipped, rule)) for rule in target.macros.tables]
     result = _Builder(target, tu, paths).build(
         sorted(headers.values(), key=lambda h: h.shown), macros
@@ -373,6 +377,8 @@ class _Builder:
     def make_record(self, c: ci.Cursor, name: str) -> ir.Record:
         kind = "union" if c.kind == CK.UNION_DECL else "struct"
         c_name = f"{kind} {c.spelling}" if not _unnamed(c.spelling) else ""
+        if c.get_usr() in (f"c:@SA@{c.spelling}", f"c:@UA@{c.spelling}"):
+            c_name = c.spelling  # typedef struct {...} name: named by its typedef only
         if not c.is_definition():
             return ir.Record(name, kind, None, None, (), loc=self.loc(c), c_name=c_name)
         t = c.type
@@ -382,13 +388,18 @@ class _Builder:
         for i, f in enumerate(t.get_fields()):
             offset = f.get_field_offsetof()
             anon = _unnamed(f.spelling)
+            if anon and f.is_bitfield():
+                # An unnamed bitfield is padding C cannot name: the named fields keep clang's
+                # offsets without it, and a generated name would be promoted out of an anonymous
+                # member over its parent's own members.
+                continue
             fname = f"_anon{i}" if anon else _py_ident(f.spelling)
             try:
                 ftype = self.conv(f.type)
             except UnsupportedConstruct as e:
                 raise UnsupportedConstruct(f"{self.loc(f)}: field {name}.{f.spelling}: {e}")
             width = f.get_bitfield_width() if f.is_bitfield() else None
-            fields.append(ir.Field(fname, ftype, offset, width, anon))
+            fields.append(ir.Field(fname, ftype, offset, width, anon, self.loc(f)))
         return ir.Record(name, kind, size, align, tuple(fields), packed, self.loc(c), c_name)
 
     def want_enum(self, c: ci.Cursor) -> str:
@@ -692,6 +703,30 @@ def _scan_macros(
             out.append(
                 MacroDef(name, params, tuple(_tokens(rest.strip())), ir.Location(shown, line))
             )
+    return out
+
+
+def _command_line_macros(args: list[str]) -> list[MacroDef]:
+    """``-DNAME``, ``-DNAME=text`` and ``-UNAME`` from the clang arguments, as definitions that
+    come before every header's (a header may redefine them; none of them is emitted)."""
+    out: list[MacroDef] = []
+    it = iter(args)
+    for a in it:
+        if a in ("-D", "-U"):
+            a += next(it, "")
+        if a.startswith("-D") and len(a) > 2:
+            name, eq, text = a[2:].partition("=")
+            nm = re.match(r"([A-Za-z_]\w*)(\(([^)]*)\))?$", name)
+            if not nm:
+                continue
+            params = (
+                tuple(p.strip() for p in nm.group(3).split(",") if p.strip())
+                if nm.group(2)
+                else None
+            )
+            out.append(MacroDef(nm.group(1), params, tuple(_tokens(text if eq else "1"))))
+        elif a.startswith("-U"):
+            out = [md for md in out if md.name != a[2:]]
     return out
 
 
