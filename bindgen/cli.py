@@ -11,8 +11,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .errors import BindgenError, SourceError
-from .spec import SPECS_DIR, Target, load_all
+from .project import Project, ProjectError, load_project
+
+if TYPE_CHECKING:
+    from .spec import Target
+
+# Installed without the `bindgen` extra, the generator cannot run (the bindings and bindgen_rt can).
+_GENERATOR_DEPS = {"yaml": "pyyaml", "mako": "mako", "clang": "libclang"}
 
 
 def _targets(selector: list[str], all_targets: list[Target]) -> list[Target]:
@@ -42,20 +50,26 @@ def _overrides(pairs: list[str]) -> dict[str, Path]:
     return out
 
 
-def _worker(args: tuple[Target, dict[str, Path], str | None]):
+def _worker(args: tuple[Target, Project, dict[str, Path], str | None]):
     from .generate import generate
     from .sources import Sources
 
-    t, overrides, cache = args
+    t, project, overrides, cache = args
     try:
-        return generate(t, Sources(Path(cache) if cache else None, overrides)), None
+        return generate(t, Sources(Path(cache) if cache else None, overrides), project), None
     except BindgenError as e:
         return None, str(e)
 
 
-def _run(targets: list[Target], overrides: dict[str, Path], cache: str | None, jobs: int):
+def _run(
+    targets: list[Target],
+    project: Project,
+    overrides: dict[str, Path],
+    cache: str | None,
+    jobs: int,
+):
     """Generates targets (in parallel when jobs > 1); yields (target, generated, error) in order."""
-    work = [(t, overrides, cache) for t in targets]
+    work = [(t, project, overrides, cache) for t in targets]
     if jobs <= 1 or len(work) <= 1:
         for w in work:
             yield (w[0], *_worker(w))
@@ -65,19 +79,22 @@ def _run(targets: list[Target], overrides: dict[str, Path], cache: str | None, j
             yield (w[0], *res)
 
 
-def cmd_list(targets: list[Target]) -> int:
+def cmd_list(targets: list[Target], project: Project) -> int:
     width = max(len(t.name) for t in targets)
     for t in targets:
         srcs = ", ".join(f"{s.name}({s.kind})" for s in t.sources)
-        print(f"{t.name:<{width}}  group={t.group:<6} -> generated/{t.output}  sources: {srcs}")
+        print(
+            f"{t.name:<{width}}  group={t.group:<6} -> {project.shown(project.output(t.output))}"
+            f"  sources: {srcs}"
+        )
     return 0
 
 
-def cmd_show(t: Target) -> int:
-    from .generate import GENERATED, report_path
+def cmd_show(t: Target, project: Project) -> int:
+    from .generate import report_path
 
-    print(f"target {t.name} (group {t.group}, spec bindgen/specs/{t.spec_file})")
-    print(f"  output: generated/{t.output}")
+    print(f"target {t.name} (group {t.group}, spec {t.spec_shown})")
+    print(f"  output: {project.shown(project.output(t.output))}")
     print(f"  language: {t.language}   lazy: {t.lazy}   clang args: {' '.join(t.clang_args) or '-'}")
     for label, items in (("header", t.headers), ("include dir", t.include_dirs),
                          ("preinclude", t.preinclude)):
@@ -99,9 +116,9 @@ def cmd_show(t: Target) -> int:
         print(f"  source {s.name}: {s.kind} {pin}")
     for p in t.patches:
         print(f"  patch {p.op} {dict(p.args)}: {p.why}")
-    rp = report_path(t)
+    rp = report_path(t, project)
     if rp.exists():
-        print("  report: generated/" + str(rp.relative_to(GENERATED)))
+        print("  report: " + project.shown(rp))
         text = rp.read_text()
         m = re.search(r"## emitted\n(.*?)\n\n", text, re.S)
         if m:
@@ -111,6 +128,7 @@ def cmd_show(t: Target) -> int:
 
 def cmd_regen(
     targets: list[Target],
+    project: Project,
     overrides: dict[str, Path],
     cache: str | None,
     jobs: int,
@@ -135,7 +153,7 @@ def cmd_regen(
             else:
                 keep.append(t)
         targets = keep
-    for t, g, err in _run(targets, overrides, cache, jobs):
+    for t, g, err in _run(targets, project, overrides, cache, jobs):
         if err:
             failed += 1
             print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
@@ -145,7 +163,7 @@ def cmd_regen(
             changed |= write_atomic(path, text)
         print(
             f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
-            f"generated/{t.output}: {g.counts}; {g.checks} layout checks passed",
+            f"{project.shown(g.output)}: {g.counts}; {g.checks} layout checks passed",
             flush=True,
         )
     print(
@@ -155,9 +173,13 @@ def cmd_regen(
 
 
 def cmd_check(
-    targets: list[Target], overrides: dict[str, Path], cache: str | None, jobs: int
+    targets: list[Target],
+    project: Project,
+    overrides: dict[str, Path],
+    cache: str | None,
+    jobs: int,
 ) -> int:
-    from .generate import GENERATED, inputs_hash
+    from .generate import inputs_hash
     from .sources import Sources
 
     srcs = Sources(Path(cache) if cache else None, overrides)
@@ -174,18 +196,18 @@ def cmd_check(
                 missing.append(src.name)
         (partial if missing else full).append((t, missing))
     for t, missing in partial:
-        out = GENERATED / t.output
+        out = project.output(t.output)
         if not out.exists():
             drift.append(t.name)
-            print(f"  DRIFT {t.name}: generated/{t.output} is missing")
+            print(f"  DRIFT {t.name}: {project.shown(out)} is missing")
             continue
         m = re.search(r"^# inputs: (\w+)", out.read_text(), re.M)
-        want = inputs_hash(t)
+        want = inputs_hash(t, project)
         if not m or m.group(1) != want:
             drift.append(t.name)
             print(
-                f"  DRIFT {t.name}: spec, templates or generator changed since generated/"
-                f"{t.output} was written (recorded {m.group(1) if m else 'nothing'}, now {want});"
+                f"  DRIFT {t.name}: spec, templates or generator changed since "
+                f"{project.shown(out)} was written (recorded {m.group(1) if m else 'nothing'}, now {want});"
                 f" regenerate it where its sources are available"
             )
         else:
@@ -193,7 +215,7 @@ def cmd_check(
                 f"  ok    {t.name}: fingerprint of spec+templates+generator matches; header drift "
                 f"NOT checked (sources unavailable here: {', '.join(missing)})"
             )
-    for t, g, err in _run([t for t, _ in full], overrides, cache, jobs):
+    for t, g, err in _run([t for t, _ in full], project, overrides, cache, jobs):
         if err:
             drift.append(t.name)
             print(f"  FAIL  {t.name}: {err}")
@@ -202,7 +224,7 @@ def cmd_check(
         for path, text in g.files():
             old = path.read_text() if path.exists() else ""
             if old != text:
-                rel = f"generated/{path.relative_to(GENERATED)}"
+                rel = project.shown(path)
                 diffs.append(
                     "".join(
                         difflib.unified_diff(
@@ -237,7 +259,17 @@ def cmd_check(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bindgen", description=__doc__)
-    ap.add_argument("--specs", default=None, help="specs folder (default: bindgen/specs)")
+    ap.add_argument(
+        "--specs", default=None, help="specs folder (default: [tool.bindgen] specs in pyproject.toml)"
+    )
+    ap.add_argument(
+        "--out", default=None, help="output root (default: [tool.bindgen] out in pyproject.toml)"
+    )
+    ap.add_argument(
+        "--package",
+        default=None,
+        help="import name of the output root (default: [tool.bindgen] package, else its folder name)",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list targets")
     for name in ("regen", "check"):
@@ -263,22 +295,36 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     try:
-        all_targets = load_all(Path(args.specs) if args.specs else SPECS_DIR)
+        from .spec import load_all
+    except ModuleNotFoundError as e:
+        if e.name not in _GENERATOR_DEPS:
+            raise
+        print(
+            f"bindgen: the generator needs {_GENERATOR_DEPS[e.name]}, which is not installed: "
+            f"pip install 'gpu-hcq-toolkit[bindgen]'",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        project = load_project(args.specs, args.out, args.package)
+        all_targets = load_all(project.specs, project.shown(project.specs))
         if not all_targets:
-            print("bindgen: no specs found", file=sys.stderr)
+            print(f"bindgen: no specs (*.yaml) in {project.specs}", file=sys.stderr)
             return 2
         if args.cmd == "list":
-            return cmd_list(all_targets)
+            return cmd_list(all_targets, project)
         if args.cmd == "show":
-            return cmd_show(_targets([args.target], all_targets)[0])
+            return cmd_show(_targets([args.target], all_targets)[0], project)
         targets = _targets(args.targets, all_targets)
         overrides = _overrides(args.source)
         if args.jobs < 1:
             raise _Usage("--jobs must be at least 1")
         if args.cmd == "regen":
-            return cmd_regen(targets, overrides, args.cache, args.jobs, args.skip_unavailable)
-        return cmd_check(targets, overrides, args.cache, args.jobs)
-    except _Usage as e:
+            return cmd_regen(
+                targets, project, overrides, args.cache, args.jobs, args.skip_unavailable
+            )
+        return cmd_check(targets, project, overrides, args.cache, args.jobs)
+    except (_Usage, ProjectError) as e:
         print(f"bindgen: {e}", file=sys.stderr)
         return 2
     except SourceError as e:

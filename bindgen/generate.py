@@ -23,31 +23,28 @@ from .macro_records import build_macro_records
 from .parse import parse_target
 from .patches import apply_ir_patches, apply_text_patches
 from .render import RenderInfo, render_module, render_report
+from .project import Project
 from .sources import Sources
-from .spec import SPECS_DIR, Target
+from .spec import Target
 
 PACKAGE = Path(__file__).resolve().parent
-REPO = PACKAGE.parent
-SPECS = SPECS_DIR
-GENERATED = REPO / "generated"
-# The import name of GENERATED: pyproject.toml maps the package onto the folder, so the installed
-# layout owns its name (a top-level `generated` collides with other distributions).
-GENERATED_PACKAGE = "hcq_bindings"
 
 
 def generator_hash() -> str:
     """Hash of the generator itself (its Python sources and templates), content only."""
     h = hashlib.sha256()
-    files = sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "templates").glob("*.mako"))
+    files = sorted(PACKAGE.rglob("*.py")) + sorted((PACKAGE / "templates").glob("*.mako"))
     for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+        if "__pycache__" in f.parts:
+            continue
+        h.update(f.relative_to(PACKAGE).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def inputs_hash(t: Target) -> str:
+def inputs_hash(t: Target, project: Project) -> str:
     """Everything but the headers: the spec file, the target's name and the generator."""
     h = hashlib.sha256()
-    h.update((SPECS / t.spec_file).read_bytes())
+    h.update((project.specs / t.spec_file).read_bytes())
     h.update(b"\0" + t.name.encode() + b"\0" + generator_hash().encode())
     return h.hexdigest()[:32]
 
@@ -55,6 +52,7 @@ def inputs_hash(t: Target) -> str:
 @dataclass
 class Generated:
     target: Target
+    project: Project
     text: str
     report: str
     counts: str
@@ -67,31 +65,28 @@ class Generated:
         """Every file this target writes, with its text."""
         out = [(self.output, self.text), (self.report_path, self.report)]
         if self.defs is not None:
-            out.append((defs_path(self.target), self.defs))
+            out.append((defs_path(self.target, self.project), self.defs))
         return out
 
     @property
     def output(self) -> Path:
-        return GENERATED / self.target.output
+        return self.project.output(self.target.output)
 
     @property
     def report_path(self) -> Path:
-        return report_path(self.target)
+        return report_path(self.target, self.project)
 
 
-def report_path(t: Target) -> Path:
-    return GENERATED / re.sub(r"\.py$", ".report.txt", t.output)
+def report_path(t: Target, project: Project) -> Path:
+    return project.output(re.sub(r"\.py$", ".report.txt", t.output))
 
 
-def defs_path(t: Target) -> Path:
-    return GENERATED / re.sub(r"\.py$", ".defs", t.output)
+def defs_path(t: Target, project: Project) -> Path:
+    return project.output(re.sub(r"\.py$", ".defs", t.output))
 
 
-def module_name(t: Target) -> str:
-    return GENERATED_PACKAGE + "." + t.output[:-3].replace("/", ".")
-
-
-def generate(t: Target, sources: Sources) -> Generated:
+def generate(t: Target, sources: Sources, project: Project) -> Generated:
+    """Generates ``t`` (its headers resolved through ``sources``) as a module of ``project``."""
     start = time.perf_counter()
     roots = {s.name: sources.resolve(s).root for s in t.sources}
     pr = parse_target(t, roots)
@@ -124,16 +119,16 @@ def generate(t: Target, sources: Sources) -> Generated:
 
     headers = [(h.shown, h.sha256) for h in pr.headers]
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
-    ih = inputs_hash(t)
+    ih = inputs_hash(t, project)
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
     info = RenderInfo(
-        t.spec_file,
+        project.spec_shown(t.spec_file),
         t.description or f"bindings for {t.name}",
         fp,
         ih,
         hh,
         {lib.name: lib.env for lib in t.libraries},
-        defs_path(t).name,
+        defs_path(t, project).name,
     )
     text, defs = render_module(m, info, lazy=t.lazy)
     text = apply_text_patches(t, text)
@@ -142,7 +137,7 @@ def generate(t: Target, sources: Sources) -> Generated:
     except SyntaxError as e:
         raise ir_error(t, f"rendered module does not compile: line {e.lineno}: {e.msg}")
     try:
-        mod = load_module_text(text, module_name(t), defs)
+        mod = load_module_text(text, project.module_name(t.output), defs)
     except Exception as e:  # the rendered module must import; anything else is a generator failure
         raise ir_error(t, f"rendered module fails to load: {type(e).__name__}: {e}") from None
     checks = verify_module(mod, m)
@@ -153,6 +148,7 @@ def generate(t: Target, sources: Sources) -> Generated:
     )
     return Generated(
         t,
+        project,
         text,
         render_report(m, info, headers),
         counts,

@@ -41,7 +41,7 @@ _PRIM_SIZES = {
 
 
 def _where(t: Target, p: Patch) -> str:
-    return f"bindgen/specs/{t.spec_file}:{p.line}: target {t.name}: {p.op} patch"
+    return f"{t.spec_shown}:{p.line}: target {t.name}: {p.op} patch"
 
 
 def _names(m: ir.Module) -> dict[str, str]:

@@ -21,7 +21,7 @@ MACRO_HELPERS = ("_c_bool", "_c_div", "_c_mod", "_c_sext", "_c_trunc")
 
 @dataclass
 class RenderInfo:
-    spec_file: str
+    spec_file: str  # as shown: relative to the project root
     title: str
     fingerprint: str
     inputs_hash: str
@@ -74,8 +74,8 @@ class _Ctx:
 
     def record_base(self, rec: ir.Record) -> str:
         if rec.opaque:
-            return "_cabi.Opaque"
-        return "_cabi.Union" if rec.kind == "union" else "_cabi.Struct"
+            return "_rt.Opaque"
+        return "_rt.Union" if rec.kind == "union" else "_rt.Struct"
 
     # -- types
     def type(self, t: ir.Type) -> str:
@@ -241,7 +241,7 @@ class _Ctx:
             lines.append(
                 (
                     io.name,
-                    f"{io.name} = _cabi.IoctlRequest({io.request:#x}, {io.name!r}, "
+                    f"{io.name} = _rt.IoctlRequest({io.request:#x}, {io.name!r}, "
                     f"{io.arg or 'None'})",
                 )
             )
@@ -267,7 +267,7 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> tuple[s
 def render_report(m: ir.Module, info: RenderInfo, headers: list[tuple[str, str]]) -> str:
     """The target's report: headers read (with sha256), counts, and everything not emitted, why."""
     lines = [
-        f"# bindgen report for target {m.target} (spec bindgen/specs/{info.spec_file})",
+        f"# bindgen report for target {m.target} (spec {info.spec_file})",
         f"# fingerprint: {info.fingerprint}",
         "",
         "## headers read (sha256)",

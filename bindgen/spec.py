@@ -17,7 +17,6 @@ import yaml
 
 from .errors import SpecError
 
-SPECS_DIR = Path(__file__).resolve().parent / "specs"
 SOURCE_KINDS = ("system", "debian", "pypi", "archive", "git")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
@@ -122,6 +121,7 @@ class Target:
     sources: tuple[Source, ...]  # every source the target reads (its own closure)
     line: int = 0
     description: str = ""
+    spec_shown: str = ""  # the spec file as messages show it (relative to the project root)
 
 
 @dataclass(frozen=True)
@@ -460,10 +460,11 @@ def _libraries(r: _Reader) -> tuple[LibrarySpec, ...]:
     return tuple(out)
 
 
-def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
-    """Parses and validates one spec file (all its matrix variants)."""
-    rel = str(path.relative_to(specs_root)) if specs_root else path.name
-    shown = f"bindgen/specs/{rel}" if specs_root else str(path)
+def load_spec(path: Path, specs_root: Path | None = None, shown_root: str = "") -> SpecFile:
+    """Parses and validates one spec file (all its matrix variants). Messages show the file as
+    ``shown_root/REL`` (REL: its path under ``specs_root``), so they need no absolute path."""
+    rel = path.relative_to(specs_root).as_posix() if specs_root else path.name
+    shown = f"{shown_root}/{rel}" if shown_root else rel
     try:
         text = path.read_text()
     except OSError as e:
@@ -571,6 +572,7 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
                 sources=tuple(sources[s] for s in sorted(used)),
                 line=tnode.line,
                 description=t.str("description", ""),
+                spec_shown=shown,
             )
             if not target.output.endswith(".py") or target.output.startswith(("/", "..")):
                 raise t.err("output", "expected a relative path ending in .py")
@@ -586,17 +588,17 @@ def load_spec(path: Path, specs_root: Path | None = None) -> SpecFile:
     return SpecFile(rel, group, tuple(targets))
 
 
-def load_all(specs_root: Path) -> list[Target]:
+def load_all(specs_root: Path, shown_root: str = "") -> list[Target]:
     """Every target of every spec under ``specs_root``, sorted by name; names must be unique."""
     targets: dict[str, Target] = {}
     for path in sorted(specs_root.glob("*.yaml")):
-        for t in load_spec(path, specs_root).targets:
+        for t in load_spec(path, specs_root, shown_root).targets:
             if t.name in targets:
                 raise SpecError(
-                    f"bindgen/specs/{t.spec_file}",
+                    t.spec_shown,
                     t.line,
                     f"targets.{t.name}",
-                    f"also defined in bindgen/specs/{targets[t.name].spec_file}",
+                    f"also defined in {targets[t.name].spec_shown}",
                 )
             targets[t.name] = t
     return [targets[n] for n in sorted(targets)]

@@ -9,7 +9,7 @@ What is measured (docs/benchmarks.md has the method and the latest figures):
    group's outputs removed so every file is written) and no-op (outputs already identical). Always
    on a temporary copy of ``bindgen/``, ``generated/`` and ``pyproject.toml``: the working tree is
    never written.
-2. ``python -X importtime -c "import X"`` for every generated module, ``bindgen.cabi`` and
+2. ``python -X importtime -c "import X"`` for every generated module, ``bindgen_rt`` and
    ``ctypes``: self and cumulative, median of N fresh interpreters, (a) with bytecode caches
    (compileall into a temporary copy) and (b) without (``PYTHONDONTWRITEBYTECODE=1``, no caches).
    The interpreter is a clean virtual environment (``--without-pip``, so no ``.pth`` of this
@@ -282,9 +282,10 @@ HELPER = textwrap.dedent(r"""
     try:
         from bindgen.errors import BindgenError
         from bindgen.sources import Sources
-        from bindgen.spec import SPECS_DIR, load_all
+        from bindgen.project import load_project
+        from bindgen.spec import load_all
         cmd = sys.argv[1]
-        targets = load_all(SPECS_DIR)
+        targets = load_all(load_project().specs)
         if cmd == "info":
             out["targets"] = [{"name": t.name, "group": t.group, "output": t.output, "lazy": t.lazy,
                                "sources": [s.name for s in t.sources]} for t in targets]
@@ -398,7 +399,7 @@ def measure_import(
 
 
 def breakdown(module: str, parsed: tuple) -> dict:
-    """Where the cumulative time of one (median) run went: the module itself, ctypes, bindgen.cabi
+    """Where the cumulative time of one (median) run went: the module itself, ctypes, bindgen_rt
     (self), the generated packages, anything else (top-level children by cumulative)."""
     self_ms, cum_ms, sub = parsed
     out = {"module_self": self_ms, "cum": cum_ms}
@@ -413,7 +414,7 @@ def breakdown(module: str, parsed: tuple) -> dict:
         if name in ("bindgen", "hcq_bindings") or re.fullmatch(r"hcq_bindings\.\w+", name)
     )
     for _depth, name, s, c in sub:
-        if name == "bindgen.cabi":
+        if name == "bindgen_rt":
             out["cabi_self"] = s
             out["cabi_cum"] = c
         if name == "ctypes":
@@ -743,7 +744,7 @@ class Bench:
         )
         res: dict[str, Any] = {"compileall": p.error or "ok"}
         self.results["imports"] = res
-        modules = ["ctypes", "bindgen.cabi"] + [
+        modules = ["ctypes", "bindgen_rt"] + [
             "hcq_bindings." + t["output"][:-3].replace("/", ".")
             for t in self.targets
             if t["group"] in self.args.groups
@@ -1672,7 +1673,7 @@ def render(res: dict) -> str:
     if res.get("diagnosis"):
         out.append(
             "\n## Where the import time goes (median run, ms; typing and ctypes are cumulative, "
-            "`cabi body` is bindgen.cabi's own, packages = generated, generated.GROUP, bindgen)"
+            "`cabi body` is bindgen_rt's own, packages = generated, generated.GROUP, bindgen)"
         )
         out.extend(res["diagnosis"])
     if res.get("errors"):
@@ -1683,13 +1684,13 @@ def render(res: dict) -> str:
 
 def diagnose(res: dict) -> list[str]:
     """For each generated module (median run): cumulative = the module's own body + ctypes + typing
-    + bindgen.cabi's own body + the packages (generated, generated.X, bindgen) + anything else."""
+    + bindgen_rt's own body + the packages (generated, generated.X, bindgen) + anything else."""
     lines = []
     imports = res.get("imports", {})
     for mode in ("bc", "nobc"):
         for mod, r in imports.items():
             if not (
-                mod.startswith("hcq_bindings.") or mod == "bindgen.cabi"
+                mod.startswith("hcq_bindings.") or mod == "bindgen_rt"
             ) or "breakdown" not in r.get(mode, {}):
                 continue
             b = r[mode]["breakdown"]

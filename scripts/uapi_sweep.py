@@ -102,10 +102,11 @@ class Env:
 
 def make_env(workdir: Path, cache: Path | None = None) -> Env:
     """Resolves linux.yaml's two sources (cache or apt) and writes the headers_install shim."""
+    from bindgen.project import load_project
     from bindgen.sources import Sources
-    from bindgen.spec import SPECS_DIR
 
-    spec = load_spec(SPECS_DIR / "linux.yaml", SPECS_DIR)
+    specs = load_project(cwd=REPO).specs
+    spec = load_spec(specs / "linux.yaml", specs)
     by_name = {s.name: s for t in spec.targets for s in t.sources}
     shim = workdir / "headers_install_shim"
     for f in SHIM_FILES:
@@ -259,6 +260,7 @@ def sweep_header(env: Env, h: SourcePath, workdir: Path) -> HeaderResult:
     from bindgen.errors import BindgenError
     from bindgen.generate import generate
     from bindgen.layout import load_module_text
+    from bindgen.project import load_project
     from bindgen.sources import Sources
 
     res = HeaderResult(short(h), "ok")
@@ -270,7 +272,7 @@ def sweep_header(env: Env, h: SourcePath, workdir: Path) -> HeaderResult:
     overrides = {s.name: Path(env.roots[s.name]) for s in env.sources}
     start = time.perf_counter()
     try:
-        g = generate(t, Sources(overrides=overrides))
+        g = generate(t, Sources(overrides=overrides), load_project(cwd=REPO))
     except BindgenError as e:
         res.status, res.detail = "generate-failed", str(e)
         res.gen_s = time.perf_counter() - start

@@ -27,7 +27,7 @@ __all__ = [
     "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "Device", "DeviceClosed", "DeviceFault",
     "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError",
     "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
-    "RealOS", "Signal", "SignalTimeout", "Var", "VarExpr", "open_device",
+    "RealOS", "Signal", "SignalTimeout", "Var", "VarExpr", "open_device", "present_devices",
 ]
 
 _DRIVERS = {
@@ -57,28 +57,35 @@ def open_device(name: str | None = None, **kwargs: Any) -> Device:
     GPU, then an AMD GPU (KFD), else the mock AMD GPU. Keyword arguments go to the device
     constructor."""
     if name is None:
-        for cand in ("nv:0", "amd:0"):
-            if _present(cand):
-                return open_device(cand, **kwargs)
-        return open_device("mock-amd:0", **kwargs)
+        present = present_devices()
+        return open_device(present[0] if present else "mock-amd:0", **kwargs)
     if parse_device_name(name).vendor == "nv":
         return __getattr__("NVDevice")(name, **kwargs)
     return __getattr__("AMDDevice")(name, **kwargs)
 
 
-def _present(name: str) -> bool:
-    """Cheap presence probe that opens nothing: the device node exists and the driver is
-    importable."""
+def present_devices() -> list[str]:
+    """Names of the real GPUs on this machine, NVIDIA first, found by cheap probes that open
+    nothing: device nodes, the KFD topology, and an importable driver. The mocks ("mock-amd:N",
+    "mock-nv:N") are always available and not listed."""
     import importlib.util
+    import re
     seam = RealOS()
-    if name.startswith("nv"):
-        return seam.exists("/dev/nvidiactl") and \
-            importlib.util.find_spec("runtime.drivers.nv.device") is not None
-    if not seam.exists("/dev/kfd"):
-        return False
-    topo = "/sys/devices/virtual/kfd/kfd/topology/nodes"
-    try:
-        return any(int(seam.read_sysfs(f"{topo}/{node}/gpu_id").strip() or 0)
-                   for node in seam.listdir(topo))
-    except (OSError, ValueError):
-        return False
+    names: list[str] = []
+    if seam.exists("/dev/nvidiactl") and seam.exists("/dev/nvidia-uvm") and \
+            importlib.util.find_spec("runtime.drivers.nv.device") is not None:
+        try:
+            minors = sorted(int(m.group(1)) for f in seam.listdir("/dev")
+                            if (m := re.fullmatch(r"nvidia(\d+)", f)))
+        except OSError:
+            minors = []
+        names += [f"nv:{i}" for i in range(len(minors))]
+    if seam.exists("/dev/kfd"):
+        topo = "/sys/devices/virtual/kfd/kfd/topology/nodes"
+        try:
+            gpus = sum(1 for node in seam.listdir(topo)
+                       if int(seam.read_sysfs(f"{topo}/{node}/gpu_id").strip() or 0))
+        except (OSError, ValueError):
+            gpus = 0
+        names += [f"amd:{i}" for i in range(gpus)]
+    return names

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from runtime.hcq.graph import Graph, Launch
     from runtime.hcq.program import Program
     from runtime.hcq.queue import HWQueue
+    from runtime.hcq.seam import OSSeam
 
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
 _PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipelining
@@ -62,6 +63,8 @@ class Device:
 
     #: seconds before a wait gives up when the caller names no timeout
     default_timeout_ms: float = 30_000.0
+    #: the operating-system seam the driver talks through (set by each driver's constructor)
+    os: OSSeam
 
     def __init__(self, name: str, *, staging_B: int = 8 << 20,
                  kernarg_arena_B: int = 1 << 20) -> None:
@@ -141,6 +144,12 @@ class Device:
     def program(self, lib: bytes, name: str) -> "Program":
         """Loads kernel `name` from the code object `lib`."""
         raise NotImplementedError(f"{type(self).__name__} must implement program")
+
+    @property
+    def executes_kernels(self) -> bool:
+        """Whether launched kernels really run: False on a mock GPU that models launches (arguments,
+        queues, completion) without executing the kernel's code, as the NVIDIA mock does."""
+        return self.os.executes_kernels
 
     @property
     def compiler(self) -> Any:

@@ -1,14 +1,19 @@
-"""Optional native helpers: small C extension modules compiled on first use with the system's C
-compiler against this interpreter's headers, cached by source hash, and loaded like any extension.
+"""Optional native helpers: small C extension modules that speed up hot paths which also exist in
+pure Python (the NVIDIA launch path).
 
-They only speed up hot paths that also exist in pure Python (the NVIDIA launch path); when no
-compiler or no Python.h is available, or HCQ_NATIVE=0 is set, `load` returns None with the reason
-in `unavailable`, and callers use their Python path. Builds are atomic (compile to a temporary name,
-then rename), so concurrent first uses never load a half-written library.
+A helper is found in one of two ways (`load`): the extension module built with the wheel
+(setup.py builds it as an optional extension; it records the sha256 of the source it was built
+from), used when no source is beside it or the source is the one it was built from; else it is
+compiled on first use from the C source with the system's C compiler against this interpreter's
+headers (a development checkout), cached by source hash. When neither works, or HCQ_NATIVE=0 is
+set, `load` returns None with the reason in `unavailable`, warns once (except when disabled on
+purpose), and callers use their Python path. Builds are atomic (compile to a temporary name, then
+rename), so concurrent first uses never load a half-written library.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -17,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -40,9 +46,15 @@ def enabled() -> bool:
     return os.environ.get("HCQ_NATIVE", "1") != "0"
 
 
-def load(name: str, source: Path) -> ModuleType | None:
-    """The extension module `name` built from the C file `source`, or None (reason in
-    `unavailable[name]`). Built once per source content and interpreter; later calls are a dict
+class NativeFallbackWarning(RuntimeWarning):
+    """A native helper could not be had: the pure-Python path is taken (slower)."""
+
+
+def load(name: str, source: Path, fallback: str = "") -> ModuleType | None:
+    """The extension module `name` (a dotted module name; the built file is named after its last
+    part): the installed one when it was built from `source`'s content (or `source` is absent),
+    else built from `source`; None when neither can be had (reason in `unavailable[name]`; a
+    NativeFallbackWarning saying `fallback` is issued, once per process). Later calls are a dict
     lookup."""
     if name in _loaded:
         return _loaded[name]
@@ -51,11 +63,39 @@ def load(name: str, source: Path) -> ModuleType | None:
         unavailable[name] = "disabled by HCQ_NATIVE=0"
     else:
         try:
-            mod = _build_and_import(name, source)
+            mod = _installed(name, source)
+            if mod is None:
+                mod = _build_and_import(name.rpartition(".")[2], source)
         except (OSError, subprocess.SubprocessError, ImportError) as e:
             unavailable[name] = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        if mod is None:
+            warnings.warn(f"native helper {name} unavailable ({unavailable[name]}): "
+                          f"{fallback or 'the pure-Python path is taken'}",
+                          NativeFallbackWarning, stacklevel=3)
     _loaded[name] = mod
     return mod
+
+
+def _installed(name: str, source: Path) -> ModuleType | None:
+    """The extension module built with the package, when there is one and `source` (if present)
+    is what it was built from."""
+    if "." not in name:
+        return None
+    try:
+        mod = importlib.import_module(name)
+    except ImportError:
+        if not source.exists():
+            raise ImportError(f"{name} was not built with the package and its source "
+                              f"{source.name} is not installed") from None
+        return None
+    if not source.exists() or getattr(mod, "SOURCE_SHA256", "") == source_sha256(source):
+        return mod
+    return None  # built from another version of the source: build this one
+
+
+def source_sha256(source: Path) -> str:
+    """The hex sha256 of a C source (what setup.py records in the module it builds)."""
+    return hashlib.sha256(source.read_bytes()).hexdigest()
 
 
 def _build_and_import(name: str, source: Path) -> ModuleType:

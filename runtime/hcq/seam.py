@@ -86,6 +86,9 @@ class OSSeam(ABC):
 
     #: short name for messages ("linux", "mock")
     name: str = "os"
+    #: whether the GPUs behind this seam execute kernel code (a mock may model only memory, copies,
+    #: signals and submission bookkeeping; see `Device.executes_kernels`)
+    executes_kernels: bool = True
 
     @abstractmethod
     def open(self, path: str, flags: int = os.O_RDWR) -> int:

@@ -3,14 +3,11 @@ probes.
 
 * ``write_spec`` writes a spec whose ``corpus`` source is a ``system`` folder (tests/bindgen/corpus
 by default) and ``load_target`` loads one of its targets.
-* ``generate_target`` runs ``bindgen.generate.generate`` with ``bindgen.generate.SPECS`` pointed at
-the temporary specs folder (``inputs_hash`` reads the spec file from there).
+* ``generate_target`` runs ``bindgen.generate.generate`` for a project whose specs are the
+  temporary specs folder (``inputs_hash`` reads the spec file from there).
 * ``compile_c`` builds a program or a shared library with gcc; ``layout_checks`` writes one C probe
   program per header from the generated classes' ``__bindgen_fields__`` and compares every size,
   alignment, offset, bitfield position and integer sign with what gcc says.
-
-``bindgen.generate`` (and ``bindgen.parse``) import ``bindgen.cexpr``; until that module exists the
-tests that need the pipeline skip with that reason, and the rest (cabi, spec) run.
 """
 
 from __future__ import annotations
@@ -57,22 +54,10 @@ __all__ = [
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 REPO = HERE.parents[1]
+SPECS = REPO / "bindgen" / "specs"  # this repository's own specs
 
 GCC = shutil.which("gcc")
 
-
-def pipeline_missing() -> str | None:
-    """Why the parse/generate pipeline cannot be imported here, or None when it can."""
-    if (REPO / "bindgen" / "cexpr.py").exists() or "bindgen.cexpr" in sys.modules:
-        return None
-    return (
-        "bindgen/cexpr.py (macro translation) has not landed: bindgen.generate cannot be imported"
-    )
-
-
-requires_pipeline = pytest.mark.skipif(
-    pipeline_missing() is not None, reason=pipeline_missing() or ""
-)
 requires_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed (shutil.which('gcc'))")
 
 
@@ -108,7 +93,7 @@ def write_spec(
 def load_target(spec_path: Path, name: str | None = None):
     from bindgen.spec import load_spec
 
-    sf = load_spec(spec_path, spec_path.parent)
+    sf = load_spec(spec_path, spec_path.parent, spec_path.parent.name)
     if name is None:
         assert len(sf.targets) == 1, [t.name for t in sf.targets]
         return sf.targets[0]
@@ -117,15 +102,13 @@ def load_target(spec_path: Path, name: str | None = None):
 
 def generate_target(target, specs_dir: Path, cache: Path, overrides: dict[str, Path] | None = None):
     """Runs the real pipeline for ``target`` whose spec lives in ``specs_dir``."""
-    import bindgen.generate as gen
+    from bindgen.generate import generate
+    from bindgen.project import Project
     from bindgen.sources import Sources
 
-    old = gen.SPECS
-    gen.SPECS = specs_dir
-    try:
-        return gen.generate(target, Sources(cache, overrides))
-    finally:
-        gen.SPECS = old
+    root = specs_dir.parent
+    project = Project(root=root, specs=specs_dir, out=root / "generated", package="generated")
+    return generate(target, Sources(cache, overrides), project)
 
 
 def load_generated(g, name: str | None = None) -> types.ModuleType:

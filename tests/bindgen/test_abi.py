@@ -12,9 +12,9 @@ import ctypes
 
 import pytest
 
-from .conftest import CORPUS, compile_c, generate_headers, requires_gcc, requires_pipeline
+from .conftest import CORPUS, compile_c, generate_headers, requires_gcc
 
-pytestmark = [requires_pipeline, requires_gcc]
+pytestmark = [requires_gcc]
 
 IMPL = r"""
 #include <stdarg.h>

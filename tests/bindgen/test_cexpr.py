@@ -105,18 +105,18 @@ REFERENCE_HELPERS: dict[str, Any] = {
 
 def _cabi_helpers() -> dict[str, Any]:
     try:
-        import bindgen.cabi as cabi
+        import bindgen_rt as cabi
     except ImportError as e:
-        pytest.skip(f"bindgen.cabi not importable ({e})")
+        pytest.skip(f"bindgen_rt not importable ({e})")
     missing = [h for h in MACRO_HELPERS if not hasattr(cabi, h)]
     if missing:
-        pytest.skip(f"bindgen.cabi lacks {', '.join(missing)}")
+        pytest.skip(f"bindgen_rt lacks {', '.join(missing)}")
     return {h: getattr(cabi, h) for h in MACRO_HELPERS}
 
 
 @pytest.fixture(params=["reference", "cabi"])
 def helpers(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The reference stand-ins above (always), and bindgen.cabi's helpers where they exist."""
+    """The reference stand-ins above (always), and bindgen_rt's helpers where they exist."""
     return REFERENCE_HELPERS if request.param == "reference" else _cabi_helpers()
 
 

@@ -1,9 +1,7 @@
 """The CLI: determinism (jobs, caches, hash seeds), no absolute paths, drift detection by `check`,
 targets whose sources are unavailable, usage errors, and the declarative patches.
 
-Everything runs in a temporary project: ``bindgen.generate.GENERATED`` and
-``bindgen.generate.SPECS``
-are pointed at temporary folders, the spec lives in the folder passed with ``--specs`` and its
+Everything runs in a temporary project given on the command line (``--specs DIR --out DIR``): its
 ``corpus`` source is a copy of tests/bindgen/corpus (so a test may edit a header).
 """
 
@@ -18,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CORPUS, REPO, generate_headers, requires_pipeline, write_spec
-
-pytestmark = requires_pipeline
+from .conftest import CORPUS, REPO, generate_headers, write_spec
 
 HEADERS = {
     "alpha": ["t01_packed_bitfields.h", "t05_anonymous.h"],
@@ -37,17 +33,13 @@ FILES = (
 
 
 class Project:
-    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        import bindgen.generate as gen
-
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.src = root / "src"
         shutil.copytree(CORPUS, self.src)
         self.specs = root / "specs"
         self.gen = root / "generated"
         self.gen.mkdir()
-        monkeypatch.setattr(gen, "GENERATED", self.gen)
-        monkeypatch.setattr(gen, "SPECS", self.specs)
         self.spec_path = self.write()
 
     def write(self, source_path: Path | None = None, **per_target) -> Path:
@@ -76,7 +68,7 @@ class Project:
     def main(self, *argv: str) -> int:
         from bindgen.cli import main
 
-        return main(["--specs", str(self.specs), *argv])
+        return main(["--specs", str(self.specs), "--out", str(self.gen), *argv])
 
     def regen(self, *argv: str) -> int:
         return self.main("regen", "--cache", str(self.root / "cache"), *argv)
@@ -107,7 +99,7 @@ class Project:
 @pytest.fixture
 def proj(tmp_path, monkeypatch):
     monkeypatch.delenv("BINDGEN_SOURCE_CORPUS", raising=False)
-    return Project(tmp_path, monkeypatch)
+    return Project(tmp_path)
 
 
 def test_regen_writes_modules_reports_and_package(proj, capsys):
@@ -119,7 +111,7 @@ def test_regen_writes_modules_reports_and_package(proj, capsys):
         assert f"wrote {name}" in out
     assert "regen: 4 ok, 0 failed" in out
     alpha = snap["cli/alpha.py"].decode()
-    assert "do not edit" in alpha and "# spec: bindgen/specs/cli.yaml  target: alpha" in alpha
+    assert "do not edit" in alpha and "# spec: specs/cli.yaml  target: alpha" in alpha
     assert "# fingerprint: " in alpha
     report = snap["cli/alpha.report.txt"].decode()
     assert "corpus:t01_packed_bitfields.h" in report and "corpus:t05_anonymous.h" in report
@@ -147,15 +139,7 @@ def test_deterministic_across_jobs_and_caches(proj):
 
 def test_deterministic_across_hash_seeds_in_subprocesses(proj):
     """``python -m bindgen`` in fresh interpreters with different PYTHONHASHSEEDs (the same
-    __main__ entry point; only GENERATED/SPECS are redirected into the temporary project)."""
-    runner = (
-        "import runpy, sys\n"
-        "from pathlib import Path\n"
-        "import bindgen.generate as g\n"
-        "g.GENERATED = Path(sys.argv[1]); g.SPECS = Path(sys.argv[2])\n"
-        "sys.argv = ['bindgen'] + sys.argv[3:]\n"
-        "runpy.run_module('bindgen', run_name='__main__', alter_sys=True)\n"
-    )
+    __main__ entry point, the output root given with --out)."""
     snaps = []
     for seed, jobs in (("0", "1"), ("12345", "2"), ("random", "1")):
         out = proj.root / f"gen_{seed}"
@@ -170,12 +154,14 @@ def test_deterministic_across_hash_seeds_in_subprocesses(proj):
         r = subprocess.run(
             [
                 sys.executable,
-                "-c",
-                runner,
-                str(out),
-                str(proj.specs),
+                "-m",
+                "bindgen",
                 "--specs",
                 str(proj.specs),
+                "--out",
+                str(out),
+                "--package",
+                "generated",
                 "regen",
                 "--jobs",
                 jobs,
@@ -420,7 +406,7 @@ def test_list_and_show(proj, capsys):
     capsys.readouterr()
     assert proj.main("show", "beta") == 0
     out = capsys.readouterr().out
-    assert "target beta (group cli, spec bindgen/specs/cli.yaml)" in out
+    assert "target beta (group cli, spec specs/cli.yaml)" in out
     assert "header: corpus:t07_enums.h" in out and "report: generated/cli/beta.report.txt" in out
 
 
@@ -446,15 +432,15 @@ def test_empty_specs_folder_exits_2(tmp_path, capsys):
     from bindgen.cli import main
 
     (tmp_path / "empty").mkdir()
-    assert main(["--specs", str(tmp_path / "empty"), "list"]) == 2
-    assert "no specs found" in capsys.readouterr().err
+    assert main(["--specs", str(tmp_path / "empty"), "--out", str(tmp_path), "list"]) == 2
+    assert "no specs (*.yaml) in" in capsys.readouterr().err
 
 
 def test_bad_spec_exits_1_with_location(proj, capsys):
     proj.spec_path.write_text(proj.spec_path.read_text() + "bogus: 1\n")
     assert proj.main("list") == 1
     err = capsys.readouterr().err
-    assert "bindgen/specs/cli.yaml:" in err and "bogus: unknown key" in err
+    assert "specs/cli.yaml:" in err and "bogus: unknown key" in err
 
 
 # ---------------------------------------------------------------- patches
@@ -490,7 +476,7 @@ def test_patch_rename_unknown_name_is_an_error(tmp_path):
 
     with pytest.raises(
         PatchError,
-        match=r"bindgen/specs/patched\.yaml:\d+: target patched: rename "
+        match=r"specs/patched\.yaml:\d+: target patched: rename "
         r"patch: nothing named 'nosuch'",
     ):
         _gen(tmp_path, [{"rename": {"from": "nosuch", "to": "x"}, "why": "t"}])

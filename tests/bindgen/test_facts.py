@@ -19,10 +19,12 @@ import pytest
 
 from bindgen.errors import SourceError
 from bindgen.sources import Sources
-from bindgen.spec import SPECS_DIR, load_all
+from bindgen.spec import load_all
+
+from .conftest import SPECS
 
 GCC, GXX = shutil.which("gcc"), shutil.which("g++")
-TARGETS = {t.name: t for t in load_all(SPECS_DIR)}
+TARGETS = {t.name: t for t in load_all(SPECS)}
 
 
 def _module(target: str):  # type: ignore[no-untyped-def]

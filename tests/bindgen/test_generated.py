@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from bindgen import cabi
+import bindgen_rt as cabi
 
 from .conftest import REPO, max_ctypes_align
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .conftest import generate_headers, requires_pipeline
+from .conftest import generate_headers
 
 HEADER = """
 #define FIELD_mask 0x3f
@@ -18,7 +18,6 @@ struct leaf { unsigned a : 3; int b : 5; };
 """
 
 
-@requires_pipeline
 def test_lazy_function_macros_resolve_their_references(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
@@ -36,7 +35,6 @@ def test_lazy_function_macros_resolve_their_references(tmp_path: Path) -> None:
     assert values[0] == values[1] == ((1 << 8) * 2, 1 << 8, -3)
 
 
-@requires_pipeline
 def test_x_macro_table_rows(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

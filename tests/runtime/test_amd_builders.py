@@ -1,6 +1,6 @@
 """PM4 and SDMA builders: emitted dwords decoded back to packets and fields, compared with the
-stream tinygrad 0.14 emits for the same launch (shared/guides/amd_kernels/
-tinygrad_pm4_sdma_stream_gfx1100.txt), and the limits the hardware imposes."""
+stream tinygrad 0.14 emits for the same launch (tests/runtime/data/amd_reference/
+tinygrad_pm4_sdma_stream_gfx1100.txt, recorded from tinygrad 0.14.0's queue classes), and the limits the hardware imposes."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,10 +15,8 @@ _HAVE = all(importlib.util.find_spec(f"hcq_bindings.amd.{m}") is not None
 pytestmark = pytest.mark.skipif(not _HAVE, reason="generated AMD bindings are not committed yet "
                                                    "(bindgen regen amd)")
 
-# shared/ lies beside the checkout (as CI lays it out)
-GUIDES = Path(__file__).resolve().parents[2].parent / "shared" / "guides" / "amd_kernels"
-needs_guides = pytest.mark.skipif(not GUIDES.is_dir(), reason=f"reference kernels not at {GUIDES}")
-GOLDEN = GUIDES / "tinygrad_pm4_sdma_stream_gfx1100.txt"
+REFERENCE_KERNELS = Path(__file__).resolve().parent / "data" / "amd_reference"
+GOLDEN = REFERENCE_KERNELS / "tinygrad_pm4_sdma_stream_gfx1100.txt"
 
 
 @pytest.fixture
@@ -62,7 +60,6 @@ def test_headers_match_the_reference_values() -> None:
             sdma.TIMESTAMP_DW) == (7, 4, 2, 6, 3)
 
 
-@needs_guides
 def test_golden_stream_decodes() -> None:
     from runtime.drivers.amd.decode import decode_pm4, decode_sdma
     from runtime.drivers.mock.amd_kfd import GC_BASES
@@ -81,10 +78,9 @@ def test_golden_stream_decodes() -> None:
     assert sd[1].fields == {"count": 0xFFF, "src": 0x7A00_0000_0000, "dst": 0x7B00_0000_0000}
 
 
-@needs_guides
 def test_pm4_launch_matches_tinygrad_packet_for_packet(dev) -> None:  # type: ignore[no-untyped-def]
     from runtime.drivers.amd.decode import decode_pm4
-    lib = (GUIDES / "vector_add.hsaco").read_bytes()
+    lib = (REFERENCE_KERNELS / "vector_add.hsaco").read_bytes()
     prg = dev.program(lib, "vector_add")
     bufs = [dev.alloc(4096) for _ in range(3)]
     tl = dev.timeline_signal

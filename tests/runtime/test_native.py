@@ -46,7 +46,8 @@ def test_a_broken_source_gives_none_and_the_reason(tmp_path: Path, cache: Path) 
     _compiler_or_skip()
     src = tmp_path / "bad.c"
     src.write_text("#include <Python.h>\nthis is not C;\n")
-    assert native.load("_hcq_test_bad", src) is None
+    with pytest.warns(native.NativeFallbackWarning, match="_hcq_test_bad unavailable.*slow path"):
+        assert native.load("_hcq_test_bad", src, fallback="the slow path") is None
     assert "_hcq_test_bad" in native.unavailable
     assert "bad.c" in native.unavailable["_hcq_test_bad"] or "error" in \
         native.unavailable["_hcq_test_bad"]
@@ -60,3 +61,38 @@ def test_disabled_by_environment(tmp_path: Path, cache: Path,
     src.write_text(GOOD.replace("NAME", "_hcq_test_off"))
     assert native.load("_hcq_test_off", src) is None
     assert native.unavailable["_hcq_test_off"] == "disabled by HCQ_NATIVE=0"
+
+
+def test_the_installed_module_is_used_when_built_from_this_source(
+        tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module built with the package (setup.py records its source's sha256) is preferred; one
+    built from another source is not, and the source beside it is built instead."""
+    _compiler_or_skip()
+    src = tmp_path / "_hcq_inst.c"
+    src.write_text(GOOD.replace("NAME", "_hcq_inst"))
+    pkg = tmp_path / "hcq_test_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_hcq_inst.py").write_text(f"SOURCE_SHA256 = {native.source_sha256(src)!r}\n")
+    (pkg / "_hcq_old.py").write_text("SOURCE_SHA256 = 'an older source'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = native.load("hcq_test_pkg._hcq_inst", src)
+    assert mod is not None and mod.__name__ == "hcq_test_pkg._hcq_inst"
+    assert not cache.exists()  # nothing was built
+    old = tmp_path / "_hcq_old.c"
+    old.write_text(GOOD.replace("NAME", "_hcq_old"))
+    built = native.load("hcq_test_pkg._hcq_old", old)
+    if built is None:
+        pytest.skip(f"cannot build native modules here: {native.unavailable}")
+    assert built.twice(2) == 4 and built.__name__ == "_hcq_old"
+
+
+def test_nvlaunch_with_another_state_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch helper shares state words with gpfifo.py: a build with another layout (or ABI)
+    is not used, and the reason is recorded."""
+    from runtime.drivers.nv import launcher
+    if launcher.native_helper() is None:
+        pytest.skip(f"no launch helper here: {native.unavailable}")
+    monkeypatch.setattr(launcher, "CHANNEL_WORDS", launcher.CHANNEL_WORDS[::-1])
+    assert launcher.native_helper() is None
+    assert "layout" in native.unavailable["runtime.drivers.nv._nvlaunch"]

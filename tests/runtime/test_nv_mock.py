@@ -479,7 +479,7 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
     hot = prg._hot[(2, 1, 1), (256, 1, 1)]
     assert hot is not None and hot.n >= 4
     assert (type(hot.fn).__name__ == "builtin_function_or_method") == dev.launch_native
-    assert dev.timeline_value == v0 + 2 and dev._chain_value == v0 + 2
+    assert dev.timeline_value == v0 + 2 and dev.compute_channel.chain_value == v0 + 2
     dev.synchronize()
     out = np.zeros(n, np.float32)
     dev.copyout(out, c)

@@ -18,8 +18,8 @@ from runtime.drivers.amd import elf
 from runtime.drivers.amd.compiler import AMDCompiler, CompileError
 from runtime.drivers.mock.rdna3.decode import decode_all, decode_one
 
-from .rdna3_util import (REFERENCE_NAMES, SHARED_KERNELS, compiled, needs_compiler,
-                         needs_objdump, needs_shared, our_kernel_names, reference)
+from .rdna3_util import (REFERENCE_NAMES, REFERENCE_KERNELS, compiled, needs_compiler,
+                         needs_objdump, our_kernel_names, reference)
 
 _LINE = re.compile(r"^\s+(\S.*?)\s*// ([0-9A-F]{12}): ((?:[0-9A-F]{8} ?)+)")
 
@@ -63,7 +63,6 @@ def test_decoder_matches_objdump_on_our_kernels(name, tmp_path):
 
 
 @needs_objdump
-@needs_shared
 @pytest.mark.parametrize("name", REFERENCE_NAMES)
 def test_decoder_matches_objdump_on_reference_kernels(name, tmp_path):
     assert _check_against_objdump(reference(name), tmp_path) > 10
@@ -95,11 +94,10 @@ def test_unknown_opcode_decodes_with_a_name():
 
 
 # -- code objects ------------------------------------------------------------------------------
-@needs_shared
 @pytest.mark.parametrize("name", REFERENCE_NAMES)
 def test_elf_matches_reference_json(name):
     co = elf.parse(reference(name))
-    ref = json.loads((SHARED_KERNELS / f"{name}.kd_and_metadata.json").read_text())
+    ref = json.loads((REFERENCE_KERNELS / f"{name}.kd_and_metadata.json").read_text())
     assert co.metadata == ref["metadata"]
     for kname, want in ref["kernels"].items():
         k = co.kernels[kname]
@@ -118,7 +116,6 @@ def test_elf_matches_reference_json(name):
     assert image[text.addr:text.addr + text.size] == co.section_bytes(".text")
 
 
-@needs_shared
 def test_user_sgpr_layout_follows_kernel_code_properties():
     v4 = elf.parse(reference("vector_add")).kernels["vector_add"].kd
     v5 = elf.parse(reference("vector_add_cov5")).kernels["vector_add"].kd
@@ -158,6 +155,5 @@ def test_compiler_output_is_an_amdhsa_code_object():
     k = co.kernels["vadd_f32"]
     assert k.kd.wave32 and k.kd.rsrc1 >> 6 & 0xF == 2  # what LLVM 16 writes there
     v5 = elf.parse(AMDCompiler(code_object_version=5).compile(
-        (SHARED_KERNELS / "vector_add.cl").read_text() if SHARED_KERNELS.is_dir() else
-        "__kernel void vector_add(__global float *a) { a[get_global_id(0)] = 1.0f; }"))
+        (REFERENCE_KERNELS / "vector_add.cl").read_text()))
     assert v5.metadata["amdhsa.version"] == [1, 2]

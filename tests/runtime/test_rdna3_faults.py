@@ -8,7 +8,7 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 from runtime.drivers.mock.rdna3 import DispatchRecord, KernelFault, PageFaultError, execute
 from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 
-from .rdna3_util import compiled, needs_compiler, needs_shared, reference
+from .rdna3_util import compiled, needs_compiler, reference
 
 S_ENDPGM, S_NOP, S_BRANCH_SELF, S_TRAP = 0xBFB00000, 0xBF800000, 0xBFA0FFFF, 0xBF900002
 
@@ -44,7 +44,6 @@ def test_read_past_the_end_of_a_buffer_faults(dev):
         dev.launch(k, [small, big, out], (16,), (256,))
 
 
-@needs_shared
 def test_lds_size_left_at_zero_faults_with_a_hint(dev):
     """The compiler leaves RSRC2.LDS_SIZE at 0; a runtime that forgets to set it gets told."""
     k = dev.load(reference("reduce_sum"))

@@ -1,7 +1,7 @@
 """Real gfx1100 kernels on the RDNA3 interpreter, each checked against numpy.
 
 Kernels come from tests/runtime/kernels_amd/*.cl (compiled here with clang-16/ld.lld-16) and from
-the prebuilt reference code objects in ../shared/guides/amd_kernels. Every test runs twice: through
+the prebuilt reference code objects in tests/runtime/data/amd_reference. Every test runs twice: through
 the interpreter's test loader (runtime/drivers/mock/rdna3/loader_for_tests.py) and through the real
 AMD driver on the mock GPU (AMDDevice("mock-amd:0"): code object loading, kernel arguments, PM4
 SET_SH_REG/DISPATCH_DIRECT, the mock's PM4 processor decoding the dispatch), so the runtime side
@@ -16,7 +16,7 @@ import pytest
 
 from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 
-from .rdna3_util import compiled, needs_compiler, needs_shared, reference
+from .rdna3_util import compiled, needs_compiler, reference
 
 f32, f64, i32, u32 = np.float32, np.float64, np.int32, np.uint32
 
@@ -382,7 +382,6 @@ def test_partial_wave_workgroups(dev, rng):
 
 
 # -- the prebuilt reference kernels -------------------------------------------------------------
-@needs_shared
 @pytest.mark.parametrize("name,block", [("vector_add", 256), ("vector_add_cov5", 64)])
 def test_reference_vector_add(dev, rng, name, block):
     n = 4096
@@ -393,7 +392,6 @@ def test_reference_vector_add(dev, rng, name, block):
     np.testing.assert_array_equal(dev.download(vc, n, f32), a + b)
 
 
-@needs_shared
 def test_reference_saxpy(dev, rng):
     n = 1000
     x, y = rng.standard_normal(n).astype(f32), rng.standard_normal(n + 24).astype(f32)
@@ -405,7 +403,6 @@ def test_reference_saxpy(dev, rng):
     np.testing.assert_array_equal(dev.download(vy, n + 24, f32), want)
 
 
-@needs_shared
 def test_reference_reduce_sum(dev, rng):
     x = rng.standard_normal(64 * 40).astype(f32)
     k = dev.load(reference("reduce_sum"))
@@ -415,7 +412,6 @@ def test_reference_reduce_sum(dev, rng):
                                rtol=1e-5, atol=1e-5)
 
 
-@needs_shared
 def test_reference_int_branch(dev, rng):
     n, limit = 1024, 200
     v = rng.integers(-50, 3000, n).astype(i32)
@@ -432,7 +428,6 @@ def test_reference_int_branch(dev, rng):
     np.testing.assert_array_equal(dev.download(vo, n, i32), want)
 
 
-@needs_shared
 def test_reference_matrix_2d(dev, rng):
     w, h = 45, 23
     m = rng.standard_normal((h, w)).astype(f32)
@@ -442,7 +437,6 @@ def test_reference_matrix_2d(dev, rng):
     np.testing.assert_array_equal(dev.download(vo, w * h, f32).reshape(w, h), m.T * f32(0.5))
 
 
-@needs_shared
 def test_reference_float4_dual(dev, rng):
     n = 512
     a, b = rng.standard_normal((n, 4)).astype(f32), rng.standard_normal((n, 4)).astype(f32)

@@ -92,6 +92,10 @@ class _Range:
 class NvMockOS(MockOS):
     """MockOS plus what NVIDIA's device nodes need: UVM requests carry no size in their number."""
 
+    # The mock NVIDIA GPU does not emulate SASS: launches are decoded, checked and completed, but a
+    # kernel's own loads and stores never happen (runtime.drivers.mock.nv_gpu).
+    executes_kernels = False
+
     @classmethod
     def with_nv_gpus(cls, count: int = 1, **gpu_kwargs: Any) -> "NvMockOS":
         """A mock machine with `count` NVIDIA GPUs (Hopper unless `gpu_kwargs` say otherwise)."""

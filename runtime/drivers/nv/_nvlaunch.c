@@ -1,13 +1,21 @@
-/* The NVIDIA launch hot path in C: the same stores as the Python launch that
- * runtime/drivers/nv/launcher.py generates, without the interpreter's per-statement cost.
+/* The NVIDIA launch hot path in C: one launch through the next slot of a shape's launcher
+ * (runtime/drivers/nv/launcher.py), with the submission protocol of the channel
+ * (runtime/drivers/nv/gpfifo.py `Channel`) without the interpreter's per-statement cost.
  *
- * make(config) returns a function launch(args) -> bool. It checks the argument types against the
- * specialization, packs the arguments into the next launch slot's parameter area, writes the
- * QMD's release payload and the segment's progress sequence (and the acquire payload when the
- * previous timeline value did not come from this channel), writes the GPFIFO entry and GP_PUT,
- * fences, rings the doorbell, then updates the Python-side bookkeeping. It returns False, having
- * stored nothing, when an argument does not fit, the slot or the GPFIFO ring is busy, or a value
- * outgrows 32 bits: the caller then makes room or takes the careful path.
+ * State is shared through explicit structures, never through Python attributes: the channel's
+ * words (`channel_state`, gpfifo.CHANNEL_WORDS), the device's words (`device_state`,
+ * gpfifo.DEVICE_WORDS), the channel's in-flight records and the launcher's slot words are
+ * buffers both sides read and write. Their field order is exported (CHANNEL_WORDS, DEVICE_WORDS,
+ * ABI) and the Python side refuses a module whose order differs from its own.
+ *
+ * make(**config) returns a function launch(args) -> bool. It checks the argument types against
+ * the specialization, packs the arguments into the next slot's parameter area, writes the QMD's
+ * release payload and the segment's progress sequence (and the acquire payload when the previous
+ * timeline value was not released by this channel's last launch), then publishes like
+ * Channel.publish: GPFIFO entry, in-flight record, state words, GP_PUT, store fence, doorbell.
+ * It returns False, having stored nothing, when an argument does not fit or is a freed buffer,
+ * the device may not submit, the slot or the GPFIFO ring is busy, or a value outgrows 32 bits:
+ * the caller then makes room or takes the careful path (which raises the right error).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -16,17 +24,38 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifndef HCQ_SOURCE_SHA256
+#define HCQ_SOURCE_SHA256 ""  /* setup.py defines it when it builds the wheel's copy */
+#endif
+#define ABI 2
+
+/* gpfifo.CHANNEL_WORDS, in order */
+typedef struct {
+    uint64_t seq, gp_put, gp_free_until, pb_put, pb_free_until, reclaimed, chain_value;
+} channel_state;
+/* gpfifo.DEVICE_WORDS, in order */
+typedef struct {
+    uint64_t timeline_value, blocked;
+} device_state;
+#define CHANNEL_WORDS "seq", "gp_put", "gp_free_until", "pb_put", "pb_free_until", "reclaimed", \
+    "chain_value"
+#define DEVICE_WORDS "timeline_value", "blocked"
+
 enum { K_BUF = 0, K_I8, K_I16, K_I32, K_I64, K_F32, K_F64 };
 #define MAX_SLOTS 64
 #define MAX_ARGS 64
 #define M32 0xFFFFFFFFull
+enum { V_CHUNK, V_SLOTS, V_DEV, V_CH, V_REC, V_TL, V_RING, V_USERD, V_BELL, N_VIEWS };
 
 typedef struct {
-    Py_buffer chunk, state, tl, ring, userd, bell;
-    int have[6];
-    uint8_t *base;          /* the slot chunk's backing buffer */
-    uint64_t *st;           /* slot values [0, n), current slot at [n] */
-    volatile uint64_t *tlv; /* the timeline value */
+    Py_buffer view[N_VIEWS];
+    int have[N_VIEWS];
+    uint8_t *base;              /* the slot chunk's backing buffer */
+    uint64_t *st;               /* slot values [0, n), current slot at [n] */
+    device_state *dev;
+    channel_state *ch;
+    uint64_t *rec;              /* in-flight records: 2 words per submission, by seq % entries */
+    volatile uint64_t *tlv;     /* the timeline signal's value */
     uint64_t *ringp;
     uint32_t *userdp;
     uint8_t *bellp;
@@ -36,48 +65,35 @@ typedef struct {
     uint64_t ent_a[MAX_SLOTS], ent_c[MAX_SLOTS];
     int kind[MAX_ARGS];
     Py_ssize_t off[MAX_ARGS];
-    PyObject *dev, *ch, *append, *buffer_type;
-    PyObject *dd, *cd;  /* the device's and the channel's instance dicts (plain attributes) */
-    PyObject *bell_fn, *token_obj, *note;   /* a doorbell that is a Python call (the mock GPU) */
+    PyObject *buffer_type;
+    PyObject *bell_fn, *token_obj, *on_error;   /* a doorbell that is a Python call (the mock) */
 } launcher;
 
-static PyObject *s_timeline_value, *s_chain_value, *s_seq, *s_gp_put, *s_gp_free_until,
-    *s_pb_put, *s_freed, *s_base, *s_va, *s_check_live, *s_fault, *s_closed;
+static PyObject *s_freed, *s_base, *s_va;
 
 static void launcher_free(PyObject *capsule) {
     launcher *L = (launcher *)PyCapsule_GetPointer(capsule, "nvlaunch");
     if (!L) return;
-    Py_buffer *bufs[6] = {&L->chunk, &L->state, &L->tl, &L->ring, &L->userd, &L->bell};
-    for (int i = 0; i < 6; i++)
-        if (L->have[i]) PyBuffer_Release(bufs[i]);
-    Py_XDECREF(L->dev);
-    Py_XDECREF(L->ch);
-    Py_XDECREF(L->append);
+    for (int i = 0; i < N_VIEWS; i++)
+        if (L->have[i]) PyBuffer_Release(&L->view[i]);
     Py_XDECREF(L->buffer_type);
-    Py_XDECREF(L->dd);
-    Py_XDECREF(L->cd);
     Py_XDECREF(L->bell_fn);
     Py_XDECREF(L->token_obj);
-    Py_XDECREF(L->note);
+    Py_XDECREF(L->on_error);
     PyMem_Free(L);
 }
 
+/* The fencing rule of gpfifo._Fence, the same on both sides: one store fence between the last
+ * store the GPU reads and the doorbell store (those stores go to write-combined BAR memory, which
+ * may be buffered past the doorbell store; a store fence drains and orders them). */
 static inline void store_fence(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    /* write-combined stores (BAR memory) become visible before the doorbell store */
     __asm__ __volatile__("sfence" ::: "memory");
 #elif defined(__aarch64__)
     __asm__ __volatile__("dsb st" ::: "memory");
 #else
     __sync_synchronize();
 #endif
-}
-
-/* A plain instance attribute, read from the instance dict (borrowed reference). */
-static PyObject *field(PyObject *dict, PyObject *key) {
-    PyObject *v = PyDict_GetItemWithError(dict, key);
-    if (!v && !PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, key);
-    return v;
 }
 
 /* o.attr's truth: 1, 0, or -1 on error */
@@ -87,6 +103,17 @@ static int attr_true(PyObject *o, PyObject *attr) {
     int t = PyObject_IsTrue(v);
     Py_DECREF(v);
     return t;
+}
+
+/* 1 when buffer `o` (or the buffer it slices) was freed, 0 if live, -1 on error */
+static int buffer_dead(PyObject *o) {
+    int dead = attr_true(o, s_freed);
+    if (dead) return dead;
+    PyObject *b = PyObject_GetAttr(o, s_base);
+    if (!b) return -1;
+    if (b != Py_None) dead = attr_true(b, s_freed);
+    Py_DECREF(b);
+    return dead;
 }
 
 static PyObject *launch(PyObject *self, PyObject *args) {
@@ -99,20 +126,9 @@ static PyObject *launch(PyObject *self, PyObject *args) {
         int k = L->kind[a];
         if (k == K_BUF) {
             if ((PyObject *)Py_TYPE(o) != L->buffer_type) Py_RETURN_FALSE;
-            int dead = attr_true(o, s_freed);
+            int dead = buffer_dead(o);
             if (dead < 0) return NULL;
-            if (!dead) {
-                PyObject *b = PyObject_GetAttr(o, s_base);
-                if (!b) return NULL;
-                if (b != Py_None) dead = attr_true(b, s_freed);
-                Py_DECREF(b);
-                if (dead < 0) return NULL;
-            }
-            if (dead) {  /* raises the buffer's own error */
-                PyObject *r = PyObject_CallMethodNoArgs(o, s_check_live);
-                if (!r) return NULL;
-                Py_DECREF(r);
-            }
+            if (dead) Py_RETURN_FALSE;  /* the careful path raises the buffer's error */
             PyObject *va = PyObject_GetAttr(o, s_va);
             if (!va) return NULL;
             val[a].u = PyLong_AsUnsignedLongLong(va);
@@ -139,40 +155,16 @@ static PyObject *launch(PyObject *self, PyObject *args) {
             }
         }
     }
-    PyObject *fault = field(L->dd, s_fault);
-    if (!fault) return NULL;
-    if (fault != Py_None) Py_RETURN_FALSE;  /* the short path raises the device's error */
-    PyObject *closed = field(L->dd, s_closed);
-    if (!closed) return NULL;
-    if (closed != Py_False) Py_RETURN_FALSE;
-    PyObject *tv = field(L->dd, s_timeline_value), *sq = field(L->cd, s_seq);
-    if (!tv || !sq) return NULL;
-    uint64_t v = PyLong_AsUnsignedLongLong(tv) + 1;
-    uint64_t seq = PyLong_AsUnsignedLongLong(sq) + 1;
-    if (PyErr_Occurred()) return NULL;
+    device_state *D = L->dev;
+    channel_state *C = L->ch;
+    if (D->blocked) Py_RETURN_FALSE;  /* the short path raises the device's error */
+    uint64_t v = D->timeline_value + 1, seq = C->seq + 1;
     if (v > M32 || seq > M32) Py_RETURN_FALSE;
     Py_ssize_t i = (Py_ssize_t)L->st[L->n];
     if (L->st[i] > *L->tlv) Py_RETURN_FALSE;  /* the slot's previous launch is still running */
-    PyObject *gp = field(L->cd, s_gp_put), *fu = field(L->cd, s_gp_free_until);
-    PyObject *cv = field(L->dd, s_chain_value), *pb = field(L->cd, s_pb_put);
-    if (!gp || !fu || !cv || !pb) return NULL;
-    long long put = PyLong_AsLongLong(gp);
-    long long free_until = PyLong_AsLongLong(fu);
-    long long chain = PyLong_AsLongLong(cv);
-    if (PyErr_Occurred()) return NULL;
-    if (put >= free_until) Py_RETURN_FALSE;
-    /* everything the bookkeeping needs is made before the GPU sees anything: the timeline value
-     * and the in-flight record (seq, pb_put, put), whose items are also the new attribute values */
-    PyObject *result = NULL, *rec = NULL, *v_obj = PyLong_FromUnsignedLongLong(v);
-    {
-        PyObject *seq_obj = PyLong_FromUnsignedLongLong(seq);
-        PyObject *put_obj = PyLong_FromLongLong(put + 1);
-        if (v_obj && seq_obj && put_obj) rec = PyTuple_Pack(3, seq_obj, pb, put_obj);
-        Py_XDECREF(seq_obj);
-        Py_XDECREF(put_obj);
-    }
-    if (!rec) goto out;
-    /* -- the stores the GPU reads */
+    uint64_t put = C->gp_put;
+    if (put >= C->gp_free_until) Py_RETURN_FALSE;
+    /* -- the stores the GPU reads: the slot */
     uint8_t *blk = L->base + L->block_off[i];
     for (Py_ssize_t a = 0; a < L->nargs; a++) {
         uint8_t *p = blk + L->pbase + L->off[a];
@@ -188,54 +180,53 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     uint32_t *words = (uint32_t *)L->base;
     *(volatile uint32_t *)(blk + L->pay) = (uint32_t)v;
     ((volatile uint32_t *)words)[L->seq_idx[i]] = (uint32_t)seq;
-    if (chain >= 0 && (uint64_t)chain == v - 1) {
-        ((volatile uint64_t *)L->ringp)[put & L->mask] = L->ent_c[i];
+    uint64_t entry;
+    if (C->chain_value == v - 1) {
+        entry = L->ent_c[i];
     } else {
         ((volatile uint32_t *)words)[L->acq_idx[i]] = (uint32_t)(v - 1);
-        ((volatile uint64_t *)L->ringp)[put & L->mask] = L->ent_a[i];
+        entry = L->ent_a[i];
     }
-    ((volatile uint32_t *)L->userdp)[L->gp_put_dw] = (uint32_t)((put + 1) & L->mask);
+    /* -- publish (Channel.publish): entry, record, state, GP_PUT, fence, doorbell */
+    ((volatile uint64_t *)L->ringp)[put & L->mask] = entry;
+    put += 1;
+    uint64_t r = 2 * (seq & L->mask);
+    L->rec[r] = C->pb_put;
+    L->rec[r + 1] = put;
+    C->seq = seq;
+    C->gp_put = put;
+    C->chain_value = v;
+    D->timeline_value = v;
+    L->st[i] = v;
+    L->st[L->n] = (uint64_t)((i + 1) % L->n);
+    ((volatile uint32_t *)L->userdp)[L->gp_put_dw] = (uint32_t)(put & L->mask);
     store_fence();
     if (L->bell_fn) {
-        PyObject *r = PyObject_CallOneArg(L->bell_fn, L->token_obj);
-        if (!r) {  /* a fault noticed while submitting poisons the device, as in Python */
+        PyObject *res = PyObject_CallOneArg(L->bell_fn, L->token_obj);
+        if (!res) {  /* a fault noticed while submitting poisons the device, as in Python */
             PyObject *et, *ev, *tb;
             PyErr_Fetch(&et, &ev, &tb);
             PyErr_NormalizeException(&et, &ev, &tb);
-            Py_XDECREF(PyObject_CallOneArg(L->note, ev ? ev : Py_None));
+            Py_XDECREF(PyObject_CallOneArg(L->on_error, ev ? ev : Py_None));
             PyErr_Restore(et, ev, tb);
-            goto out;
+            return NULL;
         }
-        Py_DECREF(r);
+        Py_DECREF(res);
     } else if (L->bell_width == 8) {
         *(volatile uint64_t *)L->bellp = L->token;
     } else {
         *(volatile uint32_t *)L->bellp = (uint32_t)L->token;
     }
-    /* -- bookkeeping */
-    L->st[i] = v;
-    L->st[L->n] = (uint64_t)((i + 1) % L->n);
-    if (PyDict_SetItem(L->dd, s_timeline_value, v_obj) < 0 ||
-        PyDict_SetItem(L->dd, s_chain_value, v_obj) < 0 ||
-        PyDict_SetItem(L->cd, s_seq, PyTuple_GET_ITEM(rec, 0)) < 0 ||
-        PyDict_SetItem(L->cd, s_gp_put, PyTuple_GET_ITEM(rec, 2)) < 0)
-        goto out;
-    PyObject *r = PyObject_CallOneArg(L->append, rec);
-    if (!r) goto out;
-    Py_DECREF(r);
-    result = Py_NewRef(Py_True);
-out:
-    Py_XDECREF(v_obj);
-    Py_XDECREF(rec);
-    return result;
+    Py_RETURN_TRUE;
 }
 
 static PyMethodDef launch_def = {"launch", launch, METH_O,
                                  "launch(args) -> bool: one launch through the next slot"};
 
-static int get_ints(PyObject *seq, Py_ssize_t n, Py_ssize_t *out, uint64_t *out_u) {
+static int get_ints(PyObject *seq, Py_ssize_t n, Py_ssize_t *out, uint64_t *out_u,
+                    const char *what) {
     if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != n) {
-        PyErr_SetString(PyExc_ValueError, "per-slot tuple of the wrong length");
+        PyErr_Format(PyExc_ValueError, "%s: a tuple of %zd integers is needed", what, n);
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -247,30 +238,44 @@ static int get_ints(PyObject *seq, Py_ssize_t n, Py_ssize_t *out, uint64_t *out_
     return 0;
 }
 
-static int get_view(PyObject *o, Py_buffer *b, int *have, Py_ssize_t need, void **ptr) {
-    if (PyObject_GetBuffer(o, b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    *have = 1;
-    if (b->len < need) {
-        PyErr_SetString(PyExc_ValueError, "memory view too small");
+static int get_view(launcher *L, int which, PyObject *o, Py_ssize_t need, const char *what,
+                    void **ptr) {
+    if (PyObject_GetBuffer(o, &L->view[which], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    L->have[which] = 1;
+    if (L->view[which].len < need) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, %zd needed", what, L->view[which].len,
+                     need);
         return -1;
     }
-    *ptr = b->buf;
+    *ptr = L->view[which].buf;
     return 0;
 }
 
-static PyObject *make(PyObject *mod, PyObject *args) {
+static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
     (void)mod;
-    PyObject *chunk, *state, *tl, *ring, *userd, *bell, *offs, *acq, *seqs, *ea, *ec, *kinds,
-        *poffs, *dev, *ch, *append, *btype, *note, *dd, *cd;
+    static char *names[] = {"chunk", "slots", "device_words", "channel_words", "records",
+                            "timeline", "ring", "userd", "doorbell", "n_slots", "entries",
+                            "param_base", "payload_off", "gp_put_dw", "token", "doorbell_index",
+                            "doorbell_width", "block_offs", "acquire_idx", "seq_idx",
+                            "entry_acquire", "entry_chained", "kinds", "arg_offs", "buffer_type",
+                            "on_error", NULL};
+    PyObject *chunk, *slots, *dw, *cw, *rec, *tl, *ring, *userd, *bell, *offs, *acq, *seqs, *ea,
+        *ec, *kinds, *poffs, *btype, *on_error;
     Py_ssize_t n, pbase, pay, gp_put_dw, bell_index, bell_width;
-    unsigned long long mask, token;
-    if (!PyArg_ParseTuple(args, "OOOOOOnKnnnKnnOOOOOOOOOOOOO!O!", &chunk, &state, &tl, &ring,
-                          &userd, &bell, &n, &mask, &pbase, &pay, &gp_put_dw, &token, &bell_index,
-                          &bell_width, &offs, &acq, &seqs, &ea, &ec, &kinds, &poffs, &dev, &ch,
-                          &append, &btype, &note, &PyDict_Type, &dd, &PyDict_Type, &cd))
+    unsigned long long entries, token;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOnKnnnKnnOOOOOOOOO", names, &chunk,
+                                     &slots, &dw, &cw, &rec, &tl, &ring, &userd, &bell, &n,
+                                     &entries, &pbase, &pay, &gp_put_dw, &token, &bell_index,
+                                     &bell_width, &offs, &acq, &seqs, &ea, &ec, &kinds, &poffs,
+                                     &btype, &on_error))
         return NULL;
-    if (n < 1 || n > MAX_SLOTS || (n & (n - 1)) || (bell_width != 4 && bell_width != 8)) {
-        PyErr_SetString(PyExc_ValueError, "bad slot count or doorbell width");
+    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 26) {
+        PyErr_SetString(PyExc_TypeError, "make() takes every setting, by keyword");
+        return NULL;
+    }
+    if (n < 1 || n > MAX_SLOTS || (n & (n - 1)) || !entries || (entries & (entries - 1)) ||
+        (bell_width != 4 && bell_width != 8)) {
+        PyErr_SetString(PyExc_ValueError, "bad slot count, GPFIFO size or doorbell width");
         return NULL;
     }
     launcher *L = (launcher *)PyMem_Calloc(1, sizeof(launcher));
@@ -281,70 +286,79 @@ static PyObject *make(PyObject *mod, PyObject *args) {
         return NULL;
     }
     L->n = n;
-    L->mask = mask;
+    L->mask = entries - 1;
     L->pbase = pbase;
     L->pay = pay;
     L->gp_put_dw = gp_put_dw;
     L->token = token;
     L->bell_width = bell_width;
     void *p;
-    if (get_view(chunk, &L->chunk, &L->have[0], 0, &p) < 0) goto fail;
+    if (get_view(L, V_CHUNK, chunk, 0, "chunk", &p) < 0) goto fail;
     L->base = p;
-    if (get_view(state, &L->state, &L->have[1], (n + 1) * 8, &p) < 0) goto fail;
+    if (get_view(L, V_SLOTS, slots, (n + 1) * 8, "slots", &p) < 0) goto fail;
     L->st = p;
-    if (get_view(tl, &L->tl, &L->have[2], 8, &p) < 0) goto fail;
+    if (get_view(L, V_DEV, dw, sizeof(device_state), "device_words", &p) < 0) goto fail;
+    L->dev = p;
+    if (get_view(L, V_CH, cw, sizeof(channel_state), "channel_words", &p) < 0) goto fail;
+    L->ch = p;
+    if (get_view(L, V_REC, rec, (Py_ssize_t)entries * 16, "records", &p) < 0) goto fail;
+    L->rec = p;
+    if (get_view(L, V_TL, tl, 8, "timeline", &p) < 0) goto fail;
     L->tlv = p;
-    if (get_view(ring, &L->ring, &L->have[3], (Py_ssize_t)(mask + 1) * 8, &p) < 0) goto fail;
+    if (get_view(L, V_RING, ring, (Py_ssize_t)entries * 8, "ring", &p) < 0) goto fail;
     L->ringp = p;
-    if (get_view(userd, &L->userd, &L->have[4], (gp_put_dw + 1) * 4, &p) < 0) goto fail;
+    if (get_view(L, V_USERD, userd, (gp_put_dw + 1) * 4, "userd", &p) < 0) goto fail;
     L->userdp = p;
     if (PyCallable_Check(bell)) {  /* a doorbell that is a Python call */
         L->bell_fn = Py_NewRef(bell);
         if (!(L->token_obj = PyLong_FromUnsignedLongLong(token))) goto fail;
     } else {
-        if (get_view(bell, &L->bell, &L->have[5], (bell_index + 1) * bell_width, &p) < 0)
+        if (get_view(L, V_BELL, bell, (bell_index + 1) * bell_width, "doorbell", &p) < 0)
             goto fail;
         L->bellp = (uint8_t *)p + bell_index * bell_width;
     }
-    if (get_ints(offs, n, L->block_off, NULL) < 0 || get_ints(acq, n, L->acq_idx, NULL) < 0 ||
-        get_ints(seqs, n, L->seq_idx, NULL) < 0 || get_ints(ea, n, NULL, L->ent_a) < 0 ||
-        get_ints(ec, n, NULL, L->ent_c) < 0)
+    if (get_ints(offs, n, L->block_off, NULL, "block_offs") < 0 ||
+        get_ints(acq, n, L->acq_idx, NULL, "acquire_idx") < 0 ||
+        get_ints(seqs, n, L->seq_idx, NULL, "seq_idx") < 0 ||
+        get_ints(ea, n, NULL, L->ent_a, "entry_acquire") < 0 ||
+        get_ints(ec, n, NULL, L->ent_c, "entry_chained") < 0)
         goto fail;
     if (!PyTuple_Check(kinds) || PyTuple_GET_SIZE(kinds) > MAX_ARGS) {
-        PyErr_SetString(PyExc_ValueError, "too many arguments");
+        PyErr_SetString(PyExc_ValueError, "kinds: a tuple of at most 64 argument kinds is needed");
         goto fail;
     }
     L->nargs = PyTuple_GET_SIZE(kinds);
     Py_ssize_t tmp[MAX_ARGS];
-    if (get_ints(kinds, L->nargs, tmp, NULL) < 0 || get_ints(poffs, L->nargs, L->off, NULL) < 0)
+    if (get_ints(kinds, L->nargs, tmp, NULL, "kinds") < 0 ||
+        get_ints(poffs, L->nargs, L->off, NULL, "arg_offs") < 0)
         goto fail;
     for (Py_ssize_t a = 0; a < L->nargs; a++) {
         if (tmp[a] < K_BUF || tmp[a] > K_F64) {
-            PyErr_SetString(PyExc_ValueError, "unknown argument kind");
+            PyErr_SetString(PyExc_ValueError, "kinds: unknown argument kind");
             goto fail;
         }
         L->kind[a] = (int)tmp[a];
     }
+    Py_ssize_t len = L->view[V_CHUNK].len;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (L->block_off[i] < 0 || L->block_off[i] + pay + 4 > L->chunk.len ||
-            L->acq_idx[i] < 0 || (L->acq_idx[i] + 1) * 4 > L->chunk.len ||
-            L->seq_idx[i] < 0 || (L->seq_idx[i] + 1) * 4 > L->chunk.len) {
-            PyErr_SetString(PyExc_ValueError, "slot outside the chunk");
+        if (L->block_off[i] < 0 || L->block_off[i] + pay + 4 > len ||
+            L->acq_idx[i] < 0 || (L->acq_idx[i] + 1) * 4 > len ||
+            L->seq_idx[i] < 0 || (L->seq_idx[i] + 1) * 4 > len) {
+            PyErr_SetString(PyExc_ValueError, "a slot lies outside the chunk");
             goto fail;
         }
         for (Py_ssize_t a = 0; a < L->nargs; a++)
-            if (L->block_off[i] + pbase + L->off[a] + 8 > L->chunk.len) {
-                PyErr_SetString(PyExc_ValueError, "argument outside the chunk");
+            if (L->off[a] < 0 || L->block_off[i] + pbase + L->off[a] + 8 > len) {
+                PyErr_SetString(PyExc_ValueError, "an argument lies outside the chunk");
                 goto fail;
             }
     }
-    L->dev = Py_NewRef(dev);
-    L->ch = Py_NewRef(ch);
-    L->append = Py_NewRef(append);
+    if (!PyType_Check(btype) || !PyCallable_Check(on_error)) {
+        PyErr_SetString(PyExc_TypeError, "buffer_type must be a type, on_error a callable");
+        goto fail;
+    }
     L->buffer_type = Py_NewRef(btype);
-    L->note = Py_NewRef(note);
-    L->dd = Py_NewRef(dd);
-    L->cd = Py_NewRef(cd);
+    L->on_error = Py_NewRef(on_error);
     PyObject *fn = PyCFunction_New(&launch_def, cap);
     Py_DECREF(cap);
     return fn;
@@ -354,24 +368,33 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"make", make, METH_VARARGS, "make(...) -> launch function (see launcher.py)"},
+    {"make", (PyCFunction)(void (*)(void))make, METH_VARARGS | METH_KEYWORDS,
+     "make(**config) -> launch function (see launcher.py)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_nvlaunch", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__nvlaunch(void) {
-#define INTERN(var, s) if (!(var = PyUnicode_InternFromString(s))) return NULL
-    INTERN(s_timeline_value, "timeline_value");
-    INTERN(s_chain_value, "_chain_value");
-    INTERN(s_seq, "seq");
-    INTERN(s_gp_put, "gp_put");
-    INTERN(s_gp_free_until, "_gp_free_until");
-    INTERN(s_pb_put, "pb_put");
-    INTERN(s_freed, "freed");
-    INTERN(s_base, "base");
-    INTERN(s_va, "va");
-    INTERN(s_check_live, "_check_live");
-    INTERN(s_fault, "_fault");
-    INTERN(s_closed, "closed");
-    return PyModule_Create(&moddef);
+    if (!(s_freed = PyUnicode_InternFromString("freed")) ||
+        !(s_base = PyUnicode_InternFromString("base")) ||
+        !(s_va = PyUnicode_InternFromString("va")))
+        return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    PyObject *cw = Py_BuildValue("(sssssss)", CHANNEL_WORDS);
+    PyObject *dw = Py_BuildValue("(ss)", DEVICE_WORDS);
+    if (!cw || !dw || PyModule_AddObject(m, "CHANNEL_WORDS", cw) < 0) {
+        Py_XDECREF(cw);
+        Py_XDECREF(dw);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObject(m, "DEVICE_WORDS", dw) < 0 ||
+        PyModule_AddIntConstant(m, "ABI", ABI) < 0 ||
+        PyModule_AddStringConstant(m, "SOURCE_SHA256", HCQ_SOURCE_SHA256) < 0) {
+        Py_XDECREF(dw);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -28,13 +28,15 @@ import ctypes
 import os
 import os as os_module  # the constructor's `os` argument is the seam
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
-from runtime.drivers.nv.gpfifo import DOORBELL_OFFSET_B, USERD_B, Channel
+from runtime.drivers.nv.gpfifo import (BLOCKED, DEVICE_WORDS, DOORBELL_OFFSET_B, TIMELINE_VALUE,
+                                       USERD_B, Channel)
 from runtime.drivers.nv.launcher import ChunkPool
 from runtime.drivers.nv.methods import METHOD_PREFIX, fval
 from runtime.drivers.nv.program import NVProgram
@@ -292,6 +294,11 @@ class NVDevice(Device):
                 os = NvMockOS.with_nv_gpus(index + 1)
             else:
                 os = RealOS()
+        # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
+        # made first, because the base class sets `timeline_value`, `closed` and `_fault`.
+        self.words = array("Q", [0] * len(DEVICE_WORDS))
+        self._fault_error: DeviceFault | None = None
+        self._closed = False
         # 16 MiB of launch blocks (tinygrad's kernarg size): ~13,000 launches between wraps, each
         # of which synchronizes; 16 MiB staging halves the per-chunk overhead of large copies.
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
@@ -324,11 +331,9 @@ class NVDevice(Device):
         self.driver_version = ""
         self._copy_pool: Any = None
         self._copy_threads = max(1, min(8, (os_module.cpu_count() or 1) // 2))
-        # The launch hot path's slot memory, and the last timeline value a launch on the compute
-        # channel released (the next launch then orders itself by WAIT_FOR_IDLE, not an acquire).
+        # The launch hot path's slot memory.
         self._copy_template: tuple[Any, tuple[int, ...]] | None = None
         self.launch_chunks = ChunkPool(self)
-        self._chain_value = -1
         #: launches go through the native helper (runtime/hcq/native.py) when it can be built
         self.launch_native = native.enabled()
         try:
@@ -339,6 +344,37 @@ class NVDevice(Device):
             finally:
                 self.closed = True
             raise
+
+    # ------------------------------------------------------------------ shared words
+    # The timeline value and whether the device may submit live in `words`, where the native
+    # launch helper reads them (gpfifo.DEVICE_WORDS); these properties keep the core's names.
+    @property  # type: ignore[override]
+    def timeline_value(self) -> int:
+        """The last timeline value handed out by next_timeline()."""
+        return self.words[TIMELINE_VALUE]
+
+    @timeline_value.setter
+    def timeline_value(self, value: int) -> None:
+        self.words[TIMELINE_VALUE] = value
+
+    @property  # type: ignore[override]
+    def _fault(self) -> DeviceFault | None:
+        return self._fault_error
+
+    @_fault.setter
+    def _fault(self, fault: DeviceFault | None) -> None:
+        self._fault_error = fault
+        self.words[BLOCKED] = int(fault is not None or self._closed)
+
+    @property  # type: ignore[override]
+    def closed(self) -> bool:
+        """True once close() ran (or bring-up failed)."""
+        return self._closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self._closed = value
+        self.words[BLOCKED] = int(value or self._fault_error is not None)
 
     # ------------------------------------------------------------------ bring-up
     def _open(self, index: int) -> None:

@@ -13,7 +13,6 @@ submission `s` are free once progress >= s.
 """
 from __future__ import annotations
 
-import collections
 import ctypes
 import mmap as _mmap
 import platform
@@ -66,10 +65,15 @@ def host_semaphore(va: int, payload: int, execute: int) -> list[int]:
 
 # ------------------------------------------------------------------ store fence
 class _Fence:
-    """Makes earlier stores (including write-combined ones to BAR memory) globally visible before
-    the doorbell store. x86-64: an `mfence` (what tinygrad's atomic_thread_fence compiles to), run
-    from a 4-byte stub; elsewhere, or where executable memory is refused, a lock round trip (a
-    locked instruction, which also drains write-combining buffers on x86)."""
+    """The fencing rule of every submission route, Python's and _nvlaunch.c's alike: one store
+    fence between the last store the GPU reads (pushbuffer, GPFIFO entry, USERD GP_PUT) and the
+    doorbell store. Why a store fence: those stores go to write-combined BAR memory, which x86 may
+    buffer past a later store to the (uncached) doorbell page; SFENCE drains the write-combining
+    buffers and orders every earlier store before every later one, and nothing here depends on
+    the order of loads, so MFENCE's extra load ordering buys nothing. x86-64: `sfence` run from a
+    4-byte stub (the C side uses the same instruction); elsewhere, or where executable memory is
+    refused, a lock round trip (a locked instruction, a full barrier on every architecture
+    CPython supports)."""
 
     def __init__(self) -> None:
         self._call: Callable[[], None] | None = None
@@ -78,7 +82,7 @@ class _Fence:
             try:
                 self._page = _mmap.mmap(-1, _mmap.PAGESIZE,
                                         prot=_mmap.PROT_READ | _mmap.PROT_WRITE | _mmap.PROT_EXEC)
-                self._page.write(b"\x0f\xae\xf0\xc3")  # mfence; ret
+                self._page.write(b"\x0f\xae\xf8\xc3")  # sfence; ret
                 addr = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
                 self._call = ctypes.CFUNCTYPE(None)(addr)
             except (OSError, ValueError, TypeError):
@@ -97,6 +101,32 @@ cpu_fence = _Fence()
 _fence_call: Callable[[], None] = cpu_fence._call or cpu_fence
 
 
+# ------------------------------------------------------------------ shared submission state
+# The words a channel's submissions keep, in one array('Q') that Python and _nvlaunch.c both read
+# and write (the C helper's `channel_state`, same order; the helper refuses to load with another).
+#   seq            last submission's sequence number (the progress word reaches it when done)
+#   gp_put         monotonic count of GPFIFO entries written
+#   gp_free_until  gp_put may grow to this before progress is read again
+#   pb_put         monotonic pushbuffer position (dwords)
+#   pb_free_until  pb_put may grow to this
+#   reclaimed      the newest completed submission whose space was taken back
+#   chain_value    the timeline value the channel's last launch released (its QMD does, when the
+#                  grid completes), NO_CHAIN when unknown: a launch of v = chain_value + 1 needs no
+#                  acquire, the channel's WAIT_FOR_IDLE orders it
+CHANNEL_WORDS = ("seq", "gp_put", "gp_free_until", "pb_put", "pb_free_until", "reclaimed",
+                 "chain_value")
+SEQ, GP_PUT, GP_FREE_UNTIL, PB_PUT, PB_FREE_UNTIL, RECLAIMED, CHAIN_VALUE = range(7)
+# The device's words (NVDevice.words, the C helper's `device_state`): the last timeline value
+# handed out, and non-zero while the device may not submit (faulted or closed).
+DEVICE_WORDS = ("timeline_value", "blocked")
+TIMELINE_VALUE, BLOCKED = range(2)
+NO_CHAIN = (1 << 64) - 1
+# In-flight records: submission s keeps (pushbuffer end, GPFIFO put) after it at words
+# 2*(s % entries) and 2*(s % entries)+1. At most entries-1 submissions are in flight (each takes a
+# GPFIFO entry), so a record is never overwritten before its submission is reclaimed.
+REC_PB_END, REC_GP_PUT = 0, 1
+
+
 class _Submission(NamedTuple):
     """A submission in flight: its sequence number, pushbuffer end and GPFIFO put after it."""
 
@@ -106,7 +136,12 @@ class _Submission(NamedTuple):
 
 
 class Channel:
-    """One GPFIFO channel of the device: rings, USERD, doorbell, progress tracking."""
+    """One GPFIFO channel and its submission protocol: rings, USERD, doorbell, progress tracking.
+
+    Every route that puts work on the channel (queue submissions, copies, short and hot launches,
+    graph replays, and _nvlaunch.c) goes through this object's state words (`state`, the records
+    in `records`) and publishes the same way: sequence number, pushbuffer and GPFIFO stores, the
+    in-flight record, GP_PUT, the store fence, the doorbell."""
 
     def __init__(self, device: "NVDevice", name: str, handle: int, engine_class: int, subc: int,
                  ring_view: memoryview, entries: int, userd_view: memoryview, token: int,
@@ -124,12 +159,11 @@ class Channel:
         self.pb = pushbuf.cpu_view().cast("I")
         self.pb_dw = len(self.pb)
         self.progress = progress
-        self.seq = 0
-        self.gp_put = 0          # monotonic count of GPFIFO entries written
-        self.pb_put = 0          # monotonic pushbuffer position (dwords)
-        self._inflight: collections.deque[tuple[int, int, int]] = collections.deque()
-        self._gp_free_until = entries - 1   # gp_put may grow to this before rechecking progress
-        self._pb_free_until = self.pb_dw    # pb_put may grow to this
+        self.state = array("Q", [0] * len(CHANNEL_WORDS))
+        self.state[GP_FREE_UNTIL] = entries - 1
+        self.state[PB_FREE_UNTIL] = self.pb_dw
+        self.state[CHAIN_VALUE] = NO_CHAIN
+        self.records = array("Q", bytes(16 * entries))
         self.notifier: Buffer | None = None          # RM's error notifier for this channel
         self.error_notifier: memoryview | None = None  # its first NvNotification, when mapped
         self.subc_class = {subc: engine_class}
@@ -137,28 +171,62 @@ class Channel:
         self._pb_entry_base = gp_entry(pushbuf.va, 1) & ~(0x1FFFFF << GP_LENGTH_SHIFT)
         self._trailer = array("I", host_semaphore(progress.va, 0, SEM_RELEASE_64))
 
-    # ------------------------------------------------------------------ space
-    def _reclaim(self) -> None:
-        done = self.progress.value
-        pb_tail, gp_tail = None, None
-        # In-flight entries are plain (seq, pb_end_dw, gp_put) tuples (the launch hot path appends
-        # them without building a _Submission); read them by index.
-        while self._inflight and self._inflight[0][0] <= done:
-            s = self._inflight.popleft()
-            pb_tail, gp_tail = s[1], s[2]
-        if not self._inflight:
-            pb_tail, gp_tail = self.pb_put, self.gp_put
-        if pb_tail is not None:
-            self._pb_free_until = pb_tail + self.pb_dw
-        if gp_tail is not None:
-            self._gp_free_until = gp_tail + self.entries - 1
+    # ------------------------------------------------------------------ the state, read-only
+    @property
+    def seq(self) -> int:
+        """The last submission's sequence number."""
+        return self.state[SEQ]
 
-    def _wait_space(self, pb_need_end: int, gp_need: int) -> None:
-        dev = self.device
+    @property
+    def gp_put(self) -> int:
+        """Monotonic count of GPFIFO entries written."""
+        return self.state[GP_PUT]
+
+    @property
+    def pb_put(self) -> int:
+        """Monotonic pushbuffer position (dwords)."""
+        return self.state[PB_PUT]
+
+    @property
+    def chain_value(self) -> int | None:
+        """The timeline value the channel's last launch releases, None when unknown."""
+        v = self.state[CHAIN_VALUE]
+        return None if v == NO_CHAIN else v
+
+    def set_chain(self, value: int | None) -> None:
+        """Records that the last submission ends with a launch releasing timeline `value`."""
+        self.state[CHAIN_VALUE] = NO_CHAIN if value is None else value
+
+    def inflight(self) -> list[_Submission]:
+        """The submissions not yet reclaimed, oldest first."""
+        st, rec, mask = self.state, self.records, self.entries - 1
+        return [_Submission(s, rec[2 * (s & mask)], rec[2 * (s & mask) + 1])
+                for s in range(st[RECLAIMED] + 1, st[SEQ] + 1)]
+
+    # ------------------------------------------------------------------ space
+    def reclaim(self) -> None:
+        """Takes back the ring space of every submission the progress word shows consumed."""
+        st = self.state
+        done = min(self.progress.value, st[SEQ])
+        if done <= st[RECLAIMED]:
+            return
+        if done == st[SEQ]:
+            pb_tail, gp_tail = st[PB_PUT], st[GP_PUT]
+        else:
+            r = 2 * (done & (self.entries - 1))
+            pb_tail, gp_tail = self.records[r + REC_PB_END], self.records[r + REC_GP_PUT]
+        st[PB_FREE_UNTIL] = pb_tail + self.pb_dw
+        st[GP_FREE_UNTIL] = gp_tail + self.entries - 1
+        st[RECLAIMED] = done
+
+    def wait_space(self, pb_need_end: int, gp_need: int) -> None:
+        """Waits until the pushbuffer may grow to `pb_need_end` and `gp_need` more GPFIFO entries
+        fit; raises QueueError when the GPU consumes nothing for the device's timeout."""
+        dev, st = self.device, self.state
         deadline = None
-        while pb_need_end > self._pb_free_until or self.gp_put + gp_need > self._gp_free_until:
-            self._reclaim()
-            if pb_need_end <= self._pb_free_until and self.gp_put + gp_need <= self._gp_free_until:
+        while pb_need_end > st[PB_FREE_UNTIL] or st[GP_PUT] + gp_need > st[GP_FREE_UNTIL]:
+            self.reclaim()
+            if pb_need_end <= st[PB_FREE_UNTIL] and st[GP_PUT] + gp_need <= st[GP_FREE_UNTIL]:
                 return
             dev.check_fault()
             now = time.perf_counter()
@@ -167,7 +235,7 @@ class Channel:
             elif now > deadline:
                 raise QueueError(f"{self.name} channel is full: the GPU consumed nothing for "
                                  f"{dev.default_timeout_ms:.0f} ms\n{dev.describe_state()}")
-            dev._sleep_for_signal(self.progress, self.seq, 1.0)
+            dev._sleep_for_signal(self.progress, st[SEQ], 1.0)
 
     def _pb_reserve(self, n: int) -> int:
         """Monotonic start position of `n` contiguous pushbuffer dwords (skipping the ring's tail
@@ -175,19 +243,45 @@ class Channel:
         if n > self.pb_dw // 2:
             raise QueueError(f"{n} dwords do not fit the {self.name} pushbuffer "
                              f"({self.pb_dw} dwords); bind() the queue instead")
-        start = self.pb_put
+        start = self.state[PB_PUT]
         off = start % self.pb_dw
         if off + n > self.pb_dw:
             start += self.pb_dw - off
         return start
 
     # ------------------------------------------------------------------ submission
+    def next_seq(self) -> int:
+        """The sequence number the next submission gets (for segments that carry it already)."""
+        return self.state[SEQ] + 1
+
+    def publish(self, seq: int, entry: int) -> None:
+        """Publishes one GPFIFO entry as submission `seq` (== next_seq()), whose segment already
+        ends with the progress release of `seq`: ring entry, in-flight record, GP_PUT, fence,
+        doorbell. The caller made sure the entry fits (`has_entry_space`)."""
+        st = self.state
+        mask = self.entries - 1
+        put = st[GP_PUT]
+        self.ring[put & mask] = entry
+        put += 1
+        r = 2 * (seq & mask)
+        self.records[r] = st[PB_PUT]
+        self.records[r + 1] = put
+        st[SEQ] = seq
+        st[GP_PUT] = put
+        self.userd[_GP_PUT_DW] = put & mask
+        _fence_call()
+        self.doorbell.ring(self.token)
+
+    def has_entry_space(self) -> bool:
+        """Whether one more GPFIFO entry fits without waiting."""
+        return self.state[GP_PUT] < self.state[GP_FREE_UNTIL]
+
     def submit(self, parts: Sequence[array | tuple[int, int]]) -> int:
         """Submits a command stream given as parts: arrays of dwords to copy into the pushbuffer,
         or (va, dwords) of streams already in GPU memory. Appends the progress release; returns the
         submission's sequence number."""
-        self.seq += 1
-        seq = self.seq
+        st = self.state
+        seq = st[SEQ] + 1
         trailer = self._trailer
         trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
         trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
@@ -197,9 +291,9 @@ class Channel:
         last = len(parts) - 1
         inline_dw = sum(len(p) for p in parts if isinstance(p, array)) + len(trailer)
         # Worst case each inline part skips up to its own size at the ring's end.
-        if self.pb_put + 2 * inline_dw > self._pb_free_until or \
-                self.gp_put + len(parts) > self._gp_free_until:
-            self._wait_space(self.pb_put + 2 * inline_dw, len(parts))
+        if st[PB_PUT] + 2 * inline_dw > st[PB_FREE_UNTIL] or \
+                st[GP_PUT] + len(parts) > st[GP_FREE_UNTIL]:
+            self.wait_space(st[PB_PUT] + 2 * inline_dw, len(parts))
         entries = []
         pb, pb_dw, base = self.pb, self.pb_dw, self.pushbuf.va
         for i, p in enumerate(parts):
@@ -211,55 +305,42 @@ class Channel:
                 pb[off:off + k] = p
                 if i == last:
                     pb[off + k:off + n] = trailer
-                self.pb_put = start + n
+                st[PB_PUT] = start + n
                 entries.append(gp_entry(base + off * 4, n))
             else:
                 entries.append(gp_entry(p[0], p[1]))
         ring, mask = self.ring, self.entries - 1
-        put = self.gp_put
-        for e in entries:
-            ring[put & mask] = e
-            put += 1
-        self.gp_put = put
-        self._inflight.append((seq, self.pb_put, put))
-        self.userd[USERD_GP_PUT_B // 4] = put & mask
-        cpu_fence()
-        self.doorbell.ring(self.token)
+        for e in entries[:-1]:
+            ring[st[GP_PUT] & mask] = e
+            st[GP_PUT] += 1
+        self.publish(seq, entries[-1])
         return seq
 
     def submit_one(self, words: array) -> int:
-        """`submit([words])` for one inline stream, the launch hot path: the same ring writes with
-        fewer steps (the trailer is copied after `words`, one GPFIFO entry)."""
-        self.seq += 1
-        seq = self.seq
+        """`submit([words])` for one inline stream, the short launch and copy path: the same
+        protocol with fewer steps (the trailer is copied after `words`, one GPFIFO entry)."""
+        st = self.state
+        seq = st[SEQ] + 1
         trailer = self._trailer
         trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
         trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
         k = len(words)
         n = k + len(trailer)
         pb_dw = self.pb_dw
-        start = self.pb_put
+        start = st[PB_PUT]
         off = start % pb_dw
         if off + n > pb_dw:
             start += pb_dw - off
             off = 0
-        if start + n > self._pb_free_until or self.gp_put + 1 > self._gp_free_until:
+        if start + n > st[PB_FREE_UNTIL] or st[GP_PUT] + 1 > st[GP_FREE_UNTIL]:
             if n > pb_dw // 2:
                 raise QueueError(f"{n} dwords do not fit the {self.name} pushbuffer")
-            self._wait_space(start + n, 1)
+            self.wait_space(start + n, 1)
         pb = self.pb
         pb[off:off + k] = words
         pb[off + k:off + n] = trailer
-        self.pb_put = start + n
-        put = self.gp_put
-        mask = self.entries - 1
-        self.ring[put & mask] = self._pb_entry_base + off * 4 | n << GP_LENGTH_SHIFT
-        put += 1
-        self.gp_put = put
-        self._inflight.append((seq, start + n, put))
-        self.userd[_GP_PUT_DW] = put & mask
-        _fence_call()
-        self.doorbell.ring(self.token)
+        st[PB_PUT] = start + n
+        self.publish(seq, self._pb_entry_base + off * 4 | n << GP_LENGTH_SHIFT)
         return seq
 
     # ------------------------------------------------------------------ state
@@ -280,7 +361,7 @@ class Channel:
     def describe(self) -> str:
         """One line: submitted and completed submissions, ring pointers, where the GPU stopped."""
         done = self.progress.value
-        put = self.gp_put & (self.entries - 1)
+        put = self.state[GP_PUT] & (self.entries - 1)
         try:
             get = self.gp_get()
         except (ValueError, IndexError):
@@ -296,7 +377,7 @@ class Channel:
 
     def describe_pending(self, done: int) -> str:
         """The decoded commands of the first submission the GPU has not finished reading."""
-        pend = next((_Submission(*s) for s in self._inflight if s[0] > done), None)
+        pend = next((s for s in self.inflight() if s.seq > done), None)
         if pend is None:
             return "?"
         idx = max(0, pend.gp_put - 1)

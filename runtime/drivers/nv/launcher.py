@@ -8,9 +8,11 @@ both written once with every address they need:
     acquire timeline >= v-1 | WAIT_FOR_IDLE | INVALIDATE_SHADER_CACHES | SEND_PCAS(QMD) | progress
 
 A launch fills the next slot: one packed store of the arguments, the QMD's release payload, the
-acquire payload and the channel's progress sequence number; then a GPFIFO entry pointing at the
-segment, GP_PUT, a store fence and the doorbell. Everything else (timeline and channel bookkeeping)
-happens after the doorbell, while the GPU is already fetching.
+acquire payload and the channel's progress sequence number; then the channel's publish step
+(`Channel.publish`: GPFIFO entry pointing at the segment, in-flight record, state words, GP_PUT,
+store fence, doorbell). The launch is _nvlaunch.c's `launch` where that module can be had, else
+the same steps in Python (`ShapeLauncher._python`); both read and write the channel's and the
+device's shared state words (gpfifo.CHANNEL_WORDS, DEVICE_WORDS) and nothing else of theirs.
 
 When the previous timeline value was released by this compute channel's own launch (the usual
 case: launch after launch), the GPFIFO entry skips the acquire and starts at WAIT_FOR_IDLE: the
@@ -29,8 +31,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.nv import classes as cl
 
-from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW,
-                                       SEM_RELEASE_64, _fence_call, host_semaphore)
+from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, BLOCKED, CHAIN_VALUE, CHANNEL_WORDS,
+                                       DEVICE_WORDS, GP_FREE_UNTIL, GP_PUT, SEM_ACQUIRE_GEQ_64,
+                                       SEM_PAYLOAD_LO_DW, SEM_RELEASE_64, SEQ, TIMELINE_VALUE,
+                                       host_semaphore)
 from runtime.drivers.nv.methods import SUBC_COMPUTE, gp_entry, nvm
 from runtime.hcq import native
 from runtime.hcq.memory import Buffer, MemKind, SlotPool, round_up
@@ -50,8 +54,8 @@ MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
 _ACQ_DW = 6                 # the acquire's dwords at the start of a segment
 _TRAILER_DW = 6             # the progress release's dwords at its end
-_DEV_FIELDS = ("timeline_value", "_chain_value", "_fault", "closed")
-_CHANNEL_FIELDS = ("seq", "gp_put", "_gp_free_until", "pb_put")
+NATIVE_ABI = 2             # _nvlaunch.c's ABI: the make() settings and the shared words
+_ONE_U32 = struct.Struct("<I")
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
                  (float, 4): 5, (float, 8): 6}
@@ -83,9 +87,20 @@ class ChunkPool:
 
 
 def native_helper() -> ModuleType | None:
-    """The compiled launch helper (_nvlaunch.c), or None where it cannot be built (the reason is
-    in `runtime.hcq.native.unavailable["_nvlaunch"]`)."""
-    return native.load("_nvlaunch", Path(__file__).with_name("_nvlaunch.c"))
+    """The compiled launch helper (_nvlaunch.c): the extension module built with the wheel when
+    it matches the source beside it, else built on demand from that source (a development
+    checkout); None where neither is possible (the reason is in
+    `runtime.hcq.native.unavailable["_nvlaunch"]`, and a warning says so once). A module whose
+    shared state layout differs from gpfifo's is refused."""
+    mod = native.load("runtime.drivers.nv._nvlaunch", Path(__file__).with_name("_nvlaunch.c"),
+                      fallback="NVIDIA launches take the pure-Python path (about 2x slower)")
+    if mod is not None and (getattr(mod, "ABI", None) != NATIVE_ABI
+                            or tuple(mod.CHANNEL_WORDS) != CHANNEL_WORDS
+                            or tuple(mod.DEVICE_WORDS) != DEVICE_WORDS):
+        native.unavailable["runtime.drivers.nv._nvlaunch"] = \
+            "its shared state layout differs from runtime/drivers/nv/gpfifo.py's"
+        return None
+    return mod
 
 
 def _never(args: "tuple[ArgValue, ...]") -> bool:
@@ -162,7 +177,7 @@ class ShapeLauncher:
         first making room (waiting for the next slot's previous launch, or for GPFIFO space)
         when the specialization declines for lack of it."""
         dev = self.device
-        if dev._fault is not None or dev.closed:
+        if dev.words[BLOCKED]:
             return False  # the short path raises the device's error
         types = tuple(map(type, args))
         fn = self._specs[types] if types in self._specs else self._specialize(types)
@@ -180,20 +195,18 @@ class ShapeLauncher:
         busy = st[st[self.n]]
         if busy > dev.timeline_signal.value:
             dev.timeline_signal.wait(busy)
-        if ch.gp_put >= ch._gp_free_until:
+        if not ch.has_entry_space():
             try:
-                ch._wait_space(ch.pb_put, 1)
+                ch.wait_space(ch.pb_put, 1)
             except Exception as e:
                 dev._note_exception(e)
                 raise
 
     def _specialize(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
         """The launch for arguments of these types: the native one (runtime/drivers/nv/
-        _nvlaunch.c) when it is available and handles every argument, else Python generated so
-        that it unpacks, checks and packs them with no loop and no per-launch allocation beyond
-        the packed values. Either declines (returns False, having stored nothing the GPU reads)
-        when an argument does not pack, the slot or the ring is busy, or a value outgrows 32
-        bits."""
+        _nvlaunch.c) when it is available and handles every argument, else the Python one. Either
+        declines (returns False, having stored nothing the GPU reads) when an argument does not
+        pack or is a freed buffer, the slot or the ring is busy, or a value outgrows 32 bits."""
         prg = self.prg
         p = prg._packer(types) if len(types) == len(prg.slots) else None
         fn = None
@@ -216,92 +229,84 @@ class ShapeLauncher:
             return None
         dev, prg = self.device, self.prg
         ch = dev.compute_channel
-        # The helper reads and writes these as entries of the instance dicts: they must be plain
-        # instance attributes (no class attribute or property of the same name).
-        for obj, names in ((dev, _DEV_FIELDS), (ch, _CHANNEL_FIELDS)):
-            for name in names:
-                if name not in vars(obj) or any(name in vars(k) for k in type(obj).__mro__):
-                    return None
         bell, index, width, token = _doorbell(ch)
         # Fresh views ([:]) for the helper to hold: its buffer exports then never stop the
         # device's own views from being released when the device closes.
         if isinstance(bell, memoryview):
             bell = bell[:]
         return mod.make(  # type: ignore[no-any-return]
-            self.buf.cpu_view()[:], self.state, dev.timeline_signal._u64[:], ch.ring[:],
-            ch.userd[:], bell,
-            self.n, ch.entries - 1, prg.param_base, self.qo + prg._payload_off, _GP_PUT_DW,
-            token, index, width, tuple(self.block_offs), tuple(self.acq_idx),
-            tuple(self.seq_idx), tuple(self.entry_acquire), tuple(self.entry_chained),
-            tuple(kinds), tuple(s.offset for s in prg.slots), dev, ch, ch._inflight.append,
-            Buffer, dev._note_exception, vars(dev), vars(ch))
+            chunk=self.buf.cpu_view()[:], slots=self.state, device_words=dev.words,
+            channel_words=ch.state, records=ch.records, timeline=dev.timeline_signal._u64[:],
+            ring=ch.ring[:], userd=ch.userd[:], doorbell=bell, n_slots=self.n,
+            entries=ch.entries, param_base=prg.param_base,
+            payload_off=self.qo + prg._payload_off, gp_put_dw=_GP_PUT_DW, token=token,
+            doorbell_index=index, doorbell_width=width, block_offs=tuple(self.block_offs),
+            acquire_idx=tuple(self.acq_idx), seq_idx=tuple(self.seq_idx),
+            entry_acquire=tuple(self.entry_acquire), entry_chained=tuple(self.entry_chained),
+            kinds=tuple(kinds), arg_offs=tuple(s.offset for s in prg.slots), buffer_type=Buffer,
+            on_error=dev._note_exception)
 
     def _python(self, types: tuple[type, ...], p: struct.Struct) -> "Callable[..., bool]":
+        """The launch in Python: what _nvlaunch.c does, step for step, on the same state."""
         prg, dev = self.prg, self.device
-        slots = prg.slots
         ch = dev.compute_channel
-        bell, index, _, token = _doorbell(ch)
-        ring_bell = "bell[index] = token" if isinstance(bell, memoryview) else "bell(token)"
-        env = dict(
-            Buffer=Buffer, struct=struct, _M32=_M32, dev=dev, ch=ch,
-            tlv=dev.timeline_signal._u64, amv=self.buf.cpu_view(), words=self.buf.cpu_view()
-            .cast("I"), pack=p.pack_into, one=struct.Struct("<I").pack_into,
-            pbase=prg.param_base, pay=self.qo + prg._payload_off, offs=self.block_offs,
-            acq=self.acq_idx, seqs=self.seq_idx, ent_a=self.entry_acquire,
-            ent_c=self.entry_chained, st=self.state, nmask=self.n - 1,
-            ring=ch.ring, mask=ch.entries - 1, userd=ch.userd, _GP_PUT_DW=_GP_PUT_DW,
-            inflight=ch._inflight.append, fence=_fence_call, bell=bell, index=index,
-            token=token)
-        names = [f"a{i}" for i in range(len(slots))]
-        guard = " or ".join(f"type({a}) is not {t.__name__}" for a, t in zip(names, types))
-        live = "".join(f"    if {a}.freed or ({a}.base is not None and {a}.base.freed): "
-                       f"{a}._check_live()\n" for a, t in zip(names, types) if t is Buffer)
-        packed = ", ".join(f"{a}.va" if t is Buffer else a for a, t in zip(names, types))
-        src = (
-            "def launch(args):\n"
-            f"    if len(args) != {len(slots)}: return False\n"
-            + (f"    {', '.join(names)}, = args\n" if names else "")
-            + (f"    if {guard}: return False\n" if guard else "")
-            + live
-            + "    if dev._fault is not None or dev.closed: return False\n"
-            "    v = dev.timeline_value + 1\n"
-            "    seq = ch.seq + 1\n"
-            "    if v > _M32 or seq > _M32: return False\n"
-            f"    i = st[{self.n}]\n"
-            "    if st[i] > tlv[0]: return False\n"
-            "    put = ch.gp_put\n"
-            "    if put >= ch._gp_free_until: return False\n"
-            "    o = offs[i]\n"
-            "    try:\n"
-            f"        pack(amv, o + pbase{', ' + packed if packed else ''})\n"
-            "    except struct.error:\n"
-            "        return False\n"
-            "    try:\n"
-            "        one(amv, o + pay, v)\n"
-            "        words[seqs[i]] = seq\n"
-            "        if dev._chain_value == v - 1:\n"
-            "            ring[put & mask] = ent_c[i]\n"
-            "        else:\n"
-            "            words[acq[i]] = v - 1\n"
-            "            ring[put & mask] = ent_a[i]\n"
-            "        put += 1\n"
-            "        userd[_GP_PUT_DW] = put & mask\n"
-            "        fence()\n"
-            f"        {ring_bell}\n"
-            "    except Exception as e:\n"
-            "        dev._note_exception(e)  # a fault seen while submitting poisons the device\n"
-            "        raise\n"
-            f"    st[{self.n}] = (i + 1) & nmask\n"
-            "    st[i] = v\n"
-            "    dev.timeline_value = v\n"
-            "    dev._chain_value = v\n"
-            "    ch.seq = seq\n"
-            "    ch.gp_put = put\n"
-            "    inflight((seq, ch.pb_put, put))\n"
-            "    return True\n")
-        ns: dict[str, object] = {}
-        exec(compile(src, f"<nv launch {prg.name}>", "exec"), env, ns)  # noqa: S102
-        return ns["launch"]  # type: ignore[return-value]
+        nargs = len(types)
+        buffers = tuple(i for i, t in enumerate(types) if t is Buffer)
+        pack, one = p.pack_into, _ONE_U32.pack_into
+        amv = self.buf.cpu_view()
+        words = amv.cast("I")
+        pbase, pay = prg.param_base, self.qo + prg._payload_off
+        offs, acq, seqs = self.block_offs, self.acq_idx, self.seq_idx
+        ent_a, ent_c = self.entry_acquire, self.entry_chained
+        st, n, nmask = self.state, self.n, self.n - 1
+        dw, cs, tlv = dev.words, ch.state, dev.timeline_signal._u64
+        publish = ch.publish
+
+        def launch(args: "tuple[ArgValue, ...]") -> bool:
+            if len(args) != nargs:
+                return False
+            for a, t in zip(args, types):
+                if type(a) is not t:
+                    return False
+            vals = list(args)
+            for k in buffers:
+                b = args[k]
+                if b.freed or (b.base is not None and b.base.freed):  # type: ignore[union-attr]
+                    return False  # the careful path raises the buffer's error
+                vals[k] = b.va  # type: ignore[union-attr]
+            if dw[BLOCKED]:
+                return False
+            v = dw[TIMELINE_VALUE] + 1
+            seq = cs[SEQ] + 1
+            if v > _M32 or seq > _M32:
+                return False
+            i = st[n]
+            if st[i] > tlv[0] or cs[GP_PUT] >= cs[GP_FREE_UNTIL]:
+                return False
+            o = offs[i]
+            try:
+                pack(amv, o + pbase, *vals)
+            except struct.error:
+                return False
+            one(amv, o + pay, v)
+            words[seqs[i]] = seq
+            if cs[CHAIN_VALUE] == v - 1:
+                entry = ent_c[i]
+            else:
+                words[acq[i]] = v - 1
+                entry = ent_a[i]
+            cs[CHAIN_VALUE] = v
+            dw[TIMELINE_VALUE] = v
+            st[i] = v
+            st[n] = (i + 1) & nmask
+            try:
+                publish(seq, entry)
+            except Exception as e:
+                dev._note_exception(e)  # a fault seen while submitting poisons the device
+                raise
+            return True
+
+        return launch
 
     # ------------------------------------------------------------------ lifetime
     def release(self) -> None:
@@ -311,7 +316,7 @@ class ShapeLauncher:
         if dev.closed:
             return
         last = max(self.state[:self.n])
-        if last and dev._fault is None:
+        if last and not dev.words[BLOCKED]:
             dev.timeline_signal.wait(last)
         dev.launch_chunks.give(self.buf, self.chunk_off)
 

@@ -197,11 +197,12 @@ class NVProgram(Program):
             words = self._pb_template(dev.timeline_signal.va)[:]
             words[3] = v - 1
             words[self._pcas_pos] = qmd_va >> 8
-            dev.compute_channel.submit_one(words)
+            ch = dev.compute_channel
+            ch.submit_one(words)
+            ch.set_chain(v)
         except Exception as e:
             dev._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
-        dev._chain_value = v
         return None
 
     def _make_hot(self, global_size: Sequence[int],

@@ -1,4 +1,4 @@
-"""ioctl requests and shared libraries of the bindings support runtime (part of ``bindgen.cabi``,
+"""ioctl requests and shared libraries of the bindings support runtime (part of ``bindgen_rt``,
 loaded on first use)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Record types of the bindings support runtime: exact-offset structs, unions and bitfields.
 
-Part of ``bindgen.cabi`` (which loads it on first use, so that importing a lazy generated module
-does not compile it). See the ``bindgen.cabi`` docstring for why records are built this way.
+Part of ``bindgen_rt`` (which loads it on first use, so that importing a lazy generated module
+does not compile it). See the ``bindgen_rt`` docstring for why records are built this way.
 """
 
 from __future__ import annotations
