@@ -275,6 +275,25 @@ def macro_fn_checks(name: str, nparams: int, fn: Callable[..., Any]) -> list[Che
     return out
 
 
+def module_checks(mod: Any, m: Any) -> list[Check]:
+    """Every check for a generated module ``mod`` and the IR ``m`` it came from: each named record
+    (nested anonymous ones through their parent), each integer constant and ioctl number, a few
+    inputs of each function-like macro."""
+    checks: list[Check] = []
+    for rec in m.records:
+        cls = getattr(mod, rec.name, None)
+        if not rec.opaque and rec.c_name and cls is not None:
+            checks += RecordWalker(rec.c_name, cls).run()
+    for c in m.constants:
+        if isinstance(c.value, (int, float)) and not isinstance(c.value, bool):
+            checks.append(constant_check(c.name, getattr(mod, c.name)))
+    for io in m.ioctls:
+        checks.append(constant_check(io.name, int(getattr(mod, io.name))))
+    for f in m.macro_functions:
+        checks += macro_fn_checks(f.name, len(f.params), getattr(mod, f.name))
+    return checks
+
+
 # No library headers: the probe sees exactly what the header defines on its own (glibc's stdio.h
 # would define __GLIBC__ first, and linux/stat.h hides its S_IF* macros from glibc users).
 PROBE_PRELUDE = r"""#ifndef offsetof

@@ -216,6 +216,16 @@ def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
+_INLINE_WORDS = {"inline", "__inline", "__inline__"}
+
+
+def _inline_kind(c: ci.Cursor) -> str:
+    """"static inline", "static", "inline" for a function no library can export, else ""."""
+    static = c.storage_class == ci.StorageClass.STATIC
+    inline = any(t.spelling in _INLINE_WORDS for t in c.get_tokens())
+    return " ".join(w for w, on in (("static", static), ("inline", inline)) if on)
+
+
 def _py_ident(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) or name in ("None", "True", "False") else name
 
@@ -402,6 +412,35 @@ class _Builder:
             fields.append(ir.Field(fname, ftype, offset, width, anon, self.loc(f)))
         return ir.Record(name, kind, size, align, tuple(fields), packed, self.loc(c), c_name)
 
+    def by_value_problem(self, t: ir.Type, seen: frozenset[str] = frozenset()) -> str | None:
+        """Why a parameter or result of type ``t`` cannot go through libffi by value, or None."""
+        while isinstance(t, ir.Named) and t.kind == "typedef" and t.name in self.typedefs:
+            t = self.typedefs[t.name].type
+        if isinstance(t, ir.Prim) and t.name == "c_longdouble":
+            return "long double by value"
+        if isinstance(t, ir.Array):
+            return self.by_value_problem(t.elem, seen)
+        if not (isinstance(t, ir.Named) and t.name in self.records) or t.name in seen:
+            return None
+        rec = self.records[t.name]
+        what = f"{rec.c_name or rec.name} by value"
+        if rec.kind == "union":
+            return f"{what} (a union: libffi has no union type)"
+        if rec.packed:
+            return f"{what} (packed)"
+        if (rec.align or 0) > 16:
+            return f"{what} (aligned to {rec.align})"
+        for f in rec.fields:
+            ft = f.type
+            while isinstance(ft, ir.Named) and ft.kind == "typedef" and ft.name in self.typedefs:
+                ft = self.typedefs[ft.name].type
+            if isinstance(ft, ir.Prim) and f.bit_width is None and f.bit_offset % (8 * ft.align):
+                return f"{what} (member {f.name} off its alignment)"
+            inner = self.by_value_problem(ft, seen | {t.name})
+            if inner:
+                return f"{what} (member {f.name}: {inner})"
+        return None
+
     def want_enum(self, c: ci.Cursor) -> str:
         name = _py_ident(c.spelling) if not _unnamed(c.spelling) else f"anon_enum_{c.location.line}"
         if name not in self.enums:
@@ -474,6 +513,20 @@ class _Builder:
                 elif k == CK.FUNCTION_DECL:
                     if not self.kept_name(name):
                         continue
+                    what = _inline_kind(c)
+                    if what:
+                        # static or inline functions in a header: C code that no library
+                        # exports, so there is nothing to bind.
+                        self.skipped.append(
+                            ir.Skipped(
+                                name,
+                                "inline function",
+                                f"{what} function: its body is C code in the header and no "
+                                "library exports it",
+                                self.loc(c),
+                            )
+                        )
+                        continue
                     if lib_name is None:
                         self.skipped.append(
                             ir.Skipped(
@@ -483,6 +536,22 @@ class _Builder:
                         continue
                     ft = self.conv(c.type)
                     assert isinstance(ft, ir.FuncType)
+                    problem = next(
+                        filter(None, (self.by_value_problem(t) for t in (ft.ret, *ft.params))),
+                        None,
+                    )
+                    if problem:
+                        self.skipped.append(
+                            ir.Skipped(
+                                name,
+                                "function",
+                                f"{problem}: CPython's libffi passes it wrongly (a crash or a "
+                                "wrong value), so no callable is emitted; call it through a C "
+                                "wrapper that takes a pointer",
+                                self.loc(c),
+                            )
+                        )
+                        continue
                     params = tuple(
                         _py_ident(a.spelling) or f"arg{i}" for i, a in enumerate(c.get_arguments())
                     )

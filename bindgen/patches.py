@@ -135,14 +135,20 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
                 raise PatchError(f"{_where(t, p)}: no record named {rec!r}")
         elif p.op == "drop":
             rx = re.compile(p.get("pattern"))
-            hit = 0
-            for attr, _, items in m.declaration_lists():
+            dropped: list[ir.Skipped] = []
+            for attr, kind, items in m.declaration_lists():
                 kept = [it for it in items if not rx.fullmatch(it.name)]
-                hit += len(items) - len(kept)
+                dropped += [
+                    ir.Skipped(
+                        it.name, kind, f"dropped by patch ({_where(t, p)}): {p.why}", it.loc
+                    )
+                    for it in items
+                    if rx.fullmatch(it.name)
+                ]
                 setattr(m, attr, kept)
-            if not hit:
+            if not dropped:
                 raise PatchError(f"{_where(t, p)}: pattern {p.get('pattern')!r} matched nothing")
-            m.skipped.append(ir.Skipped(p.get("pattern"), "drop patch", p.why))
+            m.skipped += dropped  # one line per declaration: the report names each
         elif p.op == "extra":
             m.extra_code.append(f"# extra: {p.why}\n{p.get('code').rstrip()}")
 

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
 import ctypes
+import sys
 
 FieldSpec = tuple  # (name, ctype, bit_offset, bit_width or None, signed, anonymous)
 
@@ -144,7 +145,7 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
         if align > max_al and pack is None:
             # Above 16 B CPython < 3.13 has no way to say it: size and offsets still match.
             eff = min(align, 16)
-            out.insert(0, ("_align_", _ALIGNERS[eff] * 0))
+            out.insert(0, ("_aligner_", _ALIGNERS[eff] * 0))
             max_al = eff
         if -(-cur // max_al) * max_al != size:
             if cur > size:
@@ -193,7 +194,7 @@ def _plan_union(
         eff = min(align, 16)
         aligner = _INT_BY_SIZE.get(eff, ctypes.c_longdouble)
         if ctypes.sizeof(aligner) <= size:
-            out.append(("_align_", aligner))
+            out.append(("_aligner_", aligner))
     if size and max([ctypes.sizeof(t) for _, t in out] or [0]) < size:
         out.append(("_size_", ctypes.c_uint8 * size))
     return pack, out
@@ -232,6 +233,8 @@ def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSp
         raise ValueError(f"{cls.__name__}: {e}") from None
     if pack is not None:
         cls._pack_ = pack
+    if align > 16 and sys.version_info >= (3, 13):
+        cls._align_ = align  # before 3.13 ctypes cannot express it: capped at 16, in the report
     cls._fields_ = ctfields
     cls.__bindgen_size__ = size
     cls.__bindgen_align__ = align

@@ -48,14 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bindgen import ir  # noqa: E402
-from bindgen.gcc_probe import (  # noqa: E402
-    Check,
-    RecordWalker,
-    compare,
-    constant_check,
-    macro_fn_checks,
-    run_probe,
-)
+from bindgen.gcc_probe import compare, module_checks, run_probe  # noqa: E402
 from bindgen.spec import MacroRules, Source, SourcePath, Target, load_spec  # noqa: E402
 
 UAPI_DIRS = (
@@ -220,30 +213,6 @@ def reason_kind(reason: str) -> str:
     return r.strip()[:120]
 
 
-def record_checks(mod: Any, m: ir.Module) -> list[Check]:
-    checks: list[Check] = []
-    for rec in m.records:
-        if rec.opaque or not rec.c_name:
-            continue  # nested anonymous records are checked through their parent
-        cls = getattr(mod, rec.name, None)
-        if cls is None:
-            continue
-        checks += RecordWalker(rec.c_name, cls).run()
-    return checks
-
-
-def macro_checks(mod: Any, m: ir.Module) -> list[Check]:
-    checks = []
-    for c in m.constants:
-        if isinstance(c.value, (int, float)) and not isinstance(c.value, bool):
-            checks.append(constant_check(c.name, getattr(mod, c.name)))
-    for io in m.ioctls:
-        checks.append(constant_check(io.name, int(getattr(mod, io.name))))
-    for f in m.macro_functions:
-        checks += macro_fn_checks(f.name, len(f.params), getattr(mod, f.name))
-    return checks
-
-
 def hardness(m: ir.Module, checks: dict[str, int]) -> int:
     """How much of bindgen's hard ground a header covers: bitfields, anonymous members, packed
     and over-aligned records, function-like macros."""
@@ -282,7 +251,7 @@ def sweep_header(env: Env, h: SourcePath, workdir: Path) -> HeaderResult:
     res.emitted = {attr: len(items) for attr, _, items in m.declaration_lists() if items}
     res.skipped = [(s.what, s.name, reason_kind(s.reason), s.reason) for s in m.skipped]
     mod = load_module_text(g.text, f"uapi_sweep.{t.name}")
-    checks = record_checks(mod, m) + macro_checks(mod, m)
+    checks = module_checks(mod, m)
     start = time.perf_counter()
     probe = run_probe(
         # Headers that use _IO() without including what defines it (sound/asound.h) give ioctl
