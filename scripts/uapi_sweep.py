@@ -209,7 +209,9 @@ def reason_kind(reason: str) -> str:
     r = re.sub(r"\b(?:field|record|macro|type|typedef|uses record|references undefined)"
                r"\s+[A-Za-z_][\w.]*", lambda m: m.group(0).split()[0] + " …", r)
     r = re.sub(r"\b0x[0-9a-fA-F]+\b|\b\d+\b", "N", r)
-    r = re.sub(r"\b[A-Z_][A-Z0-9_]{2,}\b", "NAME", r)
+    r = re.sub(r"\b(struct|union|enum) [A-Za-z_]\w*", r"\1 …", r)
+    r = re.sub(r"\b(?=\w*[_\d])[A-Za-z_]\w*\b", "…", r)  # identifiers: have _ or digits
+    r = re.sub(r"…(\s*…)+", "…", r)
     return r.strip()[:120]
 
 
@@ -225,7 +227,7 @@ def hardness(m: ir.Module, checks: dict[str, int]) -> int:
     return score + 2 * checks.get("macro_fn", 0) + len(m.constants) // 10
 
 
-def sweep_header(env: Env, h: SourcePath, workdir: Path) -> HeaderResult:
+def sweep_header(env: Env, h: SourcePath, workdir: Path, probe: bool = True) -> HeaderResult:
     from bindgen.errors import BindgenError
     from bindgen.generate import generate
     from bindgen.layout import load_module_text
@@ -250,29 +252,32 @@ def sweep_header(env: Env, h: SourcePath, workdir: Path) -> HeaderResult:
     m = g.module
     res.emitted = {attr: len(items) for attr, _, items in m.declaration_lists() if items}
     res.skipped = [(s.what, s.name, reason_kind(s.reason), s.reason) for s in m.skipped]
+    if not probe:
+        return res
     mod = load_module_text(g.text, f"uapi_sweep.{t.name}")
     checks = module_checks(mod, m)
     start = time.perf_counter()
-    probe = run_probe(
+    result = run_probe(
         # Headers that use _IO() without including what defines it (sound/asound.h) give ioctl
         # numbers to users who include it as well, as C users do.
-        [str(Path(env.roots[h.source]) / h.path), "<linux/ioctl.h>"],
+        # stddef.h: macros that name size_t compile for any C user who has it.
+        [str(Path(env.roots[h.source]) / h.path), "<linux/ioctl.h>", "<stddef.h>"],
         checks,
         workdir / t.name,
         env.cflags(),
         stem=t.name,
     )
     res.probe_s = time.perf_counter() - start
-    if probe.error:
-        res.status, res.detail = "probe-error", probe.error
+    if result.error:
+        res.status, res.detail = "probe-error", result.error
         return res
-    res.unprobed = [(checks[i].key, why) for i, why in sorted(probe.unprobed.items())]
-    live = [c for i, c in enumerate(checks) if i not in probe.unprobed]
-    res.mismatches = compare(live, probe.gcc)
+    res.unprobed = [(checks[i].key, why) for i, why in sorted(result.unprobed.items())]
+    live = [c for i, c in enumerate(checks) if i not in result.unprobed]
+    res.mismatches = compare(live, result.gcc)
     bad_keys = {b.split(": ", 1)[0] for b in res.mismatches}
     res.checks = dict(Counter(c.kind for c in live if c.key not in bad_keys))
     res.hardness = hardness(m, res.checks)
-    res.truth = probe.gcc
+    res.truth = result.gcc
     if res.mismatches:
         res.status = "mismatch"
     return res
@@ -283,27 +288,31 @@ def sweep_header(env: Env, h: SourcePath, workdir: Path) -> HeaderResult:
 
 _ENV: Env | None = None
 _WORK: Path | None = None
+_PROBE = True
 
 
-def _init(env: Env, work: Path) -> None:
-    global _ENV, _WORK  # one per worker process, set once by the pool
-    _ENV, _WORK = env, work
+def _init(env: Env, work: Path, probe: bool) -> None:
+    global _ENV, _WORK, _PROBE  # one per worker process, set once by the pool
+    _ENV, _WORK, _PROBE = env, work, probe
 
 
 def _one(h: SourcePath) -> HeaderResult:
     assert _ENV is not None and _WORK is not None
     try:
-        return sweep_header(_ENV, h, _WORK)
+        return sweep_header(_ENV, h, _WORK, _PROBE)
     except Exception as e:  # a crash of the sweep itself is reported per header, never hidden
         return HeaderResult(short(h), "generate-failed", f"{type(e).__name__}: {e}")
 
 
-def run_sweep(env: Env, headers: list[SourcePath], jobs: int, work: Path) -> list[HeaderResult]:
+def run_sweep(
+    env: Env, headers: list[SourcePath], jobs: int, work: Path, probe: bool = True
+) -> list[HeaderResult]:
+    """Every header through :func:`sweep_header`, in ``jobs`` worker processes."""
     if jobs <= 1:
-        _init(env, work)
+        _init(env, work, probe)
         return [_one(h) for h in headers]
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(jobs, initializer=_init, initargs=(env, work)) as pool:
+    with ctx.Pool(jobs, initializer=_init, initargs=(env, work, probe)) as pool:
         return list(pool.imap(_one, headers, chunksize=4))
 
 
@@ -370,6 +379,25 @@ def print_table(results: list[HeaderResult], total: dict[str, Any]) -> None:
           f"20 headers, in-process, one core); probes {total['probe_s']} s; wall {total['wall_s']} s")
 
 
+def print_peer(total: dict[str, Any], ours: dict[str, Any], tg: dict[str, Any]) -> None:
+    def pct(a: int, b: int) -> str:
+        return f"{a}/{b} ({100 * a / max(1, b):.1f}%)"
+
+    print("\n| | bindgen | tinygrad autogen |")
+    print("|---|---|---|")
+    print(f"| headers generated (of {total['standalone']} gcc-standalone) | "
+          f"{total['generated']} | {tg['generated']} of the {tg['headers']} bindgen generated |")
+    print(f"| records matching gcc (size, offsets, bitfields) | "
+          f"{pct(ours['records_ok'], ours['records'])} | "
+          f"{pct(tg['records_ok'], tg['records'])} |")
+    print(f"| record alignment as gcc's | (checked above) | {pct(tg['align_ok'], tg['records'])} |")
+    print(f"| macros matching gcc (integer, ioctl, function-like at probe inputs) | "
+          f"{pct(ours['macros_ok'], ours['macros'])} | {pct(tg['macros_ok'], tg['macros'])} |")
+    print(f"| generation time, all headers (s, in-process) | {total['generation_s']} | "
+          f"{tg['gen_s']} |")
+    print(f"tinygrad errors by kind: {tg['errors_by_kind']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
@@ -378,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None, help="bindgen source cache")
     ap.add_argument("--tinygrad", type=Path, default=None,
                     help="a tinygrad checkout: run its autogen on the same headers, side by side")
+    ap.add_argument("--gen-only", action="store_true",
+                    help="generate only (no gcc probes): for timing generation on its own")
     ap.add_argument("--sample", type=int, default=0,
                     help="print the N hardest fully passing headers (for the CI sample)")
     args = ap.parse_args(argv)
@@ -388,15 +418,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.only:
             headers = [h for h in headers if any(fnmatch.fnmatch(short(h), g) for g in args.only)]
         start = time.perf_counter()
-        results = run_sweep(env, headers, max(1, args.jobs), work)
+        results = run_sweep(env, headers, max(1, args.jobs), work, not args.gen_only)
         total = summarize(results, time.perf_counter() - start)
         print_table(results, total)
         report: dict[str, Any] = {"total": total, "headers": [
             {k: v for k, v in vars(r).items() if k != "truth"} for r in results]}
         if args.tinygrad:
-            from uapi_peer_tinygrad import score_tinygrad  # scripts/, beside this file
+            # scripts/, beside this file
+            from uapi_peer_tinygrad import ours_on_the_same_scale, score_tinygrad
 
-            report["tinygrad"] = score_tinygrad(args.tinygrad, env, headers, results, work)
+            start = time.perf_counter()
+            tg = score_tinygrad(args.tinygrad.resolve(), env, headers, results, work, args.jobs)
+            tg["total"]["wall_s"] = round(time.perf_counter() - start, 1)
+            report["tinygrad"] = tg
+            report["ours_scored_like_tinygrad"] = ours = ours_on_the_same_scale(results)
+            print_peer(total, ours, tg["total"])
         if args.sample:
             ok = sorted((r for r in results if r.status == "ok"), key=lambda r: -r.hardness)
             print(f"\nhardest {args.sample}:", " ".join(r.header for r in ok[: args.sample]))
@@ -404,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=1, default=str))
     print(f"JSON: {args.out}")
     ok = total["generated"] == total["standalone"] and total["mismatches"] == 0
+    if not args.gen_only:
+        ok = ok and total["status"].get("probe-error", 0) == 0
     return 0 if ok else 1
 
 
