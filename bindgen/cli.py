@@ -17,7 +17,8 @@ from .errors import BindgenError, SourceError
 from .project import Project, ProjectError, load_project
 
 if TYPE_CHECKING:
-    from .spec import Target
+    from .sources import Sources
+    from .spec import Source, Target
 
 # Installed without the `bindgen` extra, the generator cannot run (the bindings and bindgen_rt can).
 _GENERATOR_DEPS = {"yaml": "pyyaml", "mako": "mako", "clang": "libclang"}
@@ -40,43 +41,86 @@ class _Usage(Exception):
     pass
 
 
-def _overrides(pairs: list[str]) -> dict[str, Path]:
+def _overrides(pairs: list[str], targets: list[Target]) -> dict[str, Path]:
+    known = sorted({s.name for t in targets for s in t.sources})
     out = {}
     for p in pairs:
         name, sep, path = p.partition("=")
         if not sep or not name or not path:
             raise _Usage(f"--source expects NAME=DIR, got {p!r}")
+        if name not in known:
+            raise _Usage(f"--source {name}: no spec declares a source named {name!r} "
+                         f"(known: {', '.join(known)})")
         out[name] = Path(path).expanduser().resolve()
     return out
 
 
-def _worker(args: tuple[Target, Project, dict[str, Path], str | None]):
+def _worker(args: tuple[Target, Project, Sources]):
     from .generate import generate
-    from .sources import Sources
 
-    t, project, overrides, cache = args
+    t, project, srcs = args
     try:
-        return generate(t, Sources(Path(cache) if cache else None, overrides), project), None
+        return generate(t, srcs, project), None
     except BindgenError as e:
         return None, str(e)
 
 
-def _run(
-    targets: list[Target],
-    project: Project,
-    overrides: dict[str, Path],
-    cache: str | None,
-    jobs: int,
-):
-    """Generates targets (in parallel when jobs > 1); yields (target, generated, error) in order."""
-    work = [(t, project, overrides, cache) for t in targets]
+def _die_with_parent(parent: int) -> None:
+    """Pool initializer: a worker gets SIGKILL when the process that started it dies (Linux
+    prctl PR_SET_PDEATHSIG), so a killed regen leaves no orphans holding its stdout."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: workers still end when the pool's pipe closes
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _run(targets: list[Target], project: Project, srcs: Sources, jobs: int):
+    """Generates targets (in parallel when jobs > 1); yields (target, generated, error) in order.
+    ``srcs`` has resolved every source already: workers only read the verified cache."""
+    work = [(t, project, srcs) for t in targets]
     if jobs <= 1 or len(work) <= 1:
         for w in work:
             yield (w[0], *_worker(w))
         return
-    with ProcessPoolExecutor(max_workers=jobs) as ex:
+    with ProcessPoolExecutor(
+        max_workers=jobs, initializer=_die_with_parent, initargs=(os.getpid(),)
+    ) as ex:
         for w, res in zip(work, ex.map(_worker, work)):
             yield (w[0], *res)
+
+
+def _resolve_all(
+    targets: list[Target], srcs: Sources, overrides: dict[str, Path], required: bool
+) -> dict[str, list[str]]:
+    """Resolves every source once, before any worker starts (one download and unpack each).
+    Returns {target: [sources it cannot have]}; with ``required``, the first failure raises."""
+    failed: dict[str, str] = {}
+    for src in {s.name: s for t in targets for s in t.sources}.values():
+        try:
+            srcs.resolve(src)
+        except SourceError as e:
+            if required or src.name in overrides:  # asked for explicitly: not having it is an error
+                raise
+            failed[src.name] = str(e)
+    for name, why in sorted(failed.items()):
+        print(f"  unavailable source {name}: {why}", flush=True)
+    return {t.name: [s.name for s in t.sources if s.name in failed] for t in targets}
+
+
+def _sources_summary(srcs: Sources) -> None:
+    from .fetch import mb
+    from .sources import cache_size
+
+    print(
+        f"sources: {mb(srcs.downloaded)} downloaded in this run; cache {srcs.cache} holds "
+        f"{mb(cache_size(srcs.cache))}"
+    )
 
 
 def cmd_list(targets: list[Target], project: Project) -> int:
@@ -134,16 +178,17 @@ def cmd_regen(
     jobs: int,
     skip_unavailable: bool,
 ) -> int:
-    from .generate import write_atomic
+    from .outputs import load_manifest, save_manifest, write_target
     from .sources import Sources
 
     failed = 0
     total = time.perf_counter()
+    srcs = Sources(Path(cache) if cache else None, overrides)
+    unavailable = _resolve_all(targets, srcs, overrides, required=not skip_unavailable)
     if skip_unavailable:
-        srcs = Sources(Path(cache) if cache else None, overrides)
         keep = []
         for t in targets:
-            missing = [s.name for s in t.sources if not srcs.available(s)]
+            missing = unavailable[t.name]
             if missing:
                 print(
                     f"  skip  {t.name}: sources unavailable here ({', '.join(missing)}); "
@@ -153,14 +198,15 @@ def cmd_regen(
             else:
                 keep.append(t)
         targets = keep
-    for t, g, err in _run(targets, project, overrides, cache, jobs):
+    manifest = load_manifest(project.out)
+    for t, g, err in _run(targets, project, srcs, jobs):
         if err:
             failed += 1
             print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
             continue
-        changed = False
-        for path, text in g.files():
-            changed |= write_atomic(path, text)
+        changed, hashes = write_target(project.out, g.files())
+        manifest.update(hashes)
+        save_manifest(project.out, manifest)
         print(
             f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
             f"{project.shown(g.output)}: {g.counts}; {g.checks} layout checks passed",
@@ -169,32 +215,58 @@ def cmd_regen(
     print(
         f"regen: {len(targets) - failed} ok, {failed} failed in {time.perf_counter() - total:.2f} s"
     )
+    _sources_summary(srcs)
     return 1 if failed else 0
+
+
+def cmd_pin(targets: list[Target], project: Project, cache: str | None) -> int:
+    """Downloads each debian/pypi source of ``targets`` whole, verifies it against its index and
+    records the files taken in the specs' lock file (later fetches read only those)."""
+    import tempfile
+
+    from .fetch import mb
+    from .pins import load_lock, save_lock
+    from .sources import Sources, _mk
+    from .spec import load_all
+
+    srcs = Sources(Path(cache) if cache else None)
+    todo = {s.identity(): s for t in targets for s in t.sources if s.kind in ("debian", "pypi")}
+    pins = load_lock(project.specs)
+    for ident, s in sorted(todo.items()):
+        with tempfile.TemporaryDirectory(dir=_mk(srcs.cache / "tmp")) as tmp:
+            got = srcs.fetch_whole(s, Path(tmp) / "x")
+        assert got.pin is not None
+        pins[ident] = got.pin
+        print(f"  pinned {s.name}: {got.pin.archive} ({mb(got.pin.archive_size)}, sha256 "
+              f"{got.pin.archive_sha256[:16]}...): {len(got.pin.files)} files")
+    # Pins of sources no spec declares any more are dropped.
+    declared = {s.identity() for t in load_all(project.specs, "") for s in t.sources}
+    path = save_lock(project.specs, {k: v for k, v in pins.items() if k in declared})
+    print(f"pin: {len(todo)} source(s) pinned in {project.shown(path)}")
+    _sources_summary(srcs)
+    return 0
 
 
 def cmd_check(
     targets: list[Target],
+    all_targets: list[Target],
     project: Project,
     overrides: dict[str, Path],
     cache: str | None,
     jobs: int,
 ) -> int:
     from .generate import inputs_hash
+    from .outputs import audit
     from .sources import Sources
 
     srcs = Sources(Path(cache) if cache else None, overrides)
     drift: list[str] = []
-    full, partial = [], []
-    for t in targets:
-        missing = []
-        for src in t.sources:
-            try:
-                srcs.resolve(src)
-            except SourceError as e:
-                if src.name in overrides:  # asked for explicitly: not having it is an error
-                    raise
-                missing.append(src.name)
-        (partial if missing else full).append((t, missing))
+    unavailable = _resolve_all(targets, srcs, overrides, required=False)
+    full = [(t, []) for t in targets if not unavailable[t.name]]
+    partial = [(t, unavailable[t.name]) for t in targets if unavailable[t.name]]
+    problems = audit(project.out, [t.output for t in all_targets])
+    for p in problems:
+        print(f"  DRIFT {project.shown(project.out)}/{p}")
     for t, missing in partial:
         out = project.output(t.output)
         if not out.exists():
@@ -212,10 +284,11 @@ def cmd_check(
             )
         else:
             print(
-                f"  ok    {t.name}: fingerprint of spec+templates+generator matches; header drift "
-                f"NOT checked (sources unavailable here: {', '.join(missing)})"
+                f"  ok    {t.name}: fingerprint of spec+templates+generator and the files' "
+                f"hashes match; header drift NOT checked (sources unavailable here: "
+                f"{', '.join(missing)})"
             )
-    for t, g, err in _run([t for t, _ in full], project, overrides, cache, jobs):
+    for t, g, err in _run([t for t, _ in full], project, srcs, jobs):
         if err:
             drift.append(t.name)
             print(f"  FAIL  {t.name}: {err}")
@@ -247,13 +320,18 @@ def cmd_check(
                 )
         else:
             print(f"  ok    {t.name}: regenerated output identical ({g.seconds * 1000:.0f} ms)")
-    if drift:
-        print(
-            f"check: drift in {len(drift)} target(s): {', '.join(drift)}; run `bindgen regen "
-            f"{' '.join(drift)}` and commit the result"
-        )
+    if drift or problems:
+        if problems:
+            print(f"check: {len(problems)} file(s) under {project.shown(project.out)} differ from "
+                  "what bindgen wrote (listed above)")
+        if drift:
+            print(
+                f"check: drift in {len(drift)} target(s): {', '.join(drift)}; run `bindgen regen "
+                f"{' '.join(drift)}` and commit the result"
+            )
         return 1
-    print(f"check: {len(targets)} target(s) clean")
+    blind = f" ({len(partial)} checked without their headers: sources unavailable)" if partial else ""
+    print(f"check: {len(targets)} target(s) clean{blind}")
     return 0
 
 
@@ -288,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
                 action="store_true",
                 help="keep committed bindings of targets whose sources are unavailable",
             )
+    p = sub.add_parser(
+        "pin", help="pin TARGET|GROUP|all: record the files of debian/pypi sources (lock file)"
+    )
+    p.add_argument("targets", nargs="*", default=["all"])
+    p.add_argument("--cache", default=None, help="source cache (default as for regen)")
     p = sub.add_parser("show", help="show a target's spec and last report summary")
     p.add_argument("target")
     try:
@@ -316,14 +399,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "show":
             return cmd_show(_targets([args.target], all_targets)[0], project)
         targets = _targets(args.targets, all_targets)
-        overrides = _overrides(args.source)
+        if args.cmd == "pin":
+            return cmd_pin(targets, project, args.cache)
+        overrides = _overrides(args.source, all_targets)
         if args.jobs < 1:
             raise _Usage("--jobs must be at least 1")
         if args.cmd == "regen":
             return cmd_regen(
                 targets, project, overrides, args.cache, args.jobs, args.skip_unavailable
             )
-        return cmd_check(targets, project, overrides, args.cache, args.jobs)
+        return cmd_check(targets, all_targets, project, overrides, args.cache, args.jobs)
     except (_Usage, ProjectError) as e:
         print(f"bindgen: {e}", file=sys.stderr)
         return 2

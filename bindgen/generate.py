@@ -21,7 +21,7 @@ from .errors import BindgenError
 from .layout import load_module_text, verify_module
 from .macro_records import build_macro_records
 from .parse import parse_target
-from .patches import apply_ir_patches, apply_text_patches
+from .patches import apply_ir_patches
 from .render import RenderInfo, render_module, render_report
 from .project import Project
 from .sources import Sources
@@ -131,7 +131,6 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
         defs_path(t, project).name,
     )
     text, defs = render_module(m, info, lazy=t.lazy)
-    text = apply_text_patches(t, text)
     try:
         compile(text, t.output, "exec")
     except SyntaxError as e:
@@ -183,23 +182,3 @@ def _check_duplicates(t: Target, m: ir.Module) -> None:
     enum_values = {k for e in m.enums for k, _ in e.values}
     m.constants = [c for c in m.constants if c.name not in enum_values]
 
-
-def write_atomic(path: Path, text: str) -> bool:
-    """Writes ``text`` to ``path`` via a temporary file and rename; returns whether it changed."""
-    if path.exists() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    init = path.parent / "__init__.py"
-    if path.suffix == ".py" and not init.exists():
-        init.write_text("")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True

@@ -21,7 +21,7 @@ import clang.cindex as ci
 from . import ir
 from .cexpr import CType, MacroDef
 from .errors import ClangError, SourceError, UnsupportedConstruct
-from .spec import MacroTableRule, Target
+from .spec import MacroTableRule, SourcePath, Target
 
 CK = ci.CursorKind
 TK = ci.TypeKind
@@ -97,18 +97,21 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     """Parses the target's headers. ``roots`` maps each source name to its resolved folder."""
     paths = _Paths(roots)
     header_files = []
+
+    def at(sp: SourcePath) -> str:  # the spec line that names ``sp``
+        return f"{target.spec_shown}:{sp.line or target.line}: target {target.name}"
+
     for h in target.headers:
         p = roots[h.source] / h.path
         if "*" in h.path:  # a glob: every match, in name order
             matches = sorted(x for x in roots[h.source].glob(h.path) if x.is_file())
             if not matches:
-                raise SourceError(f"target {target.name}: header pattern {h} matches no file")
+                raise SourceError(f"{at(h)}: header pattern {h} matches no file")
             header_files += matches
             continue
         if not p.is_file():
             raise SourceError(
-                f"target {target.name}: declared header {h} does not exist "
-                f"(looked in source {h.source})"
+                f"{at(h)}: declared header {h} does not exist (looked in source {h.source})"
             )
         header_files.append(p)
     args = [
@@ -124,12 +127,12 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     for inc in target.include_dirs:
         d = roots[inc.source] / inc.path
         if not d.is_dir():
-            raise SourceError(f"target {target.name}: include folder {inc} does not exist")
+            raise SourceError(f"{at(inc)}: include folder {inc} does not exist")
         args.append(f"-I{d}")
     for pre in target.preinclude:
         f = roots[pre.source] / pre.path
         if not f.is_file():
-            raise SourceError(f"target {target.name}: preinclude {pre} does not exist")
+            raise SourceError(f"{at(pre)}: preinclude {pre} does not exist")
         args += ["-include", str(f)]
     args += list(target.clang_args)
     main = "".join(f'#include "{p}"\n' for p in header_files)
@@ -146,7 +149,14 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
 
     # Declarations come from a parse without the preprocessing record: with it, every macro is a
     # top-level cursor and walking 47,000 of them costs more than parsing twice.
-    tu = parse(0)
+    try:
+        tu = parse(0)
+    except ci.TranslationUnitLoadError:
+        # libclang gives no reason; a bad option (`-std=bogus`) is the usual one.
+        raise ClangError(
+            f"{target.spec_shown}:{target.line}: target {target.name}: clang refused to parse "
+            f"with these arguments: {' '.join(args)}; check the target's clang_args"
+        ) from None
     errors = []
     for d in tu.diagnostics:
         if d.severity >= ci.Diagnostic.Error:
@@ -741,7 +751,9 @@ def _scan_macros(
     out: list[MacroDef] = []
     for shown, path in files:
         try:
-            text = _strip_comments(Path(path).read_text(errors="replace"))
+            # Bytes that are not UTF-8 survive as surrogates, so a string using them is refused
+            # by the literal parser instead of turning silently into U+FFFD.
+            text = _strip_comments(Path(path).read_text(errors="surrogateescape"))
         except OSError:
             continue
         ranges = skipped.get(os.path.realpath(path), [])
@@ -825,7 +837,7 @@ def _scan_table(
         if not any(fnmatch.fnmatch(shown, g) for g in rule.files):
             continue
         matched = True
-        text = _strip_comments(Path(path).read_text(errors="replace"))
+        text = _strip_comments(Path(path).read_text(errors="surrogateescape"))
         ranges = skipped.get(os.path.realpath(path), [])
         for m in call.finditer(text):
             line = text.count("\n", 0, m.start()) + 1

@@ -1,5 +1,5 @@
-"""Declarative post-processing from the spec: applied to the IR before rendering (rename, alias,
-type, drop, extra) or, as a last resort, to the rendered text (replace, which must match)."""
+"""Declarative post-processing from the spec, applied to the IR before rendering: rename, alias,
+type, drop (names only) and extra (code, the one patch that is code by design)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,33 @@ def _names(m: ir.Module) -> dict[str, str]:
         for k, _ in en.values:
             out.setdefault(k, "enumerator")
     return out
+
+
+def _refs(t: ir.Type) -> list[str]:
+    """Names of the declarations a type refers to."""
+    if isinstance(t, ir.Named):
+        return [t.name]
+    if isinstance(t, ir.Pointer):
+        return _refs(t.pointee)
+    if isinstance(t, ir.Array):
+        return _refs(t.elem)
+    if isinstance(t, ir.FuncType):
+        return [n for x in (t.ret, *t.params) for n in _refs(x)]
+    return []
+
+
+def _check_no_dangling(t: Target, p: Patch, m: ir.Module, dropped: set[str]) -> None:
+    """A dropped declaration that a kept one still uses would fail at import: refuse it here."""
+    users = [(r.name, f.type) for r in m.records for f in r.fields]
+    users += [(td.name, td.type) for td in m.typedefs]
+    users += [(fn.name, fn.type) for fn in m.functions]
+    for name, ty in users:
+        hit = next((n for n in _refs(ty) if n in dropped), None)
+        if hit is not None:
+            raise PatchError(
+                f"{_where(t, p)}: drops {hit}, which {name} still uses; drop {name} too, or "
+                "narrow the pattern"
+            )
 
 
 def _retype(t: ir.Type, old: str, new: str) -> ir.Type:
@@ -148,21 +175,15 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
                 setattr(m, attr, kept)
             if not dropped:
                 raise PatchError(f"{_where(t, p)}: pattern {p.get('pattern')!r} matched nothing")
+            _check_no_dangling(t, p, m, {d.name for d in dropped})
             m.skipped += dropped  # one line per declaration: the report names each
         elif p.op == "extra":
-            m.extra_code.append(f"# extra: {p.why}\n{p.get('code').rstrip()}")
+            code = p.get("code").rstrip()
+            try:  # a syntax error is the patch's, not the renderer's: say which patch
+                compile(code, f"{t.spec_shown}:{p.line}", "exec")
+            except SyntaxError as e:
+                raise PatchError(
+                    f"{_where(t, p)}: line {e.lineno} of its code: {e.msg}"
+                ) from None
+            m.extra_code.append(f"# extra: {p.why}\n{code}")
 
-
-def apply_text_patches(t: Target, text: str) -> str:
-    """Applies the regex ``replace`` patches to rendered text; each must match (count if given)."""
-    for p in t.patches:
-        if p.op != "replace":
-            continue
-        text, n = re.subn(p.get("pattern"), p.get("with"), text, flags=re.M)
-        want = p.get("count") or 0
-        if n == 0 or (want and n != want):
-            raise PatchError(
-                f"{_where(t, p)}: pattern {p.get('pattern')!r} matched {n} time(s)"
-                + (f", expected {want}" if want else "")
-            )
-    return text

@@ -1,30 +1,52 @@
-"""Resolves a spec's header sources into local folders, pinned and cached.
+"""Resolves a spec's header sources into local folders, pinned, verified and cached.
 
 Kinds: ``system`` (a folder on this machine, named with the Debian package that provides it),
-``debian`` (``apt-get download`` of an exact version, unpacked with ``dpkg-deb -x``; an inner
-tarball such as
-linux-source's is unpacked selectively), ``pypi`` (``pip download --no-deps`` of an exact version),
+``debian`` (an exact version from the apt mirror), ``pypi`` (an exact version's wheel),
 ``archive`` (url + sha256) and ``git`` (url + ref, read from a local checkout or bare mirror).
 Any source can be overridden with ``--source NAME=DIR`` or ``BINDGEN_SOURCE_<NAME>=DIR``.
+
+What is downloaded: where a source is pinned (``bindgen pin``, see ``pins``), only the byte ranges
+holding its members: a wheel's central directory and members, a .deb's xz blocks that hold them
+(through the inner tarball's own blocks for linux-source). Otherwise the whole archive is streamed
+once, hashed and checked against its index's hash, and unpacked as it arrives.
+
+Every cache entry carries a manifest of its files (sha256, size, mtime) and is checked on every
+use: a file whose size or mtime changed is re-hashed, and any difference, missing or added file
+is refused.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
-import tarfile
+import sys
 import tempfile
-import urllib.request
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Callable
 
+from .archives import (
+    ArStream,
+    XzView,
+    ar_members,
+    decompressor_stream,
+    extract_tar_stream,
+    extract_zip,
+    member_path,
+    selected,
+)
 from .errors import SourceError
+from .fetch import Counted, Log, Net, RangeFile, mb
+from .pins import Member, SourcePin
 from .spec import Source
+
+MANIFEST = ".bindgen-manifest.json"
+PYPI_INDEX = "https://pypi.org/simple"
 
 
 def env_var(name: str) -> str:
@@ -38,6 +60,10 @@ def default_cache() -> Path:
     return Path(base)
 
 
+def log_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 @dataclass(frozen=True)
 class Resolved:
     source: Source
@@ -45,19 +71,34 @@ class Resolved:
     how: str  # "override DIR", "cache", "fetched" — for progress output only, never rendered
 
 
+@dataclass
+class Fetched:
+    """What one fetch produced (before it is published into the cache)."""
+
+    files: dict[str, Member]
+    archive_sha256: str = ""
+    pin: SourcePin | None = None  # set by whole-archive fetches: what `bindgen pin` records
+    extra: dict[str, str] = field(default_factory=dict)
+
+
 class Sources:
-    """Finds or fetches each source once per run; thread-safe enough for per-target workers."""
+    """Finds or fetches each source once per run. Resolve every source in the parent process
+    before starting workers: they then only read the verified cache."""
 
     def __init__(
         self,
         cache: Path | None = None,
         overrides: dict[str, Path] | None = None,
         offline: bool = False,
+        log: Log = log_stderr,
     ) -> None:
         self.cache = cache or default_cache()
         self.overrides = dict(overrides or {})
         self.offline = offline
+        self.net = Net(log)
+        self.log = log
         self._done: dict[str, Resolved] = {}
+        self.whole = False  # `bindgen pin`: fetch whole archives even where pins exist
 
     def resolve(self, src: Source) -> Resolved:
         if src.name in self._done:
@@ -65,8 +106,10 @@ class Sources:
         override = self.overrides.get(src.name) or os.environ.get(env_var(src.name))
         if override:
             res = self._override(src, Path(override))
+        elif src.kind == "system":
+            res = self._system(src)
         else:
-            res = getattr(self, f"_{src.kind}")(src)
+            res = self._cached(src)
         self._done[src.name] = res
         return res
 
@@ -77,6 +120,10 @@ class Sources:
         except SourceError:
             return False
 
+    @property
+    def downloaded(self) -> int:
+        return self.net.downloaded
+
     # -- helpers
     def _how_to(self, src: Source) -> str:
         return (
@@ -84,15 +131,30 @@ class Sources:
             f"(a folder holding the files the spec names)"
         )
 
+    def entry(self, src: Source) -> Path:
+        """The cache folder of a source: named for people, keyed by everything that shapes it."""
+        label = {
+            "debian": f"{src.package}_{src.version}_{src.arch}",
+            "pypi": f"{src.package}_{src.version}",
+            "archive": src.sha256[:16],
+            "git": f"{src.name}_{src.ref}",
+        }[src.kind]
+        key = _sha256_text(src.identity())[:12]
+        return self.cache / "v2" / src.kind / _safe(f"{label}_{key}")
+
     def _override(self, src: Source, path: Path) -> Resolved:
         if not path.exists():
             raise SourceError(f"source {src.name}: override {path} does not exist")
         if src.kind == "git" and _is_git(path):
             return Resolved(src, self._git_export(src, path), f"git {path}")
         if src.tarball and (path / src.tarball).is_file():
-            return Resolved(
-                src, self._unpack_inner(src, path, path / src.tarball), f"override {path}"
-            )
+            root = self.entry(src).with_name(self.entry(src).name + "_" + _sha256_text(str(path))[:8])
+            if not (root / MANIFEST).exists():
+                with (path / src.tarball).open("rb") as f:
+                    files = self._unpack_stream(src, f, root, src.tarball)
+                _publish_files(root.parent, root, Fetched(files), src)
+            _verify_entry(src, root)
+            return Resolved(src, root, f"override {path}")
         return Resolved(src, path, f"override {path}")
 
     def _system(self, src: Source) -> Resolved:
@@ -106,218 +168,407 @@ class Sources:
             raise SourceError(f"source {src.name}: {path} is missing; " + fix + self._how_to(src))
         return Resolved(src, path, "system")
 
-    def _debian(self, src: Source) -> Resolved:
-        key = _safe(f"{src.package}_{src.version}_{src.arch}")
-        if src.tarball:  # selective unpacks of one package differ by what they take
-            key += "_" + _sha256_text(repr((src.tarball, src.members, src.strip)))[:12]
-        root = self.cache / "debian" / key
-        if not (root / ".complete").exists():
-            if self.offline:
-                raise SourceError(
-                    f"source {src.name}: {src.package}={src.version} is not cached and "
-                    f"the run is offline; " + self._how_to(src)
-                )
-            if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
-                raise SourceError(
-                    f"source {src.name}: needs apt-get and dpkg-deb to fetch "
-                    f"{src.package}={src.version}; " + self._how_to(src)
-                )
-            with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
-                r = subprocess.run(
-                    ["apt-get", "download", f"{src.package}={src.version}"],
-                    cwd=tmp,
-                    capture_output=True,
-                    text=True,
-                )
-                debs = list(Path(tmp).glob("*.deb"))
-                if r.returncode or not debs:
-                    raise SourceError(
-                        f"source {src.name}: `apt-get download {src.package}={src.version}` "
-                        "failed: "
-                        f"{(r.stderr or r.stdout).strip().splitlines()[-1:] or ['no .deb']}; "
-                        f"run `apt-get update`, or " + self._how_to(src)
-                    )
-                deb = debs[0]
-                if src.sha256 and _sha256(deb) != src.sha256:
-                    raise SourceError(
-                        f"source {src.name}: {deb.name} has sha256 {_sha256(deb)}, "
-                        f"the spec pins {src.sha256}"
-                    )
-                out = Path(tmp) / "x"
-                r = subprocess.run(
-                    ["dpkg-deb", "-x", str(deb), str(out)], capture_output=True, text=True
-                )
-                if r.returncode:
-                    raise SourceError(f"source {src.name}: dpkg-deb -x failed: {r.stderr.strip()}")
-                if src.tarball:
-                    inner = out / src.tarball
-                    if not inner.is_file():
-                        raise SourceError(f"source {src.name}: {src.tarball} is not in {deb.name}")
-                    final = Path(tmp) / "y"
-                    _extract_members(inner, final, src.members, src.strip, src.name)
-                    out = final
-                _publish(out, root)
-        return Resolved(src, root, "cache")
-
-    def _unpack_inner(self, src: Source, base: Path, tarball: Path) -> Path:
-        root = self.cache / "inner" / _safe(f"{src.name}_{_sha256_text(str(tarball))[:12]}")
-        if not (root / ".complete").exists():
-            with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
-                _extract_members(tarball, Path(tmp) / "y", src.members, src.strip, src.name)
-                _publish(Path(tmp) / "y", root)
-        return root
-
-    def _pypi(self, src: Source) -> Resolved:
-        root = self.cache / "pypi" / _safe(f"{src.package}_{src.version}")
-        if not (root / ".complete").exists():
-            if self.offline:
-                raise SourceError(
-                    f"source {src.name}: {src.package}=={src.version} is not cached "
-                    "and the run is offline; " + self._how_to(src)
-                )
-            with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
-                r = subprocess.run(
-                    [
-                        "python3",
-                        "-m",
-                        "pip",
-                        "download",
-                        "--no-deps",
-                        "--only-binary=:all:",
-                        "--platform",
-                        "manylinux2014_x86_64",
-                        "--platform",
-                        "manylinux_2_17_x86_64",
-                        "-d",
-                        tmp,
-                        f"{src.package}=={src.version}",
-                    ],
-                    capture_output=True,
-                    text=True,
-                )
-                files = sorted(Path(tmp).iterdir())
-                if r.returncode or not files:
-                    raise SourceError(
-                        f"source {src.name}: pip download {src.package}=={src.version}"
-                        f" failed: {r.stderr.strip().splitlines()[-1:]}; " + self._how_to(src)
-                    )
-                out = Path(tmp) / "x"
-                with zipfile.ZipFile(files[0]) as z:
-                    z.extractall(out)
-                _publish(out, root)
-        return Resolved(src, root, "cache")
-
-    def _archive(self, src: Source) -> Resolved:
-        root = self.cache / "archive" / src.sha256[:16]
-        if not (root / ".complete").exists():
-            if self.offline:
-                raise SourceError(
-                    f"source {src.name}: {src.url} is not cached and the run is "
-                    "offline; " + self._how_to(src)
-                )
-            with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
-                dl = Path(tmp) / "download"
-                try:
-                    with urllib.request.urlopen(src.url, timeout=60) as resp, dl.open("wb") as f:
-                        shutil.copyfileobj(resp, f)
-                except OSError as e:
-                    raise SourceError(
-                        f"source {src.name}: cannot download {src.url}: {e}; " + self._how_to(src)
-                    )
-                if _sha256(dl) != src.sha256:
-                    raise SourceError(
-                        f"source {src.name}: {src.url} has sha256 {_sha256(dl)}, the "
-                        f"spec pins {src.sha256}"
-                    )
-                _extract_members(dl, Path(tmp) / "x", src.members, src.strip, src.name)
-                _publish(Path(tmp) / "x", root)
-        return Resolved(src, root, "cache")
-
-    def _git(self, src: Source) -> Resolved:
-        root = self._git_root(src)
-        if (root / ".complete").exists():
+    def _cached(self, src: Source) -> Resolved:
+        root = self.entry(src)
+        if (root / MANIFEST).exists():
+            _verify_entry(src, root)
             return Resolved(src, root, "cache")
-        raise SourceError(
-            f"source {src.name}: {src.url} at {src.ref} is not in the cache. Give a checkout or a "
-            f"bare mirror: --source {src.name}=DIR or {env_var(src.name)}=DIR (a bare git "
-            f"directory is exported at {src.ref}; for example `git clone --bare {src.url} DIR`)"
+        if src.kind == "git":
+            raise SourceError(
+                f"source {src.name}: {src.url} at {src.ref} is not in the cache. Give a checkout or"
+                f" a bare mirror: --source {src.name}=DIR or {env_var(src.name)}=DIR (a bare git "
+                f"directory is exported at {src.ref}; for example `git clone --bare {src.url} DIR`)"
+            )
+        if self.offline:
+            raise SourceError(
+                f"source {src.name}: {src.kind} {src.package or src.url} is not cached and the run "
+                "is offline; " + self._how_to(src)
+            )
+        before = self.net.downloaded
+        tmp_parent = _mk(self.cache / "tmp")
+        with tempfile.TemporaryDirectory(dir=tmp_parent) as tmp:
+            out = Path(tmp) / "x"
+            fetched = getattr(self, f"_fetch_{src.kind}")(src, out)
+            _publish_files(out, root, fetched, src)
+        size = sum(m.size for m in fetched.files.values())
+        self.log(
+            f"  cached {src.name}: {len(fetched.files)} files ({mb(size)}) from "
+            f"{mb(self.net.downloaded - before)} downloaded"
         )
+        _verify_entry(src, root)
+        return Resolved(src, root, "fetched")
 
-    def _git_root(self, src: Source) -> Path:
-        key = f"{src.name}_{src.ref}"
-        if src.members:
-            key += "_" + _sha256_text(repr(src.members))[:12]
-        return self.cache / "git" / _safe(key)
+    def fetch_whole(self, src: Source, out: Path) -> Fetched:
+        """Downloads the whole archive, verified against its index; ``Fetched.pin`` records it."""
+        self.whole = True
+        try:
+            return getattr(self, f"_fetch_{src.kind}")(src, out)  # type: ignore[no-any-return]
+        finally:
+            self.whole = False
 
+    # -- debian
+    def _apt_uri(self, src: Source) -> tuple[str, str, int, str]:
+        """(url, file name, size, sha256) from apt's signed index, without downloading."""
+        if not shutil.which("apt-get"):
+            raise SourceError(
+                f"source {src.name}: needs apt-get to find {src.package}={src.version}; "
+                + self._how_to(src)
+            )
+        spec = f"{src.package}:{src.arch}={src.version}" if src.arch != "all" else (
+            f"{src.package}={src.version}"
+        )
+        r = subprocess.run(
+            ["apt-get", "--print-uris", "download", "--", spec], capture_output=True, text=True
+        )
+        m = re.search(r"^'([^']+)' (\S+) (\d+) SHA256:([0-9a-f]{64})", r.stdout, re.M)
+        if r.returncode or not m:
+            last = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no .deb"]
+            raise SourceError(
+                f"source {src.name}: `apt-get --print-uris download {spec}` failed: {last[0]}; "
+                f"run `apt-get update`, or " + self._how_to(src)
+            )
+        url, name, size, sha = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+        if src.sha256 and sha != src.sha256:
+            raise SourceError(
+                f"source {src.name}: apt's index gives {name} sha256 {sha}, the spec pins "
+                f"{src.sha256}"
+            )
+        return url, name, size, sha
+
+    def _fetch_debian(self, src: Source, out: Path) -> Fetched:
+        url, name, size, sha = self._apt_uri(src)
+        pin = src.pin
+        if pin and not self.whole:
+            if pin.archive_sha256 != sha:
+                raise SourceError(
+                    f"source {src.name}: apt's index gives {name} sha256 {sha}, the pins in "
+                    f"{src.package}'s lock file were made from {pin.archive_sha256}; run "
+                    "`bindgen pin` again"
+                )
+            files = self._debian_ranges(src, url, name, size, pin, out)
+            return Fetched(files, sha)
+        what = f"{src.name} ({name})"
+        h = _Hashing(self.net.stream(url, what, size))
+        data = ArStream(h, "data.tar", name)
+        stream = decompressor_stream(data, data.name)  # type: ignore[arg-type]
+        inner = [-1, 0]
+        if src.tarball:
+            import tarfile
+
+            try:
+                with tarfile.open(fileobj=stream, mode="r|") as tf:
+                    for m in tf:
+                        if member_path(m.name, 0, name) == src.tarball and m.isfile():
+                            inner = [m.offset_data, m.size]
+                            f = tf.extractfile(m)
+                            assert f is not None
+                            files = self._unpack_stream(src, f, out, f"{name}:{src.tarball}")
+                            break
+                    else:
+                        raise SourceError(f"source {src.name}: {src.tarball} is not in {name}")
+            except tarfile.TarError as e:
+                raise SourceError(f"source {src.name}: cannot read {name}: {e}") from None
+        else:
+            files = self._unpack_stream(src, stream, out, name, strip=0)
+        h.drain()
+        self.log(h.raw.line("downloaded"))
+        if h.hexdigest() != sha:
+            raise SourceError(
+                f"source {src.name}: {name} has sha256 {h.hexdigest()}, apt's index gives {sha}"
+            )
+        self.log(
+            f"  hint: `bindgen pin` records {src.name}'s {len(files)} files so later fetches read "
+            "only their byte ranges"
+        ) if not self.whole else None
+        pin_rec = SourcePin(
+            src.identity(), name, url, sha, size, inner[0], inner[1],
+            tuple(sorted(files.values(), key=lambda m: m.path)),
+        )
+        return Fetched(files, sha, pin_rec)
+
+    def _debian_ranges(
+        self, src: Source, url: str, name: str, size: int, pin: SourcePin, out: Path
+    ) -> dict[str, Member]:
+        """Reads only the pinned members: ar header, the xz index, and the blocks holding them."""
+        what = f"{src.name} ({name}, ranges)"
+        rf = RangeFile(self.net, url, size, what)
+        data = next((m for m in ar_members(rf.read_at, size, name) if m.name.startswith("data.tar")),
+                    None)
+        if data is None or not data.name.endswith(".xz"):
+            raise SourceError(f"source {src.name}: {name} has no data.tar.xz")
+        outer = XzView(lambda o, n: rf.read_at(data.offset + o, n), data.size, f"{name}:{data.name}")
+        view = outer
+        if src.tarball:
+            view = XzView(
+                lambda o, n: outer.read(pin.inner_offset + o, n),
+                pin.inner_size,
+                f"{name}:{src.tarball}",
+            )
+        return self._read_pinned(src, view.read, pin, out, what)
+
+    def _read_pinned(
+        self, src: Source, read: Callable[[int, int], bytes], pin: SourcePin, out: Path, what: str
+    ) -> dict[str, Member]:
+        from .archives import Extractor
+        import io
+        import time
+
+        ex = Extractor(out, what)
+        start = last = time.monotonic()
+        for i, m in enumerate(sorted(pin.files, key=lambda m: m.offset)):
+            got = ex.write(m.path, io.BytesIO(read(m.offset, m.size)), m.offset)
+            if got.sha256 != m.sha256:
+                raise SourceError(
+                    f"source {src.name}: {m.path} has sha256 {got.sha256}, its pin is {m.sha256}; "
+                    "the archive changed under the same version: run `bindgen pin` and review"
+                )
+            now = time.monotonic()
+            if now - last >= 1.0:
+                last = now
+                self.log(
+                    f"  fetching {what}: {i + 1}/{len(pin.files)} files, "
+                    f"{mb(self.net.downloaded)} downloaded in {now - start:.1f} s"
+                )
+        return ex.finish()
+
+    # -- pypi
+    def _wheel(self, src: Source) -> tuple[str, str, int, str]:
+        """(url, file name, size, sha256) of the x86-64 Linux (or pure) wheel from PyPI's index."""
+        index = os.environ.get("BINDGEN_PYPI_INDEX", PYPI_INDEX).rstrip("/")
+        proj = re.sub(r"[-_.]+", "-", src.package).lower()
+        what = f"{src.name} (PyPI index)"
+        doc = json.loads(self.net.get(
+            f"{index}/{proj}/", what, {"Accept": "application/vnd.pypi.simple.v1+json"}
+        ))
+        want_ver = src.version.replace("-", "_")  # wheel names escape - as _
+        cands = []
+        for f in doc.get("files", []):
+            fn = f.get("filename", "")
+            parts = fn[:-4].split("-") if fn.endswith(".whl") else []
+            if len(parts) >= 5 and parts[1] == want_ver and (
+                parts[-1] == "any" or ("manylinux" in parts[-1] and "x86_64" in parts[-1])
+            ):
+                cands.append((fn, f["url"], int(f.get("size") or 0), f["hashes"]["sha256"]))
+        if src.pin:
+            cands = [c for c in cands if c[0] == src.pin.archive] or cands
+        if not cands:
+            raise SourceError(
+                f"source {src.name}: PyPI has no x86-64 Linux wheel of {src.package}=={src.version};"
+                " " + self._how_to(src)
+            )
+        fn, url, size, sha = sorted(cands)[0]
+        if src.sha256 and sha != src.sha256:
+            raise SourceError(
+                f"source {src.name}: PyPI gives {fn} sha256 {sha}, the spec pins {src.sha256}"
+            )
+        return url, fn, size, sha
+
+    def _fetch_pypi(self, src: Source, out: Path) -> Fetched:
+        url, fn, size, sha = self._wheel(src)
+        pin = src.pin
+        if pin and not self.whole:
+            if pin.archive_sha256 != sha:
+                raise SourceError(
+                    f"source {src.name}: PyPI gives {fn} sha256 {sha}, the pins were made from "
+                    f"{pin.archive_sha256}; run `bindgen pin` again"
+                )
+            what = f"{src.name} ({fn}, ranges)"
+            rf = RangeFile(self.net, url, size, what)
+            with zipfile.ZipFile(rf) as zf:  # type: ignore[arg-type]
+                def read(offset: int, n: int, zf: zipfile.ZipFile = zf) -> bytes:
+                    return zf.read(by_offset[offset])
+
+                by_offset = {m.offset: m.path for m in pin.files}
+                files = self._read_pinned(src, read, pin, out, what)
+            self.log(f"  fetched {what}: {mb(self.net.downloaded)} downloaded so far")
+            return Fetched(files, sha)
+        with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
+            whl = Path(tmp) / fn
+            h = _Hashing(self.net.stream(url, f"{src.name} ({fn})", size))
+            with whl.open("wb") as f:
+                for chunk in iter(lambda: h.read(1 << 20), b""):
+                    f.write(chunk)
+            self.log(h.raw.line("downloaded"))
+            if h.hexdigest() != sha:
+                raise SourceError(f"source {src.name}: {fn} has sha256 {h.hexdigest()}, PyPI "
+                                  f"gives {sha}")
+            try:
+                with zipfile.ZipFile(whl) as zf:
+                    files = extract_zip(zf, out, src.members, fn)
+                    # Positions are irrelevant for a zip: the pin keys members by an index.
+                    files = {k: Member(m.path, m.sha256, m.size, i)
+                             for i, (k, m) in enumerate(sorted(files.items()))}
+            except zipfile.BadZipFile as e:
+                raise SourceError(f"source {src.name}: {fn} is not a valid wheel: {e}") from None
+        if src.members and not files:
+            raise SourceError(f"source {src.name}: no file in {fn} matches {list(src.members)}")
+        pin_rec = SourcePin(src.identity(), fn, url, sha, size, -1, 0,
+                            tuple(sorted(files.values(), key=lambda m: m.path)))
+        return Fetched(files, sha, pin_rec)
+
+    # -- archive
+    def _fetch_archive(self, src: Source, out: Path) -> Fetched:
+        name = src.url.rsplit("/", 1)[-1] or src.url
+        h = _Hashing(self.net.stream(src.url, f"{src.name} ({name})"))
+        files = self._unpack_stream(src, h, out, name)  # type: ignore[arg-type]
+        h.drain()
+        self.log(h.raw.line("downloaded"))
+        if h.hexdigest() != src.sha256:
+            raise SourceError(
+                f"source {src.name}: {src.url} has sha256 {h.hexdigest()}, the spec pins "
+                f"{src.sha256}"
+            )
+        return Fetched(files, src.sha256)
+
+    def _unpack_stream(
+        self, src: Source, f: IO[bytes], out: Path, label: str, strip: int | None = None
+    ) -> dict[str, Member]:
+        files = extract_tar_stream(
+            f, out, src.members, src.strip if strip is None else strip, f"source {src.name}: {label}"
+        )
+        if src.members and not files:
+            raise SourceError(f"source {src.name}: no file in {label} matches {list(src.members)}")
+        return files
+
+    # -- git
     def _git_export(self, src: Source, repo: Path) -> Path:
-        root = self._git_root(src)
-        if (root / ".complete").exists():
+        root = self.entry(src)
+        if (root / MANIFEST).exists():
+            _verify_entry(src, root)
             return root
         with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
             out = Path(tmp) / "x"
-            out.mkdir()
+            tar = Path(tmp) / "a.tar"
             # `members` are path prefixes: mirrors may lack blobs outside them (large files).
-            arch = subprocess.run(
-                ["git", "-C", str(repo), "archive", "--format=tar", src.ref, "--", *src.members],
-                capture_output=True,
-            )
+            # A ref starting with '-' would be read as an option (`--output=FILE`): the spec loader
+            # refuses such refs; this check keeps programmatic Sources honest too.
+            if not src.ref or src.ref.startswith("-"):
+                raise SourceError(f"source {src.name}: git ref {src.ref!r} is not a revision name")
+            with tar.open("wb") as f:
+                arch = subprocess.run(
+                    ["git", "-C", str(repo), "archive", "--format=tar", src.ref, "--",
+                     *src.members],
+                    stdout=f, stderr=subprocess.PIPE,
+                )
             if arch.returncode:
                 raise SourceError(
                     f"source {src.name}: git archive {src.ref} in {repo} failed: "
                     f"{arch.stderr.decode(errors='replace').strip()}"
                 )
-            tar = Path(tmp) / "a.tar"
-            tar.write_bytes(arch.stdout)
-            # Not extractall(filter=...): Debian 12's Python 3.11.2 predates extraction filters.
-            _extract_members(tar, out, (), 0, src.name)
-            _publish(out, root)
+            with tar.open("rb") as f:
+                files = extract_tar_stream(f, out, (), 0, f"source {src.name}: git {src.ref}")
+            self.log(
+                f"  unpacked {src.name} (git {src.ref}): {len(files)} files, "
+                f"{mb(sum(m.size for m in files.values()))}"
+            )
+            _publish_files(out, root, Fetched(files), src)
+        _verify_entry(src, root)
         return root
+
+
+class _Hashing:
+    """Hashes every byte read through it (the whole archive, even what unpacking skips)."""
+
+    def __init__(self, raw: Counted) -> None:
+        self.raw, self._h = raw, hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self._h.update(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def drain(self) -> None:
+        for _ in iter(lambda: self.read(1 << 20), b""):
+            pass
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
 
 
 def _is_git(path: Path) -> bool:
     return (path / "HEAD").is_file() and (path / "objects").is_dir() or (path / ".git").exists()
 
 
-def _extract_members(
-    archive: Path, out: Path, members: tuple[str, ...], strip: int, name: str
-) -> None:
-    """Unpacks members matching the ``members`` globs (all when empty), dropping ``strip`` parts."""
-    out.mkdir(parents=True, exist_ok=True)
-    found = 0
-    try:
-        with tarfile.open(archive) as tf:
-            for m in tf:
-                if not (m.isfile() or m.isdir()):
-                    continue
-                parts = m.name.split("/")[strip:]
-                rel = "/".join(parts)
-                if not rel or (members and not any(fnmatch.fnmatch(rel, g) for g in members)):
-                    continue
-                if m.isdir():
-                    continue
-                dest = out / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                src = tf.extractfile(m)
-                assert src is not None
-                with dest.open("wb") as f:
-                    shutil.copyfileobj(src, f)
-                found += 1
-    except tarfile.TarError as e:
-        raise SourceError(f"source {name}: cannot read {archive.name}: {e}")
-    if members and not found:
-        raise SourceError(f"source {name}: no file in {archive.name} matches {list(members)}")
-
-
-def _publish(tmp_dir: Path, root: Path) -> None:
-    """Moves a finished unpack into place atomically and marks it complete."""
-    (tmp_dir / ".complete").write_text("")
+def _publish_files(tmp_dir: Path, root: Path, fetched: Fetched, src: Source) -> None:
+    """Writes the manifest and moves a finished unpack into place atomically."""
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for rel, m in sorted(fetched.files.items()):
+        st = (tmp_dir / rel).stat()
+        files[rel] = [m.sha256, m.size, st.st_mtime_ns]
+    manifest = {"identity": src.identity(), "archive_sha256": fetched.archive_sha256,
+                "files": files}
+    (tmp_dir / MANIFEST).write_text(json.dumps(manifest, indent=0, sort_keys=True))
     root.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(tmp_dir, root)
     except OSError:
-        if not (root / ".complete").exists():  # a concurrent run may have won the race
+        if not (root / MANIFEST).exists():  # a concurrent run may have won the race
             shutil.rmtree(root, ignore_errors=True)
             os.rename(tmp_dir, root)
+
+
+def _verify_entry(src: Source, root: Path) -> None:
+    """Refuses a cache entry whose files differ from its manifest (checked on every use: a
+    changed size or mtime triggers a full re-hash of that file)."""
+    fix = f"delete {root} and run again to fetch it afresh"
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+        files: dict[str, list] = manifest["files"]
+    except (OSError, ValueError, KeyError) as e:
+        raise SourceError(f"source {src.name}: cache entry {root} has no readable manifest "
+                          f"({e}); {fix}") from None
+    if manifest.get("identity") != src.identity():
+        raise SourceError(f"source {src.name}: cache entry {root} was made for another source; "
+                          + fix)
+    pinned = src.pin.archive_sha256 if src.pin else src.sha256
+    if pinned and manifest.get("archive_sha256") and manifest["archive_sha256"] != pinned:
+        raise SourceError(
+            f"source {src.name}: the spec pins sha256 {pinned}, the cache entry {root} was "
+            f"unpacked from {manifest['archive_sha256']}; {fix}"
+        )
+    seen = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for fn in filenames:
+            p = os.path.join(dirpath, fn)
+            rel = os.path.relpath(p, root)
+            if rel == MANIFEST:
+                continue
+            seen.add(rel)
+            want = files.get(rel)
+            if want is None:
+                raise SourceError(f"source {src.name}: {rel} was added to the cache entry {root} "
+                                  f"after it was verified; {fix}")
+            st = os.lstat(p)
+            if not os.path.isfile(p) or os.path.islink(p):
+                raise SourceError(f"source {src.name}: {rel} in {root} is no longer a plain file; "
+                                  + fix)
+            if st.st_size == want[1] and st.st_mtime_ns == want[2]:
+                continue
+            if _sha256(Path(p)) != want[0]:
+                raise SourceError(f"source {src.name}: {rel} in the cache entry {root} was changed "
+                                  f"after it was verified (sha256 differs); {fix}")
+        for d in dirnames:
+            if os.path.islink(os.path.join(dirpath, d)):
+                raise SourceError(f"source {src.name}: {root} holds a link {d}; {fix}")
+    missing = set(files) - seen
+    if missing:
+        raise SourceError(f"source {src.name}: {sorted(missing)[0]} is missing from the cache "
+                          f"entry {root}; {fix}")
+
+
+def cache_size(cache: Path) -> int:
+    total = 0
+    for dirpath, _, filenames in os.walk(cache):
+        for fn in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, fn)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def _mk(p: Path) -> Path:

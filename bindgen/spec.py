@@ -8,17 +8,29 @@ file).
 
 from __future__ import annotations
 
+import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
 from .errors import SpecError
+from .pins import load_lock
+
+if TYPE_CHECKING:
+    from .pins import SourcePin
 
 SOURCE_KINDS = ("system", "debian", "pypi", "archive", "git")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A git revision that can only be a revision: no option (leading '-'), no range or path syntax.
+_GIT_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# A group of a quantified atom, itself quantified: `(a+)+`, `(x*y)*`; backtracking on such a
+# pattern is exponential in the name's length, so it is refused rather than hanging a run.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)[*+{]")
 
 
 @dataclass(frozen=True)
@@ -31,17 +43,26 @@ class Source:
     arch: str = "amd64"  # debian
     url: str = ""  # archive, git
     ref: str = ""  # git
-    sha256: str = ""  # archive (required), debian (optional: the .deb)
+    sha256: str = ""  # archive (required), debian (optional: the .deb), pypi (optional: wheel)
     tarball: str = ""  # debian/archive: an inner tarball to unpack selectively
-    members: tuple[str, ...] = ()  # globs inside `tarball` (relative to its top folder)
+    members: tuple[str, ...] = ()  # globs of the files taken (after `strip`); empty: all
     strip: int = 0  # leading path components to drop when unpacking `tarball`
     line: int = 0
+    pin: "SourcePin | None" = None  # from the spec's lock file (see bindgen.pins)
+
+    def identity(self) -> str:
+        """Everything that decides the files this source yields (not its name or pins)."""
+        import json
+
+        return json.dumps([self.kind, self.package or self.url or self.path, self.version,
+                           self.arch, self.ref, self.tarball, self.strip, list(self.members)])
 
 
 @dataclass(frozen=True)
 class SourcePath:
     source: str
     path: str
+    line: int = field(default=0, compare=False)  # in the spec, for messages
 
     def __str__(self) -> str:
         return f"{self.source}:{self.path}"
@@ -190,6 +211,12 @@ class _Reader:
         self.used.add(key)
         return self.node.value.get(key)
 
+    def sub_text(self, key: str, value: str, line: int | None = None) -> str:
+        try:
+            return self.subst(value)
+        except _Undefined as e:
+            raise self.err(key, f"${{{e.name}}} used but not defined in the matrix", line) from None
+
     def str(self, key: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str:
         n = self.raw(key)
         if n is None:
@@ -198,9 +225,26 @@ class _Reader:
             return default
         if not isinstance(n.value, (str, int, float)) or isinstance(n.value, bool):
             raise self.err(key, f"expected a string, got {_kind(n.value)}")
-        v = self.subst(str(n.value))
+        v = self.sub_text(key, str(n.value))
         if choices and v not in choices:
             raise self.err(key, f"expected one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    def line_text(self, key: str, default: str | None = None) -> str:
+        """A one-line text (descriptions, reasons): it ends up in comments of generated code, so
+        line breaks and other control characters are refused."""
+        v = self.str(key, default)
+        bad = next((c for c in v if ord(c) < 32 or ord(c) == 127 or c in "\u2028\u2029\x85"), None)
+        if bad is not None:
+            raise self.err(key, f"must be one line of text without control characters "
+                                f"(found {bad!r})")
+        return v
+
+    def ident(self, key: str) -> str:
+        """A Python identifier that generated code will define."""
+        v = self.str(key)
+        if not _IDENT.fullmatch(v) or keyword.iskeyword(v):
+            raise self.err(key, f"expected a Python identifier, got {v!r}")
         return v
 
     def bool(self, key: str, default: bool) -> bool:
@@ -231,7 +275,7 @@ class _Reader:
                 raise self.err(
                     key, f"expected a list of strings, found {_kind(item.value)}", item.line
                 )
-            out.append(self.subst(str(item.value)))
+            out.append(self.sub_text(key, str(item.value), item.line))
         return tuple(out)
 
     def list(self, key: str) -> list[_Node]:
@@ -281,7 +325,7 @@ def _kind(v: Any) -> str:
 _SOURCE_KEYS = {
     "system": ("kind", "path", "package"),
     "debian": ("kind", "package", "version", "arch", "sha256", "tarball", "members", "strip"),
-    "pypi": ("kind", "package", "version"),
+    "pypi": ("kind", "package", "version", "sha256", "members"),
     "archive": ("kind", "url", "sha256", "tarball", "members", "strip"),
     "git": ("kind", "url", "ref", "members"),
 }
@@ -312,7 +356,10 @@ _PATCH_OPS = {
     "type": ("record", "field", "to"),
     "drop": ("pattern",),
     "extra": ("code",),
-    "replace": ("pattern", "with"),
+}
+_REMOVED_OPS = {
+    "replace": "text patches on rendered code were removed: they made spec text into code. Use "
+    "rename, alias, type or drop; `extra` is the one patch that adds code, explicitly",
 }
 
 
@@ -322,6 +369,23 @@ def _source(r: _Reader, name: str, line: int) -> Source:
     for key in _REQUIRED[kind]:
         if key not in r.node.value:
             raise r.err(key, f"required for a {kind} source", r.node.line)
+    if kind == "git":
+        ref = r.str("ref")
+        if not _GIT_REF.fullmatch(ref) or ".." in ref or "//" in ref or ref.endswith((".", "/")):
+            raise r.err("ref", f"expected a tag, branch or commit name, got {ref!r}")
+    if "sha256" in r.node.value and not _SHA256.fullmatch(r.str("sha256")):
+        raise r.err("sha256", "expected 64 lowercase hex digits")
+    for key in ("path", "package", "version", "arch", "url", "tarball"):
+        if key in r.node.value:
+            r.line_text(key)
+    if kind == "system" and not Path(r.str("path")).is_absolute():
+        raise r.err("path", "expected an absolute folder")
+    if "tarball" in r.node.value:
+        tb = r.str("tarball")
+        if tb.startswith("/") or ".." in tb.split("/"):
+            raise r.err("tarball", f"expected a path inside the package, got {tb!r}")
+    if r.int("strip", 0) < 0:
+        raise r.err("strip", "expected a number of leading folders, 0 or more")
     return Source(
         name=name,
         kind=kind,
@@ -350,7 +414,10 @@ def _source_path(r: _Reader, key: str, sources: dict[str, Source]) -> tuple[Sour
             raise r.err(
                 key, f"unknown source {src!r} (declared: {', '.join(sorted(sources))})", item.line
             )
-        out.append(SourcePath(src, path.lstrip("/")))
+        path = path.lstrip("/")
+        if ".." in path.split("/"):
+            raise r.err(key, f"{value!r} climbs out of source {src!r} with '..'", item.line)
+        out.append(SourcePath(src, path, item.line))
     return tuple(out)
 
 
@@ -358,31 +425,35 @@ def _patches(r: _Reader) -> tuple[Patch, ...]:
     out = []
     for i, node in enumerate(r.list("patches")):
         pr = _Reader(r.file, node, f"{r.where}.patches[{i}]", r.subst)
+        if not isinstance(node.value, dict):
+            raise SpecError(r.file, node.line, pr.where, "expected a mapping")
+        for k in node.value:
+            if k in _REMOVED_OPS:
+                raise SpecError(r.file, node.line, f"{pr.where}.{k}", _REMOVED_OPS[k])
         ops = [k for k in node.value if k in _PATCH_OPS]
         if len(ops) != 1:
             raise SpecError(
                 r.file, node.line, pr.where, f"expected exactly one of {', '.join(_PATCH_OPS)}"
             )
         op = ops[0]
-        why = pr.str("why")
+        why = pr.line_text("why")
         body = pr.raw(op)
         assert body is not None
         if op in ("drop", "extra"):
             if not isinstance(body.value, str):
                 raise pr.err(op, "expected a string")
-            args: tuple[tuple[str, Any], ...] = ((_PATCH_OPS[op][0], r.subst(body.value)),)
+            args: tuple[tuple[str, Any], ...] = (
+                (_PATCH_OPS[op][0], pr.sub_text(op, body.value, body.line)),
+            )
         else:
             br = _Reader(r.file, body, f"{pr.where}.{op}", r.subst)
-            vals = [(k, br.str(k)) for k in _PATCH_OPS[op]]
-            extra = ()
-            if op == "replace":
-                extra = (("count", br.int("count", 0)),)
-                br.done(_PATCH_OPS[op] + ("count",))
-            else:
-                br.done(_PATCH_OPS[op])
-            args = tuple(vals) + extra
+            # Names a patch defines become Python names: identifiers only, never code.
+            idents = {"rename": ("to",), "alias": ("name", "to"), "type": ("record", "field", "to")}
+            vals = [(k, br.ident(k) if k in idents[op] else br.str(k)) for k in _PATCH_OPS[op]]
+            br.done(_PATCH_OPS[op])
+            args = tuple(vals)
         pr.done((op, "why"))
-        if op in ("drop", "replace"):
+        if op == "drop":
             try:
                 re.compile(dict(args)["pattern"])
             except re.error as e:
@@ -397,7 +468,7 @@ def _macros(r: _Reader | None) -> MacroRules:
     skip = []
     for i, node in enumerate(r.list("skip")):
         sr = _Reader(r.file, node, f"{r.where}.skip[{i}]", r.subst)
-        pat, why = sr.str("pattern"), sr.str("why")
+        pat, why = sr.str("pattern"), sr.line_text("why")
         sr.done(("pattern", "why"))
         try:
             re.compile(pat)
@@ -407,7 +478,7 @@ def _macros(r: _Reader | None) -> MacroRules:
     records = []
     for i, node in enumerate(r.list("records")):
         rr = _Reader(r.file, node, f"{r.where}.records[{i}]", r.subst)
-        anchor, fields, why = rr.str("anchor"), rr.str("fields"), rr.str("why")
+        anchor, fields, why = rr.str("anchor"), rr.str("fields"), rr.line_text("why")
         rr.done(("anchor", "fields", "why"))
         for key, pat, need in (
             ("anchor", anchor, {"rec"}),
@@ -423,7 +494,7 @@ def _macros(r: _Reader | None) -> MacroRules:
     tables = []
     for i, node in enumerate(r.list("tables")):
         tr = _Reader(r.file, node, f"{r.where}.tables[{i}]", r.subst)
-        inv, name, why = tr.str("invocation"), tr.str("name"), tr.str("why")
+        inv, name, why = tr.str("invocation"), tr.str("name"), tr.line_text("why")
         files = tr.str_list("files")
         tr.done(("invocation", "name", "files", "why"))
         for key, val in (("invocation", inv), ("name", name)):
@@ -460,15 +531,26 @@ def _libraries(r: _Reader) -> tuple[LibrarySpec, ...]:
     return tuple(out)
 
 
-def load_spec(path: Path, specs_root: Path | None = None, shown_root: str = "") -> SpecFile:
+def load_spec(
+    path: Path,
+    specs_root: Path | None = None,
+    shown_root: str = "",
+    pins: dict[str, SourcePin] | None = None,
+) -> SpecFile:
     """Parses and validates one spec file (all its matrix variants). Messages show the file as
     ``shown_root/REL`` (REL: its path under ``specs_root``), so they need no absolute path."""
     rel = path.relative_to(specs_root).as_posix() if specs_root else path.name
     shown = f"{shown_root}/{rel}" if shown_root else rel
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as e:
         raise SpecError(shown, None, "", f"cannot read spec: {e.strerror}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise SpecError(shown, line, "", f"not UTF-8 text (byte 0x{data[e.start]:02x}); save "
+                                         "the spec as UTF-8") from None
     try:
         node = yaml.compose(text)
         root = _compose(node) if node is not None else None
@@ -496,28 +578,34 @@ def load_spec(path: Path, specs_root: Path | None = None, shown_root: str = "") 
     group = ""
     for params in variants:
 
-        def subst(s: str, params: dict[str, str] = params, line: int = root.line) -> str:
+        def subst(s: str, params: dict[str, str] = params) -> str:
             def one(m: re.Match[str]) -> str:
                 if m.group(1) not in params:
-                    raise SpecError(
-                        shown,
-                        None,
-                        "matrix",
-                        f"${{{m.group(1)}}} used but not defined in the matrix",
-                    )
+                    raise _Undefined(m.group(1))
                 return params[m.group(1)]
 
             return re.sub(r"\$\{(\w+)\}", one, s)
 
+        def subst_key(key: str, node: _Node, where: str) -> str:
+            try:
+                return subst(key)
+            except _Undefined as e:
+                raise SpecError(shown, getattr(node, "key_line", node.line), where,
+                                f"${{{e.name}}} used but not defined in the matrix") from None
+
         r = _Reader(shown, root, "", subst)
         group = r.str("group")
-        if not _NAME.match(group):
-            raise r.err("group", f"expected a simple name, got {group!r}")
-        r.str("description", "")
+        if not _IDENT.fullmatch(group) or keyword.iskeyword(group) or group == "all":
+            raise r.err("group", f"expected a Python identifier other than 'all' (it names the "
+                                 f"output package and selects targets), got {group!r}")
+        r.line_text("description", "")
         r.raw("matrix")
         sources: dict[str, Source] = {}
         for name, snode in r.mapping("sources").items():
-            name = subst(name)
+            name = subst_key(name, snode, f"sources.{name}")
+            if not _NAME.match(name):
+                raise SpecError(shown, getattr(snode, "key_line", snode.line), f"sources.{name}",
+                                "expected a simple name (letters, digits, _ . -)")
             sources[name] = _source(
                 _Reader(shown, snode, f"sources.{name}", subst), name, snode.line
             )
@@ -530,9 +618,10 @@ def load_spec(path: Path, specs_root: Path | None = None, shown_root: str = "") 
         if defaults:
             defaults.done(("clang_args", "include_dirs"))
         for tname, tnode in tnodes.items():
-            tname = subst(tname)
-            if not _NAME.match(tname):
-                raise SpecError(shown, tnode.line, f"targets.{tname}", "expected a simple name")
+            tname = subst_key(tname, tnode, f"targets.{tname}")
+            if not _NAME.match(tname) or tname == "all":
+                raise SpecError(shown, tnode.line, f"targets.{tname}",
+                                "expected a simple name other than 'all'")
             t = _Reader(shown, tnode, f"targets.{tname}", subst)
             headers = _source_path(t, "headers", sources)
             if not headers:
@@ -550,6 +639,10 @@ def load_spec(path: Path, specs_root: Path | None = None, shown_root: str = "") 
                             re.compile(pat)
                         except re.error as e:
                             raise keep.err(key, f"bad regular expression {pat!r}: {e}")
+                        if _NESTED_QUANTIFIER.search(pat):
+                            raise keep.err(key, f"{pat!r} repeats a repeated group; matching it "
+                                                "can take exponential time: write it without "
+                                                "the nesting (e.g. `(a+)+` as `a+`)")
                 keep.done(("files", "names", "exclude"))
             used = {p.source for p in headers + includes + pre}
             target = Target(
@@ -571,14 +664,21 @@ def load_spec(path: Path, specs_root: Path | None = None, shown_root: str = "") 
                 lazy=t.bool("lazy", False),
                 sources=tuple(sources[s] for s in sorted(used)),
                 line=tnode.line,
-                description=t.str("description", ""),
+                description=t.line_text("description", ""),
                 spec_shown=shown,
             )
-            if not target.output.endswith(".py") or target.output.startswith(("/", "..")):
-                raise t.err("output", "expected a relative path ending in .py")
+            problem = output_problem(target.output)
+            if problem:
+                raise t.err("output", problem, None if "output" in tnode.value else tnode.line)
             t.done(_TARGET_KEYS)
             targets.append(target)
         r.done(("group", "description", "matrix", "sources", "defaults", "targets"))
+    pins = load_lock(path.parent) if pins is None else pins
+    if pins:
+        targets = [
+            replace(t, sources=tuple(replace(s, pin=pins.get(s.identity())) for s in t.sources))
+            for t in targets
+        ]
     names = [t.name for t in targets]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -588,11 +688,34 @@ def load_spec(path: Path, specs_root: Path | None = None, shown_root: str = "") 
     return SpecFile(rel, group, tuple(targets))
 
 
+def output_problem(output: str) -> str | None:
+    """Why ``output`` cannot be a target's module path (None when it can): it must stay inside
+    the output root and be importable, and ``__init__.py`` files belong to the packages."""
+    parts = output.split("/")
+    if not output.endswith(".py") or output.startswith("/") or "\\" in output:
+        return f"expected a relative path ending in .py, got {output!r}"
+    names = parts[:-1] + [parts[-1][: -len(".py")]]
+    for n in names:
+        if n in ("", ".", ".."):
+            return f"{output!r} must not contain empty, '.' or '..' parts"
+        if not _IDENT.fullmatch(n) or keyword.iskeyword(n):
+            return f"{n!r} in {output!r} is not a Python identifier, so the module cannot be imported"
+    if names[-1] == "__init__":
+        return f"{output!r} would replace a package's __init__.py"
+    return None
+
+
+class _Undefined(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 def load_all(specs_root: Path, shown_root: str = "") -> list[Target]:
     """Every target of every spec under ``specs_root``, sorted by name; names must be unique."""
     targets: dict[str, Target] = {}
+    pins = load_lock(specs_root)
     for path in sorted(specs_root.glob("*.yaml")):
-        for t in load_spec(path, specs_root, shown_root).targets:
+        for t in load_spec(path, specs_root, shown_root, pins).targets:
             if t.name in targets:
                 raise SpecError(
                     t.spec_shown,
@@ -601,4 +724,24 @@ def load_all(specs_root: Path, shown_root: str = "") -> list[Target]:
                     f"also defined in {targets[t.name].spec_shown}",
                 )
             targets[t.name] = t
+    check_unique(list(targets.values()))
     return [targets[n] for n in sorted(targets)]
+
+
+def check_unique(targets: list[Target]) -> None:
+    """Outputs are unique across every spec (also the companions' names, case-insensitively), and
+    a target name never equals another spec's group (the selector would be ambiguous)."""
+    groups = {t.group: t for t in targets}
+    outputs: dict[str, Target] = {}
+    for t in sorted(targets, key=lambda t: (t.spec_shown, t.line)):
+        if t.name in groups and groups[t.name].group != t.group:
+            raise SpecError(t.spec_shown, t.line, f"targets.{t.name}",
+                            f"has the name of the group in {groups[t.name].spec_shown}; "
+                            f"`bindgen regen {t.name}` would be ambiguous: rename one")
+        key = t.output[: -len(".py")].lower()
+        prev = outputs.get(key)
+        if prev is not None:
+            raise SpecError(t.spec_shown, t.line, f"targets.{t.name}.output",
+                            f"{t.output} is also the output of target {prev.name} "
+                            f"({prev.spec_shown}:{prev.line}); give each target its own")
+        outputs[key] = t

@@ -301,11 +301,32 @@ def _norm(f: Sequence[Any]) -> FieldSpec:
     return (name, ctype, bit_offset, width, signed, anonymous)
 
 
-class Struct(_RecordMixin, ctypes.Structure):
+class _PointerFirst(type(ctypes.Structure)):  # type: ignore[misc]
+    """Creates ``POINTER(cls)`` with the class, while it is still incomplete.
+
+    ctypes copies the pointee's PEP 3118 format into a pointer type when the pointer type is
+    created. Made after the pointee's layout, ``POINTER(s1)`` would embed all of ``s1``, whose own
+    pointer field embeds ``s0``, and so on: a chain of n records pointing at each other would hold
+    O(n²) format text (24 GB for 50,000). Made first, every pointer's format is ``&B``."""
+
+    def __init__(cls, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ctypes.POINTER(cls)
+
+
+class _UnionPointerFirst(type(ctypes.Union)):  # type: ignore[misc]
+    """``_PointerFirst`` for unions (ctypes gives them their own metaclass)."""
+
+    def __init__(cls, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ctypes.POINTER(cls)
+
+
+class Struct(_RecordMixin, ctypes.Structure, metaclass=_PointerFirst):
     """Base of generated structs; call ``_layout_(size, align, fields)`` once, after creation."""
 
 
-class Union(_RecordMixin, ctypes.Union):
+class Union(_RecordMixin, ctypes.Union, metaclass=_UnionPointerFirst):
     """Base of generated unions; call ``_layout_(size, align, fields)`` once, after creation."""
 
 

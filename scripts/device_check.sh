@@ -5,7 +5,8 @@
 #      PCAS action 9 if the default launch action fails, and then used for the rest);
 #   3. every `nvidia`-marked test except the fault test (pytest -m nvidia -x, per-test timeout);
 #   4. the benchmark's NVIDIA section beside CUDA through CuPy and PyTorch (JSON in $OUT);
-#   5. where a launch's time goes (scripts/nv_latency_probe.py, JSON in $OUT);
+#   5. GPU-to-GPU copies beside PyTorch and CuPy (scripts/bench_multi_gpu.py; two GPUs, JSON in $OUT);
+#   5b. where a launch's time goes (scripts/nv_latency_probe.py, JSON in $OUT);
 #   6. the fault test, last and in a process of its own;
 #   7. the kernel log's NVRM lines.
 # Each step has its own time limit, so a hang costs at most that step. Logs go to $OUT.
@@ -85,6 +86,10 @@ echo "tests rc ${PIPESTATUS[0]}"
 step "benchmark (nvidia section)"
 timeout 240 $PY scripts/bench_hcq.py --nv --json "$OUT/bench_nv.json"
 echo "bench rc $?"
+
+step "GPU-to-GPU copies beside torch and CuPy (two GPUs; exit 3 where fewer)"
+timeout 300 $PY scripts/bench_multi_gpu.py --json "$OUT/bench_multi_gpu.json"
+echo "multi-GPU bench rc $?"
 
 step "launch latency probe"
 timeout 120 $PY scripts/nv_latency_probe.py --json "$OUT/probe.json"

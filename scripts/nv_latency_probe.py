@@ -45,13 +45,12 @@ def main() -> int:
     from runtime.drivers.nv.device import NVDevice
     from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_64, host_semaphore
     from runtime.drivers.nv.methods import SUBC_COMPUTE, fval, nvm
-    from runtime.drivers.nv.queue import CACHE_INVALIDATE
 
     dev = NVDevice(args.device)
     from runtime.drivers.nv.launcher import native_helper
     from runtime.hcq import native
     print("native launch:", "on" if dev.launch_native and native_helper() is not None
-          else f"off ({native.unavailable.get('_nvlaunch')})")
+          else f"off ({native.unavailable})")
     lib = dev.compiler.compile(SRC)
     inc, nop = dev.program(lib, "inc"), dev.program(lib, "nop")
     x = dev.alloc(4096)
@@ -66,7 +65,8 @@ def main() -> int:
     def acq(v: int) -> list[int]:
         return host_semaphore(tl.va, v - 1, SEM_ACQUIRE_GEQ_64)
 
-    inv = nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI, CACHE_INVALIDATE)
+    inv = nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
+              dev.gen.compute.cache_invalidate)
     wfi = nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0)
 
     def pcas(qmd_va: int, action: int) -> list[int]:

@@ -167,4 +167,7 @@ def _string(parts: list[str]) -> _Lit:
     for text in parts:  # adjacent literals concatenate (C11 5.1.1.2 phase 6)
         q = text.index('"')
         chars.extend(chr(min(v, 0x10FFFF)) for v, _ in _unescape(text[q + 1 : -1], text))
+    bad = next((c for c in chars if 0xDC80 <= ord(c) <= 0xDCFF), None)
+    if bad is not None:  # a raw byte that is not UTF-8 (read with surrogateescape)
+        raise _Fail(f"string literal holds the byte 0x{ord(bad) - 0xDC00:02x}, which is not UTF-8")
     return _Lit("".join(chars), None, is_str=True)

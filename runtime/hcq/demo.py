@@ -82,6 +82,7 @@ def run_kernels(dev: Device, n: int) -> bool:
     dev.copyout(y, bb)
     ok_saxpy = np.allclose(y, np.float32(2.5) * a + b, rtol=1e-6, atol=1e-6)
     for name, t, ok in (("vadd", t_add, ok_add), ("saxpy", t_saxpy, ok_saxpy)):
+        assert t is not None  # a launch with wait=True returns its GPU time
         print(f"  {name:<6} n={n:<8} {'ok' if ok else 'WRONG'}  GPU time {t * 1e6:9.1f} µs")
     return ok_add and ok_saxpy
 

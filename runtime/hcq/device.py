@@ -11,16 +11,19 @@ copy engines. User-built queues are free to do otherwise.
 from __future__ import annotations
 
 import collections
+import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from runtime.hcq.errors import DeviceClosed, DeviceFault, DeviceNotFound, HCQError
-from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, RingArena,
-                                SlotPool)
+from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
+                                HCQMemoryError, QueueError)
+from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, PoolStats,
+                                RingArena, SlotPool)
 from runtime.hcq.signal import SIGNAL_B, Signal
 
 if TYPE_CHECKING:
+    from runtime.hcq.compiler import CompileCache, Compiler
     from runtime.hcq.graph import Graph, Launch
     from runtime.hcq.program import Program
     from runtime.hcq.queue import HWQueue
@@ -31,7 +34,10 @@ _PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipeli
 _PIPELINE_MAX_B = 4 << 20     # largest copy split so
 
 
-_DEVICE_NAME = re.compile(r"^(mock-)?(amd|nv)(?::(\d+))?$")
+# ASCII digits without leading zeros: "mock-amd:00", "amd:0\n" and non-ASCII digits are refused.
+_DEVICE_NAME = re.compile(r"(mock-)?(amd|nv)(?::(0|[1-9][0-9]{0,3}))?", re.ASCII)
+#: the mock machine has at most this many GPUs of each vendor
+MAX_MOCK_GPUS = 16
 _VENDOR_NAMES = {"amd": "AMD", "nv": "NVIDIA"}
 
 
@@ -48,14 +54,18 @@ class DeviceName:
 def parse_device_name(name: str, vendor: str | None = None) -> DeviceName:
     """Parses "amd:N", "nv:N", "mock-amd:N" or "mock-nv:N" (":N" defaults to 0); with `vendor`,
     only that vendor's names. Raises `DeviceNotFound` naming the accepted forms."""
-    m = _DEVICE_NAME.match(name)
+    m = _DEVICE_NAME.fullmatch(name) if isinstance(name, str) else None
     if m is None or (vendor is not None and m.group(2) != vendor):
         if vendor is None:
             raise DeviceNotFound(f"unknown device name {name!r} (expected amd:N, nv:N, mock-amd:N "
                                  "or mock-nv:N)")
         raise DeviceNotFound(f"{name!r} is not an {_VENDOR_NAMES[vendor]} device name "
                              f"({vendor}:N or mock-{vendor}:N)")
-    return DeviceName(m.group(2), m.group(1) is not None, int(m.group(3) or 0))
+    parsed = DeviceName(m.group(2), m.group(1) is not None, int(m.group(3) or 0))
+    if parsed.mock and parsed.index >= MAX_MOCK_GPUS:
+        raise DeviceNotFound(f"{name!r}: the mock machine has {MAX_MOCK_GPUS} GPUs of each vendor "
+                             f"(indices 0 to {MAX_MOCK_GPUS - 1})")
+    return parsed
 
 
 class Device:
@@ -67,39 +77,62 @@ class Device:
     os: OSSeam
 
     def __init__(self, name: str, *, staging_B: int = 8 << 20,
-                 kernarg_arena_B: int = 1 << 20) -> None:
+                 kernarg_arena_B: int = 1 << 20, pool_B: int = 256 << 20) -> None:
         self.name = name
         self.arch = "unknown"
         self.clock_hz = 100_000_000.0
         self.closed = False
         self.staging_B, self.kernarg_arena_B = staging_B, kernarg_arena_B
+        self.pool_B = pool_B  # freed memory kept for reuse (see Allocator)
         self.timeline_value = 0  # last value handed out by next_timeline()
         self._fault: DeviceFault | None = None
         self._signal_pools: list[SlotPool] = []
         self._staging: list[list[Any]] = []  # [buffer, timeline value that frees it]
         self._arena: RingArena | None = None
         self._compiler: Any = None
+        self._compile_cache: "CompileCache | None" = None
+        self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
+        #: gives back what the device was opened on (a shared mock machine); called by close()
+        self._release_lease: Callable[[], None] | None = None
         self.allocator: Allocator
         self.timeline_signal: Signal
 
     def _init_core(self, allocator: Allocator) -> None:
         """Called by the driver once its hardware is open."""
         self.allocator = allocator
+        allocator.cache_limit_B = self.pool_B
         self.timeline_signal = self.new_signal(0)
         self.timeline_value = 0
 
     # ------------------------------------------------------------------ memory
     def alloc(self, size: int, *, kind: MemKind = MemKind.VRAM, cpu_access: bool = False,
               uncached: bool = False, executable: bool = False) -> Buffer:
-        """Allocates `size` bytes of device memory (VRAM by default) mapped at a GPU address."""
+        """Allocates `size` bytes of device memory (VRAM by default) mapped at a GPU address.
+        Freed memory of the same size and kind is reused without a driver call (see
+        `pool_stats`); `size` 0 gives an empty buffer at address 0. Raises HCQMemoryError for a
+        size that is not a non-negative integer or that the device cannot provide."""
         self.check_usable()
         return self.allocator.alloc(size, BufferSpec(kind, cpu_access, uncached, executable))
 
     def free(self, buf: Buffer) -> None:
-        """Frees a buffer from `alloc`. The caller makes sure the GPU no longer uses it."""
+        """Frees a buffer from `alloc` (its memory goes to the pool for reuse). The caller makes
+        sure the GPU no longer uses it."""
         if self.closed:
             raise DeviceClosed(f"{self.name} is closed")
+        peer = getattr(buf, "peer_of", None)
+        if peer is not None and buf.device is self:
+            raise HCQError(f"{buf!r} is a peer mapping of {peer!r}: unmap it with "
+                           f"{self.name}.unmap_peer, or free the buffer on {peer.device.name}")
         self.allocator.free(buf)
+
+    def pool_stats(self) -> PoolStats:
+        """The caching allocator's hits, misses and cached bytes."""
+        return self.allocator.stats()
+
+    def trim_pool(self) -> None:
+        """Returns the memory cached by the allocator to the driver."""
+        self.check_usable()
+        self.allocator.trim()
 
     def new_signal(self, value: int = 0) -> Signal:
         """A fresh 16-B signal in uncached memory, set to `value`."""
@@ -116,9 +149,13 @@ class Device:
         return sig
 
     def _release_signal(self, sig: Signal) -> None:
-        for pool in self._signal_pools:
+        for i, pool in enumerate(self._signal_pools):
             if sig.buf.base is pool.buf:
                 pool.give(sig._pool_offset or 0)
+                # A pool whose signals all came back is returned (the first holds the timeline).
+                if i and pool.free_count == pool.capacity and not self.closed:
+                    del self._signal_pools[i]
+                    self.free(pool.buf)
                 return
 
     def alloc_kernargs(self, size: int) -> Buffer:
@@ -152,14 +189,27 @@ class Device:
         return self.os.executes_kernels
 
     @property
-    def compiler(self) -> Any:
+    def compiler(self) -> "Compiler":
         """The vendor compiler (clang for AMD, NVRTC for NVIDIA), created on first use."""
         if self._compiler is None:
             self._compiler = self._make_compiler()
         return self._compiler
 
-    def _make_compiler(self) -> Any:
+    def _make_compiler(self) -> "Compiler":
         raise NotImplementedError(f"{type(self).__name__} has no compiler")
+
+    def compile(self, src: str, **options: Any) -> bytes:
+        """`compiler.compile(src, **options)` through the disk cache (`compile_cache`): a source
+        compiled before with the same options and compiler version is read back, not rebuilt."""
+        return self.compile_cache.compile(src, **options)
+
+    @property
+    def compile_cache(self) -> "CompileCache":
+        """The disk cache `compile` uses ($HCQ_COMPILE_CACHE, default ~/.cache/hcq-compile)."""
+        if self._compile_cache is None:
+            from runtime.hcq.compiler import CompileCache
+            self._compile_cache = CompileCache(self.compiler)
+        return self._compile_cache
 
     def graph(self, launches: Sequence["Launch"]) -> "Graph":
         """Records `launches` for cheap replay."""
@@ -168,9 +218,23 @@ class Device:
 
     # ------------------------------------------------------------------ timeline
     def next_timeline(self) -> int:
-        """Reserves the next timeline value (a submission waits for it minus one and signals it)."""
+        """Reserves the next timeline value (a submission waits for it minus one and signals it).
+        Reserve only once the submission is built and validated: a value nothing signals stalls
+        every later submission. `submit_timeline` does it in the right order."""
         self.timeline_value += 1
         return self.timeline_value
+
+    def submit_timeline(self, q: "HWQueue", v: int) -> int:
+        """Submits `q`, built to wait for `v - 1` and signal `v` (`v` = timeline_value + 1, read
+        before building), then takes `v` as reserved. A queue that failed to build never gets
+        here, and one the driver refuses before it reaches the hardware leaves the timeline as
+        it was, so a refused launch cannot stall the device."""
+        if v != self.timeline_value + 1:
+            raise QueueError(f"timeline value {v} was built for, but {self.timeline_value + 1} is "
+                             "next (another submission came in between)")
+        q.submit()
+        self.timeline_value = v
+        return v
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
         """Waits until everything the device submitted has completed, then asks the driver whether
@@ -192,9 +256,9 @@ class Device:
         """Copies host bytes (any buffer-protocol object) into `dst` at `dst_offset` through pinned
         staging buffers and the copy engine. Returns once `src` may be reused; the copy is ordered
         before any later submission of this device."""
-        mv = memoryview(src).cast("B")
+        mv = _host_bytes(src, "copyin", "src", writable=False)
         n = len(mv)
-        self._check_range(dst, dst_offset, n)
+        self._check_range(dst, dst_offset, n, "copyin", "dst")
         if n == 0:
             return
         tl = self.timeline_signal
@@ -213,9 +277,9 @@ class Device:
         """Copies `len(dst)` bytes from `src` at `src_offset` into a writable host buffer, through
         the copy engine and pinned staging buffers (two chunks in flight). Returns when `dst` is
         filled."""
-        mv = memoryview(dst).cast("B")
+        mv = _host_bytes(dst, "copyout", "dst", writable=True)
         n = len(mv)
-        self._check_range(src, src_offset, n)
+        self._check_range(src, src_offset, n, "copyout", "src")
         if n == 0:
             return
         tl = self.timeline_signal
@@ -246,10 +310,10 @@ class Device:
 
     def transfer(self, dst: Buffer, src: Buffer, size: int, dst_offset: int = 0,
                  src_offset: int = 0) -> None:
-        """Copies `size` bytes between two device buffers on the copy engine (ordered, not
-        waited)."""
-        self._check_range(dst, dst_offset, size)
-        self._check_range(src, src_offset, size)
+        """Copies `size` bytes between two buffers of this device (or peer mappings made here) on
+        the copy engine (ordered, not waited). Between devices: `runtime.hcq.transfer`."""
+        self._check_range(dst, dst_offset, size, "transfer", "dst")
+        self._check_range(src, src_offset, size, "transfer", "src")
         if size == 0:
             return
         self._submit_copy(dst.va + dst_offset, src.va + src_offset, size)
@@ -257,10 +321,10 @@ class Device:
     def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
         """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
         copy queue; returns the value it signals. Drivers may replace it with a template."""
-        v = self.next_timeline()
+        v = self.timeline_value + 1
         tl = self.timeline_signal
-        self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v).submit()
-        return v
+        q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
+        return self.submit_timeline(q, v)
 
     def _cycle(self, n: int, step: int) -> list[list[Any]]:
         stages = self._staging_bufs()
@@ -276,11 +340,119 @@ class Device:
             return self.staging_B
         return min(self.staging_B, max(_PIPELINE_MIN_B, -(-n // 4 // PAGE_B) * PAGE_B))
 
-    def _check_range(self, buf: Buffer, offset: int, size: int) -> None:
+    def check_buffer(self, buf: Buffer, op: str, what: str) -> None:
+        """Raises HCQMemoryError naming `op`'s argument `what` unless `buf` is a live buffer of
+        this device."""
+        if not isinstance(buf, Buffer):
+            raise HCQMemoryError(f"{op}: {what} must be a Buffer of {self.name}, got "
+                                 f"{type(buf).__name__}")
+        if buf.device is not self:
+            raise HCQMemoryError(
+                f"{op}: {what} {buf!r} belongs to {buf.device.name}, not {self.name} (map it here "
+                f"with {self.name}.map_peer, or copy it with runtime.hcq.transfer)")
+        if buf.freed or (buf.base is not None and buf.base.freed):
+            raise HCQMemoryError(f"{op}: {what} {buf!r} was freed")
+
+    def _check_range(self, buf: Buffer, offset: int, size: int, op: str = "copy",
+                     what: str = "buffer") -> None:
+        self.check_usable()
+        self.check_buffer(buf, op, what)
+        for name, x in (("offset", offset), ("size", size)):
+            if type(x) is not int:
+                try:
+                    operator.index(x)
+                except TypeError:
+                    raise HCQMemoryError(f"{op}: {what} {name} must be an integer, got "
+                                         f"{type(x).__name__} {x!r}") from None
+        if offset < 0 or size < 0 or offset + size > buf.size:
+            raise HCQMemoryError(f"{op}: range [{offset:#x}, +{size:#x}) of {what} is outside "
+                                 f"{buf!r}")
+
+    # ------------------------------------------------------------------ other devices
+    def peer_access(self, other: "Device") -> str | None:
+        """None when this device can map `other`'s VRAM (direct peer access), else the reason
+        why not. Host memory (GTT, HOST) of any device of the same kernel is always mappable."""
+        if other is self:
+            return None
+        if other.os.kernel is not self.os.kernel:
+            return f"{other.name} and {self.name} are not GPUs of one kernel (process and machine)"
+        if type(other) is not type(self):
+            return f"{other.name} and {self.name} have different drivers"
+        return self._peer_access(other)
+
+    def map_peer(self, buf: Buffer) -> Buffer:
+        """`buf` of another device, mapped into this device's address space: a buffer of this
+        device (`peer_of` is `buf`) that kernels, copies and queue waits here may use. VRAM needs
+        `peer_access(buf.device)`; host memory only one kernel. Mappings are made once per buffer
+        and kept until `unmap_peer`, until either buffer's device frees it, or until close."""
         self.check_usable()
         buf._check_live()
-        if offset < 0 or offset + size > buf.size:
-            raise HCQError(f"range [{offset:#x}, +{size:#x}) is outside {buf!r}")
+        if buf.device is self:
+            return buf
+        base = buf.base or buf
+        if base.peer_of is not None:
+            raise HCQMemoryError(f"{buf!r} is itself a peer mapping on {base.device.name}: map "
+                                 f"{base.peer_of!r} instead")
+        mapping = self._peer_maps.get(id(base))
+        if mapping is None:
+            other = base.device
+            if other.os.kernel is not self.os.kernel:
+                reason = self.peer_access(other)
+            elif base.spec.kind is MemKind.VRAM:
+                reason = self.peer_access(other)
+            else:
+                reason = None
+            if reason is not None:
+                raise HCQMemoryError(f"{self.name} cannot map {buf!r}: {reason}")
+            mapping = self._map_peer(base)
+            mapping.peer_of = base
+            self._peer_maps[id(base)] = mapping
+            if base.mappings is None:
+                base.mappings = []
+            base.mappings.append(mapping)
+        if buf is base:
+            return mapping
+        return mapping.slice(buf.va - base.va, buf.size)
+
+    def unmap_peer(self, mapping: Buffer) -> None:
+        """Removes a mapping made by `map_peer` (the other device's buffer stays)."""
+        base = mapping.base or mapping
+        owner = base.peer_of
+        if owner is None or self._peer_maps.get(id(owner)) is not base:
+            raise HCQError(f"{mapping!r} is not a peer mapping of {self.name}")
+        del self._peer_maps[id(owner)]
+        if owner.mappings is not None:
+            owner.mappings.remove(base)
+        base.freed = True
+        self._unmap_peer(base)
+
+    def map_signal(self, sig: "Signal") -> "Signal":
+        """A view of another device's signal that this device's queues may wait on and signal
+        (the same 16 bytes, mapped here). The view is not returned to any pool."""
+        if sig.device is self:
+            return sig
+        return Signal(self, self.map_peer(sig.buf))
+
+    def _peer_access(self, other: "Device") -> str | None:
+        """Driver hook: None when this GPU can map `other`'s VRAM (same driver, same kernel)."""
+        return f"{type(self).__name__} does not implement peer access"
+
+    def _map_peer(self, buf: Buffer) -> Buffer:
+        """Driver hook: maps another device's whole buffer here; returns a `Buffer` of this
+        device at the address it got."""
+        raise HCQMemoryError(f"{type(self).__name__} cannot map other devices' memory")
+
+    def _unmap_peer(self, mapping: Buffer) -> None:
+        """Driver hook: undoes `_map_peer`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _unmap_peer")
+
+    def _release_peer_maps(self) -> None:
+        """Unmaps every peer mapping made here (at close, before the hardware goes)."""
+        for mapping in reversed(list(self._peer_maps.values())):
+            try:
+                self.unmap_peer(mapping)
+            except HCQError:
+                pass  # the device is being torn down; the kernel frees what is left with it
 
     # ------------------------------------------------------------------ faults and state
     def check_usable(self) -> None:
@@ -304,6 +476,8 @@ class Device:
 
     def describe_state(self) -> str:
         """Human-readable state for timeout and fault reports."""
+        if self.closed:
+            raise DeviceClosed(f"{self.name} is closed")
         try:
             done = self.timeline_signal.value
         except ValueError:
@@ -320,6 +494,12 @@ class Device:
     def _describe_queues(self) -> list[str]:
         """Driver hook: one line per hardware queue (pointers, what it is blocked on)."""
         return []
+
+    def _after_wait_timeout(self) -> str:
+        """Driver hook, called when a signal wait gives up: the driver may recover queues stuck
+        on work that nothing can finish (a kernel that never ends) so that the device stays
+        usable; returns what it did, for the SignalTimeout message ("" for nothing)."""
+        return ""
 
     def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
         """Driver hook: sleep until the GPU may have updated `sig` (an interrupt) or
@@ -348,9 +528,19 @@ class Device:
             self._arena = None
             self._signal_pools.clear()
             try:
+                self._release_peer_maps()
+                if hasattr(self, "allocator"):
+                    self.allocator.cache_limit_B = 0  # frees now release; the driver drains
                 self._release_hw()
             finally:
                 self.closed = True
+                self._give_back_lease()
+
+    def _give_back_lease(self) -> None:
+        """Gives back what the device was opened on (called by close and by a failed open)."""
+        release, self._release_lease = self._release_lease, None
+        if release is not None:
+            release()
 
     def __enter__(self) -> "Device":
         return self
@@ -360,3 +550,19 @@ class Device:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.arch})"
+
+
+def _host_bytes(obj: Any, op: str, what: str, writable: bool) -> memoryview:
+    """`obj` as a flat byte view; HCQMemoryError naming `op`'s argument `what` when it is not a
+    C-contiguous buffer (a strided numpy view, say) or, for a destination, not writable."""
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise HCQMemoryError(f"{op}: {what} must support the buffer protocol (bytes, bytearray, "
+                             f"numpy array), got {type(obj).__name__}") from None
+    if not mv.c_contiguous:
+        raise HCQMemoryError(f"{op}: {what} is not C-contiguous (a strided or transposed view); "
+                             "pass numpy.ascontiguousarray(...) or copy it first")
+    if writable and mv.readonly:
+        raise HCQMemoryError(f"{op}: {what} is read-only")
+    return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv

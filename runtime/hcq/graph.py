@@ -38,23 +38,33 @@ class Graph:
             raise ProgramError("a graph needs at least one launch")
         self.device = device
         self.launches = list(launches)
+        for i, ln in enumerate(self.launches):  # shapes first: nothing is allocated for a bad one
+            if not isinstance(ln, Launch) or ln.prg.device is not device:
+                raise ProgramError(f"graph launch {i}: expected a Launch of a program of "
+                                   f"{device.name}, got {ln!r}")
+            ln.prg.check_launch(as_tuple3(ln.global_size, f"launch {i} global_size"),
+                                as_tuple3(ln.local_size, f"launch {i} local_size"))
         sizes = [round_up(ln.prg._kernargs_size(), 64) for ln in self.launches]
         # Memory the CPU rewrites between replays without a cache flush (uncached host memory, or
         # VRAM through the BAR where the GPU reads system memory slowly: NVIDIA).
         self._args_buf = device.alloc_kernargs(sum(sizes))
-        view = self._args_buf.cpu_view()
-        self.kernargs: list[KernArgs] = []
-        off = 0
-        for ln, size in zip(self.launches, sizes):
-            block = (self._args_buf.va + off, view[off:off + size])
-            ka = ln.prg.fill_kernargs(ln.args, ln.global_size, ln.local_size, block)
-            self.kernargs.append(ka)
-            off += size
-        body = device.compute_queue().memory_barrier()
-        for ln, ka in zip(self.launches, self.kernargs):
-            body.exec(ln.prg, ka, as_tuple3(ln.global_size, "global_size"),
-                      as_tuple3(ln.local_size, "local_size"))
-        self.body = body.bind()
+        try:
+            view = self._args_buf.cpu_view()
+            self.kernargs: list[KernArgs] = []
+            off = 0
+            for ln, size in zip(self.launches, sizes):
+                block = (self._args_buf.va + off, view[off:off + size])
+                ka = ln.prg.fill_kernargs(ln.args, ln.global_size, ln.local_size, block)
+                self.kernargs.append(ka)
+                off += size
+            body = device.compute_queue().memory_barrier()
+            for ln, ka in zip(self.launches, self.kernargs):
+                body.exec(ln.prg, ka, as_tuple3(ln.global_size, "global_size"),
+                          as_tuple3(ln.local_size, "local_size"))
+            self.body = body.bind()
+        except BaseException:
+            device.free(self._args_buf)  # a refused graph leaves nothing behind
+            raise
         self._t0, self._t1 = device.new_signal(), device.new_signal()
         self._last = 0  # timeline value of the latest replay
 
@@ -72,14 +82,14 @@ class Graph:
                     raise ProgramError(f"graph has {len(self.kernargs)} launches, no launch {li}")
                 for ai, value in changes.items():
                     self.kernargs[li].set(ai, value)
-        v = dev.next_timeline()
+        v = dev.timeline_value + 1  # taken once the submission is built (submit_timeline)
         q = dev.compute_queue().wait(dev.timeline_signal, v - 1)
         if wait:
             q.timestamp(self._t0)
         q.call(self.body)
         if wait:
             q.timestamp(self._t1)
-        q.signal(dev.timeline_signal, v).submit()
+        dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
         self._last = v
         if not wait:
             return None

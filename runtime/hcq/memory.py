@@ -8,6 +8,7 @@ hooks of `Allocator` (`_alloc`, `_free`); the base class keeps the set of live b
 from __future__ import annotations
 
 import enum
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,11 @@ class Buffer:
     handle: Any = field(default=None, repr=False)  # driver object (KFD handle, RM memory, ...)
     base: "Buffer | None" = field(default=None, repr=False)
     freed: bool = False
+    #: for a peer mapping (`Device.map_peer`): the other device's buffer this one shows
+    peer_of: "Buffer | None" = field(default=None, repr=False)
+    #: this buffer's peer mappings on other devices (unmapped when it is freed); None until the
+    #: first, so that making a buffer or a slice costs no list
+    mappings: "list[Buffer] | None" = field(default=None, repr=False)
 
     def slice(self, offset: int, size: int | None = None) -> "Buffer":
         """The sub-range [offset, offset+size) as a buffer sharing this one's memory."""
@@ -81,56 +87,181 @@ class Buffer:
 
     def _check_live(self) -> None:
         if self.freed or (self.base is not None and self.base.freed):
-            raise HCQError(f"use of freed buffer {self!r}")
+            raise HCQMemoryError(f"use of freed buffer {self!r}")
 
     def __repr__(self) -> str:
-        return f"Buffer(va={self.va:#x}, size={self.size:#x}, {self.spec.kind.value})"
+        return f"Buffer(va={self.va:#x}, size={self.size:#x}, {self.spec.kind.value}, " \
+               f"{self.device.name})"
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """What the caching allocator did: `hits` allocations served from freed memory (no ioctl),
+    `misses` that went to the driver, `cached_B` bytes held for reuse now."""
+
+    hits: int
+    misses: int
+    cached_B: int
+
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of allocations served from the cache (0.0 before the first one)."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
 
 
 class Allocator:
     """Device-memory allocator contract. Subclasses implement `_alloc` and `_free`; this class
-    tracks live buffers for `release_all`, rejects double frees, and counts bytes in use."""
+    tracks live buffers for `release_all`, rejects double frees, foreign buffers and bad sizes,
+    counts bytes in use, and caches freed memory.
 
-    def __init__(self, device: "Device") -> None:
+    Caching: a freed buffer's memory is kept (up to `cache_limit_B` bytes in all) and handed to the
+    next allocation of the same rounded size and `BufferSpec` without a driver call, as a new
+    `Buffer` object (the freed one stays unusable). `trim()` gives the cached memory back;
+    an allocation the driver refuses trims and retries once. Zero-size allocations are allowed:
+    they own no memory and have address 0."""
+
+    def __init__(self, device: "Device", cache_limit_B: int = 0) -> None:
         self.device = device
         self._live: dict[int, Buffer] = {}  # id(buffer) -> buffer, insertion-ordered
+        self._raw: dict[int, Buffer] = {}   # id(buffer) -> the driver buffer it was cut from
+        self._zero: set[int] = set()        # ids of live zero-size buffers
+        self._cache: dict[tuple[int, BufferSpec], list[Buffer]] = {}
+        self.cache_limit_B = cache_limit_B
+        self.cached_B = 0
+        self.hits = self.misses = 0
         self.bytes_in_use = 0
 
     def alloc(self, size: int, spec: BufferSpec = BufferSpec()) -> Buffer:
-        """Allocates at least `size` bytes (rounded up to a page)."""
+        """Allocates at least `size` bytes (rounded up to a page); 0 gives an empty buffer."""
         if self.device.closed:
             raise DeviceClosed(f"{self.device.name} is closed")
-        if size <= 0:
-            raise ValueError(f"allocation size must be positive, got {size}")
-        buf = self._alloc(round_up(size, PAGE_B), spec)
-        # Callers see what they asked for; the driver keeps the rounded size in its handle.
-        buf.size = size
-        if buf.view is not None:
-            buf.view = buf.view[:size]
+        if type(size) is not int:
+            try:
+                size = operator.index(size)  # numpy integers
+            except TypeError:
+                raise HCQMemoryError(f"alloc: size must be an integer number of bytes, got "
+                                     f"{type(size).__name__} {size!r}") from None
+        if size < 0:
+            raise HCQMemoryError(f"alloc: size must be >= 0, got {size}")
+        if size == 0:
+            buf = Buffer(self.device, 0, 0, spec, memoryview(bytearray(0)) if spec.cpu_access
+                         else None)
+            self._zero.add(id(buf))
+            return buf
+        rounded = round_up(size, PAGE_B)
+        key = (rounded, spec)
+        cached = self._cache.get(key)
+        if cached:
+            raw = cached.pop()
+            self.cached_B -= rounded
+            self.hits += 1
+        else:
+            try:
+                raw = self._alloc(rounded, spec)
+            except HCQMemoryError:
+                if not self.cached_B:
+                    raise
+                self.trim()
+                raw = self._alloc(rounded, spec)
+            self.misses += 1
+        # Callers see what they asked for; the driver's buffer keeps the rounded size.
+        view = raw.view[:size] if raw.view is not None else None
+        buf = Buffer(self.device, raw.va, size, spec, view, raw.handle)
         self._live[id(buf)] = buf
+        self._raw[id(buf)] = raw
         self.bytes_in_use += size
         return buf
 
-    def free(self, buf: Buffer) -> None:
-        """Releases a buffer from `alloc`; freeing twice or freeing a sub-buffer is an error."""
+    def _check_own(self, buf: Buffer) -> None:
+        if not isinstance(buf, Buffer):
+            raise HCQMemoryError(f"free: expected a Buffer from alloc, got {type(buf).__name__}")
+        if buf.device is not self.device:
+            raise HCQMemoryError(f"free: {buf!r} belongs to {buf.device.name}, not "
+                                 f"{self.device.name}")
         if buf.base is not None:
-            raise HCQError(f"{buf!r} is a slice; free the buffer it was sliced from")
-        if buf.freed or id(buf) not in self._live:
-            raise HCQError(f"double free (or foreign buffer) {buf!r}")
+            raise HCQMemoryError(f"{buf!r} is a slice; free the buffer it was sliced from")
+        if buf.freed or (id(buf) not in self._live and id(buf) not in self._zero):
+            raise HCQMemoryError(f"double free (or foreign buffer) {buf!r}")
+
+    def free(self, buf: Buffer) -> None:
+        """Releases a buffer from `alloc` (into the cache when it has room); freeing twice, freeing
+        a slice or another device's buffer is an error. If the driver fails to release the memory,
+        its error is raised and the buffer stays live (close() tries again)."""
+        self._check_own(buf)
+        if id(buf) in self._zero:
+            self._zero.discard(id(buf))
+            buf.freed = True
+            return
+        if buf.mappings:  # peers stop seeing it before it goes away
+            for m in list(buf.mappings):
+                m.device.unmap_peer(m)
+        raw = self._raw.get(id(buf), buf)
+        rounded = round_up(buf.size, PAGE_B)
+        if self.cached_B + rounded <= self.cache_limit_B and raw is not buf:
+            self._cache.setdefault((rounded, buf.spec), []).append(raw)
+            self.cached_B += rounded
+        else:
+            self._free(raw)  # raises with the buffer still live
         del self._live[id(buf)]
+        self._raw.pop(id(buf), None)
         self.bytes_in_use -= buf.size
         buf.freed = True
-        self._free(buf)
+
+    def trim(self) -> None:
+        """Gives every cached (freed) allocation back to the driver."""
+        errors: list[BaseException] = []
+        for key in list(self._cache):
+            raws = self._cache[key]
+            while raws:
+                raw = raws.pop()
+                self.cached_B -= key[0]
+                try:
+                    self._free(raw)
+                except Exception as e:  # keep releasing; report the first problem
+                    errors.append(e)
+            del self._cache[key]
+        if errors:
+            raise errors[0]
+
+    def drain_cache(self) -> list[Buffer]:
+        """Empties the cache without freeing: the driver buffers it held, for a driver's
+        teardown to release in its own order (with `_free`). Later frees are not cached."""
+        self.cache_limit_B = 0
+        raws = [raw for raws in self._cache.values() for raw in raws]
+        self._cache.clear()
+        self.cached_B = 0
+        return raws
+
+    def stats(self) -> PoolStats:
+        """Cache hits, misses and bytes held (a tensor engine's pool statistics)."""
+        return PoolStats(self.hits, self.misses, self.cached_B)
 
     def release_all(self) -> None:
-        """Frees every live buffer, newest first (used by Device.close)."""
-        for buf in reversed(list(self._live.values())):
-            self.free(buf)
+        """Frees every live buffer, newest first, then the cache (used by Device.close). Keeps
+        going past a buffer the driver fails to release and raises the first error at the end."""
+        errors: list[BaseException] = []
+        saved, self.cache_limit_B = self.cache_limit_B, 0
+        try:
+            for buf in reversed(list(self._live.values())):
+                try:
+                    self.free(buf)
+                except Exception as e:
+                    errors.append(e)
+            try:
+                self.trim()
+            except Exception as e:
+                errors.append(e)
+        finally:
+            self.cache_limit_B = saved
+        self._zero.clear()
+        if errors:
+            raise errors[0]
 
     @property
     def live_count(self) -> int:
-        """Number of buffers allocated and not yet freed."""
-        return len(self._live)
+        """Number of buffers allocated and not yet freed (zero-size ones included)."""
+        return len(self._live) + len(self._zero)
 
     def _alloc(self, size: int, spec: BufferSpec) -> Buffer:
         raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
@@ -160,6 +291,11 @@ class SlotPool:
     def free_count(self) -> int:
         """Slots available."""
         return len(self._free)
+
+    @property
+    def capacity(self) -> int:
+        """Slots in the pool."""
+        return self.buf.size // self.slot_B
 
 
 class RingArena:

@@ -8,7 +8,7 @@ on the GPU clock.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from runtime.hcq.errors import ProgramError
@@ -24,12 +24,15 @@ ArgValue = Buffer | int | float | bytes
 @dataclass(frozen=True)
 class ArgSlot:
     """One explicit kernel argument: byte `offset` and `size` in the argument block; `kind` is
-    "buffer" (a GPU address) or "value" (a scalar passed by value)."""
+    "buffer" (a GPU address) or "value" (a scalar passed by value). `scalar` is what a value holds
+    when the code object says so: "i" (signed integer), "u" (unsigned), "f" (floating point), or
+    "" when unknown (NVIDIA cubins carry no types: a float is then stored as IEEE bits)."""
 
     name: str
     offset: int
     size: int
     kind: str
+    scalar: str = ""
 
 
 @dataclass
@@ -40,6 +43,7 @@ class KernArgs:
     va: int
     view: memoryview
     slots: tuple[ArgSlot, ...]
+    device: "Device | None" = field(default=None, repr=False)
 
     def set(self, index: int, value: ArgValue) -> None:
         """Writes explicit argument `index` (a buffer's address, an int or a float)."""
@@ -48,19 +52,26 @@ class KernArgs:
         except IndexError:
             raise ProgramError(f"argument {index} out of range: kernel has "
                                f"{len(self.slots)}") from None
-        write_arg(self.view, slot, value)
+        write_arg(self.view, slot, value, self.device)
 
 
 _INT_FMT = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 
-def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue) -> None:
+def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue,
+              device: "Device | None" = None) -> None:
     """Stores one argument at its slot (two's complement for negative ints, IEEE for floats, raw
     bytes of exactly the slot's size for a struct passed by value). A numpy scalar of the slot's
-    size is stored bit for bit (np.float32(x) stays that float32); of another size, as its Python
-    value."""
+    size and kind is stored bit for bit (np.float32(x) stays that float32); otherwise as its
+    Python value. Refused with a ProgramError naming the argument: a float for an integer slot,
+    an int outside the slot's range, a buffer of another device than `device`."""
     if getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):  # a numpy scalar
-        if value.dtype.itemsize == slot.size:  # type: ignore[union-attr]
+        kind = value.dtype.kind  # type: ignore[union-attr]
+        if kind == "f" and slot.scalar in ("i", "u"):
+            raise ProgramError(f"argument {slot.name!r} is an integer, got numpy "
+                               f"{value.dtype} {value!r}")  # type: ignore[union-attr]
+        if value.dtype.itemsize == slot.size and kind in "iufb" and \
+                (not slot.scalar or (kind == "f") == (slot.scalar == "f")):  # type: ignore
             value = value.tobytes()  # type: ignore[union-attr]
         else:
             value = value.item()  # type: ignore[union-attr]
@@ -69,11 +80,17 @@ def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue) -> None:
             raise ProgramError(f"argument {slot.name!r} is {slot.size} B, got {len(value)} bytes")
         view[slot.offset:slot.offset + slot.size] = value
     elif isinstance(value, Buffer):
-        value._check_live()
+        if device is not None and value.device is not device:
+            raise ProgramError(f"argument {slot.name!r}: {value!r} belongs to "
+                               f"{value.device.name}, not {device.name}")
+        if value.freed or (value.base is not None and value.base.freed):
+            raise ProgramError(f"argument {slot.name!r}: {value!r} was freed")
         if slot.size != 8:
             raise ProgramError(f"argument {slot.name!r} is {slot.size} B; a buffer address needs 8")
         struct.pack_into("<Q", view, slot.offset, value.va)
     elif isinstance(value, float):
+        if slot.scalar in ("i", "u"):
+            raise ProgramError(f"argument {slot.name!r} is an integer, got the float {value!r}")
         fmt = {4: "<f", 8: "<d", 2: "<e"}.get(slot.size)
         if fmt is None:
             raise ProgramError(f"cannot pass a float in the {slot.size}-B argument {slot.name!r}")
@@ -82,9 +99,15 @@ def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue) -> None:
         fmt = _INT_FMT.get(slot.size)
         if fmt is None:
             raise ProgramError(f"cannot pass an int in the {slot.size}-B argument {slot.name!r}")
+        if slot.scalar == "f":  # an integer where the kernel takes a float: its value
+            write_arg(view, slot, float(value), device)
+            return
         bits = slot.size * 8
-        if not -(1 << (bits - 1)) <= value < (1 << bits):
-            raise ProgramError(f"{value} does not fit the {slot.size}-B argument {slot.name!r}")
+        lo = 0 if slot.scalar == "u" else -(1 << (bits - 1))
+        hi = (1 << (bits - 1)) if slot.scalar == "i" else (1 << bits)
+        if not lo <= value < hi:
+            raise ProgramError(f"{value} does not fit the {slot.size}-B argument {slot.name!r} "
+                               f"(range {lo} to {hi - 1})")
         struct.pack_into(fmt, view, slot.offset, value & ((1 << bits) - 1))
     else:
         raise ProgramError(f"argument {slot.name!r}: expected Buffer, int, float or bytes, "
@@ -111,13 +134,19 @@ class Program:
             raise ProgramError(f"{self.name} takes {len(self.slots)} arguments ({names}), "
                                f"got {len(args)}")
         gsz, lsz = as_tuple3(global_size, "global_size"), as_tuple3(local_size, "local_size")
+        self.check_launch(gsz, lsz)
         if block is None:
             block = self.device._kernarg_arena().take(self._kernargs_size(), 64)
         va, view = block
         kargs = self._fill_block(va, view, gsz, lsz)
+        kargs.device = self.device
         for slot, value in zip(self.slots, args):
-            write_arg(kargs.view, slot, value)
+            write_arg(kargs.view, slot, value, self.device)
         return kargs
+
+    def check_launch(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]
+                     ) -> None:
+        """Raises ProgramError for a launch shape the hardware cannot run (drivers override)."""
 
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
@@ -126,15 +155,17 @@ class Program:
         a grid of `global_size` workgroups of `local_size` threads. With `wait`, blocks until done
         and returns the kernel's duration in seconds of GPU clock."""
         dev = self.device
+        dev.check_usable()
         kargs = self.fill_kernargs(tuple(args) + tuple(vals), global_size, local_size)
-        v = dev.next_timeline()
+        # The timeline value is taken once the whole submission is built (submit_timeline).
+        v = dev.timeline_value + 1
         q = dev.compute_queue().wait(dev.timeline_signal, v - 1).memory_barrier()
         if wait:
             q.timestamp(self._t0)
         q.exec(self, kargs, global_size, local_size)
         if wait:
             q.timestamp(self._t1)
-        q.signal(dev.timeline_signal, v).submit()
+        dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)

@@ -19,11 +19,12 @@ Contract for drivers (subclasses):
 """
 from __future__ import annotations
 
+import operator
 from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
 
-from runtime.hcq.errors import QueueError
+from runtime.hcq.errors import ProgramError, QueueError
 
 if TYPE_CHECKING:
     from typing import Self
@@ -201,6 +202,15 @@ class HWQueue:
         cur = self._vals.get(var)
         return (0 if cur is None else (cur + add) & _M64), var, add
 
+    def _sig_va(self, sig: "Signal") -> int:
+        """The address of `sig` for this queue: the signal must be this device's (another
+        device's signal is reached through `Device.map_signal`, which maps it here)."""
+        if sig.device is not self.device:
+            raise QueueError(f"{self.engine} queue of {self.device.name}: {sig!r} belongs to "
+                             f"{sig.device.name}; wait on or write "
+                             f"{self.device.name}.map_signal(sig) instead")
+        return sig.buf.va
+
     def _patch(self, var: Var, add: int, lo: int, hi: int = -1, max_bits: int = 64) -> None:
         """Records a patch point for `var + add` at dword positions `lo` (and `hi`)."""
         self._patches.append(PatchPoint(var, add, lo, hi, max_bits))
@@ -229,11 +239,18 @@ def extend_from(queue: HWQueue, dwords: Iterable[int]) -> None:
 
 
 def as_tuple3(xs: Sequence[int] | int, what: str) -> tuple[int, int, int]:
-    """A launch dimension as (x, y, z); accepts an int or 1-3 positive ints."""
-    if isinstance(xs, int):
-        xs = (xs,)
-    t = tuple(int(x) for x in xs) + (1,) * (3 - len(xs))
-    if len(t) != 3 or any(x < 1 for x in t):
-        raise QueueError(f"{what} must be 1 to 3 positive integers, got {xs!r}")
-    return t  # type: ignore[return-value]
+    """A launch dimension as (x, y, z); accepts an int or 1-3 positive integers (Python or numpy
+    ints; a float such as 1.5 or 2.0 is refused rather than truncated). Raises `ProgramError`
+    naming `what`."""
+    if type(xs) is tuple and len(xs) == 3 and type(xs[0]) is int and type(xs[1]) is int \
+            and type(xs[2]) is int and xs[0] > 0 and xs[1] > 0 and xs[2] > 0:
+        return xs  # the common case, checked without building anything
+    try:
+        items = tuple(operator.index(x) for x in xs) if isinstance(xs, (tuple, list)) else \
+            (operator.index(xs),)  # type: ignore[arg-type]  # an int, or refused below
+    except TypeError:
+        items = ()
+    if not 1 <= len(items) <= 3 or any(x < 1 for x in items):
+        raise ProgramError(f"{what} must be 1 to 3 positive integers, got {xs!r}")
+    return items + (1,) * (3 - len(items))  # type: ignore[return-value]
 

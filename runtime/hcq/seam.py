@@ -90,6 +90,13 @@ class OSSeam(ABC):
     #: signals and submission bookkeeping; see `Device.executes_kernels`)
     executes_kernels: bool = True
 
+    @property
+    def kernel(self) -> object:
+        """Which kernel this seam reaches: devices whose seams share one are GPUs of one process on
+        one machine, so they may map each other's memory (KFD's per-process state, RM clients and
+        UVM VA spaces of one process). Each mock machine is its own kernel."""
+        return self
+
     @abstractmethod
     def open(self, path: str, flags: int = os.O_RDWR) -> int:
         """Opens a device node or file; returns a file descriptor."""
@@ -189,6 +196,11 @@ class RealOS(OSSeam):
 
     name = "linux"
     _MAP_FAILED = ctypes.c_void_p(-1).value
+
+    @property
+    def kernel(self) -> object:
+        """The running kernel: every RealOS of this process reaches the same one."""
+        return RealOS
 
     def __init__(self) -> None:
         self._libc = _Libc()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from runtime.hcq.errors import SignalTimeout
+from runtime.hcq.errors import DeviceClosed, SignalTimeout
 from runtime.hcq.memory import Buffer
 
 if TYPE_CHECKING:
@@ -52,7 +52,10 @@ class Signal:
 
     @property
     def value(self) -> int:
-        """The current value (read from memory each time)."""
+        """The current value (read from memory each time). Raises DeviceClosed once the device is
+        closed (its memory is gone)."""
+        if self.device.closed:
+            raise DeviceClosed(f"{self!r}: {self.device.name} is closed")
         return self._u64[0]
 
     @value.setter
@@ -104,7 +107,9 @@ class Signal:
             remaining_ms = (deadline - time.perf_counter()) * 1000.0
             if remaining_ms <= 0:
                 got = u64[0]
-                raise SignalTimeout(self, value, got, dev.describe_state(), timeout_ms)
+                state = dev.describe_state()
+                raise SignalTimeout(self, value, got, state + dev._after_wait_timeout(),
+                                    timeout_ms)
             dev._sleep_for_signal(self, value, min(remaining_ms, _SLEEP_SLICE_MS))
             if u64[0] >= value:
                 dev.check_fault()
@@ -118,7 +123,7 @@ class Signal:
 
     def __repr__(self) -> str:
         try:
-            val = self._u64[0]
+            val = str(self._u64[0])
         except ValueError:  # view released with the device
             val = "?"
         return f"Signal(va={self.va:#x}, value={val})"

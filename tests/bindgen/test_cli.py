@@ -26,7 +26,7 @@ HEADERS = {
 }
 LAZY = {"delta"}
 FILES = (
-    {"cli/__init__.py"}
+    {"cli/__init__.py", "bindgen.manifest"}
     | {f"cli/{n}.{ext}" for n in HEADERS for ext in ("py", "report.txt")}
     | {f"cli/{n}.defs" for n in LAZY}
 )
@@ -303,7 +303,9 @@ def test_check_detects_header_drift(proj, capsys):
 
 def test_check_selects_by_group_and_target(proj, capsys):
     assert proj.regen("beta", "--jobs", "1") == 0
-    assert set(proj.snapshot()) == {"cli/__init__.py", "cli/beta.py", "cli/beta.report.txt"}
+    assert set(proj.snapshot()) == {
+        "cli/__init__.py", "cli/beta.py", "cli/beta.report.txt", "bindgen.manifest"
+    }
     assert proj.check("beta", "--jobs", "1") == 0
     capsys.readouterr()
     assert proj.check("cli", "--jobs", "1") == 1
@@ -543,85 +545,55 @@ def test_patch_type_unknown_field_is_an_error(tmp_path):
         )
 
 
-def test_patch_replace(tmp_path):
-    g, m = _gen(
-        tmp_path,
-        [{"replace": {"pattern": r"^# ---- records.*$", "with": "# records:"}, "why": "t"}],
-    )
-    assert "# records:" in g.text and "# ---- records" not in g.text
+def _gen_tampered(tmp_path, monkeypatch, pattern: str, repl: str):
+    """Generates with the rendered text altered before verification: what a broken renderer
+    would produce (spec text can no longer reach the code: `replace` patches are gone)."""
+    import re
+
+    import bindgen.generate as gen
+
+    real = gen.render_module
+
+    def tampered(*a, **kw):
+        text, defs = real(*a, **kw)
+        new, n = re.subn(pattern, repl, text, flags=re.M)
+        assert n, f"{pattern!r} not in the rendered module"
+        return new, defs
+
+    monkeypatch.setattr(gen, "render_module", tampered)
+    return _gen(tmp_path, [])
 
 
-def test_patch_replace_with_zero_matches_is_an_error(tmp_path):
-    from bindgen.errors import PatchError
+def test_replace_patches_are_refused_with_the_alternatives(tmp_path):
+    from bindgen.errors import SpecError
 
-    with pytest.raises(PatchError, match=r"replace patch: pattern 'no such text' matched 0 time"):
-        _gen(tmp_path, [{"replace": {"pattern": "no such text", "with": "x"}, "why": "t"}])
-
-
-def test_patch_replace_count_must_match(tmp_path):
-    from bindgen.errors import PatchError
-
-    with pytest.raises(PatchError, match=r"matched \d+ time\(s\), expected 99"):
-        _gen(
-            tmp_path,
-            [{"replace": {"pattern": "c_int32", "with": "c_int32", "count": 99}, "why": "t"}],
-        )
+    with pytest.raises(SpecError, match=r"patches\[0\]\.replace: text patches on rendered code "
+                                        r"were removed.*rename, alias, type or drop"):
+        _gen(tmp_path, [{"replace": {"pattern": "x", "with": "import os"}, "why": "t"}])
 
 
-def test_patch_replace_that_breaks_the_layout_fails_generation(tmp_path):
+def test_a_rendered_layout_that_differs_from_clang_fails_generation(tmp_path, monkeypatch):
     from bindgen.errors import LayoutError
 
     with pytest.raises(LayoutError, match=r"t11_kw: size 20, clang says 16"):
-        _gen(
-            tmp_path,
-            [
-                {
-                    "replace": {
-                        "pattern": r"t11_kw\._layout_\(16, 4,",
-                        "with": "t11_kw._layout_(20, 4,",
-                    },
-                    "why": "t",
-                }
-            ],
-        )
+        _gen_tampered(tmp_path, monkeypatch, r"t11_kw\._layout_\(16, 4,", "t11_kw._layout_(20, 4,")
 
 
-def test_unrepresentable_layout_is_a_bindgen_error(tmp_path):
+def test_unrepresentable_layout_is_a_bindgen_error(tmp_path, monkeypatch):
     """A layout the support runtime cannot build (here: two fields forced onto one offset) must fail
     as a BindgenError naming the target, like any other generation failure."""
     from bindgen.errors import BindgenError
 
     with pytest.raises(BindgenError, match=r"patched|t11_kw"):
-        _gen(
-            tmp_path,
-            [
-                {
-                    "replace": {
-                        "pattern": r"\('from_', c_int32, 32\)",
-                        "with": "('from_', c_int32, 64)",
-                    },
-                    "why": "t",
-                }
-            ],
+        _gen_tampered(
+            tmp_path, monkeypatch, r"\('from_', c_int32, 32\)", "('from_', c_int32, 64)"
         )
 
 
 def test_one_failing_target_does_not_stop_the_others(proj, capsys):
     """A target whose rendered module cannot be built fails alone: the others are still written and
     the run exits 1 with a FAIL line (not a traceback out of main)."""
-    proj.write(
-        gamma={
-            "patches": [
-                {
-                    "replace": {
-                        "pattern": r"\('from_', c_int32, 32\)",
-                        "with": "('from_', c_int32, 64)",
-                    },
-                    "why": "t",
-                }
-            ]
-        }
-    )
+    proj.write(gamma={"patches": [{"drop": "no_such_name", "why": "t"}]})
     rc = proj.regen("--jobs", "1")
     cap = capsys.readouterr()
     assert rc == 1
@@ -666,7 +638,7 @@ def test_archive_source_is_fetched_verified_and_cached(tmp_path):
     path = write_spec(specs, {"arc": {"headers": ["up:include/a.h"]}}, sources=src, file="arc")
     g = generate_target(load_target(path), specs, tmp_path / "cache")
     assert "class arc(" in g.text and "up:include/a.h" in g.report
-    cached = list((tmp_path / "cache" / "archive").rglob("a.h"))
+    cached = list((tmp_path / "cache" / "v2" / "archive").rglob("a.h"))
     assert len(cached) == 1 and not list((tmp_path / "cache").rglob("readme.txt"))
     g2 = generate_target(load_target(path), specs, tmp_path / "other-cache")
     assert (g2.text, g2.report) == (g.text, g.report)  # the cache location never shows

@@ -168,12 +168,6 @@ def test_bad_regex_in_drop_patch(tmp_path):
     assert f"x.yaml:{line_of(text, 'foo([')}:" in msg
 
 
-def test_bad_regex_in_replace_patch(tmp_path):
-    text = GOOD + "    patches:\n      - replace: {pattern: '(?P<', with: x}\n        why: t\n"
-    msg = str(load_err(tmp_path, text))
-    assert "patches[0].replace" in msg and "bad regular expression" in msg, msg
-
-
 def test_bad_regex_in_keep_names(tmp_path):
     msg = str(load_err(tmp_path, GOOD + "    keep: {names: ['a)']}\n"))
     assert "targets.one.keep.names" in msg and "bad regular expression" in msg

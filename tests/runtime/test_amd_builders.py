@@ -75,7 +75,9 @@ def test_golden_stream_decodes() -> None:
     sd = decode_sdma(sdma_dw)
     assert [p.name for p in sd] == ["POLL_REGMEM", "COPY_LINEAR", "FENCE", "FENCE", "TRAP",
                                     "TIMESTAMP_GET_GLOBAL"]
-    assert sd[1].fields == {"count": 0xFFF, "src": 0x7A00_0000_0000, "dst": 0x7B00_0000_0000}
+    f = sd[1].fields  # every field of the synthesised SDMA_PKT_COPY_LINEAR, address halves joined
+    assert (f["count"], f["src_addr"], f["dst_addr"]) == (0xFFF, 0x7A00_0000_0000, 0x7B00_0000_0000)
+    assert {k for k, v in f.items() if v} == {"count", "src_addr", "dst_addr"}
 
 
 def test_pm4_launch_matches_tinygrad_packet_for_packet(dev) -> None:  # type: ignore[no-untyped-def]
@@ -123,8 +125,8 @@ def test_sdma_copy_splits_at_the_packet_limit(dev) -> None:  # type: ignore[no-u
     q = dev.copy_queue().copy(0x20000, 0x10003, 2 * MAX_COPY_B + 5)
     pk = decode_sdma(q.dwords())
     assert [p.fields["count"] + 1 for p in pk] == [MAX_COPY_B, MAX_COPY_B, 5]
-    assert [p.fields["src"] for p in pk] == [0x10003 + k * MAX_COPY_B for k in range(3)]
-    assert pk[-1].fields["dst"] == 0x20000 + 2 * MAX_COPY_B
+    assert [p.fields["src_addr"] for p in pk] == [0x10003 + k * MAX_COPY_B for k in range(3)]
+    assert pk[-1].fields["dst_addr"] == 0x20000 + 2 * MAX_COPY_B
 
 
 def test_sdma_signal_is_two_fences_and_a_trap(dev) -> None:  # type: ignore[no-untyped-def]
@@ -140,7 +142,7 @@ def test_sdma_signal_is_two_fences_and_a_trap(dev) -> None:  # type: ignore[no-u
     assert (pk[0].fields["addr"], pk[0].fields["data"]) == (s.va, 9)
     assert (pk[1].fields["addr"], pk[1].fields["data"]) == (s.va + 4, 3)
     assert pk[3].fields["int_context"] == dev.signal_event.event_id
-    assert pk[4].fields["addr"] == s.timestamp_va
+    assert pk[4].fields["write_addr"] == s.timestamp_va
     assert pk[5].fields == pk[5].fields | {"func": 5, "mem_poll": 1, "value": 7, "mask": 0xFFFFFFFF}
 
 
@@ -171,3 +173,42 @@ def test_builder_throughput_is_a_hot_path(dev) -> None:  # type: ignore[no-untyp
     dt = time.perf_counter() - t
     rate = len(q) / dt
     assert rate > 300_000, f"{rate:.0f} dwords/s"  # bench_hcq.py reports the real figure
+
+
+# ------------------------------------------------------------------------------------ packets
+def test_pm4_headers_are_computed_from_the_descriptions() -> None:
+    """Every described PM4 packet's header carries its payload count; the decoder reads it back
+    as that packet, with its named fields."""
+    from runtime.drivers.amd.decode import decode_pm4
+    from runtime.drivers.amd.packets import PM4
+    for pk in PM4.values():
+        n = pk.payload_dw + (1 if pk.variable else 0)
+        (got,) = decode_pm4([pk.header_for(n)] + [0] * n)
+        assert got.name == f"PACKET3_{pk.name}" and len(got.dwords) == n + 1
+        if not pk.variable:
+            assert pk.header == pk.header_for(pk.payload_dw)
+    with pytest.raises(ValueError, match="PACKET3_WAIT_REG_MEM takes 6 payload dwords, not 5"):
+        PM4["WAIT_REG_MEM"].header_for(5)
+
+
+def test_sdma_builders_emit_the_synthesised_structs(dev) -> None:  # type: ignore[no-untyped-def]
+    """The SDMA queue's packets are byte for byte what the sdma_v6 structs encode with the same
+    fields (the builder fills addresses inline; headers, sizes and constant words come from the
+    structs)."""
+    from runtime.drivers.amd import sdma
+    from runtime.drivers.amd.packets import SDMA
+    sig = dev.new_signal()
+    q = dev.copy_queue().copy(0x2000_0040, 0x7_1000_0003, 4097).wait(sig, 9).timestamp(sig)
+    d = q.dwords()
+    copy = SDMA["COPY_LINEAR"].encode(count=4096, src_addr_31_0=0x1000_0003, src_addr_63_32=7,
+                                      dst_addr_31_0=0x2000_0040, dst_addr_63_32=0)
+    poll = SDMA["POLL_REGMEM"].encode(func=5, mem_poll=1, addr_31_0=sig.va & 0xFFFFFFFF,
+                                      addr_63_32=sig.va >> 32, value=9, mask=0xFFFFFFFF,
+                                      interval=sdma.POLL_INTERVAL, retry_count=0xFFF)
+    ts = SDMA["TIMESTAMP_GET_GLOBAL"].encode(write_addr_31_3=(sig.timestamp_va & 0xFFFFFFFF) >> 3,
+                                             write_addr_63_32=sig.timestamp_va >> 32)
+    assert list(d) == list(copy) + list(poll) + list(ts)
+    assert (len(copy), len(poll), len(ts)) == (sdma.COPY_LINEAR_DW, sdma.POLL_REGMEM_DW,
+                                               sdma.TIMESTAMP_DW)
+    with pytest.raises(ValueError, match="SDMA FENCE has no field colour"):
+        SDMA["FENCE"].encode(colour=1)

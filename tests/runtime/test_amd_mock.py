@@ -62,12 +62,42 @@ def test_open_device_picks_the_mock_and_names_parse() -> None:
 
 
 def test_a_driver_missing_from_the_tree_is_a_clear_device_not_found(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Driver classes load lazily; one whose module is absent is a DeviceNotFound, not an ImportError."""
+    """Driver classes load lazily through the core's registry; one whose module is absent is a
+    DeviceNotFound, not an ImportError."""
+    import dataclasses
+
     import runtime.hcq as hcq
+    from runtime.hcq import registry
     monkeypatch.delitem(vars(hcq), "NVDevice", raising=False)  # not cached from an earlier access
-    monkeypatch.setitem(hcq._DRIVERS, "NVDevice", ("runtime.drivers.nv_absent.device", "NVDevice"))
-    with pytest.raises(hcq.DeviceNotFound, match="NVDevice.*not installed"):
+    absent = dataclasses.replace(registry.backend("nv"),
+                                 device="runtime.drivers.nv_absent.device:NVDevice",
+                                 probe="runtime.drivers.nv_absent.probe:count_gpus")
+    monkeypatch.setattr(registry, "BACKENDS", (absent, registry.backend("amd")))
+    with pytest.raises(hcq.DeviceNotFound, match="nv driver.*not installed"):
         hcq.NVDevice  # noqa: B018
+    assert registry.present_devices(_one_gpu()) == ["amd:0"]  # the absent driver has no GPUs
+
+
+def test_presence_probes_are_the_drivers_and_the_mocks_come_from_the_registry() -> None:
+    """Each driver's probe counts its GPUs on a seam (here the mock machines'); the real drivers
+    never import a mock (the registry makes mock machines for "mock-…" names)."""
+    from pathlib import Path
+
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.mock.os import MockOS
+    from runtime.hcq import registry
+    assert registry.present_devices(MockOS.with_amd_gpus(2)) == ["amd:0", "amd:1"]
+    assert registry.present_devices(NvMockOS.with_nv_gpus(1)) == ["nv:0"]
+    for vendor, kind in (("nv", NvMockOS), ("amd", MockOS)):
+        seam, release = registry.mock_seam(vendor)
+        assert type(seam) is kind
+        release()
+    drivers = Path(registry.__file__).parents[1] / "drivers"
+    for vendor in ("amd", "nv"):
+        for py in (drivers / vendor).glob("*.py"):
+            text = py.read_text()
+            assert "import runtime.drivers.mock" not in text and \
+                "from runtime.drivers.mock" not in text, f"{py} imports the mock"
 
 
 def _one_gpu():  # type: ignore[no-untyped-def]
@@ -264,11 +294,18 @@ def test_thousand_alloc_free_cycles_leak_nothing(dev, mos) -> None:  # type: ign
     gpu = mos.drivers[0].gpus[0]
     base, vram = mos.live_objects(), gpu.vram_used
     kinds = (MemKind.VRAM, MemKind.GTT, MemKind.HOST)
+    before = dev.pool_stats()
     for i in range(1000):
         b = dev.alloc(4096 * (1 + i % 7), kind=kinds[i % 3], cpu_access=i % 3 != 0)
         dev.free(b)
+    # Freed memory is cached for reuse: 21 (size, kind) pairs, the rest served from the pool.
+    st = dev.pool_stats()
+    assert st.misses - before.misses == 21 and st.hits - before.hits == 979 and st.cached_B > 0
+    dev.trim_pool()
+    assert dev.pool_stats().cached_B == 0
     assert mos.live_objects() == base and gpu.vram_used == vram
-    assert dev.allocator.live_count == base["kfd_bos"]
+    # every BO is the allocator's but the process's event page (runtime/drivers/amd/process.py)
+    assert dev.allocator.live_count + 1 == base["kfd_bos"]
 
 
 # ------------------------------------------------------------------------------------ failures
@@ -312,7 +349,7 @@ def _raw_submit(dev, dwords) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type: ignore
-    from runtime.drivers.amd.pm4 import packet3
+    from runtime.drivers.amd.packets import packet3
     from runtime.hcq import DeviceFault
     _raw_submit(dev, [packet3(0xEE, 1), 0])
     with pytest.raises(DeviceFault) as ei:
@@ -360,7 +397,8 @@ def test_a_wait_that_can_never_complete_is_refused(dev) -> None:  # type: ignore
 def test_write_data_and_event_write_execute(dev) -> None:  # type: ignore[no-untyped-def]
     from hcq_bindings.amd import pm4_gfx11 as p
 
-    from runtime.drivers.amd.pm4 import WRITE_DATA_DST_MEMORY, packet3
+    from runtime.drivers.amd.packets import packet3
+    from runtime.drivers.amd.pm4 import WRITE_DATA_DST_MEMORY
     s = dev.new_signal()
     ctl = p.WRITE_DATA_DST_SEL(WRITE_DATA_DST_MEMORY) | p.WR_CONFIRM
     _raw_submit(dev, [packet3(p.PACKET3_WRITE_DATA, 5), ctl, s.va & 0xFFFFFFFF, s.va >> 32, 7, 1,
@@ -426,3 +464,48 @@ def test_graph_replays_with_patched_arguments(dev) -> None:  # type: ignore[no-u
     dev.copyout(out, d)
     assert np.array_equal(out, 2 * x)
     g.free()
+
+
+def test_the_architecture_record_is_picked_from_the_topology() -> None:
+    """The device takes its architecture record from the node's gfx_target_version, and the mock
+    runs by the same record; a part no record describes (gfx942, gfx1200) is refused by name
+    before anything is sent to it."""
+    from runtime.drivers.amd import pm4
+    from runtime.drivers.amd.arch import GFX11
+    from runtime.drivers.mock.os import MockOS
+    from runtime.hcq import AMDDevice, DeviceNotFound
+    mos = MockOS.with_amd_gpus(1)
+    d = AMDDevice("amd:0", os=mos)
+    try:
+        assert d.gfx is GFX11 and d.arch == "gfx1100" and mos.drivers[0].gpus[0].arch is GFX11
+        assert pm4.p is GFX11.pm4 and pm4.DISPATCH_INITIATOR == GFX11.dispatch_initiator
+    finally:
+        d.close()
+    for version, part in ((90402, "gfx942"), (120000, "gfx1200")):
+        other = MockOS.with_amd_gpus(1, gfx_target_version=version)
+        with pytest.raises(DeviceNotFound, match=f"{part}.*no description.*arch.py"):
+            AMDDevice("amd:0", os=other)
+        assert other.live_objects()["fds"] == 0  # nothing left open
+
+
+def test_packets_the_descriptions_do_not_cover_stop_the_queue_naming_them() -> None:
+    """The mock executes packets through their descriptions: an SDMA op none describes and a
+    described PM4 packet of the wrong size are errors naming the packet (never a silent no-op)."""
+    from runtime.drivers.amd.packets import PM4, SDMA, s
+    from runtime.hcq import AMDDevice, DeviceFault
+    from runtime.hcq.queue import extend_from
+    for engine, dwords, want in (
+            ("copy", [s.SDMA_PKT_ATOMIC_HEADER_OP(s.SDMA_OP_ATOMIC), 0, 0, 0, 0, 0, 0, 0],
+             "unsupported SDMA op SDMA_OP_ATOMIC"),
+            ("compute", [PM4["DISPATCH_DIRECT"].header_for(4) - (1 << 16), 1, 1, 1],
+             "PACKET3_DISPATCH_DIRECT has 3 payload dwords, expected 4")):
+        d = AMDDevice("amd:0", os=_one_gpu())
+        try:
+            q = d.copy_queue() if engine == "copy" else d.compute_queue()
+            extend_from(q, dwords)
+            q.submit()
+            with pytest.raises(DeviceFault, match=want):
+                d.synchronize(timeout_ms=2000)
+        finally:
+            d.close()
+    assert SDMA["NOP"].size_of(SDMA["NOP"].encode(count=3)[0]) == 4

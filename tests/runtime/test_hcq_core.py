@@ -8,9 +8,11 @@ import subprocess
 import sys
 from array import array
 
+import numpy as np
 import pytest
 
-from runtime.hcq.errors import (DeviceFault, HCQError, IoctlError, QueueError, SignalTimeout)
+from runtime.hcq.errors import (DeviceFault, HCQError, IoctlError, ProgramError, QueueError,
+                                SignalTimeout)
 from runtime.hcq.memory import (Allocator, Buffer, BufferSpec, MemKind, RingArena, SlotPool,
                                 round_up)
 from runtime.hcq.program import ArgSlot, write_arg
@@ -93,8 +95,10 @@ def test_base_commands_fail_loudly() -> None:
 def test_as_tuple3() -> None:
     assert as_tuple3(4, "g") == (4, 1, 1)
     assert as_tuple3((2, 3), "g") == (2, 3, 1)
-    with pytest.raises(QueueError):
-        as_tuple3((0, 1, 1), "g")
+    assert as_tuple3((np.int64(2), np.uint8(3)), "g") == (2, 3, 1)
+    for bad in ((0, 1, 1), (1.5, 1, 1), (2.0,), (1, 1, 1, 1), (), "abc", (True and None,)):
+        with pytest.raises(ProgramError, match="g must be"):
+            as_tuple3(bad, "g")  # type: ignore[arg-type]
 
 
 class _CountingAllocator(Allocator):

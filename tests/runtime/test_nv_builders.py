@@ -12,7 +12,7 @@ from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv import cubin, methods
-from runtime.drivers.nv.qmd import QMD_BY_CLASS, QMDV03, QMDV04, QMDV05, qmd_class, sm_config_value
+from runtime.drivers.nv.qmd import QMDV03, QMDV04, QMDV05, sm_config_value
 from runtime.drivers.nv.rm import RmError, escape_request
 from runtime.drivers.nv.status import describe_status, status_message, status_name
 from runtime.hcq.errors import ProgramError
@@ -22,13 +22,23 @@ CUBINS = {"cuda12": DATA / "nv_kernels_cuda12.cubin", "cuda13": DATA / "nv_kerne
 
 
 # ------------------------------------------------------------------------------------ QMD
-def test_qmd_version_table_is_keyed_by_compute_class() -> None:
-    assert qmd_class(rm.HOPPER_COMPUTE_A) is QMDV04
-    assert qmd_class(rm.AMPERE_COMPUTE_B) is QMDV03 and qmd_class(rm.ADA_COMPUTE_A) is QMDV03
-    assert qmd_class(rm.BLACKWELL_COMPUTE_B) is QMDV05
-    assert set(QMD_BY_CLASS.values()) == {QMDV03, QMDV04, QMDV05}
-    with pytest.raises(ProgramError, match="no QMD version"):
-        qmd_class(0x1234)
+def test_generation_records_name_their_qmd_version_and_classes() -> None:
+    from runtime.drivers.nv.generation import GENERATIONS, pick_generation
+    from runtime.hcq.errors import DeviceNotFound
+    by = {g.compute_class: g for g in GENERATIONS}
+    assert by[rm.HOPPER_COMPUTE_A].qmd is QMDV04
+    assert by[rm.AMPERE_COMPUTE_B].qmd is QMDV03 and by[rm.ADA_COMPUTE_A].qmd is QMDV03
+    assert by[rm.BLACKWELL_COMPUTE_B].qmd is QMDV05
+    assert {g.qmd for g in GENERATIONS} == {QMDV03, QMDV04, QMDV05}
+    # picked from the class list RM reports, newest compute class first (GH100's list, RM's
+    # g_gpu_class_list.c, also names the Ampere channel and usermode classes)
+    gh100 = {rm.AMPERE_CHANNEL_GPFIFO_A, rm.AMPERE_USERMODE_A, rm.HOPPER_CHANNEL_GPFIFO_A,
+             rm.HOPPER_COMPUTE_A, rm.HOPPER_DMA_COPY_A, rm.HOPPER_USERMODE_A}
+    assert pick_generation(gh100).name == "hopper"
+    with pytest.raises(DeviceNotFound, match="no description.*0xc5c0.*generation.py"):
+        pick_generation({rm.TURING_COMPUTE_A, rm.TURING_DMA_COPY_A, rm.TURING_USERMODE_A})
+    with pytest.raises(DeviceNotFound, match="hopper.*but not 0xc8b5"):
+        pick_generation(gh100 - {rm.HOPPER_DMA_COPY_A})
 
 
 def test_qmd_fields_come_from_the_generated_tables() -> None:
@@ -150,8 +160,10 @@ def test_userd_and_doorbell_offsets_are_the_guides() -> None:
 
 
 def test_copy_engine_launch_words_are_the_verified_ones() -> None:
-    from runtime.drivers.nv.queue import CE_COPY, CE_RELEASE
-    assert CE_COPY == 0x182 and CE_RELEASE == 0x14  # guide section 5: tinygrad's, valid on C8B5
+    from runtime.drivers.nv.generation import GENERATIONS
+    for g in GENERATIONS:  # guide section 5: tinygrad's, valid on C8B5 (the same in every header)
+        assert (g.copy.copy_word, g.copy.release_word) == (0x182, 0x14), g.name
+        assert g.compute.cache_invalidate == 0x1011, g.name
 
 
 # ------------------------------------------------------------------------------------ cubins

@@ -83,6 +83,8 @@ def test_bring_up_is_hopper_with_v04_qmds(dev) -> None:  # type: ignore[no-untyp
           f"{dev.dma_class:#x} usermode {dev.usermode_class:#x}; GR {dev.gpu}")
     assert dev.arch == "sm_90" and dev.sass_version == 0x90
     assert dev.compute_class == rm.HOPPER_COMPUTE_A and dev.qmd_class.major == 4
+    assert dev.gen.name == "hopper" and dev.gen.classes == (
+        rm.HOPPER_USERMODE_A, rm.HOPPER_CHANNEL_GPFIFO_A, rm.HOPPER_COMPUTE_A, rm.HOPPER_DMA_COPY_A)
     assert dev.driver_version.startswith("580.")
 
 

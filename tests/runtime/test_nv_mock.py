@@ -20,6 +20,7 @@ from hcq_bindings.nv import rm_580 as rm
 from runtime.drivers.mock.nv_gpu import Launch
 from runtime.drivers.mock.nv_rm import NvMockOS
 from runtime.drivers.nv.device import NVDevice
+from runtime.drivers.nv.generation import GENERATIONS, NVGeneration
 from runtime.drivers.nv.rm import RmError
 from runtime.hcq import DeviceFault, HCQMemoryError, Launch as GraphLaunch, MemKind, SignalTimeout
 from runtime.hcq.errors import DeviceNotFound, ProgramError, QueueError
@@ -42,7 +43,7 @@ def dev(mos: NvMockOS, request):  # type: ignore[no-untyped-def]
         from runtime.drivers.nv.launcher import native_helper
         from runtime.hcq import native
         if native_helper() is None:
-            pytest.skip(f"native launch helper unavailable: {native.unavailable['_nvlaunch']}")
+            pytest.skip(f"native launch helper unavailable: {native.unavailable}")
     d.launch_native = request.param == "native"
     yield d
     d.close()
@@ -90,13 +91,49 @@ def test_open_by_name_and_hopper_classes() -> None:
 
 
 def test_ampere_gets_v03_qmds() -> None:
-    mos = NvMockOS.with_nv_gpus(1, sm_version=0x806, compute_class=rm.AMPERE_COMPUTE_B)
+    mos = NvMockOS.with_nv_gpus(1, generation="ampere-b", sm_version=0x806)
     d = NVDevice("mock-nv:0", os=mos)
     try:
         assert d.qmd_class.major == 3 and d.gpfifo_class == rm.AMPERE_CHANNEL_GPFIFO_A
         assert d.arch == "sm_86" and d.default_param_base == 0x160
     finally:
         d.close()
+    _clean(mos)
+
+
+@pytest.mark.parametrize("gen", GENERATIONS, ids=lambda g: g.name)
+def test_a_mock_of_each_generation_opens_with_its_records_classes(gen: NVGeneration) -> None:
+    """The mock GPU offers what a generation record names; the driver picks that record and
+    drives the GPU with its classes, QMD version and methods (copies and signals through the
+    generation's copy and host methods, checked by the mock)."""
+    mos = NvMockOS.with_nv_gpus(1, generation=gen)
+    assert set(gen.classes) <= set(mos.nv.classes)
+    d = NVDevice("mock-nv:0", os=mos)
+    try:
+        assert d.gen is gen
+        assert (d.usermode_class, d.gpfifo_class, d.compute_class, d.dma_class) == gen.classes
+        assert d.qmd_class is gen.qmd and d.default_param_base == gen.param_base
+        assert d.arch == f"sm_{gen.sm[0]}"
+        a, b = d.alloc(1 << 16), d.alloc(1 << 16)
+        src = np.arange(1 << 14, dtype=np.uint32)
+        d.copyin(a, src)
+        d.transfer(b, a, 1 << 16)
+        out = np.zeros_like(src)
+        d.copyout(out, b)
+        assert np.array_equal(out, src)
+        assert _gpu(d).copied_B >= 3 << 16
+    finally:
+        d.close()
+    _clean(mos)
+
+
+def test_a_gpu_of_an_undescribed_generation_is_not_opened() -> None:
+    turing = (rm.TURING_USERMODE_A, rm.TURING_CHANNEL_GPFIFO_A, rm.TURING_COMPUTE_A,
+              rm.TURING_DMA_COPY_A, rm.KEPLER_CHANNEL_GROUP_A, rm.FERMI_CONTEXT_SHARE_A,
+              rm.FERMI_VASPACE_A, rm.NV01_MEMORY_VIRTUAL)
+    mos = NvMockOS.with_nv_gpus(1, classes=turing)
+    with pytest.raises(DeviceNotFound, match="no description.*0xc5c0.*generation.py"):
+        NVDevice("mock-nv:0", os=mos)
     _clean(mos)
 
 
@@ -465,7 +502,6 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
     from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_64, host_semaphore
     from runtime.drivers.nv.methods import SUBC_COMPUTE, decode_gp_entry, nvm
     from runtime.drivers.nv.program import _pcas_methods
-    from runtime.drivers.nv.queue import CACHE_INVALIDATE
     prg = dev.program(CUBIN, "vadd")
     _gpu(dev).register_kernel(prg.prog_va, _vadd_model)
     n = 300
@@ -495,7 +531,8 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
         qmd_va = bva + hot.qo
         seg = (host_semaphore(tl.va, v - 1, SEM_ACQUIRE_GEQ_64)
                + nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0)
-               + nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI, CACHE_INVALIDATE)
+               + nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
+                     dev.gen.compute.cache_invalidate)
                + _pcas_methods(dev, qmd_va) + host_semaphore(ch.progress.va, seqs[i],
                                                              SEM_RELEASE_64))
         va, nd = decode_gp_entry(ch.ring[gp[i] & mask])

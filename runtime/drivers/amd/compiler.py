@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from runtime.hcq.errors import ProgramError
+
 CLANG = "clang-16"
 LLD = "ld.lld-16"
 
@@ -96,8 +98,9 @@ __OVL int select(int a, int b, int c) { return c ? b : a; }
 """
 
 
-class CompileError(Exception):
-    """The compiler or linker rejected the source; `.log` holds its messages verbatim."""
+class CompileError(ProgramError):
+    """The compiler or linker rejected the source (or is not installed); `.log` holds its messages
+    verbatim. A ProgramError, so an HCQError like everything the runtime raises."""
 
     def __init__(self, tool: str, log: str, cmd: list[str]) -> None:
         self.tool, self.log, self.cmd = tool, log, cmd
@@ -118,6 +121,22 @@ class AMDCompiler:
             if shutil.which(tool) is None:
                 return f"{tool} not found (Debian package {pkg})"
         return None
+
+    def identity(self) -> str:
+        """The tools' versions, target, code-object version, flags and the prelude's hash (part
+        of cache keys)."""
+        import hashlib
+        versions = []
+        for tool in (self.clang, self.lld):
+            try:
+                out = subprocess.run([tool, "--version"], capture_output=True, text=True,
+                                     check=False).stdout
+            except OSError as e:
+                out = f"unavailable: {e}"
+            versions.append(out.strip().splitlines()[0] if out.strip() else tool)
+        prelude = hashlib.sha256(OCL_PRELUDE.encode()).hexdigest()[:16]
+        return " | ".join([*versions, self.arch, f"cov{self.cov}", self.opt,
+                           " ".join(self.extra_args), f"prelude {prelude}"])
 
     def compile(self, src: str, *, extra_args: tuple[str, ...] = ()) -> bytes:
         """OpenCL C source → AMDHSA code object bytes (ELF). Raises CompileError on failure."""

@@ -8,35 +8,40 @@ free, munmap), the doorbell mapping, then the descriptors.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hcq_bindings.amd import gc_11_0_0 as gc
+from hcq_bindings.amd import hsa
+from hcq_bindings.amd import pm4_gfx11 as pm4p
 from hcq_bindings.linux import kfd_ioctl as kfd
 
+from runtime.drivers.amd import process
+from runtime.drivers.amd.arch import AMDArch, pick_arch
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
-from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_topology
+from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_p2p_links, read_topology
 from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
 from runtime.drivers.amd.program import AMDProgram
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
+from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQMemoryError, IoctlError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
                               PROT_NONE, PROT_READ, PROT_WRITE, HostMapping, OSSeam, RealOS)
 from runtime.hcq.signal import Signal
 
+if TYPE_CHECKING:
+    from runtime.drivers.amd.compiler import AMDCompiler
+
 GC_HWID = 11                  # soc15_hw_ip.h: GC_HWID
-EVENT_PAGE_B = 0x8000         # KFD_SIGNAL_EVENT_LIMIT (4096) slots of 8 B
 EVENT_SLOT_B = 8
 DOORBELL_MAP_B = 0x2000       # the process's doorbell slice (2 pages), tinygrad maps it once
 EOP_B = 0x1000
 QUEUE_PRIORITY = 7            # middle of 0..KFD_MAX_QUEUE_PRIORITY, as tinygrad
-# CWSR save-area sizing for gfx11 (tinygrad after amdkfd kfd_queue.c): per CU VGPRs, SGPRs, LDS,
-# HWREG.
-_CWSR_PER_CU_B = 0x60000 + 0x4000 + 0x10000 + 0x1000
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,14 @@ class KfdAllocator(Allocator):
         host = bool(flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)
         # Reserve the VA range (or, for userptr, the host memory itself): the GPU uses the same
         # address.
-        if host:
-            res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
-        else:
-            res = os_.mmap(None, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        try:
+            if host:
+                res = os_.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS)
+            else:
+                res = os_.mmap(None, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        except OSError as e:
+            raise HCQMemoryError(f"{dev.name}: cannot reserve {size:#x} B of address space for "
+                                 f"{spec.kind.value}: {e}") from e
         va = res.addr
         try:
             args = dev.kfd.alloc_memory(dev.node.gpu_id, va, size, flags,
@@ -128,10 +137,11 @@ class KfdAllocator(Allocator):
 
     def _free(self, buf: Buffer) -> None:
         mem: KfdMem = buf.handle
-        try:
-            self.device.kfd.unmap_memory(mem.handle, [self.device.node.gpu_id])
-        finally:
-            self._undo(mem)
+        # If the unmap fails, that error is the one to report: freeing memory that is still
+        # mapped would only fail again (EBUSY) and hide it. The buffer then stays live and
+        # close() tries again.
+        self.device.kfd.unmap_memory(mem.handle, [self.device.node.gpu_id])
+        self._undo(mem)
 
     def _undo(self, mem: KfdMem) -> None:
         os_ = self.device.os
@@ -151,13 +161,14 @@ class AMDDevice(Device):
                  sdma_ring_B: int = 1 << 20, max_copy_B: int = MAX_COPY_B, **kwargs: Any) -> None:
         parsed = parse_device_name(name, "amd")
         index = parsed.index
+        release = None
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.os import MockOS  # the mock is chosen by name, here only
-                os = MockOS.with_amd_gpus(index + 1)
+                os, release = mock_seam("amd")  # the core's registry leases the mock machine
             else:
                 os = RealOS()
         super().__init__(name, **kwargs)
+        self._release_lease = release
         self.os = os
         self.max_copy_B = max_copy_B
         self.kfd: Kfd = None  # type: ignore[assignment]
@@ -168,12 +179,18 @@ class AMDDevice(Device):
         self._ring_mem: list[QueueMemory] = []
         self._doorbell_map: HostMapping | None = None
         self.compute_ring: HwRing = None  # type: ignore[assignment]
+        self._scratch: ScratchPool | None = None
+        self._queue_desc: Buffer | None = None
         self.copy_ring: HwRing = None  # type: ignore[assignment]
+        self._event_page: process.EventPage | None = None
         try:
             self._open(index, ring_B, sdma_ring_B)
         except BaseException:
-            self._release_hw()
-            self.closed = True
+            try:
+                self._release_hw()
+            finally:
+                self.closed = True
+                self._give_back_lease()
             raise
 
     # ------------------------------------------------------------------ bring-up
@@ -183,6 +200,9 @@ class AMDDevice(Device):
             raise DeviceNotFound(f"{self.name}: only {len(nodes)} AMD GPU(s) in the KFD topology")
         self.node: KfdNode = nodes[index]
         self.arch = self.node.arch
+        # The architecture is chosen once, from the node's gfx_target_version; what differs between
+        # architectures is read from its record from here on.
+        self.gfx: AMDArch = pick_arch(self.node.gfx_target_version, self.name)
         self.kfd = Kfd(self.os)
         minor = self.node.drm_render_minor
         self.drm_fd = self.os.open(f"/dev/dri/renderD{minor}", os.O_RDWR)
@@ -193,13 +213,16 @@ class AMDDevice(Device):
         except OSError:
             # Kernels without ip_discovery in sysfs: the segment bases gfx11 parts report, as
             # recorded in the generated register module (sienna_cichlid_ip_offset.h layout).
-            self.gc_bases = list(gc.GC_SEGMENT_BASES)
+            self.gc_bases = list(self.gfx.gc.GC_SEGMENT_BASES)
         self.sh_regs = ShRegs(self.gc_bases)
         self._init_core(KfdAllocator(self))
-        # Events: the event page, one auto-reset signal event (its mailbox is the page slot), and
-        # the memory-fault and hardware-exception events that report faults.
-        page = self.alloc(EVENT_PAGE_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
-        sig = self.kfd.create_event(kfd.KFD_IOC_EVENT_SIGNAL, 1, page.handle.handle)
+        # Events: the process's event page (process.py: one per process, shared by its devices),
+        # one auto-reset signal event (its mailbox is the page slot), and the memory-fault and
+        # hardware-exception events that report faults.
+        self._event_page, first = process.join(self)
+        page = self._event_page.buf
+        sig = self.kfd.create_event(kfd.KFD_IOC_EVENT_SIGNAL, 1,
+                                    page.handle.handle if first else 0)
         self.signal_event = KfdEvent(sig.event_id, kfd.KFD_IOC_EVENT_SIGNAL,
                                      page.va + sig.event_slot_index * EVENT_SLOT_B)
         self._events.append(self.signal_event)
@@ -216,7 +239,7 @@ class AMDDevice(Device):
         cus = props.get("simd_count", 0) // simd_per_cu
         waves = cus * props.get("max_waves_per_simd", 16) * simd_per_cu
         ctl_stack = round_up(12 * waves + 48, PAGE_B)
-        wg_data = round_up(cus * _CWSR_PER_CU_B, PAGE_B)
+        wg_data = round_up(cus * self.gfx.cwsr_per_cu_B, PAGE_B)
         debug = round_up(waves * 32, 64)
         return wg_data + ctl_stack, ctl_stack, debug
 
@@ -269,12 +292,44 @@ class AMDDevice(Device):
         """A new SDMA command builder for the copy ring."""
         return SDMAQueue(self, self.max_copy_B)
 
-    def program(self, lib: bytes, name: str) -> AMDProgram:
-        """Loads kernel `name` of an AMDHSA code object."""
+    def program(self, lib: bytes, name: str, *, dynamic_lds_B: int = 0) -> AMDProgram:
+        """Loads kernel `name` of an AMDHSA code object (`dynamic_lds_B`: LDS beyond the
+        descriptor's group segment that every launch allocates, e.g. Triton's `shared`)."""
         self.check_usable()
-        return AMDProgram(self, lib, name)
+        return AMDProgram(self, lib, name, dynamic_lds_B=dynamic_lds_B)
 
-    def _make_compiler(self) -> Any:
+    @property
+    def scratch(self) -> ScratchPool:
+        """The private-segment (scratch) backing memory of this device's compute queue."""
+        if self._scratch is None:
+            self._scratch = ScratchPool(self)
+        return self._scratch
+
+    def queue_descriptor(self) -> Buffer:
+        """The compute queue's `amd_queue_t` (hsa.h), for kernels that enable the queue_ptr
+        user SGPR (clang at -O0). It carries the scratch setup ROCr records there; the aperture
+        fields stay 0 (gfx11 code reads src_shared_base / src_private_base instead)."""
+        if self._queue_desc is None:
+            self._queue_desc = self.alloc(ctypes.sizeof(hsa.amd_queue_t), kind=MemKind.GTT,
+                                          cpu_access=True)
+        q = hsa.amd_queue_t()
+        sc = self.scratch.current
+        q.compute_tmpring_size = sc.tmpring_size
+        q.scratch_backing_memory_location = sc.base_va
+        q.scratch_backing_memory_byte_size = sc.wave_B * sc.waves
+        q.scratch_wave64_lane_byte_size = sc.per_lane_B
+        self.copyin(self._queue_desc, bytes(q))
+        return self._queue_desc
+
+    @property
+    def compiler(self) -> "AMDCompiler":
+        """clang for this GPU's target (OpenCL C → AMDHSA code object), made on first use."""
+        if self._compiler is None:
+            self._compiler = self._make_compiler()
+        comp: AMDCompiler = self._compiler
+        return comp
+
+    def _make_compiler(self) -> "AMDCompiler":
         from runtime.drivers.amd.compiler import AMDCompiler
         return AMDCompiler(self.arch)
 
@@ -284,6 +339,25 @@ class AMDDevice(Device):
         self.check_usable()
         alloc: KfdAllocator = self.allocator  # type: ignore[assignment]
         return alloc.alloc_doorbells()
+
+    # ------------------------------------------------------------------ peers
+    def _peer_access(self, other: Device) -> str | None:
+        assert isinstance(other, AMDDevice)
+        links = read_p2p_links(self.os, self.node.node_id)
+        if other.node.node_id in links:
+            return None
+        return (f"the KFD topology has no P2P link from node {self.node.node_id} ({self.name}) to "
+                f"node {other.node.node_id} ({other.name})")
+
+    def _map_peer(self, buf: Buffer) -> Buffer:
+        # KFD buffers have one address in every GPU VM of the process: map the same handle on
+        # this GPU too (MAP_MEMORY_TO_GPU with this device's gpu id).
+        mem: KfdMem = buf.handle
+        self.kfd.map_memory(mem.handle, [self.node.gpu_id])
+        return Buffer(self, buf.va, buf.size, buf.spec, buf.view, mem)
+
+    def _unmap_peer(self, mapping: Buffer) -> None:
+        self.kfd.unmap_memory(mapping.handle.handle, [self.node.gpu_id])
 
     # ------------------------------------------------------------------ waiting and faults
     def _wait_events(self, event_ids: list[int], timeout_ms: float) -> None:
@@ -299,7 +373,7 @@ class AMDDevice(Device):
     def _fault_from(self, ev: KfdEvent, d: Any) -> DeviceFault | None:
         if ev.event_type == kfd.KFD_IOC_EVENT_MEMORY:
             mem = d.memory_exception_data
-            if not mem.gpu_id:
+            if mem.gpu_id != self.node.gpu_id:  # none, or another GPU of this process
                 return None
             f = mem.failure
             flags = (("not present", f.NotPresent), ("read-only", f.ReadOnly),
@@ -308,7 +382,7 @@ class AMDDevice(Device):
             msg = f"GPU memory fault at VA {mem.va:#x} ({what})"
         elif ev.event_type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
             hw = d.hw_exception_data
-            if not hw.gpu_id:
+            if hw.gpu_id != self.node.gpu_id:
                 return None
             cause = "ECC error" if hw.reset_cause == kfd.KFD_HW_EXCEPTION_ECC else "GPU hang"
             msg = f"hardware exception: {cause}, reset type {hw.reset_type}, " \
@@ -333,7 +407,39 @@ class AMDDevice(Device):
         self._sleep_for_signal(self.timeline_signal, 0, timeout_ms)
 
     def _describe_queues(self) -> list[str]:
-        return [r.describe() for r in self._rings]
+        lines = [r.describe() for r in self._rings]
+        # What the kernel reports about the GPU (the mock: a queue busy with a long dispatch,
+        # with its waves' program counters).
+        return lines + [f"kernel log: {ln}" for ln in self.os.kernel_log()[-4:]]
+
+    def _after_wait_timeout(self) -> str:
+        """A wait gave up. If the compute queue is busy with anything but a wait for memory (which
+        a host write can still release), say a kernel that never ends, it is reset: the work on
+        it is abandoned and later submissions run."""
+        ring = self.compute_ring
+        if ring is None or not ring.pending_dw():
+            return ""
+        at = ring.ring[ring.rptr_dw()]
+        if pm4p.CP_PACKET3_GET_OPCODE(at) == pm4p.PACKET3_WAIT_REG_MEM:
+            return ""
+        self.reset_compute_queue()
+        return "\n  the compute queue was reset (the work still on it is abandoned; the device " \
+            "stays usable)"
+
+    def reset_compute_queue(self) -> None:
+        """Destroys the compute queue (KFD's DESTROY_QUEUE preempts the waves still running) and
+        makes a new one. The timeline moves past everything submitted so far, since that work
+        will never signal it; its results are undefined."""
+        self.check_usable()
+        old = self.compute_ring
+        self.kfd.destroy_queue(old.queue_id)
+        self._rings.remove(old)
+        self._ring_mem.remove(old.mem)
+        for buf in (old.mem.ring, old.mem.pointers, old.mem.eop, old.mem.ctx_save):
+            if buf is not None:
+                self.free(buf)
+        self.compute_ring = self._create_queue("pm4", old.size_dw * 4)
+        self.timeline_signal.value = self.timeline_value
 
     # ------------------------------------------------------------------ teardown
     def _release_hw(self) -> None:
@@ -352,8 +458,12 @@ class AMDDevice(Device):
             attempt(self.kfd.destroy_event, ev.event_id)
         self._events.clear()
         self.signal_event = None
+        if self._event_page is not None:
+            attempt(process.leave, self, self._event_page)
+            self._event_page = None
         if hasattr(self, "allocator"):
-            while self.allocator.live_count:
+            self.allocator.cache_limit_B = 0  # release_all then frees the cache too
+            while self.allocator.live_count or self.allocator.cached_B:
                 before = self.allocator.live_count
                 attempt(self.allocator.release_all)
                 if self.allocator.live_count == before:

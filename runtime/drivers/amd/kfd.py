@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import errno as E
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,23 @@ def read_topology(seam: OSSeam) -> list[KfdNode]:
                 props[parts[0]] = int(parts[1])
         nodes.append(KfdNode(int(name), gpu_id, props))
     return nodes
+
+
+def read_p2p_links(seam: OSSeam, node_id: int) -> set[int]:
+    """Nodes that node `node_id` reaches directly (PCIe P2P or XGMI): the `node_to` of each of its
+    `p2p_links` in the KFD topology (kfd_topology.c); empty when it has none."""
+    base = f"{TOPOLOGY}/{node_id}/p2p_links"
+    try:
+        names = seam.listdir(base)
+    except OSError:
+        return set()
+    out = set()
+    for name in names:
+        for line in seam.read_sysfs(f"{base}/{name}/properties").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "node_to":
+                out.add(int(parts[1]))
+    return out
 
 
 def read_ip_bases(seam: OSSeam, render_minor: int, hw_id: int) -> list[int]:
@@ -186,9 +204,18 @@ class Kfd:
         data = (kfd.kfd_event_data * len(event_ids))()
         for d, eid in zip(data, event_ids):
             d.event_id = eid
-        r = self.ioctl(kfd.AMDKFD_IOC_WAIT_EVENTS, events_ptr=ctypes.addressof(data),
-                       num_events=len(event_ids), wait_for_all=0, timeout=max(0, int(timeout_ms)))
-        return r.wait_result, data
+        # An interrupted wait (EINTR: a signal handler ran; EAGAIN) is retried for the time left.
+        deadline = time.monotonic() + max(0.0, timeout_ms) / 1000.0
+        while True:
+            left = max(0, int((deadline - time.monotonic()) * 1000.0))
+            try:
+                r = self.ioctl(kfd.AMDKFD_IOC_WAIT_EVENTS, events_ptr=ctypes.addressof(data),
+                               num_events=len(event_ids), wait_for_all=0, timeout=left)
+            except IoctlError as e:
+                if e.errno in (E.EINTR, E.EAGAIN):
+                    continue
+                raise
+            return r.wait_result, data
 
     def close(self) -> None:
         """Closes /dev/kfd (the kernel then tears down whatever is left)."""

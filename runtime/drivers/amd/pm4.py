@@ -6,8 +6,8 @@ the builder methods only `extend` a preallocated `array('I')` (the hot path: see
 scripts/bench_hcq.py).
 
 The few encodings the headers give only as comments are named here, each citing its comment:
-`WaitFunc` (nvd.h, WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY` ("1 - mem"),
-`GLI_INV_ALL` (nvd.h ACQUIRE_MEM GCR_CNTL "1:ALL").
+`WaitFunc` (nvd.h, WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY` ("1 - mem"); the
+full cache-control bits and the dispatch initiator are the architecture record's (arch.py).
 """
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ import enum
 from array import array
 from typing import TYPE_CHECKING, Sequence
 
-from hcq_bindings.amd import gc_11_0_0 as gc
-from hcq_bindings.amd import pm4_gfx11 as p
+from hcq_bindings.amd import soc21_enum
 
+from runtime.drivers.amd.arch import GFX11
+from runtime.drivers.amd.packets import IB_SIZE_MASK, PM4
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
 from runtime.hcq.queue import HWQueue, Value, as_tuple3
+from runtime.hcq.signal import TIMESTAMP_OFFSET_B
 
 if TYPE_CHECKING:
     from typing import Self
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from runtime.hcq.signal import Signal
 
 _M32 = 0xFFFFFFFF
+# The gfx11 packet builder: its bindings, cache-control bits and initiator are the architecture
+# record's.
+ARCH = GFX11
+p, gc = ARCH.pm4, ARCH.gc
 
 
 class WaitFunc(enum.IntEnum):
@@ -47,34 +53,25 @@ class WaitFunc(enum.IntEnum):
 
 MEM_SPACE_REGISTER, MEM_SPACE_MEMORY = 0, 1   # nvd.h: WAIT_REG_MEM_MEM_SPACE "0 - reg, 1 - mem"
 OPERATION_WAIT, OPERATION_WR_WAIT_WR = 0, 1   # nvd.h: WAIT_REG_MEM_OPERATION
-GLI_INV_ALL = 1                               # nvd.h: ACQUIRE_MEM_GCR_CNTL_GLI_INV "1:ALL"
 WRITE_DATA_DST_MEMORY = 5                     # nvd.h: WRITE_DATA_DST_SEL "5 - memory (async)"
+EVENT_INDEX_PARTIAL_FLUSH = 4                 # nvd.h: EVENT_INDEX "4 - *S_PARTIAL_FLUSH"
 POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll every 4 clocks
 
 
-def packet3(op: int, payload_dw: int) -> int:
-    """Type-3 header for `payload_dw` payload dwords (PACKET3's count is payload - 1). The macro's
-    `PACKET_TYPE3 << 30` is a signed int in C, so the binding returns a negative number: keep the 32
-    bits the hardware sees."""
-    return p.PACKET3(op, payload_dw - 1) & _M32
-
-
 # ------------------------------------------------------------------ precomputed headers and fields
-H_WAIT_REG_MEM = packet3(p.PACKET3_WAIT_REG_MEM, 6)
-H_RELEASE_MEM = packet3(p.PACKET3_RELEASE_MEM, 7)
-H_ACQUIRE_MEM = packet3(p.PACKET3_ACQUIRE_MEM, 7)
-H_DISPATCH_DIRECT = packet3(p.PACKET3_DISPATCH_DIRECT, 4)
-H_INDIRECT_BUFFER = packet3(p.PACKET3_INDIRECT_BUFFER, 3)
-H_EVENT_WRITE = packet3(p.PACKET3_EVENT_WRITE, 1)
+# Headers come from the packet descriptions (packets.py): their payload counts are not typed here.
+H_WAIT_REG_MEM = PM4["WAIT_REG_MEM"].header
+H_RELEASE_MEM = PM4["RELEASE_MEM"].header
+H_ACQUIRE_MEM = PM4["ACQUIRE_MEM"].header
+H_DISPATCH_DIRECT = PM4["DISPATCH_DIRECT"].header
+H_INDIRECT_BUFFER = PM4["INDIRECT_BUFFER"].header
+H_EVENT_WRITE = PM4["EVENT_WRITE"].header
 
 WAIT_GE_MEM = p.WAIT_REG_MEM_FUNCTION(WaitFunc.GE) | p.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEMORY) \
     | p.WAIT_REG_MEM_OPERATION(OPERATION_WAIT)
 
-# RELEASE_MEM dword 1: end-of-pipe cache flush with the gfx11 GCR write-back/invalidate bits.
-_RM_GCR = (p.PACKET3_RELEASE_MEM_GCR_GLM_WB | p.PACKET3_RELEASE_MEM_GCR_GLM_INV
-           | p.PACKET3_RELEASE_MEM_GCR_GLV_INV | p.PACKET3_RELEASE_MEM_GCR_GL1_INV
-           | p.PACKET3_RELEASE_MEM_GCR_GL2_INV | p.PACKET3_RELEASE_MEM_GCR_GL2_WB
-           | p.PACKET3_RELEASE_MEM_GCR_SEQ)
+# RELEASE_MEM dword 1: end-of-pipe cache flush with the architecture's GCR bits.
+_RM_GCR = ARCH.release_mem_gcr
 RM_EOP = p.PACKET3_RELEASE_MEM_EVENT_TYPE(p.CACHE_FLUSH_AND_INV_TS_EVENT) \
     | p.PACKET3_RELEASE_MEM_EVENT_INDEX(p.event_index__mec_release_mem__end_of_pipe)
 RM_EOP_FLUSH = RM_EOP | _RM_GCR
@@ -88,21 +85,30 @@ RM_DATA32_IRQ = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send
         p.int_sel__mec_release_mem__send_interrupt_after_write_confirm)
 
 # ACQUIRE_MEM GCR_CNTL: invalidate every cache level and write back the dirty ones.
-GCR_ALL = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(GLI_INV_ALL)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_INV(1)
-           | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_WB(1))
+GCR_ALL = ARCH.acquire_mem_gcr
 
-# DISPATCH_DIRECT initiator: start the shader, from (0,0,0), in wave32 (gc_11_0_0_sh_mask.h).
-DISPATCH_INITIATOR = (gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK
-                      | gc.COMPUTE_DISPATCH_INITIATOR__FORCE_START_AT_000_MASK
-                      | gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK)
+# Before a dispatch: invalidate the per-CU vector and scalar caches and GL1 (write back and
+# invalidate GLM/GLK), not GL2, which every CU shares; tinygrad and the guide use this 0x3F0.
+GCR_DISPATCH = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
+                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1))
+# After a dispatch: EVENT_WRITE CS_PARTIAL_FLUSH makes the command processor wait until the
+# dispatch's waves have finished before it starts the next one (soc21_enum.h, nvd.h EVENT_INDEX).
+CS_PARTIAL_FLUSH_EVENT = p.EVENT_TYPE(soc21_enum.CS_PARTIAL_FLUSH) \
+    | p.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH)
+
+# The two packets as prebuilt streams (exec extends the queue with them, the hot path).
+PRE_DISPATCH = array("I", (H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_DISPATCH))
+POST_DISPATCH = array("I", (H_EVENT_WRITE, CS_PARTIAL_FLUSH_EVENT))
+
+# DISPATCH_DIRECT initiator: start the shader, from (0,0,0), in the architecture's wave size.
+DISPATCH_INITIATOR = ARCH.dispatch_initiator
 
 # IB_SIZE is bits [19:0] of the last dword; the first field above it is PRE_ENB at bit 21 (nvd.h).
-IB_SIZE_MAX_DW = (1 << 20) - 1
-H_SET_SH_REG_6 = packet3(p.PACKET3_SET_SH_REG, 7)
+IB_SIZE_MAX_DW = IB_SIZE_MASK
+H_SET_SH_REG_6 = PM4["SET_SH_REG"].header_for(7)
 
 
 class ShRegs:
@@ -151,7 +157,7 @@ class ShRegs:
 
     def set_sh_reg(self, index: int, *values: int) -> list[int]:
         """A complete SET_SH_REG packet writing `values` from register `index` on."""
-        return [packet3(p.PACKET3_SET_SH_REG, 1 + len(values)), index, *values]
+        return [PM4["SET_SH_REG"].header_for(1 + len(values)), index, *values]
 
 
 class PM4Queue(HWQueue):
@@ -168,7 +174,7 @@ class PM4Queue(HWQueue):
     def wait(self, sig: "Signal", value: Value) -> "Self":
         """WAIT_REG_MEM: stall until the low 32 bits of `sig` >= `value` (a 32-bit compare)."""
         val, var, add = self._resolve(value, 32)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_WAIT_REG_MEM, WAIT_GE_MEM, va & _M32, va >> 32, val, _M32, POLL_INTERVAL))
@@ -181,7 +187,7 @@ class PM4Queue(HWQueue):
         into the device's event mailbox with an interrupt so that a CPU sleeping in WAIT_EVENTS
         wakes."""
         val, var, add = self._resolve(value)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_RELEASE_MEM, RM_EOP_FLUSH, RM_DATA64, va & _M32, va >> 32, val & _M32,
@@ -197,7 +203,7 @@ class PM4Queue(HWQueue):
 
     def timestamp(self, sig: "Signal") -> "Self":
         """RELEASE_MEM with DATA_SEL = GPU clock into the signal's timestamp field."""
-        va = sig.timestamp_va
+        va = self._sig_va(sig) + TIMESTAMP_OFFSET_B
         self._d.extend((H_RELEASE_MEM, RM_EOP, RM_CLOCK, va & _M32, va >> 32, 0, 0, 0))
         return self
 
@@ -210,14 +216,22 @@ class PM4Queue(HWQueue):
         self._d.extend((H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_ALL))
         return self
 
-    def exec(self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
-             local_size: Sequence[int]) -> "Self":  # type: ignore[override]
-        """Program state (prebuilt per program), user SGPRs (argument and dispatch pointers,
-        patchable), block size, then DISPATCH_DIRECT of `global_size` workgroups."""
+    def exec(  # type: ignore[override]  # takes this driver's programs only
+            self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
+            local_size: Sequence[int]) -> "Self":
+        """Cache invalidation (ACQUIRE_MEM of the per-CU caches), program state (prebuilt per
+        program), user SGPRs (argument and dispatch pointers, patchable), block size,
+        DISPATCH_DIRECT of `global_size` workgroups, then EVENT_WRITE CS_PARTIAL_FLUSH.
+
+        The flush after and the invalidation before every dispatch order dispatches of one queue
+        (or graph body): without them the command processor starts the next dispatch while the
+        previous one's waves still run, and a dependent kernel may read stale or unwritten data
+        (tinygrad's sequence; the guide's section 2)."""
         gx, gy, gz = as_tuple3(global_size, "global_size")
         lx, ly, lz = as_tuple3(local_size, "local_size")
         prg.check_launch((gx, gy, gz), (lx, ly, lz))
         d = self._d
+        d.extend(PRE_DISPATCH)
         d.extend(prg.pm4_state)
         ptr = args.va if isinstance(args, KernArgs) else args
         val, var, add = self._resolve(ptr)
@@ -230,6 +244,7 @@ class PM4Queue(HWQueue):
         regs = self.device.sh_regs
         d.extend((H_SET_SH_REG_6, regs.START_X, 0, 0, 0, lx, ly, lz))
         d.extend((H_DISPATCH_DIRECT, gx, gy, gz, DISPATCH_INITIATOR))
+        d.extend(POST_DISPATCH)
         return self
 
     def call(self, body: HWQueue) -> "Self":

@@ -13,11 +13,11 @@ import struct
 from array import array
 from typing import TYPE_CHECKING
 
-from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import hsa
 
 from runtime.drivers.amd import elf
 from runtime.drivers.amd.pm4 import ShRegs
+from runtime.drivers.amd.scratch import NO_SCRATCH
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import MemKind, round_up
 from runtime.hcq.program import ArgSlot, KernArgs, Program
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 R_AMDGPU_RELATIVE64 = 13          # llvm/BinaryFormat/ELFRelocs/AMDGPU.def
 SHT_RELA = 4
 DISPATCH_PACKET_B = ctypes.sizeof(hsa.hsa_kernel_dispatch_packet_t)
-LDS_GRANULE_B = 512               # gfx11 COMPUTE_PGM_RSRC2.LDS_SIZE unit (tinygrad, amdgpu)
 MAX_LDS_B = 64 * 1024
 MAX_WORKGROUP_THREADS = 1024
 _M32 = 0xFFFFFFFF
@@ -39,8 +38,9 @@ _HIDDEN_SIZES = ("hidden_block_count_x", "hidden_block_count_y", "hidden_block_c
                  "hidden_group_size_x", "hidden_group_size_y", "hidden_group_size_z",
                  "hidden_remainder_x", "hidden_remainder_y", "hidden_remainder_z",
                  "hidden_grid_dims", "hidden_dynamic_lds_size")
-_UNSUPPORTED_USER_SGPRS = ("private_segment_buffer", "queue_ptr", "flat_scratch_init",
-                           "private_segment_size")
+# gfx11 code addresses scratch through the hardware's per-wave base (architected flat
+# scratch); these inputs belong to older scratch setups and are refused.
+_UNSUPPORTED_USER_SGPRS = ("private_segment_buffer", "flat_scratch_init", "private_segment_size")
 
 
 def apply_relocations(co: "elf.CodeObject", image: bytearray, base: int) -> None:
@@ -57,10 +57,33 @@ def apply_relocations(co: "elf.CodeObject", image: bytearray, base: int) -> None
             struct.pack_into("<Q", image, r_offset, base + r_addend)
 
 
+def scalar_kind(type_name: str) -> str:
+    """ArgSlot.scalar for an OpenCL by-value argument's `.type_name` ("int" -> "i", "float" ->
+    "f", "uint" -> "u"); "" for vectors, structs and anything else."""
+    t = type_name.strip()
+    if t in _FLOAT_TYPES:
+        return "f"
+    if t in _SIGNED_TYPES:
+        return "i"
+    if t in _UNSIGNED_TYPES or t.startswith("unsigned "):
+        return "u"
+    return ""
+
+
+_FLOAT_TYPES = frozenset(("half", "float", "double"))
+_SIGNED_TYPES = frozenset(("char", "signed char", "short", "int", "long", "long long",
+                           "ptrdiff_t", "intptr_t", "int8_t", "int16_t", "int32_t", "int64_t"))
+_UNSIGNED_TYPES = frozenset(("bool", "uchar", "ushort", "uint", "ulong", "size_t", "uintptr_t",
+                             "uint8_t", "uint16_t", "uint32_t", "uint64_t"))
+
+
 class AMDProgram(Program):
     """A kernel of an AMDHSA code object, ready to launch on a gfx11 compute queue."""
 
-    def __init__(self, device: "AMDDevice", lib: bytes, name: str) -> None:
+    def __init__(self, device: "AMDDevice", lib: bytes, name: str, *,
+                 dynamic_lds_B: int = 0) -> None:
+        """`dynamic_lds_B`: LDS the kernel uses beyond its descriptor's group segment (Triton's
+        `metadata.shared`), allocated for every launch."""
         super().__init__(device, name, lib)
         try:
             co = elf.parse(lib)
@@ -76,11 +99,12 @@ class AMDProgram(Program):
             raise ProgramError(f"{name}: wave64 kernels are not supported (build for wave32)")
         layout = kd.user_sgpr_layout()
         bad = [k for k in _UNSUPPORTED_USER_SGPRS if k in layout]
-        if bad or kd.private_segment_fixed_size:
-            raise ProgramError(f"{name}: needs {bad or 'scratch memory'}, which this runtime "
-                               "does not "
-                               "provide yet (no scratch / queue pointer)")
-        self.lds_B = kern.group_segment_size
+        if bad:
+            raise ProgramError(f"{name}: needs the user SGPRs {bad}, which gfx11 kernels do not "
+                               "use (this runtime provides architected flat scratch)")
+        if dynamic_lds_B < 0:
+            raise ProgramError(f"{name}: dynamic_lds_B must be >= 0, got {dynamic_lds_B}")
+        self.lds_B = kern.group_segment_size + dynamic_lds_B
         if self.lds_B > MAX_LDS_B:
             raise ProgramError(f"{name}: {self.lds_B} B of LDS exceeds the {MAX_LDS_B} B a "
                                "workgroup can have")
@@ -104,12 +128,15 @@ class AMDProgram(Program):
                 hidden[kind] = (int(a[".offset"]), int(a[".size"]))
                 continue
             slots.append(ArgSlot(a.get(".name", f"arg{i}"), int(a[".offset"]), int(a[".size"]),
-                                 "buffer" if kind == "global_buffer" else "value"))
+                                 "buffer" if kind == "global_buffer" else "value",
+                                 scalar_kind(a.get(".type_name", "")) if kind == "by_value"
+                                 else ""))
         self.slots = tuple(slots)
         self.hidden = hidden
         # -- register state, built once (the launch path only copies it)
         regs: ShRegs = device.sh_regs
-        lds_field = (-(-self.lds_B // LDS_GRANULE_B)) << gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT
+        gc = device.gfx.gc
+        lds_field = device.gfx.lds_granules(self.lds_B) << gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT
         if lds_field & ~gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK:
             raise ProgramError(f"{name}: LDS size {self.lds_B} B does not fit RSRC2.LDS_SIZE")
         self.rsrc1, self.rsrc3 = kd.rsrc1, kd.rsrc3
@@ -118,8 +145,14 @@ class AMDProgram(Program):
         state.extend(regs.set_sh_reg(regs.PGM_LO, (self.pgm_va >> 8) & _M32, self.pgm_va >> 40))
         state.extend(regs.set_sh_reg(regs.PGM_RSRC1, self.rsrc1, self.rsrc2))
         state.extend(regs.set_sh_reg(regs.PGM_RSRC3, self.rsrc3))
-        state.extend(regs.set_sh_reg(regs.TMPRING_SIZE, 0))
-        state.extend(regs.set_sh_reg(regs.SCRATCH_BASE_LO, 0, 0))
+        # Scratch: the device's backing memory, sized for this kernel's private segment.
+        uses_scratch = kd.private_segment_fixed_size or \
+            kd.rsrc2 & gc.COMPUTE_PGM_RSRC2__SCRATCH_EN_MASK
+        self.scratch = device.scratch.setup_for(kd.private_segment_fixed_size or 16) \
+            if uses_scratch else NO_SCRATCH
+        state.extend(regs.set_sh_reg(regs.TMPRING_SIZE, self.scratch.tmpring_size))
+        state.extend(regs.set_sh_reg(regs.SCRATCH_BASE_LO, (self.scratch.base_va >> 8) & _M32,
+                                     self.scratch.base_va >> 40))
         state.extend(regs.set_sh_reg(regs.RESTART_X, 0, 0, 0))
         state.extend(regs.set_sh_reg(regs.RESOURCE_LIMITS, 0))
         self.pm4_state = state
@@ -130,13 +163,17 @@ class AMDProgram(Program):
             ptrs.append((layout["dispatch_ptr"], self.packet_offset))
         if "kernarg_segment_ptr" in layout:
             ptrs.append((layout["kernarg_segment_ptr"], 0))
-        n_user = max((slot + 2 for slot, _ in ptrs), default=0)
+        fixed: list[tuple[int, int]] = []
+        if "queue_ptr" in layout:
+            fixed.append((layout["queue_ptr"], device.queue_descriptor().va))
+        n_user = max((slot + 2 for slot, _ in ptrs + fixed), default=0)
         if "dispatch_id" in layout:
             n_user = max(n_user, layout["dispatch_id"] + 2)  # dispatch id 0
         if n_user > self.user_sgpr_count:
             raise ProgramError(f"{name}: descriptor enables {n_user} user SGPRs but RSRC2 loads "
                                f"only {self.user_sgpr_count}")
         self.user_data_pointers = tuple(ptrs)
+        self.user_data_fixed = tuple(fixed)
         self._n_user = n_user
         hdr = regs.set_sh_reg(regs.USER_DATA_0, *([0] * n_user))
         self.user_data_header = array("I", hdr[:2])
@@ -145,6 +182,8 @@ class AMDProgram(Program):
     def user_data(self, kernarg_va: int) -> list[int]:
         """COMPUTE_USER_DATA_* values for a kernel-argument block at `kernarg_va`."""
         vals = [0] * self._n_user
+        for slot, a in self.user_data_fixed:
+            vals[slot], vals[slot + 1] = a & _M32, a >> 32
         for slot, extra in self.user_data_pointers:
             a = kernarg_va + extra
             vals[slot], vals[slot + 1] = a & _M32, a >> 32

@@ -1,18 +1,18 @@
-"""SDMA v6 command building (the copy engine), from `hcq_bindings.amd.sdma_v6`
-(sdma_v6_0_0_pkt_open.h).
+"""SDMA v6 command building (the copy engine), from the packet descriptions of
+runtime/drivers/amd/packets.py (the structs bindgen synthesises from sdma_v6_0_0_pkt_open.h).
 
-Headers are precomputed from the per-packet field helpers (`SDMA_PKT_<PKT>_HEADER_OP(x)` ...);
-packet sizes are derived from the last field's dword offset, so nothing here is a hand-typed layout.
+Headers and constant words are encoded once from those structs and packet sizes are their sizes,
+so nothing here is a hand-typed layout.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hcq_bindings.amd import sdma_v6 as s
-
+from runtime.drivers.amd.packets import SDMA, s
 from runtime.drivers.amd.pm4 import WaitFunc
 from runtime.hcq.errors import QueueError
 from runtime.hcq.queue import HWQueue, Value
+from runtime.hcq.signal import TIMESTAMP_OFFSET_B
 
 if TYPE_CHECKING:
     from typing import Self
@@ -31,24 +31,22 @@ FENCE_MTYPE_UC = 3
 POLL_INTERVAL = 4         # poll every 4 clocks (amdgpu and tinygrad)
 POLL_RETRY_FOREVER = s.SDMA_PKT_POLL_REGMEM_DW5_retry_count_mask  # 0xfff: retry without limit
 
-COPY_LINEAR_DW = s.SDMA_PKT_COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32_offset + 1
-FENCE_DW = s.SDMA_PKT_FENCE_DATA_data_offset + 1
-TRAP_DW = s.SDMA_PKT_TRAP_INT_CONTEXT_int_context_offset + 1
-POLL_REGMEM_DW = s.SDMA_PKT_POLL_REGMEM_DW5_interval_offset + 1
-TIMESTAMP_DW = s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32_offset + 1
+# Headers, sizes and constant words come from the packet descriptions (packets.py: the synthesised
+# sdma_v6 structs), encoded once; the builders below only fill in addresses and values.
+COPY_LINEAR_DW = SDMA["COPY_LINEAR"].dwords
+FENCE_DW = SDMA["FENCE"].dwords
+TRAP_DW = SDMA["TRAP"].dwords
+POLL_REGMEM_DW = SDMA["POLL_REGMEM"].dwords
+TIMESTAMP_DW = SDMA["TIMESTAMP_GET_GLOBAL"].dwords
 
-H_COPY_LINEAR = s.SDMA_PKT_COPY_LINEAR_HEADER_OP(s.SDMA_OP_COPY) \
-    | s.SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP(s.SDMA_SUBOP_COPY_LINEAR)
-H_FENCE = s.SDMA_PKT_FENCE_HEADER_OP(s.SDMA_OP_FENCE) \
-    | s.SDMA_PKT_FENCE_HEADER_MTYPE(FENCE_MTYPE_UC)
-H_TRAP = s.SDMA_PKT_TRAP_HEADER_OP(s.SDMA_OP_TRAP)
-H_POLL_GE = s.SDMA_PKT_POLL_REGMEM_HEADER_OP(s.SDMA_OP_POLL_REGMEM) \
-    | s.SDMA_PKT_POLL_REGMEM_HEADER_FUNC(WaitFunc.GE) | s.SDMA_PKT_POLL_REGMEM_HEADER_MEM_POLL(1)
-POLL_DW5 = s.SDMA_PKT_POLL_REGMEM_DW5_INTERVAL(POLL_INTERVAL) \
-    | s.SDMA_PKT_POLL_REGMEM_DW5_RETRY_COUNT(POLL_RETRY_FOREVER)
-H_TIMESTAMP = s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_OP(s.SDMA_OP_TIMESTAMP) \
-    | s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_HEADER_SUB_OP(s.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL)
-H_NOP = s.SDMA_PKT_NOP_HEADER_OP(s.SDMA_OP_NOP)
+H_COPY_LINEAR = SDMA["COPY_LINEAR"].encode()[0]
+H_FENCE = SDMA["FENCE"].encode(mtype=FENCE_MTYPE_UC)[0]
+H_TRAP = SDMA["TRAP"].encode()[0]
+_POLL = SDMA["POLL_REGMEM"].encode(func=WaitFunc.GE, mem_poll=1, interval=POLL_INTERVAL,
+                                   retry_count=POLL_RETRY_FOREVER)
+H_POLL_GE, POLL_DW5 = _POLL[0], _POLL[5]
+H_TIMESTAMP = SDMA["TIMESTAMP_GET_GLOBAL"].encode()[0]
+H_NOP = SDMA["NOP"].encode()[0]
 
 
 class SDMAQueue(HWQueue):
@@ -82,7 +80,7 @@ class SDMAQueue(HWQueue):
         Then the event id goes to the event mailbox and a TRAP interrupts the CPU, as tinygrad
         does."""
         val, var, add = self._resolve(value)
-        va = sig.va
+        va = self._sig_va(sig)
         if va % 4:
             raise QueueError(f"FENCE address {va:#x} is not 4-byte aligned")
         d = self._d
@@ -102,7 +100,7 @@ class SDMAQueue(HWQueue):
     def wait(self, sig: "Signal", value: Value) -> "Self":
         """POLL_REGMEM on memory: retry until the low 32 bits of `sig` >= `value`."""
         val, var, add = self._resolve(value, 32)
-        va = sig.va
+        va = self._sig_va(sig)
         d = self._d
         n = len(d)
         d.extend((H_POLL_GE, va & _M32, va >> 32, val, _M32, POLL_DW5))
@@ -112,7 +110,7 @@ class SDMAQueue(HWQueue):
 
     def timestamp(self, sig: "Signal") -> "Self":
         """TIMESTAMP (get global) into the signal's 8-byte aligned timestamp field."""
-        va = sig.timestamp_va
+        va = self._sig_va(sig) + TIMESTAMP_OFFSET_B
         self._d.extend((H_TIMESTAMP,
                         s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_WRITE_ADDR_31_3(va >> 3),
                         va >> 32))

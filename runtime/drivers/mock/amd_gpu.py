@@ -23,6 +23,7 @@ import numpy as np
 from runtime.drivers.mock.memory import MockMemory, PageFault
 
 if TYPE_CHECKING:
+    from runtime.drivers.amd.arch import AMDArch
     from runtime.drivers.mock.amd_kfd import MockKfdDriver
 
 DOORBELL_SLICE_B = 0x2000
@@ -56,6 +57,7 @@ class MockAMDGPU:
     vram_B: int
     max_copy_B: int
     gc_bases: tuple[int, ...]
+    arch: "AMDArch | None" = None   # the architecture record it runs by (amd_kfd.py)
     mem: MockMemory = field(default_factory=MockMemory)
     doorbells: np.ndarray = field(default_factory=lambda: np.zeros(DOORBELL_SLICE_B, np.uint8))
     queues: dict[int, Any] = field(default_factory=dict)   # doorbell byte offset -> processor

@@ -19,6 +19,7 @@ import numpy as np
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.linux import kfd_ioctl as kfd
 
+from runtime.drivers.amd.arch import ARCHS, GFX11
 from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
 from runtime.drivers.mock.amd_pm4 import PM4Processor
 from runtime.drivers.mock.amd_sdma import SDMAProcessor
@@ -63,7 +64,12 @@ class MockBO:
     flags: int
     backing: np.ndarray
     mmap_offset: int
-    mapped: bool = False
+    mapped_on: set[int] = field(default_factory=set)  # gpu ids whose VM maps it
+
+    @property
+    def mapped(self) -> bool:
+        """Mapped on at least one GPU."""
+        return bool(self.mapped_on)
 
 
 @dataclass
@@ -104,13 +110,20 @@ class MockKfdDriver:
     """The mock amdkfd + amdgpu for `count` gfx1100 GPUs, installed into a `MockOS`."""
 
     def __init__(self, os: MockOS, count: int = 1, *, vram_B: int = 24 << 30,
-                 max_copy_B: int = 0x400000) -> None:
+                 max_copy_B: int = 0x400000, p2p: bool = True,
+                 gfx_target_version: int = GFX11.gfx_major * 10000) -> None:
         self.os = os
+        # What the topology reports, and the architecture record the mock GPUs run by (None for
+        # a part no record describes: the driver refuses it before anything runs).
+        self.gfx_target_version = gfx_target_version
+        arch = next((a for a in ARCHS if a.gfx_major == gfx_target_version // 10000), None)
+        #: every GPU pair has a PCIe P2P link in the topology (False: none has)
+        self.p2p = p2p
         self.gpus: list[MockAMDGPU] = []
         for i in range(count):
             gpu = MockAMDGPU(self, node_id=i + 1, gpu_id=0x1000 + 0x111 * (i + 1),
                              render_minor=128 + i, vram_B=vram_B, max_copy_B=max_copy_B,
-                             gc_bases=GC_BASES)
+                             gc_bases=GC_BASES, arch=arch)
             self.gpus.append(gpu)
         self.proc = _Process()
         self.kfd_opens = 0
@@ -142,8 +155,7 @@ class MockKfdDriver:
                           if hasattr(v, "arg_type")})
         os.add_device("/dev/kfd", self._open_kfd)
         for gpu in self.gpus:
-            os.add_device(f"/dev/dri/renderD{gpu.render_minor}",
-                          lambda flags, g=gpu: RenderFile(self, g))
+            os.add_device(f"/dev/dri/renderD{gpu.render_minor}", self._render_opener(gpu))
         os.add_counter(self.live_objects)
         self._build_sysfs()
 
@@ -154,12 +166,22 @@ class MockKfdDriver:
         fs[f"{TOPOLOGY}/0/name"] = "\n"
         fs[f"{TOPOLOGY}/0/properties"] = "cpu_cores_count 16\nsimd_count 0\nmem_banks_count 1\n"
         for gpu in self.gpus:
+            v = self.gfx_target_version
             props = dict(GFX1100_PROPERTIES, drm_render_minor=gpu.render_minor,
-                         local_mem_size=gpu.vram_B)
+                         local_mem_size=gpu.vram_B, gfx_target_version=v)
             node = f"{TOPOLOGY}/{gpu.node_id}"
             fs[f"{node}/gpu_id"] = f"{gpu.gpu_id}\n"
-            fs[f"{node}/name"] = "gfx1100\n"
+            fs[f"{node}/name"] = f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}\n"
+            links = sorted(self.p2p_links(gpu))
+            props["p2p_links_count"] = len(links)
             fs[f"{node}/properties"] = "".join(f"{k} {v}\n" for k, v in props.items())
+            for i, to in enumerate(links):  # kfd_topology.c: io_link properties, type PCIe
+                link = {"type": 2, "version_major": 0, "version_minor": 0,
+                        "node_from": gpu.node_id, "node_to": to, "weight": 40,
+                        "min_latency": 0, "max_latency": 0, "min_bandwidth": 0,
+                        "max_bandwidth": 0, "recommended_transfer_size": 0, "flags": 1}
+                fs[f"{node}/p2p_links/{i}/properties"] = \
+                    "".join(f"{k} {v}\n" for k, v in link.items())
             ip = f"/sys/class/drm/renderD{gpu.render_minor}/device/ip_discovery/die/0"
             for hw_id, ver, bases in ((11, (11, 0, 0), GC_BASES), (42, (6, 0, 0), (0x1260,)),
                                       (108, (4, 3, 0), (0x0, 0x14, 0xD20, 0x10400))):
@@ -168,6 +190,11 @@ class MockKfdDriver:
                 fs[f"{ip}/{hw_id}/0/base_addr"] = "".join(f"0x{b:08X}\n" for b in bases)
 
     # ------------------------------------------------------------------ files
+    def _render_opener(self, gpu: MockAMDGPU) -> Callable[[int], MockFile]:
+        def open_render(flags: int) -> MockFile:
+            return RenderFile(self, gpu)
+        return open_render
+
     def _open_kfd(self, flags: int) -> MockFile:
         self.kfd_opens += 1
         return KfdFile(self)
@@ -186,8 +213,8 @@ class MockKfdDriver:
         for q in list(p.queues.values()):
             q.gpu.queues.pop(q.doorbell_off, None)
         for bo in p.bos.values():
-            if bo.mapped:
-                bo.gpu.mem.unmap(bo.va)
+            for gid in bo.mapped_on:
+                self.gpu_by_id(gid).mem.unmap(bo.va)
         self.proc = _Process()
 
     def live_objects(self) -> dict[str, int]:
@@ -295,23 +322,44 @@ class MockKfdDriver:
         return list((ctypes.c_uint32 * a.n_devices).from_address(a.device_ids_array_ptr))
 
     def _map(self, a: Any) -> None:
+        """MAP_MEMORY_TO_GPU on each listed GPU, from n_success on (kfd_chardev.c: a GPU the
+        process has no VM on is EINVAL). The buffer gets the same address in every GPU's VM. A
+        peer GPU maps another GPU's VRAM only over a P2P link of the topology: without one, real
+        amdgpu would migrate the buffer to system memory behind the process's back, which the
+        mock refuses instead (EINVAL, logged) so that a runtime relying on it is caught."""
         bo = self._bo(a.handle)
-        for gid in self._device_ids(a):
+        ids = self._device_ids(a)
+        for gid in ids[a.n_success:]:
+            gpu = self._vm_gpu(gid)
             if gid != bo.gpu.gpu_id:
-                raise OSError(E.EINVAL, "the mock maps a buffer only on the GPU that owns it")
-        if not bo.mapped:
-            bo.gpu.mem.map(bo.va, bo.size, bo.backing)
-            bo.mapped = True
-        a.n_success = a.n_devices
+                if bo.flags & (kfd.KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL
+                               | kfd.KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP):
+                    raise OSError(E.EINVAL, "doorbell and MMIO buffers map only on their GPU")
+                if bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM and \
+                        gpu.node_id not in self.p2p_links(bo.gpu):
+                    self.os.log_kernel(f"mock kfd: VRAM of GPU {bo.gpu.gpu_id:#x} mapped on GPU "
+                                       f"{gid:#x} without a P2P link: refused")
+                    raise OSError(E.EINVAL, f"no P2P link from GPU {bo.gpu.gpu_id:#x} to {gid:#x}")
+            if gid not in bo.mapped_on:
+                gpu.mem.map(bo.va, bo.size, bo.backing)
+                bo.mapped_on.add(gid)
+            a.n_success += 1
 
     def _unmap(self, a: Any) -> None:
         bo = self._bo(a.handle)
-        self._device_ids(a)
-        if not bo.mapped:
-            raise OSError(E.EINVAL, f"buffer {bo.va:#x} is not mapped")
-        bo.gpu.mem.unmap(bo.va)
-        bo.mapped = False
-        a.n_success = a.n_devices
+        ids = self._device_ids(a)
+        for gid in ids[a.n_success:]:
+            if gid not in bo.mapped_on:
+                raise OSError(E.EINVAL, f"buffer {bo.va:#x} is not mapped on GPU {gid:#x}")
+            self.gpu_by_id(gid).mem.unmap(bo.va)
+            bo.mapped_on.discard(gid)
+            a.n_success += 1
+
+    def p2p_links(self, gpu: MockAMDGPU) -> set[int]:
+        """Nodes `gpu` reaches over P2P (all other GPUs of the machine, unless p2p=False)."""
+        if not self.p2p:
+            return set()
+        return {g.node_id for g in self.gpus if g is not gpu}
 
     def _create_queue(self, a: Any) -> None:
         gpu = self._vm_gpu(a.gpu_id)
@@ -367,7 +415,10 @@ class MockKfdDriver:
     def _create_event(self, a: Any) -> None:
         p = self.proc
         if a.event_type == kfd.KFD_IOC_EVENT_SIGNAL:
-            if a.event_page_offset and p.event_page is None:
+            if a.event_page_offset and p.event_page is not None:
+                # kfd_ioctl_create_event: "Event page is already set"
+                raise OSError(E.EINVAL, "the process's event page is already set")
+            if a.event_page_offset:
                 bo = self._bo(a.event_page_offset)
                 p.event_page = bo.backing
                 p.event_page.view(np.uint64)[:] = UNSIGNALED_EVENT_SLOT

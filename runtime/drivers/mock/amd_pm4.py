@@ -3,28 +3,43 @@
 Consumes type-3 packets from the ring (and from one level of indirect buffers), decoding them with
 the generated PM4 bindings (through `runtime.drivers.amd.decode`). Supported: NOP, SET_SH_REG
 (COMPUTE_* state), DISPATCH_DIRECT (handed to the RDNA3 kernel executor as a `DispatchRecord`),
-RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM
-(caches are not modelled, so it only validates), EVENT_WRITE and INDIRECT_BUFFER. Anything else is
-rejected.
+RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM,
+EVENT_WRITE and INDIRECT_BUFFER. Anything else is rejected.
+
+Dispatches run one after the other, but their ordering is modelled as the hardware's
+(`amd_hazards`): dispatches not separated by EVENT_WRITE CS_PARTIAL_FLUSH (or a wait on the queue's
+own end-of-pipe release) count as concurrent, and a data race between them, or a read through
+caches that were not invalidated (ACQUIRE_MEM GLV/GL1), faults the queue.
 
 The write pointer is the monotonic dword count the doorbell carries; the read pointer is reported to
 the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
 """
 from __future__ import annotations
 
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
 from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.amd import pm4_gfx11 as p
+from hcq_bindings.amd import soc21_enum
 
-from runtime.drivers.amd.decode import PM4_NAMES, describe_pm4, pm4_fields
+from runtime.drivers.amd.decode import describe_pm4, pm4_fields
+from runtime.drivers.amd.packets import PM4, PM4_BY_OPCODE, PM4_OPCODE_NAMES
+from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
+                                              RecordingMemory)
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
 
+if TYPE_CHECKING:
+    from runtime.drivers.mock.rdna3 import DispatchRecord
+
 _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
-LDS_GRANULE_B = 512   # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
+SCRATCH_WAVESIZE_UNIT_B = 256  # COMPUTE_TMPRING_SIZE.WAVESIZE unit on gfx11
+DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatch
 # RELEASE_MEM selectors the MEC accepts (kfd_pm4_headers_ai.h enums).
 _DATA_SEL_OK = {p.data_sel__mec_release_mem__none, p.data_sel__mec_release_mem__send_32_bit_low,
                 p.data_sel__mec_release_mem__send_64_bit_data,
@@ -35,6 +50,10 @@ _EOP_INDEX = {p.event_index__mec_release_mem__end_of_pipe,
               p.event_index__mec_release_mem__shader_done}
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
 MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
+# Cache invalidations that make a finished dispatch's writes visible to the next one (per-CU vector
+# cache and GL1), in ACQUIRE_MEM's GCR_CNTL and in RELEASE_MEM's first dword.
+_ACQUIRE_INV = p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1)
+_RELEASE_INV = p.PACKET3_RELEASE_MEM_GCR_GLV_INV | p.PACKET3_RELEASE_MEM_GCR_GL1_INV
 
 
 class PM4Processor(QueueProcessor):
@@ -50,6 +69,11 @@ class PM4Processor(QueueProcessor):
         # An indirect buffer being executed: (dwords, position, GPU address).
         self._ib: tuple[list[int], int, int] | None = None
         self._ib_packet_size = 0
+        self._running: Any = None          # the rdna3.Dispatch in execution, if any
+        self._running_mem: Any = None      # the RecordingMemory it runs on
+        self._running_since = 0.0
+        self._status_key = f"amdgpu {gpu.gpu_id:#x} compute queue {queue_id}"
+        self.order = QueueOrdering()
 
     def set_wptr(self, value: int) -> None:
         if value < self.wptr_dw:
@@ -131,43 +155,58 @@ class PM4Processor(QueueProcessor):
         if h == p.CP_PACKET2:
             return True
         op = p.CP_PACKET3_GET_OPCODE(h)
-        body = pkt[1:]
-        if op == p.PACKET3_SET_SH_REG:
-            self._set_sh_reg(body, where)
-        elif op == p.PACKET3_DISPATCH_DIRECT:
-            self._need(body, 4, "PACKET3_DISPATCH_DIRECT", where)
-            self._dispatch(body, where)
-        elif op == p.PACKET3_RELEASE_MEM:
-            self._need(body, 7, "PACKET3_RELEASE_MEM", where)
-            self._release_mem(body, where)
-        elif op == p.PACKET3_WAIT_REG_MEM:
-            self._need(body, 6, "PACKET3_WAIT_REG_MEM", where)
-            return self._wait_reg_mem(body, where)
-        elif op == p.PACKET3_ACQUIRE_MEM:
-            self._need(body, 7, "PACKET3_ACQUIRE_MEM", where)
-        elif op == p.PACKET3_WRITE_DATA:
-            self._write_data(body, where)
-        elif op == p.PACKET3_INDIRECT_BUFFER:
-            self._need(body, 3, "PACKET3_INDIRECT_BUFFER", where)
-            if in_ib:
-                raise MockGPUError(f"{where}: INDIRECT_BUFFER inside an indirect buffer (compute "
-                                   "queues run one IB level)")
-            self._start_ib(body, where)
-        elif op == p.PACKET3_EVENT_WRITE:
-            self._need(body, 1, "PACKET3_EVENT_WRITE", where)
-        elif op == p.PACKET3_NOP:
-            pass
-        else:
-            known = PM4_NAMES.get(op)
+        pk = PM4_BY_OPCODE.get(op)
+        if pk is None:
+            known = PM4_OPCODE_NAMES.get(op)
             what = f"{known} ({op:#x}) is not supported on a compute queue" if known else \
                 f"unknown opcode {op:#x}"
             raise MockGPUError(f"{where}: {what} (header {h:#010x})")
+        body = pkt[1:]
+        n = len(body)
+        if n != pk.payload_dw and not (pk.variable and n > pk.payload_dw):
+            bad = pk.check(n)
+            if bad:
+                raise MockGPUError(f"{where}: {bad}")
+        return _PM4_HANDLERS[pk.name](self, body, where, in_ib)
+
+    # Handlers by packet (runtime/drivers/amd/packets.py), each (body, where, in_ib) -> done.
+    def _h_set_sh_reg(self, body: list[int], where: str, in_ib: bool) -> bool:
+        self._set_sh_reg(body, where)
         return True
 
-    @staticmethod
-    def _need(body: list[int], n: int, name: str, where: str) -> None:
-        if len(body) != n:
-            raise MockGPUError(f"{where}: {name} has {len(body)} payload dwords, expected {n}")
+    def _h_dispatch_direct(self, body: list[int], where: str, in_ib: bool) -> bool:
+        return self._dispatch(body, where)
+
+    def _h_release_mem(self, body: list[int], where: str, in_ib: bool) -> bool:
+        self._release_mem(body, where)
+        return True
+
+    def _h_wait_reg_mem(self, body: list[int], where: str, in_ib: bool) -> bool:
+        return self._wait_reg_mem(body, where)
+
+    def _h_acquire_mem(self, body: list[int], where: str, in_ib: bool) -> bool:
+        if body[6] & _ACQUIRE_INV == _ACQUIRE_INV:
+            self.order.invalidate()
+        return True
+
+    def _h_write_data(self, body: list[int], where: str, in_ib: bool) -> bool:
+        self._write_data(body, where)
+        return True
+
+    def _h_indirect_buffer(self, body: list[int], where: str, in_ib: bool) -> bool:
+        if in_ib:
+            raise MockGPUError(f"{where}: INDIRECT_BUFFER inside an indirect buffer (compute "
+                               "queues run one IB level)")
+        self._start_ib(body, where)
+        return True
+
+    def _h_event_write(self, body: list[int], where: str, in_ib: bool) -> bool:
+        if PM4["EVENT_WRITE"].fields(body, 0)["event_type"] == soc21_enum.CS_PARTIAL_FLUSH:
+            self.order.partial_flush()
+        return True
+
+    def _h_nop(self, body: list[int], where: str, in_ib: bool) -> bool:
+        return True
 
     def _set_sh_reg(self, body: list[int], where: str) -> None:
         if len(body) < 2:
@@ -183,14 +222,62 @@ class PM4Processor(QueueProcessor):
     def _reg(self, offset: int) -> int:
         return self.sh.get(offset, 0)
 
-    def _dispatch(self, body: list[int], where: str) -> None:
+    def _dispatch(self, body: list[int], where: str) -> bool:
+        """Runs the dispatch for up to DISPATCH_SLICE_S; False (the packet stays current) while
+        it is not done, so a kernel that never ends cannot hang the host: the queue reports its
+        waves' program counters and later calls continue it."""
+        try:
+            from runtime.drivers.mock.rdna3 import Dispatch, KernelFault
+        except ImportError as e:
+            raise MockGPUError(f"{where}: DISPATCH_DIRECT: no kernel executor "
+                               f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
+        if self._running is None:
+            rec = self._dispatch_record(body, where)
+            if rec is None:
+                return True  # an empty grid launches no waves
+            self._running_mem = RecordingMemory(self.gpu.mem)
+            try:
+                # a MockMemory that records what the dispatch touches (amd_hazards)
+                self._running = Dispatch(rec, self._running_mem)  # type: ignore[arg-type]
+            except KernelFault as e:
+                raise _kernel_fault(where, rec.pgm_addr, e) from None
+            self._running_since = time.perf_counter()
+        run = self._running
+        try:
+            done = run.advance(DISPATCH_SLICE_S)
+        except KernelFault as e:
+            self._running = None
+            self.gpu.driver.os.clear_kernel_status(self._status_key)
+            raise _kernel_fault(where, run.record.pgm_addr, e) from None
+        if not done:
+            t = time.perf_counter() - self._running_since
+            self.blocked = f"{where}: DISPATCH_DIRECT of the kernel at " \
+                f"{run.record.pgm_addr:#x} running for {t:.2f} s: {run.describe()}"
+            self.gpu.driver.os.set_kernel_status(
+                self._status_key, f"mock amdgpu {self.gpu.gpu_id:#x}: compute queue "
+                f"{self.queue_id}: {self.blocked}")
+            return False
+        self._running = None
+        self.gpu.driver.os.clear_kernel_status(self._status_key)
+        self.gpu.record_dispatch(run.record, run.stats)
+        try:
+            self.order.check(DispatchAccess.of(self.order.next_seq(), run.record.pgm_addr, where,
+                                               self._running_mem))
+        except HazardError as e:
+            raise MockGPUError(f"{where}: {e}") from None
+        return True
+
+    def _dispatch_record(self, body: list[int], where: str) -> "DispatchRecord | None":
+        from runtime.drivers.mock.rdna3 import DispatchRecord
         gx, gy, gz, initiator = body
         if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT without COMPUTE_SHADER_EN")
-        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK:
+        arch = self.gpu.arch
+        assert arch is not None  # the driver opens no GPU of an undescribed architecture
+        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK or arch.wave_size != 32:
             raise MockGPUError(f"{where}: wave64 dispatch (CS_W32_EN clear) is not modelled")
         if 0 in (gx, gy, gz):
-            return  # an empty grid launches no waves
+            return None
         pgm = ((self._reg(gc.regCOMPUTE_PGM_HI) << 32) | self._reg(gc.regCOMPUTE_PGM_LO)) << 8
         if pgm == 0:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT with COMPUTE_PGM_LO/HI unset")
@@ -207,22 +294,19 @@ class PM4Processor(QueueProcessor):
             >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
         user = tuple(self._reg(gc.regCOMPUTE_USER_DATA_0 + i) for i in range(n_user))
         lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK)
-               >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * LDS_GRANULE_B
+               >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * arch.lds_granule_B
         if lds > MAX_LDS_B:
             raise MockGPUError(f"{where}: RSRC2.LDS_SIZE asks for {lds} B of LDS (max {MAX_LDS_B})")
         scratch = ((self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI) << 32)
                    | self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO)) << 8
-        try:
-            from runtime.drivers.mock.rdna3 import DispatchRecord, KernelFault, execute
-        except ImportError as e:
-            raise MockGPUError(f"{where}: DISPATCH_DIRECT of program {pgm:#x}: no kernel executor "
-                               f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
-        rec = DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch)
-        try:
-            stats = execute(rec, self.gpu.mem)
-        except KernelFault as e:
-            raise MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}") from None
-        self.gpu.record_dispatch(rec, stats)
+        tmpring = self._reg(gc.regCOMPUTE_TMPRING_SIZE)
+        waves = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVES_MASK) \
+            >> gc.COMPUTE_TMPRING_SIZE__WAVES__SHIFT
+        wavesize = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVESIZE_MASK) \
+            >> gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
+        return DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch,
+                              scratch_wave_B=wavesize * SCRATCH_WAVESIZE_UNIT_B,
+                              scratch_slots=waves)
 
     def _release_mem(self, body: list[int], where: str) -> None:
         f = pm4_fields(p.PACKET3_RELEASE_MEM, body)
@@ -233,6 +317,9 @@ class PM4Processor(QueueProcessor):
             raise MockGPUError(f"{where}: RELEASE_MEM data_sel {f['data_sel']} / int_sel "
                                f"{f['int_sel']} not supported")
         addr, data_sel = f["addr"], f["data_sel"]
+        if data_sel in (p.data_sel__mec_release_mem__send_32_bit_low,
+                        p.data_sel__mec_release_mem__send_64_bit_data):
+            self.order.release(addr, body[0] & _RELEASE_INV == _RELEASE_INV)
         if data_sel == p.data_sel__mec_release_mem__send_32_bit_low:
             self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
             self.gpu.mem.write_u32(addr, f["data"] & _M32)
@@ -256,6 +343,7 @@ class PM4Processor(QueueProcessor):
         check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         value = self.gpu.mem.read_u32(addr) & mask
         if compare(func, value, ref):
+            self.order.waited(addr)
             return True
         self.blocked = f"{where}: WAIT_REG_MEM mem[{addr:#x}] = {value:#x}, waiting for " \
                        f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
@@ -296,3 +384,20 @@ class PM4Processor(QueueProcessor):
             line += f"; next: {describe_pm4(pkt, self.gc_base)}"
         return line
 
+
+
+def _kernel_fault(where: str, pgm: int, e: Exception) -> MockGPUError:
+    # A memory fault is reported as one (KFD's memory event with the VA), not as a hang.
+    cause = getattr(e, "cause", None)
+    va = cause.va if isinstance(cause, PageFault) else None
+    return MockGPUError(f"{where}: kernel at {pgm:#x} faulted: {e}", va)
+
+
+_PM4_HANDLERS: dict[str, Callable[[PM4Processor, list[int], str, bool], bool]] = {
+    "SET_SH_REG": PM4Processor._h_set_sh_reg, "DISPATCH_DIRECT": PM4Processor._h_dispatch_direct,
+    "RELEASE_MEM": PM4Processor._h_release_mem, "WAIT_REG_MEM": PM4Processor._h_wait_reg_mem,
+    "ACQUIRE_MEM": PM4Processor._h_acquire_mem, "WRITE_DATA": PM4Processor._h_write_data,
+    "INDIRECT_BUFFER": PM4Processor._h_indirect_buffer,
+    "EVENT_WRITE": PM4Processor._h_event_write, "NOP": PM4Processor._h_nop,
+}
+assert set(_PM4_HANDLERS) == set(PM4), "every described PM4 packet has a handler in the mock"

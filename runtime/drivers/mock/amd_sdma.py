@@ -1,19 +1,24 @@
 """The mock SDMA v6 engine: COPY_LINEAR, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP, decoded with
-the generated sdma_v6 field macros (through `runtime.drivers.amd.decode`).
+the packet descriptions (runtime/drivers/amd/packets.py: the synthesised sdma_v6 structs).
 
-Pointers are u64 byte offsets (amdgpu sdma_v6_0.c); a packet must not straddle the ring end, which
-is why drivers pad the tail with NOPs. COPY_LINEAR moves at most `max_copy_B` bytes (4 MiB, the
-amdgpu driver's copy_max_bytes for SDMA 6); larger counts are rejected like any malformed packet.
+Each described packet has a handler here; a packet the descriptions do not cover, or one with no
+handler, stops the queue with an error naming it. Pointers are u64 byte offsets (amdgpu
+sdma_v6_0.c); a packet must not straddle the ring end, which is why drivers pad the tail with NOPs.
+COPY_LINEAR moves at most `max_copy_B` bytes (4 MiB, the amdgpu driver's copy_max_bytes for SDMA
+6); larger counts are rejected like any malformed packet.
 """
 from __future__ import annotations
 
-from runtime.drivers.amd.decode import (SDMA_OP_NAMES, describe_sdma, sdma_fields, sdma_op,
-                                        sdma_packet_kind, sdma_size)
+from typing import Callable
+
+from runtime.drivers.amd.decode import describe_sdma
+from runtime.drivers.amd.packets import SDMA, sdma_packet, sdma_unknown
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
 
 _M32 = 0xFFFFFFFF
+_TIMESTAMP_ADDR_LO_DW = 1   # WRITE_ADDR_LO: bits 2:0 are below write_addr_31_3 and must be 0
 
 
 class SDMAProcessor(QueueProcessor):
@@ -40,11 +45,10 @@ class SDMAProcessor(QueueProcessor):
             pos = self.rptr_dw % self.size_dw
             h = int(self.ring[pos])
             where = f"ring byte {self.rptr_dw * 4:#x}"
-            size = sdma_size(h)
-            if size is None:
-                op, sub = sdma_op(h)
-                raise MockGPUError(f"{where}: unsupported SDMA op {SDMA_OP_NAMES.get(op, op)} "
-                                   f"sub_op {sub} (header {h:#010x})")
+            pk = sdma_packet(h)
+            if pk is None:
+                raise MockGPUError(f"{where}: {sdma_unknown(h)}")
+            size = pk.size_of(h)
             if pos + size > self.size_dw:
                 raise MockGPUError(f"{where}: {describe_sdma([h])} straddles the end of the ring")
             if self.rptr_dw + size > self.wptr_dw:
@@ -68,46 +72,66 @@ class SDMAProcessor(QueueProcessor):
             raise MockGPUError(f"{e}\n  packet: {describe_sdma(pkt)}", e.va) from None
 
     def _execute_packet(self, pkt: list[int], where: str) -> bool:
-        kind = sdma_packet_kind(pkt[0])
-        assert kind is not None
-        name = kind[0]
-        f = sdma_fields(name, pkt)
+        pk = sdma_packet(pkt[0])
+        assert pk is not None
+        handler = self._handlers.get(pk.name)
+        if handler is None:
+            raise MockGPUError(f"{where}: SDMA {pk.name} is described but not modelled by the mock")
+        return handler(self, pk.decode(pkt), pkt, where)
+
+    def _copy_linear(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        n = f["count"] + 1
+        if n > self.max_copy_B:
+            raise MockGPUError(f"{where}: COPY_LINEAR of {n} B exceeds the {self.max_copy_B} B "
+                               "an SDMA 6 copy packet may move")
         mem = self.gpu.mem
-        if name == "COPY_LINEAR":
-            n = f["count"] + 1
-            if n > self.max_copy_B:
-                raise MockGPUError(f"{where}: COPY_LINEAR of {n} B exceeds the {self.max_copy_B} B "
-                                   "an SDMA 6 copy packet may move")
-            src = mem.view(f["src"], n, "read")
-            dst = mem.view(f["dst"], n, "write")
-            dst[:] = src.copy() if _overlap(f["src"], f["dst"], n) else src
-        elif name == "FENCE":
-            addr = f["addr"]
-            if addr % 4:
-                raise MockGPUError(f"{where}: FENCE address {addr:#x} is not 4-byte aligned")
-            mem.write_u32(addr, f["data"])
-        elif name == "TRAP":
-            self.gpu.interrupt(f["int_context"])
-        elif name == "POLL_REGMEM":
-            if not f["mem_poll"]:
-                raise MockGPUError(f"{where}: POLL_REGMEM on a register is not modelled")
-            addr, ref, mask, func = f["addr"], f["value"], f["mask"], f["func"]
-            if addr % 4:
-                raise MockGPUError(f"{where}: POLL_REGMEM address {addr:#x} is not 4-byte aligned")
-            check_wait_possible(func, ref, mask, f"{where}: POLL_REGMEM")
-            value = mem.read_u32(addr) & mask
-            if not compare(func, value, ref):
-                self.blocked = f"{where}: POLL_REGMEM mem[{addr:#x}] = {value:#x}, waiting for " \
-                               f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
-                return False
-        elif name in ("TIMESTAMP_GET", "TIMESTAMP_GET_GLOBAL"):
-            if f["addr_lo_low_bits"]:
-                raise MockGPUError(f"{where}: TIMESTAMP address is not 8-byte aligned (low bits "
-                                   f"{f['addr_lo_low_bits']:#x} in WRITE_ADDR_LO)")
-            mem.write_u64(f["addr"], self.gpu.clock())
-        elif name == "NOP":
-            pass
+        src = mem.view(f["src_addr"], n, "read")
+        dst = mem.view(f["dst_addr"], n, "write")
+        dst[:] = src.copy() if _overlap(f["src_addr"], f["dst_addr"], n) else src
         return True
+
+    def _fence(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        addr = f["addr"]
+        if addr % 4:
+            raise MockGPUError(f"{where}: FENCE address {addr:#x} is not 4-byte aligned")
+        self.gpu.mem.write_u32(addr, f["data"])
+        return True
+
+    def _trap(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        self.gpu.interrupt(f["int_context"])
+        return True
+
+    def _poll_regmem(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        if not f["mem_poll"]:
+            raise MockGPUError(f"{where}: POLL_REGMEM on a register is not modelled")
+        addr, ref, mask, func = f["addr"], f["value"], f["mask"], f["func"]
+        if addr % 4:
+            raise MockGPUError(f"{where}: POLL_REGMEM address {addr:#x} is not 4-byte aligned")
+        check_wait_possible(func, ref, mask, f"{where}: POLL_REGMEM")
+        value = self.gpu.mem.read_u32(addr) & mask
+        if not compare(func, value, ref):
+            self.blocked = f"{where}: POLL_REGMEM mem[{addr:#x}] = {value:#x}, waiting for " \
+                           f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
+            return False
+        return True
+
+    def _timestamp(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        low = pkt[_TIMESTAMP_ADDR_LO_DW] & 7
+        if low:
+            raise MockGPUError(f"{where}: TIMESTAMP address is not 8-byte aligned (low bits "
+                               f"{low:#x} in WRITE_ADDR_LO)")
+        self.gpu.mem.write_u64(f["write_addr"], self.gpu.clock())
+        return True
+
+    def _nop(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        return True
+
+    _handlers: dict[str, Callable[["SDMAProcessor", dict[str, int], list[int], str], bool]] = {
+        "COPY_LINEAR": _copy_linear, "FENCE": _fence, "TRAP": _trap,
+        "POLL_REGMEM": _poll_regmem, "TIMESTAMP_GET": _timestamp,
+        "TIMESTAMP_GET_GLOBAL": _timestamp, "NOP": _nop,
+    }
+    assert set(_handlers) == set(SDMA), "every described SDMA packet has a handler"
 
     def describe(self) -> str:
         line = super().describe()

@@ -31,6 +31,7 @@ from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.memory import MockMemory, PageFault
+from runtime.drivers.nv.generation import NVGeneration, generation_named
 from runtime.drivers.nv.methods import describe_method, fget
 
 if TYPE_CHECKING:
@@ -45,22 +46,15 @@ XID_MMU_FAULT = 31
 XID_PB_ERROR = 32
 _M32 = 0xFFFFFFFF
 
-# Compute class -> (QMD field prefix, major version, size in bytes, max SM config, SASS version is
-# the GPU's). Independent of the driver's table on purpose: the mock checks what the driver wrote.
+# QMD version -> (field prefix, size in bytes, max SM config). Independent of the driver's QMD
+# classes on purpose: the mock checks what the driver wrote. Which version a GPU reads, and its
+# classes, come from its generation record (runtime/drivers/nv/generation.py), as RM's class list
+# comes from the chip.
 QMD_LAYOUT = {
-    rm.AMPERE_COMPUTE_A: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
-    rm.AMPERE_COMPUTE_B: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
-    rm.ADA_COMPUTE_A: ("NVC6C0_QMDV03_00", 3, 256, 0x1A),
-    rm.HOPPER_COMPUTE_A: ("NVCBC0_QMDV04_00", 4, 384, 58),
-    rm.BLACKWELL_COMPUTE_A: ("NVCEC0_QMDV05_00", 5, 384, 58),
-    rm.BLACKWELL_COMPUTE_B: ("NVCEC0_QMDV05_00", 5, 384, 58),
+    3: ("NVC6C0_QMDV03_00", 256, 0x1A),
+    4: ("NVCBC0_QMDV04_00", 384, 58),
+    5: ("NVCEC0_QMDV05_00", 384, 58),
 }
-COMPUTE_PREFIX = {rm.AMPERE_COMPUTE_A: "NVC6C0", rm.AMPERE_COMPUTE_B: "NVC6C0", rm.ADA_COMPUTE_A:
-                  "NVC6C0", rm.HOPPER_COMPUTE_A: "NVCBC0", rm.BLACKWELL_COMPUTE_A: "NVCEC0",
-                  rm.BLACKWELL_COMPUTE_B: "NVCEC0"}
-COPY_PREFIX = {rm.AMPERE_DMA_COPY_A: "NVC6B5", rm.AMPERE_DMA_COPY_B: "NVC6B5",
-               rm.HOPPER_DMA_COPY_A: "NVC8B5", rm.BLACKWELL_DMA_COPY_A: "NVC9B5",
-               rm.BLACKWELL_DMA_COPY_B: "NVC9B5"}
 # The QMD fields a launch of this runtime may set (anything else non-zero is a driver bug).
 _QMD_ALLOWED = {
     "QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_VERSION", "QMD_TYPE", "QMD_GROUP_ID",
@@ -266,9 +260,10 @@ class MockChannel:
         cls = self.subc_class.get(subc)
         if cls is None:
             raise ChannelFault(f"method {mthd:#x} to subchannel {subc}, which has no SET_OBJECT")
-        if cls in COMPUTE_PREFIX:
+        gen = self.gpu.generation
+        if cls == gen.compute_class:
             self._compute(cls, mthd, data)
-        elif cls in COPY_PREFIX:
+        elif cls == gen.copy_class:
             self._copy(cls, mthd, data)
         else:
             raise ChannelFault(f"class {cls:#x} is not modelled")
@@ -329,7 +324,7 @@ class MockChannel:
 
     # ------------------------------------------------------------------ compute
     def _compute(self, cls: int, mthd: int, data: int) -> None:
-        p = COMPUTE_PREFIX[cls] + "_"
+        p = self.gpu.generation.compute.prefix + "_"
         c = lambda n: getattr(cl, p + n)  # noqa: E731 - method offsets of this class
         if mthd == c("SET_SHADER_LOCAL_MEMORY_WINDOW_A"):
             self.local_window = (data << 32) | ((self.local_window or 0) & _M32)
@@ -363,7 +358,7 @@ class MockChannel:
 
     # ------------------------------------------------------------------ copy engine
     def _copy(self, cls: int, mthd: int, data: int) -> None:
-        p = COPY_PREFIX[cls] + "_"
+        p = self.gpu.generation.copy.prefix + "_"
         names = ("OFFSET_IN_UPPER", "OFFSET_IN_LOWER", "OFFSET_OUT_UPPER", "OFFSET_OUT_LOWER",
                  "LINE_LENGTH_IN", "LINE_COUNT", "PITCH_IN", "PITCH_OUT", "SET_SEMAPHORE_A",
                  "SET_SEMAPHORE_B", "SET_SEMAPHORE_PAYLOAD", "SET_SEMAPHORE_PAYLOAD_UPPER")
@@ -463,13 +458,15 @@ def _qmd_fields(prefix: str, bits: int) -> tuple[tuple[str, int, int], ...]:
 
 @dataclass
 class MockNVGPU:
-    """One NVIDIA GPU of the mock machine (Hopper by default)."""
+    """One NVIDIA GPU of the mock machine (Hopper by default): its classes and QMD version are its
+    generation record's, its SM version (GR_INFO's encoding, 0x900) the record's first unless
+    given."""
 
     driver: "MockNVDriver"
     index: int
     vram_B: int
-    sm_version: int = 0x900
-    compute_class: int = rm.HOPPER_COMPUTE_A
+    generation: NVGeneration = field(default_factory=lambda: generation_named("hopper"))
+    sm_version: int = 0
     num_gpcs: int = 8
     tpc_per_gpc: int = 9
     sm_per_tpc: int = 2
@@ -484,6 +481,16 @@ class MockNVGPU:
     launch_count: int = 0
     copied_B: int = 0
     _poller: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        if not self.sm_version:
+            sm = self.generation.sm[0]
+            self.sm_version = (sm // 10) << 8 | sm % 10
+
+    @property
+    def compute_class(self) -> int:
+        """The compute class this GPU executes."""
+        return self.generation.compute_class
 
     @property
     def uuid(self) -> bytes:
@@ -559,7 +566,8 @@ class MockNVGPU:
     # ------------------------------------------------------------------ compute launches
     def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
         """Decodes and checks the QMD at `qmd_va`, runs the kernel model, releases semaphores."""
-        prefix, major, size, max_cfg = QMD_LAYOUT[cls]
+        major = self.generation.qmd.major
+        prefix, size, max_cfg = QMD_LAYOUT[major]
         raw = self.mem.view(qmd_va, size, "QMD fetch").tobytes()
         q = QmdReader(prefix, raw)
         fields = q.nonzero()

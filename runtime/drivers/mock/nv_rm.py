@@ -21,7 +21,8 @@ import numpy as np
 
 from hcq_bindings.nv import rm_580 as rm
 
-from runtime.drivers.mock.nv_gpu import COMPUTE_PREFIX, COPY_PREFIX, MockChannel, MockNVGPU
+from runtime.drivers.mock.nv_gpu import MockChannel, MockNVGPU
+from runtime.drivers.nv.generation import GENERATIONS, NVGeneration, generation_named
 from runtime.drivers.mock.os import MockFile, MockOS, _ioc_size
 from runtime.drivers.nv.rm import ESCAPE_NAMES, class_name, control_name, escape_request
 from runtime.drivers.nv.uvm import UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC, uvm_name
@@ -40,6 +41,7 @@ _ESCAPE_STRUCT = {
     rm.NV_ESC_RM_MAP_MEMORY_DMA: rm.NVOS46_PARAMETERS,
     rm.NV_ESC_RM_ALLOC_MEMORY: rm.nv_ioctl_nvos02_parameters_with_fd,
     rm.NV_ESC_REGISTER_FD: rm.nv_ioctl_register_fd_t,
+    rm.NV_ESC_RM_DUP_OBJECT: rm.NVOS55_PARAMETERS,
 }
 _UVM_STRUCT = {
     rm.UVM_INITIALIZE: rm.UVM_INITIALIZE_PARAMS, rm.UVM_MM_INITIALIZE: rm.UVM_MM_INITIALIZE_PARAMS,
@@ -52,11 +54,15 @@ _UVM_STRUCT = {
     rm.UVM_CREATE_EXTERNAL_RANGE: rm.UVM_CREATE_EXTERNAL_RANGE_PARAMS,
     rm.UVM_MAP_EXTERNAL_ALLOCATION: rm.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
     rm.UVM_FREE: rm.UVM_FREE_PARAMS,
+    rm.UVM_ENABLE_PEER_ACCESS: rm.UVM_ENABLE_PEER_ACCESS_PARAMS,
+    rm.UVM_DISABLE_PEER_ACCESS: rm.UVM_DISABLE_PEER_ACCESS_PARAMS,
 }
 _MEMORY_CLASSES = (rm.NV1_MEMORY_USER, rm.NV1_MEMORY_SYSTEM, rm.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
-_USERMODE_CLASSES = (rm.HOPPER_USERMODE_A, rm.AMPERE_USERMODE_A)
-_GPFIFO_CLASSES = (rm.HOPPER_CHANNEL_GPFIFO_A, rm.AMPERE_CHANNEL_GPFIFO_A,
-                   rm.BLACKWELL_CHANNEL_GPFIFO_A)
+# The classes of every described generation (which of them a GPU offers is its record's).
+_USERMODE_CLASSES = tuple(sorted({g.usermode_class for g in GENERATIONS}))
+_GPFIFO_CLASSES = tuple(sorted({g.gpfifo_class for g in GENERATIONS}))
+_COMPUTE_CLASSES = tuple(sorted({g.compute_class for g in GENERATIONS}))
+_COPY_CLASSES = tuple(sorted({g.copy_class for g in GENERATIONS}))
 
 
 class RmFail(Exception):
@@ -85,8 +91,23 @@ class MObj:
 class _Range:
     base: int
     length: int
-    mapped: list[tuple[int, int, int]] = field(default_factory=list)  # (va, length, memory handle)
+    # (va, length, memory handle, GPU whose page tables map it)
+    mapped: list[tuple[int, int, int, MockNVGPU]] = field(default_factory=list)
     kind: str = "external"
+
+
+@dataclass
+class UvmVaSpace:
+    """One UVM VA space: what an open of /dev/nvidia-uvm holds after UVM_INITIALIZE (uvm_va_space.c;
+    every descriptor is its own VA space). The mock keeps one GPU VA space per GPU machine-wide:
+    each mock GPU has one page table (`MockNVGPU.mem`)."""
+
+    initialized: bool = False
+    gpus: set[bytes] = field(default_factory=set)             # registered GPU UUIDs
+    vaspaces: dict[bytes, int] = field(default_factory=dict)  # GPU UUID -> RM VA space handle
+    channels: dict[int, _Range] = field(default_factory=dict)
+    ranges: dict[int, _Range] = field(default_factory=dict)
+    peers: set[frozenset[bytes]] = field(default_factory=set)  # UVM_ENABLE_PEER_ACCESS pairs
 
 
 class NvMockOS(MockOS):
@@ -132,17 +153,19 @@ class MockNVDriver:
     """nvidia.ko + nvidia-uvm.ko for `count` GPUs, installed into a `NvMockOS`."""
 
     def __init__(self, os: MockOS, count: int = 1, *, vram_B: int = 80 << 30,
-                 sm_version: int = 0x900, compute_class: int = rm.HOPPER_COMPUTE_A,
-                 classes: tuple[int, ...] | None = None) -> None:
+                 generation: NVGeneration | str = "hopper", sm_version: int = 0,
+                 classes: tuple[int, ...] | None = None, p2p: bool = True) -> None:
         self.os = os
-        self.gpus = [MockNVGPU(self, i, vram_B, sm_version, compute_class) for i in range(count)]
-        hopper = compute_class == rm.HOPPER_COMPUTE_A
+        #: every GPU pair supports P2P reads and writes over PCIe (False: none does, as behind a
+        #: PCIe switch or IOMMU that blocks it; GET_P2P_CAPS then says GPU_NOT_SUPPORTED)
+        self.p2p = p2p
+        gen = generation_named(generation) if isinstance(generation, str) else generation
+        self.gpus = [MockNVGPU(self, i, vram_B, gen, sm_version) for i in range(count)]
+        # What RM's class list for the chip names: the generation's own classes, the ones every
+        # GPU has, and (`classes`) whatever a test wants offered instead.
         self.classes = classes or (
-            (rm.HOPPER_USERMODE_A if hopper else rm.AMPERE_USERMODE_A),
-            (rm.HOPPER_CHANNEL_GPFIFO_A if hopper else rm.AMPERE_CHANNEL_GPFIFO_A),
-            compute_class, (rm.HOPPER_DMA_COPY_A if hopper else rm.AMPERE_DMA_COPY_B),
-            rm.KEPLER_CHANNEL_GROUP_A, rm.FERMI_CONTEXT_SHARE_A, rm.FERMI_VASPACE_A,
-            rm.GT200_DEBUGGER, rm.NV01_MEMORY_VIRTUAL)
+            *gen.classes, rm.KEPLER_CHANNEL_GROUP_A, rm.FERMI_CONTEXT_SHARE_A, rm.FERMI_VASPACE_A,
+            rm.GT200_DEBUGGER, rm.NV01_MEMORY_VIRTUAL, rm.NV50_P2P)
         self.objects: dict[int, MObj] = {}   # every client's objects (handles are global here)
         self.clients: list[int] = []
         self._next = 0xCAF0_0001
@@ -153,12 +176,9 @@ class MockNVDriver:
         self.leaked_at_close = 0
         self.status_injections: list[list[Any]] = []
         self.next_chid = 0x10
-        # UVM (one VA space per process)
-        self.uvm_initialized = False
-        self.uvm_gpus: set[bytes] = set()
-        self.uvm_vaspaces: dict[bytes, int] = {}
-        self.uvm_channels: dict[int, _Range] = {}
-        self.ranges: dict[int, _Range] = {}
+        # UVM: a VA space per open descriptor; GPU VA spaces registered machine-wide by GPU
+        self.va_spaces: list[UvmVaSpace] = []
+        self.gpu_vaspace_owner: dict[bytes, UvmVaSpace] = {}
         os.add_device("/dev/nvidiactl", self._open_ctl)
         os.add_device("/dev/nvidia-uvm", self._open_uvm)
         for g in self.gpus:
@@ -182,6 +202,7 @@ class MockNVDriver:
             rm.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN: self._ctl_token,
             rm.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE: self._ctl_schedule,
             rm.NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES: lambda o, p: None,
+            rm.NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS: self._ctl_p2p_caps,
         }
         self._control_types = {
             rm.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2:
@@ -196,6 +217,7 @@ class MockNVDriver:
             rm.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE: rm.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS,
             rm.NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES:
                 rm.NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS,
+            rm.NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS: rm.NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS,
         }
 
     # ------------------------------------------------------------------ device nodes
@@ -211,9 +233,13 @@ class MockNVDriver:
     # ------------------------------------------------------------------ bookkeeping
     def live_objects(self) -> dict[str, int]:
         """Kernel objects the process holds (for leak checks)."""
-        return {"nv_rm_objects": len(self.objects), "nv_uvm_ranges": len(self.ranges),
-                "nv_uvm_gpus": len(self.uvm_gpus), "nv_uvm_vaspaces": len(self.uvm_vaspaces),
-                "nv_uvm_channels": len(self.uvm_channels),
+        vs = self.va_spaces
+        return {"nv_rm_objects": len(self.objects),
+                "nv_uvm_ranges": sum(len(v.ranges) for v in vs),
+                "nv_uvm_gpus": sum(len(v.gpus) for v in vs),
+                "nv_uvm_vaspaces": sum(len(v.vaspaces) for v in vs),
+                "nv_uvm_channels": sum(len(v.channels) for v in vs),
+                "nv_uvm_peers": sum(len(v.peers) for v in vs),
                 "nv_channels": sum(len(g.channels) for g in self.gpus),
                 "nv_violations": len(self.violations), "nv_leaked_at_close": self.leaked_at_close}
 
@@ -259,18 +285,19 @@ class MockNVDriver:
                                     f"{self.objects[ch].hclass:#x} {ch:#x} is alive")
                 self._free_obj(ch, implicit)
         if o.hclass in _MEMORY_CLASSES and not implicit:
-            for r in self.ranges.values():
+            for r in (r for v in self.va_spaces for r in v.ranges.values()):
                 if any(m[2] == handle for m in r.mapped):
                     self._violation(f"memory {handle:#x} freed while UVM maps it at {r.base:#x}")
             if o.data.get("cpu_maps"):
                 pass
         if o.hclass in _GPFIFO_CLASSES:
-            if handle in self.uvm_channels and not implicit:
-                self._violation(f"channel {handle:#x} freed while registered with UVM")
-            self.uvm_channels.pop(handle, None)
+            for v in self.va_spaces:
+                if handle in v.channels and not implicit:
+                    self._violation(f"channel {handle:#x} freed while registered with UVM")
+                v.channels.pop(handle, None)
             assert o.gpu is not None
             o.gpu.channels.pop(o.data["token"], None)
-        if o.hclass == rm.NV1_MEMORY_USER and o.gpu is not None:
+        if o.hclass == rm.NV1_MEMORY_USER and o.gpu is not None and "dup_of" not in o.data:
             o.gpu.vram_used -= o.size
         if o.parent in self.objects and handle in self.objects[o.parent].children:
             self.objects[o.parent].children.remove(handle)
@@ -292,17 +319,17 @@ class MockNVDriver:
                 self._free_obj(c, implicit=True)
         self.objects.clear()
 
-    def uvm_closed(self) -> None:
-        """Last UVM close: the VA space goes away with its ranges."""
-        if self.ranges or self.uvm_gpus:
-            self.leaked_at_close += len(self.ranges) + len(self.uvm_gpus)
-        for r in list(self.ranges.values()):
+    def uvm_closed(self, vas: UvmVaSpace) -> None:
+        """Close of an initialized UVM descriptor: its VA space goes away with its ranges."""
+        if vas.ranges or vas.gpus:
+            self.leaked_at_close += len(vas.ranges) + len(vas.gpus)
+        for r in list(vas.ranges.values()):
             self._unmap_range(r)
-        self.ranges.clear()
-        self.uvm_gpus.clear()
-        self.uvm_vaspaces.clear()
-        self.uvm_channels.clear()
-        self.uvm_initialized = False
+        for uuid, owner in list(self.gpu_vaspace_owner.items()):
+            if owner is vas:
+                del self.gpu_vaspace_owner[uuid]
+        if vas in self.va_spaces:
+            self.va_spaces.remove(vas)
 
     # ------------------------------------------------------------------ escapes
     def escape(self, file: "NvFile", request: int, arg: Any) -> int:
@@ -333,7 +360,8 @@ class MockNVDriver:
         if not isinstance(file, CtlFile):
             raise OSError(E.EINVAL, f"{ESCAPE_NAMES[nr]} must be issued on nvidiactl")
         handler = {rm.NV_ESC_RM_ALLOC: self._alloc, rm.NV_ESC_RM_CONTROL: self._control,
-                   rm.NV_ESC_RM_FREE: self._free, rm.NV_ESC_RM_MAP_MEMORY_DMA: self._map_dma}
+                   rm.NV_ESC_RM_FREE: self._free, rm.NV_ESC_RM_MAP_MEMORY_DMA: self._map_dma,
+                   rm.NV_ESC_RM_DUP_OBJECT: self._dup}
         if nr == rm.NV_ESC_RM_MAP_MEMORY:
             self._status(p.params, "NV_ESC_RM_MAP_MEMORY", lambda: self._map_memory(p))
         else:
@@ -424,7 +452,7 @@ class MockNVDriver:
             self._parent_is(parent, (rm.KEPLER_CHANNEL_GROUP_A,), cls)
             self._class_ok(cls)
             self._channel(o, a)
-        elif cls in COMPUTE_PREFIX or cls in COPY_PREFIX:
+        elif cls in _COMPUTE_CLASSES or cls in _COPY_CLASSES:
             self._parent_is(parent, _GPFIFO_CLASSES, cls)
             self._class_ok(cls)
             ch: MockChannel = parent.data["channel"]
@@ -432,16 +460,52 @@ class MockNVDriver:
                 raise RmFail(rm.NV_ERR_INVALID_STATE, f"channel {parent.handle:#x} already has an "
                              f"engine object ({ch.engine_class:#x})")
             ch.engine_class = cls
+        elif cls == rm.NV50_P2P:
+            self._p2p_object(o, parent, args(rm.NV503B_ALLOC_PARAMETERS))
         elif cls == rm.GT200_DEBUGGER:
             a = args(rm.NV83DE_ALLOC_PARAMETERS)
             self._parent_is(parent, (rm.NV01_DEVICE_0,), cls)
             target = self.obj(a.hClass3dObject, what="hClass3dObject")
-            if target.hclass not in COMPUTE_PREFIX:
+            if target.hclass not in _COMPUTE_CLASSES:
                 raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "the debugger needs a compute object")
         else:
             raise RmFail(rm.NV_ERR_INVALID_CLASS, f"class {cls:#x} is not modelled")
         self._add(o)
         p.hObjectNew = o.handle
+
+    def client_of(self, handle: int) -> int:
+        """The client an object belongs to (the root of its parent chain)."""
+        o = self.objects[handle]
+        while o.parent:
+            o = self.objects[o.parent]
+        return o.handle
+
+    def _p2p_object(self, o: MObj, parent: MObj, a: Any) -> None:
+        """NV50_P2P (p2p_api.c, p2papiConstruct): a child of the client; both subdevices must be
+        the client's own (else INVALID_ARGUMENT) and the pair must support P2P reads or writes
+        (else NOT_SUPPORTED: "P2P is Disabled, cannot create mappings")."""
+        if parent.hclass != rm.NV01_ROOT_CLIENT:
+            raise RmFail(rm.NV_ERR_INVALID_OBJECT_PARENT, "NV50_P2P lives under the client")
+        subs = []
+        for h in (a.hSubDevice, a.hPeerSubDevice):
+            sub = self.objects.get(h)
+            if sub is None or sub.hclass != rm.NV20_SUBDEVICE_0 or \
+                    self.client_of(h) != parent.handle:
+                raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"{h:#x} is not a subdevice of client "
+                             f"{parent.handle:#x}")
+            subs.append(sub)
+        local, remote = subs[0].gpu, subs[1].gpu
+        assert local is not None and remote is not None
+        if local is not remote and not self.p2p:
+            raise RmFail(rm.NV_ERR_NOT_SUPPORTED, f"P2P between GPUs {local.index} and "
+                         f"{remote.index} is disabled")
+        o.gpu = local
+        o.data["peers"] = frozenset((local.index, remote.index))
+
+    def _p2p_between(self, client: int, a: MockNVGPU, b: MockNVGPU) -> bool:
+        pair = frozenset((a.index, b.index))
+        return any(o.hclass == rm.NV50_P2P and o.parent == client and o.data["peers"] == pair
+                   for o in self.objects.values())
 
     def _parent_is(self, parent: MObj, classes: tuple[int, ...], cls: int) -> None:
         if parent.hclass not in classes:
@@ -534,14 +598,71 @@ class MockNVDriver:
         f.pending = (mem, a.offset, a.length)
 
     def _map_dma(self, p: Any) -> None:
-        self.obj(p.hDma, (rm.NV01_MEMORY_VIRTUAL,), "hDma")
+        dma = self.obj(p.hDma, (rm.NV01_MEMORY_VIRTUAL,), "hDma")
         mem = self.obj(p.hMemory, _MEMORY_CLASSES, "hMemory")
+        if self.client_of(mem.handle) != p.hClient or self.client_of(dma.handle) != p.hClient:
+            raise RmFail(rm.NV_ERR_INVALID_OBJECT_HANDLE, "hMemory and hDma must belong to hClient "
+                         "(dup another client's memory with NV_ESC_RM_DUP_OBJECT first)")
+        assert dma.gpu is not None and mem.gpu is not None
+        if mem.hclass == rm.NV1_MEMORY_USER and mem.gpu is not dma.gpu:
+            # Another GPU's video memory is a peer mapping (virt_mem_allocator_gm107.c): without
+            # the P2P flag or without an NV50_P2P object there is no peer id to put in the PTEs.
+            p2p = (p.flags >> rm.NVOS46_FLAGS_P2P_ENABLE[1]) & 3
+            if p2p != rm.NVOS46_FLAGS_P2P_ENABLE_NOSLI or \
+                    not self._p2p_between(p.hClient, dma.gpu, mem.gpu):
+                raise RmFail(rm.NV_ERR_INVALID_STATE, f"GPU {mem.gpu.index}'s memory mapped for GPU "
+                             f"{dma.gpu.index} needs NVOS46_FLAGS_P2P_ENABLE_NOSLI and an NV50_P2P "
+                             "object between them")
         if not (p.flags >> rm.NVOS46_FLAGS_DMA_OFFSET_FIXED[1]) & 1:
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "the mock only models fixed-offset mappings")
         if p.dmaOffset % _PAGE or p.length == 0 or p.offset + p.length > mem.size:
             raise RmFail(rm.NV_ERR_INVALID_OFFSET, f"DMA map [{p.dmaOffset:#x}, +{p.length:#x}) of "
                          f"{mem.size:#x} B")
         mem.data.setdefault("dma", []).append((p.dmaOffset, p.length))
+
+    def _dup(self, p: Any) -> None:
+        """NV_ESC_RM_DUP_OBJECT of memory (mem.c, memCopyConstruct): the copy shares the source's
+        pages and lives under a device of the destination client."""
+        if p.hClient not in self.clients or p.hClientSrc not in self.clients:
+            raise RmFail(rm.NV_ERR_INVALID_CLIENT, f"client {p.hClient:#x} or {p.hClientSrc:#x}")
+        src = self.obj(p.hObjectSrc, _MEMORY_CLASSES, "hObjectSrc")
+        if self.client_of(src.handle) != p.hClientSrc:
+            raise RmFail(rm.NV_ERR_INVALID_OBJECT_HANDLE, f"{src.handle:#x} is not an object of "
+                         f"client {p.hClientSrc:#x}")
+        parent = self.obj(p.hParent, (rm.NV01_DEVICE_0,), "hParent")
+        if self.client_of(parent.handle) != p.hClient:
+            raise RmFail(rm.NV_ERR_INVALID_OBJECT_PARENT, "hParent is not the client's device")
+        o = MObj(p.hObject or self._new_handle(), parent.handle, src.hclass, src.gpu, src.backing,
+                 src.size, {"dup_of": src.handle})
+        self._add(o)
+        p.hObject = o.handle
+
+    def _ctl_p2p_caps(self, o: MObj, a: Any) -> None:
+        """NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS (client_resource.c): the caps every pair of the
+        listed GPUs shares; all PCIe reads, writes and atomics on this machine, or none."""
+        if o.hclass != rm.NV01_ROOT_CLIENT:
+            raise RmFail(rm.NV_ERR_INVALID_OBJECT, "GET_P2P_CAPS is a client control")
+        if a.gpuCount == 0 or a.gpuCount > 32:
+            raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"gpuCount {a.gpuCount}")
+        for i in range(a.gpuCount):
+            if not 0 <= a.gpuIds[i] // 0x100 - 1 < len(self.gpus) or a.gpuIds[i] % 0x100:
+                raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"gpuId {a.gpuIds[i]:#x}")
+        ok = self.p2p or a.gpuCount == 1
+        caps = 0
+        if ok:
+            for field_, value in ((rm.NV0000_CTRL_SYSTEM_GET_P2P_CAPS_READS_SUPPORTED, 1),
+                                  (rm.NV0000_CTRL_SYSTEM_GET_P2P_CAPS_WRITES_SUPPORTED, 1),
+                                  (rm.NV0000_CTRL_SYSTEM_GET_P2P_CAPS_ATOMICS_SUPPORTED, 1),
+                                  (rm.NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PCI_SUPPORTED, 1)):
+                caps |= value << field_[1]
+        a.p2pCaps = caps
+        status = rm.NV0000_P2P_CAPS_STATUS_OK if ok else rm.NV0000_P2P_CAPS_STATUS_GPU_NOT_SUPPORTED
+        for i in range(rm.NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE):
+            a.p2pCapsStatus[i] = status
+        for i in (rm.NV0000_CTRL_P2P_CAPS_INDEX_NVLINK, rm.NV0000_CTRL_P2P_CAPS_INDEX_C2C,
+                  rm.NV0000_CTRL_P2P_CAPS_INDEX_PCI_BAR1, rm.NV0000_CTRL_P2P_CAPS_INDEX_LOOPBACK,
+                  rm.NV0000_CTRL_P2P_CAPS_INDEX_PROP):
+            a.p2pCapsStatus[i] = rm.NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED
 
     def _alloc_memory(self, file: "GpuFile", p: Any) -> None:
         if p.hClass != rm.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
@@ -663,73 +784,112 @@ class MockNVDriver:
         raise RmFail(rm.NV_ERR_GPU_UUID_NOT_FOUND, f"GPU {u.hex()}")
 
     def _uvm(self, file: "UvmFile", req: int, p: Any) -> None:
+        vas = file.vas
         if req == rm.UVM_INITIALIZE:
-            if self.uvm_initialized:
+            if vas.initialized:
                 raise RmFail(rm.NV_ERR_INVALID_STATE, "the VA space is already initialized")
-            self.uvm_initialized = file.initialized = True
+            vas.initialized = True
+            self.va_spaces.append(vas)
             return
         if req == rm.UVM_MM_INITIALIZE:
             other = self.os.file(p.uvmFd)
-            if not isinstance(other, UvmFile) or not other.initialized:
+            if not isinstance(other, UvmFile) or not other.vas.initialized:
                 raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "uvmFd is not an initialized UVM file")
             return
-        if not file.initialized:
+        if not vas.initialized:
             raise RmFail(rm.NV_ERR_ILLEGAL_ACTION, f"{uvm_name(req)} before UVM_INITIALIZE")
         if req == rm.UVM_REGISTER_GPU:
             g = self._gpu_by_uuid(p.gpu_uuid)
-            if g.uuid in self.uvm_gpus:
+            if g.uuid in vas.gpus:
                 raise RmFail(rm.NV_ERR_IN_USE, "GPU already registered")
-            self.uvm_gpus.add(g.uuid)
+            vas.gpus.add(g.uuid)
         elif req == rm.UVM_UNREGISTER_GPU:
             g = self._gpu_by_uuid(p.gpu_uuid)
-            if g.uuid in self.uvm_vaspaces:
+            if g.uuid in vas.vaspaces:
                 self._violation("UVM_UNREGISTER_GPU with its VA space still registered")
-            self.uvm_gpus.discard(g.uuid)
+            if g.uuid not in vas.gpus:
+                raise RmFail(rm.NV_ERR_INVALID_DEVICE, "GPU not registered")
+            vas.gpus.discard(g.uuid)
+            # uvm_va_space_unregister_gpu disables the GPU's peers in this VA space
+            vas.peers = {pr for pr in vas.peers if g.uuid not in pr}
+        elif req in (rm.UVM_ENABLE_PEER_ACCESS, rm.UVM_DISABLE_PEER_ACCESS):
+            self._peer_access(vas, req, p)
         elif req == rm.UVM_REGISTER_GPU_VASPACE:
             g = self._gpu_by_uuid(p.gpuUuid)
-            if g.uuid not in self.uvm_gpus:
+            if g.uuid not in vas.gpus:
                 raise RmFail(rm.NV_ERR_INVALID_DEVICE, "GPU not registered")
-            vas = self.obj(p.hVaSpace, (rm.FERMI_VASPACE_A,), "hVaSpace")
-            if not vas.data.get("flags", 0) & rm.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED:
+            owner = self.gpu_vaspace_owner.get(g.uuid)
+            if owner is not None and owner is not vas:
+                # a limit of the mock, not of RM: one page table per mock GPU
+                raise RmFail(rm.NV_ERR_NOT_SUPPORTED, f"GPU {g.index} already has a GPU VA space in "
+                             "another UVM VA space (the mock models one per GPU: open each mock "
+                             "GPU once per process)")
+            vas_obj = self.obj(p.hVaSpace, (rm.FERMI_VASPACE_A,), "hVaSpace")
+            if not vas_obj.data.get("flags", 0) & \
+                    rm.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED:
                 raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "the VA space is not externally owned")
             if not isinstance(self.os.file(p.rmCtrlFd), CtlFile):
                 raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "rmCtrlFd is not nvidiactl")
-            self.uvm_vaspaces[g.uuid] = vas.handle
+            vas.vaspaces[g.uuid] = vas_obj.handle
+            self.gpu_vaspace_owner[g.uuid] = vas
         elif req == rm.UVM_UNREGISTER_GPU_VASPACE:
             g = self._gpu_by_uuid(p.gpuUuid)
-            if self.ranges:
-                self._violation(f"VA space unregistered with {len(self.ranges)} UVM ranges left")
-            self.uvm_vaspaces.pop(g.uuid, None)
+            if vas.ranges:
+                self._violation(f"VA space unregistered with {len(vas.ranges)} UVM ranges left")
+            vas.vaspaces.pop(g.uuid, None)
+            if self.gpu_vaspace_owner.get(g.uuid) is vas:
+                del self.gpu_vaspace_owner[g.uuid]
         elif req == rm.UVM_REGISTER_CHANNEL:
             self._gpu_by_uuid(p.gpuUuid)
             ch = self.obj(p.hChannel, _GPFIFO_CLASSES, "hChannel")
-            self._check_range(p.base, p.length)
-            self.uvm_channels[ch.handle] = _Range(p.base, p.length, kind="channel")
+            self._check_range(vas, p.base, p.length)
+            vas.channels[ch.handle] = _Range(p.base, p.length, kind="channel")
         elif req == rm.UVM_UNREGISTER_CHANNEL:
-            if self.uvm_channels.pop(p.hChannel, None) is None:
+            if vas.channels.pop(p.hChannel, None) is None:
                 raise RmFail(rm.NV_ERR_INVALID_CHANNEL, f"channel {p.hChannel:#x} not registered")
         elif req == rm.UVM_CREATE_EXTERNAL_RANGE:
-            self._check_range(p.base, p.length)
-            self.ranges[p.base] = _Range(p.base, p.length)
+            self._check_range(vas, p.base, p.length)
+            vas.ranges[p.base] = _Range(p.base, p.length)
         elif req == rm.UVM_MAP_EXTERNAL_ALLOCATION:
-            self._map_external(p)
+            self._map_external(vas, p)
         elif req == rm.UVM_FREE:
-            r = self.ranges.pop(p.base, None)
+            r = vas.ranges.pop(p.base, None)
             if r is None:
                 raise RmFail(rm.NV_ERR_INVALID_ADDRESS, f"no UVM range at {p.base:#x}")
             self._unmap_range(r)
 
-    def _check_range(self, base: int, length: int) -> None:
+    def _peer_access(self, vas: UvmVaSpace, req: int, p: Any) -> None:
+        """UVM_ENABLE/DISABLE_PEER_ACCESS (uvm_va_space.c): both GPUs registered in this VA space
+        and distinct, else NV_ERR_INVALID_DEVICE; a pair without P2P support cannot be retained
+        (NV_ERR_NOT_SUPPORTED); enabling twice or disabling a disabled pair is INVALID_DEVICE."""
+        a, b = self._gpu_by_uuid(p.gpuUuidA), self._gpu_by_uuid(p.gpuUuidB)
+        if a is b or a.uuid not in vas.gpus or b.uuid not in vas.gpus:
+            raise RmFail(rm.NV_ERR_INVALID_DEVICE, f"GPUs {a.index} and {b.index} must be two GPUs "
+                         "registered in this VA space")
+        pair = frozenset((a.uuid, b.uuid))
+        if req == rm.UVM_DISABLE_PEER_ACCESS:
+            if pair not in vas.peers:
+                raise RmFail(rm.NV_ERR_INVALID_DEVICE, "peer access is not enabled")
+            vas.peers.discard(pair)
+            return
+        if pair in vas.peers:
+            raise RmFail(rm.NV_ERR_INVALID_DEVICE, "peer access is already enabled")
+        if not self.p2p:
+            raise RmFail(rm.NV_ERR_NOT_SUPPORTED, f"GPUs {a.index} and {b.index} are not PCIe "
+                         "peers")
+        vas.peers.add(pair)
+
+    def _check_range(self, vas: UvmVaSpace, base: int, length: int) -> None:
         if base % _PAGE or length % _PAGE or length == 0 or base + length > 1 << 57:
             raise RmFail(rm.NV_ERR_INVALID_ADDRESS,
                          f"[{base:#x}, +{length:#x}) is not 4 KiB aligned")
-        for r in list(self.ranges.values()) + list(self.uvm_channels.values()):
+        for r in list(vas.ranges.values()) + list(vas.channels.values()):
             if r.base < base + length and base < r.base + r.length:
                 raise RmFail(rm.NV_ERR_UVM_ADDRESS_IN_USE, f"[{base:#x}, +{length:#x}) overlaps "
                              f"[{r.base:#x}, +{r.length:#x})")
 
-    def _map_external(self, p: Any) -> None:
-        r = next((r for r in self.ranges.values()
+    def _map_external(self, vas: UvmVaSpace, p: Any) -> None:
+        r = next((r for r in vas.ranges.values()
                   if r.base <= p.base and p.base + p.length <= r.base + r.length), None)
         if r is None:
             raise RmFail(rm.NV_ERR_INVALID_ADDRESS, f"[{p.base:#x}, +{p.length:#x}) is in no "
@@ -738,7 +898,7 @@ class MockNVDriver:
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "the mock maps on exactly one GPU")
         attr = p.perGpuAttributes[0]
         g = self._gpu_by_uuid(attr.gpuUuid)
-        if g.uuid not in self.uvm_vaspaces:
+        if g.uuid not in vas.vaspaces:
             raise RmFail(rm.NV_ERR_INVALID_DEVICE, "the GPU's VA space is not registered")
         if attr.gpuMappingType != UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC:
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"mapping type {attr.gpuMappingType}")
@@ -749,22 +909,28 @@ class MockNVDriver:
         if not any(va == p.base and ln >= p.length for va, ln in mem.data.get("dma", [])):
             raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "RM_MAP_MEMORY_DMA at this address must come "
                          "first (the RM mapping UVM mirrors)")
+        # uvm_map_external.c, set_ext_gpu_map_location: the memory's GPU (for system memory too)
+        # must be registered here, and another GPU's video memory needs peer access enabled.
+        owner = mem.gpu
+        assert owner is not None
+        if owner.uuid not in vas.gpus:
+            raise RmFail(rm.NV_ERR_INVALID_DEVICE, f"the memory's GPU {owner.index} is not "
+                         "registered in this VA space")
+        if owner is not g and mem.hclass == rm.NV1_MEMORY_USER and \
+                frozenset((owner.uuid, g.uuid)) not in vas.peers:
+            raise RmFail(rm.NV_ERR_INVALID_DEVICE, f"GPU {g.index} maps GPU {owner.index}'s video "
+                         "memory without UVM_ENABLE_PEER_ACCESS")
         assert mem.backing is not None
         g.mem.map(p.base, p.length, mem.backing[p.offset:p.offset + p.length])
-        r.mapped.append((p.base, p.length, mem.handle))
+        r.mapped.append((p.base, p.length, mem.handle, g))
 
     def _unmap_range(self, r: _Range) -> None:
         """Removes a range's GPU mappings (and, with them, the RM DMA mappings UVM mirrored)."""
-        for va, _, h in r.mapped:
+        for va, _, h, g in r.mapped:
             mem = self.objects.get(h)
             if mem is not None:
                 mem.data["dma"] = [d for d in mem.data.get("dma", []) if d[0] != va]
-            for g in self.gpus:
-                try:
-                    g.mem.unmap(va)
-                    break
-                except ValueError:
-                    continue
+            g.mem.unmap(va)
         r.mapped.clear()
 
 
@@ -823,11 +989,11 @@ class UvmFile(MockFile):
 
     def __init__(self, driver: MockNVDriver) -> None:
         self.driver = driver
-        self.initialized = False
+        self.vas = UvmVaSpace()
 
     def ioctl(self, request: int, arg: Any) -> int:
         return self.driver.uvm(self, request, arg)
 
     def close(self) -> None:
-        if self.initialized:
-            self.driver.uvm_closed()
+        if self.vas.initialized:
+            self.driver.uvm_closed(self.vas)

@@ -128,6 +128,7 @@ class MockOS(OSSeam):
         self._injections: list[_Injection] = []
         self._counters: list[Callable[[], dict[str, int]]] = []
         self._request_names: dict[int, str] = {}
+        self._status: dict[str, str] = {}
         self.ioctl_count = 0
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
@@ -184,6 +185,14 @@ class MockOS(OSSeam):
     def log_kernel(self, line: str) -> None:
         """Appends a line to the mock kernel log."""
         self.log.append(line)
+
+    def set_kernel_status(self, key: str, line: str) -> None:
+        """A standing report (a queue busy with a long dispatch), shown after the kernel log's
+        lines until cleared; setting it again replaces it."""
+        self._status[key] = line
+
+    def clear_kernel_status(self, key: str) -> None:
+        self._status.pop(key, None)
 
     # ------------------------------------------------------------------ OSSeam
     def open(self, path: str, flags: int = os.O_RDWR) -> int:
@@ -251,7 +260,7 @@ class MockOS(OSSeam):
                 addr = self._take_va(size_pages)
             region = _Region(addr, size_pages, backing, kind, target)
             self._regions[addr] = region
-            view = memoryview(backing)[:size] if backing is not None else None
+            view = memoryview(backing)[:size] if backing is not None else None  # type: ignore[arg-type]
             return HostMapping(addr, size, view, fd, offset, keepalive=region)
 
     def munmap(self, mapping: HostMapping) -> None:
@@ -295,7 +304,8 @@ class MockOS(OSSeam):
 
     def listdir(self, path: str) -> list[str]:
         prefix = path.rstrip("/") + "/"
-        names = {k[len(prefix):].split("/", 1)[0] for k in self.sysfs if k.startswith(prefix)}
+        names = {k[len(prefix):].split("/", 1)[0] for k in (*self.sysfs, *self._devices)
+                 if k.startswith(prefix)}
         if not names:
             raise FileNotFoundError(E.ENOENT, f"No such file or directory: {path!r}")
         return sorted(names)
@@ -322,7 +332,7 @@ class MockOS(OSSeam):
         return MappedDoorbell(mapping, offset, width)
 
     def kernel_log(self) -> list[str]:
-        return list(self.log[-50:])
+        return list(self.log[-50:]) + list(self._status.values())
 
     # ------------------------------------------------------------------ address space
     def host_region(self, addr: int, size: int) -> np.ndarray:

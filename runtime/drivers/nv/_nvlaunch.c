@@ -27,7 +27,7 @@
 #ifndef HCQ_SOURCE_SHA256
 #define HCQ_SOURCE_SHA256 ""  /* setup.py defines it when it builds the wheel's copy */
 #endif
-#define ABI 2
+#define ABI 3
 
 /* gpfifo.CHANNEL_WORDS, in order */
 typedef struct {
@@ -65,11 +65,11 @@ typedef struct {
     uint64_t ent_a[MAX_SLOTS], ent_c[MAX_SLOTS];
     int kind[MAX_ARGS];
     Py_ssize_t off[MAX_ARGS];
-    PyObject *buffer_type;
+    PyObject *buffer_type, *owner;  /* Buffer, and the device whose buffers the launch takes */
     PyObject *bell_fn, *token_obj, *on_error;   /* a doorbell that is a Python call (the mock) */
 } launcher;
 
-static PyObject *s_freed, *s_base, *s_va;
+static PyObject *s_freed, *s_base, *s_va, *s_device;
 
 static void launcher_free(PyObject *capsule) {
     launcher *L = (launcher *)PyCapsule_GetPointer(capsule, "nvlaunch");
@@ -77,6 +77,7 @@ static void launcher_free(PyObject *capsule) {
     for (int i = 0; i < N_VIEWS; i++)
         if (L->have[i]) PyBuffer_Release(&L->view[i]);
     Py_XDECREF(L->buffer_type);
+    Py_XDECREF(L->owner);
     Py_XDECREF(L->bell_fn);
     Py_XDECREF(L->token_obj);
     Py_XDECREF(L->on_error);
@@ -126,6 +127,10 @@ static PyObject *launch(PyObject *self, PyObject *args) {
         int k = L->kind[a];
         if (k == K_BUF) {
             if ((PyObject *)Py_TYPE(o) != L->buffer_type) Py_RETURN_FALSE;
+            PyObject *dev = PyObject_GetAttr(o, s_device);
+            if (!dev) return NULL;
+            Py_DECREF(dev);  /* compared by identity only */
+            if (dev != L->owner) Py_RETURN_FALSE;  /* another device's: the careful path refuses */
             int dead = buffer_dead(o);
             if (dead < 0) return NULL;
             if (dead) Py_RETURN_FALSE;  /* the careful path raises the buffer's error */
@@ -258,18 +263,18 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
                             "param_base", "payload_off", "gp_put_dw", "token", "doorbell_index",
                             "doorbell_width", "block_offs", "acquire_idx", "seq_idx",
                             "entry_acquire", "entry_chained", "kinds", "arg_offs", "buffer_type",
-                            "on_error", NULL};
+                            "owner", "on_error", NULL};
     PyObject *chunk, *slots, *dw, *cw, *rec, *tl, *ring, *userd, *bell, *offs, *acq, *seqs, *ea,
-        *ec, *kinds, *poffs, *btype, *on_error;
+        *ec, *kinds, *poffs, *btype, *owner, *on_error;
     Py_ssize_t n, pbase, pay, gp_put_dw, bell_index, bell_width;
     unsigned long long entries, token;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOnKnnnKnnOOOOOOOOO", names, &chunk,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOnKnnnKnnOOOOOOOOOO", names, &chunk,
                                      &slots, &dw, &cw, &rec, &tl, &ring, &userd, &bell, &n,
                                      &entries, &pbase, &pay, &gp_put_dw, &token, &bell_index,
                                      &bell_width, &offs, &acq, &seqs, &ea, &ec, &kinds, &poffs,
-                                     &btype, &on_error))
+                                     &btype, &owner, &on_error))
         return NULL;
-    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 26) {
+    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 27) {
         PyErr_SetString(PyExc_TypeError, "make() takes every setting, by keyword");
         return NULL;
     }
@@ -358,6 +363,7 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
         goto fail;
     }
     L->buffer_type = Py_NewRef(btype);
+    L->owner = Py_NewRef(owner);
     L->on_error = Py_NewRef(on_error);
     PyObject *fn = PyCFunction_New(&launch_def, cap);
     Py_DECREF(cap);
@@ -377,7 +383,8 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_nvlaunch", NULL, -1
 PyMODINIT_FUNC PyInit__nvlaunch(void) {
     if (!(s_freed = PyUnicode_InternFromString("freed")) ||
         !(s_base = PyUnicode_InternFromString("base")) ||
-        !(s_va = PyUnicode_InternFromString("va")))
+        !(s_va = PyUnicode_InternFromString("va")) ||
+        !(s_device = PyUnicode_InternFromString("device")))
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;

@@ -96,6 +96,11 @@ class NVCompiler:
         self._check(self._nv.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
         return major.value, minor.value
 
+    def identity(self) -> str:
+        """NVRTC's version, the architecture and the fixed options (part of cache keys)."""
+        major, minor = self.version()
+        return f"nvrtc {major}.{minor} {self.arch} {' '.join(self.extra_options)}"
+
     def _check(self, status: int, what: str, log: str = "") -> None:
         if status != self._nv.NVRTC_SUCCESS:
             name = self._nv.nvrtcGetErrorString(status)

@@ -30,27 +30,33 @@ import os as os_module  # the constructor's `os` argument is the seam
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.nv.gpfifo import (BLOCKED, DEVICE_WORDS, DOORBELL_OFFSET_B, TIMELINE_VALUE,
                                        USERD_B, Channel)
+from runtime.drivers.nv import peer
 from runtime.drivers.nv.launcher import ChunkPool
-from runtime.drivers.nv.methods import METHOD_PREFIX, fval
+from runtime.drivers.nv.generation import GENERATIONS, NVGeneration, pick_generation
+from runtime.drivers.nv.methods import fval
 from runtime.drivers.nv.program import NVProgram
-from runtime.drivers.nv.qmd import QMD, qmd_class
+from runtime.drivers.nv.qmd import QMD
 from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQueue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
 from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
                               OSSeam, RealOS)
 from runtime.hcq.signal import Signal
+
+if TYPE_CHECKING:
+    from runtime.drivers.nv.compiler import NVCompiler
 
 HUGE_PAGE_B = 2 << 20
 USERMODE_MAP_B = 0x10000          # the usermode (doorbell) region tinygrad maps
@@ -71,6 +77,8 @@ LOCAL_WINDOW = 0x7293_0000_0000
 # SEND_SIGNALING_PCAS2_B action: invalidate any cached copy of the QMD, prefetch, copy, schedule
 # (what libcuda uses on H100, guide section 2); tinygrad's PREFETCH_SCHEDULE (9) also works there.
 DEFAULT_PCAS_ACTION = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
+assert all(g.compute.SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
+           == DEFAULT_PCAS_ACTION for g in GENERATIONS)
 # RM robust-channel error codes (Xid, nverror.h) seen in the error notifier's info32, explained for
 # reports; the numbers come from the generated ROBUST_CHANNEL_* constants, the words are ours.
 _XID = {8: "GPU stopped processing (host timeout)",
@@ -267,15 +275,6 @@ class GpuInfo:
     max_warps_per_sm: int
 
 
-def _pick(available: set[int], prefs: tuple[str, ...], what: str) -> int:
-    for name in prefs:
-        v = getattr(rm, name)
-        if v in available:
-            return v
-    raise DeviceNotFound(f"the GPU offers none of the {what} classes this runtime drives "
-                         f"({', '.join(prefs)})")
-
-
 class NVDevice(Device):
     """An NVIDIA GPU through RM and UVM. Names: "nv:N" (a real GPU), "mock-nv:N" (the mock GPU), or
     any name with an explicit `os` seam (a `NvMockOS` a test prepared).
@@ -288,10 +287,10 @@ class NVDevice(Device):
                  gpfifo_entries: int = GPFIFO_ENTRIES, **kwargs: Any) -> None:
         parsed = parse_device_name(name, "nv")
         index = parsed.index
+        release = None
         if os is None:
             if parsed.mock:
-                from runtime.drivers.mock.nv_rm import NvMockOS  # the mock is chosen by name, here
-                os = NvMockOS.with_nv_gpus(index + 1)
+                os, release = mock_seam("nv")  # the core's registry leases the mock machine
             else:
                 os = RealOS()
         # The words every submission route shares (gpfifo.DEVICE_WORDS; _nvlaunch.c reads them):
@@ -304,6 +303,7 @@ class NVDevice(Device):
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
         kwargs.setdefault("staging_B", 16 << 20)
         super().__init__(name, **kwargs)
+        self._release_lease = release
         self.os = os
         self.pcas_action = pcas_action
         if gpfifo_entries & (gpfifo_entries - 1) or not 16 <= gpfifo_entries <= GPFIFO_ENTRIES:
@@ -317,6 +317,9 @@ class NVDevice(Device):
         self.usermode = self.channel_group = self.ctxshare = 0
         self.usermode_map: HostMapping | None = None
         self.uuid = b""
+        self.gpu_id = self.device_instance = 0
+        self._peer_links: dict[int, peer.PeerLink] = {}   # id(other device) -> link (peer.py)
+        self._p2p_caps: dict[int, str | None] = {}       # id(other device) -> GET_P2P_CAPS verdict
         self._uvm_gpu = self._uvm_vaspace = False
         self.va_heap = VaHeap(VA_HEAP_BASE, VA_HEAP_END)
         self.channels: list[Channel] = []
@@ -325,6 +328,7 @@ class NVDevice(Device):
         self.compute_channel: Channel = None  # type: ignore[assignment]
         self.copy_channel: Channel = None  # type: ignore[assignment]
         self.shared_window, self.local_window = SHARED_WINDOW, LOCAL_WINDOW
+        self.gen: NVGeneration = None  # type: ignore[assignment]  # picked in _open
         self.slm_per_thread = 0
         self._slm: Buffer | None = None
         self._debugger = 0
@@ -343,6 +347,7 @@ class NVDevice(Device):
                 self._release_hw()
             finally:
                 self.closed = True
+                self._give_back_lease()
             raise
 
     # ------------------------------------------------------------------ shared words
@@ -388,30 +393,25 @@ class NVDevice(Device):
         if index >= len(cards):
             raise DeviceNotFound(f"{self.name}: only {len(cards)} NVIDIA GPU(s) present")
         card = cards[index]
+        self.gpu_id = card.gpu_id
         self.minor = card.minor_number
         self.fd_dev = self.rm.open_gpu_fd(self.minor)
         info = self.rm.control(self.rm.root, rm.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
                                rm.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=card.gpu_id))
         r = self.rm
+        self.device_instance = info.deviceInstance
         self.nvdevice = r.alloc(r.root, rm.NV01_DEVICE_0, rm.NV0080_ALLOC_PARAMETERS(
             deviceId=info.deviceInstance, hClientShare=r.root,
             vaMode=rm.NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES))
         self.subdevice = r.alloc(self.nvdevice, rm.NV20_SUBDEVICE_0, rm.NV2080_ALLOC_PARAMETERS())
         self.virtmem = r.alloc(self.nvdevice, rm.NV01_MEMORY_VIRTUAL,
                                rm.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0x1FFFFFFFFFFFF))
-        classes = self._class_list()
-        self.usermode_class = _pick(classes, ("HOPPER_USERMODE_A", "AMPERE_USERMODE_A"), "usermode")
-        self.gpfifo_class = _pick(classes, ("BLACKWELL_CHANNEL_GPFIFO_A", "HOPPER_CHANNEL_GPFIFO_A",
-                                            "AMPERE_CHANNEL_GPFIFO_A"), "GPFIFO channel")
-        self.compute_class = _pick(classes, ("BLACKWELL_COMPUTE_B", "BLACKWELL_COMPUTE_A",
-                                             "HOPPER_COMPUTE_A", "ADA_COMPUTE_A",
-                                             "AMPERE_COMPUTE_B", "AMPERE_COMPUTE_A"), "compute")
-        self.dma_class = _pick(classes, ("BLACKWELL_DMA_COPY_B", "BLACKWELL_DMA_COPY_A",
-                                         "HOPPER_DMA_COPY_A", "AMPERE_DMA_COPY_B",
-                                         "AMPERE_DMA_COPY_A"), "copy")
-        if self.compute_class not in METHOD_PREFIX or self.dma_class not in METHOD_PREFIX:
-            raise DeviceNotFound(f"{self.name}: no method table for the chosen classes")
-        self.qmd_class: type[QMD] = qmd_class(self.compute_class)
+        # The generation is chosen once, from the classes RM offers; everything that differs
+        # between generations is read from its record from here on.
+        gen = self.gen = pick_generation(self._class_list(), self.name)
+        self.usermode_class, self.gpfifo_class = gen.usermode_class, gen.gpfifo_class
+        self.compute_class, self.dma_class = gen.compute_class, gen.copy_class
+        self.qmd_class: type[QMD] = gen.qmd
         self.usermode = r.alloc(self.subdevice, self.usermode_class)
         self.usermode_map = self._map_fd_memory(self.usermode, USERMODE_MAP_B, 0, ctl=False)
         try:  # clocks to maximum for compute, as CUDA and tinygrad ask; refusal is harmless
@@ -441,7 +441,10 @@ class NVDevice(Device):
         self.sm = decode_sm_version(self.gpu.sm_version)
         self.arch = f"sm_{self.sm}"
         self.sass_version = ((self.gpu.sm_version & 0xF00) >> 4) | (self.gpu.sm_version & 0xF)
-        self.default_param_base = 0x210 if self.sm >= 90 else 0x160
+        if self.sm not in gen.sm:
+            raise DeviceNotFound(f"{self.name}: sm_{self.sm} with the {gen.name} classes "
+                                 f"(that generation's record describes sm {gen.sm})")
+        self.default_param_base = gen.param_base
         # -- memory is usable from here on
         alloc = NVAllocator(self)
         self.allocator = alloc
@@ -555,8 +558,9 @@ class NVDevice(Device):
         """A CPU mapping of RM memory `memory` (BAR1 for VRAM)."""
         return self._map_fd_memory(memory, size, flags, ctl)
 
-    def map_to_gpu(self, memory: int, size: int, page: int) -> int:
-        """Maps RM memory at a fresh GPU address: UVM range, RM DMA mapping, UVM mapping."""
+    def map_to_gpu(self, memory: int, size: int, page: int, peer: bool = False) -> int:
+        """Maps RM memory at a fresh GPU address: UVM range, RM DMA mapping, UVM mapping. `peer`:
+        the memory is another GPU's VRAM (peer.py), mapped through the P2P aperture."""
         va = self.va_heap.alloc(size, max(page, PAGE_B))
         try:
             self.uvm.create_external_range(va, size)
@@ -567,6 +571,8 @@ class NVDevice(Device):
             flags = fval(rm.NVOS46_FLAGS_PAGE_SIZE, rm.NVOS46_FLAGS_PAGE_SIZE_4KB) \
                 | fval(rm.NVOS46_FLAGS_CACHE_SNOOP, rm.NVOS46_FLAGS_CACHE_SNOOP_ENABLE) \
                 | fval(rm.NVOS46_FLAGS_DMA_OFFSET_FIXED, rm.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE)
+            if peer:
+                flags |= fval(rm.NVOS46_FLAGS_P2P_ENABLE, rm.NVOS46_FLAGS_P2P_ENABLE_NOSLI)
             self.rm.map_memory_dma(self.nvdevice, self.virtmem, memory, size, va, flags)
             self.uvm.map_external_allocation(va, size, self.rm.root, memory, self.uuid)
         except BaseException:
@@ -574,6 +580,57 @@ class NVDevice(Device):
             self.va_heap.release(va, size)
             raise
         return va
+
+    # ------------------------------------------------------------------ peers (peer.py)
+    def _peer_access(self, other: Device) -> str | None:
+        assert isinstance(other, NVDevice)
+        key = id(other)
+        if key not in self._p2p_caps:
+            self._p2p_caps[key] = peer.p2p_caps(self, other)
+        return self._p2p_caps[key]
+
+    def _map_peer(self, buf: Buffer) -> Buffer:
+        other = buf.device
+        assert isinstance(other, NVDevice)
+        mem: NvMem = buf.handle
+        if mem.host is not None:  # host pages: describe them to this device's RM as well
+            flags = fval(rm.NVOS02_FLAGS_PHYSICALITY, rm.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS) \
+                | fval(rm.NVOS02_FLAGS_COHERENCY, rm.NVOS02_FLAGS_COHERENCY_CACHED) \
+                | fval(rm.NVOS02_FLAGS_MAPPING, rm.NVOS02_FLAGS_MAPPING_NO_MAP)
+            handle = self.rm.alloc_os_descriptor(self.fd_dev, self.nvdevice, mem.host.addr,
+                                                 mem.size, flags)
+            page, is_peer = PAGE_B, False
+        elif buf.spec.kind is MemKind.VRAM:
+            link = self._peer_links.get(id(other))
+            if link is None:
+                link = self._peer_links[id(other)] = peer.PeerLink(self, other)
+            handle = self.rm.dup_object(link.remote_device, other.rm.root, mem.handle)
+            page = HUGE_PAGE_B if mem.size % HUGE_PAGE_B == 0 and mem.size >= 8 << 20 else PAGE_B
+            is_peer = True
+        else:
+            raise HCQMemoryError(f"{buf!r} is RM-owned system memory, which {self.name} does not "
+                                 "map from another device")
+        mapped = NvMem(handle, mem.size, 0, None, None)
+        try:
+            mapped.va = self.map_to_gpu(handle, mem.size, page, peer=is_peer)
+        except BaseException:
+            self.rm.free(handle)
+            raise
+        return Buffer(self, mapped.va, buf.size, buf.spec, buf.view, mapped)
+
+    def _unmap_peer(self, mapping: Buffer) -> None:
+        alloc: NVAllocator = self.allocator  # type: ignore[assignment]
+        alloc._undo(mapping.handle)  # UVM range, VA, and the RM handle (never the owner's pages)
+
+    def _close_peer_links(self) -> list[BaseException]:
+        errors: list[BaseException] = []
+        for link in reversed(list(self._peer_links.values())):
+            try:
+                link.close()
+            except BaseException as e:
+                errors.append(e)
+        self._peer_links.clear()
+        return errors
 
     # ------------------------------------------------------------------ Device API
     def compute_queue(self) -> NVComputeQueue:
@@ -592,7 +649,7 @@ class NVDevice(Device):
             return super()._submit_copy(dst_va, src_va, size)
         t = self._copy_template or self._make_copy_template()
         words, (acq, shi, slo, dhi, dlo, length, rel) = t
-        v = self.next_timeline()
+        v = self.timeline_value + 1  # taken only once the copy is submitted
         w = words[:]
         w[acq], w[rel], w[length] = v - 1, v, size
         w[shi], w[slo], w[dhi], w[dlo] = src_va >> 32, src_va & 0xFFFFFFFF, dst_va >> 32, \
@@ -602,6 +659,7 @@ class NVDevice(Device):
         except Exception as e:
             self._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
+        self.timeline_value = v
         return v
 
     def _make_copy_template(self) -> tuple[Any, tuple[int, ...]]:
@@ -623,7 +681,15 @@ class NVDevice(Device):
         self.check_usable()
         return NVProgram(self, lib, name, dynamic_smem_B)
 
-    def _make_compiler(self) -> Any:
+    @property
+    def compiler(self) -> "NVCompiler":
+        """NVRTC for this GPU's architecture (CUDA C++ → cubin), made on first use."""
+        if self._compiler is None:
+            self._compiler = self._make_compiler()
+        comp: NVCompiler = self._compiler
+        return comp
+
+    def _make_compiler(self) -> "NVCompiler":
         from runtime.drivers.nv.compiler import NVCompiler
         return NVCompiler(self.arch)
 
@@ -644,9 +710,10 @@ class NVDevice(Device):
                                  * g.sm_per_tpc, 0x8000)
         total = round_up(bytes_per_tpc * g.tpc_per_gpc * g.num_gpcs, 0x20000)
         new = self.alloc(total, kind=MemKind.VRAM)
-        v = self.next_timeline()
-        NVComputeQueue(self).wait(self.timeline_signal, v - 1) \
-            .set_local_memory(new.va, bytes_per_tpc, 0xFF).signal(self.timeline_signal, v).submit()
+        v = self.timeline_value + 1
+        self.submit_timeline(NVComputeQueue(self).wait(self.timeline_signal, v - 1)
+                             .set_local_memory(new.va, bytes_per_tpc, 0xFF)
+                             .signal(self.timeline_signal, v), v)
         self.synchronize()
         old, self._slm, self.slm_per_thread = self._slm, new, per_thread
         if old is not None:
@@ -738,10 +805,13 @@ class NVDevice(Device):
         if self._copy_pool is not None:
             self._copy_pool.shutdown(wait=True)
             self._copy_pool = None
+        errors += self._close_peer_links()
         r = self.rm
         if r is not None:
             alloc = getattr(self, "allocator", None)
             buffers = {b.handle.handle: b for b in alloc._live.values()} if alloc else {}
+            # Memory the caching allocator holds is released in the same creation order.
+            cached = {b.handle.handle: b for b in alloc.drain_cache()} if alloc else {}
             channels = {h for h, _, _ in self._channel_objects}
             for obj in reversed(r.live()):
                 h = obj.handle
@@ -749,6 +819,9 @@ class NVDevice(Device):
                     continue
                 if h in buffers:
                     attempt(alloc.free, buffers[h])  # type: ignore[union-attr]
+                    continue
+                if h in cached:
+                    attempt(alloc._free, cached[h])  # type: ignore[union-attr]
                     continue
                 if h in channels and h in self._channel_uvm:
                     attempt(self.uvm.unregister_channel, self.uuid, r.root, h)

@@ -29,8 +29,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from hcq_bindings.nv import classes as cl
-
 from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, BLOCKED, CHAIN_VALUE, CHANNEL_WORDS,
                                        DEVICE_WORDS, GP_FREE_UNTIL, GP_PUT, SEM_ACQUIRE_GEQ_64,
                                        SEM_PAYLOAD_LO_DW, SEM_RELEASE_64, SEQ, TIMELINE_VALUE,
@@ -54,7 +52,7 @@ MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
 _ACQ_DW = 6                 # the acquire's dwords at the start of a segment
 _TRAILER_DW = 6             # the progress release's dwords at its end
-NATIVE_ABI = 2             # _nvlaunch.c's ABI: the make() settings and the shared words
+NATIVE_ABI = 3             # _nvlaunch.c's ABI: the make() settings and the shared words
 _ONE_U32 = struct.Struct("<I")
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
@@ -139,7 +137,7 @@ class ShapeLauncher:
         view = self.buf.cpu_view()[self.chunk_off:self.chunk_off + CHUNK_B]
         tl, ch = dev.timeline_signal, dev.compute_channel
         segment = (host_semaphore(tl.va, 0, SEM_ACQUIRE_GEQ_64)
-                   + nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0)
+                   + nvm(SUBC_COMPUTE, dev.gen.compute.WAIT_FOR_IDLE, 0)
                    + list(prg._pb_template(tl.va)[_ACQ_DW:])   # invalidate, PCAS A/B
                    + host_semaphore(ch.progress.va, 0, SEM_RELEASE_64))
         pcas = prg._pcas_pos + 2   # PCAS_A's data dword: the template has no WAIT_FOR_IDLE
@@ -244,7 +242,7 @@ class ShapeLauncher:
             acquire_idx=tuple(self.acq_idx), seq_idx=tuple(self.seq_idx),
             entry_acquire=tuple(self.entry_acquire), entry_chained=tuple(self.entry_chained),
             kinds=tuple(kinds), arg_offs=tuple(s.offset for s in prg.slots), buffer_type=Buffer,
-            on_error=dev._note_exception)
+            owner=dev, on_error=dev._note_exception)
 
     def _python(self, types: tuple[type, ...], p: struct.Struct) -> "Callable[..., bool]":
         """The launch in Python: what _nvlaunch.c does, step for step, on the same state."""
@@ -271,9 +269,10 @@ class ShapeLauncher:
             vals = list(args)
             for k in buffers:
                 b = args[k]
-                if b.freed or (b.base is not None and b.base.freed):  # type: ignore[union-attr]
+                assert isinstance(b, Buffer)  # checked by type above; for the type checker
+                if b.freed or (b.base is not None and b.base.freed) or b.device is not dev:
                     return False  # the careful path raises the buffer's error
-                vals[k] = b.va  # type: ignore[union-attr]
+                vals[k] = b.va
             if dw[BLOCKED]:
                 return False
             v = dw[TIMELINE_VALUE] + 1

@@ -19,7 +19,6 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from hcq_bindings.nv import classes as cl
-from hcq_bindings.nv import rm_580 as rm
 
 SUBC_HOST = 0
 SUBC_COMPUTE = 1
@@ -109,16 +108,9 @@ def decode_gp_entry(entry: int) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ the classes' method tables
-# Class id -> the generated prefix whose methods it uses. Later classes of a family keep the first
-# one's method offsets for everything this driver emits (clc7c0.h/clc9c0.h vs clc6c0.h, clc7b5.h vs
-# clc6b5.h, clcdc0.h vs clcec0.h), and the open-gpu-doc set has one header per family.
-METHOD_PREFIX: dict[int, str] = {
-    rm.AMPERE_COMPUTE_A: "NVC6C0", rm.AMPERE_COMPUTE_B: "NVC6C0", rm.ADA_COMPUTE_A: "NVC6C0",
-    rm.HOPPER_COMPUTE_A: "NVCBC0", rm.BLACKWELL_COMPUTE_A: "NVCEC0",
-    rm.BLACKWELL_COMPUTE_B: "NVCEC0",
-    rm.AMPERE_DMA_COPY_A: "NVC6B5", rm.AMPERE_DMA_COPY_B: "NVC6B5", rm.HOPPER_DMA_COPY_A: "NVC8B5",
-    rm.BLACKWELL_DMA_COPY_A: "NVC9B5", rm.BLACKWELL_DMA_COPY_B: "NVC9B5",
-}
+# A compute or copy class's method namespace comes from the generation records
+# (runtime/drivers/nv/generation.py `method_prefix`); the host class's is clc56f.h's (Hopper's
+# C86F and Blackwell's C96F keep every method and field this driver uses).
 HOST_PREFIX = "NVC56F"
 
 
@@ -223,7 +215,8 @@ def decode_pushbuffer(dwords: Sequence[int], subc_class: dict[int, int] | None =
 
 def describe_method(hclass: int | None, mthd: int, data: int) -> str:
     """"NVCBC0 SEND_PCAS_A = 0x1234 (QMD_ADDRESS_SHIFTED8=0x1234)" for one method write."""
-    prefix = HOST_PREFIX if mthd < HOST_METHOD_LIMIT else METHOD_PREFIX.get(hclass or 0)
+    from runtime.drivers.nv.generation import method_prefix  # generation imports this module
+    prefix = HOST_PREFIX if mthd < HOST_METHOD_LIMIT else method_prefix(hclass or 0)
     info = method_table(prefix).get(mthd) if prefix else None
     if info is None:
         return f"{prefix or 'class ?'} method {mthd:#x} = {data:#x}"

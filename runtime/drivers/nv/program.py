@@ -30,23 +30,13 @@ if TYPE_CHECKING:
     from runtime.drivers.nv.launcher import ShapeLauncher
 
 _M32 = 0xFFFFFFFF
-# Constant bank 0's driver area (guide section 3: libcuda-research, redplait/denvdis, tinygrad).
-CB0_BLOCK_DIM = 0x00          # 3 x u32
-CB0_GRID_DIM = 0x0C           # 3 x u32
-CB0_SHARED_WINDOW = 0x18      # u64
-CB0_LOCAL_WINDOW = 0x20       # u64
-CB0_STACK_POINTER = 0x28      # u32, tinygrad and CUDA write 0xfffdc0
-CB0_DYNAMIC_SMEM = 0x2C       # u32
-CB0_PARAM_START = 0x198       # u64: first byte of the parameters (for code taking their address)
-CB0_PARAM_END = 0x1A0         # u64
+# Constant bank 0's layout and the launch limits are the generation record's (NVDevice.gen:
+# runtime/drivers/nv/generation.py `Cb0Layout`, `Limits`).
 INITIAL_STACK_POINTER = 0xFFFDC0
 # Local memory every thread gets beyond its own stack: tinygrad adds 0x240 to EIATTR_MIN_STACK_SIZE
 # (the driver's reserved per-thread area, inferred).
 SLM_RESERVED_B = 0x240
 PROGRAM_TAIL_B = 0x1000       # instruction prefetch may read past the end of .text (tinygrad)
-MAX_BLOCK = (1024, 1024, 64)
-MAX_GRID = (0x7FFFFFFF, 0xFFFF, 0xFFFF)
-MAX_BLOCK_THREADS = 1024
 
 
 @dataclass
@@ -92,16 +82,20 @@ class NVProgram(Program):
         # -- constant bank 0 and the parameters
         self.param_base = k.param_base or device.default_param_base
         self.param_size = k.param_size
-        self.cb0_B = max(k.cbank0_size, self.param_base + self.param_size, CB0_PARAM_END + 8)
+        cb = self._cb0 = device.gen.cb0
+        self.cb0_B = max(k.cbank0_size, self.param_base + self.param_size, cb.param_end + 8)
         self.slots = tuple(ArgSlot(f"arg{p.ordinal}", p.offset, p.size,
                                    "buffer" if p.size == 8 else "value") for p in k.params)
         if k.params and max(p.offset + p.size for p in k.params) > self.param_size:
             raise ProgramError(f"{name}: parameters run past EIATTR_PARAM_CBANK's "
                                f"{self.param_size} B")
         tmpl = bytearray(self.param_base)
-        struct.pack_into("<QQI", tmpl, CB0_SHARED_WINDOW, device.shared_window,
+        # one packed store each for windows + stack pointer and for block + grid dimensions
+        assert (cb.local_window, cb.stack_pointer) == (cb.shared_window + 8, cb.shared_window + 16)
+        assert cb.grid_dim == cb.block_dim + 12
+        struct.pack_into("<QQI", tmpl, cb.shared_window, device.shared_window,
                          device.local_window, INITIAL_STACK_POINTER)
-        struct.pack_into("<I", tmpl, CB0_DYNAMIC_SMEM, dynamic_smem_B)
+        struct.pack_into("<I", tmpl, cb.dynamic_smem, dynamic_smem_B)
         self.cb0_template = bytes(tmpl)
         # -- the QMD template
         q = qcls()
@@ -136,7 +130,7 @@ class NVProgram(Program):
         self._hot: dict[object, "ShapeLauncher | None"] = {}
         self._last_shape: tuple[object, object, ShapeLauncher] = (None, None, None)  # type: ignore
         # Registers are allocated per warp in units of 256 (tinygrad): a CTA must fit the 64K file.
-        self.max_threads = ((65536 // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
+        self.max_threads = ((device.gen.limits.registers_per_sm // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
         if k.max_threads:
             self.max_threads = min(self.max_threads, k.max_threads)
 
@@ -149,6 +143,7 @@ class NVProgram(Program):
         doorbell; arguments it cannot pack take the short path (`_launch_short`). The launcher of
         the last shape is found by identity of the size tuples (callers pass the same ones)."""
         last = self._last_shape
+        hot: "ShapeLauncher | None"
         if global_size is last[0] and local_size is last[1] and not wait and not vals:
             hot = last[2]
         else:
@@ -240,7 +235,7 @@ class NVProgram(Program):
         parameters are left as they are."""
         pb = self.param_base
         view[:pb] = cb0
-        struct.pack_into("<QQ", view, CB0_PARAM_START, va + pb, va + pb + self.param_size)
+        struct.pack_into("<QQ", view, self._cb0.param_start, va + pb, va + pb + self.param_size)
         qo = self.qmd_offset(va)
         view[qo:qo + len(qmd)] = qmd
         self._write_cb0_address(view, qo, va)
@@ -279,13 +274,14 @@ class NVProgram(Program):
         if packer is None:
             kv = view[pb:pb + self.param_size]
             for slot, value in zip(self.slots, args):
-                write_arg(kv, slot, value)
+                write_arg(kv, slot, value, self.device)
         else:
             vals: list[object] = []
-            for a in args:
+            for slot, a in zip(self.slots, args):
                 if type(a) is Buffer:
-                    if a.freed or (a.base is not None and a.base.freed):
-                        a._check_live()
+                    if a.freed or (a.base is not None and a.base.freed) or a.device is not \
+                            self.device:
+                        write_arg(view[pb:pb + self.param_size], slot, a, self.device)  # raises
                     vals.append(a.va)
                 else:
                     vals.append(a)
@@ -294,7 +290,7 @@ class NVProgram(Program):
             except struct.error:  # e.g. an unsigned value in a signed slot: the careful path
                 kv = view[pb:pb + self.param_size]
                 for slot, value in zip(self.slots, args):
-                    write_arg(kv, slot, value)
+                    write_arg(kv, slot, value, self.device)
         _ONE_U32.pack_into(view, qo + self._payload_off, v)
         return va + qo
 
@@ -364,11 +360,13 @@ class NVProgram(Program):
 
     def check_launch(self, global_size: Sequence[int], local_size: Sequence[int]) -> None:
         """Rejects launch shapes the hardware cannot run (or the cubin forbids)."""
+        lim = self.nvdev.gen.limits
         lx, ly, lz = local_size
         threads = lx * ly * lz
-        if any(v > m for v, m in zip(local_size, MAX_BLOCK)) or threads > MAX_BLOCK_THREADS:
-            raise ProgramError(f"{self.name}: block {tuple(local_size)} exceeds {MAX_BLOCK} / "
-                               f"{MAX_BLOCK_THREADS} threads")
+        if any(v > m for v, m in zip(local_size, lim.max_block)) or \
+                threads > lim.max_block_threads:
+            raise ProgramError(f"{self.name}: block {tuple(local_size)} exceeds {lim.max_block} "
+                               f"/ {lim.max_block_threads} threads")
         if threads > self.max_threads:
             raise ProgramError(f"{self.name}: {threads} threads per block, but with "
                                f"{self.kernel.registers} registers per thread at most "
@@ -377,8 +375,8 @@ class NVProgram(Program):
         if req and tuple(req) + (1,) * (3 - len(req)) != tuple(local_size):
             raise ProgramError(f"{self.name}: the kernel requires block {tuple(req)} "
                                f"(EIATTR_REQNTID), got {tuple(local_size)}")
-        if any(v > m for v, m in zip(global_size, MAX_GRID)):
-            raise ProgramError(f"{self.name}: grid {tuple(global_size)} exceeds {MAX_GRID}")
+        if any(v > m for v, m in zip(global_size, lim.max_grid)):
+            raise ProgramError(f"{self.name}: grid {tuple(global_size)} exceeds {lim.max_grid}")
 
     def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int]) -> KernArgs:
@@ -392,8 +390,8 @@ class NVProgram(Program):
             self._checked.add(shape)
         pb = self.param_base
         view[:pb] = self.cb0_template
-        struct.pack_into("<6I", view, CB0_BLOCK_DIM, *local_size, *global_size)
-        struct.pack_into("<QQ", view, CB0_PARAM_START, va + pb, va + pb + self.param_size)
+        struct.pack_into("<6I", view, self._cb0.block_dim, *local_size, *global_size)
+        struct.pack_into("<QQ", view, self._cb0.param_start, va + pb, va + pb + self.param_size)
         qo = self.qmd_offset(va)
         qsz = self.qmd_class.size_B
         view[qo:qo + qsz] = self.qmd_template
@@ -401,7 +399,8 @@ class NVProgram(Program):
         for (st, off, _), v in zip(self._launch_packs, (*global_size, *local_size)):
             st.pack_into(view, qo + off, v)
         self._write_cb0_address(view, qo, va)
-        return NVKernArgs(va, view[pb:pb + self.param_size], self.slots, view[qo:qo + qsz])
+        return NVKernArgs(va, view[pb:pb + self.param_size], self.slots, self.device,
+                          view[qo:qo + qsz])
 
     def write_release(self, qmd: memoryview, addr: int, payload: int) -> None:
         """Enables the QMD's release semaphore 0 (`payload` to `addr` when the grid completes),
@@ -427,12 +426,10 @@ class NVProgram(Program):
 
 def _pcas_methods(device: "NVDevice", qmd_va: int) -> list[int]:
     """SEND_PCAS_A (QMD address >> 8) and SEND_SIGNALING_PCAS2_B with the device's action."""
-    from hcq_bindings.nv import classes as cl
-
-    from runtime.drivers.nv.methods import SUBC_COMPUTE, fval, nvm
-    return nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_PCAS_A, qmd_va >> 8) + nvm(
-        SUBC_COMPUTE, cl.NVCBC0_SEND_SIGNALING_PCAS2_B,
-        fval(cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION, device.pcas_action))
+    from runtime.drivers.nv.methods import SUBC_COMPUTE, nvm
+    m = device.gen.compute
+    return nvm(SUBC_COMPUTE, m.SEND_PCAS_A, qmd_va >> 8) + nvm(
+        SUBC_COMPUTE, m.SEND_SIGNALING_PCAS2_B, m.pcas_action(device.pcas_action))
 
 
 _ONE_U32 = struct.Struct("<I")

@@ -4,8 +4,8 @@ One class per QMD version, each driven by the generated `MW(hi:lo)` field tables
 (`hcq_bindings.nv.classes`): V03 (Ampere/Ada, clc6c0qmd.h, 256 B), V04 (Hopper, clcbc0qmd.h, 384 B) and
 V05 (Blackwell, clcec0qmd.h, 384 B). No bit position is typed here; a field is named by its C name
 and looked up in the version's table. What differs between versions (where the grid lives, whether
-an address is shifted, which fields exist) is expressed by overriding the few semantic setters, and
-the version is picked once from `QMD_BY_CLASS`, keyed by compute class id (style guide, section 5).
+an address is shifted, which fields exist) is expressed by overriding the few semantic setters; a
+generation's record (runtime/drivers/nv/generation.py) names its version.
 
 Field facts for Hopper follow shared/guides/nv_hopper_bringup.md, sections 1 and 0 (the field set
 verified on the H200).
@@ -17,7 +17,6 @@ from functools import lru_cache
 from typing import Any, Callable, ClassVar
 
 from hcq_bindings.nv import classes as cl
-from hcq_bindings.nv import rm_580 as rm
 
 from runtime.hcq.errors import ProgramError
 
@@ -395,23 +394,6 @@ class QMDV05(QMDV04):
 def _size16(size: int) -> int:
     """A constant-buffer size in the SIZE_SHIFTED4 encoding (16-byte units, rounded up)."""
     return -(-size // 16)
-
-
-# The one table of QMD versions, keyed by compute class (tinygrad: >= BLACKWELL_COMPUTE_A → V05;
-# Hopper → V04, guide section 0; Ampere/Ada → V03).
-QMD_BY_CLASS: dict[int, type[QMD]] = {
-    rm.AMPERE_COMPUTE_A: QMDV03, rm.AMPERE_COMPUTE_B: QMDV03, rm.ADA_COMPUTE_A: QMDV03,
-    rm.HOPPER_COMPUTE_A: QMDV04,
-    rm.BLACKWELL_COMPUTE_A: QMDV05, rm.BLACKWELL_COMPUTE_B: QMDV05,
-}
-
-
-def qmd_class(compute_class: int) -> type[QMD]:
-    """The QMD version of a compute class; raises for classes this runtime does not drive."""
-    q = QMD_BY_CLASS.get(compute_class)
-    if q is None:
-        raise ProgramError(f"no QMD version known for compute class {compute_class:#06x}")
-    return q
 
 
 def describe_qmd(qcls: type[QMD], data: Any) -> str:

@@ -1,5 +1,6 @@
-"""NVIDIA command builders: the compute queue (HOPPER_COMPUTE_A et al. on subchannel 1) and the copy
-queue (HOPPER_DMA_COPY_A et al. on subchannel 4), both with the host class's semaphores.
+"""NVIDIA command builders: the compute queue (the generation's compute class on subchannel 1) and the
+copy queue (its copy class on subchannel 4), both with the host class's semaphores. Compute and copy
+methods come from the device's generation record (`NVDevice.gen`, runtime/drivers/nv/generation.py).
 
 - wait: host SEM_EXECUTE ACQ_CIRC_GEQ with a 64-bit payload (the channel stalls until value >= v).
 - signal: compute, right after a launch of this queue with a 32-bit value: the QMD's own release
@@ -22,7 +23,7 @@ from hcq_bindings.nv import classes as cl
 
 from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_RELEASE_WFI_TS, Channel,
                                        host_semaphore)
-from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, fval, hi32, lo32, nvm
+from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, hi32, lo32, nvm
 from runtime.drivers.nv.program import NVKernArgs, _pcas_methods
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
@@ -39,20 +40,6 @@ if TYPE_CHECKING:
 _M32 = 0xFFFFFFFF
 MAX_COPY_CHUNK_B = 1 << 31
 
-# Copy engine LAUNCH_DMA words (clc6b5.h field layout, identical in clc8b5.h/clc9b5.h for these).
-CE_COPY = fval(cl.NVC6B5_LAUNCH_DMA_DATA_TRANSFER_TYPE,
-               cl.NVC6B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED) \
-    | fval(cl.NVC6B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT, cl.NVC6B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH) \
-    | fval(cl.NVC6B5_LAUNCH_DMA_DST_MEMORY_LAYOUT, cl.NVC6B5_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
-CE_RELEASE = fval(cl.NVC6B5_LAUNCH_DMA_FLUSH_ENABLE, cl.NVC6B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE) \
-    | fval(cl.NVC6B5_LAUNCH_DMA_SEMAPHORE_TYPE,
-           cl.NVC6B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_FOUR_WORD_SEMAPHORE)
-# Compute: invalidate instruction, global-data and constant caches (what tinygrad's barrier does).
-CACHE_INVALIDATE = fval(cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION, 1) \
-    | fval(cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA, 1) \
-    | fval(cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT, 1)
-
-
 class NVQueue(HWQueue):
     """What both NVIDIA queues share: host semaphores, binding, calls, submission."""
 
@@ -68,7 +55,7 @@ class NVQueue(HWQueue):
         """Host acquire: stall the channel until the 64-bit value at `sig` >= `value`."""
         val, var, add = self._resolve(value)
         n = len(self._d)
-        self._d.extend(host_semaphore(sig.va, val, SEM_ACQUIRE_GEQ_64))
+        self._d.extend(host_semaphore(self._sig_va(sig), val, SEM_ACQUIRE_GEQ_64))
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
         self._after_host_method()
@@ -77,7 +64,7 @@ class NVQueue(HWQueue):
     def _host_release(self, sig: "Signal", value: Value) -> None:
         val, var, add = self._resolve(value)
         n = len(self._d)
-        self._d.extend(host_semaphore(sig.va, val, SEM_RELEASE_WFI_TS))
+        self._d.extend(host_semaphore(self._sig_va(sig), val, SEM_RELEASE_WFI_TS))
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
         self._d.extend(nvm(0, cl.NVC56F_NON_STALL_INTERRUPT, 0))
@@ -161,7 +148,7 @@ class NVComputeQueue(NVQueue):
         last = self._last_launch
         if last is not None and type(value) is int and value <= _M32:
             prg, args = last
-            prg.write_release(args.qmd, sig.va, value)
+            prg.write_release(args.qmd, self._sig_va(sig), value)
             self._last_launch = None
             return self
         self._host_release(sig, value)
@@ -174,8 +161,8 @@ class NVComputeQueue(NVQueue):
 
     def memory_barrier(self) -> "Self":
         """INVALIDATE_SHADER_CACHES_NO_WFI: instruction, global-data and constant caches."""
-        self._d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
-                           CACHE_INVALIDATE))
+        m = self.device.gen.compute
+        self._d.extend(nvm(SUBC_COMPUTE, m.INVALIDATE_SHADER_CACHES_NO_WFI, m.cache_invalidate))
         return self
 
     def exec(self, prg: "NVProgram", args: "KernArgs | Value",  # type: ignore[override]
@@ -194,7 +181,7 @@ class NVComputeQueue(NVQueue):
             raise QueueError(f"QMD at {qmd_va:#x}: SEND_PCAS_A takes a 40-bit address")
         d = self._d
         if self._launches_since_sync:
-            d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0))
+            d.extend(nvm(SUBC_COMPUTE, self.device.gen.compute.WAIT_FOR_IDLE, 0))
         d.extend(_pcas_methods(self.device, qmd_va))
         self._last_launch = (prg, args) if isinstance(args, NVKernArgs) else None
         self._launches_since_sync += 1
@@ -203,19 +190,19 @@ class NVComputeQueue(NVQueue):
     def setup(self, *, compute_class: int, shared_window: int, local_window: int) -> "Self":
         """Binds the compute class to its subchannel and sets the shared/local windows (once per
         channel; the shared window is 4 GiB aligned on Hopper, guide section 2)."""
-        d = self._d
+        d, m = self._d, self.device.gen.compute
         d.extend(nvm(SUBC_COMPUTE, cl.NVC56F_SET_OBJECT, compute_class))
-        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A,
+        d.extend(nvm(SUBC_COMPUTE, m.SET_SHADER_LOCAL_MEMORY_WINDOW_A,
                      hi32(local_window), lo32(local_window)))
-        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A,
+        d.extend(nvm(SUBC_COMPUTE, m.SET_SHADER_SHARED_MEMORY_WINDOW_A,
                      hi32(shared_window), lo32(shared_window)))
         return self
 
     def set_local_memory(self, va: int, bytes_per_tpc: int, max_sm_count: int) -> "Self":
         """SET_SHADER_LOCAL_MEMORY_A/B (the SLM buffer) and _NON_THROTTLED_A/B/C (bytes per TPC)."""
-        d = self._d
-        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_LOCAL_MEMORY_A, hi32(va), lo32(va)))
-        d.extend(nvm(SUBC_COMPUTE, cl.NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A,
+        d, m = self._d, self.device.gen.compute
+        d.extend(nvm(SUBC_COMPUTE, m.SET_SHADER_LOCAL_MEMORY_A, hi32(va), lo32(va)))
+        d.extend(nvm(SUBC_COMPUTE, m.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A,
                      hi32(bytes_per_tpc), lo32(bytes_per_tpc), max_sm_count))
         return self
 
@@ -232,14 +219,14 @@ class NVCopyQueue(NVQueue):
         """Copies `size` bytes from GPU address `src` to `dst`, in chunks of at most 2 GiB."""
         if size < 0:
             raise QueueError(f"copy of {size} bytes")
-        d = self._d
+        d, m = self._d, self.device.gen.copy
         off = 0
         while off < size:
             n = min(size - off, MAX_COPY_CHUNK_B)
             s, t = src + off, dst + off
-            d.extend(nvm(SUBC_COPY, cl.NVC6B5_OFFSET_IN_UPPER, hi32(s), lo32(s), hi32(t), lo32(t)))
-            d.extend(nvm(SUBC_COPY, cl.NVC6B5_LINE_LENGTH_IN, n))
-            d.extend(nvm(SUBC_COPY, cl.NVC6B5_LAUNCH_DMA, CE_COPY))
+            d.extend(nvm(SUBC_COPY, m.OFFSET_IN_UPPER, hi32(s), lo32(s), hi32(t), lo32(t)))
+            d.extend(nvm(SUBC_COPY, m.LINE_LENGTH_IN, n))
+            d.extend(nvm(SUBC_COPY, m.LAUNCH_DMA, m.copy_word))
             off += n
         return self
 
@@ -250,12 +237,13 @@ class NVCopyQueue(NVQueue):
         if var is None and val > _M32:
             self._host_release(sig, val)
             return self
-        va = sig.va
+        va = self._sig_va(sig)
         n = len(self._d)
-        self._d.extend(nvm(SUBC_COPY, cl.NVC6B5_SET_SEMAPHORE_A, hi32(va), lo32(va), val & _M32))
+        m = self.device.gen.copy
+        self._d.extend(nvm(SUBC_COPY, m.SET_SEMAPHORE_A, hi32(va), lo32(va), val & _M32))
         if var is not None:
             self._patch(var, add, n + 3, -1, 32)
-        self._d.extend(nvm(SUBC_COPY, cl.NVC6B5_LAUNCH_DMA, CE_RELEASE))
+        self._d.extend(nvm(SUBC_COPY, m.LAUNCH_DMA, m.release_word))
         return self
 
     def timestamp(self, sig: "Signal") -> "Self":

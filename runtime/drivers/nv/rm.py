@@ -41,6 +41,7 @@ _CLASS_NAMES = (
     "BLACKWELL_CHANNEL_GPFIFO_A", "AMPERE_COMPUTE_A", "AMPERE_COMPUTE_B", "ADA_COMPUTE_A",
     "HOPPER_COMPUTE_A", "BLACKWELL_COMPUTE_A", "BLACKWELL_COMPUTE_B", "AMPERE_DMA_COPY_A",
     "AMPERE_DMA_COPY_B", "HOPPER_DMA_COPY_A", "BLACKWELL_DMA_COPY_A", "BLACKWELL_DMA_COPY_B",
+    "NV50_P2P",
 )
 _CONTROL_NAMES = (
     "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2", "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2",
@@ -48,6 +49,7 @@ _CONTROL_NAMES = (
     "NV2080_CTRL_CMD_GR_GET_INFO", "NV2080_CTRL_CMD_PERF_BOOST",
     "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN", "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE",
     "NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES", "NV2080_CTRL_CMD_TIMER_GET_TIME",
+    "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS",
 )
 
 
@@ -97,6 +99,7 @@ ESCAPE_NAMES = {
     rm.NV_ESC_RM_MAP_MEMORY_DMA: "NV_ESC_RM_MAP_MEMORY_DMA",
     rm.NV_ESC_RM_UNMAP_MEMORY_DMA: "NV_ESC_RM_UNMAP_MEMORY_DMA",
     rm.NV_ESC_CARD_INFO: "NV_ESC_CARD_INFO", rm.NV_ESC_REGISTER_FD: "NV_ESC_REGISTER_FD",
+    rm.NV_ESC_RM_DUP_OBJECT: "NV_ESC_RM_DUP_OBJECT",
 }
 
 
@@ -159,6 +162,10 @@ class NvRm:
         except BaseException:
             seam.close(self.fd_ctl)
             raise
+        # Handles this client chooses are per client in RM; they are also kept distinct between
+        # this process's clients (one per device), so that the mock RM, which has one handle table
+        # for all clients, accepts them too.
+        self._next_client_handle = 0x5C00_0001 + ((self.root & 0xFFF) << 16)
 
     # ------------------------------------------------------------------ raw escapes
     def escape(self, fd: int, nr: int, arg: ctypes.Structure | ctypes.Array, what: str) -> Any:
@@ -245,6 +252,20 @@ class NvRm:
             self.os.close(fd)
             raise
         return fd
+
+    def dup_object(self, parent: int, src_client: int, src: int) -> int:
+        """NV_ESC_RM_DUP_OBJECT: a handle under `parent` (a device of this client) for memory `src`
+        of client `src_client` (another device's, for a peer mapping); this client chooses the
+        handle."""
+        handle = self._next_client_handle
+        self._next_client_handle += 1
+        p = rm.NVOS55_PARAMETERS(hClient=self.root, hParent=parent, hObject=handle,
+                                 hClientSrc=src_client, hObjectSrc=src)
+        what = f"{src:#x} of client {src_client:#x} under {parent:#x}"
+        self.escape(self.fd_ctl, rm.NV_ESC_RM_DUP_OBJECT, p, what)
+        _check(p.status, f"NV_ESC_RM_DUP_OBJECT of {what}")
+        self._track(p.hObject, parent, rm.NV1_MEMORY_USER)
+        return p.hObject
 
     # ------------------------------------------------------------------ memory
     def alloc_os_descriptor(self, fd_dev: int, parent: int, cpu_addr: int, size: int, flags: int

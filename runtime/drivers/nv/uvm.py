@@ -31,6 +31,8 @@ _UVM_NAMES = {
         "UVM_UNREGISTER_CHANNEL",
     rm.UVM_CREATE_EXTERNAL_RANGE: "UVM_CREATE_EXTERNAL_RANGE",
     rm.UVM_MAP_EXTERNAL_ALLOCATION: "UVM_MAP_EXTERNAL_ALLOCATION", rm.UVM_FREE: "UVM_FREE",
+    rm.UVM_ENABLE_PEER_ACCESS: "UVM_ENABLE_PEER_ACCESS",
+    rm.UVM_DISABLE_PEER_ACCESS: "UVM_DISABLE_PEER_ACCESS",
 }
 
 
@@ -111,6 +113,17 @@ class Uvm:
         """UVM_UNREGISTER_CHANNEL."""
         self.call(rm.UVM_UNREGISTER_CHANNEL, rm.UVM_UNREGISTER_CHANNEL_PARAMS(
             gpuUuid=_uuid(uuid), hClient=client, hChannel=channel))
+
+    def enable_peer_access(self, uuid_a: bytes, uuid_b: bytes) -> None:
+        """UVM_ENABLE_PEER_ACCESS: with both GPUs registered in this VA space, each may then map
+        the other's video memory here (uvm_va_space.c)."""
+        self.call(rm.UVM_ENABLE_PEER_ACCESS, rm.UVM_ENABLE_PEER_ACCESS_PARAMS(
+            gpuUuidA=_uuid(uuid_a), gpuUuidB=_uuid(uuid_b)))
+
+    def disable_peer_access(self, uuid_a: bytes, uuid_b: bytes) -> None:
+        """UVM_DISABLE_PEER_ACCESS."""
+        self.call(rm.UVM_DISABLE_PEER_ACCESS, rm.UVM_DISABLE_PEER_ACCESS_PARAMS(
+            gpuUuidA=_uuid(uuid_a), gpuUuidB=_uuid(uuid_b)))
 
     # ------------------------------------------------------------------ mappings
     def create_external_range(self, base: int, length: int) -> None:

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="operator"
 """Read-modify-write on a numpy array for many lanes at once, with lane-order semantics.
 
 When several lanes hit one address, the hardware performs their operations one after the other
@@ -46,6 +48,10 @@ OPS: dict[str, Op] = {
     # compare-and-swap: store src where the old value equals cmp
     "cmpswap": lambda o, s, c: np.where(o == c, s, o),
     "cmpstore": lambda o, s, c: np.where(o == c, s, o),
+    # ds_mskor: clear the bits of data0, set those of data1; ds_wrap: subtract data0 once the
+    # value reaches it, else add data1 (RDNA3 ISA section 11, DS opcodes)
+    "mskor": lambda o, s, c: (o & ~s) | c,
+    "wrap": lambda o, s, c: np.where(o >= s, o - s, o + c),
 }
 _AT = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
        "or": np.bitwise_or, "xor": np.bitwise_xor}
@@ -76,6 +82,8 @@ def rmw(arr: np.ndarray, idx: np.ndarray, op: str, src: np.ndarray,
         return None
     if op == "add" and arr.dtype.kind in "iu":
         return _add_returning(arr, idx, src)
+    if op in ("cmpswap", "cmpstore") and cmp is not None:
+        return _compare_swap(arr, idx, src, np.asarray(cmp, dtype=arr.dtype))
     fn = OPS[op]
     _, rank = _ranks(idx)
     old = np.empty(len(idx), dtype=arr.dtype)
@@ -101,4 +109,61 @@ def _add_returning(arr: np.ndarray, idx: np.ndarray, src: np.ndarray) -> np.ndar
     old = np.empty_like(old_sorted)
     old[order] = old_sorted
     np.add.at(arr, idx, src)
+    return old
+
+
+def _compare_swap(arr: np.ndarray, idx: np.ndarray, src: np.ndarray, cmp: np.ndarray
+                  ) -> np.ndarray:
+    """Compare-and-swap for many lanes in lane order, in rounds of successes rather than of
+    lanes: per address, the next lane whose compare value equals the current value succeeds;
+    the lanes before it (and it) see the current value. Contended retry loops (every lane on one
+    address, one success per pass) then cost two rounds per instruction, not one per lane."""
+    n = len(idx)
+    if idx[0] == idx.min() == idx.max():
+        return _compare_swap_one(arr, int(idx[0]), src, cmp)
+    order = np.argsort(idx, kind="stable")
+    s_idx, s_src, s_cmp = idx[order], src[order], cmp[order]
+    start = np.ones(n, dtype=bool)
+    start[1:] = s_idx[1:] != s_idx[:-1]
+    seg_start = np.flatnonzero(start)
+    seg_end = np.append(seg_start[1:], n)
+    seg = np.cumsum(start) - 1                      # segment of each sorted lane
+    pos_all = np.arange(n)
+    cur = arr[s_idx[seg_start]].copy()
+    pos = seg_start.copy()
+    live = np.ones(len(seg_start), dtype=bool)
+    old = np.empty(n, dtype=arr.dtype)
+    while live.any():
+        waiting = live[seg] & (pos_all >= pos[seg])
+        hit = waiting & (s_cmp == cur[seg])
+        first = np.full(len(seg_start), n)
+        np.minimum.at(first, seg[hit], pos_all[hit])
+        seen = waiting & (pos_all <= first[seg])
+        old[seen] = cur[seg[seen]]
+        won = live & (first < n)
+        cur[won] = s_src[first[won]]
+        pos[won] = first[won] + 1
+        live = won & (pos < seg_end)
+    arr[s_idx[seg_start]] = cur
+    out = np.empty_like(old)
+    out[order] = old
+    return out
+
+
+def _compare_swap_one(arr: np.ndarray, i: int, src: np.ndarray, cmp: np.ndarray) -> np.ndarray:
+    """_compare_swap when every lane has the same address (a contended retry loop)."""
+    n = len(src)
+    old = np.empty(n, dtype=arr.dtype)
+    cur = arr[i]
+    p = 0
+    while p < n:
+        hits = np.flatnonzero(cmp[p:] == cur)
+        if not len(hits):
+            old[p:] = cur
+            break
+        j = p + int(hits[0])
+        old[p:j + 1] = cur
+        cur = src[j]
+        p = j + 1
+    arr[i] = cur
     return old

@@ -151,13 +151,31 @@ def _fields(enc: str, w0: int, w1: int) -> tuple[int, dict[str, int]]:
             "addr": _bits(w1, 7, 0), "data": _bits(w1, 15, 8), "saddr": _bits(w1, 22, 16),
             "sve": _bits(w1, 23, 23), "vdst": _bits(w1, 31, 24)}
     if enc == "MUBUF":
+        # gfx11 moved OFFEN/IDXEN into the second dword (LLVM's MUBUF_Real_gfx11).
         return _bits(w0, 25, 18), {
-            "offset": _bits(w0, 11, 0), "offen": _bits(w0, 12, 12), "idxen": _bits(w0, 13, 13),
-            "glc": _bits(w0, 14, 14), "dlc": _bits(w0, 15, 15), "slc": _bits(w0, 16, 16),
+            "offset": _bits(w0, 11, 0), "slc": _bits(w0, 12, 12), "dlc": _bits(w0, 13, 13),
+            "glc": _bits(w0, 14, 14), "lds": _bits(w0, 16, 16),
             "vaddr": _bits(w1, 7, 0), "vdata": _bits(w1, 15, 8),
             "srsrc": _bits(w1, 20, 16) * 4, "tfe": _bits(w1, 21, 21),
+            "offen": _bits(w1, 22, 22), "idxen": _bits(w1, 23, 23),
             "soffset": _bits(w1, 31, 24)}
     return 0, {}
+
+
+def _dpp_fields(enc: str, src0: int, w: int, f: dict[str, int]) -> None:
+    """The DPP16 / DPP8 dword that follows the instruction (ISA section 15.3, "VOP_DPP16",
+    "VOP_DPP8"): the source VGPR, the lane pattern and, for DPP16, the masks and the source
+    modifiers (which VOP1/VOP2/VOPC keep there; VOP3 has its own)."""
+    f["dpp_vgpr"] = _bits(w, 7, 0)
+    if src0 == DPP16:
+        f.update(dpp_ctrl=_bits(w, 16, 8), fi=_bits(w, 18, 18), bound_ctrl=_bits(w, 19, 19),
+                 bank_mask=_bits(w, 27, 24), row_mask=_bits(w, 31, 28))
+        if enc in ("VOP1", "VOP2", "VOPC"):
+            # src0_neg [20], src0_abs [21], src1_neg [22], src1_abs [23], in VOP3's layout.
+            f["neg"] = _bits(w, 20, 20) | _bits(w, 22, 22) << 1
+            f["abs"] = _bits(w, 21, 21) | _bits(w, 23, 23) << 1
+    else:
+        f.update(dpp8=_bits(w, 31, 8), fi=int(src0 == DPP8FI))
 
 
 def _table_name(enc: str, op: int, f: dict[str, int]) -> str:
@@ -212,8 +230,12 @@ def decode_one(code: bytes | memoryview, pos: int, addr: int) -> Inst:
         name_y = TABLES["VOPD_Y"].get(f["opy"], f"<VOPD opY {f['opy']}>")
     size = 4 * ndw
     src0 = f.get("src0")
-    if enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD") and src0 in (DPP16, DPP8, DPP8FI):
-        size += 4  # the DPP control dword; executing DPP is not supported
+    if enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P") and \
+            src0 in (DPP16, DPP8, DPP8FI):
+        pd = pos + size
+        _dpp_fields(enc, src0, int.from_bytes(code[pd:pd + 4], "little") if pd + 4 <= end
+                    else 0, f)
+        size += 4
     literal = None
     if _literal_fields(enc, name, f) or (name_y and name_y in IMPLICIT_LITERAL):
         if pos + size + 4 <= end:

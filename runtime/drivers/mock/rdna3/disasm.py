@@ -134,14 +134,19 @@ def _smem(inst: Inst) -> str:
 
 def _valu(inst: Inst) -> str:
     f, name, enc = inst.f, inst.name, inst.enc
+    dpp = f.get("src0") in (DPP16, DPP8, DPP8FI)
+    if dpp:   # the DPP source VGPR, shown as src0; the pattern follows the operands
+        f = {**f, "src0": VGPR0 + f["dpp_vgpr"]}
     sig = signature(name, enc, inst.op)
     lit = inst.literal
     vop3 = enc in ("VOP3", "VOP3SD")
     is_cmp = name.startswith("v_cmp")
     promoted = vop3 and inst.op < 512  # a VOP1/VOP2/VOPC opcode in its VOP3 form
     shown = name + ("_e64" if promoted else "_e32" if enc in ("VOP1", "VOP2", "VOPC") else "")
+    if dpp:
+        shown = name + ("_e64_dpp" if vop3 else "" if enc == "VOPC" else "_dpp")
     srcs = [src(f[f"src{i}"], bits(t), lit, t) for i, t in enumerate(sig.srcs)]
-    if vop3:
+    if vop3 or "dpp_ctrl" in f:
         srcs = [_vmods(s, i, f, t) for i, (s, t) in enumerate(zip(srcs, sig.srcs))]
     ops: list[str] = []
     if is_cmp:
@@ -167,12 +172,75 @@ def _valu(inst: Inst) -> str:
     else:
         ops += srcs
     text = f"{shown} " + ", ".join(ops) if ops else shown
+    if name in ("v_permlane16_b32", "v_permlanex16_b32") and f.get("opsel", 0) & 3:
+        text += f" op_sel:[{f['opsel'] & 1},{f['opsel'] >> 1 & 1}]"
     if vop3:
         if f.get("clamp"):
             text += " clamp"
         if f.get("omod"):
             text += {1: " mul:2", 2: " mul:4", 3: " div:2"}[f["omod"]]
-    return text
+    return text + (_dpp_text(f) if dpp else "")
+
+
+def _dpp_text(f: dict[str, int]) -> str:
+    """The DPP16/DPP8 pattern and flags, as LLVM prints them after the operands."""
+    fi = " fi:1" if f["fi"] else ""
+    if "dpp8" in f:
+        return " dpp8:[" + ",".join(str(f["dpp8"] >> (3 * i) & 7) for i in range(8)) + "]" + fi
+    c = f["dpp_ctrl"]
+    n = c & 15
+    if c <= 0xFF:
+        pat = "quad_perm:[" + ",".join(str(c >> (2 * i) & 3) for i in range(4)) + "]"
+    else:
+        pat = {0x100: f"row_shl:{n}", 0x110: f"row_shr:{n}", 0x120: f"row_ror:{n}",
+               0x150: f"row_share:{n}", 0x160: f"row_xmask:{n}"}.get(
+            c & ~15, {0x140: "row_mirror", 0x141: "row_half_mirror"}.get(c, f"dpp_ctrl:{c:#x}"))
+    return f" {pat} row_mask:{f['row_mask']:#x} bank_mask:{f['bank_mask']:#x}" + \
+        (" bound_ctrl:1" if f["bound_ctrl"] else "") + fi
+
+
+_WMMA_REGS = {"f16": 8, "bf16": 8, "iu8": 4, "iu4": 2}
+
+
+def _vop3p(inst: Inst) -> str:
+    """VOP3P in LLVM's syntax: modifiers printed where they differ from the defaults (OP_SEL_HI
+    all ones, except V_FMA_MIX*, whose NEG/NEG_HI show as -x and |x|)."""
+    f, name = inst.f, inst.name
+    dpp = f.get("src0") in (DPP16, DPP8, DPP8FI)
+    if dpp:
+        f = {**f, "src0": VGPR0 + f["dpp_vgpr"]}
+    mix = name.startswith("v_fma_mix")
+    nsrc = 3 if mix or "dot" in name or "wmma" in name or name in (
+        "v_pk_fma_f16", "v_pk_mad_u16", "v_pk_mad_i16") else 2
+    widths = [32] * nsrc
+    dwidth = 32
+    if name.startswith("v_wmma_"):
+        k = _WMMA_REGS[name.rsplit("_", 1)[1]] * 32
+        widths, dwidth = [k, k, 256], 256
+    ops = [_reg("v", f["vdst"], dwidth)]
+    for i in range(nsrc):
+        text = src(f[f"src{i}"], widths[i], inst.literal, "f16")
+        if mix and f["neg_hi"] >> i & 1:
+            text = f"|{text}|"
+        if mix and f["neg"] >> i & 1:
+            text = f"-{text}"
+        ops.append(text)
+
+    def arr(v: int) -> str:
+        return "[" + ",".join(str(v >> i & 1) for i in range(nsrc)) + "]"
+    mask = (1 << nsrc) - 1
+    text = f"{name}{'_e64_dpp' if dpp else ''} " + ", ".join(ops)
+    if f["opsel"] & mask:
+        text += f" op_sel:{arr(f['opsel'])}"
+    # llvm-mc-16 omits OP_SEL_HI at its default: all ones, but all zeros for V_FMA_MIX* and
+    # for the DPP forms.
+    if (f["opsel_hi"] & mask) != (0 if mix or dpp else mask):
+        text += f" op_sel_hi:{arr(f['opsel_hi'])}"
+    if not mix and f["neg"] & mask:
+        text += f" neg_lo:{arr(f['neg'])}"
+    if not mix and f["neg_hi"] & mask:
+        text += f" neg_hi:{arr(f['neg_hi'])}"
+    return text + (" clamp" if f["clamp"] else "") + (_dpp_text(f) if dpp else "")
 
 
 def _vopd_half(name: str, vdst: int, s0: int, vs1: int, lit: int | None) -> str:
@@ -229,7 +297,7 @@ def _mem(inst: Inst) -> str:
         if name.endswith(key):
             width = w
     atomic = "atomic" in name
-    is_load = "load" in name or (atomic and f["glc"])
+    is_load = "load" in name or (atomic and bool(f["glc"]))
     parts = []
     if is_load:
         dw = width // 2 if "cmpswap" in name else width
@@ -240,10 +308,31 @@ def _mem(inst: Inst) -> str:
                  if not (name.startswith("scratch") and not f["sve"]) else "off")
     if not (name.startswith("global_load") or name.startswith("flat_load")
             or name.startswith("scratch_load")):
-        parts.append(_reg("v", f["data"], width))
+        parts.append(_reg("v", f["data"], 2 * width if "cmpswap" in name else width))
     if not name.startswith("flat"):
         parts.append("off" if off_saddr else sreg(saddr, 64 if name.startswith("global") else 32))
     text = f"{name} " + ", ".join(parts)
+    if f["offset"]:
+        text += f" offset:{f['offset']}"
+    return text + (" glc" if f["glc"] else "") + (" slc" if f["slc"] else "") + \
+        (" dlc" if f["dlc"] else "")
+
+
+def _mubuf(inst: Inst) -> str:
+    f, name = inst.f, inst.name
+    width = 32
+    for key, w in (("b64", 64), ("b96", 96), ("b128", 128), ("u64", 64), ("i64", 64)):
+        if name.endswith(key):
+            width = w
+    if "cmpswap" in name:
+        width *= 2
+    nva = 2 if f["offen"] and f["idxen"] else 1
+    vaddr = _reg("v", f["vaddr"], 32 * nva) if f["offen"] or f["idxen"] else "off"
+    text = f"{name} {_reg('v', f['vdata'], width)}, {vaddr}, {_reg('s', f['srsrc'], 128)}, " \
+        f"{src(f['soffset'], 32, None)}"
+    for key in ("offen", "idxen"):
+        if f[key]:
+            text += f" {key}"
     if f["offset"]:
         text += f" offset:{f['offset']}"
     return text + (" glc" if f["glc"] else "") + (" slc" if f["slc"] else "") + \
@@ -259,9 +348,9 @@ def render(inst: Inst) -> str:
         if enc == "SMEM":
             return _smem(inst)
         if enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD"):
-            if inst.f.get("src0") in (DPP16, DPP8, DPP8FI):
-                return f"{inst.name} <dpp>"
             return _valu(inst)
+        if enc == "VOP3P":
+            return _vop3p(inst)
         if enc == "VOPD":
             f = inst.f
             x = _vopd_half(inst.name, f["vdstx"], f["srcx0"], f["vsrcx1"], inst.literal)
@@ -269,8 +358,10 @@ def render(inst: Inst) -> str:
             return f"{x} :: {y}"
         if enc in ("DS", "FLAT"):
             return _mem(inst)
-        if inst.name == "buffer_gl0_inv" or inst.name == "buffer_gl1_inv":
+        if inst.name in ("buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbinvl1"):
             return inst.name
+        if enc == "MUBUF":
+            return _mubuf(inst)
     except (KeyError, TypeError, IndexError, ValueError):
         pass
     words = " ".join(f"{w:08X}" for w in inst.words)

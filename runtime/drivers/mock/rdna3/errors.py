@@ -11,7 +11,8 @@ class DispatchRecord:
     `grid` counts workgroups (DISPATCH_DIRECT without USE_THREAD_DIMENSIONS), `block` threads
     (COMPUTE_NUM_THREAD_X/Y/Z). `user_sgprs` are COMPUTE_USER_DATA_0.. (RSRC2.USER_SGPR of them
     are loaded into s0..; missing ones read as zero). `lds_bytes` is the LDS allocation the PM4 side
-    derived from RSRC2.LDS_SIZE; accesses beyond it fault.
+    derived from RSRC2.LDS_SIZE; accesses beyond it fault. `scratch_*` describe the private
+    segment memory (COMPUTE_DISPATCH_SCRATCH_BASE and COMPUTE_TMPRING_SIZE); 0 means none.
     """
 
     pgm_addr: int
@@ -23,6 +24,8 @@ class DispatchRecord:
     block: tuple[int, int, int]
     lds_bytes: int
     scratch_va: int = 0
+    scratch_wave_B: int = 0   # COMPUTE_TMPRING_SIZE.WAVESIZE * 256: one wave's scratch slot
+    scratch_slots: int = 0    # COMPUTE_TMPRING_SIZE.WAVES: waves that can hold scratch at once
 
 
 @dataclass

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="arg-type"
 """IEEE float helpers with the RDNA3 semantics numpy lacks (fused multiply-add, the division
 helpers, saturating conversions, class tests).
 
@@ -155,9 +157,11 @@ def ldexp(x: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 def _exponent(x: np.ndarray) -> np.ndarray:
-    """The biased exponent field of an f32/f64 (ISA pseudo-code `exponent()`)."""
+    """The biased exponent field of an f16/f32/f64 (ISA pseudo-code `exponent()`)."""
     if x.dtype == np.float32:
         return ((x.view(np.uint32) >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int32)
+    if x.dtype == np.float16:
+        return ((x.view(np.uint16) >> np.uint16(10)) & np.uint16(0x1F)).astype(np.int32)
     return ((x.view(np.uint64) >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int32)
 
 

@@ -21,8 +21,10 @@ through a masked block with an empty EXEC count too) and once per lane active in
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +33,10 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 from .decode import EXEC_LO, Inst, decode_one
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .liveness import dead_mask_writes, masked_block
-from .machine import ALL, Group, Machine, merge, pack_lanes
+from .machine import ALL, Group, Machine, ScratchSetup, merge, pack_lanes
 from .ops_ds import compile_ds
-from .ops_mem import compile_flat, compile_mubuf, compile_smem
+from .ops_buffer import buffer_contention, compile_mubuf
+from .ops_mem import compile_flat, compile_smem, flat_contention
 from .ops_salu import BARRIER, BRANCH, END, NEXT, Step, compile_salu
 from .ops_valu import compile_valu
 
@@ -81,10 +84,14 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
         step = Step(NEXT, compile_smem(inst), inst)
     elif enc == "FLAT":
         step = Step(NEXT, compile_flat(inst), inst)
+        if "cmpswap" in inst.name and inst.f["glc"]:
+            step.contended = flat_contention(inst)
     elif enc == "DS":
         step = Step(NEXT, compile_ds(inst), inst)
     elif enc == "MUBUF":
         step = Step(NEXT, compile_mubuf(inst), inst)
+        if "cmpswap" in inst.name and inst.f["glc"]:
+            step.contended = buffer_contention(inst)
     else:
         raise KernelFault(f"unsupported instruction encoding {enc}", address=inst.addr,
                           instruction=str(inst))
@@ -171,11 +178,13 @@ class Layout:
             raise KernelFault(f"bad dispatch size: grid {d.grid} block {d.block}")
         if max(d.block) > 1024 or threads > 1024:
             raise KernelFault(f"workgroup of {d.block} exceeds 1024 threads")
-        return cls(grid=tuple(d.grid), block=tuple(d.block),
+        gx, gy, gz = d.grid
+        bx, by, bz = d.block
+        return cls(grid=(gx, gy, gz), block=(bx, by, bz),
                    waves_per_wg=math.ceil(threads / 32),
                    n_vgprs=((d.rsrc1 & 0x3F) + 1) * 8,        # RSRC1.VGPRS, granules of 8
                    user_sgprs=d.rsrc2 >> 1 & 0x1F,            # RSRC2.USER_SGPR
-                   tgid=tuple(bool(d.rsrc2 >> b & 1) for b in (7, 8, 9)),
+                   tgid=(bool(d.rsrc2 >> 7 & 1), bool(d.rsrc2 >> 8 & 1), bool(d.rsrc2 >> 9 & 1)),
                    tg_size=bool(d.rsrc2 >> 10 & 1), scratch=bool(d.rsrc2 & 1),
                    tidig=d.rsrc2 >> 11 & 3)
 
@@ -220,37 +229,203 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
     m.dirty_s.update(range(nxt + 1), (EXEC_LO,))
 
 
-def _batches(lay: Layout, lds_bytes: int) -> int:
-    """Workgroups per batch: as many as fit the memory budget and the wave cap."""
+def _batches(lay: Layout, d: DispatchRecord) -> int:
+    """Workgroups per batch: as many as fit the memory budget and the wave cap, and, for a
+    kernel with scratch, the scratch slots (each running wave holds one, as on the hardware)."""
     per_wave = lay.n_vgprs * 32 * 4 + 128 * 4 + 32
-    per_wg = lay.waves_per_wg * per_wave + lds_bytes
+    per_wg = lay.waves_per_wg * per_wave + d.lds_bytes
     by_mem = max(1, BATCH_MEMORY_B // per_wg)
     by_waves = max(1, BATCH_MAX_WAVES // lay.waves_per_wg)
-    return min(by_mem, by_waves)
+    n = min(by_mem, by_waves)
+    if lay.scratch and d.scratch_wave_B:
+        if d.scratch_slots < lay.waves_per_wg:
+            raise KernelFault(f"COMPUTE_TMPRING_SIZE.WAVES = {d.scratch_slots} scratch slots "
+                              f"cannot hold one workgroup of {lay.waves_per_wg} waves")
+        n = min(n, d.scratch_slots // lay.waves_per_wg)
+    return n
 
 
 # -- the scheduler -----------------------------------------------------------------------------
-def _run_batch(prog: Program, m: Machine, stats: ExecStats, limit: int) -> None:
-    groups = [Group(m, ALL, 0)]
-    while groups:
-        runnable = [g for g in groups if not g.at_barrier]
-        if not runnable:
-            # Every live wave waits at a barrier: all of them pass it.
-            for g in groups:
-                g.at_barrier = False
-                g.pc += 1
-            groups = _merge_same_pc(groups)
-            continue
-        g = min(runnable, key=lambda h: h.pc)
-        same = [h for h in runnable if h.pc == g.pc]
-        if len(same) > 1:
-            merged = merge(same)
-            groups = [h for h in groups if all(h is not s for s in same)] + [merged]
-            g = merged
-        others = [h.pc for h in groups if h is not g and not h.at_barrier]
-        horizon = min(others) if others else len(prog.insts) + 1
-        groups.remove(g)
-        groups.extend(_run_group(prog, g, horizon, stats, limit))
+CHECK_EVERY = 256   # instructions (of any group size) between looks at the clock
+
+
+class Dispatch:
+    """One dispatch in execution, resumable: `advance(seconds)` runs it for about that long and
+    says whether it finished, so the mock GPU can keep a kernel that never ends from hanging
+    the host and report where its waves are (`describe`)."""
+
+    def __init__(self, dispatch: DispatchRecord, mem: MockMemory, *,
+                 cache: ProgramCache | None = None,
+                 max_wave_instructions: int = 1 << 40) -> None:
+        self.record = dispatch
+        self.lay = Layout.of(dispatch)
+        self.prog = (cache or _DEFAULT_CACHE).get(mem, dispatch.pgm_addr)
+        self.mem = mem
+        self.limit = max_wave_instructions
+        self.stats = ExecStats()
+        self.done = False
+        self.groups: list[Group] = []
+        self.machine: Machine | None = None
+        self._deadline = math.inf
+        self._ticks = CHECK_EVERY
+        self._gen = self._run()
+
+    def advance(self, seconds: float = math.inf) -> bool:
+        """Runs for about `seconds` (to the end when infinite); True once the dispatch is done.
+        A KernelFault ends it."""
+        if self.done:
+            return True
+        self._deadline = time.perf_counter() + seconds
+        try:
+            with np.errstate(all="ignore"):
+                next(self._gen)
+        except StopIteration:
+            self.done = True
+        except BaseException:
+            self.done = True
+            raise
+        return self.done
+
+    def describe(self) -> str:
+        """Where the waves of the running batch are: per group of waves at one program counter,
+        the waves (and their workgroups), the address and the instruction."""
+        m = self.machine
+        if self.done or m is None:
+            return "no waves running"
+        lines = []
+        wg0 = getattr(self, "_wg0", 0)
+        for g in sorted(self.groups, key=lambda h: h.pc):
+            ids = g.wave_ids()
+            inst = self.prog.insts[g.pc] if g.pc < len(self.prog.insts) else None
+            where = f"{inst.addr:#x} {inst}" if inst is not None else "past the end"
+            state = " (at a barrier)" if g.at_barrier else " (waiting)" if g.parked else ""
+            wgs = sorted({int(w) + wg0 for w in m.wave_wg[ids]})
+            lines.append(f"waves {_ranges(ids)} of workgroups {_ranges(np.array(wgs))}: "
+                         f"pc {where}{state}")
+        return "; ".join(lines)
+
+    # -- the generator that does the work
+    def _run(self):  # type: ignore[no-untyped-def]
+        lay, d = self.lay, self.record
+        n_wg_total = lay.grid[0] * lay.grid[1] * lay.grid[2]
+        per_batch = _batches(lay, d)
+        scratch = ScratchSetup(d.scratch_va, d.scratch_wave_B, d.scratch_slots) \
+            if d.scratch_va and d.scratch_wave_B else None
+        m = None
+        for wg0 in range(0, n_wg_total, per_batch):
+            n_wg = min(per_batch, n_wg_total - wg0)
+            m = Machine(self.mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, d.lds_bytes,
+                        reuse=m)
+            m.scratch = scratch
+            _init_batch(m, lay, d, wg0, n_wg)
+            self.machine, self._wg0 = m, wg0
+            yield from self._run_batch(m)
+            self.stats.waves += m.n_waves
+            self.stats.workgroups += n_wg
+        self.groups = []
+
+    def _run_batch(self, m: Machine):  # type: ignore[no-untyped-def]
+        prog = self.prog
+        groups = self.groups = [Group(m, ALL, 0)]
+        while groups:
+            runnable = [g for g in groups if not g.at_barrier and not g.parked]
+            if not runnable:
+                parked = [g for g in groups if g.parked]
+                if parked:
+                    # Waves set aside at a contended atomic go on once nothing else can.
+                    for g in parked:
+                        g.parked = False
+                    continue
+                # Every live wave waits at a barrier: all of them pass it.
+                for g in groups:
+                    g.at_barrier = False
+                    g.pc += 1
+                groups[:] = _merge_same_pc(groups)
+                continue
+            g = min(runnable, key=lambda h: h.pc)
+            same = [h for h in runnable if h.pc == g.pc]
+            if len(same) > 1:
+                merged = merge(same)
+                groups[:] = [h for h in groups if all(h is not s for s in same)] + [merged]
+                g = merged
+            others = [h.pc for h in groups if h is not g and not h.at_barrier and not h.parked]
+            horizon = min(others) if others else len(prog.insts) + 1
+            groups.remove(g)
+            rest = yield from self._run_group(g, horizon)
+            groups.extend(rest)
+
+    def _run_group(self, g: Group, horizon: int):  # type: ignore[no-untyped-def]
+        """Runs g until it reaches another group's pc, splits, waits, or ends; returns what is
+        left (a generator: it pauses when the time slice is over)."""
+        prog, stats, limit = self.prog, self.stats, self.limit
+        n_insts = len(prog.insts)
+        self.groups.append(g)   # visible to describe() while it runs
+        try:
+            while g.pc < horizon:
+                if g.pc >= n_insts:
+                    raise KernelFault("execution ran past the end of the program (no s_endpgm)",
+                                      address=prog.base + len(prog.raw))
+                step = prog.step(g.pc)
+                stats.wave_instructions += g.n
+                stats.lane_instructions += g.active
+                self._ticks -= 1
+                if not self._ticks:
+                    self._ticks = CHECK_EVERY
+                    if stats.wave_instructions > limit:
+                        raise KernelFault(f"instruction limit of {limit} wave-instructions "
+                                          "exceeded (a kernel that never ends?)",
+                                          address=step.inst.addr, instruction=str(step.inst))
+                    if time.perf_counter() > self._deadline:
+                        yield
+                kind = step.kind
+                if kind == NEXT:
+                    if step.contended is not None and g.n > 1 and step.contended(g):
+                        # Lanes of several waves race on one address: let the first wave run
+                        # on alone (one of the orders the hardware may pick), the others wait.
+                        first = np.zeros(g.n, dtype=bool)
+                        first[0] = True
+                        a, rest = g.split(first, g.pc, g.pc)
+                        rest.parked = True
+                        return [a, rest]
+                    _call(step, g)
+                    g.pc += 1
+                elif kind == BRANCH:
+                    taken = step.fn(g) if step.fn is not None else True
+                    if taken is True or taken.all():  # type: ignore[union-attr]  # True or array
+                        g.pc = step.target
+                    elif not taken.any():  # type: ignore[union-attr]
+                        g.pc += 1
+                    elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * g.n:
+                        # The skipped block only does EXEC-masked work, so the waves whose EXEC
+                        # is empty can come along and do nothing; keeping the group whole is
+                        # cheaper than a split and a merge unless most waves would skip.
+                        g.pc += 1
+                    else:
+                        return list(g.split(np.asarray(taken), step.target, g.pc + 1))
+                elif kind == END:
+                    return []
+                elif kind == BARRIER:
+                    g.at_barrier = True
+                    return [g]
+                else:  # JUMP
+                    return _jump(prog, g, step, _call(step, g))
+            return [g]
+        finally:
+            self.groups.remove(g)
+
+
+def _ranges(ids: np.ndarray) -> str:
+    """'0-3,7' for [0 1 2 3 7]."""
+    out: list[str] = []
+    vals = [int(v) for v in np.asarray(ids).reshape(-1)]
+    i = 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        out.append(f"{vals[i]}" if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ",".join(out)
 
 
 def _merge_same_pc(groups: list[Group]) -> list[Group]:
@@ -260,49 +435,8 @@ def _merge_same_pc(groups: list[Group]) -> list[Group]:
     return [merge(gs) if len(gs) > 1 else gs[0] for gs in by_pc.values()]
 
 
-def _run_group(prog: Program, g: Group, horizon: int, stats: ExecStats,
-               limit: int) -> list[Group]:
-    """Runs g until it reaches another group's pc, splits, waits, or ends; returns what is left."""
-    n_insts = len(prog.insts)
-    while g.pc < horizon:
-        if g.pc >= n_insts:
-            raise KernelFault("execution ran past the end of the program (no s_endpgm)",
-                              address=prog.base + len(prog.raw))
-        step = prog.step(g.pc)
-        stats.wave_instructions += g.n
-        stats.lane_instructions += g.active
-        if stats.wave_instructions > limit:
-            raise KernelFault(f"instruction limit of {limit} wave-instructions exceeded "
-                              "(a kernel that never ends?)", address=step.inst.addr,
-                              instruction=str(step.inst))
-        kind = step.kind
-        if kind == NEXT:
-            _call(step, g)
-            g.pc += 1
-        elif kind == BRANCH:
-            taken = step.fn(g) if step.fn is not None else True
-            if taken is True or taken.all():
-                g.pc = step.target
-            elif not taken.any():
-                g.pc += 1
-            elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * g.n:
-                # The skipped block only does EXEC-masked work, so the waves whose EXEC is empty
-                # can come along and do nothing; keeping the group whole is cheaper than a
-                # split and a merge unless most waves would skip.
-                g.pc += 1
-            else:
-                return list(g.split(np.asarray(taken), step.target, g.pc + 1))
-        elif kind == END:
-            return []
-        elif kind == BARRIER:
-            g.at_barrier = True
-            return [g]
-        else:  # JUMP
-            return _jump(prog, g, step, _call(step, g))
-    return [g]
-
-
-def _call(step: Step, g: Group):
+def _call(step: Step, g: Group) -> Any:
+    assert step.fn is not None  # NEXT steps always carry their function
     try:
         return step.fn(g)
     except KernelFault:
@@ -335,19 +469,6 @@ def _jump(prog: Program, g: Group, step: Step, targets: np.ndarray) -> list[Grou
 def execute(dispatch: DispatchRecord, mem: MockMemory, *, cache: ProgramCache | None = None,
             max_wave_instructions: int = 1 << 40) -> ExecStats:
     """Runs one dispatch to completion on `mem`; raises KernelFault if the kernel faults."""
-    lay = Layout.of(dispatch)
-    prog = (cache or _DEFAULT_CACHE).get(mem, dispatch.pgm_addr)
-    n_wg_total = lay.grid[0] * lay.grid[1] * lay.grid[2]
-    stats = ExecStats()
-    per_batch = _batches(lay, dispatch.lds_bytes)
-    m = None
-    with np.errstate(all="ignore"):
-        for wg0 in range(0, n_wg_total, per_batch):
-            n_wg = min(per_batch, n_wg_total - wg0)
-            m = Machine(mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, dispatch.lds_bytes,
-                        reuse=m)
-            _init_batch(m, lay, dispatch, wg0, n_wg)
-            _run_batch(prog, m, stats, max_wave_instructions)
-            stats.waves += m.n_waves
-            stats.workgroups += n_wg
-    return stats
+    run = Dispatch(dispatch, mem, cache=cache, max_wave_instructions=max_wave_instructions)
+    run.advance()
+    return run.stats

@@ -20,7 +20,7 @@ _PURE_NOPS = {"s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr
               "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_waitcnt_expcnt",
               "s_sendmsg", "s_set_inst_prefetch_distance", "buffer_gl0_inv", "buffer_gl1_inv"}
 _SRC_KEYS = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0", "soffset", "saddr",
-             "sbase")
+             "sbase", "srsrc")
 
 
 def mask_write(inst: Inst) -> int | None:
@@ -40,6 +40,8 @@ def mask_write(inst: Inst) -> int | None:
 def _may_read(inst: Inst, r: int) -> bool:
     if inst.name in _PURE_NOPS:
         return False
+    if inst.name.startswith("s_movrel"):
+        return True   # M0-relative: any SGPR may be read (and written: not a full rewrite)
     if r == VCC_LO and (inst.name in _IMPLICIT_VCC_READERS or inst.name_y in
                         _IMPLICIT_VCC_READERS):
         return True
@@ -51,7 +53,7 @@ def _may_read(inst: Inst, r: int) -> bool:
         v = inst.f.get(key)
         if v is None:
             continue
-        span = 4 if key == "sbase" else 2
+        span = 4 if key in ("sbase", "srsrc") else 2
         if v <= r < v + span or v == 251 and r == VCC_LO:
             return True
     return False
@@ -92,7 +94,7 @@ def exec_masked_only(inst: Inst) -> bool:
     """True if the instruction has no effect at all in a wave whose EXEC is zero."""
     if inst.name in _SAFE_SCALAR:
         return True
-    if inst.enc in ("DS", "FLAT"):
+    if inst.enc in ("DS", "FLAT", "MUBUF"):
         return inst.name not in ("ds_append", "ds_consume") and not inst.f.get("gds")
     if inst.enc in ("VOP1", "VOP2", "VOP3", "VOPD", "VOP3P"):
         return inst.name not in _UNSAFE_VALU and mask_write(inst) is None and \

@@ -11,7 +11,9 @@ hardware expects (AMDGPUUsage "Kernel Dispatch", "Initial Kernel Execution State
   * the user SGPRs are laid out in the order kernel_code_properties enables them, padded to
     RSRC2.USER_SGPR;
   * RSRC2.LDS_SIZE, which the compiler leaves at 0, is set to the group segment size in 512-B
-    granules, and the LDS allocation the PM4 side derives from it is passed along.
+    granules, and the LDS allocation the PM4 side derives from it is passed along;
+  * a kernel with a private segment gets scratch backing memory: one slot of
+    private_segment_fixed_size x 64 lanes (in 256-B units) per wave, as TMPRING_SIZE describes.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from .ops_mem import PRIVATE_APERTURE, SHARED_APERTURE
 
 PAGE = 0x1000
 LDS_GRANULE_B = 512  # gfx11 RSRC2.LDS_SIZE unit (what tinygrad and the guide use)
+SCRATCH_SLOTS = 1024
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,9 @@ class TestDevice:
     # -- dispatch
     def dispatch_record(self, k: LoadedKernel, args: Sequence[Any], grid: tuple[int, ...],
                         block: tuple[int, ...], dynamic_lds_B: int = 0) -> DispatchRecord:
-        grid3 = tuple(grid) + (1,) * (3 - len(grid))
-        block3 = tuple(block) + (1,) * (3 - len(block))
+        gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
+        bx, by, bz = tuple(block) + (1,) * (3 - len(block))
+        grid3, block3 = (gx, gy, gz), (bx, by, bz)
         kd = k.kernel.kd
         kernarg_va = self.upload(self._kernargs(k.kernel, args, grid3, block3))
         layout = kd.user_sgpr_layout()
@@ -109,9 +113,17 @@ class TestDevice:
         lds = k.kernel.group_segment_size + dynamic_lds_B
         granules = math.ceil(lds / LDS_GRANULE_B)
         rsrc2 = (kd.rsrc2 & ~(0x1FF << 15)) | (granules & 0x1FF) << 15
+        scratch: dict[str, int] = {}
+        if kd.private_segment_fixed_size or kd.rsrc2 & 1:
+            # One scratch slot per wave of the dispatch (at most SCRATCH_SLOTS run at once).
+            wave_B = -(-max(kd.private_segment_fixed_size, 16) * 64 // 256) * 256
+            waves = grid3[0] * grid3[1] * grid3[2] * -(-block3[0] * block3[1] * block3[2] // 32)
+            slots = max(32, min(SCRATCH_SLOTS, waves))
+            scratch = dict(scratch_va=self.alloc(slots * wave_B), scratch_wave_B=wave_B,
+                           scratch_slots=slots)
         return DispatchRecord(pgm_addr=k.entry_va, rsrc1=kd.rsrc1, rsrc2=rsrc2, rsrc3=kd.rsrc3,
                               user_sgprs=tuple(user), grid=grid3, block=block3,
-                              lds_bytes=granules * LDS_GRANULE_B)
+                              lds_bytes=granules * LDS_GRANULE_B, **scratch)
 
     def launch(self, k: LoadedKernel, args: Sequence[Any], grid: tuple[int, ...],
                block: tuple[int, ...], **kw: Any) -> ExecStats:
@@ -129,8 +141,9 @@ class TestDevice:
         then workgroup ids for the dimensions `tgid` enables).
         """
         va = self.upload(bytes(code) + (0xBF9F0000).to_bytes(4, "little") * 4)
-        grid3 = tuple(grid) + (1,) * (3 - len(grid))
-        block3 = tuple(block) + (1,) * (3 - len(block))
+        gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
+        bx, by, bz = tuple(block) + (1,) * (3 - len(block))
+        grid3, block3 = (gx, gy, gz), (bx, by, bz)
         rsrc1 = max(0, -(-vgprs // 8) - 1)
         rsrc2 = len(user_sgprs) << 1 | sum(1 << (7 + i) for i, on in enumerate(tgid) if on)
         rsrc2 |= (2 if block3[2] > 1 else 1 if block3[1] > 1 else 0) << 11

@@ -12,14 +12,18 @@ never pack or unpack at all.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
 import numpy as np
 
-from runtime.drivers.mock.memory import MockMemory
+from runtime.drivers.mock.memory import MockMemory, PageFault
 
 from .decode import EXEC_LO, NULL
+from .errors import KernelFault
 
 ALL = slice(None)
-SCRATCH_LIMIT_B = 1 << 30
 U32 = np.uint32
 
 
@@ -37,6 +41,11 @@ def pack_lanes(mask: np.ndarray) -> np.ndarray:
 
 class Machine:
     """Registers, LDS and memory of one batch of workgroups."""
+
+    _cap_waves: int
+    _v_store: np.ndarray
+    _s_store: np.ndarray
+    _lds_store: np.ndarray
 
     def __init__(self, mem: MockMemory, n_waves: int, n_vgprs: int, n_wgs: int,
                  lds_bytes: int, reuse: "Machine | None" = None) -> None:
@@ -74,31 +83,57 @@ class Machine:
         self.lds32 = self.lds[:len(self.lds) // 4 * 4].view(np.uint32)
         self.wave_wg = np.zeros(n_waves, dtype=np.int64)   # workgroup index within the batch
         self.wave_lds_base = np.zeros(n_waves, dtype=np.uint32)
-        # Private (scratch) memory: per lane, grown on first use to what the kernel touches.
-        self.scratch = np.zeros(0, dtype=np.uint8)
-        self.scratch_per_lane = 0
+        # Private (scratch) memory: the dispatch's scratch backing memory (set by `execute`).
+        self.scratch: ScratchSetup | None = None
+        self._scratch_mem: np.ndarray | None = None
 
-    def scratch_reserve(self, nbytes: int) -> int:
-        """Makes every lane's private segment at least `nbytes` long; returns its length."""
-        if nbytes > self.scratch_per_lane:
-            lanes = self.n_waves * 32
-            new = max(256, -(-nbytes // 256) * 256, 2 * self.scratch_per_lane)
-            if lanes * new > SCRATCH_LIMIT_B:
-                raise MemoryError(f"scratch of {new} B per lane for {lanes} lanes exceeds the "
-                                  f"mock's {SCRATCH_LIMIT_B >> 20} MiB limit")
-            grown = np.zeros(lanes * new, dtype=np.uint8)
-            if self.scratch_per_lane:
-                grown.reshape(lanes, new)[:, :self.scratch_per_lane] = \
-                    self.scratch.reshape(lanes, self.scratch_per_lane)
-            self.scratch, self.scratch_per_lane = grown, new
-        return self.scratch_per_lane
+    def scratch_view(self, lanes: np.ndarray, off: np.ndarray, size: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """(backing array, int64 byte offsets) of private-segment bytes [off, off+size) of the
+        given lanes (batch-wide lane ids). An access must stay inside one dword.
+
+        Layout of a wave's slot (WAVESIZE * 256 B, the wave's index in the batch picks the
+        slot): dwords are interleaved across the wave's lanes, so dword d of lane l lies at
+        d * 128 + l * 4 (the hardware's scratch swizzle with 4-byte elements and an index
+        stride of the wave size: the lanes of a wave touching one private offset hit
+        consecutive dwords)."""
+        sc = self.scratch
+        if sc is None or sc.wave_B == 0:
+            raise KernelFault("scratch access, but the dispatch has no private segment memory "
+                              "(COMPUTE_TMPRING_SIZE.WAVESIZE / COMPUTE_DISPATCH_SCRATCH_BASE are "
+                              "unset: the runtime must provide scratch for kernels with a "
+                              "private segment)")
+        if self._scratch_mem is None:
+            data, at = self.mem.find(sc.base_va, sc.slots * sc.wave_B, "scratch")
+            self._scratch_mem = data[at:at + sc.slots * sc.wave_B]
+        dword = off >> 2
+        if int(dword.max()) * 128 + 128 > sc.wave_B:
+            raise PageFault(sc.base_va + int(off.max()), size, "scratch",
+                            f"private offset {int(off.max())} is beyond the {sc.wave_B // 128} "
+                            "B per lane that COMPUTE_TMPRING_SIZE.WAVESIZE gives each lane")
+        if size > 1 and int(((off & 3) + size).max()) > 4:
+            raise KernelFault(f"{size}-byte scratch access crossing a dword boundary (the "
+                              "hardware's dword swizzle splits it; not modelled)")
+        wave, lane = lanes // 32, lanes % 32
+        return self._scratch_mem, wave * sc.wave_B + dword * 128 + lane * 4 + (off & 3)
+
+
+@dataclass(frozen=True)
+class ScratchSetup:
+    """A dispatch's scratch: COMPUTE_DISPATCH_SCRATCH_BASE (as a VA), the bytes of one wave's
+    slot (COMPUTE_TMPRING_SIZE.WAVESIZE * 256) and the number of slots (TMPRING_SIZE.WAVES,
+    which bounds how many waves run at once)."""
+
+    base_va: int
+    wave_B: int
+    slots: int
 
 
 class Group:
     """Waves at one program counter. `idx` selects them in the machine (a slice when it can)."""
 
     __slots__ = ("m", "idx", "n", "pc", "lanes", "dirty", "exec", "exec_full", "active",
-                 "at_barrier")
+                 "at_barrier", "parked")
 
     def __init__(self, m: Machine, idx: slice | np.ndarray, pc: int) -> None:
         self.m, self.idx, self.pc = m, idx, pc
@@ -106,6 +141,7 @@ class Group:
         self.lanes: dict[int, np.ndarray] = {}
         self.dirty: set[int] = set()
         self.at_barrier = False
+        self.parked = False   # set aside at a contended atomic until nothing else can run
         self._load_exec()
 
     # -- EXEC bookkeeping
@@ -155,6 +191,21 @@ class Group:
         else:
             self.lanes[r] = mask
         self.dirty.add(r)
+
+    @contextmanager
+    def masked(self, lanes: np.ndarray) -> Iterator[None]:
+        """Runs a block with EXEC narrowed to `lanes` (a subset of it, bool [n, 32]) without
+        touching the EXEC SGPRs: memory instructions use it for the lanes of one address
+        space or the in-range lanes of a buffer access."""
+        saved = (self.exec, self.active, self.exec_full, self.lanes[EXEC_LO])
+        self.exec = lanes
+        self.lanes[EXEC_LO] = lanes
+        self.active = int(np.count_nonzero(lanes))
+        self.exec_full = self.active == self.n * 32
+        try:
+            yield
+        finally:
+            self.exec, self.active, self.exec_full, self.lanes[EXEC_LO] = saved
 
     def flush(self) -> None:
         for r in list(self.dirty):

@@ -79,7 +79,7 @@ def all_bounds(x: np.ndarray) -> tuple[int, int]:
 
 @lru_cache(maxsize=32)
 def _ramp(n: int, step: int, dtype: type) -> np.ndarray:
-    r = np.arange(0, n * step, step, dtype=dtype)
+    r: np.ndarray = np.arange(0, n * step, step, dtype=dtype)
     r.setflags(write=False)
     return r
 
@@ -217,19 +217,20 @@ def store_sub(t: Target, val: np.ndarray, size: int) -> None:
 def atomic(t: Target, op: str, dt: type, src: np.ndarray, cmp: np.ndarray | None,
            want_old: bool, shape: tuple[int, ...]) -> np.ndarray | None:
     """Read-modify-write of compacted lanes in lane order; the old values if asked."""
-    out = np.zeros(shape, dtype=dt) if want_old else None
+    out: np.ndarray | None = np.zeros(shape, dtype=dt) if want_old else None
     size = np.dtype(dt).itemsize
     for sp in t.spans:
         off = sp.off
         if np.any(off % size):
             raise PageFault(0, size, "atomic", "misaligned atomic")
-        arr = sp.data[:len(sp.data) // size * size].view(dt)
+        arr: np.ndarray = sp.data[:len(sp.data) // size * size].view(dt)
         s = src if sp.sel is None else src[sp.sel]
         c = cmp if cmp is None or sp.sel is None else cmp[sp.sel]
         idx = (np.asarray(off, dtype=np.int64) // size).reshape(-1)
         old = atomics.rmw(arr, idx, op, s.reshape(-1),
                           None if c is None else c.reshape(-1), want_old)
         if want_old:
+            assert old is not None and out is not None  # rmw returns the old values if asked
             if sp.sel is None:
                 out = old.reshape(shape)
             else:

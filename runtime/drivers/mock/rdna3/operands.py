@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="index"
 """Operand access compiled once per instruction: readers and writers of typed values.
 
 A reader is `fn(group) -> array` giving the operand with the numpy dtype of its ISA type: VGPRs
@@ -16,8 +18,9 @@ from typing import Callable
 
 import numpy as np
 
-from .decode import (EXEC_LO, LITERAL, NULL, SRC_EXECZ, SRC_SCC, SRC_VCCZ, VCC_LO, VGPR0,
-                     Inst)
+from . import dpp
+from .decode import (DPP8, DPP8FI, DPP16, EXEC_LO, LITERAL, NULL, SRC_EXECZ, SRC_SCC, SRC_VCCZ,
+                     VCC_LO, VGPR0, Inst)
 from .errors import KernelFault
 from .machine import Group
 
@@ -74,6 +77,11 @@ def raw_reader(code: int, inst: Inst, w: int = 32) -> Reader:
     if cb is not None:
         c = np.array(cb, dtype=np.uint64 if w == 64 else np.uint32)
         return lambda g: c
+    if code in (DPP16, DPP8, DPP8FI):
+        if w != 32:
+            raise KernelFault("unsupported instruction: DPP on a 64-bit source",
+                              address=inst.addr, instruction=str(inst))
+        return dpp.read_src0(inst)
     if code >= VGPR0:
         r = code - VGPR0
         if w == 64:

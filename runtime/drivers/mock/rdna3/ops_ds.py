@@ -1,4 +1,4 @@
-"""DS instructions: LDS loads, stores, two-address forms, atomics, lane permutes.
+"""DS instructions: LDS loads, stores, two-address forms, atomics, lane permutes and swizzles.
 
 LDS is one byte array for the whole batch, each workgroup owning `lds_bytes` of it; a lane's
 address is its 32-bit DS address (VGPR + offset, wrapping) plus its workgroup's base. Accesses
@@ -16,21 +16,20 @@ from . import mem_lanes as ml
 from .decode import Inst
 from .errors import KernelFault, PageFaultError
 from .machine import Group
-from .ops_mem import _ATOMIC_DT, _SIZES, _atomic_exec, _kind, _transfer
+from .ops_mem import _ATOMIC_DT, _SIZES, MemOp, _transfer, atomic_exec, m0_of, mem_op
 
 Exec = Callable[[Group], None]
+Offsets = Callable[[Group], np.ndarray]
 u32 = np.uint32
+_LANE4 = (np.arange(32, dtype=u32) * u32(4))[None, :]
 
 
-def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[Group], ml.Target]:
+def lds_target(inst: Inst, addr_of: Offsets, size: int) -> Callable[[Group], ml.Target]:
+    """Lanes at the LDS byte addresses `addr_of` gives (uint32 [n, 32] or broadcastable)."""
     def resolve(g: Group) -> ml.Target:
         m = g.m
         mask = None if g.exec_full else g.exec
-        # The LDS address is the 32-bit sum of the VGPR and the offset (LLVM folds negative VGPR
-        # terms into the unsigned offset, relying on the wrap).
-        a = g.v(addr_reg)
-        if off:
-            a = a + u32(off)
+        a = np.broadcast_to(addr_of(g), (g.n, 32))
         amax = int(a.max())
         if amax + size > m.lds_bytes:
             b = ml.lane_bounds(a, mask) if mask is not None else (0, amax)
@@ -48,6 +47,18 @@ def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[Gr
     return resolve
 
 
+def _vgpr_addr(addr_reg: int, off: int) -> Offsets:
+    # The LDS address is the 32-bit sum of the VGPR and the offset (LLVM folds negative VGPR
+    # terms into the unsigned offset, relying on the wrap).
+    if not off:
+        return lambda g: g.v(addr_reg)
+    return lambda g: g.v(addr_reg) + u32(off)
+
+
+def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[Group], ml.Target]:
+    return lds_target(inst, _vgpr_addr(addr_reg, off), size)
+
+
 def compile_ds(inst: Inst) -> Exec:
     name, f = inst.name, inst.f
     if f["gds"]:
@@ -56,41 +67,99 @@ def compile_ds(inst: Inst) -> Exec:
         return lambda g: None
     if name in ("ds_bpermute_b32", "ds_permute_b32"):
         return _compile_permute(inst)
-    kind, typ = _kind(name)
+    if name == "ds_swizzle_b32":
+        return _compile_swizzle(inst)
+    if name in ("ds_append", "ds_consume"):
+        return _compile_append(inst)
+    op = mem_op(name)
     off = f["offset0"] | f["offset1"] << 8
     addr_r, vdst, d0, d1 = f["addr"], f["vdst"], f["data0"], f["data1"]
-    if kind in ("load", "store") and typ in _SIZES:
-        return _transfer(inst, kind, typ, vdst, d0, _ds_resolver(inst, addr_r, off, _SIZES[typ]))
-    if kind.startswith("load_2addr") or kind.startswith("store_2addr"):
-        size = _SIZES[typ]
-        scale = size * (64 if "stride64" in kind else 1)
-        o0, o1 = f["offset0"] * scale, f["offset1"] * scale
-        ndw = size // 4
-        plain = kind.split("_")[0]
-        first = _transfer(inst, plain, typ, vdst, d0, _ds_resolver(inst, addr_r, o0, size))
-        second = _transfer(inst, plain, typ, vdst + ndw, d1, _ds_resolver(inst, addr_r, o1, size))
-        if plain == "load" and vdst <= addr_r < vdst + ndw:
-            first, second = second, first  # the first result overwrites the address register
-
-        def both(g: Group) -> None:
-            first(g)
-            second(g)
-        return both
-    return _compile_ds_atomic(inst, kind, typ, off)
+    if op.kind in ("load_addtid", "store_addtid"):
+        # LDS address = M0 + offset + lane id * 4 (ISA section 11, DS_LOAD/STORE_ADDTID_B32).
+        def addtid(g: Group) -> np.ndarray:
+            return m0_of(g)[:, None] + u32(off) + _LANE4
+        return _transfer(inst, op.kind.removesuffix("_addtid"), "b32", vdst, d0,
+                         lds_target(inst, addtid, 4))
+    if op.kind in ("load", "store") and op.typ in _SIZES:
+        return _transfer(inst, op.kind, op.typ, vdst, d0,
+                         _ds_resolver(inst, addr_r, off, _SIZES[op.typ]), op.d16)
+    if op.kind.startswith("load_2addr") or op.kind.startswith("store_2addr"):
+        return _compile_2addr(inst, op)
+    if op.kind.startswith("storexchg_2addr"):
+        return _compile_xchg_2addr(inst, op)
+    return _compile_ds_atomic(inst, op, off)
 
 
-def _compile_ds_atomic(inst: Inst, kind: str, typ: str, off: int) -> Exec:
+def _compile_2addr(inst: Inst, op: MemOp) -> Exec:
+    f = inst.f
+    addr_r, vdst, d0, d1 = f["addr"], f["vdst"], f["data0"], f["data1"]
+    size = _SIZES[op.typ]
+    scale = size * (64 if "stride64" in op.kind else 1)
+    o0, o1 = f["offset0"] * scale, f["offset1"] * scale
+    ndw = size // 4
+    plain = op.kind.split("_")[0]
+    first = _transfer(inst, plain, op.typ, vdst, d0, _ds_resolver(inst, addr_r, o0, size))
+    second = _transfer(inst, plain, op.typ, vdst + ndw, d1, _ds_resolver(inst, addr_r, o1, size))
+    if plain == "load" and vdst <= addr_r < vdst + ndw:
+        first, second = second, first  # the first result overwrites the address register
+
+    def both(g: Group) -> None:
+        first(g)
+        second(g)
+    return both
+
+
+def _compile_xchg_2addr(inst: Inst, op: MemOp) -> Exec:
+    """DS_STOREXCHG_2ADDR[_STRIDE64]_RTN: two exchanges, the old values to vdst and vdst+ndw
+    (both addresses come from the address VGPR as it was before either returns)."""
+    f = inst.f
+    dt = _ATOMIC_DT[op.typ]
+    ndw = np.dtype(dt).itemsize // 4
+    scale = ndw * 4 * (64 if "stride64" in op.kind else 1)
+    saved: list[np.ndarray] = []
+
+    def at(o: int) -> Offsets:
+        return lambda g: saved[-1] + u32(o * scale)
+    parts = [atomic_exec(inst, "swap", dt, ndw, f["vdst"] + k * ndw, d, None, True,
+                         lds_target(inst, at(o), ndw * 4))
+             for k, (o, d) in enumerate(((f["offset0"], f["data0"]), (f["offset1"], f["data1"])))]
+
+    def run(g: Group) -> None:
+        saved.append(g.v(f["addr"]).copy())
+        try:
+            parts[0](g)
+            parts[1](g)
+        finally:
+            saved.pop()
+    return run
+
+
+def _compile_ds_atomic(inst: Inst, op: MemOp, off: int) -> Exec:
+    kind = op.kind
     want = kind.endswith("_rtn")
-    op = kind.removesuffix("_rtn")
+    name = kind.removesuffix("_rtn")
+    f = inst.f
+    if name == "condxchg32":
+        raise KernelFault("ds_condxchg32_rtn_b64 is not modelled", address=inst.addr,
+                          instruction=str(inst))
+    # ds_cmpstore: data0 is the new value, data1 the compare value; ds_mskor: data0 the mask
+    # to clear, data1 the bits to set; ds_wrap: data0 the limit, data1 the increment.
+    second = f["data1"] if name in ("cmpstore", "mskor", "wrap") else None
+    return compile_lds_atomic(inst, name, op.typ, want, _vgpr_addr(f["addr"], off), f["vdst"],
+                              f["data0"], second)
+
+
+def compile_lds_atomic(inst: Inst, op: str, typ: str, want: bool, addr_of: Offsets, vdst: int,
+                       vsrc: int, vsecond: int | None) -> Exec:
+    """An LDS read-modify-write (DS atomics and FLAT atomics on the shared aperture)."""
     dt = _ATOMIC_DT.get(typ)
+    if op == "cmpswap":  # FLAT cmpswap: data = (new, compare)
+        op = "cmpstore"
     if dt is None or op not in atomics.OPS:
         raise KernelFault("unsupported instruction", address=inst.addr, instruction=str(inst))
-    f = inst.f
     ndw = np.dtype(dt).itemsize // 4
-    # ds_cmpstore: data0 is the new value, data1 the compare value
-    vcmp = f["data1"] if op == "cmpstore" else None
-    resolve = _ds_resolver(inst, f["addr"], off, np.dtype(dt).itemsize)
-    return _atomic_exec(inst, op, dt, ndw, f["vdst"], f["data0"], vcmp, want, resolve)
+    resolve = lds_target(inst, addr_of, np.dtype(dt).itemsize)
+    return atomic_exec(inst, op, dt, ndw, vdst, vsrc, vsecond, want, resolve)
 
 
 def _compile_permute(inst: Inst) -> Exec:
@@ -114,3 +183,61 @@ def _compile_permute(inst: Inst) -> Exec:
     return run
 
 
+def swizzle_lanes(offset: int) -> np.ndarray | None:
+    """The source lane of each of 32 lanes for a ds_swizzle_b32 offset, None for the modes gfx11
+    does not have. RDNA3 ISA section 11 (DS_SWIZZLE_B32): offset[15] set is quad-permute mode
+    (lane i of each quad reads lane offset[2i+1:2i] of its quad); clear is bit-mask mode over
+    the 32 lanes: source = ((lane & and_mask) | or_mask) ^ xor_mask with the masks in offset
+    bits [4:0], [9:5] and [14:10]."""
+    lane = np.arange(32)
+    if offset & 0x8000:
+        if offset & 0x7F00:
+            return None  # FFT / rotate encodings (not gfx11 modes)
+        sel = (offset >> (2 * (lane & 3))) & 3
+        return (lane & ~3) | sel
+    and_m, or_m, xor_m = offset & 0x1F, offset >> 5 & 0x1F, offset >> 10 & 0x1F
+    return ((lane & and_m) | or_m) ^ xor_m
+
+
+def _compile_swizzle(inst: Inst) -> Exec:
+    f = inst.f
+    off = f["offset0"] | f["offset1"] << 8
+    src = swizzle_lanes(off)
+    if src is None:
+        raise KernelFault(f"ds_swizzle_b32 offset {off:#06x} selects an FFT/rotate mode, which "
+                          "gfx11 does not have", address=inst.addr, instruction=str(inst))
+    # The data comes through the ADDR field (LLVM's DS_SWIZZLE_B32 takes it as vaddr).
+    vdst, src_r = f["vdst"], f["addr"]
+
+    def run(g: Group) -> None:
+        # A lane that reads an inactive lane gets 0 (the data goes through the LDS crossbar,
+        # which only inactive lanes' zeros reach).
+        data = np.where(g.exec, g.v(src_r), u32(0))
+        g.set_v(vdst, data[:, src])
+    return run
+
+
+def _compile_append(inst: Inst) -> Exec:
+    """DS_APPEND / DS_CONSUME: add (subtract) the number of active lanes to the LDS dword at
+    M0[15:0] + offset and return the value before to every active lane (ISA section 11)."""
+    f = inst.f
+    off = f["offset0"] | f["offset1"] << 8
+    sign = 1 if inst.name == "ds_append" else -1
+    vdst = f["vdst"]
+
+    def run(g: Group) -> None:
+        m = g.m
+        counts = np.count_nonzero(g.exec, axis=1)
+        addr = (m0_of(g) & u32(0xFFFF)) + u32(off)
+        olds = np.zeros(g.n, dtype=u32)
+        for w in np.nonzero(counts)[0]:   # wave order: each wave's add sees the earlier ones
+            a = int(addr[w])
+            if a % 4 or a + 4 > m.lds_bytes:
+                raise PageFaultError(f"{inst.name} counter at LDS offset {a:#x} is misaligned or "
+                                     f"beyond the {m.lds_bytes} B allocated",
+                                     address=inst.addr, instruction=str(inst))
+            i = (int(m.wave_lds_base[g.idx][w]) + a) // 4
+            olds[w] = m.lds32[i]
+            m.lds32[i] = u32((int(olds[w]) + sign * int(counts[w])) & 0xFFFFFFFF)
+        g.set_v(vdst, np.broadcast_to(olds[:, None], (g.n, 32)))
+    return run

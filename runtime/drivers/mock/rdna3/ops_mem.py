@@ -1,4 +1,5 @@
-"""Memory instructions: SMEM, GLOBAL/FLAT/SCRATCH and the no-op cache controls (DS: ops_ds).
+"""Memory instructions: SMEM, GLOBAL/FLAT/SCRATCH and the no-op cache controls (DS: ops_ds,
+MUBUF: ops_buffer).
 
 Addresses of all lanes of a group are resolved at once (mem_lanes.py). The fast path (one
 mapping holds every active lane's address, the case for every buffer argument) works on offsets
@@ -7,10 +8,16 @@ an address no mapping covers raises `PageFault` naming the first bad lane. Fault
 `PageFaultError` (a `KernelFault`) carrying the instruction.
 
 Address apertures for FLAT (the values `src_shared_base`/`src_private_base` return): FLAT
-addresses inside SHARED_APERTURE go to LDS, inside PRIVATE_APERTURE to scratch.
+addresses inside SHARED_APERTURE go to LDS, inside PRIVATE_APERTURE to scratch (RDNA3 ISA
+section 10.1, "Flat memory instructions": the aperture decides the address space per lane).
+
+D16 forms (ISA section 10.2, "16-bit memory operations"): `*_d16_*` loads write the low 16 bits
+of the VGPR and keep the high half, `*_d16_hi_*` the high half; 8-bit d16 loads extend the byte
+to 16 bits first. `*_store_d16_hi_*` stores from the high half.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -19,11 +26,12 @@ from runtime.drivers.mock.memory import PageFault
 
 from . import atomics
 from . import mem_lanes as ml
-from .decode import NULL, Inst
+from .decode import M0, NULL, Inst
 from .errors import KernelFault, PageFaultError
 from .machine import Group
 
 Exec = Callable[[Group], None]
+Resolver = Callable[[Group], ml.Target]
 u32, u64 = np.uint32, np.uint64
 SHARED_APERTURE = 0x1000_0000_0000_0000
 PRIVATE_APERTURE = 0x2000_0000_0000_0000
@@ -35,11 +43,39 @@ _ATOMIC_DT = {"u32": np.uint32, "i32": np.int32, "b32": np.uint32, "f32": np.flo
               "u64": np.uint64, "i64": np.int64, "b64": np.uint64, "f64": np.float64}
 
 
+@dataclass(frozen=True)
+class MemOp:
+    """A memory mnemonic taken apart: `kind` ('load', 'store', 'atomic_add', 'load_addtid'...),
+    the data type suffix, and which VGPR half a d16 form uses ('lo', 'hi' or None)."""
+
+    kind: str
+    typ: str
+    d16: str | None = None
+
+
+def mem_op(name: str) -> MemOp:
+    """global_load_d16_hi_u8 → (load, u8, hi); ds_load_u16_d16_hi → (load, u16, hi)."""
+    parts = name.split("_")[1:]
+    d16 = None
+    if "d16" in parts:
+        i = parts.index("d16")
+        hi = i + 1 < len(parts) and parts[i + 1] == "hi"
+        d16 = "hi" if hi else "lo"
+        del parts[i:i + (2 if hi else 1)]
+    return MemOp("_".join(parts[:-1]), parts[-1], d16)
+
+
+def _kind(name: str) -> tuple[str, str]:
+    """('load'|'store'|'atomic_<op>', type suffix) of a plain (non-d16) memory mnemonic."""
+    op = mem_op(name)
+    return op.kind, op.typ
+
+
 def _fault(inst: Inst, err: PageFault) -> PageFaultError:
     return PageFaultError(str(err), address=inst.addr, instruction=str(inst), cause=err)
 
 
-def _lanes(inst: Inst, resolve: Callable[[Group], ml.Target], g: Group) -> ml.Target | None:
+def _lanes(inst: Inst, resolve: Resolver, g: Group) -> ml.Target | None:
     """The lanes an access of `inst` touches, None when no active lane touches memory; a page
     fault becomes the instruction's fault."""
     try:
@@ -49,7 +85,7 @@ def _lanes(inst: Inst, resolve: Callable[[Group], ml.Target], g: Group) -> ml.Ta
     return t if t.spans else None
 
 
-def _global_target(inst: Inst, size: int, access: str) -> Callable[[Group], ml.Target]:
+def _global_target(inst: Inst, size: int, access: str) -> Resolver:
     """Resolves a GLOBAL/FLAT instruction's lane addresses (active lanes only are checked)."""
     f = inst.f
     imm, saddr, vaddr = f["offset"], f["saddr"], f["addr"]
@@ -68,7 +104,8 @@ def _global_target(inst: Inst, size: int, access: str) -> Callable[[Group], ml.T
             full = base[:, None] + g.v(vaddr).astype(u64) + u64(imm & 0xFFFFFFFFFFFFFFFF)
             return ml.scattered(mem, ml.active(g, full), size, access)
         lo, hi = g.v(vaddr), g.v(vaddr + 1)
-        hb = ml.all_bounds(hi)
+        hb: tuple[int, int] | None = ml.all_bounds(hi)
+        assert hb is not None
         if hb[0] != hb[1] and mask is not None:
             hb = ml.lane_bounds(hi, mask)  # inactive lanes may hold anything
             if hb is None:
@@ -83,14 +120,32 @@ def _global_target(inst: Inst, size: int, access: str) -> Callable[[Group], ml.T
     return target
 
 
-def _kind(name: str) -> tuple[str, str]:
-    """('load'|'store'|'atomic_<op>', type suffix) of a global/flat/scratch/ds mnemonic."""
-    parts = name.split("_")
-    return "_".join(parts[1:-1]), parts[-1]
+def _addtid_target(inst: Inst, access: str) -> Resolver:
+    """GLOBAL_*_ADDTID_B32: SGPR base (or 0 with `off`) + offset + the lane's id * 4."""
+    f = inst.f
+    imm, saddr = f["offset"], f["saddr"]
+    lane4 = (np.arange(32, dtype=u32) * u32(4))[None, :]
+
+    def target(g: Group) -> ml.Target:
+        base = np.zeros(g.n, dtype=u64)
+        if saddr not in (NULL, 0x7F):
+            base = g.s(saddr).astype(u64) | (g.s(saddr + 1).astype(u64) << u64(32))
+        full = base[:, None] + u64(imm & 0xFFFFFFFFFFFFFFFF) + lane4.astype(u64)
+        return ml.scattered(g.m.mem, ml.active(g, full), 4, access)
+    return target
 
 
-def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int,
-              resolve: Callable[[Group], ml.Target]) -> Exec:
+def _lanes_full(g: Group, t: ml.Target, vals: np.ndarray) -> np.ndarray:
+    """Values in a target's layout → uint32 [n, 32] (lanes outside EXEC are 0)."""
+    if not t.compact:
+        return np.broadcast_to(vals, (g.n, 32))
+    full = np.zeros((g.n, 32), dtype=u32)
+    full[g.exec] = vals
+    return full
+
+
+def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int, resolve: Resolver,
+              d16: str | None = None) -> Exec:
     """A load or store of `typ` through the lanes `resolve` gives (global, scratch or LDS)."""
     size = _SIZES[typ]
     ndw = size // 4
@@ -103,9 +158,16 @@ def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int,
         if size >= 4:
             for j, v in enumerate(ml.load_words(t, ndw, ml.lane_shape(g, t))):
                 ml.write_back(g, vdst + j, v, t)
-        else:
-            t = ml.compacted(t, g)
-            ml.write_back(g, vdst, ml.load_sub(t, size, signed, ml.lane_shape(g, t)), t)
+            return
+        t = ml.compacted(t, g)
+        v = ml.load_sub(t, size, signed, ml.lane_shape(g, t))
+        if d16 is None:
+            ml.write_back(g, vdst, v, t)
+            return
+        half = _lanes_full(g, t, v) & u32(0xFFFF)
+        old = g.v(vdst)
+        g.set_v(vdst, (old & u32(0xFFFF0000)) | half if d16 == "lo"
+                else (old & u32(0xFFFF)) | (half << u32(16)))
 
     def store(g: Group) -> None:
         t = _lanes(inst, resolve, g)
@@ -114,9 +176,12 @@ def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int,
         if size >= 4:
             vals = [g.v(vdata + j) for j in range(ndw)]
             ml.store_words(t, [ml.active(g, v) for v in vals] if t.compact else vals)
-        else:
-            t = ml.compacted(t, g)
-            ml.store_sub(t, ml.active(g, g.v(vdata)), size)
+            return
+        t = ml.compacted(t, g)
+        data = g.v(vdata)
+        if d16 == "hi":
+            data = data >> u32(16)
+        ml.store_sub(t, ml.active(g, data), size)
     return load if kind == "load" else store
 
 
@@ -124,33 +189,76 @@ def compile_flat(inst: Inst) -> Exec:
     """GLOBAL_*, FLAT_* and SCRATCH_* loads, stores and atomics."""
     name = inst.name
     seg = name.split("_")[0]
-    kind, typ = _kind(name)
+    op = mem_op(name)
     f = inst.f
-    if kind in ("load", "store") and typ in _SIZES and "d16" not in name:
-        size = _SIZES[typ]
+    if op.kind in ("load_addtid", "store_addtid") and seg == "global":
+        kind = op.kind.removesuffix("_addtid")
+        return _transfer(inst, kind, "b32", f["vdst"], f["data"], _addtid_target(inst, kind))
+    if op.kind in ("load", "store") and op.typ in _SIZES:
+        size = _SIZES[op.typ]
+        access = "read" if op.kind == "load" else "write"
         if seg == "scratch":
-            resolve = _scratch_target(inst, size)
-        else:
-            resolve = _global_target(inst, size, "read" if kind == "load" else "write")
-            if seg == "flat":
-                resolve = _flat_guard(inst, resolve)
-        return _transfer(inst, kind, typ, f["vdst"], f["data"], resolve)
-    if kind.startswith("atomic_") and seg != "scratch":
-        return _compile_global_atomic(inst, kind.removeprefix("atomic_"), typ)
+            return _private_transfer(inst, op, _scratch_offsets(inst))
+        glob = _transfer(inst, op.kind, op.typ, f["vdst"], f["data"],
+                         _global_target(inst, size, access), op.d16)
+        if seg == "global":
+            return glob
+        from .ops_ds import lds_target  # ops_ds imports this module
+        lds = _transfer(inst, op.kind, op.typ, f["vdst"], f["data"],
+                        lds_target(inst, _aperture_offset(inst, SHARED_APERTURE), size), op.d16)
+        priv = _private_transfer(inst, op, _flat_private_offsets(inst))
+        return _flat_dispatch(inst, glob, lds, priv)
+    if op.kind.startswith("atomic_") and seg != "scratch":
+        glob = _compile_global_atomic(inst, op.kind.removeprefix("atomic_"), op.typ)
+        if seg == "global":
+            return glob
+        from .ops_ds import compile_lds_atomic
+        lds = compile_lds_atomic(inst, op.kind.removeprefix("atomic_"), op.typ, bool(f["glc"]),
+                                 _aperture_offset(inst, SHARED_APERTURE), f["vdst"], f["data"],
+                                 f["data"] + _SIZES[op.typ] // 4
+                                 if op.kind == "atomic_cmpswap" else None)
+        return _flat_dispatch(inst, glob, lds, None)
     raise KernelFault("unsupported instruction", address=inst.addr, instruction=str(inst))
 
 
-def _flat_guard(inst: Inst, resolve: Callable[[Group], ml.Target]):
-    """FLAT ops on the LDS or private apertures are not supported (found as a fault there)."""
-    def get(g: Group) -> ml.Target:
-        try:
-            return resolve(g)
-        except PageFault as e:
-            if SHARED_APERTURE <= e.va < PRIVATE_APERTURE + APERTURE_SIZE:
-                raise KernelFault("flat access to the LDS/private aperture is not supported",
-                                  address=inst.addr, instruction=str(inst)) from None
-            raise
-    return get
+# -- FLAT: per-lane address spaces ---------------------------------------------------------------
+def _flat_addr(g: Group, f: dict[str, int]) -> np.ndarray:
+    lo, hi = g.v(f["addr"]), g.v(f["addr"] + 1)
+    return (lo.astype(u64) | (hi.astype(u64) << u64(32))) + u64(f["offset"] & 0xFFFFFFFFFFFFFFFF)
+
+
+def _aperture_offset(inst: Inst, aperture: int) -> Callable[[Group], np.ndarray]:
+    """uint32 [n, 32]: a FLAT address's offset inside an aperture (the LDS or private address)."""
+    def off(g: Group) -> np.ndarray:
+        return (_flat_addr(g, inst.f) - u64(aperture)).astype(u32)
+    return off
+
+
+def _flat_dispatch(inst: Inst, glob: Exec, lds: Exec, priv: Exec | None) -> Exec:
+    """FLAT: lanes whose address falls in the shared or private aperture go to LDS or scratch,
+    the rest to global memory (each part runs with EXEC narrowed to its lanes)."""
+    f = inst.f
+
+    def run(g: Group) -> None:
+        # Fast check on the high dwords: the apertures lie far above every mapping.
+        if int(g.v(f["addr"] + 1).max()) < SHARED_APERTURE >> 32:
+            glob(g)
+            return
+        addr = _flat_addr(g, f)
+        in_lds = g.exec & (addr >= u64(SHARED_APERTURE)) & \
+            (addr < u64(SHARED_APERTURE + APERTURE_SIZE))
+        in_priv = g.exec & (addr >= u64(PRIVATE_APERTURE)) & \
+            (addr < u64(PRIVATE_APERTURE + APERTURE_SIZE))
+        rest = g.exec & ~in_lds & ~in_priv
+        for lanes, fn in ((rest, glob), (in_lds, lds), (in_priv, priv)):
+            if not lanes.any():
+                continue
+            if fn is None:
+                raise KernelFault("flat atomic on the private aperture (scratch atomics do not "
+                                  "exist on gfx11)", address=inst.addr, instruction=str(inst))
+            with g.masked(lanes):
+                fn(g)
+    return run
 
 
 def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
@@ -163,12 +271,40 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
     vdst, vdata = f["vdst"], f["data"]
     has_cmp = op == "cmpswap"
     resolve = _global_target(inst, np.dtype(dt).itemsize, "atomic")
-    return _atomic_exec(inst, op, dt, ndw, vdst, vdata, vdata + ndw if has_cmp else None, want,
-                        resolve)
+    return atomic_exec(inst, op, dt, ndw, vdst, vdata, vdata + ndw if has_cmp else None, want,
+                       resolve)
 
 
-def _atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
-                 vcmp: int | None, want: bool, resolve: Callable[[Group], ml.Target]) -> Exec:
+def waves_share_an_address(g: Group, addr: np.ndarray) -> bool:
+    """Whether two different waves' active lanes have the same address (addr [n, 32])."""
+    a = ml.active(g, addr)
+    if a.size < 2:
+        return False
+    w = np.nonzero(g.exec)[0]
+    order = np.lexsort((w, a))
+    a, w = a[order], w[order]
+    return bool(((a[1:] == a[:-1]) & (w[1:] != w[:-1])).any())
+
+
+def flat_contention(inst: Inst) -> Callable[[Group], bool]:
+    """For a returning GLOBAL/FLAT compare-and-swap: do waves race on an address?"""
+    f = inst.f
+    saddr, vaddr, imm = f["saddr"], f["addr"], f["offset"]
+    sbase = saddr not in (NULL, 0x7F) and inst.name.split("_")[0] != "flat"
+
+    def contended(g: Group) -> bool:
+        if sbase:
+            base = g.s(saddr).astype(u64) | (g.s(saddr + 1).astype(u64) << u64(32))
+            addr = base[:, None] + g.v(vaddr).astype(u64)
+        else:
+            addr = g.v(vaddr).astype(u64) | (g.v(vaddr + 1).astype(u64) << u64(32))
+        return waves_share_an_address(g, addr + u64(imm & 0xFFFFFFFFFFFFFFFF))
+    return contended
+
+
+def atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
+                vcmp: int | None, want: bool, resolve: Resolver) -> Exec:
+    """A read-modify-write of the lanes `resolve` gives; the pre-op values go to vdst if `want`."""
     def run(g: Group) -> None:
         t = _lanes(inst, resolve, g)
         if t is None:
@@ -180,9 +316,12 @@ def _atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
             old = ml.atomic(t, op, dt, src, cmp, want, (g.active,))
         except PageFault as e:
             raise _fault(inst, e) from None
-        if want:
+        if want and old is not None:
             _write_typed(g, vdst, old, ndw, t)
     return run
+
+
+_atomic_exec = atomic_exec
 
 
 def _typed_data(g: Group, r: int, ndw: int, dt: type) -> np.ndarray:
@@ -203,27 +342,60 @@ def _write_typed(g: Group, r: int, vals: np.ndarray, ndw: int, t: ml.Target) -> 
         ml.write_back(g, r + 1, (bits >> u64(32)).astype(u32), t)
 
 
-# -- scratch (per-lane private memory, grown on demand) ------------------------------------------
-def _scratch_target(inst: Inst, size: int) -> Callable[[Group], ml.Target]:
+# -- scratch (each lane's private segment) -------------------------------------------------------
+def _scratch_lanes(g: Group, off: np.ndarray, size: int) -> ml.Target:
+    """Private-segment byte offsets (int64 [n, 32]) of the active lanes → a target in the
+    dispatch's scratch memory (Machine.scratch_view gives the layout)."""
+    off = ml.active(g, off)
+    if not off.size:
+        return ml.Target([], True)
+    if off.min() < 0:
+        raise PageFault(int(off.min()) & 0xFFFFFFFF, size, "scratch", "negative offset")
+    lanes = ml.active(g, g.wave_ids()[:, None] * 32 + np.arange(32))
+    data, flat = g.m.scratch_view(lanes, off, size)
+    return ml.Target([ml.Span(data, flat, int(flat.min()), int(flat.max()))], True)
+
+
+def _private_transfer(inst: Inst, op: MemOp, offsets: Callable[[Group], np.ndarray]) -> Exec:
+    """A scratch load or store, one dword at a time (the dwords of one lane's element are 128 B
+    apart in the swizzled layout)."""
+    f = inst.f
+    size = _SIZES[op.typ]
+
+    def at(delta: int, nbytes: int) -> Resolver:
+        return lambda g: _scratch_lanes(g, offsets(g) + delta, nbytes)
+    if size < 4:
+        return _transfer(inst, op.kind, op.typ, f["vdst"], f["data"], at(0, size), op.d16)
+    parts = [_transfer(inst, op.kind, "b32", f["vdst"] + j, f["data"] + j, at(4 * j, 4))
+             for j in range(size // 4)]
+    if op.kind == "load" and f["vdst"] <= f["addr"] < f["vdst"] + len(parts) and f["sve"]:
+        # The address VGPR is among the destinations: load it last.
+        k = f["addr"] - f["vdst"]
+        parts = parts[:k] + parts[k + 1:] + [parts[k]]
+
+    def run(g: Group) -> None:
+        for p in parts:
+            p(g)
+    return run
+
+
+def _scratch_offsets(inst: Inst) -> Callable[[Group], np.ndarray]:
     f = inst.f
     imm, saddr, vaddr, sve = f["offset"], f["saddr"], f["addr"], f["sve"]
 
-    def target(g: Group) -> ml.Target:
+    def offsets(g: Group) -> np.ndarray:
         off = np.full((g.n, 32), imm, dtype=np.int64)
         if saddr not in (NULL, 0x7F):
-            off += g.s(saddr).astype(np.int64)[:, None]
+            off += g.s(saddr).astype(np.int32).astype(np.int64)[:, None]
         if sve:
-            off += g.v(vaddr).astype(np.int64)
-        lanes = g.wave_ids()[:, None] * 32 + np.arange(32)
-        off, lanes = ml.active(g, off), ml.active(g, lanes)
-        if not off.size:
-            return ml.Target([], True)
-        if off.min() < 0:
-            raise PageFault(int(off.min()) & 0xFFFFFFFF, size, "scratch", "negative offset")
-        per_lane = g.m.scratch_reserve(int(off.max()) + size)
-        flat = lanes * per_lane + off
-        return ml.Target([ml.Span(g.m.scratch, flat, int(flat.min()), int(flat.max()))], True)
-    return target
+            off += g.v(vaddr).astype(np.int32).astype(np.int64)
+        return off
+    return offsets
+
+
+def _flat_private_offsets(inst: Inst) -> Callable[[Group], np.ndarray]:
+    aperture = _aperture_offset(inst, PRIVATE_APERTURE)
+    return lambda g: aperture(g).astype(np.int64)
 
 
 # -- SMEM --------------------------------------------------------------------------------------
@@ -264,8 +436,6 @@ def compile_smem(inst: Inst) -> Exec:
     return run
 
 
-def compile_mubuf(inst: Inst) -> Exec:
-    if inst.name in ("buffer_gl0_inv", "buffer_gl1_inv"):
-        return lambda g: None  # cache invalidations: the mock has no caches
-    raise KernelFault("unsupported instruction (MUBUF buffer access)", address=inst.addr,
-                      instruction=str(inst))
+def m0_of(g: Group) -> np.ndarray:
+    """M0 of every wave (uint32 [n])."""
+    return g.s(M0)

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="return-value,operator,misc,dict-item"
 """Scalar instructions (SOP1, SOP2, SOPC, SOPK, SOPP) compiled to group-wide closures.
 
 Every wave has its own SGPRs and SCC, so a scalar op is a numpy op over the group's waves
@@ -7,12 +9,13 @@ to a computed address (s_setpc/s_swappc).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from .decode import EXEC_LO, NULL, VCC_LO, Inst
+from .decode import EXEC_LO, M0, NULL, VCC_LO, Inst
 from .errors import KernelFault
 from .machine import Group
 from .operands import const_bits, width
@@ -35,6 +38,9 @@ class Step:
     # s_cbranch_execz over a block that only does EXEC-masked work: waves with an empty EXEC
     # may run through it (doing nothing) instead of splitting the group (see interp.py).
     masked_skip: bool = False
+    # Compare-and-swap with return: whether lanes of several of the group's waves hit one
+    # address (the scheduler then runs the waves one after another; see interp.py).
+    contended: Callable | None = None
 
 
 def _unsupported(inst: Inst, why: str = "") -> KernelFault:
@@ -167,6 +173,7 @@ def _sop2_fn(name: str) -> Callable | None:
         "s_pack_ll_b32_b16": lambda a, b, s: ((a & u32(0xFFFF)) | (b << u32(16)), None),
         "s_pack_lh_b32_b16": lambda a, b, s: ((a & u32(0xFFFF)) | (b & u32(0xFFFF0000)), None),
         "s_pack_hh_b32_b16": lambda a, b, s: ((a >> u32(16)) | (b & u32(0xFFFF0000)), None),
+        "s_pack_hl_b32_b16": lambda a, b, s: ((a >> u32(16)) | (b << u32(16)), None),
     }
     for n in (1, 2, 3, 4):
         table[f"s_lshl{n}_add_u32"] = (lambda n: lambda a, b, s: (
@@ -206,8 +213,13 @@ def _sop1_fn(name: str, w: int) -> Callable | None:
         "s_abs_i32": lambda a: (lambda d: (d, _nz(d)))(
             np.abs(np.asarray(a, dtype=u32).view(i32).astype(i64)).astype(u32)),
     }
+    table.update({
+        "s_quadmask": lambda a: (lambda d: (d, _nz(d)))(_quadmask(np.asarray(a, dtype=dt), w)),
+        "s_wqm": lambda a: (lambda d: (d, _nz(d)))(_wqm(np.asarray(a, dtype=dt), w)),
+        "s_bitreplicate_b64_b32": lambda a: (_bitreplicate(np.asarray(a, dtype=u32)), None),
+    })
     if name == "s_cls_i32_i64":
-        return None
+        return lambda a: (_cls64(np.asarray(a, dtype=u64)), None)
     for key, fn in table.items():
         if name == key or name.startswith(key + "_"):
             return fn
@@ -215,6 +227,12 @@ def _sop1_fn(name: str, w: int) -> Callable | None:
 
 
 def _clz(a: np.ndarray, w: int) -> np.ndarray:
+    if w == 64:
+        # In halves: float64 cannot hold every 64-bit value exactly (frexp would round up).
+        a = np.asarray(a, dtype=u64)
+        hi, lo = (a >> u64(32)).astype(u32), (a & u64(0xFFFFFFFF)).astype(u32)
+        return np.where(hi != 0, _clz(hi, 32), np.where(lo != 0, _clz(lo, 32) + u32(32),
+                                                         u32(0xFFFFFFFF))).astype(u32)
     _, e = np.frexp(np.asarray(a, dtype=np.float64))
     return np.where(a == 0, i32(-1), i32(w) - e.astype(i32)).view(u32)
 
@@ -229,6 +247,40 @@ def _cls(a: np.ndarray) -> np.ndarray:
     s = a.view(i32)
     v = (s ^ (s >> i32(31))).view(u32)
     return np.where(v == 0, u32(0xFFFFFFFF), _clz(v, 32))
+
+
+def _cls64(a: np.ndarray) -> np.ndarray:
+    """s_cls_i32_i64: leading bits equal to the sign bit, minus one; -1 if all are equal."""
+    s = a.view(i64)
+    v = (s ^ (s >> i64(63))).view(u64)
+    return np.where(v == 0, u32(0xFFFFFFFF), _clz(v, 64))
+
+
+def _quadmask(a: np.ndarray, w: int) -> np.ndarray:
+    """Bit i of the result: any bit of nibble i of a (s_quadmask_b32/b64)."""
+    out = np.zeros(np.shape(a), dtype=a.dtype)
+    for i in range(w // 4):
+        nib = (a >> a.dtype.type(4 * i)) & a.dtype.type(15)
+        out |= (nib != 0).astype(a.dtype) << a.dtype.type(i)
+    return out
+
+
+def _wqm(a: np.ndarray, w: int) -> np.ndarray:
+    """Whole quad mode: every nibble of a that has a bit set becomes 0xF (s_wqm_b32/b64)."""
+    out = np.zeros(np.shape(a), dtype=a.dtype)
+    for i in range(w // 4):
+        nib = (a >> a.dtype.type(4 * i)) & a.dtype.type(15)
+        out |= np.where(nib != 0, a.dtype.type(15), a.dtype.type(0)) << a.dtype.type(4 * i)
+    return out
+
+
+def _bitreplicate(a: np.ndarray) -> np.ndarray:
+    """Each bit of a 32-bit value twice: bit i → bits 2i and 2i+1."""
+    out = np.zeros(np.shape(a), dtype=u64)
+    for i in range(32):
+        bit = ((a >> u32(i)) & u32(1)).astype(u64)
+        out |= (bit * u64(3)) << u64(2 * i)
+    return out
 
 
 def _brev(a: np.ndarray, w: int) -> np.ndarray:
@@ -276,7 +328,10 @@ def _sopk(inst: Inst) -> Step:
     imm = f["simm16"]
     simm = imm - 0x10000 if imm & 0x8000 else imm
     dst = f["sdst"]
-    if name.startswith("s_waitcnt") or name in ("s_version", "s_subvector_loop_end"):
+    # Subvector loops split a wave64's EXEC in two halves; a wave32 has one half, so neither
+    # end of the loop changes anything.
+    if name.startswith("s_waitcnt") or name in ("s_version", "s_subvector_loop_begin",
+                                                 "s_subvector_loop_end"):
         return Step(NEXT, lambda g: None, inst)
     if name == "s_movk_i32":
         v = np.array(simm & 0xFFFFFFFF, dtype=u32)
@@ -360,6 +415,16 @@ def _sopp(inst: Inst) -> Step:
     }
     if name in conds:
         return Step(BRANCH, conds[name], inst, target=target)
+    if name.startswith("s_cbranch_cdbg"):
+        # The conditional-debug flags are clear (no debugger attaches to the mock).
+        return Step(BRANCH, lambda g: np.zeros(g.n, dtype=bool), inst, target=target)
+    if name == "s_setkill":
+        return Step(NEXT, lambda g: None, inst)
+    if name == "s_sethalt":
+        if imm & 1:
+            raise KernelFault("s_sethalt 1 halts the wave (no debugger resumes it in the mock)",
+                              address=inst.addr, instruction=str(inst))
+        return Step(NEXT, lambda g: None, inst)
     if name == "s_trap":
         raise KernelFault(f"s_trap {imm} (no trap handler in the mock)", address=inst.addr,
                           instruction=str(inst))
@@ -377,29 +442,40 @@ def _sop1(inst: Inst) -> Step:
     if name in ("s_setpc_b64", "s_swappc_b64"):
         rd = sread(src, inst, 64)
         nxt = np.array(inst.addr + inst.size, dtype=u64)
-        wr = swrite(dst, 64) if name == "s_swappc_b64" else None
+        wr_pc = swrite(dst, 64) if name == "s_swappc_b64" else None
 
         def jump(g: Group) -> np.ndarray:
             t = np.broadcast_to(rd(g), (g.n,)).copy()
-            if wr is not None:
-                wr(g, np.broadcast_to(nxt, (g.n,)))
+            if wr_pc is not None:
+                wr_pc(g, np.broadcast_to(nxt, (g.n,)))
             return t
         return Step(JUMP, jump, inst)
     se = _saveexec(name)
     if se is not None:
-        if w == 64:
-            raise _unsupported(inst, "64-bit EXEC ops are for wave64")
-        rd = sread(src, inst)
+        rd = sread(src, inst, w)
         wrexec = "wrexec" in name
+        dt = u64 if w == 64 else u32
+        cur_exec = sread(EXEC_LO, inst, w)
+        wr_exec, wr_dst = swrite(EXEC_LO, w), swrite(dst, w)
 
         def saveexec(g: Group) -> None:
+            # The _b64 forms work on EXEC_HI:EXEC_LO (ISA pseudo-code); a wave32's lanes are
+            # EXEC_LO's bits.
             s = rd(g)
-            old = g.s(EXEC_LO).copy()
-            new = np.broadcast_to(se(s, old), (g.n,)).astype(u32)
-            g.set_s(EXEC_LO, new)
-            g.set_s(dst, new if wrexec else old)
+            old = np.asarray(cur_exec(g), dtype=dt).copy()
+            new = np.broadcast_to(se(s, old), (g.n,)).astype(dt)
+            wr_exec(g, new)
+            wr_dst(g, new if wrexec else old)
             g.set_scc(new != 0)
         return Step(NEXT, saveexec, inst)
+    if name in ("s_movrels_b32", "s_movrels_b64", "s_movreld_b32", "s_movreld_b64",
+                "s_movrelsd_2_b32"):
+        return Step(NEXT, _movrel(inst, w), inst)
+    if name == "s_rfe_b64":
+        rd = sread(src, inst, 64)
+        return Step(JUMP, lambda g: np.broadcast_to(rd(g), (g.n,)).copy(), inst)
+    if name in ("s_sendmsg_rtn_b32", "s_sendmsg_rtn_b64"):
+        return Step(NEXT, _sendmsg_rtn(inst, w), inst)
     if name in ("s_cmov_b32", "s_cmov_b64"):
         rd, wr, cur = sread(src, inst, w), swrite(dst, w), sread(dst, inst, w)
         return Step(NEXT, lambda g: wr(g, np.where(g.scc(), rd(g), cur(g))), inst)
@@ -425,6 +501,56 @@ def _sop1(inst: Inst) -> Step:
         if scc is not None:
             g.set_scc(np.broadcast_to(scc, (g.n,)))
     return Step(NEXT, run, inst)
+
+
+def _movrel(inst: Inst, w: int) -> Callable[[Group], None]:
+    """s_movrels / s_movreld / s_movrelsd_2: SGPR moves whose source (movrels), destination
+    (movreld) or both (movrelsd_2: source + M0[9:0], destination + M0[25:16]) are offset by M0."""
+    name, f = inst.name, inst.f
+    src, dst = f["ssrc0"], f["sdst"]
+    nreg = w // 32
+
+    def run(g: Group) -> None:
+        g.flush()   # lane masks a VALU op left unpacked become SGPR values first
+        m0 = g.s(M0).astype(np.int64)
+        if name == "s_movrelsd_2_b32":
+            s_idx, d_idx = src + (m0 & 0x3FF), dst + ((m0 >> 16) & 0x3FF)
+        elif name.startswith("s_movrels"):
+            s_idx, d_idx = src + m0, np.full(g.n, dst)
+        else:
+            s_idx, d_idx = np.full(g.n, src), dst + m0
+        if (np.concatenate([s_idx, d_idx]) + nreg > 106).any():
+            raise KernelFault(f"M0-relative SGPR index beyond s105 ({name})", address=inst.addr,
+                              instruction=str(inst))
+        waves = g.wave_ids()
+        if name.startswith("s_movreld") and src >= 106:
+            vals = [np.broadcast_to(sread(src, inst, 32)(g), (g.n,))]   # a constant source
+            if nreg == 2:
+                vals.append(np.broadcast_to(sread(src, inst, 64)(g) >> u64(32), (g.n,))
+                            .astype(u32))
+        else:
+            vals = [g.m.S[s_idx + k, waves].copy() for k in range(nreg)]
+        for k in range(nreg):
+            for r in np.unique(d_idx + k):
+                sel = d_idx + k == r
+                g.set_s(int(r), np.where(sel, vals[k], g.s(int(r))))
+    return run
+
+
+_MSG_RTN_REALTIME = 131
+
+
+def _sendmsg_rtn(inst: Inst, w: int) -> Callable[[Group], None]:
+    """s_sendmsg_rtn: the value a message returns. The mock has no doorbell, debug id, trap
+    memory or trap base (0), and REALTIME is the host's monotonic clock at 100 MHz."""
+    msg = inst.f["ssrc0"]
+    wr = swrite(inst.f["sdst"], w)
+
+    def run(g: Group) -> None:
+        v = time.monotonic_ns() // 10 if msg == _MSG_RTN_REALTIME else 0
+        val = v & (0xFFFFFFFFFFFFFFFF if w == 64 else 0xFFFFFFFF)
+        wr(g, np.full(g.n, val, dtype=u64 if w == 64 else u32))
+    return run
 
 
 def _sop2(inst: Inst) -> Step:

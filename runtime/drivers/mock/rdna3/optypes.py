@@ -62,6 +62,13 @@ _SRC_OVERRIDES: dict[str, tuple[str, ...]] = {
     "v_cvt_pk_norm_i16_f16": ("f16", "f16"), "v_cvt_pk_norm_u16_f16": ("f16", "f16"),
     "v_div_fixup_f32": ("f32", "f32", "f32"),
     "v_mad_u32_u16": ("u16", "u16", "u32"), "v_mad_i32_i16": ("i16", "i16", "i32"),
+    "v_cvt_pk_rtz_f16_f32": ("f32", "f32"), "v_cvt_off_f32_i4": ("u32",),
+    "v_sat_pk_u8_i16": ("b32",), "v_sad_u16": ("u32", "u32", "u32"),
+    "v_qsad_pk_u16_u8": ("b64", "b32", "b64"), "v_mqsad_pk_u16_u8": ("b64", "b32", "b64"),
+    "v_mqsad_u32_u8": ("b64", "b32", "b32"), "v_permlane16_b32": ("b32", "u32", "u32"),
+    "v_permlanex16_b32": ("b32", "u32", "u32"), "v_dot2_f16_f16": ("b32", "b32", "f16"),
+    "v_dot2_bf16_bf16": ("b32", "b32", "b16"), "v_dot2acc_f32_f16": ("b32", "b32"),
+    "v_pk_fmac_f16": ("b32", "b32"), "v_cndmask_b16": ("b16", "b16"),
 }
 _DST_OVERRIDES: dict[str, str] = {
     "v_frexp_exp_i32_f64": "i32", "v_frexp_exp_i32_f32": "i32", "v_cvt_pk_u16_u32": "b32",
@@ -69,6 +76,10 @@ _DST_OVERRIDES: dict[str, str] = {
     "v_cvt_pk_i16_f32": "b32", "v_cvt_pk_u16_f32": "b32", "v_cvt_pk_u8_f32": "b32",
     "v_pack_b32_f16": "b32", "s_bfm_b64": "b64", "s_bitset0_b64": "b64", "s_bitset1_b64": "b64",
     "v_cvt_pk_norm_i16_f16": "b32", "v_cvt_pk_norm_u16_f16": "b32",
+    "v_cvt_pk_rtz_f16_f32": "b32", "v_cvt_off_f32_i4": "f32", "v_sat_pk_u8_i16": "b16",
+    "v_sad_u16": "u32", "v_qsad_pk_u16_u8": "b64", "v_mqsad_pk_u16_u8": "b64",
+    "v_mqsad_u32_u8": "b128", "v_dot2_f16_f16": "f16", "v_dot2_bf16_bf16": "b16",
+    "v_dot2acc_f32_f16": "f32", "v_pk_fmac_f16": "b32",
 }
 
 

@@ -1,3 +1,5 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="arg-type"
 """Lane-wise semantics of the VALU opcodes that map sources to one result.
 
 Each entry takes numpy arrays already in the operand types `optypes.signature` gives (f32 as
@@ -117,6 +119,175 @@ def _med3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def _tau(x: np.ndarray) -> np.ndarray:
     return (np.asarray(x, dtype=np.float64) * (2 * np.pi))
+
+
+def cvt_rtz_f16(x: np.ndarray) -> np.ndarray:
+    """f32 → f16 rounding toward zero (v_cvt_pk_rtz_f16_f32): a round-to-nearest result that
+    moved away from zero steps back one ulp (so overflow gives ±65504, not ±inf)."""
+    x = np.asarray(x, dtype=np.float32)
+    r = x.astype(np.float16)
+    away = np.abs(r.astype(np.float32)) > np.abs(x)
+    return np.where(away, np.nextafter(r, np.float16(0)), r).astype(np.float16)
+
+
+def _snorm(x: np.ndarray) -> np.ndarray:
+    """f16/f32 → signed normalized i16: clamp to [-1, 1], scale by 32767, round to nearest
+    even; NaN → 0."""
+    v = np.clip(np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0), -1.0, 1.0)
+    return np.rint(v * 32767.0).astype(np.int16)
+
+
+def _unorm(x: np.ndarray) -> np.ndarray:
+    v = np.clip(np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0), 0.0, 1.0)
+    return np.rint(v * 65535.0).astype(np.uint16)
+
+
+def _pk16(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.asarray(lo).view(np.uint16).astype(u32) | \
+        (np.asarray(hi).view(np.uint16).astype(u32) << u32(16))
+
+
+def _bytes(x: np.ndarray) -> list[np.ndarray]:
+    return [(np.asarray(x, dtype=u32) >> u32(8 * k)) & u32(0xFF) for k in range(4)]
+
+
+def _absdiff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.where(a > b, a - b, b - a)
+
+
+def _sad_u8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    out = np.asarray(c, dtype=u32)
+    for x, y in zip(_bytes(a), _bytes(b)):
+        out = out + _absdiff(x, y)
+    return out
+
+
+def _msad_u8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Masked SAD: bytes where the reference (S1) is 0 do not count."""
+    out = np.asarray(c, dtype=u32)
+    for x, y in zip(_bytes(a), _bytes(b)):
+        out = out + np.where(y == 0, u32(0), _absdiff(x, y))
+    return out
+
+
+def _sad_u16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    a, b = np.asarray(a, dtype=u32), np.asarray(b, dtype=u32)
+    lo = _absdiff(a & u32(0xFFFF), b & u32(0xFFFF))
+    hi = _absdiff(a >> u32(16), b >> u32(16))
+    return np.asarray(c, dtype=u32) + lo + hi
+
+
+def _qsad(msad: bool) -> Fn:
+    """v_qsad_pk_u16_u8 / v_mqsad_pk_u16_u8: four SADs of S1 against byte windows of the 64-bit
+    S0 (offsets 0, 8, 16, 24), each added to a 16-bit field of S2; 16-bit results packed."""
+    sad = _msad_u8 if msad else _sad_u8
+
+    def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        a, c = np.asarray(a, dtype=u64), np.asarray(c, dtype=u64)
+        out = np.zeros(np.broadcast_shapes(a.shape, np.shape(b), c.shape), dtype=u64)
+        for k in range(4):
+            win = ((a >> u64(8 * k)) & u64(0xFFFFFFFF)).astype(u32)
+            acc = ((c >> u64(16 * k)) & u64(0xFFFF)).astype(u32)
+            out |= (sad(win, b, acc) & u32(0xFFFF)).astype(u64) << u64(16 * k)
+        return out
+    return fn
+
+
+def _lerp_u8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per byte: (a + b + the low bit of c's byte) >> 1."""
+    out = np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c)), dtype=u32)
+    for k, (x, y, z) in enumerate(zip(_bytes(a), _bytes(b), _bytes(c))):
+        out |= ((x + y + (z & u32(1))) >> u32(1)) << u32(8 * k)
+    return out
+
+
+def _cvt_pk_u8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Converts S0 to u8 (saturating, round to nearest even) into byte S1[1:0] of S2."""
+    sh = (np.asarray(b, dtype=u32) & u32(3)) * u32(8)
+    v = np.clip(np.rint(np.nan_to_num(np.asarray(a, dtype=np.float64), nan=0.0)), 0, 255)
+    return (np.asarray(c, dtype=u32) & ~(u32(0xFF) << sh)) | (v.astype(u32) << sh)
+
+
+def _sat_pk_u8(a: np.ndarray) -> np.ndarray:
+    """Two i16 halves saturated to u8, packed into 16 bits."""
+    a = np.asarray(a, dtype=u32)
+    lo = np.clip((a & u32(0xFFFF)).astype(np.uint16).view(np.int16), 0, 255).astype(u32)
+    hi = np.clip((a >> u32(16)).astype(np.uint16).view(np.int16), 0, 255).astype(u32)
+    return (lo | (hi << u32(8))).astype(np.uint16)
+
+
+def _cube(which: str) -> Fn:
+    """v_cubeid/cubesc/cubetc/cubema_f32 (ISA pseudo-code): face id, S/T coordinates and twice
+    the major axis of the direction (x, y, z)."""
+    def fn(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+        ax, ay, az = np.abs(x), np.abs(y), np.abs(z)
+        zmaj = (az >= ax) & (az >= ay)
+        ymaj = ~zmaj & (ay >= ax)
+        f32 = np.float32
+        if which == "id":
+            r = np.where(zmaj, np.where(z < 0, f32(5), f32(4)),
+                         np.where(ymaj, np.where(y < 0, f32(3), f32(2)),
+                                  np.where(x < 0, f32(1), f32(0))))
+        elif which == "ma":
+            r = np.where(zmaj, z * f32(2), np.where(ymaj, y * f32(2), x * f32(2)))
+        elif which == "sc":
+            r = np.where(zmaj, np.where(z < 0, -x, x), np.where(ymaj, x, np.where(x < 0, z, -z)))
+        else:
+            r = np.where(zmaj, -y, np.where(ymaj, np.where(y < 0, -z, z), -y))
+        return np.asarray(r, dtype=np.float32)
+    return fn
+
+
+def _mullit(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    bad = (b == -np.finfo(np.float32).max) | np.isneginf(b) | np.isnan(b) | (c <= 0) | np.isnan(c)
+    return np.where(bad, -np.finfo(np.float32).max, a * b).astype(np.float32)
+
+
+def _frexp_exp16(x: np.ndarray) -> np.ndarray:
+    _, e = np.frexp(x.astype(np.float32))
+    return np.where(np.isfinite(x), e, 0).astype(np.int16)
+
+
+# V_CVT_OFF_F32_I4: the signed 4-bit value of S0[3:0] divided by 16.
+_CVT_OFF = np.array([k / 16 if k < 8 else (k - 16) / 16 for k in range(16)], dtype=np.float32)
+
+
+def _two_over_pi_bits() -> int:
+    """floor(2/π · 2^1201): the fraction bits of 2/π that V_TRIG_PREOP_F64 reads (Machin's
+    formula in fixed point with guard bits)."""
+    prec = 1201 + 64
+    one = 1 << prec
+
+    def atan_inv(n: int) -> int:
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k += 2
+            sign = -sign
+        return total
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
+    return ((2 * one * one) // pi) >> 64
+
+
+_TWO_OVER_PI: list[int] = []
+
+
+def _trig_preop(x: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """V_TRIG_PREOP_F64: 53 bits of 2/π starting at bit 53·S1[4:0] (shifted further for large
+    exponents), scaled so that the pieces sum to 2/π (ISA pseudo-code)."""
+    if not _TWO_OVER_PI:
+        _TWO_OVER_PI.append(_two_over_pi_bits())
+    bits = _TWO_OVER_PI[0]
+    x, sel = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(sel, dtype=u32))
+    exp = ((x.view(u64) >> u64(52)) & u64(0x7FF)).astype(np.int64)
+    out = np.empty(x.shape, dtype=np.float64)
+    for idx in np.ndindex(x.shape):
+        shift = int(sel[idx] & u32(31)) * 53 + max(0, int(exp[idx]) - 1077)
+        chunk = (bits << shift >> 1148) & ((1 << 53) - 1) if shift <= 1201 + 53 else 0
+        scale = -53 - shift + (128 if exp[idx] >= 1968 else 0)
+        out[idx] = float(np.ldexp(np.float64(chunk), max(scale, -1100)))
+    return out
 
 
 FLOAT_UNARY: dict[str, Fn] = {
@@ -251,6 +422,35 @@ TABLE: dict[str, Fn] = {
     "v_mad_u32_u16": lambda a, b, c: a.astype(u32) * b.astype(u32) + c,
     "v_mad_i32_i16": lambda a, b, c: a.astype(i32) * b.astype(i32) + c,
     "v_cvt_u32_u16": lambda a: a.astype(u32), "v_cvt_i32_i16": lambda a: a.astype(i32),
+    "v_add_nc_i16": lambda a, b: a + b, "v_sub_nc_i16": lambda a, b: a - b,
+    "v_min3_i16": lambda a, b, c: np.minimum(np.minimum(a, b), c),
+    "v_min3_u16": lambda a, b, c: np.minimum(np.minimum(a, b), c),
+    "v_max3_i16": lambda a, b, c: np.maximum(np.maximum(a, b), c),
+    "v_max3_u16": lambda a, b, c: np.maximum(np.maximum(a, b), c),
+    "v_med3_i16": _med3, "v_med3_u16": _med3,
+    # packing conversions
+    "v_cvt_pk_rtz_f16_f32": lambda a, b: _pk16(cvt_rtz_f16(a), cvt_rtz_f16(b)),
+    "v_cvt_pk_i16_f32": lambda a, b: _pk16(fp.cvt_int(a, np.int16, -32768, 32767),
+                                           fp.cvt_int(b, np.int16, -32768, 32767)),
+    "v_cvt_pk_u16_f32": lambda a, b: _pk16(fp.cvt_int(a, np.uint16, 0, 65535),
+                                           fp.cvt_int(b, np.uint16, 0, 65535)),
+    "v_cvt_pknorm_i16_f32": lambda a, b: _pk16(_snorm(a), _snorm(b)),
+    "v_cvt_pknorm_u16_f32": lambda a, b: _pk16(_unorm(a), _unorm(b)),
+    "v_cvt_pk_norm_i16_f16": lambda a, b: _pk16(_snorm(a), _snorm(b)),
+    "v_cvt_pk_norm_u16_f16": lambda a, b: _pk16(_unorm(a), _unorm(b)),
+    "v_cvt_norm_i16_f16": _snorm, "v_cvt_norm_u16_f16": _unorm,
+    "v_cvt_pk_u8_f32": _cvt_pk_u8, "v_sat_pk_u8_i16": _sat_pk_u8,
+    "v_cvt_off_f32_i4": lambda a: _CVT_OFF[np.asarray(a, dtype=u32) & u32(15)],
+    "v_frexp_exp_i16_f16": _frexp_exp16,
+    # sums of absolute differences and byte interpolation
+    "v_sad_u8": _sad_u8, "v_msad_u8": _msad_u8, "v_sad_u16": _sad_u16,
+    "v_sad_u32": lambda a, b, c: _absdiff(a, b) + c,
+    "v_sad_hi_u8": lambda a, b, c: (_sad_u8(a, b, u32(0)) << u32(16)) + c,
+    "v_qsad_pk_u16_u8": _qsad(False), "v_mqsad_pk_u16_u8": _qsad(True),
+    "v_lerp_u8": _lerp_u8,
+    # graphics helpers
+    "v_cubeid_f32": _cube("id"), "v_cubesc_f32": _cube("sc"), "v_cubetc_f32": _cube("tc"),
+    "v_cubema_f32": _cube("ma"), "v_mullit_f32": _mullit, "v_trig_preop_f64": _trig_preop,
 }
 
 for _name, _fn in FLOAT_UNARY.items():
@@ -262,6 +462,12 @@ for _t in ("f16",):
         f"v_subrev_{_t}": lambda a, b: b - a, f"v_mul_{_t}": lambda a, b: a * b,
         f"v_fma_{_t}": lambda a, b, c: (a.astype(np.float64) * b + c).astype(np.float16),
         f"v_min_{_t}": fp.fmin, f"v_max_{_t}": fp.fmax, f"v_ldexp_{_t}": fp.ldexp,
+        f"v_min3_{_t}": lambda a, b, c: fp.fmin(fp.fmin(a, b), c),
+        f"v_max3_{_t}": lambda a, b, c: fp.fmax(fp.fmax(a, b), c),
+        f"v_med3_{_t}": fp.fmed3,
+        f"v_minmax_{_t}": lambda a, b, c: fp.fmax(fp.fmin(a, b), c),
+        f"v_maxmin_{_t}": lambda a, b, c: fp.fmin(fp.fmax(a, b), c),
+        f"v_div_fixup_{_t}": fp.div_fixup,
     })
 
 

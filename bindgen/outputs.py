@@ -1,0 +1,122 @@
+"""Writing a target's files as a set, and auditing the output root against what bindgen wrote.
+
+``MANIFEST`` (in the output root, committed with the bindings) lists the sha256 of every file
+bindgen writes: modules, their companions and the group packages' ``__init__.py``. ``audit``
+compares the tree with it, so a hand edit, a changed line ending, a deleted ``__init__.py`` or a
+stray module is found even where the headers are not available to regenerate from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+MANIFEST = "bindgen.manifest"
+# The output root's own package files belong to the project, not to a target.
+_PROJECT_FILES = ("__init__.py", "py.typed", MANIFEST)
+_HEADER = "# sha256 and path of every file bindgen wrote here; `bindgen check` compares them\n"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_manifest(out: Path) -> dict[str, str]:
+    path = out / MANIFEST
+    if not path.exists():
+        return {}
+    entries = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            sha, _, rel = line.partition("  ")
+            entries[rel] = sha
+    return entries
+
+
+def save_manifest(out: Path, entries: dict[str, str]) -> None:
+    text = _HEADER + "".join(f"{entries[k]}  {k}\n" for k in sorted(entries))
+    _replace_all([(out / MANIFEST, text.encode())])
+
+
+def write_target(out: Path, files: list[tuple[Path, str]]) -> tuple[bool, dict[str, str]]:
+    """Writes one target's files (and any missing package ``__init__.py``) as a set: every new
+    text goes to a temporary file first, and only when all are written are they renamed into
+    place. Returns (whether anything changed, {path relative to ``out``: sha256})."""
+    writes: list[tuple[Path, bytes]] = []
+    hashes: dict[str, str] = {}
+    for path, text in files:
+        for parent in _packages_between(out, path):
+            init = parent / "__init__.py"
+            hashes[init.relative_to(out).as_posix()] = _sha(b"")
+            if not init.exists():
+                writes.append((init, b""))
+        data = text.encode()
+        hashes[path.relative_to(out).as_posix()] = _sha(data)
+        if not path.is_file() or path.read_bytes() != data:
+            writes.append((path, data))
+    _replace_all(writes)
+    return bool(writes), hashes
+
+
+def _packages_between(out: Path, path: Path) -> list[Path]:
+    rel = path.parent.relative_to(out)
+    return [out / Path(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
+
+
+def _replace_all(writes: list[tuple[Path, bytes]]) -> None:
+    tmps: list[tuple[str, Path]] = []
+    try:
+        for path, data in writes:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            tmps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)  # whatever the umask: the bindings are read by everyone
+        for tmp, path in tmps:
+            os.replace(tmp, path)
+        tmps = []
+    finally:
+        for tmp, _ in tmps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def owned(rel: str, outputs: list[str]) -> bool:
+    """Whether ``rel`` (under the output root) belongs to one of the targets' ``outputs``: the
+    module, a companion sharing its stem (``.report.txt``, ``.defs``...), or a package init."""
+    for o in outputs:
+        stem = o[: -len(".py")]
+        if rel == o or rel.startswith(stem + "."):
+            return True
+        if rel.endswith("/__init__.py") and o.startswith(rel[: -len("__init__.py")]):
+            return True
+    return False
+
+
+def audit(out: Path, outputs: list[str]) -> list[str]:
+    """What differs between the output root and its manifest: one line per problem. Entries of
+    targets no spec declares any more (``outputs`` lists the current ones) are strays too."""
+    want = {k: v for k, v in load_manifest(out).items() if owned(k, outputs)}
+    if not want:
+        return [f"{MANIFEST} is missing: run `bindgen regen all` to write it"]
+    problems = []
+    seen = set()
+    for dirpath, dirnames, filenames in os.walk(out):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for fn in sorted(filenames):
+            rel = Path(dirpath, fn).relative_to(out).as_posix()
+            if rel in _PROJECT_FILES:
+                continue
+            seen.add(rel)
+            if rel not in want:
+                problems.append(f"{rel}: not written by bindgen (a stray file: delete it, or add "
+                                "a target that writes it)")
+            elif _sha(Path(dirpath, fn).read_bytes()) != want[rel]:
+                problems.append(f"{rel}: differs from what bindgen wrote (edited by hand, or its "
+                                "line endings changed)")
+    for rel in sorted(set(want) - seen):
+        problems.append(f"{rel}: missing")
+    return problems

@@ -1,0 +1,79 @@
+"""The disk compile cache: keyed by source, options and compiler identity; hits skip the
+compiler; concurrent writers never leave a partial file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SRC = "__kernel void k(__global int *a) { a[get_global_id(0)] = 7; }"
+
+
+@pytest.fixture
+def clang_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    from runtime.drivers.amd.compiler import AMDCompiler
+    if AMDCompiler().available():
+        pytest.skip(AMDCompiler().available() or "")
+    calls: list[list[str]] = []
+    real = AMDCompiler._run
+
+    def counting(tool: str, cmd: list[str], tmp: Path) -> None:
+        calls.append(cmd)
+        real(tool, cmd, tmp)
+    monkeypatch.setattr(AMDCompiler, "_run", staticmethod(counting))
+    return calls
+
+
+def test_a_second_compile_is_read_from_disk(tmp_path: Path, clang_calls: list[Any]) -> None:
+    from runtime.drivers.amd.compiler import AMDCompiler
+    from runtime.hcq import CompileCache
+    cache = CompileCache(AMDCompiler(), tmp_path)
+    lib = cache.compile(SRC)
+    assert lib[:4] == b"\x7fELF" and len(clang_calls) == 2  # clang, then ld.lld
+    again = CompileCache(AMDCompiler(), tmp_path)  # another process, same directory
+    assert again.compile(SRC) == lib and len(clang_calls) == 2
+    assert (again.hits, again.misses) == (1, 0)
+    # Other options, other source or another compiler version: compiled anew.
+    again.compile(SRC, extra_args=("-DX=1",))
+    again.compile(SRC + " ")
+    assert len(clang_calls) == 6
+    other = AMDCompiler(opt="-O1")
+    assert other.identity() != AMDCompiler().identity() and "clang version" in other.identity()
+    CompileCache(other, tmp_path).compile(SRC)
+    assert len(clang_calls) == 8
+    assert not [p for p in tmp_path.rglob(".tmp-*")]
+
+
+def test_device_compile_uses_the_cache(tmp_path: Path, clang_calls: list[Any],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.hcq import open_device
+    monkeypatch.setenv("HCQ_COMPILE_CACHE", str(tmp_path))
+    d = open_device("mock-amd:0")
+    try:
+        assert d.compile(SRC) == d.compile(SRC) and len(clang_calls) == 2
+        assert d.compile_cache.directory == tmp_path and d.compile_cache.hits == 1
+    finally:
+        d.close()
+    monkeypatch.setenv("HCQ_COMPILE_CACHE", "off")
+    d = open_device("mock-amd:0")
+    try:
+        d.compile(SRC)
+        d.compile(SRC)
+        assert len(clang_calls) == 6 and d.compile_cache.directory is None
+    finally:
+        d.close()
+
+
+def test_a_corrupt_or_unwritable_cache_only_costs_a_compile(tmp_path: Path,
+                                                             clang_calls: list[Any]) -> None:
+    from runtime.drivers.amd.compiler import AMDCompiler
+    from runtime.hcq import CompileCache
+    cache = CompileCache(AMDCompiler(), tmp_path)
+    key = cache.key(SRC, {})
+    (tmp_path / key[:2]).mkdir()
+    (tmp_path / key[:2] / f"{key}.bin").write_bytes(b"")  # an empty file is no entry
+    assert cache.compile(SRC)[:4] == b"\x7fELF"
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert CompileCache(AMDCompiler(), blocked).compile(SRC)[:4] == b"\x7fELF"

@@ -1,0 +1,328 @@
+"""Memory instructions on the RDNA3 interpreter: short gfx1100 programs assembled with llvm-mc-16.
+
+Buffer (MUBUF) accesses through V# descriptors with each OOB_SELECT range check, per-dword checks
+of multi-dword accesses, soffset outside the check, idxen/offen forms and atomics; the d16 and
+d16_hi loads and stores of every address space; ds_swizzle_b32's modes; DS mskor/wrap/append;
+FLAT on the LDS aperture; scratch. Expected values follow the RDNA3 ISA reference (sections 9-11)
+and are computed with numpy from the inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime.drivers.mock.rdna3 import KernelFault
+from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
+from runtime.drivers.mock.rdna3.ops_ds import swizzle_lanes
+from runtime.drivers.mock.rdna3.ops_mem import SHARED_APERTURE
+
+from .test_rdna3_isa import assemble, pytestmark  # noqa: F401  (llvm-mc-16 needed)
+
+u32 = np.uint32
+LANES = 32
+# s[0:1] = output, s[2:3] = input; V# in s[4:7]; lane byte offset (lane * 4) in v10.
+HEAD = """
+v_lshlrev_b32 v10, 2, v0
+"""
+TAIL = """
+global_store_b32 v10, v2, s[0:1]
+s_endpgm
+"""
+
+
+def vsharp(base: int, num_records: int, *, stride: int = 0, oob: int = 3) -> list[int]:
+    """A gfx11 buffer descriptor: base, STRIDE [61:48], NUM_RECORDS, OOB_SELECT [125:124]
+    (and the 32-bit float format Triton sets, which a raw access ignores)."""
+    return [base & 0xFFFFFFFF, (base >> 32) | stride << 16, num_records,
+            0x01027000 | oob << 28]
+
+
+def run(body: str, data: np.ndarray, *, desc: dict | None = None, sgprs: tuple[int, ...] = (),
+        lds_bytes: int = 0, vgprs: int = 32, out_words: int = LANES) -> tuple[np.ndarray, TestDevice,
+                                                                            int]:
+    """Runs HEAD + body + TAIL for one wave; returns (output words, device, input VA)."""
+    dev = TestDevice()
+    vin = dev.upload(data.view(u32))
+    vout = dev.upload(np.full(out_words, 0xDEADBEEF, u32))
+    d = vsharp(vin, **(desc or {"num_records": data.nbytes}))
+    user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32, *d, *sgprs]
+    dev.launch_raw(assemble(HEAD + body + TAIL), user, (1,), (LANES,), lds_bytes=lds_bytes,
+                   vgprs=vgprs)
+    return dev.download(vout, out_words, u32), dev, vin
+
+
+@pytest.fixture
+def data() -> np.ndarray:
+    return (np.arange(64, dtype=u32) * 0x01010101 + 0x10203040).astype(u32)
+
+
+# -- MUBUF ----------------------------------------------------------------------------------------
+def test_buffer_raw_out_of_range_loads_return_zero(data):
+    n = 20 * 4   # NUM_RECORDS in bytes: lanes 0..19 in range
+    got, _, _ = run("buffer_load_b32 v2, v10, s[4:7], 0 offen", data,
+                    desc={"num_records": n})
+    want = np.where(np.arange(LANES) * 4 + 4 <= n, data[:LANES], 0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_buffer_masked_offset_like_triton(data):
+    """Triton masks a lane by giving it offset 0x80000000, far past NUM_RECORDS."""
+    body = """
+    v_cmp_gt_u32 vcc_lo, 7, v0
+    v_cndmask_b32 v1, 0x80000000, v10, vcc_lo
+    buffer_load_b32 v2, v1, s[4:7], 0 offen offset:8
+    """
+    got, _, _ = run(body, data, desc={"num_records": 0x7FFFFFFE})
+    want = np.where(np.arange(LANES) < 7, data[2:LANES + 2], 0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_buffer_multi_dword_loads_check_each_dword(data):
+    # b64 at lane * 4: dword 0 in range while lane * 4 + 4 <= n, dword 1 while lane * 4 + 8 <= n
+    n = 10 * 4 + 4
+    body = """
+    buffer_load_b64 v[4:5], v10, s[4:7], 0 offen
+    v_xor_b32 v2, v4, v5
+    """
+    got, _, _ = run(body, data, desc={"num_records": n})
+    lane = np.arange(LANES)
+    d0 = np.where(lane * 4 + 4 <= n, data[lane], 0)
+    d1 = np.where(lane * 4 + 8 <= n, data[lane + 1], 0)
+    np.testing.assert_array_equal(got, d0 ^ d1)
+
+
+def test_buffer_soffset_moves_the_address_not_the_range(data):
+    # soffset (s8 = 16 B) is added to the address but not to the range check (ISA 9.1.8).
+    n = 12 * 4
+    got, _, _ = run("buffer_load_b32 v2, v10, s[4:7], s8 offen", data,
+                    desc={"num_records": n}, sgprs=(16,))
+    lane = np.arange(LANES)
+    np.testing.assert_array_equal(got, np.where(lane * 4 + 4 <= n, data[lane + 4], 0))
+
+
+def test_buffer_stores_out_of_range_are_dropped(data):
+    n = 9 * 4
+    body = """
+    v_add_nc_u32 v3, 1000, v0
+    buffer_store_b32 v3, v10, s[4:7], 0 offen
+    s_waitcnt vmcnt(0)
+    global_load_b32 v2, v10, s[2:3]
+    s_waitcnt vmcnt(0)
+    """
+    got, _, _ = run(body, data, desc={"num_records": n})
+    lane = np.arange(LANES)
+    np.testing.assert_array_equal(got, np.where(lane * 4 + 4 <= n, 1000 + lane, data[lane]))
+
+
+@pytest.mark.parametrize("oob", [0, 1, 2])
+def test_buffer_structured_index_and_offset(data, oob):
+    """idxen + offen: v[6] is the index, v[7] the offset; stride 8 B. OOB_SELECT 1 checks the
+    index against NUM_RECORDS (in records), 0 also the offset against the stride, 2 nothing."""
+    body = """
+    v_lshrrev_b32 v6, 1, v0
+    v_and_b32 v7, 1, v0
+    v_lshlrev_b32 v7, 3, v7
+    buffer_load_b32 v2, v[6:7], s[4:7], 0 idxen offen
+    """
+    records = 10
+    got, _, _ = run(body, data, desc={"num_records": records, "stride": 8, "oob": oob})
+    lane = np.arange(LANES)
+    idx, off = lane >> 1, (lane & 1) * 8
+    val = data[(idx * 8 + off) // 4]
+    ok = {0: (idx < records) & (off + 4 <= 8), 1: idx < records, 2: np.ones(LANES, bool)}[oob]
+    np.testing.assert_array_equal(got, np.where(ok, val, 0))
+
+
+def test_buffer_atomic_add_returns_old_and_skips_out_of_range(data):
+    n = 6 * 4
+    body = """
+    v_mov_b32 v2, 5
+    v_and_b32 v1, 7, v0
+    v_lshlrev_b32 v1, 2, v1
+    buffer_atomic_add_u32 v2, v1, s[4:7], 0 offen glc
+    s_waitcnt vmcnt(0)
+    """
+    got, dev, vin = run(body, data, desc={"num_records": n})
+    lane = np.arange(LANES)
+    slot = lane & 7
+    inr = slot * 4 + 4 <= n
+    # Lanes on one address apply in lane order: lane k sees the value plus 5 per earlier lane.
+    rank = lane >> 3
+    np.testing.assert_array_equal(got, np.where(inr, data[slot] + 5 * rank, 0).astype(u32))
+    mem = dev.download(vin, 8, u32)
+    np.testing.assert_array_equal(mem, np.where(np.arange(8) * 4 + 4 <= n,
+                                                data[:8] + 20, data[:8]).astype(u32))
+
+
+def test_buffer_d16_loads_fill_one_half(data):
+    body = """
+    v_mov_b32 v2, 0x12345678
+    v_mov_b32 v3, 0x9abcdef0
+    buffer_load_d16_b16 v2, v10, s[4:7], 0 offen
+    buffer_load_d16_hi_i8 v3, v10, s[4:7], 0 offen offset:1
+    s_waitcnt vmcnt(0)
+    v_xor_b32 v2, v2, v3
+    """
+    got, _, _ = run(body, data)
+    b = data.view(np.uint8)
+    lane = np.arange(LANES)
+    lo = 0x12340000 | data[lane] & 0xFFFF
+    hi = (np.int8(0) + b[lane * 4 + 1].view(np.int8)).astype(np.int64) & 0xFFFF
+    np.testing.assert_array_equal(got, (lo ^ (hi << 16 | 0xDEF0)).astype(u32))
+
+
+def test_buffer_swizzled_descriptor_is_refused(data):
+    dev = TestDevice()
+    vin = dev.upload(data)
+    d = vsharp(vin, 256)
+    d[1] |= 1 << 30   # SWIZZLE_ENABLE
+    code = assemble(HEAD + "buffer_load_b32 v2, v10, s[4:7], 0 offen\n" + TAIL)
+    with pytest.raises(KernelFault, match="SWIZZLE_ENABLE"):
+        dev.launch_raw(code, [0, 0, 0, 0, *d], (1,), (LANES,))
+
+
+def test_buffer_format_loads_are_refused_by_name(data):
+    with pytest.raises(KernelFault, match="format conversion"):
+        run("buffer_load_format_x v2, v10, s[4:7], 0 offen", data)
+
+
+# -- d16 forms of global, scratch and DS ----------------------------------------------------------
+def test_global_d16_forms(data):
+    body = """
+    v_mov_b32 v2, 0xaaaa5555
+    global_load_d16_hi_b16 v2, v10, s[2:3] offset:2
+    v_mov_b32 v3, 0x11112222
+    global_load_d16_u8 v3, v10, s[2:3] offset:3
+    s_waitcnt vmcnt(0)
+    v_add_nc_u32 v2, v2, v3
+    """
+    got, _, _ = run(body, data)
+    lane = np.arange(LANES)
+    a = (data[lane] >> 16) << 16 | 0x5555
+    b = 0x11110000 | (data[lane] >> 24)
+    np.testing.assert_array_equal(got, (a.astype(np.uint64) + b).astype(u32))
+
+
+def test_global_store_d16_hi(data):
+    body = """
+    v_mov_b32 v3, 0xbeef0000
+    v_add_nc_u32 v3, v3, v0
+    global_store_d16_hi_b16 v10, v3, s[2:3]
+    global_store_d16_hi_b8 v10, v3, s[2:3] offset:3
+    s_waitcnt vmcnt(0)
+    global_load_b32 v2, v10, s[2:3]
+    s_waitcnt vmcnt(0)
+    """
+    got, _, _ = run(body, data)
+    lane = np.arange(LANES)
+    want = (data[lane] & 0x00FF0000) | 0xBEEF | (0xEF << 24)
+    np.testing.assert_array_equal(got, want.astype(u32))
+
+
+def test_ds_d16_loads_and_stores():
+    body = """
+    v_mov_b32 v3, 0x8180fffe
+    v_add_nc_u32 v3, v3, v0
+    ds_store_b32 v10, v3
+    ds_store_b16_d16_hi v10, v3 offset:128
+    s_waitcnt lgkmcnt(0)
+    v_mov_b32 v2, 0x77778888
+    ds_load_i8_d16_hi v2, v10 offset:3
+    v_mov_b32 v4, 0x44443333
+    ds_load_u16_d16 v4, v10 offset:128
+    s_waitcnt lgkmcnt(0)
+    v_xor_b32 v2, v2, v4
+    """
+    got, _, _ = run(body, np.zeros(4, u32), lds_bytes=512)
+    v3 = (0x8180FFFE + np.arange(LANES)).astype(np.int64)
+    top = ((v3 >> 24) & 0xFF).astype(np.uint8).view(np.int8).astype(np.int64) & 0xFFFF
+    a = top << 16 | 0x8888
+    b = 0x44440000 | (v3 >> 16) & 0xFFFF
+    np.testing.assert_array_equal(got, (a ^ b).astype(u32))
+
+
+# -- DS lane moves and atomics ---------------------------------------------------------------------
+@pytest.mark.parametrize("offset", [0x801B, 0x80E4, 0x041F, 0x001F | 1 << 10 | 16 << 5, 0x0010,
+                                    0x7C00 | 0x3])
+def test_ds_swizzle_modes(offset):
+    """Quad-permute (bit 15) and bit-mask modes; a source lane that is inactive reads 0."""
+    body = f"""
+    v_add_nc_u32 v3, 100, v0
+    v_cmp_ne_u32 vcc_lo, 5, v0
+    s_and_saveexec_b32 s10, vcc_lo
+    ds_swizzle_b32 v2, v3 offset:{offset:#x}
+    s_waitcnt lgkmcnt(0)
+    s_mov_b32 exec_lo, s10
+    """
+    got, _, _ = run(body, np.zeros(4, u32))
+    src = swizzle_lanes(offset)
+    lane = np.arange(LANES)
+    want = np.where(src == 5, 0, 100 + src)
+    # lane 5 was off: its v2 keeps the 0 VGPRs start with
+    want[5] = 0
+    np.testing.assert_array_equal(got, want.astype(u32))
+
+
+def test_swizzle_patterns_match_the_isa_examples():
+    lane = np.arange(32)
+    np.testing.assert_array_equal(swizzle_lanes(0x8000 | 0b00011011), lane ^ 3)  # quad reverse
+    np.testing.assert_array_equal(swizzle_lanes(0x041F), lane ^ 1)             # swap pairs
+    np.testing.assert_array_equal(swizzle_lanes(0x0000), np.zeros(32, int))    # broadcast 0
+    assert swizzle_lanes(0xE000) is None                                       # FFT: not gfx11
+
+
+def test_ds_mskor_wrap_and_append():
+    body = """
+    v_mov_b32 v3, 0xf0f0f0f0
+    v_mov_b32 v1, 0
+    ds_store_b32 v1, v3
+    v_mov_b32 v4, 5
+    ds_store_b32 v1, v4 offset:4
+    s_waitcnt lgkmcnt(0)
+    v_mov_b32 v5, 0xff
+    v_lshlrev_b32 v6, 8, v0
+    v_cmp_eq_u32 vcc_lo, 0, v0
+    s_and_saveexec_b32 s10, vcc_lo
+    ds_mskor_b32 v1, v5, v6
+    v_mov_b32 v7, 7
+    v_mov_b32 v8, 3
+    ds_wrap_rtn_b32 v9, v1, v7, v8 offset:4
+    s_mov_b32 exec_lo, s10
+    s_mov_b32 m0, 8
+    ds_append v11
+    s_waitcnt lgkmcnt(0)
+    ds_load_b32 v2, v1
+    ds_load_b32 v12, v1 offset:4
+    ds_load_b32 v13, v1 offset:8
+    s_waitcnt lgkmcnt(0)
+    v_add_nc_u32 v2, v2, v12
+    v_lshl_add_u32 v2, v13, 16, v2
+    v_add_nc_u32 v2, v2, v11
+    """
+    got, _, _ = run(body, np.zeros(4, u32), lds_bytes=64)
+    mskor = (0xF0F0F0F0 & ~0xFF) | 0   # lane 0: v6 = 0
+    wrap = 5 + 3                      # 5 < 7: add data1
+    append = 32                       # every lane of the wave counted
+    want = (mskor + wrap + (append << 16)) & 0xFFFFFFFF
+    np.testing.assert_array_equal(got, np.full(LANES, want, u32))
+
+
+# -- FLAT on the LDS aperture ------------------------------------------------------------------
+def test_flat_load_store_through_the_shared_aperture():
+    body = f"""
+    v_mov_b32 v5, {SHARED_APERTURE >> 32:#x}
+    v_mov_b32 v4, v10
+    v_add_nc_u32 v3, 7, v0
+    flat_store_b32 v[4:5], v3
+    s_waitcnt vmcnt(0) lgkmcnt(0)
+    ds_load_b32 v2, v10
+    s_waitcnt lgkmcnt(0)
+    """
+    got, _, _ = run(body, np.zeros(4, u32), lds_bytes=128)
+    np.testing.assert_array_equal(got, (7 + np.arange(LANES)).astype(u32))
+
+
+# -- scratch --------------------------------------------------------------------------------------
+def test_scratch_without_private_memory_is_a_named_fault():
+    with pytest.raises(KernelFault, match="no private segment memory"):
+        run("scratch_store_b32 off, v0, off offset:16", np.zeros(4, u32))
