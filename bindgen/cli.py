@@ -178,7 +178,7 @@ def cmd_regen(
     jobs: int,
     skip_unavailable: bool,
 ) -> int:
-    from .outputs import load_manifest, save_manifest, write_target
+    from .outputs import load_manifest, owned, save_manifest, write_target
     from .sources import Sources
 
     failed = 0
@@ -205,6 +205,9 @@ def cmd_regen(
             print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
             continue
         changed, hashes = write_target(project.out, g.files())
+        for rel in [k for k in manifest if k not in hashes and owned(k, [t.output])]:
+            if not rel.endswith("__init__.py"):  # a file this target no longer writes
+                del manifest[rel]
         manifest.update(hashes)
         save_manifest(project.out, manifest)
         print(

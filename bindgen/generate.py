@@ -8,20 +8,15 @@ outside.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ir
-from .cexpr import MacroContext, MacroOptions, translate_macros
 from .errors import BindgenError
 from .layout import load_module_text, verify_module
-from .macro_records import build_macro_records
 from .parse import parse_target
-from .patches import apply_ir_patches
+from .passes import Context, run_all
 from .render import RenderInfo, render_module, render_report
 from .project import Project
 from .sources import Sources
@@ -58,7 +53,7 @@ class Generated:
     counts: str
     seconds: float
     checks: int
-    defs: str | None = None  # lazy modules: the definitions file
+    defs: str | None = None  # lazy modules: the definitions module's text
     module: ir.Module | None = None  # the IR it was rendered from (for reports and probes)
 
     def files(self) -> list[tuple[Path, str]]:
@@ -81,8 +76,13 @@ def report_path(t: Target, project: Project) -> Path:
     return project.output(re.sub(r"\.py$", ".report.txt", t.output))
 
 
+def defs_module(t: Target) -> str:
+    """The definitions module of a lazy target: ``nv/rm_580.py`` → ``_rm_580``."""
+    return "_" + Path(t.output).stem
+
+
 def defs_path(t: Target, project: Project) -> Path:
-    return project.output(re.sub(r"\.py$", ".defs", t.output))
+    return project.output(t.output).with_name(defs_module(t) + ".py")
 
 
 def generate(t: Target, sources: Sources, project: Project) -> Generated:
@@ -91,31 +91,7 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
     roots = {s.name: sources.resolve(s).root for s in t.sources}
     pr = parse_target(t, roots)
     m = pr.module
-    if t.macros.enabled:
-        opts = MacroOptions(
-            bit_ranges=t.macros.bit_ranges,
-            range_wrappers=t.macros.range_wrappers,
-            predefined=dict(t.macros.predefined),
-            skip=t.macros.skip,
-        )
-        ctx = MacroContext(
-            types=pr.macro_ctx_types, enum_constants=pr.enum_constants, record_names=pr.record_names
-        )
-        res = translate_macros(pr.macros, ctx, opts, pr.emit_macro.__contains__)
-        emitted_types = {r.name for r in m.records}
-        m.constants = list(res.constants)
-        m.macro_functions = list(res.functions)
-        m.ioctls = [
-            io if io.arg is None or io.arg in emitted_types else _ioctl_with_missing_arg(io)
-            for io in res.ioctls
-        ]
-        m.skipped += list(res.skipped)
-        if t.macros.records:
-            build_macro_records(t, m)
-    for rule, rows in pr.tables:
-        m.constants.append(ir.Constant(rule.name, repr(tuple(rows)), tuple(rows)))
-    apply_ir_patches(t, m)
-    _check_duplicates(t, m)
+    run_all(Context(t, pr))
 
     headers = [(h.shown, h.sha256) for h in pr.headers]
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
@@ -128,13 +104,17 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
         ih,
         hh,
         {lib.name: lib.env for lib in t.libraries},
-        defs_path(t, project).name,
+        defs_module(t) if t.lazy else "",
     )
-    text, defs = render_module(m, info, lazy=t.lazy)
-    try:
-        compile(text, t.output, "exec")
-    except SyntaxError as e:
-        raise ir_error(t, f"rendered module does not compile: line {e.lineno}: {e.msg}")
+    rendered = render_module(m, info, lazy=t.lazy)
+    text, defs = rendered.text, rendered.defs
+    for label, src in ((t.output, text), (defs_path(t, project).name, defs)):
+        if src is None:
+            continue
+        try:
+            compile(src, label, "exec")
+        except SyntaxError as e:
+            raise ir_error(t, f"rendered {label} does not compile: line {e.lineno}: {e.msg}")
     try:
         mod = load_module_text(text, project.module_name(t.output), defs)
     except Exception as e:  # the rendered module must import; anything else is a generator failure
@@ -145,40 +125,11 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
         f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "
         f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped"
     )
+    report = render_report(m, info, headers)
     return Generated(
-        t,
-        project,
-        text,
-        render_report(m, info, headers),
-        counts,
-        time.perf_counter() - start,
-        checks,
-        defs,
-        m,
+        t, project, text, report, counts, time.perf_counter() - start, checks, defs, m
     )
 
 
 def ir_error(t: Target, msg: str) -> BindgenError:
     return BindgenError(f"target {t.name}: {msg}")
-
-
-def _ioctl_with_missing_arg(io: ir.Ioctl) -> ir.Ioctl:
-    # The argument record is outside the kept set: the request number is still exact.
-    return ir.Ioctl(io.name, io.direction, io.type_, io.nr, None, io.arg_size, io.request, io.loc)
-
-
-def _check_duplicates(t: Target, m: ir.Module) -> None:
-    """Python has one namespace where C has several: a clash would silently shadow, so it fails."""
-    seen: dict[str, str] = {}
-    for _, kind, items in m.declaration_lists():
-        for it in items:
-            if it.name in seen and not (kind == "constant" and seen[it.name] == "enum"):
-                raise ir_error(
-                    t,
-                    f"name {it.name!r} is both a {seen[it.name]} and a {kind}; add a "
-                    f"rename patch to the spec",
-                )
-            seen.setdefault(it.name, kind)
-    enum_values = {k for e in m.enums for k, _ in e.values}
-    m.constants = [c for c in m.constants if c.name not in enum_values]
-

@@ -79,6 +79,7 @@ class Field:
     bit_offset: int  # from the start of the record, as clang reports it
     bit_width: int | None = None  # None: not a bitfield
     anonymous: bool = False  # an anonymous struct/union member whose fields are promoted
+    doc: str = ""  # the header's comment for this field, cleaned (see bindgen.docs)
     loc: Location | None = None  # the C member it came from, for error messages
 
 
@@ -92,6 +93,7 @@ class Record:
     packed: bool = False
     loc: Location | None = None
     c_name: str = ""  # spelling in C (``struct foo``), for probes and reports
+    doc: str = ""
 
     @property
     def opaque(self) -> bool:
@@ -105,6 +107,8 @@ class Enum:
     values: tuple[tuple[str, int], ...]
     loc: Location | None = None
     c_name: str = ""
+    doc: str = ""
+    value_docs: tuple[str, ...] = ()  # one per value ("" where the header has none)
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ class Typedef:
     name: str
     type: Type
     loc: Location | None = None
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,7 @@ class Function:
     param_names: tuple[str, ...]
     library: str | None = None
     loc: Location | None = None
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,7 @@ class Constant:
     expr: str
     value: object
     loc: Location | None = None
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,7 @@ class MacroFunction:
     params: tuple[str, ...]
     body: str
     loc: Location | None = None
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,7 @@ class Ioctl:
     arg_size: int
     request: int
     loc: Location | None = None
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -191,6 +200,9 @@ class Module:
     skipped: list[Skipped] = field(default_factory=list)
     extra_code: list[str] = field(default_factory=list)
     libraries: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (name, candidates)
+    # Set by the ordering pass: records in an order where a record embedded by value (directly or
+    # in an array) comes before the records that embed it. The renderer lays them out in it.
+    layout_order: list[str] = field(default_factory=list)
 
     def declaration_lists(self) -> list[tuple[str, str, list]]:
         """(attribute, kind, list) for every kind of named declaration, in emission order."""

@@ -4,7 +4,6 @@ and bitfield positions. Runs during generation; any mismatch fails the run."""
 from __future__ import annotations
 
 import ctypes
-import re
 import sys
 import types
 
@@ -17,25 +16,15 @@ MAX_CTYPES_ALIGN = 16
 
 def load_module_text(text: str, name: str, defs: str | None = None) -> types.ModuleType:
     """Executes generated module text as a module named ``name`` (not added to sys.modules);
-    ``defs`` is the text of a lazy module's definitions file."""
+    ``defs`` is the text of a lazy module's definitions module, which it then reads from memory
+    (every definition is still compiled and run only when first used)."""
     mod = types.ModuleType(name)
     mod.__file__ = f"<bindgen:{name}>"
     if defs is not None:
-        mod.__dict__["__bindgen_defs__"] = defs
+        mod.__dict__["__bindgen_source__"] = defs
     code = compile(text, mod.__file__, "exec")
     exec(code, mod.__dict__)
-    lazy = mod.__dict__.get("_DEFS")
-    if lazy is not None:
-        # Every definition must compile. Records are executed by verify_module and plain numeric
-        # constants are literals written by the renderer, so only the rest is compiled here (the
-        # NVIDIA module's 9,000 constants took most of a 0.4 s compile).
-        rest = [src.replace("\x1f", "\n") for src in lazy.index().values()
-                if not src.startswith("class ") and not _NUMERIC.match(src)]
-        compile("\n".join(rest), mod.__file__ + ":definitions", "exec")
     return mod
-
-
-_NUMERIC = re.compile(r"\w+ = -?(?:0x[0-9a-fA-F]+|\d+)$")
 
 
 def verify_module(mod: types.ModuleType, m: ir.Module) -> int:

@@ -86,10 +86,12 @@ def _replace_all(writes: list[tuple[Path, bytes]]) -> None:
 
 def owned(rel: str, outputs: list[str]) -> bool:
     """Whether ``rel`` (under the output root) belongs to one of the targets' ``outputs``: the
-    module, a companion sharing its stem (``.report.txt``, ``.defs``...), or a package init."""
+    module, a companion sharing its stem (``.report.txt``...), a lazy module's definitions module
+    (``_STEM.py`` beside it), or a package init."""
     for o in outputs:
         stem = o[: -len(".py")]
-        if rel == o or rel.startswith(stem + "."):
+        folder, _, name = stem.rpartition("/")
+        if rel == o or rel.startswith(stem + ".") or rel == f"{folder}/_{name}.py".lstrip("/"):
             return True
         if rel.endswith("/__init__.py") and o.startswith(rel[: -len("__init__.py")]):
             return True

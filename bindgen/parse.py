@@ -19,6 +19,7 @@ from pathlib import Path
 import clang.cindex as ci
 
 from . import ir
+from .docs import clean
 from .cexpr import CType, MacroDef
 from .errors import ClangError, SourceError, UnsupportedConstruct
 from .spec import MacroTableRule, SourcePath, Target
@@ -75,6 +76,7 @@ class ParseResult:
     headers: list[HeaderRecord]
     emit_macro: set[str] = field(default_factory=set)
     tables: list = field(default_factory=list)  # (MacroTableRule, rows)
+    files: list[tuple[str, str]] = field(default_factory=list)  # (shown, absolute path) read
 
 
 class _Paths:
@@ -123,6 +125,7 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         "--target=x86_64-linux-gnu",
         "-fno-ms-extensions",
         "-Wno-pragma-once-outside-header",
+        "-fparse-all-comments",  # ordinary comments become docs too (bindgen.docs)
     ]
     for inc in target.include_dirs:
         d = roots[inc.source] / inc.path
@@ -219,6 +222,7 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         sorted(headers.values(), key=lambda h: h.shown), macros
     )
     result.tables = tables
+    result.files = files_in_order
     return result
 
 
@@ -419,8 +423,12 @@ class _Builder:
             except UnsupportedConstruct as e:
                 raise UnsupportedConstruct(f"{self.loc(f)}: field {name}.{f.spelling}: {e}")
             width = f.get_bitfield_width() if f.is_bitfield() else None
-            fields.append(ir.Field(fname, ftype, offset, width, anon, self.loc(f)))
-        return ir.Record(name, kind, size, align, tuple(fields), packed, self.loc(c), c_name)
+            fields.append(
+                ir.Field(fname, ftype, offset, width, anon, clean(f.raw_comment), self.loc(f))
+            )
+        return ir.Record(
+            name, kind, size, align, tuple(fields), packed, self.loc(c), c_name, clean(c.raw_comment)
+        )
 
     def by_value_problem(self, t: ir.Type, seen: frozenset[str] = frozenset()) -> str | None:
         """Why a parameter or result of type ``t`` cannot go through libffi by value, or None."""
@@ -459,17 +467,15 @@ class _Builder:
             prim = ir.Prim(
                 _INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(), signed
             )
-            vals = tuple(
-                (ch.spelling, ch.enum_value)
-                for ch in c.get_children()
-                if ch.kind == CK.ENUM_CONSTANT_DECL
-            )
+            consts = [ch for ch in c.get_children() if ch.kind == CK.ENUM_CONSTANT_DECL]
             self.enums[name] = ir.Enum(
                 name,
                 prim,
-                vals,
+                tuple((ch.spelling, ch.enum_value) for ch in consts),
                 self.loc(c),
                 f"enum {c.spelling}" if not _unnamed(c.spelling) else "",
+                clean(c.raw_comment),
+                tuple(clean(ch.raw_comment) for ch in consts),
             )
         return name
 
@@ -484,7 +490,7 @@ class _Builder:
             self.skipped.append(ir.Skipped(name, "typedef", str(e), self.loc(c)))
             self.wanted.discard(name)
             return
-        self.typedefs[name] = ir.Typedef(name, target, self.loc(c))
+        self.typedefs[name] = ir.Typedef(name, target, self.loc(c), clean(c.raw_comment))
 
     # -- the walk
     def build(self, headers: list[HeaderRecord], macros: list[MacroDef]) -> ParseResult:
@@ -565,7 +571,9 @@ class _Builder:
                     params = tuple(
                         _py_ident(a.spelling) or f"arg{i}" for i, a in enumerate(c.get_arguments())
                     )
-                    self.functions[name] = ir.Function(name, ft, params, lib_name, self.loc(c))
+                    self.functions[name] = ir.Function(
+                        name, ft, params, lib_name, self.loc(c), clean(c.raw_comment)
+                    )
                 elif k == CK.VAR_DECL:
                     if not self.kept_name(name):
                         continue

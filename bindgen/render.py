@@ -1,22 +1,36 @@
-"""IR → Python module text through the Mako templates; deterministic by construction.
+"""IR → Python module text; deterministic by construction. The renderer only reads the IR (the
+``order`` pass fixed the order typedefs and layouts need).
 
-The renderer only reads the IR. Order is the IR's order except where Python needs definitions first
-(typedef chains, records embedded by value), which is a topological sort with name order as
-tiebreak.
+Every target renders as one readable module: records declared first as classes (docstring from
+the header, one annotation per C-visible field for type checkers and IDEs), then enums, typedefs,
+one ``_layout_`` call per record with one field per line (C type, bit offset, width, and a comment
+with the byte offset and the header's comment), functions, constants, function-like macros and
+ioctls, each an ordinary statement. Lines stay within 100 columns (``bindgen.pyfmt``).
+
+A lazy target writes that module as its definitions module (``_NAME.py``) with an index appended
+(for ``bindgen_rt.lazy``), and a small module ``NAME.py`` that materialises names from it on
+first use and re-exports it for type checkers.
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mako.template import Template
 
 from . import ir
 from .cexpr.model import MACRO_HELPERS  # the helpers emitted code may call
+from .docs import first_line
+from .pyfmt import WIDTH, wrap
 
 TEMPLATES = Path(__file__).parent / "templates"
+INDEX_MARK = "\n# bindgen-index: "  # bindgen_rt.lazy.INDEX_MARK
+LAYOUTS_MARK = "\n# bindgen-index layouts\n"  # bindgen_rt.lazy.LAYOUTS_MARK
+
+_PY_SCALARS = {"c_bool": "bool", "c_float": "float", "c_double": "float", "c_longdouble": "float"}
 
 
 @dataclass
@@ -27,75 +41,63 @@ class RenderInfo:
     inputs_hash: str
     headers_hash: str
     library_envs: dict[str, str]
-    defs_name: str = ""
+    defs_module: str = ""  # lazy targets: the definitions module's name (``_rm_580``)
+
+
+@dataclass
+class Rendered:
+    text: str  # the module people import
+    defs: str | None = None  # lazy targets: the definitions module, with its index
+
+
+@dataclass
+class _Chunk:
+    """One statement of the module body: the names it defines (for the lazy index)."""
+
+    text: str
+    names: tuple[str, ...] = ()
+    layout: bool = False  # a record's ``_layout_`` call (indexed apart from its class)
+    before: str = ""  # comment lines above the statement (not part of what is compiled)
+    gap: int = 0  # blank lines before it
+
+
+@dataclass
+class _Section:
+    title: str
+    chunks: list[_Chunk] = field(default_factory=list)
 
 
 class _Ctx:
-    """What templates call: type spelling, field tuples, ordering."""
+    """Type spelling, annotations and field lines; collects the ctypes names it uses."""
 
-    def __init__(self, m: ir.Module, info: RenderInfo) -> None:
-        self.m, self.info = m, info
-        self.spec_file, self.title = info.spec_file, info.title
-        self.defs_name = info.defs_name
-        self.fingerprint, self.inputs_hash, self.headers_hash = (
-            info.fingerprint,
-            info.inputs_hash,
-            info.headers_hash,
-        )
+    def __init__(self, m: ir.Module) -> None:
+        self.m = m
         self.records = {r.name: r for r in m.records}
         self.typedef_map = {t.name: t for t in m.typedefs}
         self.enum_map = {e.name: e for e in m.enums}
         self.used: set[str] = set()
-        self.typedefs = self._order_typedefs()
-        self.layouts = self._order_layouts()
-        self.libraries = [(n, c, info.library_envs[n]) for n, c in m.libraries]
-        bodies = " ".join(f.body for f in m.macro_functions)
-        self.macro_helpers = [h for h in MACRO_HELPERS if h in bodies]
-        self.needs_macro_helpers = bool(self.macro_helpers)
-        # Render everything once so the imports list is exact.
-        for td in self.typedefs:
-            self.type(td.type)
-        for rec in self.layouts:
-            for f in rec.fields:
-                self.field(f)
-        for fn in m.functions:
-            self.ret(fn.type.ret)
-            for p in fn.type.params:
-                self.type(p)
-        for v in m.variables:
-            self.type(v.type)
-        for en in m.enums:
-            self.used.add(en.underlying.name)
-        self.ctypes_imports = sorted(self.used | {"c_void_p"})
 
-    # -- names
-    def lib_var(self, name: str | None) -> str:
+    @staticmethod
+    def lib_var(name: str | None) -> str:
         return "_lib_" + re.sub(r"\W", "_", name or "none")
 
-    def record_base(self, rec: ir.Record) -> str:
+    @staticmethod
+    def record_base(rec: ir.Record) -> str:
         if rec.opaque:
             return "_rt.Opaque"
         return "_rt.Union" if rec.kind == "union" else "_rt.Struct"
 
-    # -- types
+    # -- ctypes spelling (what runs)
     def type(self, t: ir.Type) -> str:
         if isinstance(t, ir.Prim):
             self.used.add(t.name)
             return t.name
         if isinstance(t, ir.Void):
-            self.used.add("c_void_p")
             return "None"
         if isinstance(t, ir.Named):
             return t.name
         if isinstance(t, ir.Pointer):
-            p = t.pointee
-            while (
-                isinstance(p, ir.Named)
-                and p.kind == "typedef"
-                and p.name in self.typedef_map
-                and isinstance(self.typedef_map[p.name].type, ir.FuncType)
-            ):
-                p = self.typedef_map[p.name].type
+            p = self.through_functype_typedefs(t.pointee)
             if isinstance(p, ir.Void):
                 self.used.add("c_void_p")
                 return "c_void_p"
@@ -112,6 +114,16 @@ class _Ctx:
             return self.functype(t)
         raise TypeError(t)
 
+    def through_functype_typedefs(self, p: ir.Type) -> ir.Type:
+        while (
+            isinstance(p, ir.Named)
+            and p.kind == "typedef"
+            and p.name in self.typedef_map
+            and isinstance(self.typedef_map[p.name].type, ir.FuncType)
+        ):
+            p = self.typedef_map[p.name].type
+        return p
+
     def ret(self, t: ir.Type) -> str:
         return "None" if isinstance(t, ir.Void) else self.type(t)
 
@@ -119,20 +131,6 @@ class _Ctx:
         self.used.add("CFUNCTYPE")
         args = "".join(", " + self.type(p) for p in f.params)
         return f"CFUNCTYPE({self.ret(f.ret)}{args})"
-
-    def field(self, f: ir.Field) -> str:
-        t = self.type(f.type)
-        if f.bit_width is not None:
-            return f"({f.name!r}, {t}, {f.bit_offset}, {f.bit_width}, {self.signed(f.type)})"
-        if f.anonymous:
-            return f"({f.name!r}, {t}, {f.bit_offset}, None, False, True)"
-        return f"({f.name!r}, {t}, {f.bit_offset})"
-
-    def signed(self, t: ir.Type) -> bool:
-        t = self.resolve(t)
-        if isinstance(t, ir.Prim):
-            return t.signed and not t.is_float and t.name != "c_bool"
-        return False
 
     def resolve(self, t: ir.Type) -> ir.Type:
         seen = 0
@@ -146,122 +144,373 @@ class _Ctx:
                 break
         return t
 
-    # -- ordering
-    def _order_typedefs(self) -> list[ir.Typedef]:
-        out: list[ir.Typedef] = []
-        state: dict[str, int] = {}
+    def signed(self, t: ir.Type) -> bool:
+        t = self.resolve(t)
+        if isinstance(t, ir.Prim):
+            return t.signed and not t.is_float and t.name != "c_bool"
+        return False
 
-        def deps(t: ir.Type) -> list[str]:
-            if isinstance(t, ir.Named):
-                return [t.name] if t.kind == "typedef" else []
-            if isinstance(t, ir.Pointer):
-                return deps(t.pointee)
-            if isinstance(t, ir.Array):
-                return deps(t.elem)
-            if isinstance(t, ir.FuncType):
-                return [d for p in (t.ret,) + t.params for d in deps(p)]
-            return []
+    # -- annotations (what type checkers see; never evaluated at run time)
+    def annotation(self, t: ir.Type, bitfield: bool = False) -> str:
+        r = self.resolve(t)
+        if isinstance(r, ir.Prim):
+            return "bytes" if r.name == "c_char" else _PY_SCALARS.get(r.name, "int")
+        if bitfield:
+            return "int"
+        if isinstance(r, ir.Named):
+            name = t.name if isinstance(t, ir.Named) else r.name
+            return name if r.name in self.records else "Any"
+        if isinstance(r, ir.Array):
+            elem = self.resolve(r.elem)
+            if isinstance(elem, ir.Prim) and elem.name == "c_char":
+                return "bytes"
+            if isinstance(r.elem, (ir.Prim, ir.Named)):
+                return f"Array[{self.type(r.elem)}]"
+            return "Array[Any]"
+        if isinstance(r, ir.Pointer):
+            p = self.resolve(self.through_functype_typedefs(r.pointee))
+            if isinstance(p, ir.Void):
+                return "int | None"
+            if isinstance(p, ir.Prim) and p.name == "c_char":
+                return "bytes | None"
+            if isinstance(r.pointee, (ir.Prim, ir.Named)) and not isinstance(p, ir.FuncType):
+                return f"_Pointer[{self.type(r.pointee)}]"
+        return "Any"
 
-        def visit(name: str) -> None:
-            if state.get(name) or name not in self.typedef_map:
-                return
-            state[name] = 1
-            for d in deps(self.typedef_map[name].type):
-                visit(d)
-            state[name] = 2
-            out.append(self.typedef_map[name])
-
-        for td in self.m.typedefs:
-            visit(td.name)
+    def annotations(self, rec: ir.Record) -> list[tuple[str, str, str]]:
+        """(name, annotation, doc) of every field a record shows, promoted ones included."""
+        out: list[tuple[str, str, str]] = []
+        for f in rec.fields:
+            if f.bit_width == 0 or (f.bit_width is not None and f.name.startswith("_anon")):
+                continue
+            out.append((f.name, self.annotation(f.type, f.bit_width is not None), f.doc))
+            if f.anonymous:
+                inner = self.resolve(f.type)
+                if isinstance(inner, ir.Named) and inner.name in self.records:
+                    out += self.annotations(self.records[inner.name])
         return out
 
-    def _order_layouts(self) -> list[ir.Record]:
-        out: list[ir.Record] = []
-        state: dict[str, int] = {}
+    # -- field tuples of _layout_
+    def field(self, f: ir.Field) -> str:
+        t = self.type(f.type)
+        if f.bit_width is not None:
+            return f"({f.name!r}, {t}, {f.bit_offset}, {f.bit_width}, {self.signed(f.type)})"
+        if f.anonymous:
+            return f"({f.name!r}, {t}, {f.bit_offset}, None, False, True)"
+        return f"({f.name!r}, {t}, {f.bit_offset})"
 
-        def by_value(t: ir.Type) -> list[str]:
-            t2 = self.resolve(t) if isinstance(t, ir.Named) and t.kind == "typedef" else t
-            # A typedef naming its own record (typedef struct {..} x_t) was folded into the record.
-            if isinstance(t2, ir.Named) and (t2.kind == "record" or t2.name in self.records):
-                return [t2.name]
-            if isinstance(t2, ir.Array):
-                return by_value(t2.elem)
-            return []
+    @staticmethod
+    def where(f: ir.Field) -> str:
+        if f.bit_width is not None:
+            lo = f.bit_offset
+            if f.bit_width == 0:
+                return f"zero-width: aligns the next field (bit {lo})"
+            return f"bits {lo}..{lo + f.bit_width - 1} (byte {lo // 8})"
+        if f.anonymous:
+            return f"byte {f.bit_offset // 8}, anonymous: its fields are promoted"
+        return f"byte {f.bit_offset // 8}"
 
-        def visit(name: str) -> None:
-            if state.get(name) or name not in self.records:
-                return
-            state[name] = 1
-            rec = self.records[name]
-            for f in rec.fields:
-                for d in by_value(f.type):
-                    visit(d)
-            state[name] = 2
-            if not rec.opaque:
-                out.append(rec)
 
-        for rec in self.m.records:
-            visit(rec.name)
-        return out
+# ---------------------------------------------------------------- small text helpers
 
-    # -- lazy modules: one line of source per name
-    def lazy_table(self) -> str:
-        lines: list[tuple[str, str]] = []
-        for rec in self.m.records:
-            base = self.record_base(rec)
-            src = f"class {rec.name}({base}): pass"
-            if not rec.opaque:
-                fields = ", ".join(self.field(f) for f in rec.fields)
-                src += f"\x1f{rec.name}._layout_({rec.size}, {rec.align}, [{fields}])"
-            lines.append((rec.name, src))
-        enum_vals = []
-        for en in self.m.enums:
-            lines.append((en.name, f"{en.name} = {en.underlying.name}"))
-            for k, v in en.values:
-                lines.append((k, f"{k} = {v}"))
-            enum_vals.append(f"{en.name!r}: {{{', '.join(f'{k!r}: {v}' for k, v in en.values)}}}")
-        lines.append(("__enums__", f"__enums__ = {{{', '.join(enum_vals)}}}"))
-        for td in self.typedefs:
-            lines.append((td.name, f"{td.name} = {self.type(td.type)}"))
-        for fn in self.m.functions:
-            params = ", ".join(self.type(p) for p in fn.type.params)
-            var = ", variadic=True" if fn.type.variadic else ""
-            lines.append(
-                (
-                    fn.name,
-                    f"{fn.name} = {self.lib_var(fn.library)}.function({fn.name!r}, "
-                    f"{self.ret(fn.type.ret)}, [{params}]{var})",
-                )
-            )
-        for c in self.m.constants:
-            lines.append((c.name, f"{c.name} = {c.expr}"))
-        for f in self.m.macro_functions:
-            lines.append((f.name, f"def {f.name}({', '.join(f.params)}): return {f.body}"))
-        for io in self.m.ioctls:
-            lines.append(
-                (
-                    io.name,
-                    f"{io.name} = _rt.IoctlRequest({io.request:#x}, {io.name!r}, "
-                    f"{io.arg or 'None'})",
-                )
-            )
-        for line in lines:
-            if "\n" in line[1] or "\t" in line[0]:
-                raise ValueError(f"definition of {line[0]} does not fit on one line")
-        return "".join(f"{n}\t{s}\n" for n, s in lines)
+
+def _docstring(text: str, indent: str) -> str:
+    """A docstring literal of ``text`` at ``indent``, lines wrapped to the width."""
+    body = text.replace("\\", "\\\\").replace('"""', '\\"""')
+    if body.endswith('"'):
+        body = body[:-1] + '\\"'
+    lines: list[str] = []
+    for para in body.split("\n"):
+        lines += _fill(para, WIDTH - len(indent) - 3) if para.strip() else [""]
+    if len(lines) == 1 and len(indent) + len(lines[0]) + 6 <= WIDTH:
+        return f'{indent}"""{lines[0]}"""'
+    inner = "\n".join(f"{indent}{ln}" if ln else "" for ln in lines)
+    return f'{indent}"""{inner.lstrip()}\n{indent}"""'
+
+
+def _fill(text: str, width: int) -> list[str]:
+    words, out, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            out.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return out + [cur] if cur else out
+
+
+def _comment_lines(text: str, indent: str = "") -> str:
+    """``text`` as ``#`` comment lines within the width (blank lines between paragraphs kept)."""
+    out: list[str] = []
+    for para in text.split("\n"):
+        if not para.strip():
+            if out and out[-1] != f"{indent}#":
+                out.append(f"{indent}#")
+            continue
+        out += [f"{indent}# {ln}" for ln in _fill(para, WIDTH - len(indent) - 2)]
+    while out and out[-1] == f"{indent}#":
+        out.pop()
+    return "\n".join(out)
+
+
+def _with_doc(stmt: str, doc: str, indent: str = "") -> tuple[str, str]:
+    """(comment lines above, statement): a short doc trails the statement, a long one goes above."""
+    stmt = wrap(stmt)
+    if not doc:
+        return "", stmt
+    short = first_line(doc, WIDTH)
+    if "\n" not in stmt and "\n" not in doc and len(stmt) + 4 + len(short) <= WIDTH:
+        return "", f"{stmt}  # {short}"
+    return _comment_lines(doc, indent), stmt
+
+
+def _import_line(module: str, names: list[str], indent: str = "") -> str:
+    """``from MODULE import NAMES``, parenthesized one name a line when it would be too long."""
+    if not names:
+        return ""
+    line = f"{indent}from {module} import {', '.join(names)}"
+    if len(line) <= WIDTH:
+        return line
+    return f"{indent}from {module} import (\n" + "".join(
+        f"{indent}    {n},\n" for n in names
+    ) + f"{indent})"
+
+
+def _loc(loc: ir.Location | None) -> str:
+    return f" ({loc})" if loc else ""
+
+
+# ---------------------------------------------------------------- the body
+
+
+def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
+    sections: list[_Section] = []
+
+    recs = _Section("records: declared first, so that layouts and pointers may refer to any")
+    for rec in m.records:
+        what = rec.c_name or f"anonymous {rec.kind}"
+        head = f"{what}{_loc(rec.loc)}" + (": opaque (declared, never defined)" if rec.opaque else "")
+        doc = head + (f"\n\n{rec.doc}" if rec.doc else "")
+        lines = [f"class {rec.name}({r.record_base(rec)}):", _docstring(doc, "    ")]
+        anns = [] if rec.opaque else r.annotations(rec)
+        taken = {name for name, _, _ in anns}
+        if anns:
+            lines.append("")
+        for name, ann, fdoc in anns:
+            if any(w in taken for w in re.findall(r"\w+", ann)):
+                ann = "Any"  # a field named like a type: the class scope would find the field
+            before, stmt = _with_doc(f"    {name}: {ann}", fdoc, "    ")
+            lines += [before, stmt] if before else [stmt]
+        recs.chunks.append(_Chunk("\n".join(lines), (rec.name,), gap=2))
+    sections.append(recs)
+
+    enums = _Section("enums: the type is the underlying integer; enumerators are module constants")
+    for en in m.enums:
+        r.used.add(en.underlying.name)
+        what = en.c_name or "anonymous enum"
+        doc = f"{what}{_loc(en.loc)}" + (f": {en.doc}" if en.doc else "")
+        enums.chunks.append(
+            _Chunk(f"{en.name} = {en.underlying.name}", (en.name,), before=_comment_lines(doc),
+                   gap=1)
+        )
+        docs = en.value_docs or ("",) * len(en.values)
+        for (k, v), vdoc in zip(en.values, docs):
+            before, stmt = _with_doc(f"{k} = {v}", vdoc)
+            enums.chunks.append(_Chunk(stmt, (k,), before=before))
+    if m.enums:
+        rows = "".join(
+            f"    {e.name!r}: {{{', '.join(f'{k!r}: {v}' for k, v in e.values)}}},\n"
+            for e in m.enums
+        )
+        table = "\n".join(wrap(ln) for ln in rows.rstrip("\n").split("\n"))
+        enums.chunks.append(
+            _Chunk(f"__enums__ = {{\n{table}\n}}", ("__enums__",), gap=1,
+                   before="# every enum's values by enum name")
+        )
+    sections.append(enums)
+
+    tds = _Section("typedefs")
+    by_name = {t.name: t for t in m.typedefs}
+    for td in m.typedefs:
+        before, stmt = _with_doc(f"{td.name} = {r.type(by_name[td.name].type)}", td.doc)
+        tds.chunks.append(_Chunk(stmt, (td.name,), before=before))
+    sections.append(tds)
+
+    lays = _Section(
+        "layouts, as clang placed them: (name, C type, bit offset[, width, signed[, anonymous]])"
+    )
+    for name in m.layout_order:
+        rec = r.records[name]
+        lines = [f"{rec.name}._layout_(size={rec.size}, align={rec.align}, fields=["]
+        for f in rec.fields:
+            note = r.where(f)
+            before, stmt = _with_doc(f"    {r.field(f)},", f"{note}: {f.doc}" if f.doc else note,
+                                     "    ")
+            lines += [before, stmt] if before else [stmt]
+        lines.append("])")
+        lays.chunks.append(_Chunk("\n".join(lines), (rec.name,), layout=True, gap=1))
+    sections.append(lays)
+
+    fns = _Section("functions (resolved from the library on first call)")
+    for fn in m.functions:
+        params = ", ".join(r.type(p) for p in fn.type.params)
+        var = ", variadic=True" if fn.type.variadic else ""
+        stmt = (
+            f"{fn.name} = {r.lib_var(fn.library)}.function({fn.name!r}, {r.ret(fn.type.ret)}, "
+            f"[{params}]{var})"
+        )
+        doc = f"{fn.name}({', '.join(fn.param_names)}){_loc(fn.loc)}" + (
+            f": {fn.doc}" if fn.doc else ""
+        )
+        fns.chunks.append(_Chunk(wrap(stmt), (fn.name,), before=_comment_lines(doc)))
+    for v in m.variables:
+        text = (
+            f"def {v.name}() -> Any:\n"
+            + wrap(f"    return {r.lib_var(v.library)}.variable({v.name!r}, {r.type(v.type)})")
+        )
+        fns.chunks.append(_Chunk(text, (v.name,), gap=1))
+    sections.append(fns)
+
+    consts = _Section("constants (object-like macros)")
+    for c in m.constants:
+        before, stmt = _with_doc(f"{c.name} = {c.expr}", c.doc)
+        consts.chunks.append(_Chunk(stmt, (c.name,), before=before, gap=1 if before else 0))
+    sections.append(consts)
+
+    mfns = _Section("function-like macros")
+    for f in m.macro_functions:
+        lines = [f"def {f.name}({', '.join(f.params)}):"]
+        if f.doc:
+            lines.append(_docstring(f.doc, "    "))
+        lines.append(wrap(f"    return {f.body}"))
+        mfns.chunks.append(_Chunk("\n".join(lines), (f.name,), gap=1))
+    sections.append(mfns)
+
+    ioctls = _Section("ioctls: int(request) is the number; calling it performs the ioctl")
+    for io in m.ioctls:
+        before, stmt = _with_doc(
+            f"{io.name} = _rt.IoctlRequest({io.request:#x}, {io.name!r}, {io.arg or 'None'})",
+            io.doc,
+        )
+        ioctls.chunks.append(_Chunk(stmt, (io.name,), before=before))
+    sections.append(ioctls)
+
+    extra = _Section("extra code from the spec's patches")
+    for code in m.extra_code:
+        lines = [
+            _comment_lines(ln.strip()[2:]) if ln.startswith("# ") and len(ln) > WIDTH else ln
+            for ln in code.rstrip().split("\n")
+        ]
+        extra.chunks.append(_Chunk("\n".join(lines), _defined_names(code), gap=1))
+    sections.append(extra)
+    return [s for s in sections if s.chunks]
+
+
+def _defined_names(code: str) -> tuple[str, ...]:
+    """Top-level names a piece of spec-provided code assigns, defines or imports."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ()
+    out: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            out.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out += [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out += [(a.asname or a.name).split(".")[0] for a in node.names]
+    return tuple(dict.fromkeys(out))
+
+
+# ---------------------------------------------------------------- assembling
 
 
 _TEMPLATES: dict[str, Template] = {}  # compiled templates, a cache safe to drop
 
 
-def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> tuple[str, str | None]:
-    """Module text and, for lazy modules, the text of its ``.defs`` file."""
-    name = "lazy_module.py.mako" if lazy else "module.py.mako"
+def _template(name: str) -> Template:
     if name not in _TEMPLATES:
         _TEMPLATES[name] = Template(filename=str(TEMPLATES / name), strict_undefined=True)
-    ctx = _Ctx(m, info)
-    text = _TEMPLATES[name].render(m=m, r=ctx)
-    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n", ctx.lazy_table() if lazy else None
+    return _TEMPLATES[name]
+
+
+def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendered:
+    """The module text and, for lazy targets, the definitions module's text (with its index)."""
+    r = _Ctx(m)
+    sections = _body(m, r, info)
+    bodies = " ".join(f.body for f in m.macro_functions)
+    helpers = [h for h in MACRO_HELPERS if h in bodies]
+    libraries = [(n, c, info.library_envs[n]) for n, c in m.libraries]
+    typing_names = sorted(
+        n for n in ("Any",) if any(n in c.text for s in sections for c in s.chunks)
+    )
+    ctypes_typing = sorted(
+        n for n in ("Array", "_Pointer")
+        if any(f"{n}[" in c.text for s in sections for c in s.chunks)
+    )
+    head = _template("module.py.mako").render(
+        m=m,
+        info=info,
+        title=_comment_lines(f"generated by bindgen, do not edit: {info.title}"),
+        docstring=_docstring(
+            f"{info.title}: the definitions of the lazy module `{m.target}`." if lazy
+            else f"{info.title}.", ""),
+        ctypes_import=_import_line("ctypes", sorted(r.used)),
+        helpers=helpers,
+        libraries=[
+            wrap(f"{r.lib_var(n)} = _rt.Library({n!r}, {tuple(c)!r}, {env!r})")
+            for n, c, env in libraries
+        ],
+        typing_names=typing_names,
+        ctypes_typing=ctypes_typing,
+        lazy=lazy,
+    )
+    header_code = head.split("# -- imports\n", 1)[1].split("\n# -- end of imports\n", 1)[0]
+    head = head.replace("# -- imports\n", "").replace("\n# -- end of imports\n", "\n")
+    parts = [head.rstrip("\n") + "\n"]
+    entries: list[tuple[str, int, int, int]] = []  # (name, line, offset, length)
+    layouts: list[tuple[str, int, int, int]] = []
+    header_at = parts[0].find(header_code)
+    entries.append(("__header__", parts[0].count("\n", 0, header_at) + 1, header_at,
+                    len(header_code)))
+    size = len(parts[0])
+    lines = parts[0].count("\n")
+
+    def add(text: str) -> None:
+        nonlocal size, lines
+        parts.append(text)
+        size += len(text)
+        lines += text.count("\n")
+
+    for sec in sections:
+        add("\n\n" + f"# ---- {sec.title}" + "\n")
+        for i, ch in enumerate(sec.chunks):
+            add("\n" * (ch.gap if i else 1))
+            if ch.before:
+                add(ch.before + "\n")
+            for name in ch.names:
+                (layouts if ch.layout else entries).append((name, lines + 1, size, len(ch.text)))
+            add(ch.text + "\n")
+    full = "".join(parts)
+    if not lazy:
+        return Rendered(full)
+    index = [INDEX_MARK + "NAME LINE OFFSET LENGTH of each statement, for bindgen_rt.lazy\n"]
+    index += [f"#@ {n} {ln} {off} {length}\n" for n, ln, off, length in entries]
+    index.append(LAYOUTS_MARK)
+    index += [f"#@ {n} {ln} {off} {length}\n" for n, ln, off, length in layouts]
+    defs = full + "".join(index)[1:]
+    public = sorted({n for n, *_ in entries if n != "__header__"})
+    private = [n for n in public if n.startswith("_")]
+    stub = _template("lazy_module.py.mako").render(
+        m=m,
+        info=info,
+        title=_comment_lines(f"generated by bindgen, do not edit: {info.title}"),
+        docstring=_docstring(f"{info.title} (lazy).", "").rstrip('"'),
+        private=_import_line(f".{info.defs_module}", [f"{n} as {n}" for n in private], "    "),
+    )
+    return Rendered(stub, defs)
 
 
 def render_report(m: ir.Module, info: RenderInfo, headers: list[tuple[str, str]]) -> str:

@@ -16,7 +16,7 @@ the right register classes. What plain ctypes gets wrong is left to this runtime
 * anonymous struct/union members promote their fields through forwarding descriptors (bitfields too,
   which ctypes' ``_anonymous_`` cannot do).
 
-Importing this module must stay cheap, because every generated module pays it: it needs only ``os``.
+Importing this module must stay cheap, because every generated module pays it: it imports nothing.
 Records (``bindgen_rt.records``), ioctls and libraries (``bindgen_rt.calls``) and ``ctypes``
 itself are loaded on first use; not even ``typing`` is imported (annotations are strings).
 """
@@ -28,9 +28,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-import os
+    # What __getattr__ below loads on first use, spelled out for type checkers.
+    from .calls import IoctlRequest, Library
+    from .records import FieldSpec, Opaque, Struct, Union, func_ptr
 
-# Loaded on first use: a lazy generated module needs only LazyDefs at import time.
+
+# Loaded on first use: a lazy generated module needs only bindgen_rt.lazy at import time.
 _PARTS = {
     "bindgen_rt.records": (
         "Struct",
@@ -61,7 +64,6 @@ __all__ = [
     "Opaque",
     "IoctlRequest",
     "Library",
-    "LazyDefs",
     "FieldSpec",
     "_c_div",
     "_c_mod",

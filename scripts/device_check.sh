@@ -3,11 +3,12 @@
 #   1. probe: nvidia-smi, device nodes, kernel, Python and the packages the checks use;
 #   2. smoke: bring-up, one NVRTC vector add, teardown (with a watchdog; retried with tinygrad's
 #      PCAS action 9 if the default launch action fails, and then used for the rest);
-#   3. every `nvidia`-marked test except the fault test (pytest -m nvidia -x, per-test timeout);
+#   3. every `nvidia`-marked test (test_nv_hw.py and the device contract, test_device_contract.py)
+#      except the fault tests (pytest -m nvidia -x, per-test timeout);
 #   4. the benchmark's NVIDIA section beside CUDA through CuPy and PyTorch (JSON in $OUT);
 #   5. GPU-to-GPU copies beside PyTorch and CuPy (scripts/bench_multi_gpu.py; two GPUs, JSON in $OUT);
 #   5b. where a launch's time goes (scripts/nv_latency_probe.py, JSON in $OUT);
-#   6. the fault test, last and in a process of its own;
+#   6. the fault tests, last, each in a process of its own;
 #   7. the kernel log's NVRM lines.
 # Each step has its own time limit, so a hang costs at most that step. Logs go to $OUT.
 #   OUT=/tmp/out scripts/device_check.sh
@@ -79,8 +80,9 @@ if [ $rc -ne 0 ]; then
 fi
 
 step "nvidia tests"
-timeout 330 $PY -m pytest tests/runtime/test_nv_hw.py -m nvidia -x -v -rs -s $TIMEOUT_FLAG \
-  -p no:cacheprovider -k "not zz_fault" 2>&1 | tee "$OUT/tests.log" | grep -v "^$"
+timeout 330 $PY -m pytest tests/runtime/test_nv_hw.py tests/runtime/test_device_contract.py \
+  -m nvidia -x -v -rs -s $TIMEOUT_FLAG -p no:cacheprovider -k "not zz_fault" 2>&1 \
+  | tee "$OUT/tests.log" | grep -v "^$"
 echo "tests rc ${PIPESTATUS[0]}"
 
 step "benchmark (nvidia section)"
@@ -96,9 +98,11 @@ timeout 120 $PY scripts/nv_latency_probe.py --json "$OUT/probe.json"
 echo "probe rc $?"
 
 step "fault test (last, own process)"
-timeout 100 $PY -m pytest tests/runtime/test_nv_hw.py -m nvidia -v -rs -s $TIMEOUT_FLAG \
-  -p no:cacheprovider -k zz_fault 2>&1 | tail -40
-echo "fault rc ${PIPESTATUS[0]}"
+for f in tests/runtime/test_nv_hw.py tests/runtime/test_device_contract.py; do
+  timeout 100 $PY -m pytest "$f" -m nvidia -v -rs -s $TIMEOUT_FLAG -p no:cacheprovider \
+    -k zz_fault 2>&1 | tail -40
+  echo "fault rc ${PIPESTATUS[0]} ($f)"
+done
 
 step "kernel log"
 (dmesg 2>/dev/null || journalctl -k 2>/dev/null) | grep -i -E "nvrm|xid|nvidia-uvm" | tail -30

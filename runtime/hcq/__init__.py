@@ -18,7 +18,8 @@ from runtime.hcq.compiler import CompileCache, Compiler
 from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
                                 IoctlError, ProgramError, QueueError, SignalTimeout)
-from runtime.hcq.graph import Graph, Launch
+from runtime.hcq.device import PendingCopy
+from runtime.hcq.graph import Graph, GraphCopy, GraphWait, Launch
 from runtime.hcq.group import TransferPath, TransferReport, open_devices, transfer, wait_all
 from runtime.hcq.memory import Buffer, BufferSpec, MemKind
 from runtime.hcq.program import ArgSlot, KernArgs, Program
@@ -26,6 +27,7 @@ from runtime.hcq.queue import HWQueue, Var, VarExpr
 from runtime.hcq.registry import present_devices
 from runtime.hcq.seam import HostMapping, OSSeam, RealOS
 from runtime.hcq.signal import Signal
+from runtime.hcq.stream import Event, Stream
 
 if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers and IDEs
     from runtime.drivers.amd.device import AMDDevice
@@ -33,7 +35,8 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
 
 __all__ = [
     "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "CompileCache", "Compiler", "Device",
-    "DeviceClosed", "DeviceFault", "DeviceNotFound", "Graph", "HCQError", "HCQMemoryError",
+    "DeviceClosed", "DeviceFault", "DeviceNotFound", "Event", "Graph", "GraphCopy", "GraphWait",
+    "HCQError", "HCQMemoryError", "PendingCopy", "Stream",
     "HWQueue", "HostMapping", "IoctlError", "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
     "RealOS", "Signal", "SignalTimeout", "TransferPath", "TransferReport", "Var", "VarExpr",
     "open_device", "open_devices", "present_devices", "transfer", "wait_all",

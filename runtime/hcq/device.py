@@ -24,7 +24,8 @@ from runtime.hcq.signal import SIGNAL_B, Signal
 
 if TYPE_CHECKING:
     from runtime.hcq.compiler import CompileCache, Compiler
-    from runtime.hcq.graph import Graph, Launch
+    from runtime.hcq.stream import Event, Stream
+    from runtime.hcq.graph import Graph, Node
     from runtime.hcq.program import Program
     from runtime.hcq.queue import HWQueue
     from runtime.hcq.seam import OSSeam
@@ -91,6 +92,7 @@ class Device:
         self._arena: RingArena | None = None
         self._compiler: Any = None
         self._compile_cache: "CompileCache | None" = None
+        self._streams: list["Stream"] = []
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
@@ -211,10 +213,10 @@ class Device:
             self._compile_cache = CompileCache(self.compiler)
         return self._compile_cache
 
-    def graph(self, launches: Sequence["Launch"]) -> "Graph":
-        """Records `launches` for cheap replay."""
+    def graph(self, nodes: Sequence["Node"]) -> "Graph":
+        """Records launches, copies (GraphCopy) and signal waits (GraphWait) for cheap replay."""
         from runtime.hcq.graph import Graph
-        return Graph(self, launches)
+        return Graph(self, nodes)
 
     # ------------------------------------------------------------------ timeline
     def next_timeline(self) -> int:
@@ -237,11 +239,50 @@ class Device:
         return v
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
-        """Waits until everything the device submitted has completed, then asks the driver whether
-        the GPU reported a fault (work submitted outside the timeline may have faulted)."""
+        """Waits until everything the device submitted has completed (its timeline and every
+        stream's), then asks the driver whether the GPU reported a fault (work submitted outside
+        the timeline may have faulted)."""
         self.check_usable()
         self.timeline_signal.wait(self.timeline_value, timeout_ms)
+        for s in self._streams:
+            s.timeline.wait(s.value, timeout_ms)
         self.check_fault()
+
+    # ------------------------------------------------------------------ streams and events
+    def stream(self) -> "Stream":
+        """A new independent compute stream with its own hardware queue (see runtime.hcq.stream);
+        `synchronize()` covers it."""
+        from runtime.hcq.stream import Stream
+        self.check_usable()
+        make_queue, release = self._stream_hw()
+        try:
+            s = Stream(self, make_queue, release)
+        except BaseException:
+            release()
+            raise
+        self._streams.append(s)
+        return s
+
+    def record(self) -> "Event":
+        """The event of everything submitted on the device timeline so far (copies, launches,
+        graph replays)."""
+        from runtime.hcq.stream import Event
+        return Event(self.timeline_signal, self.timeline_value)
+
+    def wait(self, event: "Event") -> None:
+        """Makes the device timeline's later work wait for `event` (e.g. a stream's)."""
+        self.check_usable()
+        if event.signal.device is not self:
+            raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal with "
+                           f"{self.name}.map_signal first")
+        v = self.timeline_value + 1
+        q = self.compute_queue().wait(self.timeline_signal, v - 1).wait(event.signal, event.value)
+        self.submit_timeline(q.signal(self.timeline_signal, v), v)
+
+    def _stream_hw(self) -> "tuple[Callable[[], HWQueue], Callable[[], None]]":
+        """Driver hook: a fresh hardware compute queue for a stream, as (a maker of command
+        builders for it, its release)."""
+        raise NotImplementedError(f"{type(self).__name__} has no streams")
 
     # ------------------------------------------------------------------ copies
     def _staging_bufs(self) -> list[list[Any]]:
@@ -272,6 +313,22 @@ class Device:
             self._host_copy(buf.cpu_view()[:chunk], mv[off:off + chunk])
             st[1] = self._submit_copy(dst.va + dst_offset + off, buf.va, chunk)
             off += chunk
+
+    def copyout_async(self, dst: Any, src: Buffer, src_offset: int = 0) -> "PendingCopy":
+        """Starts copying `len(dst)` bytes of `src` into host memory and returns at once; the
+        copy is ordered after earlier submissions. `wait()` on the result blocks until `dst` is
+        filled (the GPU copies into pinned memory from the pool; the CPU moves it into `dst`)."""
+        mv = _host_bytes(dst, "copyout_async", "dst", writable=True)
+        n = len(mv)
+        self._check_range(src, src_offset, n, "copyout_async", "src")
+        pinned = self.alloc(n, kind=MemKind.GTT, cpu_access=True)
+        try:
+            v = self._submit_copy(pinned.va, src.va + src_offset, n) if n else \
+                self.timeline_value
+        except BaseException:
+            self.free(pinned)
+            raise
+        return PendingCopy(self, mv, pinned, v)
 
     def copyout(self, dst: Any, src: Buffer, src_offset: int = 0) -> None:
         """Copies `len(dst)` bytes from `src` at `src_offset` into a writable host buffer, through
@@ -526,6 +583,9 @@ class Device:
         finally:
             self._staging.clear()
             self._arena = None
+            for s in self._streams:  # their hardware queues go with the driver's teardown
+                s.closed = True
+            self._streams.clear()
             self._signal_pools.clear()
             try:
                 self._release_peer_maps()
@@ -566,3 +626,26 @@ def _host_bytes(obj: Any, op: str, what: str, writable: bool) -> memoryview:
     if writable and mv.readonly:
         raise HCQMemoryError(f"{op}: {what} is read-only")
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+class PendingCopy:
+    """A copy toward host memory in flight (`Device.copyout_async`): `wait()` fills the
+    destination, `done()` says whether the GPU has finished."""
+
+    def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int) -> None:
+        self.device, self._dst, self._pinned, self.value = device, dst, pinned, value
+        self._finished = False
+
+    def done(self) -> bool:
+        """True once the GPU part is complete (`wait()` then does not block)."""
+        return self._finished or self.device.timeline_signal.value >= self.value
+
+    def wait(self, timeout_ms: float | None = None) -> None:
+        """Blocks until the destination holds the data (idempotent)."""
+        if self._finished:
+            return
+        self.device.timeline_signal.wait(self.value, timeout_ms)
+        if len(self._dst):
+            self.device._host_copy(self._dst, self._pinned.cpu_view())
+        self._finished = True
+        self.device.free(self._pinned)  # back to the pool for the next copy

@@ -1,23 +1,26 @@
-"""Graphs: a batch of launches recorded once and replayed cheaply.
+"""Graphs: launches, copies and signal waits recorded once and replayed cheaply.
 
-Recording writes every launch's kernel arguments into one persistent block and builds one command
-body (barrier + all dispatches) that is bound to GPU memory (`HWQueue.bind`). A replay submits a
-tiny queue: wait for the previous timeline value, `call` the body (AMD: one INDIRECT_BUFFER packet),
-signal the next value. Updating arguments rewrites them in place, after the previous replay has
-finished reading them.
+Recording writes every launch's kernel arguments into one persistent block and cuts the nodes into
+segments: a run of launches and waits becomes one compute command body (cache barrier, waits,
+dispatches) bound to GPU memory (`HWQueue.bind`); a run of copies becomes one copy-engine
+submission. A replay submits each segment in order on the device timeline (wait for the previous
+value, `call` the body, AMD: one INDIRECT_BUFFER packet, or the copies; signal the next value), so
+a graph of launches only is one tiny submission. Updating arguments (and the values waits wait
+for) rewrites them in place, after the previous replay has finished reading them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
 from runtime.hcq.errors import ProgramError
-from runtime.hcq.memory import round_up
+from runtime.hcq.memory import Buffer, round_up
 from runtime.hcq.program import ArgValue, KernArgs, Program
-from runtime.hcq.queue import as_tuple3
+from runtime.hcq.queue import HWQueue, Var, as_tuple3
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
+    from runtime.hcq.signal import Signal
 
 
 @dataclass(frozen=True)
@@ -30,78 +33,177 @@ class Launch:
     local_size: tuple[int, int, int] = (1, 1, 1)
 
 
-class Graph:
-    """Launches recorded once, replayed with optional argument updates."""
+@dataclass(frozen=True)
+class GraphCopy:
+    """A copy between two buffers of the device, on the copy engine, in graph order."""
 
-    def __init__(self, device: "Device", launches: Sequence[Launch]) -> None:
-        if not launches:
-            raise ProgramError("a graph needs at least one launch")
+    dst: Buffer
+    src: Buffer
+    size: int
+    dst_offset: int = 0
+    src_offset: int = 0
+
+
+@dataclass(frozen=True)
+class GraphWait:
+    """The graph's later nodes wait until `signal` >= `value` (e.g. another stream's event);
+    `replay(wait_values=...)` changes the value per replay."""
+
+    signal: "Signal"
+    value: int
+
+
+Node = Union[Launch, GraphCopy, GraphWait]
+
+
+class Graph:
+    """Nodes recorded once, replayed with optional argument and wait-value updates."""
+
+    def __init__(self, device: "Device", nodes: Sequence[Node]) -> None:
+        if not nodes:
+            raise ProgramError("a graph needs at least one node")
         self.device = device
-        self.launches = list(launches)
-        for i, ln in enumerate(self.launches):  # shapes first: nothing is allocated for a bad one
-            if not isinstance(ln, Launch) or ln.prg.device is not device:
-                raise ProgramError(f"graph launch {i}: expected a Launch of a program of "
-                                   f"{device.name}, got {ln!r}")
-            ln.prg.check_launch(as_tuple3(ln.global_size, f"launch {i} global_size"),
-                                as_tuple3(ln.local_size, f"launch {i} local_size"))
+        self.nodes = list(nodes)
+        self._check_nodes()
+        self.launches = [n for n in self.nodes if isinstance(n, Launch)]
         sizes = [round_up(ln.prg._kernargs_size(), 64) for ln in self.launches]
         # Memory the CPU rewrites between replays without a cache flush (uncached host memory, or
         # VRAM through the BAR where the GPU reads system memory slowly: NVIDIA).
-        self._args_buf = device.alloc_kernargs(sum(sizes))
+        self._args_buf = device.alloc_kernargs(max(sum(sizes), 64))
+        self._segments: list[HWQueue | list[GraphCopy]] = []
+        self._wait_vars: list[tuple[HWQueue, Var]] = []
         try:
-            view = self._args_buf.cpu_view()
-            self.kernargs: list[KernArgs] = []
-            off = 0
-            for ln, size in zip(self.launches, sizes):
-                block = (self._args_buf.va + off, view[off:off + size])
-                ka = ln.prg.fill_kernargs(ln.args, ln.global_size, ln.local_size, block)
-                self.kernargs.append(ka)
-                off += size
-            body = device.compute_queue().memory_barrier()
-            for ln, ka in zip(self.launches, self.kernargs):
-                body.exec(ln.prg, ka, as_tuple3(ln.global_size, "global_size"),
-                          as_tuple3(ln.local_size, "local_size"))
-            self.body = body.bind()
+            self.kernargs = self._fill_args(sizes)
+            self._build_segments()
         except BaseException:
+            for seg in self._segments:
+                if isinstance(seg, HWQueue):
+                    seg.unbind()
             device.free(self._args_buf)  # a refused graph leaves nothing behind
             raise
+        bodies = [s for s in self._segments if isinstance(s, HWQueue)]
+        self.body = bodies[0] if bodies else None  # the (first) bound compute body
         self._t0, self._t1 = device.new_signal(), device.new_signal()
         self._last = 0  # timeline value of the latest replay
 
+    # -------------------------------------------------------------- recording
+    def _check_nodes(self) -> None:
+        dev = self.device
+        for i, n in enumerate(self.nodes):  # shapes first: nothing is allocated for a bad one
+            if isinstance(n, Launch):
+                if n.prg.device is not dev:
+                    raise ProgramError(f"graph node {i}: {n.prg!r} is not a program of {dev.name}")
+                n.prg.check_launch(as_tuple3(n.global_size, f"node {i} global_size"),
+                                   as_tuple3(n.local_size, f"node {i} local_size"))
+            elif isinstance(n, GraphCopy):
+                dev._check_range(n.dst, n.dst_offset, n.size, f"graph node {i} copy", "dst")
+                dev._check_range(n.src, n.src_offset, n.size, f"graph node {i} copy", "src")
+            elif isinstance(n, GraphWait):
+                if n.signal.device is not dev:
+                    raise ProgramError(f"graph node {i}: the signal belongs to "
+                                       f"{n.signal.device.name} (map it with map_signal)")
+            else:
+                raise ProgramError(f"graph node {i}: expected Launch, GraphCopy or GraphWait, "
+                                   f"got {n!r}")
+
+    def _fill_args(self, sizes: list[int]) -> list[KernArgs]:
+        view = self._args_buf.cpu_view()
+        out, off = [], 0
+        for ln, size in zip(self.launches, sizes):
+            block = (self._args_buf.va + off, view[off:off + size])
+            out.append(ln.prg.fill_kernargs(ln.args, ln.global_size, ln.local_size, block))
+            off += size
+        return out
+
+    def _build_segments(self) -> None:
+        dev = self.device
+        body: HWQueue | None = None
+        barrier = False  # the body's cache barrier is in place
+        copies: list[GraphCopy] = []
+        args = iter(self.kernargs)
+        for n in self.nodes:
+            if isinstance(n, GraphCopy):
+                if body is not None:
+                    self._segments.append(body.bind())
+                    body = None
+                copies.append(n)
+                continue
+            if copies:
+                self._segments.append(copies)
+                copies = []
+            if body is None:
+                body, barrier = dev.compute_queue(), False
+            if isinstance(n, GraphWait):
+                var = Var(f"wait value {len(self._wait_vars)}")
+                body.wait(n.signal, var).update({var: n.value})
+                self._wait_vars.append((body, var))
+                barrier = False  # what the wait releases may have been written meanwhile
+            else:
+                if not barrier:
+                    body.memory_barrier()
+                    barrier = True
+                body.exec(n.prg, next(args), as_tuple3(n.global_size, "global_size"),
+                          as_tuple3(n.local_size, "local_size"))
+        if body is not None:
+            self._segments.append(body.bind())
+        if copies:
+            self._segments.append(copies)
+
+    # -------------------------------------------------------------- replay
     def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = None,
-               wait: bool = False, timeout_ms: float | None = None) -> float | None:
-        """Runs the graph again. `updates` maps a launch index to {argument index: new value}. With
-        `wait`, blocks until done and returns the GPU time of the whole graph in seconds."""
+               wait: bool = False, timeout_ms: float | None = None,
+               wait_values: Mapping[int, int] | None = None) -> float | None:
+        """Runs the graph again. `updates` maps a launch index (among the graph's launches) to
+        {argument index: new value}; `wait_values` maps a wait index (among its GraphWaits) to a
+        new value. With `wait`, blocks until done and returns the GPU time of the whole graph in
+        seconds."""
         dev = self.device
         dev.check_usable()
-        if updates:
-            if self._last:  # the previous replay may still be reading these arguments
-                dev.timeline_signal.wait(self._last, timeout_ms)
-            for li, changes in updates.items():
+        if updates or wait_values:
+            for li in (updates or {}):
                 if not 0 <= li < len(self.kernargs):
                     raise ProgramError(f"graph has {len(self.kernargs)} launches, no launch {li}")
+            for wi in (wait_values or {}):
+                if not 0 <= wi < len(self._wait_vars):
+                    raise ProgramError(f"graph has {len(self._wait_vars)} waits, no wait {wi}")
+            if self._last:  # the previous replay may still be reading these arguments
+                dev.timeline_signal.wait(self._last, timeout_ms)
+            for li, changes in (updates or {}).items():
                 for ai, value in changes.items():
                     self.kernargs[li].set(ai, value)
-        v = dev.timeline_value + 1  # taken once the submission is built (submit_timeline)
-        q = dev.compute_queue().wait(dev.timeline_signal, v - 1)
-        if wait:
-            q.timestamp(self._t0)
-        q.call(self.body)
-        if wait:
-            q.timestamp(self._t1)
-        dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
+            for wi, value in (wait_values or {}).items():
+                body, var = self._wait_vars[wi]
+                body.update({var: value})
+        tl = dev.timeline_signal
+        last = len(self._segments) - 1
+        v = self._last
+        for i, seg in enumerate(self._segments):
+            v = dev.timeline_value + 1  # taken once the submission is built (submit_timeline)
+            q = (dev.copy_queue() if isinstance(seg, list) else dev.compute_queue()).wait(tl, v - 1)
+            if wait and i == 0:
+                q.timestamp(self._t0)
+            if isinstance(seg, list):
+                for c in seg:
+                    if c.size:
+                        q.copy(c.dst.va + c.dst_offset, c.src.va + c.src_offset, c.size)
+            else:
+                q.call(seg)
+            if wait and i == last:
+                q.timestamp(self._t1)
+            dev.submit_timeline(q.signal(tl, v), v)
         self._last = v
         if not wait:
             return None
-        dev.timeline_signal.wait(v, timeout_ms)
+        tl.wait(v, timeout_ms)
         return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
 
     def free(self) -> None:
         """Releases the graph's memory (after waiting for its last replay)."""
         if self._last:
             self.device.timeline_signal.wait(self._last)
-        self.body.unbind()
+        for seg in self._segments:
+            if isinstance(seg, HWQueue):
+                seg.unbind()
         self.device.free(self._args_buf)
         for s in (self._t0, self._t1):
             s.release()
-

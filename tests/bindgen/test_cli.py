@@ -22,13 +22,13 @@ HEADERS = {
     "alpha": ["t01_packed_bitfields.h", "t05_anonymous.h"],
     "beta": ["t07_enums.h"],
     "gamma": ["t11_pack_keywords.h"],
-    "delta": ["t09_nested.h", "t07_enums.h"],  # lazy: true (a .defs file beside the module)
+    "delta": ["t09_nested.h", "t07_enums.h"],  # lazy: true (_delta.py beside the module)
 }
 LAZY = {"delta"}
 FILES = (
     {"cli/__init__.py", "bindgen.manifest"}
     | {f"cli/{n}.{ext}" for n in HEADERS for ext in ("py", "report.txt")}
-    | {f"cli/{n}.defs" for n in LAZY}
+    | {f"cli/_{n}.py" for n in LAZY}
 )
 
 
@@ -224,20 +224,21 @@ def test_check_detects_a_hand_edit_with_a_unified_diff(proj, capsys):
     assert mod.read_text() != text, "check must not rewrite generated files"
 
 
-def test_check_detects_an_edited_defs_file(proj, capsys):
+def test_check_detects_an_edited_definitions_module(proj, capsys):
     assert proj.regen("--jobs", "1") == 0
-    defs = proj.gen / "cli" / "delta.defs"
+    defs = proj.gen / "cli" / "_delta.py"
     text = defs.read_text()
     assert "T7_NEG = -5" in text
     defs.write_text(text.replace("T7_NEG = -5", "T7_NEG = -6"))
     capsys.readouterr()
     assert proj.check("--jobs", "1") == 1
     out = capsys.readouterr().out
-    assert "DRIFT delta" in out and "generated/cli/delta.defs" in out
+    assert "DRIFT delta" in out and "generated/cli/_delta.py" in out
 
 
 def test_lazy_module_imports_from_the_written_files(proj, monkeypatch):
-    """The written lazy module finds its .defs beside it when imported as a package module."""
+    """The written lazy module finds its definitions module beside it when imported as a package
+    module."""
     import importlib
 
     assert proj.regen("delta", "--jobs", "1") == 0
@@ -555,10 +556,11 @@ def _gen_tampered(tmp_path, monkeypatch, pattern: str, repl: str):
     real = gen.render_module
 
     def tampered(*a, **kw):
-        text, defs = real(*a, **kw)
-        new, n = re.subn(pattern, repl, text, flags=re.M)
+        rendered = real(*a, **kw)
+        new, n = re.subn(pattern, repl, rendered.text, flags=re.M)
         assert n, f"{pattern!r} not in the rendered module"
-        return new, defs
+        rendered.text = new
+        return rendered
 
     monkeypatch.setattr(gen, "render_module", tampered)
     return _gen(tmp_path, [])
@@ -576,7 +578,12 @@ def test_a_rendered_layout_that_differs_from_clang_fails_generation(tmp_path, mo
     from bindgen.errors import LayoutError
 
     with pytest.raises(LayoutError, match=r"t11_kw: size 20, clang says 16"):
-        _gen_tampered(tmp_path, monkeypatch, r"t11_kw\._layout_\(16, 4,", "t11_kw._layout_(20, 4,")
+        _gen_tampered(
+            tmp_path,
+            monkeypatch,
+            r"t11_kw\._layout_\(size=16, align=4,",
+            "t11_kw._layout_(size=20, align=4,",
+        )
 
 
 def test_unrepresentable_layout_is_a_bindgen_error(tmp_path, monkeypatch):

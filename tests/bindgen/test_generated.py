@@ -22,7 +22,7 @@ GENERATED = REPO / "generated"
 MODULES = sorted(
     "hcq_bindings." + ".".join(p.relative_to(GENERATED).with_suffix("").parts)
     for p in GENERATED.rglob("*.py")
-    if p.name != "__init__.py"
+    if not p.name.startswith("_")  # __init__ and the definitions modules of lazy targets
 )
 
 

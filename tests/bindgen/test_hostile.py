@@ -739,7 +739,7 @@ def _unavailable(proj) -> None:
 
 
 @pytest.mark.parametrize("edit", [
-    "cli/alpha.py", "cli/delta.defs", "cli/beta.report.txt",
+    "cli/alpha.py", "cli/_delta.py", "cli/beta.report.txt",
 ])
 def test_check_without_sources_sees_hand_edits_of_every_file(proj, capsys, edit):
     _unavailable(proj)

@@ -44,11 +44,12 @@ def test_the_wheel_holds_what_the_runtime_reads_at_run_time(wheel: Path) -> None
                  "hcq_bindings/nv/rm_580.py", "bindgen/templates/module.py.mako",
                  "bindgen/specs/linux.yaml"):
         assert must in names, f"{must} is missing from {wheel.name}"
-    # every lazy module's definitions travel with it
+    # every lazy module's definitions module travels with it
     for py in (n for n in names if n.startswith("hcq_bindings/") and n.endswith(".py")):
-        defs = (REPO / "generated" / py.removeprefix("hcq_bindings/")).with_suffix(".defs")
+        rel = py.removeprefix("hcq_bindings/")
+        defs = (REPO / "generated" / rel).with_name("_" + rel.rpartition("/")[2])
         if defs.exists():
-            assert py[:-3] + ".defs" in names, f"{py}: its .defs is missing from the wheel"
+            assert str(Path(py).with_name(defs.name)) in names, f"{py}: {defs.name} is missing"
     assert not any(n.startswith("generated/") for n in names), "the wheel ships a top-level generated"
     # the launch helper, built with the wheel (an optional extension: a compiler is needed)
     if shutil.which("cc") or shutil.which("gcc"):

@@ -443,29 +443,6 @@ def test_program_load_and_dispatch_record(dev, mos) -> None:  # type: ignore[no-
     assert rec.rsrc2 == prg.rsrc2 and len(rec.user_sgprs) == prg.user_sgpr_count
 
 
-@pytest.mark.skipif(not _executor_available(), reason="the RDNA3 kernel executor "
-                    "(runtime.drivers.mock.rdna3) is not available yet")
-def test_graph_replays_with_patched_arguments(dev) -> None:  # type: ignore[no-untyped-def]
-    from runtime.hcq import Launch
-    lib = (REFERENCE_KERNELS / "vector_add.hsaco").read_bytes()
-    prg = dev.program(lib, "vector_add")
-    n = 256
-    x = np.arange(n, dtype=np.float32)
-    a, b, c, d = (dev.alloc(n * 4) for _ in range(4))
-    dev.copyin(a, x)
-    dev.copyin(b, x)
-    g = dev.graph([Launch(prg, (a, b, c), (1, 1, 1), (n, 1, 1)),
-                   Launch(prg, (c, b, d), (1, 1, 1), (n, 1, 1))])
-    g.replay(wait=True)
-    out = np.zeros(n, np.float32)
-    dev.copyout(out, d)
-    assert np.array_equal(out, 3 * x)
-    g.replay({1: {0: a}}, wait=True)  # d = a + b
-    dev.copyout(out, d)
-    assert np.array_equal(out, 2 * x)
-    g.free()
-
-
 def test_the_architecture_record_is_picked_from_the_topology() -> None:
     """The device takes its architecture record from the node's gfx_target_version, and the mock
     runs by the same record; a part no record describes (gfx942, gfx1200) is refused by name

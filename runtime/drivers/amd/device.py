@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.amd import hsa
 from hcq_bindings.amd import pm4_gfx11 as pm4p
@@ -171,6 +171,7 @@ class AMDDevice(Device):
         self._release_lease = release
         self.os = os
         self.max_copy_B = max_copy_B
+        self._ring_B = ring_B
         self.kfd: Kfd = None  # type: ignore[assignment]
         self.drm_fd = -1
         self.signal_event: KfdEvent | None = None
@@ -287,6 +288,23 @@ class AMDDevice(Device):
     def compute_queue(self) -> PM4Queue:
         """A new PM4 command builder for the compute ring."""
         return PM4Queue(self)
+
+    def _stream_hw(self) -> "tuple[Callable[[], PM4Queue], Callable[[], None]]":
+        """Another KFD compute queue (its own ring, doorbell, EOP and CWSR areas)."""
+        ring = self._create_queue("pm4", self._ring_B)
+
+        def release() -> None:
+            if self.closed or ring not in self._rings:
+                return
+            self._rings.remove(ring)
+            self._ring_mem.remove(ring.mem)
+            try:
+                self.kfd.destroy_queue(ring.queue_id)
+            finally:
+                for buf in (ring.mem.ring, ring.mem.pointers, ring.mem.eop, ring.mem.ctx_save):
+                    if buf is not None:
+                        self.free(buf)
+        return (lambda: PM4Queue(self, ring)), release
 
     def copy_queue(self) -> SDMAQueue:
         """A new SDMA command builder for the copy ring."""
@@ -419,12 +437,28 @@ class AMDDevice(Device):
         ring = self.compute_ring
         if ring is None or not ring.pending_dw():
             return ""
-        at = ring.ring[ring.rptr_dw()]
-        if pm4p.CP_PACKET3_GET_OPCODE(at) == pm4p.PACKET3_WAIT_REG_MEM:
+        rptr = ring.rptr_dw()
+        at = ring.ring[rptr]
+        op = pm4p.CP_PACKET3_GET_OPCODE(at)
+        if op == pm4p.PACKET3_WAIT_REG_MEM:
             return ""
+        if op == pm4p.PACKET3_INDIRECT_BUFFER and self._ib_waits(
+                [ring.ring[(rptr + i) % ring.size_dw] for i in range(1, 4)]):
+            return ""  # a graph body or bound queue that waits for memory may still be released
         self.reset_compute_queue()
         return "\n  the compute queue was reset (the work still on it is abandoned; the device " \
             "stays usable)"
+
+    def _ib_waits(self, ib: list[int]) -> bool:
+        """Whether the indirect buffer (INDIRECT_BUFFER's base lo, base hi, size) is one of this
+        device's bound queues and contains a WAIT_REG_MEM."""
+        from runtime.drivers.amd.decode import decode_pm4
+        va, n = ib[0] | ib[1] << 32, ib[2] & ((1 << 20) - 1)
+        for buf in self.allocator._live.values():
+            if buf.va == va and buf.view is not None and buf.size >= 4 * n:
+                words = buf.view[:4 * n].cast("I").tolist()
+                return any(p.name == "PACKET3_WAIT_REG_MEM" for p in decode_pm4(words))
+        return False
 
     def reset_compute_queue(self) -> None:
         """Destroys the compute queue (KFD's DESTROY_QUEUE preempts the waves still running) and

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from runtime.drivers.amd.device import AMDDevice
     from runtime.drivers.amd.program import AMDProgram
+    from runtime.drivers.amd.ring import HwRing
     from runtime.hcq.signal import Signal
 
 _M32 = 0xFFFFFFFF
@@ -165,9 +166,10 @@ class PM4Queue(HWQueue):
 
     engine = "compute"
 
-    def __init__(self, device: "AMDDevice") -> None:
+    def __init__(self, device: "AMDDevice", ring: "HwRing | None" = None) -> None:
         super().__init__(device)
         self.device: AMDDevice = device
+        self.ring = ring  # None: the device's compute ring (a stream has its own)
         self._ib: Buffer | None = None
 
     # -------------------------------------------------------------- commands
@@ -286,7 +288,7 @@ class PM4Queue(HWQueue):
             self._ib = None
 
     def _submit(self) -> None:
-        ring = self.device.compute_ring
+        ring = self.ring or self.device.compute_ring
         if self._ib is not None:
             self._check_bound()
             va = self._ib.va

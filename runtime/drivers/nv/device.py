@@ -331,6 +331,9 @@ class NVDevice(Device):
         self.gen: NVGeneration = None  # type: ignore[assignment]  # picked in _open
         self.slm_per_thread = 0
         self._slm: Buffer | None = None
+        self._slm_tpc_B = 0
+        self._stream_channels: list[Channel] = []       # made for streams, kept until close
+        self._idle_stream_channels: list[Channel] = []  # of closed streams, for the next one
         self._debugger = 0
         self.driver_version = ""
         self._copy_pool: Any = None
@@ -498,8 +501,9 @@ class NVDevice(Device):
                                                           grInfoList=ctypes.addressof(infos)))
         return GpuInfo(*(x.data for x in infos))
 
-    def _new_channel(self, name: str, offset: int, engine_class: int, subc: int) -> Channel:
-        r, area = self.rm, self.gpfifo_area
+    def _new_channel(self, name: str, offset: int, engine_class: int, subc: int,
+                     area: Buffer | None = None) -> Channel:
+        r, area = self.rm, area or self.gpfifo_area
         alloc: NVAllocator = self.allocator  # type: ignore[assignment]
         notifier = alloc.alloc_sysmem(NOTIFIER_B)
         entries = self.gpfifo_entries
@@ -715,9 +719,52 @@ class NVDevice(Device):
                              .set_local_memory(new.va, bytes_per_tpc, 0xFF)
                              .signal(self.timeline_signal, v), v)
         self.synchronize()
+        for ch in self._stream_channels:  # local memory is per channel state
+            sig = self.new_signal(0)
+            NVComputeQueue(self, ch).set_local_memory(new.va, bytes_per_tpc, 0xFF) \
+                .signal(sig, 1).submit()
+            sig.wait(1)
+            sig.release()
         old, self._slm, self.slm_per_thread = self._slm, new, per_thread
+        self._slm_tpc_B = bytes_per_tpc
         if old is not None:
             self.free(old)
+
+    def _stream_hw(self) -> "tuple[Callable[[], NVComputeQueue], Callable[[], None]]":
+        """A compute channel of its own in the device's channel group (its GPFIFO ring and USERD
+        in a fresh write-combined VRAM area), with the compute class, the shared and local
+        windows and the local memory bound. Channels of closed streams are reused."""
+        if self._idle_stream_channels:
+            ch = self._idle_stream_channels.pop()
+        else:
+            alloc: NVAllocator = self.allocator  # type: ignore[assignment]
+            area_B = round_up(round_up(self.gpfifo_entries * 8, USERD_B) + USERD_B, PAGE_B)
+            area = alloc.track(alloc.alloc_vram(
+                area_B, BufferSpec(MemKind.VRAM, cpu_access=True), contiguous=True,
+                map_flags=fval(rm.NVOS33_FLAGS_CACHING_TYPE,
+                               rm.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED)))
+            ch = self._new_channel(f"stream {len(self._stream_channels) + 1}", 0,
+                                   self.compute_class, 1, area)
+            try:  # channels added after the group was scheduled: schedule again (idempotent)
+                self.rm.control(self.channel_group, rm.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE,
+                                rm.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))
+            except RmError:
+                pass
+            q = NVComputeQueue(self, ch).setup(compute_class=self.compute_class,
+                                               shared_window=self.shared_window,
+                                               local_window=self.local_window)
+            if self._slm is not None:
+                q.set_local_memory(self._slm.va, self._slm_tpc_B, 0xFF)
+            sig = self.new_signal(0)
+            q.signal(sig, 1).submit()
+            sig.wait(1)
+            sig.release()
+            self._stream_channels.append(ch)
+
+        def release() -> None:
+            if not self.closed:
+                self._idle_stream_channels.append(ch)
+        return (lambda: NVComputeQueue(self, ch)), release
 
     # ------------------------------------------------------------------ waiting and faults
     def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
@@ -839,6 +886,8 @@ class NVDevice(Device):
                 attempt(r.free, h)
             self._channel_objects.clear()
             self.channels.clear()
+            self._stream_channels.clear()
+            self._idle_stream_channels.clear()
             self._debugger = 0
             self.nvdevice = self.subdevice = self.virtmem = self.vaspace = 0
             self.usermode = self.channel_group = self.ctxshare = 0

@@ -29,7 +29,7 @@ from runtime.drivers.nv.methods import (GP_LENGTH_SHIFT, SUBC_HOST, decode_gp_en
                                         describe_methods, fval, gp_entry, nvm)
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer
-from runtime.hcq.seam import Doorbell
+from runtime.hcq.seam import Doorbell, MappedDoorbell
 
 if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
@@ -170,6 +170,11 @@ class Channel:
         # gp_entry(va, n) == _pb_entry_base + offset | n << GP_LENGTH_SHIFT for the pushbuffer
         self._pb_entry_base = gp_entry(pushbuf.va, 1) & ~(0x1FFFFF << GP_LENGTH_SHIFT)
         self._trailer = array("I", host_semaphore(progress.va, 0, SEM_RELEASE_64))
+        #: publish(seq, entry): publishes one GPFIFO entry as submission `seq` (== next_seq()),
+        #: whose segment already ends with the progress release of `seq`: ring entry, in-flight
+        #: record, state words, GP_PUT, fence, doorbell. The caller made sure the entry fits
+        #: (`has_entry_space`). Every route's last step (_nvlaunch.c does the same stores).
+        self.publish: Callable[[int, int], None] = self._make_publish()
 
     # ------------------------------------------------------------------ the state, read-only
     @property
@@ -254,23 +259,38 @@ class Channel:
         """The sequence number the next submission gets (for segments that carry it already)."""
         return self.state[SEQ] + 1
 
-    def publish(self, seq: int, entry: int) -> None:
-        """Publishes one GPFIFO entry as submission `seq` (== next_seq()), whose segment already
-        ends with the progress release of `seq`: ring entry, in-flight record, GP_PUT, fence,
-        doorbell. The caller made sure the entry fits (`has_entry_space`)."""
-        st = self.state
+    def _make_publish(self) -> Callable[[int, int], None]:
+        """The publish step (`publish`), with everything it touches bound once: it runs on every
+        submission of every Python route."""
+        st, ring, records, userd = self.state, self.ring, self.records, self.userd
         mask = self.entries - 1
-        put = st[GP_PUT]
-        self.ring[put & mask] = entry
-        put += 1
-        r = 2 * (seq & mask)
-        self.records[r] = st[PB_PUT]
-        self.records[r + 1] = put
-        st[SEQ] = seq
-        st[GP_PUT] = put
-        self.userd[_GP_PUT_DW] = put & mask
-        _fence_call()
-        self.doorbell.ring(self.token)
+        db, token = self.doorbell, self.token
+        fence = _fence_call
+        if type(db) is MappedDoorbell:  # a store into the usermode page (what its ring() does)
+            view, index = db._view, db._index
+            value = token & ((1 << (8 * db.width)) - 1)
+
+            def bell() -> None:
+                view[index] = value
+        else:  # the mock GPU's doorbell is a call
+
+            def bell() -> None:
+                db.ring(token)
+
+        def publish(seq: int, entry: int) -> None:
+            put = st[GP_PUT]
+            ring[put & mask] = entry
+            put += 1
+            r = 2 * (seq & mask)
+            records[r] = st[PB_PUT]
+            records[r + 1] = put
+            st[SEQ] = seq
+            st[GP_PUT] = put
+            userd[_GP_PUT_DW] = put & mask
+            fence()
+            bell()
+
+        return publish
 
     def has_entry_space(self) -> bool:
         """Whether one more GPFIFO entry fits without waiting."""

@@ -53,7 +53,6 @@ SEGMENT_STRIDE_B = 128
 _ACQ_DW = 6                 # the acquire's dwords at the start of a segment
 _TRAILER_DW = 6             # the progress release's dwords at its end
 NATIVE_ABI = 3             # _nvlaunch.c's ABI: the make() settings and the shared words
-_ONE_U32 = struct.Struct("<I")
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
                  (float, 4): 5, (float, 8): 6}
@@ -250,10 +249,12 @@ class ShapeLauncher:
         ch = dev.compute_channel
         nargs = len(types)
         buffers = tuple(i for i, t in enumerate(types) if t is Buffer)
-        pack, one = p.pack_into, _ONE_U32.pack_into
+        pack = p.pack_into
         amv = self.buf.cpu_view()
         words = amv.cast("I")
         pbase, pay = prg.param_base, self.qo + prg._payload_off
+        assert pay % 4 == 0 and all(o % 4 == 0 for o in self.block_offs)
+        payw = [(o + pay) // 4 for o in self.block_offs]  # the release payload's dword
         offs, acq, seqs = self.block_offs, self.acq_idx, self.seq_idx
         ent_a, ent_c = self.entry_acquire, self.entry_chained
         st, n, nmask = self.state, self.n, self.n - 1
@@ -261,18 +262,17 @@ class ShapeLauncher:
         publish = ch.publish
 
         def launch(args: "tuple[ArgValue, ...]") -> bool:
-            if len(args) != nargs:
+            if len(args) != nargs or tuple(map(type, args)) != types:
                 return False
-            for a, t in zip(args, types):
-                if type(a) is not t:
-                    return False
-            vals = list(args)
-            for k in buffers:
-                b = args[k]
-                assert isinstance(b, Buffer)  # checked by type above; for the type checker
-                if b.freed or (b.base is not None and b.base.freed) or b.device is not dev:
-                    return False  # the careful path raises the buffer's error
-                vals[k] = b.va
+            if buffers:
+                vals = list(args)
+                for k in buffers:
+                    bf: Buffer = args[k]  # type: ignore[assignment]
+                    if bf.freed or (bf.base is not None and bf.base.freed) or bf.device is not dev:
+                        return False  # the careful path raises the buffer's error
+                    vals[k] = bf.va
+            else:
+                vals = args  # type: ignore[assignment]
             if dw[BLOCKED]:
                 return False
             v = dw[TIMELINE_VALUE] + 1
@@ -287,7 +287,7 @@ class ShapeLauncher:
                 pack(amv, o + pbase, *vals)
             except struct.error:
                 return False
-            one(amv, o + pay, v)
+            words[payw[i]] = v
             words[seqs[i]] = seq
             if cs[CHAIN_VALUE] == v - 1:
                 entry = ent_c[i]

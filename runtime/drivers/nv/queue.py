@@ -134,8 +134,8 @@ class NVComputeQueue(NVQueue):
 
     engine = "compute"
 
-    def __init__(self, device: "NVDevice") -> None:
-        super().__init__(device, device.compute_channel)
+    def __init__(self, device: "NVDevice", channel: "Channel | None" = None) -> None:
+        super().__init__(device, channel or device.compute_channel)
         self._last_launch: tuple[NVProgram, NVKernArgs] | None = None
         self._launches_since_sync = 0
 

@@ -613,10 +613,7 @@ def _dot2_16(t16: str) -> Callable[[Inst, object], Exec]:
     def make(inst: Inst, sig) -> Exec:
         f = inst.f
         ra, rb = raw_reader(f["src0"], inst), raw_reader(f["src1"], inst)
-        c_code = f["src2"]
-        cb = const_bits(c_code, "f16" if t16 == "f16" else "b16", inst.literal)
-        rc = (lambda g, c=np.array(cb, dtype=u32): c) if cb is not None else \
-            raw_reader(c_code, inst)
+        rc = vop3p.bits_as(f["src2"], inst, "f16" if t16 == "f16" else "b16")
         c_sh = u32(16 if f.get("opsel", 0) >> 2 & 1 else 0)
         hi_d = bool(f.get("opsel", 0) >> 3 & 1)
         d = f["vdst"]

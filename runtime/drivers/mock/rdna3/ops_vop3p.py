@@ -172,26 +172,29 @@ def _packed(inst: Inst) -> Exec:
 
 
 # -- mixed precision FMA -----------------------------------------------------------------------
-def mix_source(inst: Inst, i: int) -> Callable[[Group], np.ndarray]:
-    """Source i of V_FMA_MIX* as float32 (see the module docstring)."""
+def bits_as(code: int, inst: Inst, t: str) -> Callable[[Group], np.ndarray]:
+    """Reader of a source's 32 raw bits, an inline constant encoded as type t (f32 or f16)."""
+    cb = const_bits(code, t, inst.literal)
+    if cb is None:
+        return raw_reader(code, inst, 32)
+    c = np.array(cb, dtype=u32)
+    return lambda g: c
+
+
+def mix_source(inst: Inst, i: int, f16_allowed: bool = True) -> Callable[[Group], np.ndarray]:
+    """Source i of a mixed-precision op as float32 (see the module docstring): an f32, or with
+    OP_SEL_HI[i] (and `f16_allowed`) the f16 half OP_SEL[i] picks; NEG_LO negates, NEG_HI takes
+    the absolute value."""
     f = inst.f
-    code = f[f"src{i}"]
-    as_f16 = _bit(f["opsel_hi"], i)
-    hi = _bit(f["opsel"], i)
+    as_f16 = f16_allowed and _bit(f["opsel_hi"], i)
+    shift = u32(16 if _bit(f["opsel"], i) else 0)
     neg, abs_ = _bit(f["neg"], i), _bit(f["neg_hi"], i)
-    rd = raw32(inst, i, "f16") if as_f16 else None
-    if not as_f16:
-        cb = const_bits(code, "f32", inst.literal)
-        rd32 = (lambda g, c=np.array(cb, dtype=u32): c) if cb is not None else \
-            raw_reader(code, inst, 32)
+    rd = raw32(inst, i, "f16") if as_f16 else bits_as(f[f"src{i}"], inst, "f32")
 
     def get(g: Group) -> np.ndarray:
-        if as_f16:
-            assert rd is not None
-            raw = rd(g)
-            x = f16_of((raw >> u32(16 if hi else 0)) & u32(0xFFFF)).astype(np.float32)
-        else:
-            x = rd32(g).view(np.float32)
+        raw = rd(g)
+        x = f16_of((raw >> shift) & u32(0xFFFF)).astype(np.float32) if as_f16 else \
+            raw.view(np.float32)
         if abs_:
             x = np.abs(x)
         return -x if neg else x
@@ -222,47 +225,29 @@ def _fma_mix(inst: Inst) -> Exec:
 # -- dot products ------------------------------------------------------------------------------
 def _dot2_float(inst: Inst, t16: str) -> Exec:
     """V_DOT2_F32_F16 / _BF16 (VOP3P) and V_DOT2ACC_F32_F16 (VOP2: D is the addend)."""
-    vop3p = inst.enc == "VOP3P"
-    conv = (lambda h: f16_of(h).astype(np.float64)) if t16 == "f16" else \
-        (lambda h: bf16_to_f32(h).astype(np.float64))
-    if vop3p:
+    conv = f16_of if t16 == "f16" else bf16_to_f32
+    c_rd: Callable[[Group], np.ndarray] | None = None
+    if inst.enc == "VOP3P":
         sa, sb = halves(inst, 0, t16), halves(inst, 1, t16)
-        c_rd = mix_source_f32(inst, 2)
+        c_rd = mix_source(inst, 2, f16_allowed=False)
     else:
-        ra, rb = raw32(inst, 0, t16), raw32(inst, 1, t16)
-        sa = lambda g: _split(ra(g))   # noqa: E731
-        sb = lambda g: _split(rb(g))   # noqa: E731
-        c_rd = None
+        sa, sb = (_split_reader(raw32(inst, i, t16)) for i in (0, 1))
     d = inst.f["vdst"]
     clamp = bool(inst.f.get("clamp", 0))
 
     def run(g: Group) -> None:
         (a0, a1), (b0, b1) = sa(g), sb(g)
         c = g.v(d).view(np.float32) if c_rd is None else c_rd(g)
-        r = (conv(a0) * conv(b0) + conv(a1) * conv(b1) + c.astype(np.float64)).astype(np.float32)
+        prod = conv(a0).astype(np.float64) * conv(b0) + conv(a1).astype(np.float64) * conv(b1)
+        r = (prod + c.astype(np.float64)).astype(np.float32)
         g.set_v(d, (_clamp01(r) if clamp else r).view(u32))
     return run
 
 
-def _split(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return raw & u32(0xFFFF), raw >> u32(16)
-
-
-def mix_source_f32(inst: Inst, i: int) -> Callable[[Group], np.ndarray]:
-    """A 32-bit float source of a VOP3P op, NEG_LO negating and NEG_HI taking |x|."""
-    f = inst.f
-    code = f[f"src{i}"]
-    cb = const_bits(code, "f32", inst.literal)
-    rd = (lambda g, c=np.array(cb, dtype=u32): c) if cb is not None else \
-        raw_reader(code, inst, 32)
-    neg, abs_ = _bit(f["neg"], i), _bit(f["neg_hi"], i)
-
-    def get(g: Group) -> np.ndarray:
-        x = rd(g).view(np.float32)
-        if abs_:
-            x = np.abs(x)
-        return -x if neg else x
-    return get
+def _split_reader(rd: Callable[[Group], np.ndarray]) -> Callable[[Group], tuple[np.ndarray,
+                                                                                 np.ndarray]]:
+    """(low half, high half) of a 32-bit source, as uint32."""
+    return lambda g: (lambda raw: (raw & u32(0xFFFF), raw >> u32(16)))(rd(g))
 
 
 def _int_lanes(raw: np.ndarray, bits: int, signed: bool) -> list[np.ndarray]:

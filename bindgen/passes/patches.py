@@ -1,14 +1,20 @@
-"""Declarative post-processing from the spec, applied to the IR before rendering: rename, alias,
-type, drop (names only) and extra (code, the one patch that is code by design)."""
+"""Pass ``patches``: the spec's declarative post-processing. Reads the target's ``patches`` in spec
+order; renames, aliases, retypes or drops declarations (names only) anywhere in the module and
+appends to ``Module.extra_code`` (alias, and extra: code, the one patch that is code by design).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 
-from . import ir
-from .errors import PatchError
-from .spec import Patch, Target
+from .. import ir
+from ..errors import PatchError
+from ..spec import Patch, Target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import Context
 
 _PRIM_NAMES = {
     "c_int8",
@@ -94,6 +100,11 @@ def _retype(t: ir.Type, old: str, new: str) -> ir.Type:
             _retype(t.ret, old, new), tuple(_retype(p, old, new) for p in t.params), t.variadic
         )
     return t
+
+
+def apply(ctx: Context) -> None:
+    """The pass: see :func:`apply_ir_patches`."""
+    apply_ir_patches(ctx.target, ctx.module)
 
 
 def apply_ir_patches(t: Target, m: ir.Module) -> None:

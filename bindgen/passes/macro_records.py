@@ -1,4 +1,6 @@
-"""Records synthesised from field macros, for headers that describe packets only with macros.
+"""Pass ``macro_records``: records synthesised from field macros, for headers that describe packets
+only with macros. Reads the spec's ``macros.records`` rules and ``Module.constants``; appends to
+``Module.records``.
 
 AMD's SDMA header, for example, gives each packet field as ``<PKT>_<DWORD>_<field>_offset`` (dword
 index), ``_mask`` (unshifted) and ``_shift``; the spec's ``macros.records`` rule turns each packet
@@ -9,14 +11,26 @@ from __future__ import annotations
 
 import re
 
-from . import ir
-from .errors import BindgenError
-from .spec import Target
+from .. import ir
+from ..errors import BindgenError
+from ..spec import Target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import Context
 
 _U32 = ir.Prim("c_uint32", 4, 4)
 
 
+def build(ctx: Context) -> None:
+    """The pass: see :func:`build_macro_records`."""
+    if ctx.target.macros.enabled and ctx.target.macros.records:
+        build_macro_records(ctx.target, ctx.module)
+
+
 def build_macro_records(t: Target, m: ir.Module) -> None:
+    """Appends one record per packet the target's ``macros.records`` rules find among the
+    constants (nothing when the target has no such rule)."""
     values = {c.name: c.value for c in m.constants if isinstance(c.value, int)}
     for rule in t.macros.records:
         anchor = re.compile(rule.anchor)

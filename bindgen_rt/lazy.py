@@ -1,0 +1,292 @@
+"""Large generated modules, materialised one definition at a time.
+
+A lazy target is two files: the module people import (``rm_580.py``, a few lines) and its
+definitions module beside it (``_rm_580.py``), plain readable Python that also runs as a whole.
+The definitions module ends with an index (``#@ NAME LINE OFFSET LENGTH`` comment lines) that
+says where each definition's statement is. On first use of a name, :class:`LazyModule` compiles
+that statement with the definitions module's real file name and line numbers, so tracebacks,
+``inspect.getsource`` and debuggers show the real source, and runs it in the namespace of the
+definitions module (registered in ``sys.modules`` under its own name, so records pickle and
+``inspect`` finds them). Importing the small module reads nothing; the first name reads the
+file once. Type checkers and IDEs never run this: the small module re-exports the definitions
+module under ``TYPE_CHECKING``.
+
+Materialising a name first materialises what it refers to, with an explicit stack (a chain of
+ten thousand records, each embedding the next, does not recurse). A record is declared (its
+``class`` statement) before anything it refers to is touched and laid out after, so records that
+point at each other resolve in any order. :meth:`LazyModule.materialize_all` imports the
+definitions module as a whole (from its bytecode cache) when nothing was materialised yet.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# typing costs more to import than this whole module: its names are for checkers only
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType
+    from typing import Any
+
+# compile() flag of ``from __future__ import annotations``: annotations in class bodies stay
+# strings, so a record's annotations never need the records they name.
+_FUTURE_ANNOTATIONS = 0x1000000
+INDEX_MARK = "\n# bindgen-index: "
+LAYOUTS_MARK = "\n# bindgen-index layouts\n"
+
+
+class LazyModule:
+    """The loader behind one lazy generated module (``stub_globals``: that module's globals,
+    ``defs``: the definitions module's name relative to its package, e.g. ``"_rm_580"``)."""
+
+    # Lookups before the full index pays off scan the index text (str.find, C speed); a module
+    # used for more than a few names builds a dict.
+    _SCANS_BEFORE_INDEX = 32
+
+    def __init__(self, stub_globals: dict[str, Any], defs: str) -> None:
+        self.stub = stub_globals
+        package = stub_globals["__name__"].rpartition(".")[0]
+        self.name = f"{package}.{defs}" if package else defs
+        self.package = package
+        source = stub_globals.get("__bindgen_source__")  # set by the generator's verification
+        self.in_memory = source is not None
+        self.file = (
+            f"<bindgen:{self.name}>"
+            if source is not None
+            else os.path.join(os.path.dirname(stub_globals["__file__"]), defs + ".py")
+        )
+        self._text: str | None = source
+        self._g: dict[str, Any] | None = None
+        self._header_done = False
+        self._index_at = -1
+        self._layouts_at = -1
+        self._tokens: list[str] | None = None
+        self._layout_tokens: list[str] | None = None
+        self._where: dict[str, int] | None = None
+        self._layout_where: dict[str, int] | None = None
+        self._scans = 0
+        self._absent: set[str] = set()
+
+    # ------------------------------------------------------------ the definitions text
+
+    def text(self) -> str:
+        if self._text is None:
+            with open(self.file, encoding="utf-8") as f:
+                self._text = f.read()
+        if self._index_at < 0:
+            t = self._text
+            self._index_at = t.rfind(INDEX_MARK)
+            self._layouts_at = t.find(LAYOUTS_MARK, self._index_at)
+            if self._index_at < 0 or self._layouts_at < 0:
+                raise ImportError(f"{self.file}: no bindgen index at its end (regenerate it)")
+        return self._text
+
+    def _build_index(self) -> None:
+        t = self.text()
+        first = t.find("\n", self._index_at + 1)  # the index's title line
+        # "#@ NAME LINE OFFSET LENGTH" lines: five tokens each, NAME at 5k+1
+        defs = t[first:self._layouts_at].split()
+        layouts = t[self._layouts_at + len(LAYOUTS_MARK) :].split()
+        self._where = dict(zip(defs[1::5], range(2, len(defs), 5)))
+        self._layout_where = dict(zip(layouts[1::5], range(2, len(layouts), 5)))
+        self._tokens, self._layout_tokens = defs, layouts
+
+    def _locate(self, name: str, layout: bool = False) -> tuple[int, int, int] | None:
+        """(line, offset, length) of ``name``'s statement (of its layout when ``layout``)."""
+        if self._where is None:
+            if self._scans >= self._SCANS_BEFORE_INDEX:
+                self._build_index()
+            else:
+                self._scans += 1
+                t = self.text()
+                lo, hi = (
+                    (self._layouts_at, len(t)) if layout else (self._index_at, self._layouts_at)
+                )
+                at = t.find(f"\n#@ {name} ", lo, hi)
+                if at < 0:
+                    return None
+                end = t.find("\n", at + 1)
+                _, _, line, off, length = t[at + 1 : end if end >= 0 else len(t)].split()
+                return int(line), int(off), int(length)
+        where = self._layout_where if layout else self._where
+        tk = self._layout_tokens if layout else self._tokens
+        assert where is not None and tk is not None
+        k = where.get(name)
+        if k is None:
+            return None
+        return int(tk[k]), int(tk[k + 1]), int(tk[k + 2])
+
+    def names(self) -> list[str]:
+        """Every name the definitions module defines."""
+        if self._where is None:
+            self._build_index()
+        assert self._where is not None
+        return [n for n in self._where if n != "__header__"]
+
+    # ------------------------------------------------------------ the namespace
+
+    def module(self) -> dict[str, Any]:
+        """The definitions module's namespace (registered in ``sys.modules`` unless in memory)."""
+        if self._g is None:
+            mod = None if self.in_memory else sys.modules.get(self.name)
+            if mod is None:
+                mod = type(sys)(self.name)
+                mod.__file__ = self.file
+                mod.__package__ = self.package
+                g = mod.__dict__
+                g["__getattr__"] = self.get  # the definitions module is lazy too
+                g["__dir__"] = self.dir
+                if not self.in_memory:
+                    sys.modules[self.name] = mod
+            self._g = mod.__dict__
+        return self._g
+
+    def __getitem__(self, name: str) -> Any:  # the ``locals`` mapping seen by exec
+        g = self._g
+        assert g is not None
+        if name in g:
+            return g[name]
+        if name.startswith("c_") or name in ("POINTER", "CFUNCTYPE"):
+            import ctypes  # ctypes names that the header's import line did not bring (unused)
+
+            if hasattr(ctypes, name):
+                return getattr(ctypes, name)
+        raise KeyError(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        assert self._g is not None
+        self._g[name] = value
+
+    def _header(self) -> None:
+        """Runs the definitions module's import lines (ctypes names, bindgen_rt, helpers)."""
+        if self._header_done:
+            return
+        self._header_done = True
+        loc = self._locate("__header__")
+        if loc is not None:
+            exec(self._compile(*loc), self.module())
+
+    # ------------------------------------------------------------ materialising
+
+    def get(self, name: str) -> Any:
+        """The value of ``name``, materialised on first use (module ``__getattr__``)."""
+        g = self.module()
+        if name not in g:
+            if name in self._absent or name == "__header__":
+                raise AttributeError(f"module {self.stub['__name__']!r} has no attribute {name!r}")
+            if self._locate(name) is None:
+                self._absent.add(name)
+                raise AttributeError(f"module {self.stub['__name__']!r} has no attribute {name!r}")
+            self._materialize(name)
+        value = g[name]
+        self.stub[name] = value  # later lookups skip the module __getattr__
+        return value
+
+    def dir(self) -> list[str]:
+        return sorted(set(self.stub) | set(self.names()))
+
+    def _compile(self, line: int, offset: int, length: int) -> CodeType:
+        src = self.text()[offset : offset + length]
+        code = compile(src, self.file, "exec", _FUTURE_ANNOTATIONS, True)
+        return _shift(code, line - 1) if line > 1 else code
+
+    def _materialize(self, root: str) -> None:
+        g = self.module()
+        self._header()
+        pending: dict[str, CodeType | None] = {}  # name -> what runs once its references exist
+        declared: list[str] = []
+        stack = [root]
+        try:
+            while stack:
+                name = stack[-1]
+                if name in pending:  # everything it refers to exists now
+                    stack.pop()
+                    code = pending.pop(name)
+                    if code is not None:
+                        exec(code, g, self)  # type: ignore[arg-type]
+                    continue
+                if name in g:
+                    stack.pop()
+                    continue
+                loc = self._locate(name)
+                if loc is None:
+                    stack.pop()
+                    continue
+                value = _literal(self.text(), name, loc[1], loc[2])
+                if value is not _NOT_LITERAL:
+                    g[name] = value
+                    stack.pop()
+                    continue
+                code: CodeType | None = self._compile(*loc)
+                if self.text().startswith("class ", loc[1]):
+                    exec(code, g, self)  # type: ignore[arg-type]  # declared before its fields
+                    declared.append(name)
+                    layout = self._locate(name, layout=True)
+                    code = self._compile(*layout) if layout is not None else None
+                pending[name] = code
+                if code is not None:
+                    for ref in _names(code):
+                        if (
+                            ref not in g
+                            and ref not in pending
+                            and ref not in self._absent
+                            and ref != name
+                        ):
+                            if self._locate(ref) is None:
+                                self._absent.add(ref)
+                            else:
+                                stack.append(ref)
+        except BaseException:
+            for name in declared:  # a record whose layout failed is not left half made
+                if name in pending:
+                    g.pop(name, None)
+            raise
+
+    def materialize_all(self) -> None:
+        """Every definition, now: the definitions module imported as a whole (its bytecode cache
+        makes that the cheapest way) when nothing was materialised yet, else name by name."""
+        if self._g is None and not self.in_memory and self.name not in sys.modules:
+            import importlib
+
+            self._g = importlib.import_module(self.name).__dict__
+        g = self.module()
+        for name in self.names():
+            if name not in g:
+                self.get(name)
+        for name in self.names():
+            self.stub[name] = g[name]
+
+
+_NOT_LITERAL = object()
+_DIGITS = frozenset("0123456789abcdefxABCDEFX-")
+
+
+def _literal(text: str, name: str, offset: int, length: int) -> Any:
+    """The value of a statement ``NAME = <integer literal>`` (most of a register header), without
+    compiling it; ``_NOT_LITERAL`` for anything else."""
+    if not text.startswith(" = ", offset + len(name)):
+        return _NOT_LITERAL
+    stmt = text[offset + len(name) + 3 : offset + length]
+    value = stmt.partition("  #")[0].rstrip()
+    if not value or not _DIGITS.issuperset(value):
+        return _NOT_LITERAL
+    try:
+        return int(value, 0)
+    except ValueError:
+        return _NOT_LITERAL
+
+
+def _names(code: CodeType) -> list[str]:
+    """Global names ``code`` and the code nested in it (function bodies) refer to."""
+    out = list(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            out += _names(c)
+    return out
+
+
+def _shift(code: CodeType, delta: int) -> CodeType:
+    """``code`` (and the code nested in it) moved ``delta`` lines down."""
+    consts = tuple(_shift(c, delta) if hasattr(c, "co_firstlineno") else c for c in code.co_consts)
+    return code.replace(co_firstlineno=code.co_firstlineno + delta, co_consts=consts)

@@ -1,0 +1,139 @@
+"""Streams: independent queues of work on one device, ordered among themselves by events.
+
+A `Stream` owns a hardware compute queue of its own (AMD: another KFD compute queue; NVIDIA: another
+GPFIFO channel in the device's channel group) and a timeline signal. Work on one stream runs in
+submission order; different streams (and the device's own timeline: copies, `prg(...)`, graphs)
+run concurrently unless an `Event` orders them, as CUDA's non-blocking streams do:
+
+```python
+s1, s2 = dev.stream(), dev.stream()
+s1.wait(dev.record())                # after the copies the device made so far
+s1.launch(prg_a, x, y, global_size=g, local_size=l)
+s2.wait(s1.record())                 # s2's next work starts after s1's launch
+s2.launch(prg_b, y, z, global_size=g, local_size=l)
+dev.synchronize()                    # waits for the device timeline and every stream
+```
+
+An `Event` is a (signal, value) pair: `event.wait()` blocks the CPU, `stream.wait(event)` and
+`device.wait(event)` make the GPU wait.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from runtime.hcq.errors import DeviceClosed, HCQError
+
+if TYPE_CHECKING:
+    from runtime.hcq.device import Device
+    from runtime.hcq.memory import Buffer
+    from runtime.hcq.program import ArgValue, Program
+    from runtime.hcq.queue import HWQueue
+    from runtime.hcq.signal import Signal
+
+
+@dataclass(frozen=True)
+class Event:
+    """A point on a timeline: done once `signal` reaches `value`."""
+
+    signal: "Signal"
+    value: int
+
+    def wait(self, timeout_ms: float | None = None) -> None:
+        """Blocks the CPU until the event has happened."""
+        self.signal.wait(self.value, timeout_ms)
+
+    def query(self) -> bool:
+        """True once the event has happened (does not block)."""
+        return self.signal.value >= self.value
+
+
+class Stream:
+    """An independent in-order queue of kernel launches and copies (see the module docstring).
+    Made by `Device.stream()`; released by `close()` or with the device."""
+
+    def __init__(self, device: "Device", make_queue: "Callable[[], HWQueue]",
+                 release: Callable[[], None]) -> None:
+        self.device = device
+        self._make_queue = make_queue
+        self._release = release
+        self.timeline = device.new_signal(0)
+        self.value = 0          # last value handed out on this stream's timeline
+        self._waits: list[Event] = []
+        self.closed = False
+
+    def _check(self) -> None:
+        if self.closed:
+            raise DeviceClosed(f"{self!r} is closed")
+        self.device.check_usable()
+
+    def _begin(self, q: "HWQueue") -> "tuple[HWQueue, int]":
+        """Starts a submission: wait for this stream's previous work and the events it was told to
+        wait for; returns the queue and the value the submission will signal."""
+        v = self.value + 1
+        q.wait(self.timeline, v - 1)
+        for ev in self._waits:
+            q.wait(ev.signal, ev.value)
+        return q, v
+
+    def _finish(self, q: "HWQueue", v: int) -> "Event":
+        q.signal(self.timeline, v).submit()
+        self.value = v   # taken only once the submission was accepted
+        self._waits.clear()
+        return Event(self.timeline, v)
+
+    def launch(self, prg: "Program", *args: "ArgValue", global_size: Sequence[int] = (1, 1, 1),
+               local_size: Sequence[int] = (1, 1, 1)) -> Event:
+        """Launches `prg` on this stream; returns the event of its completion."""
+        self._check()
+        kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before any submit
+        q, v = self._begin(self._make_queue())
+        q.memory_barrier().exec(prg, kargs, global_size, local_size)
+        return self._finish(q, v)
+
+    def copy(self, dst: "Buffer", src: "Buffer", size: int, dst_offset: int = 0,
+             src_offset: int = 0) -> Event:
+        """Copies between device buffers on the copy engine, in this stream's order."""
+        self._check()
+        dev = self.device
+        dev._check_range(dst, dst_offset, size, "stream copy", "dst")
+        dev._check_range(src, src_offset, size, "stream copy", "src")
+        q, v = self._begin(dev.copy_queue())
+        if size:
+            q.copy(dst.va + dst_offset, src.va + src_offset, size)
+        return self._finish(q, v)
+
+    def record(self) -> Event:
+        """The event of everything submitted to this stream so far."""
+        return Event(self.timeline, self.value)
+
+    def wait(self, event: Event) -> None:
+        """Makes this stream's next submission wait for `event` (of any stream or the device)."""
+        self._check()
+        if event.signal.device is not self.device:
+            raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal "
+                               f"with {self.device.name}.map_signal first")
+        self._waits.append(event)
+
+    def synchronize(self, timeout_ms: float | None = None) -> None:
+        """Blocks until this stream's work is done."""
+        self._check()
+        self.timeline.wait(self.value, timeout_ms)
+        self.device.check_fault()
+
+    def close(self) -> None:
+        """Waits for the stream's work and releases its hardware queue."""
+        if self.closed:
+            return
+        self.closed = True
+        if not self.device.closed:
+            try:
+                if self.device._fault is None:
+                    self.timeline.wait(self.value)
+            finally:
+                self.device._streams.remove(self)
+                self._release()
+                self.timeline.release()
+
+    def __repr__(self) -> str:
+        return f"Stream({self.device.name}, value={self.value})"
