@@ -10,7 +10,7 @@ import io
 import time
 import urllib.error
 import urllib.request
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 from .errors import SourceError
 
@@ -31,13 +31,13 @@ class Net:
         self.downloaded = 0  # bytes received over HTTP in this run
         self.down: str | None = None  # why the network failed, once it has
 
-    def _open(self, url: str, headers: dict[str, str], what: str) -> IO[bytes]:
+    def _open(self, url: str, headers: dict[str, str], what: str) -> Any:  # an HTTP response
         if self.down:
             raise SourceError(f"{what}: not tried, the network failed earlier in this run "
                               f"({self.down})")
         req = urllib.request.Request(url, headers={"User-Agent": "bindgen", **headers})
         try:
-            return urllib.request.urlopen(req, timeout=self.timeout_s)  # type: ignore[no-any-return]
+            return urllib.request.urlopen(req, timeout=self.timeout_s)
         except urllib.error.HTTPError as e:
             raise SourceError(f"{what}: {url} answered HTTP {e.code} {e.reason}") from None
         except (urllib.error.URLError, OSError) as e:

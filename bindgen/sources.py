@@ -18,6 +18,7 @@ is refused.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from typing import IO, Callable
 
 from .archives import (
     ArStream,
+    Extractor,
     XzView,
     ar_members,
     decompressor_stream,
@@ -249,7 +252,7 @@ class Sources:
             return Fetched(files, sha)
         what = f"{src.name} ({name})"
         h = _Hashing(self.net.stream(url, what, size))
-        data = ArStream(h, "data.tar", name)
+        data = ArStream(h, "data.tar", name)  # type: ignore[arg-type]  # reads only
         stream = decompressor_stream(data, data.name)  # type: ignore[arg-type]
         inner = [-1, 0]
         if src.tarball:
@@ -309,10 +312,6 @@ class Sources:
     def _read_pinned(
         self, src: Source, read: Callable[[int, int], bytes], pin: SourcePin, out: Path, what: str
     ) -> dict[str, Member]:
-        from .archives import Extractor
-        import io
-        import time
-
         ex = Extractor(out, what)
         start = last = time.monotonic()
         for i, m in enumerate(sorted(pin.files, key=lambda m: m.offset)):
@@ -373,6 +372,7 @@ class Sources:
                     f"{pin.archive_sha256}; run `bindgen pin` again"
                 )
             what = f"{src.name} ({fn}, ranges)"
+            before = self.net.downloaded
             rf = RangeFile(self.net, url, size, what)
             with zipfile.ZipFile(rf) as zf:  # type: ignore[arg-type]
                 def read(offset: int, n: int, zf: zipfile.ZipFile = zf) -> bytes:
@@ -380,7 +380,8 @@ class Sources:
 
                 by_offset = {m.offset: m.path for m in pin.files}
                 files = self._read_pinned(src, read, pin, out, what)
-            self.log(f"  fetched {what}: {mb(self.net.downloaded)} downloaded so far")
+            self.log(f"  fetched {what}: {len(files)} files, {mb(self.net.downloaded - before)} of "
+                     f"{mb(size)}")
             return Fetched(files, sha)
         with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
             whl = Path(tmp) / fn
@@ -436,6 +437,7 @@ class Sources:
         if (root / MANIFEST).exists():
             _verify_entry(src, root)
             return root
+        start = time.monotonic()
         with tempfile.TemporaryDirectory(dir=_mk(self.cache / "tmp")) as tmp:
             out = Path(tmp) / "x"
             tar = Path(tmp) / "a.tar"
@@ -459,7 +461,7 @@ class Sources:
                 files = extract_tar_stream(f, out, (), 0, f"source {src.name}: git {src.ref}")
             self.log(
                 f"  unpacked {src.name} (git {src.ref}): {len(files)} files, "
-                f"{mb(sum(m.size for m in files.values()))}"
+                f"{mb(sum(m.size for m in files.values()))} in {time.monotonic() - start:.1f} s"
             )
             _publish_files(out, root, Fetched(files), src)
         _verify_entry(src, root)

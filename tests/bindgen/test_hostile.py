@@ -951,3 +951,15 @@ def test_pointer_chains_do_not_nest_their_formats(tmp_path, lazy):
     obj, prev = last(), getattr(m, f"s{n - 2}")(v=7)
     obj.prev = ctypes.pointer(prev)
     assert obj.prev.contents.v == 7
+
+
+def test_an_output_root_that_cannot_be_written_is_an_error_not_a_traceback(proj, capsys):
+    from bindgen.cli import main
+
+    blocker = proj.root / "file"
+    blocker.write_text("not a folder\n")
+    rc = main(["--specs", str(proj.specs), "--out", str(blocker), "regen", "beta", "--jobs", "1",
+               "--cache", str(proj.root / "cache")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "FAIL  beta: cannot write" in err and "Not a directory" in err
+    assert blocker.read_text() == "not a folder\n"
