@@ -29,6 +29,7 @@ from runtime.hcq.program import ArgSlot, Program
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
+    from runtime.hcq.graph import Launch
     from runtime.hcq.memory import Buffer
 
 #: suffix of the binary for a backend
@@ -148,6 +149,20 @@ class TritonProgram:
 
     def __call__(self, *args: Any, grid: Sequence[int] = (1, 1, 1), wait: bool = False,
                  timeout_ms: float | None = None, **constexprs: Any) -> float | None:
+        args = self._kernel_args(args, constexprs)
+        gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
+        scratch = self._scratch(gx * gy * gz)
+        try:
+            return self.program(*args, 0 if scratch is None else scratch, 0,
+                                global_size=(gx, gy, gz), local_size=self.block, wait=wait,
+                                timeout_ms=timeout_ms)
+        finally:
+            if scratch is not None:  # back to the pool once the launch is done with it
+                self.device.synchronize()
+                self.device.free(scratch)
+
+    def _kernel_args(self, args: tuple[Any, ...], constexprs: dict[str, Any]) -> tuple[Any, ...]:
+        """The Triton call's arguments as the compiled kernel takes them (checked)."""
         spec = self.spec
         if len(args) != len(self._call_params):
             names = ", ".join(n for n, _ in self._call_params)
@@ -169,16 +184,18 @@ class TritonProgram:
                 else:
                     kept.append(a)
             args = tuple(kept)
+        return args
+
+    def bind(self, *args: Any, grid: Sequence[int] = (1, 1, 1), **constexprs: Any) -> "Launch":
+        """The launch `self(*args, grid=grid)` would make, as a `Launch` for a graph or a stream
+        (`Stream.run`). Kernels that need global scratch are launched directly instead."""
+        if self.spec.global_scratch_size:
+            raise ProgramError(f"{self.spec.name} needs {self.spec.global_scratch_size} B of "
+                               "global scratch per program: call it directly")
+        from runtime.hcq.graph import Launch
+        kernel_args = self._kernel_args(args, constexprs)
         gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
-        scratch = self._scratch(gx * gy * gz)
-        try:
-            return self.program(*args, 0 if scratch is None else scratch, 0,
-                                global_size=(gx, gy, gz), local_size=self.block, wait=wait,
-                                timeout_ms=timeout_ms)
-        finally:
-            if scratch is not None:  # back to the pool once the launch is done with it
-                self.device.synchronize()
-                self.device.free(scratch)
+        return Launch(self.program, (*kernel_args, 0, 0), (gx, gy, gz), self.block)
 
     def _scratch(self, programs: int) -> "Buffer | None":
         size = self.spec.global_scratch_size
