@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ctypes import POINTER, c_int32, c_uint32
 import bindgen_rt as _rt
+from bindgen_rt import _c_arg, _c_op, _c_ret
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names only annotations use
@@ -61,14 +62,18 @@ LEAF_MASK = 0x3f  # low six bits
 # ---- function-like macros
 
 def LEAF_OF(x):
-    return (x & LEAF_MASK)
+    return (
+        (x & LEAF_MASK)
+        if x.__class__ is int and -0x80000000 <= x <= 0x7fffffff
+        else _c_ret(_c_op('&', _c_arg(x), (LEAF_MASK, 32, True)))
+    )
 # bindgen-index: NAME LINE OFFSET LENGTH of each statement, for bindgen_rt.lazy
-#@ __header__ 15 577 70
-#@ leaf 25 832 105
-#@ node 33 940 145
-#@ LEAF_MASK 58 1545 32
-#@ LEAF_OF 63 1609 42
+#@ __header__ 15 577 115
+#@ leaf 26 877 105
+#@ node 34 985 145
+#@ LEAF_MASK 59 1590 32
+#@ LEAF_OF 64 1654 189
 
 # bindgen-index layouts
-#@ leaf 44 1184 152
-#@ node 49 1338 165
+#@ leaf 45 1229 152
+#@ node 50 1383 165

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ctypes import c_uint32
 import bindgen_rt as _rt
+from bindgen_rt import _c_arg, _c_op, _c_ret, _c_sext
 
 
 # ---- records: declared first, so that layouts and pointers may refer to any
@@ -53,13 +54,73 @@ DEMO_NEG = -3
 # ---- function-like macros
 
 def _IOC(dir, type, nr, size):
-    return ((((dir << 30) | (size << 16)) | (type << 8)) | nr)
+    return (
+        (((_c_sext((dir << 30), 32) | _c_sext((size << 16), 32)) | _c_sext((type << 8), 32)) | nr)
+        if dir.__class__ is int
+            and -0x80000000 <= dir <= 0x7fffffff
+            and type.__class__ is int
+            and -0x80000000 <= type <= 0x7fffffff
+            and nr.__class__ is int
+            and -0x80000000 <= nr <= 0x7fffffff
+            and size.__class__ is int
+            and -0x80000000 <= size <= 0x7fffffff
+        else _c_ret(
+            _c_op(
+                '|',
+                _c_op(
+                    '|',
+                    _c_op(
+                        '|',
+                        _c_op('<<', _c_arg(dir), (30, 32, True)),
+                        _c_op('<<', _c_arg(size), (16, 32, True)),
+                    ),
+                    _c_op('<<', _c_arg(type), (8, 32, True)),
+                ),
+                _c_arg(nr),
+            )
+        )
+    )
 
 def DEMO_FIELD(x):
-    return ((x & 0xff) << 8)
+    return (
+        _c_sext(((x & 0xff) << 8), 32)
+        if x.__class__ is int and -0x80000000 <= x <= 0x7fffffff
+        else _c_ret(_c_op('<<', _c_op('&', _c_arg(x), (0xff, 32, True)), (8, 32, True)))
+    )
 
 def DEMO_PACK(a, b, c, d):
-    return (((((a & 0xffff) << 48) | ((b & 0xffff) << 32)) | ((c & 0xffff) << 16)) | (d & 0xffff))
+    return (
+        (
+            (
+                (_c_sext(((a & 0xffff) << 48), 32) | _c_sext(((b & 0xffff) << 32), 32))
+                | _c_sext(((c & 0xffff) << 16), 32)
+            )
+            | (d & 0xffff)
+        )
+        if a.__class__ is int
+            and -0x80000000 <= a <= 0x7fffffff
+            and b.__class__ is int
+            and -0x80000000 <= b <= 0x7fffffff
+            and c.__class__ is int
+            and -0x80000000 <= c <= 0x7fffffff
+            and d.__class__ is int
+            and -0x80000000 <= d <= 0x7fffffff
+        else _c_ret(
+            _c_op(
+                '|',
+                _c_op(
+                    '|',
+                    _c_op(
+                        '|',
+                        _c_op('<<', _c_op('&', _c_arg(a), (0xffff, 32, True)), (48, 32, True)),
+                        _c_op('<<', _c_op('&', _c_arg(b), (0xffff, 32, True)), (32, 32, True)),
+                    ),
+                    _c_op('<<', _c_op('&', _c_arg(c), (0xffff, 32, True)), (16, 32, True)),
+                ),
+                _c_op('&', _c_arg(d), (0xffff, 32, True)),
+            )
+        )
+    )
 
 
 # ---- ioctls: int(request) is the number; calling it performs the ioctl

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # names only annotations use
 # ---- records: declared first, so that layouts and pointers may refer to any
 
 class handle_t(_rt.Struct):
-    """struct handle_t (corpus:records.h:25)"""
+    """handle_t (corpus:records.h:25)"""
 
     __slots__ = ()
     ctx: _Pointer[opaque_ctx]
