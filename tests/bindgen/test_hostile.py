@@ -992,3 +992,27 @@ def test_parallel_regen_fetches_each_source_once_before_the_workers(tmp_path, ca
     assert cap.err.count("  cached up: 2 files") == 1 and cap.err.count("downloaded up") == 1
     assert "MB/s" in cap.err
     assert "downloaded in this run; cache" in cap.out  # and the cache's size after regen
+
+
+def test_pin_then_regen_reads_only_ranges_through_the_lock_file(tmp_path, server, monkeypatch,
+                                                                 capsys):
+    """`bindgen pin` writes specs/bindgen.lock; a regen with an empty cache then fetches the
+    wheel's central directory and the one header, not the wheel."""
+    from bindgen.cli import main
+
+    src, whl = _pypi_source(tmp_path, server, monkeypatch,
+                            {"pkg/include/p.h": "struct p { int x; };\n"})
+    specs = tmp_path / "specs"
+    write_spec(specs, {"wp": {"headers": ["whl:pkg/include/p.h"]}},
+               sources={"whl": {"kind": "pypi", "package": "pkg", "version": "1.0",
+                                "members": ["pkg/include/*"]}})
+    base = ["--specs", str(specs), "--out", str(tmp_path / "gen")]
+    assert main([*base, "pin", "--cache", str(tmp_path / "c0")]) == 0
+    lock = (specs / "bindgen.lock").read_text()
+    assert whl.name in lock and "pkg/include/p.h" in lock
+    capsys.readouterr()
+    assert main([*base, "regen", "--cache", str(tmp_path / "c1"), "-j", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "ranges" in err and f"of {whl.stat().st_size / 1e6:.1f} MB" in err
+    assert (tmp_path / "gen" / "testgrp" / "wp.py").is_file()
+    assert all(r != "whole" for r in _RangeHandler.requests[-3:])
