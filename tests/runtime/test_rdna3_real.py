@@ -136,6 +136,70 @@ def test_triton_matmul_f32(run, rng):
     assert np.all(np.abs(got - want) <= bound)
 
 
+def test_triton_softmax(run, rng):
+    rows, cols = 12, 200   # BLOCK 256: the last 56 columns of each row are masked off
+    x = (rng.standard_normal((rows, cols)) * 3).astype(f32)
+    out = run.put(np.zeros(rows * cols, f32))
+    run.triton("softmax", [out, run.put(x), cols, cols, cols], (rows,))
+    got = run.get(out, rows * cols, f32).reshape(rows, cols)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    # exp through v_exp_f32 of x * log2(e) (each within 1 ULP, the product's rounding scaled
+    # by |x| <= 15: ~12 ULP), a 256-lane f32 tree sum and a correctly rounded division.
+    assert ulp_error(got, want) <= 32
+
+
+def test_triton_layer_norm(run, rng):
+    rows, n = 10, 230
+    x = (rng.standard_normal((rows, n)) * 2 + 1).astype(f32)
+    w, b = rng.standard_normal(n).astype(f32), rng.standard_normal(n).astype(f32)
+    y = run.put(np.zeros(rows * n, f32))
+    run.triton("layer_norm", [run.put(x), y, run.put(w), run.put(b), n, n, 1e-5], (rows,))
+    got = run.get(y, rows * n, f32).reshape(rows, n)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=1, keepdims=True)
+    d = x64 - mean
+    want = d / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5) * w + b
+    # Two f32 tree sums over 256 lanes and v_rsq_f32 (1 ULP) before a multiply-add: the error
+    # is relative to the normalised value's size, so compare in units of its f32 spacing.
+    scale = np.spacing(np.abs(d / np.sqrt((d * d).mean(axis=1, keepdims=True))
+                              * w).astype(f32)) + np.spacing(np.abs(b))
+    assert np.max(np.abs(got - want) / scale) <= 64
+
+
+def test_triton_row_sum(run, rng):
+    rows, n = 16, 500
+    x = rng.standard_normal((rows, n)).astype(f32)
+    out = run.put(np.zeros(rows, f32))
+    run.triton("row_sum", [run.put(x), out, n, n], (rows,))
+    got = run.get(out, rows, f32)
+    want = x.astype(np.float64).sum(axis=1)
+    # a 512-lane f32 reduction tree: within (log2 512 + 1) roundings of sum |x| each
+    assert np.all(np.abs(got - want) <= 10 * np.finfo(f32).eps * np.abs(x).sum(axis=1))
+
+
+def test_triton_row_argmax_exact(run, rng):
+    rows, n = 9, 250
+    x = rng.permutation(rows * n).reshape(rows, n).astype(f32) - 1000   # distinct values
+    vals, idx = run.put(np.zeros(rows, f32)), run.put(np.zeros(rows, i32))
+    run.triton("row_argmax", [run.put(x), vals, idx, n, n], (rows,))
+    np.testing.assert_array_equal(run.get(vals, rows, f32), x.max(axis=1))
+    np.testing.assert_array_equal(run.get(idx, rows, i32), x.argmax(axis=1))
+
+
+def test_triton_matmul_f16_wmma(run, rng):
+    m, n, k = 40, 48, 72
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = run.put(np.zeros(m * n, f32))
+    run.triton("matmul_f16", [run.put(a), run.put(b), c, m, n, k, k, 1, n, 1, n, 1],
+               (-(-m // 32), -(-n // 32)))
+    got = run.get(c, m * n, f32).reshape(m, n)
+    want = a.astype(np.float64) @ b.astype(np.float64)   # f16 products are exact in f32
+    bound = k * np.finfo(f32).eps * (np.abs(a).astype(np.float64) @ np.abs(b))
+    assert np.all(np.abs(got - want) <= bound)
+
+
 # -- clang -O0 / -O2 / -O3 of the OpenCL kernel set -----------------------------------------------
 # Each kernel test of test_rdna3_kernels runs again on the committed code object of every -O
 # level, through the AMD driver on the mock GPU.
@@ -218,7 +282,7 @@ def test_int_divshift_O0(rng):
 
 # -- the audit over everything committed --------------------------------------------------------
 AUDITED = sorted(p.name for p in CLANG.glob("*_O?.hsaco")) + \
-    ["triton/" + n for n in ("vector_add.hsaco", "dropout.hsaco", "matmul_f32.hsaco")]
+    sorted("triton/" + p.name for p in TRITON.glob("*.hsaco"))
 
 
 @pytest.mark.parametrize("name", AUDITED)
