@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import os
 import re
 import sys
@@ -25,14 +26,24 @@ _GENERATOR_DEPS = {"yaml": "pyyaml", "mako": "mako", "clang": "libclang"}
 
 
 def _targets(selector: list[str], all_targets: list[Target]) -> list[Target]:
+    """Targets named by TARGET, GROUP or a spec file (``nv_classes`` or ``nv_classes.yaml``)."""
     if not selector or selector == ["all"]:
         return all_targets
     out: list[Target] = []
     for sel in selector:
-        hit = [t for t in all_targets if t.name == sel or t.group == sel]
+        stem = sel[: -len(".yaml")] if sel.endswith(".yaml") else sel
+        hit = [
+            t
+            for t in all_targets
+            if sel in (t.name, t.group) or t.spec_file[: -len(".yaml")] == stem
+        ]
         if not hit:
             names = sorted({t.name for t in all_targets} | {t.group for t in all_targets})
-            raise _Usage(f"no target or group named {sel!r} (known: {', '.join(names)})")
+            files = sorted({t.spec_file for t in all_targets})
+            raise _Usage(
+                f"no target, group or spec file named {sel!r} (targets and groups: "
+                f"{', '.join(names)}; spec files: {', '.join(files)})"
+            )
         out += [t for t in hit if t not in out]
     return out
 
@@ -177,6 +188,8 @@ def cmd_regen(
     cache: str | None,
     jobs: int,
     skip_unavailable: bool,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> int:
     from .outputs import load_manifest, owned, save_manifest, write_target
     from .sources import Sources
@@ -217,11 +230,18 @@ def cmd_regen(
                   f"({e.filename}); nothing of this target was replaced", file=sys.stderr,
                   flush=True)
             continue
-        print(
-            f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
-            f"{project.shown(g.output)}: {g.counts}; {g.checks} layout checks passed",
-            flush=True,
-        )
+        if not quiet:
+            print(
+                f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "
+                f"{project.shown(g.output)}: {g.counts}; {g.checks} layout checks passed",
+                flush=True,
+            )
+        if verbose:
+            skipped = g.report.split("## not emitted", 1)[1].splitlines()[1:]
+            for line in skipped[:20]:
+                print(f"        not emitted: {line}")
+            if len(skipped) > 20:
+                print(f"        ... {len(skipped) - 20} more in {project.shown(g.report_path)}")
     print(
         f"regen: {len(targets) - failed} ok, {failed} failed in {time.perf_counter() - total:.2f} s"
     )
@@ -264,9 +284,12 @@ def cmd_check(
     overrides: dict[str, Path],
     cache: str | None,
     jobs: int,
+    full_regen: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> int:
     from .generate import inputs_hash
-    from .outputs import audit
+    from .outputs import audit, owned
     from .sources import Sources
 
     srcs = Sources(Path(cache) if cache else None, overrides)
@@ -284,7 +307,7 @@ def cmd_check(
             print(f"  DRIFT {t.name}: {project.shown(out)} is missing")
             continue
         m = re.search(r"^# inputs: (\w+)", out.read_text(), re.M)
-        want = inputs_hash(t, project)
+        want = inputs_hash(t)
         if not m or m.group(1) != want:
             drift.append(t.name)
             print(
@@ -298,7 +321,17 @@ def cmd_check(
                 f"hashes match; header drift NOT checked (sources unavailable here: "
                 f"{', '.join(missing)})"
             )
-    for t, g, err in _run([t for t, _ in full], project, srcs, jobs):
+    regen = []
+    for t, _ in full:
+        tampered = any(owned(p.split(":", 1)[0], [t.output]) for p in problems)
+        why = None if full_regen or tampered else _unchanged(t, project, srcs, inputs_hash(t))
+        if why is None:
+            regen.append(t)
+            if verbose:
+                print(f"  ..    {t.name}: regenerating (fingerprint changed, files edited or --full)")
+        elif not quiet:
+            print(f"  ok    {t.name}: {why}")
+    for t, g, err in _run(regen, project, srcs, jobs):
         if err:
             drift.append(t.name)
             print(f"  FAIL  {t.name}: {err}")
@@ -328,7 +361,7 @@ def cmd_check(
                     "\n".join(lines[:200])
                     + (f"\n  ... {len(lines) - 200} more diff lines" if len(lines) > 200 else "")
                 )
-        else:
+        elif not quiet:
             print(f"  ok    {t.name}: regenerated output identical ({g.seconds * 1000:.0f} ms)")
     if drift or problems:
         if problems:
@@ -345,8 +378,62 @@ def cmd_check(
     return 0
 
 
+def _unchanged(t: Target, project: Project, srcs: Sources, inputs: str) -> str | None:
+    """Why regenerating ``t`` cannot give other output, or None: the committed module records the
+    same inputs hash (spec entry, generator) and its report's headers still hash the same. (A
+    header that newly shadows one on the include path is not seen: ``check --full`` regenerates.)
+    """
+    from .generate import report_path
+
+    out, report = project.output(t.output), report_path(t, project)
+    if not out.is_file() or not report.is_file():
+        return None
+    m = re.search(r"^# inputs: (\w+)  headers: (\w+)", out.read_text(), re.M)
+    if m is None or m.group(1) != inputs:
+        return None
+    sect = re.search(r"^## headers read \(sha256\)\n(.*?)\n\n", report.read_text(), re.M | re.S)
+    if sect is None:
+        return None
+    roots = {s.name: srcs.resolve(s).root for s in t.sources}
+    lines = []
+    for row in sect.group(1).splitlines():
+        _, _, shown = row.partition("  ")
+        name, _, rel = shown.partition(":")
+        path = roots[name] / rel if name in roots else None
+        if path is None or not path.is_file():
+            return None
+        lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()} {shown}")
+    if hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32] != m.group(2):
+        return None
+    return (
+        f"fingerprint unchanged (spec entry, generator and {len(lines)} headers hash as "
+        f"recorded; files as written), not regenerated"
+    )
+
+
+def _version() -> str:
+    """``bindgen VERSION (generator HASH)``: the distribution's version and the hash that goes
+    into every fingerprint."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .fingerprint import generator_hash
+
+    try:
+        v = version("gpu-hcq-toolkit")
+    except PackageNotFoundError:
+        v = "unknown (not installed)"
+    return f"bindgen {v} (generator {generator_hash()[:12]})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bindgen", description=__doc__)
+    ap.add_argument("--version", action="version", version=_version())
+    ap.add_argument(
+        "-q", "--quiet", action="store_true", help="print only problems and each command's summary"
+    )
+    ap.add_argument(
+        "-v", "--verbose", action="store_true", help="also print what each target did not emit"
+    )
     ap.add_argument(
         "--specs", default=None, help="specs folder (default: [tool.bindgen] specs in pyproject.toml)"
     )
@@ -370,6 +457,12 @@ def main(argv: list[str] | None = None) -> int:
             default=None,
             help="source cache (default ~/.cache/bindgen or $BINDGEN_CACHE)",
         )
+        if name == "check":
+            p.add_argument(
+                "--full",
+                action="store_true",
+                help="regenerate every target, even those whose fingerprint is unchanged",
+            )
         if name == "regen":
             p.add_argument(
                 "--skip-unavailable",
@@ -407,7 +500,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "list":
             return cmd_list(all_targets, project)
         if args.cmd == "show":
-            return cmd_show(_targets([args.target], all_targets)[0], project)
+            shown = _targets([args.target], all_targets)
+            if len(shown) > 1:
+                print(f"{args.target}: {len(shown)} targets")
+            for i, t in enumerate(shown):
+                if i:
+                    print()
+                cmd_show(t, project)
+            return 0
         targets = _targets(args.targets, all_targets)
         if args.cmd == "pin":
             return cmd_pin(targets, project, args.cache)
@@ -416,9 +516,18 @@ def main(argv: list[str] | None = None) -> int:
             raise _Usage("--jobs must be at least 1")
         if args.cmd == "regen":
             return cmd_regen(
-                targets, project, overrides, args.cache, args.jobs, args.skip_unavailable
+                targets, project, overrides, args.cache, args.jobs, args.skip_unavailable,
+                args.quiet, args.verbose,
             )
-        return cmd_check(targets, all_targets, project, overrides, args.cache, args.jobs)
+        return cmd_check(
+            targets, all_targets, project, overrides, args.cache, args.jobs, args.full,
+            args.quiet, args.verbose,
+        )
+    except BrokenPipeError:
+        # The reader went away (`bindgen list | head`): stop quietly, as cat and ls do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (_Usage, ProjectError) as e:
         print(f"bindgen: {e}", file=sys.stderr)
         return 2

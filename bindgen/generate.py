@@ -7,6 +7,7 @@ outside.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import time
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BindgenError
+from .fingerprint import generator_hash
 from .layout import load_module_text, verify_module
 from .parse import parse_target
 from .passes import Context, run_all
@@ -22,26 +24,43 @@ from .project import Project
 from .sources import Sources
 from .spec import Target
 
-PACKAGE = Path(__file__).resolve().parent
 
 
-def generator_hash() -> str:
-    """Hash of the generator itself (its Python sources and templates), content only."""
+def inputs_hash(t: Target) -> str:
+    """Everything but the headers: the target's own spec entry (with the defaults, sources and
+    pins it uses, as loaded), its name and the generator. Editing another target of the same spec
+    file, or only a comment, changes nothing here."""
     h = hashlib.sha256()
-    files = sorted(PACKAGE.rglob("*.py")) + sorted((PACKAGE / "templates").glob("*.mako"))
-    for f in files:
-        if "__pycache__" in f.parts:
-            continue
-        h.update(f.relative_to(PACKAGE).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def inputs_hash(t: Target, project: Project) -> str:
-    """Everything but the headers: the spec file, the target's name and the generator."""
-    h = hashlib.sha256()
-    h.update((project.specs / t.spec_file).read_bytes())
+    h.update(spec_entry(t).encode())
     h.update(b"\0" + t.name.encode() + b"\0" + generator_hash().encode())
     return h.hexdigest()[:32]
+
+
+# Where something is written in a spec file: moving it (a line added above) changes no output.
+_POSITIONS = frozenset({"line", "spec_shown"})
+
+
+def spec_entry(t: Target) -> str:
+    """A canonical text of a loaded target: every field of it and of what it holds, recursively,
+    except positions in the spec file."""
+
+    def canon(v: object) -> object:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return (
+                type(v).__name__,
+                tuple(
+                    (f.name, canon(getattr(v, f.name)))
+                    for f in dataclasses.fields(v)
+                    if f.name not in _POSITIONS
+                ),
+            )
+        if isinstance(v, (tuple, list)):
+            return tuple(canon(x) for x in v)
+        if isinstance(v, dict):
+            return tuple(sorted((str(k), canon(x)) for k, x in v.items()))
+        return v
+
+    return repr(canon(t))
 
 
 @dataclass
@@ -94,7 +113,7 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
 
     headers = [(h.shown, h.sha256) for h in pr.headers]
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
-    ih = inputs_hash(t, project)
+    ih = inputs_hash(t)
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
     info = RenderInfo(
         project.spec_shown(t.spec_file),

@@ -26,6 +26,7 @@ from runtime.hcq.errors import DeviceClosed, HCQError
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
+    from runtime.hcq.graph import Launch
     from runtime.hcq.memory import Buffer
     from runtime.hcq.program import ArgValue, Program
     from runtime.hcq.queue import HWQueue
@@ -90,6 +91,11 @@ class Stream:
         q, v = self._begin(self._make_queue())
         q.memory_barrier().exec(prg, kargs, global_size, local_size)
         return self._finish(q, v)
+
+    def run(self, launch: "Launch") -> Event:
+        """Launches a graph-style `Launch` (e.g. `TritonProgram.bind(...)`) on this stream."""
+        return self.launch(launch.prg, *launch.args, global_size=launch.global_size,
+                           local_size=launch.local_size)
 
     def copy(self, dst: "Buffer", src: "Buffer", size: int, dst_offset: int = 0,
              src_offset: int = 0) -> Event:

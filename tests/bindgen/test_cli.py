@@ -203,8 +203,23 @@ def test_check_clean(proj, capsys):
     capsys.readouterr()
     assert proj.check("--jobs", "1") == 0
     out = capsys.readouterr().out
-    assert "ok    alpha: regenerated output identical" in out
+    # unchanged fingerprints are not regenerated ...
+    assert "ok    alpha: fingerprint unchanged (spec entry, generator and 2 headers" in out
     assert "check: 4 target(s) clean" in out
+    # ... unless asked for
+    assert proj.check("--jobs", "1", "--full") == 0
+    out = capsys.readouterr().out
+    assert "ok    alpha: regenerated output identical" in out and "fingerprint" not in out
+
+
+def test_quiet_and_verbose(proj, capsys):
+    assert proj.main("-q", "regen", "--jobs", "1", "--cache", str(proj.root / "cache")) == 0
+    out = capsys.readouterr().out
+    assert "wrote" not in out and "regen: 4 ok, 0 failed" in out
+    assert proj.main("-v", "regen", "gamma", "--cache", str(proj.root / "cache")) == 0
+    assert "same  gamma" in capsys.readouterr().out
+    assert proj.main("-q", "check", "--cache", str(proj.root / "cache")) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("check: 4 target(s) clean")
 
 
 def test_check_detects_a_hand_edit_with_a_unified_diff(proj, capsys):
@@ -282,13 +297,24 @@ def test_check_detects_a_spec_change(proj, capsys):
 
 
 def test_check_detects_a_spec_change_that_does_not_change_output(proj, capsys):
-    """The fingerprint covers the spec file: even a description-only edit is drift (the committed
-    header records the inputs hash)."""
+    """The fingerprint covers the target's own spec entry: an edit that renders the same module
+    is drift for that target (the committed header records the inputs hash), and only for it."""
     assert proj.regen("--jobs", "1") == 0
-    proj.spec_path.write_text(proj.spec_path.read_text() + "# a comment\n")
+    proj.write(gamma={"keep": {"exclude": ["^NOTHING_HAS_THIS_NAME$"]}})
     capsys.readouterr()
-    assert proj.check("alpha", "--jobs", "1") == 1
-    assert "DRIFT alpha" in capsys.readouterr().out
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT gamma" in out and "drift in 1 target(s): gamma" in out
+    for other in ("alpha", "beta", "delta"):
+        assert f"ok    {other}" in out
+
+
+def test_comments_and_moves_in_a_spec_drift_nothing(proj, capsys):
+    assert proj.regen("--jobs", "1") == 0
+    text = proj.spec_path.read_text()
+    proj.spec_path.write_text("# a comment on top moves every line\n\n" + text + "# and one below\n")
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 0, capsys.readouterr().out
 
 
 def test_check_detects_header_drift(proj, capsys):
@@ -324,8 +350,10 @@ def test_unavailable_system_source_checks_the_fingerprint_only(proj, capsys):
     assert "header drift NOT checked" in out and "corpus" in out
     assert out.count("NOT checked") == 4
 
-    # a spec edit is still caught without the headers
+    # a spec edit is still caught without the headers (a comment is not an edit)
     proj.spec_path.write_text(proj.spec_path.read_text() + "# edited\n")
+    assert proj.check("--jobs", "1") == 0
+    proj.write(source_path=missing, alpha={"description": "edited"})
     assert proj.check("--jobs", "1") == 1
     out = capsys.readouterr().out
     assert "DRIFT alpha" in out and "spec, templates or generator changed" in out
@@ -416,10 +444,10 @@ def test_list_and_show(proj, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (("regen", "nosuch"), "no target or group named 'nosuch'"),
+        (("regen", "nosuch"), "no target, group or spec file named 'nosuch'"),
         (("check", "--source", "corpus"), "--source expects NAME=DIR"),
         (("regen", "--jobs", "0"), "--jobs must be at least 1"),
-        (("show", "nosuch"), "no target or group named 'nosuch'"),
+        (("show", "nosuch"), "no target, group or spec file named 'nosuch'"),
     ],
 )
 def test_usage_errors_exit_2(proj, capsys, argv, message):

@@ -106,8 +106,17 @@ def test_a_mock_of_each_generation_opens_with_its_records_classes(gen: NVGenerat
     """The mock GPU offers what a generation record names; the driver picks that record and
     drives the GPU with its classes, QMD version and methods (copies and signals through the
     generation's copy and host methods, checked by the mock)."""
+    from runtime.drivers.mock.nv_gpu import QMD_LAYOUT, MockNVGPU, QmdReader
     mos = NvMockOS.with_nv_gpus(1, generation=gen)
     assert set(gen.classes) <= set(mos.nv.classes)
+    # the mock reads the record's QMD version where the driver's QMD class writes it
+    q = gen.qmd()
+    q.set_program(0x12_3456_7800)
+    q.set_cbuf(0, 0x45_6700_0040, 0x220)
+    lay = QMD_LAYOUT[gen.qmd.major]
+    r = QmdReader(lay.prefix, bytes(q.data))
+    assert MockNVGPU._program(r, lay) == 0x12_3456_7800
+    assert MockNVGPU._cbuf(r, lay, 0) == (0x45_6700_0040, 0x220)
     d = NVDevice("mock-nv:0", os=mos)
     try:
         assert d.gen is gen

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from hcq_bindings.amd import hsa
-from hcq_bindings.amd import pm4_gfx11 as pm4p
 from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd import process
@@ -439,6 +438,7 @@ class AMDDevice(Device):
             return ""
         rptr = ring.rptr_dw()
         at = ring.ring[rptr]
+        pm4p = self.gfx.pm4
         op = pm4p.CP_PACKET3_GET_OPCODE(at)
         if op == pm4p.PACKET3_WAIT_REG_MEM:
             return ""

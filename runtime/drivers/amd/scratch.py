@@ -18,14 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hcq_bindings.amd import gc_11_0_0 as gc
-
+from runtime.drivers.amd.arch import GFX11
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import Buffer, MemKind, round_up
 
 if TYPE_CHECKING:
     from runtime.drivers.amd.device import AMDDevice
 
+gc = GFX11.gc              # the gfx11 scratch setup: its registers are the record's
 WAVESIZE_UNIT_B = 256       # COMPUTE_TMPRING_SIZE.WAVESIZE granule on gfx11
 SLOT_LANES = 64             # slots sized for wave64 serve wave32 too (as ROCr does)
 POOL_LIMIT_B = 256 << 20    # cap on the backing memory: fewer slots rather than more memory

@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hcq_bindings.amd import gc_11_0_0 as gc
 from hcq_bindings.linux import kfd_ioctl as kfd
 
 from runtime.drivers.amd.arch import ARCHS, GFX11
@@ -37,7 +36,7 @@ MIN_RING_B = 1024                       # kfd_chardev.c: KFD_MIN_QUEUE_RING_SIZE
 _PAGE = 4096
 # GC register segment bases the mock publishes in ip_discovery/die/0/11/0/base_addr: the ones the
 # generated register module records for gfx11 (sienna_cichlid_ip_offset.h's GC_BASE__INST0_SEG*).
-GC_BASES = tuple(gc.GC_SEGMENT_BASES)
+GC_BASES = tuple(GFX11.gc.GC_SEGMENT_BASES)
 GFX1100_PROPERTIES = {
     "cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1, "caches_count": 206,
     "io_links_count": 1, "p2p_links_count": 0, "cpu_core_id_base": 0, "simd_id_base": 2147487744,

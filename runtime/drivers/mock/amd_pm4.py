@@ -19,12 +19,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from hcq_bindings.amd import gc_11_0_0 as gc
-from hcq_bindings.amd import pm4_gfx11 as p
 from hcq_bindings.amd import soc21_enum
 
 from runtime.drivers.amd.decode import describe_pm4, pm4_fields
-from runtime.drivers.amd.packets import PM4, PM4_BY_OPCODE, PM4_OPCODE_NAMES
+from runtime.drivers.amd.packets import PM4, PM4_BY_OPCODE, PM4_OPCODE_NAMES, gc, p
 from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
                                               RecordingMemory)
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable
@@ -50,10 +51,50 @@ _M32 = 0xFFFFFFFF
 # classes on purpose: the mock checks what the driver wrote. Which version a GPU reads, and its
 # classes, come from its generation record (runtime/drivers/nv/generation.py), as RM's class list
 # comes from the chip.
+@dataclass(frozen=True)
+class QmdLayout:
+    """Where one QMD version keeps what the mock reads: field names of the version's table, and
+    the shift of the fields stored in larger units."""
+
+    prefix: str
+    size_B: int
+    max_sm_config: int
+    grid: tuple[str, str, str]
+    registers: str
+    shared: tuple[str, int]                 # shared memory size: field, shift
+    slm: tuple[str, int]                    # local memory per thread: field, shift
+    program: tuple[str, str, int]           # program address: upper, lower, shift
+    cbuf: tuple[str, str, int]              # constant buffer address: upper, lower, shift
+    release: tuple[str, str, str, str]      # release 0: enable, address upper/lower, payload
+    typed: bool                             # QMD_MINOR_VERSION and QMD_TYPE exist (V04 on)
+    reserved_smem_B: int                    # shared memory the driver reserves (sm_90 on)
+    shared_window_align: int                # SET_SHADER_SHARED_MEMORY_WINDOW alignment
+
+
+_V03 = QmdLayout(
+    "NVC6C0_QMDV03_00", 256, 0x1A, ("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"),
+    "REGISTER_COUNT_V", ("SHARED_MEMORY_SIZE", 0), ("SHADER_LOCAL_MEMORY_HIGH_SIZE", 0),
+    ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
+    ("CONSTANT_BUFFER_ADDR_UPPER", "CONSTANT_BUFFER_ADDR_LOWER", 0),
+    ("RELEASE0_ENABLE", "RELEASE0_ADDRESS_UPPER", "RELEASE0_ADDRESS_LOWER",
+     "RELEASE0_PAYLOAD_LOWER"), False, 0, 1)
+_V04 = QmdLayout(
+    "NVCBC0_QMDV04_00", 384, 58, ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "REGISTER_COUNT",
+    ("SHARED_MEMORY_SIZE", 0), ("SHADER_LOCAL_MEMORY_HIGH_SIZE", 0),
+    ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
+    ("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", 6),
+    ("RELEASE_ENABLE", "RELEASE_SEMAPHORE0_ADDR_UPPER", "RELEASE_SEMAPHORE0_ADDR_LOWER",
+     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER"), True, 1024, 1 << 32)
+#: QMD version -> layout. Independent of the driver's QMD classes on purpose: the mock checks what
+#: the driver wrote. Which version a GPU reads comes from its generation record
+#: (runtime/drivers/nv/generation.py), as RM's class list comes from the chip.
 QMD_LAYOUT = {
-    3: ("NVC6C0_QMDV03_00", 256, 0x1A),
-    4: ("NVCBC0_QMDV04_00", 384, 58),
-    5: ("NVCEC0_QMDV05_00", 384, 58),
+    3: _V03,
+    4: _V04,
+    5: dataclasses.replace(
+        _V04, prefix="NVCEC0_QMDV05_00", shared=("SHARED_MEMORY_SIZE_SHIFTED7", 7),
+        slm=("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4", 4),
+        program=("PROGRAM_ADDRESS_UPPER_SHIFTED4", "PROGRAM_ADDRESS_LOWER_SHIFTED4", 4)),
 }
 # The QMD fields a launch of this runtime may set (anything else non-zero is a driver bug).
 _QMD_ALLOWED = {
@@ -567,7 +608,8 @@ class MockNVGPU:
     def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
         """Decodes and checks the QMD at `qmd_va`, runs the kernel model, releases semaphores."""
         major = self.generation.qmd.major
-        prefix, size, max_cfg = QMD_LAYOUT[major]
+        lay = QMD_LAYOUT[major]
+        prefix, size = lay.prefix, lay.size_B
         raw = self.mem.view(qmd_va, size, "QMD fetch").tobytes()
         q = QmdReader(prefix, raw)
         fields = q.nonzero()
@@ -576,18 +618,15 @@ class MockNVGPU:
             raise ChannelFault(f"QMD at {qmd_va:#x} sets fields this runtime must leave zero: "
                                + ", ".join(f"{k}={fields.get(k, fields.get(k + '(0)', 0)):#x}"
                                            for k in bad), XID_GR_EXCEPTION)
-        errs = self._check_qmd(ch, q, major, max_cfg)
+        errs = self._check_qmd(ch, q, major, lay)
         if errs:
             raise ChannelFault(f"QMD at {qmd_va:#x} rejected: " + "; ".join(errs), XID_GR_EXCEPTION)
-        grid = tuple(q.get(n) for n in (("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT",
-                                          "CTA_RASTER_DEPTH") if major == 3 else
-                                         ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH")))
+        grid = tuple(q.get(n) for n in lay.grid)
         block = tuple(q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3))
-        cb0_va, cb0_size = self._cbuf(q, major, 0)
+        cb0_va, cb0_size = self._cbuf(q, lay, 0)
         cb0 = self.mem.read(cb0_va, cb0_size)
-        shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if major == 5 else \
-            q.get("SHARED_MEMORY_SIZE")
-        prog = self._program(q, major)
+        shared = q.get(lay.shared[0]) << lay.shared[1]
+        prog = self._program(q, lay)
         launch = Launch(self, prog, grid, block, shared, cb0_va, cb0,  # type: ignore[arg-type]
                         fields)
         self.launch_count += 1
@@ -600,35 +639,25 @@ class MockNVGPU:
                 model(launch)
             except PageFault as e:
                 raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
-        if q.get("RELEASE_ENABLE", 0) if major >= 4 else q.get("RELEASE0_ENABLE"):
-            if major >= 4:
-                va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 \
-                    | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
-                payload = q.get("RELEASE_SEMAPHORE0_PAYLOAD_LOWER")
-            else:
-                va = q.get("RELEASE0_ADDRESS_UPPER") << 32 | q.get("RELEASE0_ADDRESS_LOWER")
-                payload = q.get("RELEASE0_PAYLOAD_LOWER")
+        enable, upper, lower, payload_lo = lay.release
+        if q.get(enable, 0):
+            va = q.get(upper) << 32 | q.get(lower)
+            payload = q.get(payload_lo)
             self.mem.write_u64(va + 8, self.clock_ns())
             self.mem.write_u32(va, payload)
 
     @staticmethod
-    def _program(q: QmdReader, major: int) -> int:
-        if major == 5:
-            return (q.get("PROGRAM_ADDRESS_UPPER_SHIFTED4") << 32
-                    | q.get("PROGRAM_ADDRESS_LOWER_SHIFTED4")) << 4
-        return q.get("PROGRAM_ADDRESS_UPPER") << 32 | q.get("PROGRAM_ADDRESS_LOWER")
+    def _program(q: QmdReader, lay: QmdLayout) -> int:
+        upper, lower, shift = lay.program
+        return (q.get(upper) << 32 | q.get(lower)) << shift
 
     @staticmethod
-    def _cbuf(q: QmdReader, major: int, i: int) -> tuple[int, int]:
-        if major == 3:
-            va = q.get("CONSTANT_BUFFER_ADDR_UPPER", i) << 32 \
-                | q.get("CONSTANT_BUFFER_ADDR_LOWER", i)
-        else:
-            va = (q.get("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", i) << 32
-                  | q.get("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", i)) << 6
+    def _cbuf(q: QmdReader, lay: QmdLayout, i: int) -> tuple[int, int]:
+        upper, lower, shift = lay.cbuf
+        va = (q.get(upper, i) << 32 | q.get(lower, i)) << shift
         return va, q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", i) << 4
 
-    def _check_qmd(self, ch: MockChannel, q: QmdReader, major: int, max_cfg: int) -> list[str]:
+    def _check_qmd(self, ch: MockChannel, q: QmdReader, major: int, lay: QmdLayout) -> list[str]:
         e: list[str] = []
 
         def want(cond: bool, msg: str) -> None:
@@ -637,7 +666,8 @@ class MockNVGPU:
 
         want(q.get("QMD_MAJOR_VERSION") == major,
              f"QMD_MAJOR_VERSION {q.get('QMD_MAJOR_VERSION')}, this class takes {major}")
-        if major >= 4:
+        max_cfg = lay.max_sm_config
+        if lay.typed:
             want(q.get("QMD_MINOR_VERSION") == 0, "QMD_MINOR_VERSION must be 0")
             want(q.get("QMD_TYPE") == getattr(cl, q.prefix + "_QMD_TYPE_GRID_CTA"),
                  f"QMD_TYPE {q.get('QMD_TYPE')} is not GRID_CTA")
@@ -651,7 +681,7 @@ class MockNVGPU:
                      ("INVALIDATE_TEXTURE_SAMPLER_CACHE", 1), ("INVALIDATE_TEXTURE_DATA_CACHE", 1),
                      ("INVALIDATE_SHADER_DATA_CACHE", 1)):
             want(q.get(n) == v, f"{n} is {q.get(n)}, expected {v}")
-        prog = self._program(q, major)
+        prog = self._program(q, lay)
         want(prog % 128 == 0, f"program address {prog:#x} is not 128-byte aligned")
         try:
             self.mem.find(prog, 16, "program")
@@ -660,38 +690,36 @@ class MockNVGPU:
         pf = q.get("PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED") << 32 \
             | q.get("PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED")
         want(pf == prog >> 8, f"program prefetch address {pf << 8:#x} is not the program's")
-        regs = q.get("REGISTER_COUNT_V") if major == 3 else q.get("REGISTER_COUNT")
+        regs = q.get(lay.registers)
         want(1 <= regs <= 255, f"register count {regs} outside 1..255")
         want(1 <= q.get("BARRIER_COUNT") <= 16,
              f"BARRIER_COUNT {q.get('BARRIER_COUNT')} outside 1..16")
-        grid = [q.get(n) for n in (("CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH")
-                                   if major == 3 else ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"))]
+        grid = [q.get(n) for n in lay.grid]
         block = [q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3)]
         want(all(g >= 1 for g in grid), f"grid {grid} has a zero dimension")
         want(all(b >= 1 for b in block) and block[0] * block[1] * block[2] <= 1024,
              f"block {block} is empty or has more than 1024 threads")
-        shared = q.get("SHARED_MEMORY_SIZE_SHIFTED7") << 7 if major == 5 else \
-            q.get("SHARED_MEMORY_SIZE")
+        shared = q.get(lay.shared[0]) << lay.shared[1]
         lo, tgt, hi = (q.get(f"{n}_SM_CONFIG_SHARED_MEM_SIZE") for n in ("MIN", "TARGET", "MAX"))
         want(0 < lo <= tgt <= hi <= max_cfg, f"SM config min/target/max {lo}/{tgt}/{hi} (max "
              f"{max_cfg})")
         want((tgt - 1) * 4096 >= shared, f"target carveout {(tgt - 1) * 4} KiB < {shared} B of "
              "shared memory")
-        if major >= 4:
-            want(shared >= 1024, f"shared memory {shared} B leaves no room for the reserved 1 KiB")
+        want(shared >= lay.reserved_smem_B, f"shared memory {shared} B leaves no room for the "
+             f"reserved {lay.reserved_smem_B} B")
         # constant buffers
         want(q.get("CONSTANT_BUFFER_VALID", 0) == 1, "constant buffer 0 is not valid")
         want(q.get("CONSTANT_BUFFER_INVALIDATE", 0) == 1, "constant buffer 0 is not invalidated")
         for i in range(8):
             if not q.get("CONSTANT_BUFFER_VALID", i):
                 continue
-            va, size = self._cbuf(q, major, i)
+            va, size = self._cbuf(q, lay, i)
             want(size > 0, f"constant buffer {i} has size 0")
             try:
                 self.mem.find(va, max(size, 1), f"constant buffer {i}")
             except PageFault:
                 e.append(f"constant buffer {i} [{va:#x}, +{size:#x}) is not mapped")
-        cb0_va, cb0_size = self._cbuf(q, major, 0)
+        cb0_va, cb0_size = self._cbuf(q, lay, 0)
         if cb0_size >= 0x30 and not e:
             cb0 = self.mem.read(cb0_va, 0x30)
             bd, gd = struct.unpack_from("<3I", cb0, 0), struct.unpack_from("<3I", cb0, 0xC)
@@ -706,11 +734,11 @@ class MockNVGPU:
         # windows and local memory
         want(ch.shared_window is not None and ch.local_window is not None,
              "launch before SET_SHADER_SHARED/LOCAL_MEMORY_WINDOW")
-        if major >= 4 and ch.shared_window is not None:
-            want(ch.shared_window % (1 << 32) == 0,
-                 f"shared window {ch.shared_window:#x} is not 4 GiB aligned (Hopper)")
-        slm = q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4") << 4 if major == 5 else \
-            q.get("SHADER_LOCAL_MEMORY_HIGH_SIZE")
+        if ch.shared_window is not None:
+            want(ch.shared_window % lay.shared_window_align == 0,
+                 f"shared window {ch.shared_window:#x} is not {lay.shared_window_align:#x}-byte "
+                 "aligned")
+        slm = q.get(lay.slm[0]) << lay.slm[1]
         if slm:
             slm_va = ch.slm[0] << 32 | ch.slm[1]
             per_tpc = ch.slm[2] << 32 | ch.slm[3]
@@ -724,8 +752,8 @@ class MockNVGPU:
                 except PageFault:
                     e.append(f"shader local memory at {slm_va:#x} is not mapped for all TPCs")
         # release semaphore
-        if major >= 4 and q.get("RELEASE_ENABLE", 0):
-            va = q.get("RELEASE_SEMAPHORE0_ADDR_UPPER") << 32 \
-                | q.get("RELEASE_SEMAPHORE0_ADDR_LOWER")
+        enable, upper, lower, _ = lay.release
+        if lay.typed and q.get(enable, 0):
+            va = q.get(upper) << 32 | q.get(lower)
             want(va % 16 == 0 and va != 0, f"release semaphore at {va:#x} is not 16-byte aligned")
         return e

@@ -119,10 +119,12 @@ class NVProgram(Program):
                               for f in qcls.launch_fields()]
         self._checked: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
         self._pb_cache: tuple[int, array] | None = None
-        self._pcas_pos = 0
+        #: where SEND_PCAS_A's data (the QMD address >> 8) sits in `launch_template`'s words
+        self.pcas_pos = 0
         self._qmd_words = array("I", self.qmd_template)
         self._release_fields = qcls.release_fields(0)
-        self._payload_off = 4 * self._release_fields[3].index
+        #: byte offset in the QMD of its release payload (the timeline value a launch releases)
+        self.payload_off = 4 * self._release_fields[3].index
         self._cb0_lo_off, self._cb0_hi_off = 4 * lo.index, 4 * hi.index
         self._block_B = self._kernargs_size()
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
@@ -189,9 +191,9 @@ class NVProgram(Program):
         qmd_va = self.fill_fast(va, view, args, global_size, local_size, v)
         dev.next_timeline()
         try:
-            words = self._pb_template(dev.timeline_signal.va)[:]
+            words = self.launch_template(dev.timeline_signal.va)[:]
             words[3] = v - 1
-            words[self._pcas_pos] = qmd_va >> 8
+            words[self.pcas_pos] = qmd_va >> 8
             ch = dev.compute_channel
             ch.submit_one(words)
             ch.set_chain(v)
@@ -269,7 +271,7 @@ class NVProgram(Program):
             raise ProgramError(f"{self.name} takes {len(self.slots)} arguments, got {len(args)}")
         types = tuple(map(type, args))
         if types not in self._packers:
-            self._packers[types] = self._packer(types)
+            self._packers[types] = self.packer(types)
         packer = self._packers[types]
         if packer is None:
             kv = view[pb:pb + self.param_size]
@@ -291,7 +293,7 @@ class NVProgram(Program):
                 kv = view[pb:pb + self.param_size]
                 for slot, value in zip(self.slots, args):
                     write_arg(kv, slot, value, self.device)
-        _ONE_U32.pack_into(view, qo + self._payload_off, v)
+        _ONE_U32.pack_into(view, qo + self.payload_off, v)
         return va + qo
 
     def _shape(self, global_size: Sequence[int], local_size: Sequence[int]) -> tuple[bytes, bytes]:
@@ -310,7 +312,7 @@ class NVProgram(Program):
         self._shapes[(global_size, local_size)] = (cb0, qmd)  # type: ignore[index]
         return cb0, qmd
 
-    def _packer(self, types: tuple[type, ...]) -> "struct.Struct | None":
+    def packer(self, types: tuple[type, ...]) -> "struct.Struct | None":
         """One struct that stores all arguments of these types at their slots, or None when some
         argument needs the careful path (bytes, or a type with no fixed format)."""
         fmt, pos = "<", 0
@@ -334,18 +336,20 @@ class NVProgram(Program):
         the QMD's release fields, from the template."""
         tl = self.nvdev.timeline_signal
         self.write_release(kargs.qmd, tl.va, v)
-        words = self._pb_template(tl.va)[:]
+        words = self.launch_template(tl.va)[:]
         words[3] = (v - 1) & _M32
-        words[self._pcas_pos] = (kargs.va + self.qmd_offset(kargs.va)) >> 8
+        words[self.pcas_pos] = (kargs.va + self.qmd_offset(kargs.va)) >> 8
         return words
 
-    def _pb_template(self, tl_va: int) -> array:
+    def launch_template(self, tl_va: int) -> array:
+        """The commands of a timeline launch with zeroed payloads: acquire of the timeline at
+        `tl_va`, cache invalidation, SEND_PCAS (its data at `pcas_pos`); built once."""
         t = self._pb_cache
         if t is None or t[0] != tl_va:
             from runtime.drivers.nv.queue import NVComputeQueue
             q = NVComputeQueue(self.nvdev)
             q.wait(self.nvdev.timeline_signal, 0).memory_barrier()
-            self._pcas_pos = len(q._d) + 1
+            self.pcas_pos = len(q._d) + 1
             q._d.extend(_pcas_methods(self.nvdev, 0))
             t = self._pb_cache = (tl_va, q._d)
         return t[1]
