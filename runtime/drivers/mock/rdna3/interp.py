@@ -215,6 +215,7 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
     """Initial wave state (RDNA3 ISA section 3.3; AMDGPUUsage "Initial Kernel Execution State")."""
     gx, gy, _ = lay.grid
     wpg = lay.waves_per_wg
+    wg_ids: tuple[int | np.ndarray, ...]
     if n_wg == 1:
         m.wave_wg[:] = 0
         m.wave_lds_base[:] = 0
