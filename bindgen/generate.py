@@ -73,6 +73,7 @@ class Generated:
     seconds: float
     checks: int
     defs: str | None = None  # lazy modules: the definitions module's text
+    module: ir.Module | None = None  # the IR it was rendered from (for reports and probes)
 
     def files(self) -> list[tuple[Path, str]]:
         """Every file this target writes, with its text."""
@@ -144,7 +145,9 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
         f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped"
     )
     report = render_report(m, info, headers)
-    return Generated(t, project, text, report, counts, time.perf_counter() - start, checks, defs)
+    return Generated(
+        t, project, text, report, counts, time.perf_counter() - start, checks, defs, m
+    )
 
 
 def ir_error(t: Target, msg: str) -> BindgenError:

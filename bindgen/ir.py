@@ -80,6 +80,7 @@ class Field:
     bit_width: int | None = None  # None: not a bitfield
     anonymous: bool = False  # an anonymous struct/union member whose fields are promoted
     doc: str = ""  # the header's comment for this field, cleaned (see bindgen.docs)
+    loc: Location | None = None  # the C member it came from, for error messages
 
 
 @dataclass(frozen=True)

@@ -61,19 +61,34 @@ def verify_module(mod: types.ModuleType, m: ir.Module) -> int:
                 ):
                     problems.append(
                         f"{rec.name}.{f.name}: bitfield not at bit {f.bit_offset} "
-                        f"width {f.bit_width}"
+                        f"width {f.bit_width}{_member(rec, f)}"
                     )
                 continue
             off = getattr(attr, "offset", None)
             if off is None or off * 8 != f.bit_offset:
+                got = "missing from the class" if off is None else f"offset {off}"
                 problems.append(
-                    f"{rec.name}.{f.name}: offset {off}, clang says {f.bit_offset // 8}"
+                    f"{rec.name}.{f.name}: {got}, clang says {f.bit_offset // 8}"
+                    f"{_member(rec, f)}"
                 )
     if problems:
         shown = "\n  ".join(problems[:40])
         more = f"\n  ... and {len(problems) - 40} more" if len(problems) > 40 else ""
         raise LayoutError(
             f"target {m.target}: {len(problems)} layout mismatch(es) against clang:\n  "
-            f"{shown}{more}"
+            f"{shown}{more}\n"
+            "The generated classes would not match the C layout, so nothing was written. This is "
+            "a bindgen bug: please report it with the header. To generate the rest meanwhile, "
+            "drop the record with a `drop` patch in the spec (see docs/spec-format.md)."
         )
     return checks
+
+
+def _member(rec: ir.Record, f: ir.Field) -> str:
+    """Which C member a field came from: synthesized names (``_anon3``) mean nothing to a user."""
+    if f.anonymous:
+        what = "the anonymous struct/union member"
+    else:
+        what = f"C member {f.name}"
+    where = f" at {f.loc}" if f.loc else ""
+    return f" ({what}{where}, in {rec.c_name or rec.name})"

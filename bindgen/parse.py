@@ -212,7 +212,11 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         if target.macros.enabled
         else {}
     )
-    macros = _scan_macros(files_in_order, skipped) if target.macros.enabled else []
+    macros = (
+        _command_line_macros(args) + _scan_macros(files_in_order, skipped)
+        if target.macros.enabled
+        else []
+    )
     tables = [(rule, _scan_table(files_in_order, skipped, rule)) for rule in target.macros.tables]
     result = _Builder(target, tu, paths).build(
         sorted(headers.values(), key=lambda h: h.shown), macros
@@ -224,6 +228,16 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
 
 def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+_INLINE_WORDS = {"inline", "__inline", "__inline__"}
+
+
+def _inline_kind(c: ci.Cursor) -> str:
+    """"static inline", "static", "inline" for a function no library can export, else ""."""
+    static = c.storage_class == ci.StorageClass.STATIC
+    inline = any(t.spelling in _INLINE_WORDS for t in c.get_tokens())
+    return " ".join(w for w, on in (("static", static), ("inline", inline)) if on)
 
 
 def _py_ident(name: str) -> str:
@@ -387,6 +401,8 @@ class _Builder:
     def make_record(self, c: ci.Cursor, name: str) -> ir.Record:
         kind = "union" if c.kind == CK.UNION_DECL else "struct"
         c_name = f"{kind} {c.spelling}" if not _unnamed(c.spelling) else ""
+        if c.get_usr() in (f"c:@SA@{c.spelling}", f"c:@UA@{c.spelling}"):
+            c_name = c.spelling  # typedef struct {...} name: named by its typedef only
         if not c.is_definition():
             return ir.Record(name, kind, None, None, (), loc=self.loc(c), c_name=c_name)
         t = c.type
@@ -396,16 +412,52 @@ class _Builder:
         for i, f in enumerate(t.get_fields()):
             offset = f.get_field_offsetof()
             anon = _unnamed(f.spelling)
+            if anon and f.is_bitfield():
+                # An unnamed bitfield is padding C cannot name: the named fields keep clang's
+                # offsets without it, and a generated name would be promoted out of an anonymous
+                # member over its parent's own members.
+                continue
             fname = f"_anon{i}" if anon else _py_ident(f.spelling)
             try:
                 ftype = self.conv(f.type)
             except UnsupportedConstruct as e:
                 raise UnsupportedConstruct(f"{self.loc(f)}: field {name}.{f.spelling}: {e}")
             width = f.get_bitfield_width() if f.is_bitfield() else None
-            fields.append(ir.Field(fname, ftype, offset, width, anon, clean(f.raw_comment)))
+            fields.append(
+                ir.Field(fname, ftype, offset, width, anon, clean(f.raw_comment), self.loc(f))
+            )
         return ir.Record(
             name, kind, size, align, tuple(fields), packed, self.loc(c), c_name, clean(c.raw_comment)
         )
+
+    def by_value_problem(self, t: ir.Type, seen: frozenset[str] = frozenset()) -> str | None:
+        """Why a parameter or result of type ``t`` cannot go through libffi by value, or None."""
+        while isinstance(t, ir.Named) and t.kind == "typedef" and t.name in self.typedefs:
+            t = self.typedefs[t.name].type
+        if isinstance(t, ir.Prim) and t.name == "c_longdouble":
+            return "long double by value"
+        if isinstance(t, ir.Array):
+            return self.by_value_problem(t.elem, seen)
+        if not (isinstance(t, ir.Named) and t.name in self.records) or t.name in seen:
+            return None
+        rec = self.records[t.name]
+        what = f"{rec.c_name or rec.name} by value"
+        if rec.kind == "union":
+            return f"{what} (a union: libffi has no union type)"
+        if rec.packed:
+            return f"{what} (packed)"
+        if (rec.align or 0) > 16:
+            return f"{what} (aligned to {rec.align})"
+        for f in rec.fields:
+            ft = f.type
+            while isinstance(ft, ir.Named) and ft.kind == "typedef" and ft.name in self.typedefs:
+                ft = self.typedefs[ft.name].type
+            if isinstance(ft, ir.Prim) and f.bit_width is None and f.bit_offset % (8 * ft.align):
+                return f"{what} (member {f.name} off its alignment)"
+            inner = self.by_value_problem(ft, seen | {t.name})
+            if inner:
+                return f"{what} (member {f.name}: {inner})"
+        return None
 
     def want_enum(self, c: ci.Cursor) -> str:
         name = _py_ident(c.spelling) if not _unnamed(c.spelling) else f"anon_enum_{c.location.line}"
@@ -477,6 +529,20 @@ class _Builder:
                 elif k == CK.FUNCTION_DECL:
                     if not self.kept_name(name):
                         continue
+                    what = _inline_kind(c)
+                    if what:
+                        # static or inline functions in a header: C code that no library
+                        # exports, so there is nothing to bind.
+                        self.skipped.append(
+                            ir.Skipped(
+                                name,
+                                "inline function",
+                                f"{what} function: its body is C code in the header and no "
+                                "library exports it",
+                                self.loc(c),
+                            )
+                        )
+                        continue
                     if lib_name is None:
                         self.skipped.append(
                             ir.Skipped(
@@ -486,6 +552,22 @@ class _Builder:
                         continue
                     ft = self.conv(c.type)
                     assert isinstance(ft, ir.FuncType)
+                    problem = next(
+                        filter(None, (self.by_value_problem(t) for t in (ft.ret, *ft.params))),
+                        None,
+                    )
+                    if problem:
+                        self.skipped.append(
+                            ir.Skipped(
+                                name,
+                                "function",
+                                f"{problem}: CPython's libffi passes it wrongly (a crash or a "
+                                "wrong value), so no callable is emitted; call it through a C "
+                                "wrapper that takes a pointer",
+                                self.loc(c),
+                            )
+                        )
+                        continue
                     params = tuple(
                         _py_ident(a.spelling) or f"arg{i}" for i, a in enumerate(c.get_arguments())
                     )
@@ -710,6 +792,30 @@ def _scan_macros(
             out.append(
                 MacroDef(name, params, tuple(_tokens(rest.strip())), ir.Location(shown, line))
             )
+    return out
+
+
+def _command_line_macros(args: list[str]) -> list[MacroDef]:
+    """``-DNAME``, ``-DNAME=text`` and ``-UNAME`` from the clang arguments, as definitions that
+    come before every header's (a header may redefine them; none of them is emitted)."""
+    out: list[MacroDef] = []
+    it = iter(args)
+    for a in it:
+        if a in ("-D", "-U"):
+            a += next(it, "")
+        if a.startswith("-D") and len(a) > 2:
+            name, eq, text = a[2:].partition("=")
+            nm = re.match(r"([A-Za-z_]\w*)(\(([^)]*)\))?$", name)
+            if not nm:
+                continue
+            params = (
+                tuple(p.strip() for p in nm.group(3).split(",") if p.strip())
+                if nm.group(2)
+                else None
+            )
+            out.append(MacroDef(nm.group(1), params, tuple(_tokens(text if eq else "1"))))
+        elif a.startswith("-U"):
+            out = [md for md in out if md.name != a[2:]]
     return out
 
 

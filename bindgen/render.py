@@ -22,11 +22,11 @@ from pathlib import Path
 from mako.template import Template
 
 from . import ir
+from .cexpr.model import MACRO_HELPERS  # the helpers emitted code may call
 from .docs import first_line
 from .pyfmt import WIDTH, wrap
 
 TEMPLATES = Path(__file__).parent / "templates"
-MACRO_HELPERS = ("_c_bool", "_c_div", "_c_mod", "_c_sext", "_c_trunc")
 INDEX_MARK = "\n# bindgen-index: "  # bindgen_rt.lazy.INDEX_MARK
 LAYOUTS_MARK = "\n# bindgen-index layouts\n"  # bindgen_rt.lazy.LAYOUTS_MARK
 
@@ -534,4 +534,18 @@ def render_report(m: ir.Module, info: RenderInfo, headers: list[tuple[str, str]]
     ]
     for s in m.skipped:
         lines.append(f"{s.what} {s.name}: {s.reason}" + (f"  [{s.loc}]" if s.loc else ""))
+    over = [r for r in m.records if (r.align or 0) > OVER_ALIGNED]
+    if over:
+        lines += ["", f"## emitted with a limit ({len(over)})"]
+        for r in over:
+            lines.append(
+                f"record {r.name}: aligned to {r.align}: exact on Python >= 3.13 (`_align_`); "
+                f"older ctypes reports alignment {OVER_ALIGNED} and allocates instances "
+                f"{OVER_ALIGNED}-byte aligned (size, field offsets and array strides are exact)"
+                + (f"  [{r.loc}]" if r.loc else "")
+            )
     return "\n".join(lines) + "\n"
+
+
+# The largest alignment ctypes can give a type before Python 3.13 (c_longdouble's).
+OVER_ALIGNED = 16

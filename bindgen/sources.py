@@ -163,10 +163,12 @@ class Sources:
     def _system(self, src: Source) -> Resolved:
         path = Path(src.path)
         if not path.is_dir():
-            raise SourceError(
-                f"source {src.name}: {path} is missing; install the Debian package "
-                f"{src.package} (apt-get install {src.package}) or " + self._how_to(src)
+            fix = (
+                f"install the Debian package {src.package} (apt-get install {src.package}) or "
+                if src.package
+                else "create it or "
             )
+            raise SourceError(f"source {src.name}: {path} is missing; " + fix + self._how_to(src))
         return Resolved(src, path, "system")
 
     def _cached(self, src: Source) -> Resolved:

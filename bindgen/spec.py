@@ -330,7 +330,7 @@ _SOURCE_KEYS = {
     "git": ("kind", "url", "ref", "members"),
 }
 _REQUIRED = {
-    "system": ("path", "package"),
+    "system": ("path",),  # `package` (who provides it) is optional: a plain local folder has none
     "debian": ("package", "version"),
     "pypi": ("package", "version"),
     "archive": ("url", "sha256"),

@@ -70,6 +70,10 @@ __all__ = [
     "_c_bool",
     "_c_sext",
     "_c_trunc",
+    "_c_arg",
+    "_c_op",
+    "_c_ret",
+    "_c_un",
 ]
 
 
@@ -114,3 +118,220 @@ def _c_sext(v: int, bits: int) -> int:
 def _c_trunc(v: int, bits: int) -> int:
     """Wrap ``v`` into an unsigned integer of ``bits`` bits (a cast to an unsigned C type)."""
     return v & ((1 << bits) - 1)
+
+
+# Function-like macros: an argument's C type is not known when the macro is translated. At run time
+# it is the type a C literal of its value has (int, else long, else unsigned long; a float is a
+# double), and operations on such values follow C's promotions and usual arithmetic conversions:
+# ``F_MUL2U(-1)`` for ``((x) * 2u)`` is 4294967294, as in C. Typed values are (value, bits, signed)
+# triples, bits 0 meaning double.
+
+
+class _CInt(int):
+    """A function-like macro's result whose C type is not the one its value implies (unsigned int
+    4294967294, long -1): a plain int everywhere, and typed again when passed to another macro."""
+
+    c_type: tuple = (32, True)
+
+
+def _c_ret(t: tuple) -> Any:
+    """A typed value as a macro's result: a plain number where its value implies its type."""
+    v, bits, signed = t
+    if bits == 0 or _c_arg(v)[1:] == (bits, signed):
+        return v
+    r = _CInt(v)
+    r.c_type = (bits, signed)
+    return r
+
+
+def _c_arg(v: Any) -> tuple:
+    """A value of unknown C type, typed as a C literal with that value would be (or as the macro
+    that returned it computed it)."""
+    if isinstance(v, _CInt):
+        return (int(v), *v.c_type)
+    if isinstance(v, float):
+        return (v, 0, True)
+    v = int(v)
+    if -(1 << 31) <= v < 1 << 31:
+        return (v, 32, True)
+    if -(1 << 63) <= v < 1 << 63:
+        return (v, 64, True)
+    return (v, 64, False)
+
+
+def _c_wrap(v: Any, bits: int, signed: bool) -> Any:
+    if bits == 0:
+        return float(v)
+    if isinstance(v, float):
+        v = int(v)  # C truncates toward zero
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if signed and v >> (bits - 1) else v
+
+
+def _c_promote(bits: int, signed: bool) -> tuple:
+    return (32, True) if 0 < bits < 32 else (bits, signed)
+
+
+def _c_common(ab: int, asg: bool, bb: int, bsg: bool) -> tuple:
+    """C11 6.3.1.8 on LP64."""
+    if ab == 0 or bb == 0:
+        return (0, True)
+    ab, asg = _c_promote(ab, asg)
+    bb, bsg = _c_promote(bb, bsg)
+    if asg == bsg:
+        return (max(ab, bb), asg)
+    (ub, _), (sb, _) = ((ab, asg), (bb, bsg)) if not asg else ((bb, bsg), (ab, asg))
+    return (ub, False) if ub >= sb else (sb, True)
+
+
+_C_COMPARE = {
+    "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b,
+    "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def _c_op(op: str, a: tuple, b: tuple) -> tuple:
+    """``a op b`` on typed values, as C computes it (gcc's wrapping where C leaves it undefined)."""
+    va, ab, asg = a
+    vb, bb, bsg = b
+    if op in ("<<", ">>"):
+        rb, rs = _c_promote(ab, asg)
+        if rb == 0 or bb == 0:
+            raise TypeError(f"'{op}' on a floating-point value")
+        v = va << vb if op == "<<" else va >> vb  # va is in its type's range: >> is C's
+        return (_c_wrap(v, rb, rs), rb, rs)
+    cb, cs = _c_common(ab, asg, bb, bsg)
+    va, vb = _c_wrap(va, cb, cs), _c_wrap(vb, cb, cs)
+    cmp = _C_COMPARE.get(op)
+    if cmp is not None:
+        return (1 if cmp(va, vb) else 0, 32, True)
+    if op == "/":
+        v = va / vb if cb == 0 else _c_div(va, vb)
+    elif op == "%":
+        v = _c_mod(va, vb)
+    elif op == "+":
+        v = va + vb
+    elif op == "-":
+        v = va - vb
+    elif op == "*":
+        v = va * vb
+    elif op == "&":
+        v = va & vb
+    elif op == "|":
+        v = va | vb
+    elif op == "^":
+        v = va ^ vb
+    else:
+        raise ValueError(f"operator {op!r}")
+    return (_c_wrap(v, cb, cs), cb, cs)
+
+
+def _c_un(op: str, a: tuple) -> tuple:
+    """Unary ``-`` or ``~`` on a typed value."""
+    v, bits, signed = a
+    bits, signed = _c_promote(bits, signed)
+    return (_c_wrap(-v if op == "-" else ~v, bits, signed), bits, signed)
+
+
+# ---------------------------------------------------------------- lazily materialised modules
+
+
+class LazyDefs:
+    """Definitions of a large generated module, each kept as one line of source until first use.
+
+    The definitions live in a ``.defs`` file beside the module (one ``NAME<TAB>source`` line each,
+    newlines inside a definition written as \\x1f), read on first use: importing a module with tens
+    of thousands of definitions costs almost nothing, even without bytecode caches. Each name is
+    compiled when it is first looked up (module ``__getattr__``), and names it refers to are
+    materialised on demand through the ``locals`` mapping, so definition order does not matter.
+    """
+
+    # Lookups before the full index pays off scan the text with str.find (C speed); a module used
+    # for more than a few names gets a dict.
+    _SCANS_BEFORE_INDEX = 32
+
+    def __init__(self, module_globals: dict, defs_file: str) -> None:
+        self.g = module_globals
+        self.defs_file = defs_file
+        self._text: bytes | None = None
+        self._index: dict[str, str] | None = None
+        self._scans = 0
+
+    def text(self) -> bytes:
+        """The definitions file, undecoded (decoding megabytes costs more than searching them)."""
+        if self._text is None:
+            table = self.g.get("__bindgen_defs__")  # set by the generator's own verification
+            if table is not None:
+                self._text = b"\n" + table.encode()
+            else:
+                path = os.path.join(os.path.dirname(self.g["__file__"]), self.defs_file)
+                with open(path, "rb") as f:
+                    self._text = b"\n" + f.read()
+        return self._text
+
+    def index(self) -> dict[str, str]:
+        if self._index is None:
+            idx: dict[str, str] = {}
+            for line in self.text().decode().split("\n"):
+                if line:
+                    name, _, src = line.partition("\t")
+                    idx[name] = src
+            self._index = idx
+        return self._index
+
+    def source(self, name: str) -> str | None:
+        """The definition of ``name``, or None."""
+        if self._index is None and self._scans < self._SCANS_BEFORE_INDEX:
+            self._scans += 1
+            text = self.text()
+            key = f"\n{name}\t".encode()
+            at = text.find(key)
+            if at < 0:
+                return None
+            start = at + len(key)
+            end = text.find(b"\n", start)
+            return text[start : end if end >= 0 else len(text)].decode()
+        return self.index().get(name)
+
+    def __getitem__(self, name: str) -> Any:  # the ``locals`` mapping seen by exec
+        g = self.g
+        if name in g:
+            return g[name]
+        if self.source(name) is not None:
+            return self.get(name)
+        if name.startswith("c_") or name in ("POINTER", "CFUNCTYPE"):
+            import ctypes  # definitions name ctypes types; the module itself never imported them
+
+            if hasattr(ctypes, name):
+                return getattr(ctypes, name)
+        raise KeyError(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.g[name] = value
+
+    def get(self, name: str) -> Any:
+        src = self.source(name)
+        if src is None:
+            raise AttributeError(f"module {self.g.get('__name__')!r} has no attribute {name!r}")
+        exec(src.replace("\x1f", "\n"), self.g, self)  # type: ignore[arg-type]
+        value = self.g[name]
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            # A function body looks names up in the module dict when it runs, not through this
+            # mapping: materialise what it refers to now.
+            for ref in code.co_names:
+                if ref not in self.g and self.source(ref) is not None:
+                    self.get(ref)
+        return value
+
+    def names(self) -> list[str]:
+        return list(self.index())
+
+    def materialize_all(self) -> None:
+        for name in self.index():
+            if name not in self.g:
+                self.get(name)

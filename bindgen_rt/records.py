@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
 import ctypes
+import sys
 
 FieldSpec = tuple  # (name, ctype, bit_offset, bit_width or None, signed, anonymous)
 
@@ -97,7 +98,7 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
                 f"field {n!r} has an incomplete type (laid out before its own record?)"
             )
     if kind == "union":
-        return None, _plan_union(size, align, regular, [f for f in fields if f[3]])
+        return _plan_union(size, align, regular, [f for f in fields if f[3]])
 
     # Bytes holding bitfields become integer storage fields: the declared storage unit where it
     # overlaps no other field (natural alignment, as C has), else just the bytes the bits touch
@@ -144,7 +145,7 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
         if align > max_al and pack is None:
             # Above 16 B CPython < 3.13 has no way to say it: size and offsets still match.
             eff = min(align, 16)
-            out.insert(0, ("_align_", _ALIGNERS[eff] * 0))
+            out.insert(0, ("_aligner_", _ALIGNERS[eff] * 0))
             max_al = eff
         if -(-cur // max_al) * max_al != size:
             if cur > size:
@@ -174,23 +175,29 @@ def _plan(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> tupl
     raise ValueError("no ctypes layout reproduces clang's offsets")
 
 
-def _plan_union(size: int, align: int, regular: list, bitfields: list) -> list:
+def _plan_union(
+    size: int, align: int, regular: list, bitfields: list
+) -> tuple[int | None, list]:
     """Union members all start at 0: bitfields share one integer array, size and alignment are
-    forced with overlapping members (harmless in a union)."""
+    forced with overlapping members (harmless in a union); a packed union (alignment below its
+    members') gets that alignment as ``_pack_``."""
     out = [(n, t) for n, t, _ in regular]
     if bitfields:
         cap = max(_storage_cap(f[1]) for f in bitfields)
         hi = max((f[2] + f[3] + 7) // 8 for f in bitfields)
         out.append(("_bf_0", _INT_BY_SIZE[cap] * (-(-hi // cap))))
     have = max([ctypes.alignment(t) for _, t in out] or [1])
-    if align > have:
+    pack = None
+    if align < have:
+        pack = align  # union __attribute__((packed)), or a packed member of a packed record
+    elif align > have:
         eff = min(align, 16)
         aligner = _INT_BY_SIZE.get(eff, ctypes.c_longdouble)
         if ctypes.sizeof(aligner) <= size:
-            out.append(("_align_", aligner))
+            out.append(("_aligner_", aligner))
     if size and max([ctypes.sizeof(t) for _, t in out] or [0]) < size:
         out.append(("_size_", ctypes.c_uint8 * size))
-    return out
+    return pack, out
 
 
 class _Misaligned:
@@ -226,6 +233,8 @@ def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSp
         raise ValueError(f"{cls.__name__}: {e}") from None
     if pack is not None:
         cls._pack_ = pack
+    if align > 16 and sys.version_info >= (3, 13):
+        cls._align_ = align  # before 3.13 ctypes cannot express it: capped at 16, in the report
     cls._fields_ = ctfields
     cls.__bindgen_size__ = size
     cls.__bindgen_align__ = align

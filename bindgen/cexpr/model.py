@@ -10,7 +10,17 @@ from .. import ir
 
 
 # The names generated function bodies may call; bindgen_rt defines them.
-MACRO_HELPERS = ("_c_div", "_c_mod", "_c_bool", "_c_sext")
+MACRO_HELPERS = (
+    "_c_arg",
+    "_c_bool",
+    "_c_div",
+    "_c_mod",
+    "_c_op",
+    "_c_ret",
+    "_c_sext",
+    "_c_trunc",
+    "_c_un",
+)
 
 
 # ---------------------------------------------------------------- public data

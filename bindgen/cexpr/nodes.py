@@ -98,11 +98,30 @@ class _Lit(_Node):
         return _code_literal(self._cache, self.hex)
 
 
+def _typed_code(n: _Node) -> str:
+    """Python code for ``n`` as a (value, bits, signed) triple (see bindgen_rt._c_arg): operands
+    of an operation whose C type is known only when the macro is called."""
+    typed = getattr(n, "typed_code", None)
+    if typed is not None and n.ctype is None:
+        code = typed()
+        if code is not None:
+            return code
+    ct = n.ctype
+    if ct is None:
+        return f"_c_arg({n.code()})"  # typed as a C literal of its value would be
+    if ct.is_pointer:
+        raise _Fail("pointer arithmetic")
+    return f"({n.code()}, {0 if ct.is_float else ct.size * 8}, {ct.signed})"
+
+
 class _Param(_Node):
+    """A macro parameter: of unknown type, or typed where a translation assumes one (the fast
+    path of a function-like macro for plain int arguments)."""
+
     __slots__ = ("name",)
 
-    def __init__(self, name: str) -> None:
-        super().__init__(None, closed=False)
+    def __init__(self, name: str, ctype: CType | None = None) -> None:
+        super().__init__(ctype, closed=False)
         self.name = name
 
     def _eval(self) -> object:
@@ -192,7 +211,15 @@ class _Unary(_Node):
         assert self.ctype is not None
         return _wrap(-v if self.op == "-" else ~v, self.ctype)  # type: ignore[operator]
 
+    def typed_code(self) -> str | None:
+        if self.ctype is None and self.op in ("-", "~"):
+            return f"_c_un({self.op!r}, {_typed_code(self.a)})"
+        return None
+
     def _code(self) -> str:
+        typed = self.typed_code()
+        if typed is not None:
+            return f"{typed}[0]"
         a = self.a.code()
         if self.op == "!":
             return f"_c_bool(not {a})"
@@ -290,7 +317,19 @@ class _Binary(_Node):
             return _wrap(va - vb * _trunc_div(va, vb), ct)  # type: ignore[arg-type]
         return _wrap(_ARITH[op](va, vb), ct)
 
+    def typed_code(self) -> str | None:
+        """C's conversions at call time, where an operand's type depends on a parameter."""
+        op, ta, tb = self.op, self.a.ctype, self.b.ctype
+        if op in ("&&", "||") or self.common is not None:
+            return None
+        if ta is not None and (tb is not None or op in _SHIFT):
+            return None  # the result type is known when the macro is translated
+        return f"_c_op({op!r}, {_typed_code(self.a)}, {_typed_code(self.b)})"
+
     def _code(self) -> str:
+        typed = self.typed_code()
+        if typed is not None:
+            return f"{typed}[0]"
         op = self.op
         a, b = self.a.code(), self.b.code()
         if op == "&&":

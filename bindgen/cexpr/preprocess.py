@@ -10,6 +10,7 @@ from typing import Sequence
 from .model import _Fail
 from .ctype import _INT, _UINT, _ULONG
 from .tokens import (
+    _TAGS,
     _BINARY_PREC,
     _CHAR,
     _COMMA_TOK,
@@ -317,6 +318,8 @@ class _Preprocessor:
         self, name: str, out: list[_Tok], stack: list[_Tok], isolated: bool, mode2: bool
     ) -> _Tok | None:
         """The evaluated node standing for ``name``, or None to expand it textually."""
+        if out and out[-1].kind == _ID and out[-1].text in _TAGS:
+            return None  # `struct NAME`: a macro renaming a tag expands to the tag (asound.h)
         memo = self.object_memo(name)
         if memo.root is None:
             if memo.fail is not None and not memo.fail.contextual:

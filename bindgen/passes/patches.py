@@ -173,17 +173,21 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
                 raise PatchError(f"{_where(t, p)}: no record named {rec!r}")
         elif p.op == "drop":
             rx = re.compile(p.get("pattern"))
-            hit = 0
-            dropped: set[str] = set()
-            for attr, _, items in m.declaration_lists():
+            dropped: list[ir.Skipped] = []
+            for attr, kind, items in m.declaration_lists():
                 kept = [it for it in items if not rx.fullmatch(it.name)]
-                dropped |= {it.name for it in items if rx.fullmatch(it.name)}
-                hit += len(items) - len(kept)
+                dropped += [
+                    ir.Skipped(
+                        it.name, kind, f"dropped by patch ({_where(t, p)}): {p.why}", it.loc
+                    )
+                    for it in items
+                    if rx.fullmatch(it.name)
+                ]
                 setattr(m, attr, kept)
-            if not hit:
+            if not dropped:
                 raise PatchError(f"{_where(t, p)}: pattern {p.get('pattern')!r} matched nothing")
-            _check_no_dangling(t, p, m, dropped)
-            m.skipped.append(ir.Skipped(p.get("pattern"), "drop patch", p.why))
+            _check_no_dangling(t, p, m, {d.name for d in dropped})
+            m.skipped += dropped  # one line per declaration: the report names each
         elif p.op == "extra":
             code = p.get("code").rstrip()
             try:  # a syntax error is the patch's, not the renderer's: say which patch

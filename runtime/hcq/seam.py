@@ -79,6 +79,11 @@ class MappedDoorbell(Doorbell):
     def ring(self, value: int) -> None:
         self._view[self._index] = value & ((1 << (8 * self.width)) - 1)
 
+    def store_target(self) -> tuple[memoryview, int]:
+        """(view, index): `ring(v)` is `view[index] = v` truncated to `width` bytes, for hot paths
+        that store without a call."""
+        return self._view, self._index
+
 
 class OSSeam(ABC):
     """What a driver may ask of the operating system. Methods raise `OSError` with the errno on

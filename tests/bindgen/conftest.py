@@ -27,6 +27,30 @@ from typing import Any, Callable
 import pytest
 import yaml
 
+from bindgen.gcc_probe import (  # shared with scripts/uapi_sweep.py
+    PROBE_PRELUDE,
+    Check,
+    RecordWalker,
+    c_ident,
+    compare,
+    is_array,
+    is_int,
+    is_record,
+    max_ctypes_align,
+    py_ident,
+)
+
+__all__ = [
+    "Check",
+    "c_ident",
+    "compare",
+    "is_array",
+    "is_int",
+    "is_record",
+    "max_ctypes_align",
+    "py_ident",
+]
+
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 REPO = HERE.parents[1]
@@ -148,215 +172,6 @@ def run_program(exe: Path) -> str:
 
 # ---------------------------------------------------------------- layout probes
 
-
-def max_ctypes_align() -> int:
-    from bindgen.layout import MAX_CTYPES_ALIGN
-
-    return MAX_CTYPES_ALIGN if sys.version_info < (3, 13) else 1 << 30
-
-
-def c_ident(py_name: str) -> str:
-    """The C spelling of a generated field name (keywords got a trailing underscore)."""
-    if py_name.endswith("_"):
-        base = py_name[:-1]
-        if keyword.iskeyword(base) or base in ("None", "True", "False"):
-            return base
-    return py_name
-
-
-def py_ident(c_name: str) -> str:
-    return (
-        c_name + "_" if keyword.iskeyword(c_name) or c_name in ("None", "True", "False") else c_name
-    )
-
-
-_INT_CODES = set("bBhHiIlLqQ?")
-_UNNAMED_BITFIELD = re.compile(r"_anon\d+$")
-
-
-def is_record(t: Any) -> bool:
-    return isinstance(t, type) and hasattr(t, "__bindgen_fields__")
-
-
-def is_int(t: Any) -> bool:
-    return isinstance(t, type) and issubclass(t, ctypes._SimpleCData) and t._type_ in _INT_CODES
-
-
-def is_array(t: Any) -> bool:
-    return isinstance(t, type) and issubclass(t, ctypes.Array)
-
-
-@dataclass
-class Check:
-    kind: str  # size | align | off | fsize | falign | bits | val | const
-    key: str  # also the line tag the C program prints
-    c_code: str  # statements printing "key\tvalue"
-    py: Callable[[dict[str, str]], tuple[Any, Any]]  # gcc's output → (gcc's value, python's value)
-
-
-def _hexdump(obj: Any) -> str:
-    return bytes(obj).hex()
-
-
-def _get(obj: Any, path: tuple) -> Any:
-    for p in path:
-        obj = obj[p] if isinstance(p, int) else getattr(obj, p)
-    return obj
-
-
-def _set(obj: Any, path: tuple, value: Any) -> None:
-    parent = _get(obj, path[:-1])
-    if isinstance(path[-1], int):
-        parent[path[-1]] = value
-    else:
-        setattr(parent, path[-1], value)
-
-
-class _Walker:
-    """Turns one generated record class (and what it contains) into checks against gcc."""
-
-    def __init__(self, ctype_c: str, cls: Any, scalars: set[str] = frozenset()) -> None:
-        self.T, self.cls, self.scalars = ctype_c, cls, scalars
-        self.checks: list[Check] = []
-        self.maxa = max_ctypes_align()
-
-    def obj_block(self, body: str) -> str:
-        return f"\t{{ {self.T} o; memset(&o, 0, sizeof o); {body} }}\n"
-
-    def run(self) -> list[Check]:
-        T, cls, maxa = self.T, self.cls, self.maxa
-        self.checks.append(
-            Check(
-                "size",
-                f"size {T}",
-                f'\tOUT("size {T}", sizeof({T}));\n',
-                lambda c: (int(c[f"size {T}"]), ctypes.sizeof(cls)),
-            )
-        )
-        self.checks.append(
-            Check(
-                "align",
-                f"align {T}",
-                f'\tOUT("align {T}", _Alignof({T}));\n',
-                lambda c: (min(int(c[f"align {T}"]), maxa), ctypes.alignment(cls)),
-            )
-        )
-        self.walk(cls, "", (), 0)
-        return self.checks
-
-    def walk(self, cls: Any, cprefix: str, pypath: tuple, base: int) -> None:
-        """``base``: python's byte offset of ``cls`` inside the top-level object."""
-        for name, ctype, _bit_offset, width, signed, anonymous in cls.__bindgen_fields__:
-            if width is not None:
-                if width == 0 or _UNNAMED_BITFIELD.match(name):
-                    continue  # zero-width and unnamed ones only move others: those are checked
-                self.bitfield(
-                    cprefix + "." + c_ident(name) if cprefix else c_ident(name),
-                    pypath + (name,),
-                    signed,
-                    width,
-                )
-                continue
-            actual = getattr(cls, name).offset  # where ctypes really put it
-            if anonymous:
-                # C promotes the members (and so do the generated classes): same prefixes.
-                self.walk(ctype, cprefix, pypath, base + actual)
-                continue
-            cp = cprefix + "." + c_ident(name) if cprefix else c_ident(name)
-            self.member(cp, pypath + (name,), ctype, base + actual)
-
-    def member(self, cp: str, pypath: tuple, ctype: Any, off: int) -> None:
-        """``off``: python's byte offset of this member inside the top-level object."""
-        T, key = self.T, f"{self.T}.{cp}"
-        self.checks.append(
-            Check(
-                "off",
-                f"off {key}",
-                f'\tOUT("off {key}", offsetof({T}, {cp}));\n',
-                lambda c, k=f"off {key}", o=off: (int(c[k]), o),
-            )
-        )
-        flexible = is_array(ctype) and ctype._length_ == 0
-        if not flexible:
-            self.checks.append(
-                Check(
-                    "fsize",
-                    f"fsize {key}",
-                    f'\tOUT("fsize {key}", sizeof((({T} *)0)->{cp}));\n',
-                    lambda c, k=f"fsize {key}", t=ctype: (int(c[k]), ctypes.sizeof(t)),
-                )
-            )
-        if is_record(ctype):
-            maxa = self.maxa
-            self.checks.append(
-                Check(
-                    "falign",
-                    f"falign {key}",
-                    f'\tOUT("falign {key}", _Alignof(__typeof__((({T} *)0)->{cp})));\n',
-                    lambda c, k=f"falign {key}", t=ctype: (
-                        min(int(c[k]), maxa),
-                        ctypes.alignment(t),
-                    ),
-                )
-            )
-            self.walk(ctype, cp, pypath, off)
-        elif is_array(ctype) and not flexible and cp.rpartition(".")[2] not in self.scalars:
-            last = ctype._length_ - 1  # the last element checks the stride too
-            elem = ctype._type_
-            self.member(f"{cp}[{last}]", pypath + (last,), elem, off + last * ctypes.sizeof(elem))
-        elif is_int(ctype):
-            self.int_value(cp, pypath, ctype)
-
-    def int_value(self, cp: str, pypath: tuple, ctype: Any) -> None:
-        """Plain integer (or enum) member: all-ones from C must read back with C's sign."""
-        key = f"{self.T}.{cp}"
-        body = f'o.{cp} = -1; DUMP("set {key}", &o, sizeof o); IVAL("val {key}", o.{cp});'
-        cls = self.cls
-
-        def py(c: dict[str, str], key=key, path=pypath) -> tuple[Any, Any]:
-            try:
-                got = _get(cls.from_buffer_copy(bytes.fromhex(c[f"set {key}"])), path)
-            except ValueError as e:
-                got = f"cannot read gcc's bytes: {e}"
-            return int(c[f"val {key}"]), int(got) if isinstance(got, (int, bool)) else got
-
-        self.checks.append(Check("val", f"val {key}", self.obj_block(body), py))
-
-    def bitfield(self, cp: str, pypath: tuple, signed: bool, width: int) -> None:
-        key = f"{self.T}.{cp}"
-        body = f'o.{cp} = -1; DUMP("bits {key}", &o, sizeof o); IVAL("val {key}", o.{cp});'
-        cls = self.cls
-
-        def py_bits(c: dict[str, str], key=key, path=pypath) -> tuple[Any, Any]:
-            obj = cls()
-            _set(obj, path, -1 if signed else (1 << width) - 1)
-            return c[f"bits {key}"], _hexdump(obj)
-
-        def py_val(c: dict[str, str], key=key, path=pypath) -> tuple[Any, Any]:
-            try:
-                got = _get(cls.from_buffer_copy(bytes.fromhex(c[f"bits {key}"])), path)
-            except ValueError as e:
-                got = f"cannot read gcc's bytes: {e}"
-            return int(c[f"val {key}"]), got
-
-        self.checks.append(Check("bits", f"bits {key}", self.obj_block(body), py_bits))
-        self.checks.append(Check("val", f"val {key}", "", py_val))
-
-
-PROBE_PRELUDE = r"""#include <stdio.h>
-#include <stddef.h>
-#include <string.h>
-#define OUT(key, v) printf("%s\t%llu\n", key, (unsigned long long)(v))
-#define IVAL(key, v) do { if ((v) < 0) printf("%s\t%lld\n", key, (long long)(v)); \
-	else printf("%s\t%llu\n", key, (unsigned long long)(v)); } while (0)
-static void DUMP(const char *key, const void *p, size_t n) {
-	printf("%s\t", key);
-	for (size_t i = 0; i < n; i++) printf("%02x", ((const unsigned char *)p)[i]);
-	printf("\n");
-}
-"""
-
-
 def probe_directives(header: Path) -> tuple[list[str], list[str], set[str]]:
     """``// probe: struct a, union b, typedef_t``, ``// probe-const: NAME ...`` and
     ``// probe-scalar: member ...`` (C scalars that Python holds as arrays, e.g. __int128) lines."""
@@ -386,7 +201,7 @@ def layout_checks(header: Path, module: types.ModuleType) -> tuple[list[Check], 
     for c_type in c_types:
         cls = getattr(module, py_name_of(c_type), None)
         assert is_record(cls), f"{header.name}: {c_type} is not a generated record ({cls!r})"
-        checks += _Walker(c_type, cls, scalars).run()
+        checks += RecordWalker(c_type, cls, frozenset(scalars)).run()
     for name in consts:
         checks.append(
             Check(
@@ -415,25 +230,6 @@ def run_layout_probe(
         k, _, v = line.partition("\t")
         out[k] = v
     return checks, out
-
-
-def compare(checks: list[Check], gcc: dict[str, str], kinds: set[str] | None = None) -> list[str]:
-    """Mismatches as readable lines (empty when python agrees with gcc everywhere)."""
-    bad = []
-    for ch in checks:
-        if kinds and ch.kind not in kinds:
-            continue
-        try:
-            want, got = ch.py(gcc)
-        except KeyError as e:
-            bad.append(f"{ch.key}: gcc printed no {e}")
-            continue
-        except Exception as e:  # a generated class that cannot even be used is a mismatch too
-            bad.append(f"{ch.key}: python raised {type(e).__name__}: {e}")
-            continue
-        if want != got:
-            bad.append(f"{ch.key}: gcc {want!r}, python {got!r}")
-    return bad
 
 
 # ---------------------------------------------------------------- fixtures

@@ -3,6 +3,7 @@ target's headers can produce (a missing header, clang errors, a missing include:
 structs)."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -127,7 +128,6 @@ def test_wrong_type_line_is_the_value_line(tmp_path):
 @pytest.mark.parametrize("edit, key", [
     (("group: tgrp\n", ""), "group"),
     (("    path: " + str(CORPUS) + "\n", ""), "sources.corpus.path"),
-    (("    package: bindgen-test-corpus\n", ""), "sources.corpus.package"),
     (("    headers: [corpus:t01_packed_bitfields.h]\n", ""), "targets.one.headers"),
 ])
 def test_missing_required_key(tmp_path, edit, key):
@@ -379,3 +379,20 @@ def test_unsupported_member_type_is_reported_and_its_users_too(tmp_path):
         assert ctypes.sizeof(mod.points_at_cx) == 16
     else:
         assert re.search(r"^\S+ points_at_cx: ", g.report, re.M), g.report
+
+
+def test_system_source_without_package(tmp_path):
+    """A plain local folder is a ``system`` source without a ``package`` (issue 15); a missing
+    folder then says to create it or supply it, not to install an empty package name."""
+    from bindgen.errors import SourceError
+    from bindgen.sources import Sources
+    text = GOOD.replace("    package: bindgen-test-corpus\n", "")
+    assert text != GOOD
+    (tmp_path / "x.yaml").write_text(text)
+    sf = load_spec(tmp_path / "x.yaml", tmp_path)
+    src = sf.targets[0].sources[0]
+    assert src.kind == "system" and src.package == ""
+    assert Sources(tmp_path / "cache").resolve(src).root == CORPUS
+    gone = dataclasses.replace(src, path=str(tmp_path / "nowhere"))
+    with pytest.raises(SourceError, match=r"is missing; create it or supply it with --source"):
+        Sources(tmp_path / "cache").resolve(gone)

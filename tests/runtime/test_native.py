@@ -96,3 +96,40 @@ def test_nvlaunch_with_another_state_layout_is_refused(monkeypatch: pytest.Monke
     monkeypatch.setattr(launcher, "CHANNEL_WORDS", launcher.CHANNEL_WORDS[::-1])
     assert launcher.native_helper() is None
     assert "layout" in native.unavailable["runtime.drivers.nv._nvlaunch"]
+
+
+def test_launches_take_the_python_path_with_one_warning_when_no_helper_can_be_had(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No built module and no compiler: launches still work (the Python path), and the fallback
+    is announced once, not per launch or per program."""
+    import warnings
+
+    import numpy as np
+
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.nv.device import NVDevice
+    name = "runtime.drivers.nv._nvlaunch"
+    monkeypatch.setattr(native, "_loaded", {})  # forget this process's helper (a cache)
+    monkeypatch.setattr(native, "unavailable", {})
+    monkeypatch.setattr(native, "_installed", lambda n, s: None)
+    monkeypatch.setenv("HCQ_NATIVE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("HCQ_NATIVE", raising=False)
+    monkeypatch.setenv("CC", "/bin/false")
+    cubin = (Path(__file__).parent / "data" / "nv_kernels_cuda13.cubin").read_bytes()
+    d = NVDevice("nv:0", os=NvMockOS.with_nv_gpus(1))
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            x = d.alloc(4096)
+            d.copyin(x, np.zeros(1024, np.uint32))
+            for prg in (d.program(cubin, "inc"), d.program(cubin, "inc")):
+                for _ in range(3):
+                    prg(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1))
+            d.synchronize()
+        fallbacks = [w for w in seen if issubclass(w.category, native.NativeFallbackWarning)]
+        assert len(fallbacks) == 1 and "pure-Python path" in str(fallbacks[0].message)
+        assert name in native.unavailable
+        hot = prg._hot[(4, 1, 1), (256, 1, 1)]
+        assert hot is not None and type(hot.fn).__name__ == "function"  # the Python launch
+    finally:
+        d.close()

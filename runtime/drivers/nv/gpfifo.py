@@ -267,7 +267,7 @@ class Channel:
         db, token = self.doorbell, self.token
         fence = _fence_call
         if type(db) is MappedDoorbell:  # a store into the usermode page (what its ring() does)
-            view, index = db._view, db._index
+            view, index = db.store_target()
             value = token & ((1 << (8 * db.width)) - 1)
 
             def bell() -> None:

@@ -123,7 +123,8 @@ def _doorbell(ch: "Channel") -> tuple[Any, int, int, int]:
     doorbell's `ring` to call (the mock GPU's)."""
     db = ch.doorbell
     if type(db) is MappedDoorbell:
-        return db._view, db._index, db.width, ch.token & ((1 << (8 * db.width)) - 1)
+        view, index = db.store_target()
+        return view, index, db.width, ch.token & ((1 << (8 * db.width)) - 1)
     return db.ring, 0, 4, ch.token
 
 
@@ -150,9 +151,9 @@ class ShapeLauncher:
         tl, ch = dev.timeline_signal, dev.compute_channel
         segment = (host_semaphore(tl.va, 0, SEM_ACQUIRE_GEQ_64)
                    + nvm(SUBC_COMPUTE, dev.gen.compute.WAIT_FOR_IDLE, 0)
-                   + list(prg._pb_template(tl.va)[_ACQ_DW:])   # invalidate, PCAS A/B
+                   + list(prg.launch_template(tl.va)[_ACQ_DW:])   # invalidate, PCAS A/B
                    + host_semaphore(ch.progress.va, 0, SEM_RELEASE_64))
-        pcas = prg._pcas_pos + 2   # PCAS_A's data dword: the template has no WAIT_FOR_IDLE
+        pcas = prg.pcas_pos + 2   # PCAS_A's data dword: the template has no WAIT_FOR_IDLE
         n_dw = len(segment)
         assert n_dw * 4 <= SEGMENT_STRIDE_B
         self.block_offs, self.acq_idx, self.seq_idx = [], [], []
@@ -218,7 +219,7 @@ class ShapeLauncher:
         declines (returns False, having stored nothing the GPU reads) when an argument does not
         pack or is a freed buffer, the slot or the ring is busy, or a value outgrows 32 bits."""
         prg = self.prg
-        p = prg._packer(types) if len(types) == len(prg.slots) else None
+        p = prg.packer(types) if len(types) == len(prg.slots) else None
         fn = None
         if p is not None:
             fn = self._native(types) if self.device.launch_native else None
@@ -249,7 +250,7 @@ class ShapeLauncher:
             channel_words=ch.state, records=ch.records, timeline=dev.timeline_signal._u64[:],
             ring=ch.ring[:], userd=ch.userd[:], doorbell=bell, n_slots=self.n,
             entries=ch.entries, param_base=prg.param_base,
-            payload_off=self.qo + prg._payload_off, gp_put_dw=_GP_PUT_DW, token=token,
+            payload_off=self.qo + prg.payload_off, gp_put_dw=_GP_PUT_DW, token=token,
             doorbell_index=index, doorbell_width=width, block_offs=tuple(self.block_offs),
             acquire_idx=tuple(self.acq_idx), seq_idx=tuple(self.seq_idx),
             entry_acquire=tuple(self.entry_acquire), entry_chained=tuple(self.entry_chained),
@@ -265,7 +266,7 @@ class ShapeLauncher:
         pack = p.pack_into
         amv = self.buf.cpu_view()
         words = amv.cast("I")
-        pbase, pay = prg.param_base, self.qo + prg._payload_off
+        pbase, pay = prg.param_base, self.qo + prg.payload_off
         assert pay % 4 == 0 and all(o % 4 == 0 for o in self.block_offs)
         payw = [(o + pay) // 4 for o in self.block_offs]  # the release payload's dword
         offs, acq, seqs = self.block_offs, self.acq_idx, self.seq_idx

@@ -122,10 +122,12 @@ class NVProgram(Program):
         self._checked: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
         self._pb_cache: tuple[int, array] | None = None
         self._timed: tuple[array, tuple[int, int, int]] | None = None
-        self._pcas_pos = 0
+        #: where SEND_PCAS_A's data (the QMD address >> 8) sits in `launch_template`'s words
+        self.pcas_pos = 0
         self._qmd_words = array("I", self.qmd_template)
         self._release_fields = qcls.release_fields(0)
-        self._payload_off = 4 * self._release_fields[3].index
+        #: byte offset in the QMD of its release payload (the timeline value a launch releases)
+        self.payload_off = 4 * self._release_fields[3].index
         self._cb0_lo_off, self._cb0_hi_off = 4 * lo.index, 4 * hi.index
         self._block_B = self._kernargs_size()
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
@@ -177,7 +179,7 @@ class NVProgram(Program):
                       timeout_ms: float | None) -> float | None:
         """A launch block from the argument arena and the commands from the pushbuffer template
         (wait for the previous timeline value, cache invalidation, SEND_PCAS, the QMD releasing
-        the next value), or the generic `Program.__call__` when the launch waits."""
+        the next value); a launch that waits uses the timed template (`_timed_template`)."""
         dev = self.nvdev
         if dev.timeline_value + 1 > _M32:
             return super().__call__(*args, vals=vals, global_size=global_size,
@@ -195,7 +197,7 @@ class NVProgram(Program):
             words = words[:]
             words[t1] = v  # the end timestamp's release carries the value waited for
         else:
-            words, acq, pcas = self._pb_template(dev.timeline_signal.va)[:], 3, self._pcas_pos
+            words, acq, pcas = self.launch_template(dev.timeline_signal.va)[:], 3, self.pcas_pos
         words[acq] = v - 1
         words[pcas] = qmd_va >> 8
         ch = dev.compute_channel
@@ -205,7 +207,7 @@ class NVProgram(Program):
             dev._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
         dev.timeline_value = v
-        ch.set_chain(v)
+        ch.set_chain(None if wait else v)  # a timed launch ends with a host release, not the QMD's
         if not wait:
             return None
         self._t1.wait(v, timeout_ms)
@@ -301,7 +303,7 @@ class NVProgram(Program):
             raise ProgramError(f"{self.name} takes {len(self.slots)} arguments, got {len(args)}")
         types = tuple(map(type, args))
         if types not in self._packers:
-            self._packers[types] = self._packer(types)
+            self._packers[types] = self.packer(types)
         packer = self._packers[types]
         if packer is None:
             kv = view[pb:pb + self.param_size]
@@ -323,7 +325,7 @@ class NVProgram(Program):
                 kv = view[pb:pb + self.param_size]
                 for slot, value in zip(self.slots, args):
                     write_arg(kv, slot, value, self.device)
-        _ONE_U32.pack_into(view, qo + self._payload_off, v)
+        _ONE_U32.pack_into(view, qo + self.payload_off, v)
         return va + qo
 
     def _shape(self, global_size: Sequence[int], local_size: Sequence[int]) -> tuple[bytes, bytes]:
@@ -342,7 +344,7 @@ class NVProgram(Program):
         self._shapes[(global_size, local_size)] = (cb0, qmd)  # type: ignore[index]
         return cb0, qmd
 
-    def _packer(self, types: tuple[type, ...]) -> "struct.Struct | None":
+    def packer(self, types: tuple[type, ...]) -> "struct.Struct | None":
         """One struct that stores all arguments of these types at their slots, or None when some
         argument needs the careful path (bytes, or a type with no fixed format)."""
         fmt, pos = "<", 0
@@ -369,18 +371,20 @@ class NVProgram(Program):
         the QMD's release fields, from the template."""
         tl = self.nvdev.timeline_signal
         self.write_release(kargs.qmd, tl.va, v)
-        words = self._pb_template(tl.va)[:]
+        words = self.launch_template(tl.va)[:]
         words[3] = (v - 1) & _M32
-        words[self._pcas_pos] = (kargs.va + self.qmd_offset(kargs.va)) >> 8
+        words[self.pcas_pos] = (kargs.va + self.qmd_offset(kargs.va)) >> 8
         return words
 
-    def _pb_template(self, tl_va: int) -> array:
+    def launch_template(self, tl_va: int) -> array:
+        """The commands of a timeline launch with zeroed payloads: acquire of the timeline at
+        `tl_va`, cache invalidation, SEND_PCAS (its data at `pcas_pos`); built once."""
         t = self._pb_cache
         if t is None or t[0] != tl_va:
             from runtime.drivers.nv.queue import NVComputeQueue
             q = NVComputeQueue(self.nvdev)
             q.wait(self.nvdev.timeline_signal, 0).memory_barrier()
-            self._pcas_pos = len(q._d) + 1
+            self.pcas_pos = len(q._d) + 1
             q._d.extend(_pcas_methods(self.nvdev, 0))
             t = self._pb_cache = (tl_va, q._d)
         return t[1]

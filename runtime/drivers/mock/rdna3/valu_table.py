@@ -275,19 +275,20 @@ _TWO_OVER_PI: list[int] = []
 
 def _trig_preop(x: np.ndarray, sel: np.ndarray) -> np.ndarray:
     """V_TRIG_PREOP_F64: 53 bits of 2/π starting at bit 53·S1[4:0] (shifted further for large
-    exponents), scaled so that the pieces sum to 2/π (ISA pseudo-code)."""
+    exponents), scaled so that the pieces sum to 2/π (ISA pseudo-code). The big-integer work is
+    done once per distinct shift (a kernel has few)."""
     if not _TWO_OVER_PI:
         _TWO_OVER_PI.append(_two_over_pi_bits())
     bits = _TWO_OVER_PI[0]
     x, sel = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(sel, dtype=u32))
     exp = ((x.view(u64) >> u64(52)) & u64(0x7FF)).astype(np.int64)
-    out = np.empty(x.shape, dtype=np.float64)
-    for idx in np.ndindex(x.shape):
-        shift = int(sel[idx] & u32(31)) * 53 + max(0, int(exp[idx]) - 1077)
-        chunk = (bits << shift >> 1148) & ((1 << 53) - 1) if shift <= 1201 + 53 else 0
-        scale = -53 - shift + (128 if exp[idx] >= 1968 else 0)
-        out[idx] = float(np.ldexp(np.float64(chunk), max(scale, -1100)))
-    return out
+    shift = (sel & u32(31)).astype(np.int64) * 53 + np.maximum(exp - 1077, 0)
+    uniq, inv = np.unique(shift, return_inverse=True)
+    # (2/π · 2^1201) << shift, keeping bits 1200..1148 of the shifted fraction: 53 bits
+    chunks = np.array([float((bits << int(s) >> 1148) & ((1 << 53) - 1)) for s in uniq],
+                      dtype=np.float64)
+    scale = -53 - shift + np.where(exp >= 1968, 128, 0)
+    return np.ldexp(chunks[inv.reshape(shift.shape)], np.maximum(scale, -1100).astype(np.int32))
 
 
 FLOAT_UNARY: dict[str, Fn] = {
