@@ -963,3 +963,56 @@ def test_an_output_root_that_cannot_be_written_is_an_error_not_a_traceback(proj,
     err = capsys.readouterr().err
     assert rc == 1 and "FAIL  beta: cannot write" in err and "Not a directory" in err
     assert blocker.read_text() == "not a folder\n"
+
+
+@pytest.mark.parametrize("specs", ["missing", "a-file"])
+def test_a_bad_specs_folder_is_a_usage_error(tmp_path, capsys, specs):
+    from bindgen.cli import main
+
+    (tmp_path / "a-file").write_text("x\n")
+    assert main(["--specs", str(tmp_path / specs), "--out", str(tmp_path / "o"), "list"]) == 2
+    assert f"specs folder {tmp_path / specs} does not exist" in capsys.readouterr().err
+
+
+def test_parallel_regen_fetches_each_source_once_before_the_workers(tmp_path, capsys):
+    """Two targets share an archive; with --jobs 2 and an empty cache it is downloaded and
+    unpacked once, by the parent (two workers used to fetch and unpack it at the same time)."""
+    from bindgen.cli import main
+
+    tb = _tar(tmp_path / "a.tar.gz", [("top/include/a.h", "struct a { int x; };\n"),
+                                      ("top/include/b.h", "struct b { char c; };\n")])
+    sha = hashlib.sha256(tb.read_bytes()).hexdigest()
+    specs = tmp_path / "specs"
+    write_spec(specs, {"ta": {"headers": ["up:include/a.h"]}, "tb": {"headers": ["up:include/b.h"]}},
+               sources={"up": {"kind": "archive", "url": tb.as_uri(), "sha256": sha, "strip": 1}})
+    rc = main(["--specs", str(specs), "--out", str(tmp_path / "gen"), "regen", "--jobs", "2",
+               "--cache", str(tmp_path / "cache")])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert cap.err.count("  cached up: 2 files") == 1 and cap.err.count("downloaded up") == 1
+    assert "MB/s" in cap.err
+    assert "downloaded in this run; cache" in cap.out  # and the cache's size after regen
+
+
+def test_pin_then_regen_reads_only_ranges_through_the_lock_file(tmp_path, server, monkeypatch,
+                                                                 capsys):
+    """`bindgen pin` writes specs/bindgen.lock; a regen with an empty cache then fetches the
+    wheel's central directory and the one header, not the wheel."""
+    from bindgen.cli import main
+
+    src, whl = _pypi_source(tmp_path, server, monkeypatch,
+                            {"pkg/include/p.h": "struct p { int x; };\n"})
+    specs = tmp_path / "specs"
+    write_spec(specs, {"wp": {"headers": ["whl:pkg/include/p.h"]}},
+               sources={"whl": {"kind": "pypi", "package": "pkg", "version": "1.0",
+                                "members": ["pkg/include/*"]}})
+    base = ["--specs", str(specs), "--out", str(tmp_path / "gen")]
+    assert main([*base, "pin", "--cache", str(tmp_path / "c0")]) == 0
+    lock = (specs / "bindgen.lock").read_text()
+    assert whl.name in lock and "pkg/include/p.h" in lock
+    capsys.readouterr()
+    assert main([*base, "regen", "--cache", str(tmp_path / "c1"), "-j", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "ranges" in err and f"of {whl.stat().st_size / 1e6:.1f} MB" in err
+    assert (tmp_path / "gen" / "testgrp" / "wp.py").is_file()
+    assert all(r != "whole" for r in _RangeHandler.requests[-3:])

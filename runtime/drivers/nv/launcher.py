@@ -100,10 +100,10 @@ def native_helper() -> ModuleType | None:
     """The compiled launch helper (_nvlaunch.c): the extension module built with the wheel when
     it matches the source beside it, else built on demand from that source (a development
     checkout); None where neither is possible (the reason is in
-    `runtime.hcq.native.unavailable["_nvlaunch"]`, and a warning says so once). A module whose
-    shared state layout differs from gpfifo's is refused."""
+    `runtime.hcq.native.unavailable["runtime.drivers.nv._nvlaunch"]`, and a warning says so
+    once). A module whose shared state layout differs from gpfifo's is refused."""
     mod = native.load("runtime.drivers.nv._nvlaunch", Path(__file__).with_name("_nvlaunch.c"),
-                      fallback="NVIDIA launches take the pure-Python path (about 2x slower)")
+                      fallback="NVIDIA launches take the pure-Python path (several times slower)")
     if mod is not None and (getattr(mod, "ABI", None) != NATIVE_ABI
                             or tuple(mod.CHANNEL_WORDS) != CHANNEL_WORDS
                             or tuple(mod.DEVICE_WORDS) != DEVICE_WORDS):
