@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import struct
 from array import array
+
+import numpy as np
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
@@ -56,6 +58,17 @@ NATIVE_ABI = 3             # _nvlaunch.c's ABI: the make() settings and the shar
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
                  (float, 4): 5, (float, 8): 6}
+
+
+def _native_kind(t: type, size: int) -> int | None:
+    """The native argument kind of a Python or numpy scalar type in a slot of `size` bytes (numpy
+    integers of any width as their value, numpy floats as Python floats), or None."""
+    k = _NATIVE_KINDS.get((t, size))
+    if k is None and issubclass(t, np.integer):
+        k = _NATIVE_KINDS.get((int, size))
+    elif k is None and issubclass(t, np.floating):
+        k = _NATIVE_KINDS.get((float, size))
+    return k
 
 
 class ChunkPool:
@@ -218,7 +231,7 @@ class ShapeLauncher:
     def _native(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
         kinds = []
         for slot, t in zip(self.prg.slots, types):
-            k = _NATIVE_KINDS.get((t, slot.size))
+            k = _native_kind(t, slot.size)
             if k is None:
                 return None
             kinds.append(k)
