@@ -170,3 +170,36 @@ def test_graph_with_copies_and_waits(dev: Any) -> None:
     with pytest.raises(Exception, match="no wait 1"):
         g.replay(wait_values={1: 3})
     g.free()
+
+
+@pytest.mark.nvidia
+def test_streams_and_graph_nodes_on_the_gpu() -> None:
+    """On a real NVIDIA GPU: stream channels added after the channel group was scheduled run,
+    events order them, and a graph copies and waits."""
+    from runtime.hcq import open_device
+    d = open_device("nv:0")
+    try:
+        src = (Path(__file__).parent / "data" / "nv_kernels.cu").read_text()
+        inc = d.program(d.compile(src), "inc")
+        a, b = d.alloc(4 * N), d.alloc(4 * N)
+        d.copyin(a, np.arange(N, dtype=np.uint32))
+        s1, s2 = d.stream(), d.stream()
+        s1.wait(d.record())
+        for _ in range(3):
+            s1.launch(inc, a, N, global_size=G, local_size=L)
+        s2.wait(s1.record())
+        s2.launch(inc, a, N, global_size=G, local_size=L)
+        s2.copy(b, a, 4 * N)
+        d.synchronize(timeout_ms=10_000)
+        assert np.array_equal(_read(d, b), np.arange(N) + 4)
+        gate = d.new_signal(1)
+        g = d.graph([Launch(inc, (a, N), G, L), GraphCopy(b, a, 4 * N), GraphWait(gate, 1),
+                     Launch(inc, (b, N), G, L)])
+        assert g.replay(wait=True, timeout_ms=10_000) is not None
+        assert np.array_equal(_read(d, b), np.arange(N) + 6)
+        t = inc(a, N, global_size=G, local_size=L, wait=True)
+        assert t is not None and 0 < t < 0.1
+        pending = d.copyout_async(np.zeros(N, np.uint32), a)
+        pending.wait(timeout_ms=10_000)
+    finally:
+        d.close()
