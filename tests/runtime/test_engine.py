@@ -3,6 +3,7 @@ queues ordered by events, all covered by synchronize), async copyout, and graphs
 as well as launch. (The caching allocator and the compile cache have their own tests.)"""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -13,6 +14,9 @@ import pytest
 
 from runtime.hcq import Event, GraphCopy, GraphWait, Launch
 
+needs_gpu = pytest.mark.skipif(not (os.path.exists("/dev/nvidiactl") and
+                                   os.path.exists("/dev/nvidia-uvm")),
+                               reason="no NVIDIA GPU here (/dev/nvidiactl or /dev/nvidia-uvm)")
 NV_CUBIN = (Path(__file__).parent / "data" / "nv_kernels_cuda13.cubin").read_bytes()
 AMD_INC = "__kernel void inc(__global uint *a, int n) { int i = get_global_id(0); " \
           "if (i < n) a[i] += 1; }"
@@ -173,6 +177,7 @@ def test_graph_with_copies_and_waits(dev: Any) -> None:
 
 
 @pytest.mark.nvidia
+@needs_gpu
 def test_streams_and_graph_nodes_on_the_gpu() -> None:
     """On a real NVIDIA GPU: stream channels added after the channel group was scheduled run,
     events order them, and a graph copies and waits."""
