@@ -1016,3 +1016,30 @@ def test_pin_then_regen_reads_only_ranges_through_the_lock_file(tmp_path, server
     assert "ranges" in err and f"of {whl.stat().st_size / 1e6:.1f} MB" in err
     assert (tmp_path / "gen" / "testgrp" / "wp.py").is_file()
     assert all(r != "whole" for r in _RangeHandler.requests[-3:])
+
+
+def test_a_lazy_module_refuses_definitions_from_another_generation(tmp_path, monkeypatch):
+    """Writing a target's files as a set leaves a window between two renames; a stub beside
+    definitions from another run (that window, or a partial copy) refuses to serve them."""
+    import importlib
+
+    from bindgen.cli import main
+
+    from .test_cli import Project
+
+    proj = Project(tmp_path)
+    args = ["--specs", str(proj.specs), "--package", "hostile_lazy"]
+    assert main([*args, "--out", str(tmp_path / "hostile_lazy"), "regen", "delta", "-j", "1",
+                 "--cache", str(tmp_path / "cache")]) == 0
+    proj.write(delta={"description": "another generation"})
+    assert main([*args, "--out", str(tmp_path / "other"), "regen", "delta", "-j", "1",
+                 "--cache", str(tmp_path / "cache")]) == 0
+    defs = [p.name for p in (tmp_path / "other" / "cli").glob("_delta*.py")]
+    assert defs, sorted(p.name for p in (tmp_path / "other" / "cli").iterdir())
+    for name in defs:
+        shutil.copy(tmp_path / "other" / "cli" / name, tmp_path / "hostile_lazy" / "cli" / name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("hostile_lazy.cli.delta")
+    with pytest.raises(ImportError, match=r"_delta.py is not from the same generation as the "
+                                          r"module hostile_lazy.cli.delta"):
+        mod.t9  # noqa: B018 - first use reads the definitions
