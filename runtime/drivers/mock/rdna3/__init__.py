@@ -22,8 +22,9 @@ Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by `gen_
 `disasm` (LLVM-syntax text, checked against llvm-objdump-16), `optypes` (operand types from
 mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave groups),
 `operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
-math, dot products, WMMA), `dpp` (DPP16/DPP8 and permlane lane movement), `ops_mem`/`ops_ds`/
-`mem_lanes`/`atomics`/`ops_buffer` (MUBUF through V# descriptors) (instruction semantics), `fp` (IEEE helpers: fused multiply-add, the
+math, dot products, WMMA), `dpp` (DPP16/DPP8 lane patterns), `ops_xlane` (readlane/writelane,
+permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_buffer` (MUBUF through V#
+descriptors)/`mem_lanes`/`atomics` (instruction semantics), `fp` (IEEE helpers: fused multiply-add, the
 division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks),
 `loader_for_tests` (what the AMD driver does before a dispatch, for tests without the driver),
 `opcode_coverage` (acceptance over LLVM's gfx1100 opcode tables, a development tool), `audit`.
