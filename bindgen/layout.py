@@ -8,6 +8,8 @@ import sys
 import types
 
 from . import ir
+from bindgen_rt.records import _bit_position
+
 from .errors import LayoutError
 
 # CPython before 3.13 has no way to give a ctypes type an alignment above 16 (no `_align_`).
@@ -53,12 +55,13 @@ def verify_module(mod: types.ModuleType, m: ir.Module) -> int:
             if f.bit_width is not None:
                 if f.bit_width == 0:
                     continue
-                lo, shift = getattr(attr, "lo", None), getattr(attr, "shift", None)
-                if (
-                    lo is None
-                    or lo * 8 + shift != f.bit_offset
-                    or attr.mask != (1 << f.bit_width) - 1
-                ):
+                if hasattr(attr, "mask"):  # a bitfield descriptor of bindgen_rt
+                    where = (attr.lo * 8 + attr.shift, attr.mask.bit_length())
+                elif hasattr(attr, "offset"):  # a native ctypes bitfield
+                    where = _bit_position(attr)
+                else:
+                    where = None
+                if where != (f.bit_offset, f.bit_width):
                     problems.append(
                         f"{rec.name}.{f.name}: bitfield not at bit {f.bit_offset} "
                         f"width {f.bit_width}{_member(rec, f)}"

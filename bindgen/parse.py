@@ -265,6 +265,7 @@ class _Builder:
         self.kept_cache: dict[str, bool] = {}
         self.wanted: set[str] = set()  # typedef names reached from kept declarations
         self.wanted_records: set[str] = set()
+        self.lines_cache: dict[str, list[str]] = {}
         self.typedef_cursors: dict[str, ci.Cursor] = {}
         self.record_cursors: dict[str, ci.Cursor] = {}
         self.enum_cursors: dict[str, ci.Cursor] = {}
@@ -279,6 +280,31 @@ class _Builder:
         if name not in self.file_cache:
             self.file_cache[name] = self.paths.show(name)
         return self.file_cache[name]
+
+    def doc(self, c: ci.Cursor) -> str:
+        """The header's comment for ``c``: the one clang attaches, if it is on the declaration's
+        own lines or ends on the line just above it (clang also attaches a comment separated by
+        blank lines, such as a file's opening comment, which documents no declaration)."""
+        raw = c.raw_comment
+        if not raw:
+            return ""
+        f = c.extent.start.file
+        if f is None:
+            return ""
+        lines = self.lines_cache.get(f.name)
+        if lines is None:
+            try:
+                lines = Path(f.name).read_text(errors="replace").split("\n")
+            except OSError:
+                lines = []
+            self.lines_cache[f.name] = lines
+        first, last = c.extent.start.line, c.extent.end.line
+        own = "\n".join(lines[first - 1 : last])
+        above = lines[first - 2].strip() if first >= 2 and first - 2 < len(lines) else ""
+        head = raw.strip().split("\n", 1)[0].strip()
+        if head in own or above.endswith("*/") or above.startswith("//"):
+            return clean(raw)
+        return ""
 
     def loc(self, c: ci.Cursor) -> ir.Location | None:
         s = self.shown(c)
@@ -424,10 +450,10 @@ class _Builder:
                 raise UnsupportedConstruct(f"{self.loc(f)}: field {name}.{f.spelling}: {e}")
             width = f.get_bitfield_width() if f.is_bitfield() else None
             fields.append(
-                ir.Field(fname, ftype, offset, width, anon, clean(f.raw_comment), self.loc(f))
+                ir.Field(fname, ftype, offset, width, anon, self.doc(f), self.loc(f))
             )
         return ir.Record(
-            name, kind, size, align, tuple(fields), packed, self.loc(c), c_name, clean(c.raw_comment)
+            name, kind, size, align, tuple(fields), packed, self.loc(c), c_name, self.doc(c)
         )
 
     def by_value_problem(self, t: ir.Type, seen: frozenset[str] = frozenset()) -> str | None:
@@ -474,8 +500,8 @@ class _Builder:
                 tuple((ch.spelling, ch.enum_value) for ch in consts),
                 self.loc(c),
                 f"enum {c.spelling}" if not _unnamed(c.spelling) else "",
-                clean(c.raw_comment),
-                tuple(clean(ch.raw_comment) for ch in consts),
+                self.doc(c),
+                tuple(self.doc(ch) for ch in consts),
             )
         return name
 
@@ -490,7 +516,7 @@ class _Builder:
             self.skipped.append(ir.Skipped(name, "typedef", str(e), self.loc(c)))
             self.wanted.discard(name)
             return
-        self.typedefs[name] = ir.Typedef(name, target, self.loc(c), clean(c.raw_comment))
+        self.typedefs[name] = ir.Typedef(name, target, self.loc(c), self.doc(c))
 
     # -- the walk
     def build(self, headers: list[HeaderRecord], macros: list[MacroDef]) -> ParseResult:
@@ -572,7 +598,7 @@ class _Builder:
                         _py_ident(a.spelling) or f"arg{i}" for i, a in enumerate(c.get_arguments())
                     )
                     self.functions[name] = ir.Function(
-                        name, ft, params, lib_name, self.loc(c), clean(c.raw_comment)
+                        name, ft, params, lib_name, self.loc(c), self.doc(c)
                     )
                 elif k == CK.VAR_DECL:
                     if not self.kept_name(name):

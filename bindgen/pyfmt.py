@@ -35,30 +35,39 @@ _BINARY = {op for level in _OPERATOR_LEVELS for op in level} | {",", "not", "~",
 _UNARY = {"-", "+"}
 
 
-def wrap(line: str, width: int = WIDTH) -> str:
+def wrap(line: str, width: int = WIDTH, inside: bool = False) -> str:
     """``line`` (one logical line, possibly indented) as one or more lines of at most ``width``
-    columns where its brackets allow."""
+    columns where its brackets allow. ``inside``: the line is within brackets already, so it may
+    also break at its own operators."""
     if len(line) <= width or "\n" in line:
         return line
     indent = line[: len(line) - len(line.lstrip())]
     toks = _tokens(line)
     if toks is None:
         return line
+    if inside:
+        items, sep = _split(line.strip())
+        if items is not None and len(items) > 1 and sep != ",":
+            out = [wrap(indent + items[0], width, True)]
+            out += [wrap(indent + INDENT + it, width, True) for it in items[1:]]
+            return "\n".join(out)
     pair = _outer_pair(toks)
     if pair is None:
-        return _parenthesize(line, indent, toks, width)
+        return line if inside else _parenthesize(line, indent, toks, width)
     o, c = pair
     head, inner, tail = line[: toks[o][1] + 1], line[toks[o][1] + 1 : toks[c][1]], line[toks[c][1] :]
     items, sep = _split(inner)
-    if items is None:
-        return line
+    if items is None:  # one element (a call, a bracketed expression): one level deeper
+        if not inner.strip():
+            return line
+        items, sep = [inner], ""
     inner_indent = indent + INDENT
     out = [head.rstrip()]
-    for i, item in enumerate(items):
+    for item in items:
         text = item.strip()
         if sep == ",":
             text += ","
-        out.append(wrap(inner_indent + text, width))
+        out.append(wrap(inner_indent + text, width, True))
     out.append(indent + tail.strip())
     return "\n".join(out)
 
@@ -117,7 +126,7 @@ def _split(inner: str) -> tuple[list[str] | None, str]:
         parts = [inner[a:b].rstrip(",").strip() for a, b in zip(cuts, cuts[1:])]
         return [p for p in parts if p], ","
     for level in _OPERATOR_LEVELS:
-        cols = [col for s, col in depth0 if s in level]
+        cols = [col for s, col in depth0 if s in level and col > 0]
         if cols:
             cuts = [0] + cols + [len(inner)]
             return [inner[a:b].strip() for a, b in zip(cuts, cuts[1:])], level[0]
@@ -135,5 +144,7 @@ def _parenthesize(line: str, indent: str, toks: list[tuple[str, int]], width: in
     if value_col is None:
         return line
     head, value = line[:value_col], line[value_col:]
+    if len(head) + 1 > width:  # a name longer than the width: nothing to gain
+        return line
     wrapped = wrap(f"{head}({value})", width)
     return wrapped if wrapped.count("\n") else line

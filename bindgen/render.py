@@ -294,8 +294,9 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         lines = [f"class {rec.name}({r.record_base(rec)}):", _docstring(doc, "    ")]
         anns = [] if rec.opaque else r.annotations(rec)
         taken = {name for name, _, _ in anns}
-        if anns:
-            lines.append("")
+        if not rec.opaque:
+            # no instance __dict__: a misspelt field name fails instead of adding an attribute
+            lines += ["", "    __slots__ = ()"]
         for name, ann, fdoc in anns:
             if any(w in taken for w in re.findall(r"\w+", ann)):
                 ann = "Any"  # a field named like a type: the class scope would find the field

@@ -187,16 +187,17 @@ class Sources:
                 f"source {src.name}: {src.kind} {src.package or src.url} is not cached and the run "
                 "is offline; " + self._how_to(src)
             )
-        before = self.net.downloaded
+        before, start = self.net.downloaded, time.monotonic()
         tmp_parent = _mk(self.cache / "tmp")
         with tempfile.TemporaryDirectory(dir=tmp_parent) as tmp:
             out = Path(tmp) / "x"
             fetched = getattr(self, f"_fetch_{src.kind}")(src, out)
             _publish_files(out, root, fetched, src)
         size = sum(m.size for m in fetched.files.values())
+        got, secs = self.net.downloaded - before, max(time.monotonic() - start, 1e-6)
         self.log(
-            f"  cached {src.name}: {len(fetched.files)} files ({mb(size)}) from "
-            f"{mb(self.net.downloaded - before)} downloaded"
+            f"  cached {src.name}: {len(fetched.files)} files ({mb(size)}) from {mb(got)} "
+            f"downloaded in {secs:.1f} s ({mb(got / secs)}/s)"
         )
         _verify_entry(src, root)
         return Resolved(src, root, "fetched")

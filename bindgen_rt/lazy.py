@@ -44,8 +44,13 @@ class LazyModule:
     # used for more than a few names builds a dict.
     _SCANS_BEFORE_INDEX = 32
 
-    def __init__(self, stub_globals: dict[str, Any], defs: str) -> None:
+    def __init__(
+        self, stub_globals: dict[str, Any], defs: str, fingerprint: str | None = None
+    ) -> None:
         self.stub = stub_globals
+        # The stub and its definitions are written as a set; one from another run (a regen
+        # killed between two renames, a partial copy) must not serve stale definitions.
+        self.fingerprint = fingerprint
         package = stub_globals["__name__"].rpartition(".")[0]
         self.name = f"{package}.{defs}" if package else defs
         self.package = package
@@ -74,6 +79,13 @@ class LazyModule:
         if self._text is None:
             with open(self.file, encoding="utf-8") as f:
                 self._text = f.read()
+            want = f"# fingerprint: {self.fingerprint}\n"
+            if self.fingerprint and want not in self._text[:1024]:
+                raise ImportError(
+                    f"{self.file} is not from the same generation as the module "
+                    f"{self.stub['__name__']} (expected {want.strip()!r}); regenerate both "
+                    "with `bindgen regen`, or reinstall the package"
+                )
         if self._index_at < 0:
             t = self._text
             self._index_at = t.rfind(INDEX_MARK)

@@ -226,9 +226,50 @@ class _Misaligned:
             )
 
 
-def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> None:
+_SIGNED_BY_SIZE = {1: ctypes.c_int8, 2: ctypes.c_int16, 4: ctypes.c_int32, 8: ctypes.c_int64}
+
+
+def _bit_position(cf: Any) -> tuple[int, int]:
+    """(bit offset from the record's start, width) of a ctypes bitfield member."""
+    if hasattr(cf, "bit_offset"):  # CPython 3.14
+        return cf.byte_offset * 8 + cf.bit_offset, cf.bit_size
+    return cf.offset * 8 + (cf.size & 0xFFFF), cf.size >> 16
+
+
+def _native(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> list | None:
+    """ctypes' own bitfields, where they land exactly where clang put every field (the common,
+    unpacked case); None where they do not, and descriptors must do. Native bitfields are read
+    and written at C speed."""
+    if kind != "struct" or any(f[3] == 0 for f in fields):
+        return None
+    ct: list[tuple] = []
+    for name, t, _off, width, signed, _anon in sorted(fields, key=lambda f: f[2]):
+        if width is None:
+            ct.append((name, t))
+            continue
+        n = ctypes.sizeof(t)
+        if n not in _INT_BY_SIZE or width > n * 8:
+            return None
+        ct.append((name, (_SIGNED_BY_SIZE if signed else _INT_BY_SIZE)[n], width))
     try:
-        pack, ctfields = _plan(kind, size, align, fields)
+        probe: Any = type("_probe", (ctypes.Structure,), {"_fields_": ct})
+    except (TypeError, ValueError):
+        return None
+    if ctypes.sizeof(probe) != size or ctypes.alignment(probe) != min(align, 16):
+        return None
+    for name, _t, off, width, _s, _a in fields:
+        cf = probe.__dict__[name]
+        if (width is None and cf.offset * 8 != off) or (
+            width is not None and _bit_position(cf) != (off, width)
+        ):
+            return None
+    return ct
+
+
+def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> None:
+    native = _native(kind, size, align, fields) if any(f[3] for f in fields) else None
+    try:
+        pack, ctfields = (None, native) if native is not None else _plan(kind, size, align, fields)
     except ValueError as e:
         raise ValueError(f"{cls.__name__}: {e}") from None
     if pack is not None:
@@ -240,14 +281,15 @@ def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSp
     cls.__bindgen_align__ = align
     cls.__bindgen_fields__ = tuple(fields)
     names = []
-    stored = {n for n, _ in ctfields}
+    stored = {f[0] for f in ctfields}
     for name, ctype, bit_offset, width, signed, anonymous in fields:
         if width is None and name not in stored and f"_mis_{name}" in stored:
             setattr(cls, name, _Misaligned(ctype, bit_offset // 8))
             names.append(name)
         elif width is not None:
             if width:
-                setattr(cls, name, _BitField(name, bit_offset, width, signed))
+                if native is None:
+                    setattr(cls, name, _BitField(name, bit_offset, width, signed))
                 names.append(name)
         elif anonymous:
             for inner in getattr(ctype, "__bindgen_names__", ()):
@@ -256,24 +298,43 @@ def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSp
         else:
             names.append(name)
     cls.__bindgen_names__ = tuple(names)
-
+    cls.__bindgen_nameset__ = frozenset(names)
+    if tuple(f[0] for f in ctfields) == cls.__bindgen_names__ and "__dict__" not in dir(cls):
+        # Every ctypes field is a C field, in order, and the class has no __dict__ (generated
+        # classes declare ``__slots__ = ()``): ctypes' own constructor means the same thing, and
+        # a misspelt keyword still fails (AttributeError), at C speed.
+        cls.__init__ = cls._ctypes_init_
 
 class _RecordMixin:
     """Keyword construction and a readable repr over the C-visible field names."""
 
+    __slots__ = ()
+
     __bindgen_names__: tuple[str, ...] = ()
+    __bindgen_nameset__: frozenset[str] = frozenset()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__()
-        names = self.__bindgen_names__
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__} takes at most {len(names)} positional values")
-        for name, value in zip(names, args):
-            setattr(self, name, value)
-        for name, value in kwargs.items():
-            if name not in names:
-                raise TypeError(f"{type(self).__name__} has no field {name!r}")
-            setattr(self, name, value)
+        if args or not kwargs.keys() <= self.__bindgen_nameset__:
+            self._init_checked(args, kwargs)
+        else:
+            # ctypes sets each keyword (through the descriptors of bitfields and promoted members)
+            self._ctypes_init_(**kwargs)
+
+    def _init_checked(self, args: tuple, kwargs: dict[str, Any]) -> None:
+        if args:
+            names = self.__bindgen_names__
+            if len(args) > len(names):
+                raise TypeError(
+                    f"{type(self).__name__} takes at most {len(names)} positional values"
+                )
+            for name, value in zip(names, args):
+                if name in kwargs:
+                    raise TypeError(f"{type(self).__name__} got {name!r} twice")
+                kwargs[name] = value
+        if not kwargs.keys() <= self.__bindgen_nameset__:
+            bad = sorted(set(kwargs) - self.__bindgen_nameset__)
+            raise TypeError(f"{type(self).__name__} has no field {bad[0]!r}")
+        self._ctypes_init_(**kwargs)
 
     def __repr__(self) -> str:
         parts = []
@@ -325,9 +386,15 @@ class _UnionPointerFirst(type(ctypes.Union)):  # type: ignore[misc]
 class Struct(_RecordMixin, ctypes.Structure, metaclass=_PointerFirst):
     """Base of generated structs; call ``_layout_(size, align, fields)`` once, after creation."""
 
+    __slots__ = ()
+    _ctypes_init_ = ctypes.Structure.__init__
+
 
 class Union(_RecordMixin, ctypes.Union, metaclass=_UnionPointerFirst):
     """Base of generated unions; call ``_layout_(size, align, fields)`` once, after creation."""
+
+    __slots__ = ()
+    _ctypes_init_ = ctypes.Union.__init__
 
 
 class Opaque(ctypes.Structure):

@@ -263,7 +263,42 @@ try:
                         version=torch.__version__)
 except Exception as e:
     out["torch_error"] = repr(e)
+try:  # Triton's own launcher (JIT on this machine) for the kernel the loader runs
+    import importlib.util, tempfile
+    import torch, triton
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(TRITON_SRC)
+    spec = importlib.util.spec_from_file_location("bench_triton_kernels", f.name)
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    n = 1 << 16
+    a, b, c = (torch.ones(n, device="cuda") for _ in range(3))
+    grid = (n // 256,)
+    for _ in range(100):
+        mod.vector_add[grid](a, b, c, n, BLOCK=256)
+    torch.cuda.synchronize()
+    best = []
+    for _ in range(REPS):
+        t = time.perf_counter()
+        for _ in range(1000):
+            mod.vector_add[grid](a, b, c, n, BLOCK=256)
+        torch.cuda.synchronize(); best.append(time.perf_counter() - t)
+    out["triton"] = dict(b2b=min(best), version=triton.__version__)
+except Exception as e:
+    out["triton_error"] = repr(e)
 print("JSON" + json.dumps(out))
+"""
+# The Triton kernel both launchers run (tests/runtime/data/triton/sm90/vector_add is this one,
+# compiled ahead of time by scripts/build_triton_kernels.py).
+_TRITON_SRC = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def vector_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m),
+             mask=m)
 """
 
 
@@ -285,8 +320,8 @@ def bench_nvidia(quick: bool) -> list[Result]:
     sizes = [1, 16, 64, 256] if quick else [1, 16, 64, 256, 1024]
     reps = 3 if quick else 5
     # -- CUDA first, in its own process (libcuda and this runtime never share one)
-    code = _NV_CUDA_REF.replace("SRC", repr(_NV_SRC)).replace("SIZES", repr(sizes)) \
-        .replace("REPS", str(reps))
+    code = _NV_CUDA_REF.replace("TRITON_SRC", repr(_TRITON_SRC)).replace("SRC", repr(_NV_SRC)) \
+        .replace("SIZES", repr(sizes)).replace("REPS", str(reps))
     if _NV_CUDA[0]:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=300)
@@ -294,7 +329,7 @@ def bench_nvidia(quick: bool) -> list[Result]:
         ref = json.loads(line[4:]) if line else {"error": (r.stderr or r.stdout)[-2000:]}
     else:
         ref = {}
-    for k in ("cupy_error", "torch_error", "error"):
+    for k in ("cupy_error", "torch_error", "triton_error", "error"):
         if k in ref:
             out.append(Result("cuda", k, 0, "", ref[k][:200]))
     cupy, torch_ = ref.get("cupy", {}), ref.get("torch", {})
@@ -340,6 +375,61 @@ def bench_nvidia(quick: bool) -> list[Result]:
     out.append(Result(sec, "1000 launches, one wait", _best(b2b, reps) * 1e3, "ms",
                       f"CuPy {cupy.get('b2b', 0) * 1e3:.2f} ms; target <= 3; CPU submit "
                       f"{min(b2b_cpu) * 1e3:.2f} ms of it"))
+    # 2b. the documented paths: wait=True (returns the GPU time) against launch + synchronize
+    def waited() -> None:
+        prg(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+
+    def synced() -> None:
+        launch()
+        dev.synchronize()
+
+    med = {}
+    for name, fn in (("wait", waited), ("sync", synced)):
+        ts = []
+        for _ in range(1000):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        med[name] = statistics.median(ts)
+    gpu = prg(x, 1024, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True) or 0.0
+    out.append(Result(sec, "prg(wait=True) median", med["wait"] * us, "us",
+                      f"launch + synchronize {med['sync'] * us:.2f} us, ratio "
+                      f"{med['wait'] / med['sync']:.2f} (target <= 1.3); GPU time returned "
+                      f"{gpu * us:.2f} us; CuPy launch+sync {cupy.get('median', 0) * us:.1f}"))
+    # 2c. numpy scalars of every width against Python ints: 1000 launches each
+    def b2b_with(n_arg: Any) -> Callable[[], float]:
+        def run() -> float:
+            t = time.perf_counter()
+            for _ in range(1000):
+                prg(x, n_arg, global_size=(4, 1, 1), local_size=(256, 1, 1))
+            dev.synchronize()
+            return time.perf_counter() - t
+        return run
+    base = _best(b2b_with(1024), reps)
+    for t_ in (np.int8, np.int16, np.int32, np.int64, np.uint16, np.uint32):
+        dt = _best(b2b_with(t_(min(1024, np.iinfo(t_).max))), reps)
+        out.append(Result(sec, f"1000 launches, {t_.__name__} arg", dt * 1e3, "ms",
+                          f"Python int {base * 1e3:.2f} ms, {dt / base * 100 - 100:+.0f}% "
+                          "(target within 10%)"))
+    # 2d. a Triton kernel through the loader against Triton's own launcher
+    from runtime.hcq.triton import load_triton
+    tri = load_triton(dev, Path(__file__).resolve().parents[1] / "tests" / "runtime" / "data"
+                      / "triton" / "sm90" / "vector_add")
+    nt = 1 << 16
+    ta, tb, tc = (dev.alloc(4 * nt) for _ in range(3))
+    tgrid = (nt // 256,)
+
+    def tri_b2b() -> float:
+        t = time.perf_counter()
+        for _ in range(1000):
+            tri(ta, tb, tc, nt, grid=tgrid)
+        dev.synchronize()
+        return time.perf_counter() - t
+    tri_b2b()
+    triton_ref = ref.get("triton", {})
+    out.append(Result(sec, "1000 Triton vector_add launches", _best(tri_b2b, reps) * 1e3, "ms",
+                      f"Triton's launcher {triton_ref.get('b2b', 0) * 1e3:.2f} ms "
+                      f"(triton {triton_ref.get('version', '?')}); runtime.hcq.triton loader"))
     # 3. graph replay: CPU cost per launch, and the whole replay
     n_graph = 1000
     g = dev.graph([Launch(prg, (x, 1024), (4, 1, 1), (256, 1, 1)) for _ in range(n_graph)])

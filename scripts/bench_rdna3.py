@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Benchmark of the RDNA3 interpreter (runtime/drivers/mock/rdna3) on one core.
+"""Benchmark of the RDNA3 interpreter (runtime/drivers/mock/rdna3) beside tinygrad's emulator,
+on the same code objects and the same sizes, in one run.
 
-Kernels (OpenCL C compiled with clang-16 for gfx1100, one element per work-item, 256 per group):
-  axpb    c[i] = a[i] + b[i] * 2.0f                         float32, 2^16 .. 2^20 elements
-  reduce  per-workgroup tree sum in LDS with barriers       float32, 2^16 .. 2^20 elements
-For each: best-of-N wall time, elements/s, wave-instructions/s and lane-instructions/s.
+Cases (OpenCL C compiled once with clang-16 for gfx1100; Triton's from tests/runtime/data):
+  axpb      c[i] = a[i] + b[i] * 2.0f, one element per lane, 256 per group (many waves)
+  reduce    per-workgroup tree sum in LDS with barriers
+  loop      ONE wave, a 4096-iteration dependent loop (per-instruction overhead)
+  cas       float atomic add by every lane into one address: clang's compare-and-swap retry
+            loop under full contention, at 2^10 and 2^12 lanes (how the cost grows)
+  triton    Triton 3.6's vector add on its buffer-op path (MUBUF)
+and, ours only, an empty kernel's launch + wait through the AMD runtime on the mock GPU.
 
-Peer: tinygrad's per-wave Python emulator (test/mockgpu/amd/emu.py). With --peer DIR (a tinygrad
-checkout) the same code objects run on it in a subprocess, at sizes it finishes in reasonable
-time; the issue quotes 2.2M elements/s for a+b*2 at 2^20 (470 ms) for its own kernel.
+For each: best-of-N wall time of ours and of the peer (tinygrad's test/mockgpu/amd/emu.py
+`run_asm`, run in a subprocess by scripts/rdna3_peer.py from a tinygrad checkout given with
+--peer), their ratio, and our wave-instructions/s. The peer's output is checked against numpy
+like ours; a case it cannot run is reported with its error.
 
-    python scripts/bench_rdna3.py [--quick] [--json bench_rdna3.json] [--peer /path/to/tinygrad]
-                                  [--save-code DIR | --prebuilt DIR]
-`run(quick)` returns the rows for scripts/bench_hcq.py.
+    python scripts/bench_rdna3.py [--quick] [--peer /path/to/tinygrad] [--json FILE]
+`run(quick)` returns the rows for scripts/bench_hcq.py (ours only).
 """
 # No `from __future__ import annotations`: scripts/bench_hcq.py loads this file without
 # registering it in sys.modules, where dataclasses would look string annotations up.
@@ -25,8 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,14 +43,14 @@ if str(ROOT) not in sys.path:
 from runtime.drivers.amd.compiler import AMDCompiler  # noqa: E402
 from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice  # noqa: E402
 
-KERNELS = {
+TRITON_DIR = ROOT / "tests" / "runtime" / "data" / "rdna3_real" / "triton"
+SOURCES = {
     "axpb": """
 __kernel void axpb(__global const float *a, __global const float *b, __global float *c) {
   int i = get_global_id(0);
   c[i] = a[i] + b[i] * 2.0f;
 }""",
-    # __builtin_amdgcn_s_barrier() rather than barrier(): the peer cannot decode the cache
-    # invalidation (buffer_gl0_inv) that OpenCL's barrier() fence emits.
+    # __builtin_amdgcn_s_barrier() rather than barrier(): no cache invalidation between.
     "reduce": """
 __kernel void reduce(__global const float *in, __global float *out, int n) {
   __local float s[256];
@@ -58,240 +64,228 @@ __kernel void reduce(__global const float *in, __global float *out, int n) {
   }
   if (lid == 0) out[get_group_id(0)] = s[0];
 }""",
+    "loop": """
+__kernel void loop(__global float *out, int n) {
+  float acc = 0.0f; int i = get_global_id(0);
+  for (int k = 0; k < n; k++) acc = acc * 0.5f + (float)(k ^ i);
+  out[i] = acc;
+}""",
+    "cas": """
+__kernel void cas(__global float *sum, __global const float *v) {
+  __hip_atomic_fetch_add(sum, v[get_global_id(0)], __ATOMIC_RELAXED, 4);
+}""",
 }
-PEER_QUOTED = {"axpb": ("2^20", 2.2e6)}
+
+
+@dataclass
+class Case:
+    """One benchmark: a code object, its arguments (numpy arrays are buffers), the launch
+    shape, and a check of the buffers afterwards."""
+
+    name: str
+    size: str
+    code: bytes
+    kernel: str
+    args: list[Any]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    check: Callable[[list[np.ndarray]], bool]
+    dynamic_lds_B: int = 0
+    repeats: int = 3
 
 
 @dataclass
 class Row:
-    kernel: str
-    elements: int
-    best_ms: float
-    median_ms: float
-    elements_per_s: float
-    wave_instructions_per_s: float
-    lane_instructions_per_s: float
-    waves: int
+    case: str
+    size: str
+    ours_ms: float
+    peer_ms: float | None
+    ratio: float | None
     wave_instructions: int
-    who: str = "ours"
+    ours_wave_instr_per_s: float
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _setup(dev: TestDevice, name: str, co: bytes, n: int, rng: np.random.Generator):
-    k = dev.load(co)
-    if name == "axpb":
-        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
-        out = dev.alloc(4 * n)
-        args = [dev.upload(a), dev.upload(b), out]
-
-        def check() -> None:
-            got = dev.download(out, n, np.float32)
-            np.testing.assert_array_equal(got, (a.astype(np.float64) + b * 2.0).astype(np.float32))
-    else:
-        a = rng.standard_normal(n).astype(np.float32)
-        out = dev.alloc(4 * (n // 256))
-        args = [dev.upload(a), out, n]
-
-        def check() -> None:
-            got = dev.download(out, n // 256, np.float32)
-            np.testing.assert_allclose(got, a.reshape(-1, 256).sum(1, dtype=np.float64),
-                                       rtol=1e-4, atol=1e-4)
-    return k, args, check
+def _loop_ref(n: int) -> np.ndarray:
+    acc = np.zeros(32, np.float32)
+    lane = np.arange(32)
+    for k in range(n):
+        acc = (acc * np.float32(0.5) + (k ^ lane).astype(np.float32)).astype(np.float32)
+    return acc
 
 
-def bench_ours(name: str, co: bytes, n: int, repeats: int) -> Row:
-    dev = TestDevice()
-    k, args, check = _setup(dev, name, co, n, np.random.default_rng(0))
-    stats = dev.launch(k, args, (n // 256,), (256,))  # warm-up: decode and compile once
-    check()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        stats = dev.launch(k, args, (n // 256,), (256,))
-        times.append(time.perf_counter() - t0)
-    best = min(times)
-    return Row(name, n, best * 1e3, float(np.median(times)) * 1e3, n / best,
-               stats.wave_instructions / best, stats.lane_instructions / best, stats.waves,
-               stats.wave_instructions)
-
-
-_PEER_SCRIPT = r"""
-import json, struct, sys, time
-sys.path.insert(0, sys.argv[1])
-import numpy as np
-from runtime.drivers.amd import elf
-from test.mockgpu.amd import emu
-name, n, repeats = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-co = elf.parse(open(sys.argv[5], "rb").read())
-k = co.kernels[name]
-image = np.frombuffer(co.image(), dtype=np.uint8).copy()
-ptr = lambda x: x.ctypes.data
-a = np.random.default_rng(0).standard_normal(n).astype(np.float32)
-if name == "axpb":
-    b = a[::-1].copy(); out = np.zeros(n, np.float32)
-    kernarg = struct.pack("<QQQ", ptr(a), ptr(b), ptr(out))
-else:
-    out = np.zeros(n // 256, np.float32)
-    kernarg = struct.pack("<QQi", ptr(a), ptr(out), n)
-ka = np.zeros(64, np.uint8); ka[:len(kernarg)] = np.frombuffer(kernarg, np.uint8)
-pkt = np.zeros(64, np.uint8)
-pkt[:24] = np.frombuffer(struct.pack("<HHHHHHIII", 2, 1, 256, 1, 1, 0, n, 1, 1), np.uint8)
-user = [ptr(pkt) & 0xFFFFFFFF, ptr(pkt) >> 32, ptr(ka) & 0xFFFFFFFF, ptr(ka) >> 32]
-rsrc2 = k.kd.rsrc2 | (2 << 15)   # LDS_SIZE: 2 granules of 512 B
-entry = ptr(image) + k.entry_vaddr
-run = lambda: emu.run_asm(entry, len(image) - k.entry_vaddr, n // 256, 1, 1, 256, 1, 1, ptr(ka),
-                          rsrc2, 0, "rdna3", user)
-run()  # warm-up: the peer compiles every instruction once
-times = []
-for _ in range(repeats):
-    t0 = time.perf_counter(); run(); times.append(time.perf_counter() - t0)
-ok = bool(np.allclose(out, (a + b * 2) if name == "axpb" else a.reshape(-1, 256).sum(1),
-                      rtol=1e-4, atol=1e-4))
-print(json.dumps({"best": min(times), "median": float(np.median(times)), "ok": ok}))
-"""
-
-
-def bench_peer(peer: Path, name: str, co: bytes, n: int, repeats: int) -> Row | str:
-    """The same code object on tinygrad's emulator (a subprocess: it changes global FP state)."""
-    env = dict(os.environ, PYTHONPATH=f"{peer}{os.pathsep}{ROOT}")
-    with tempfile.TemporaryDirectory() as tmp:
-        if shutil.which("clang-16"):
-            # tinygrad's CPU backend, which runs the peer's instruction kernels, calls `clang`
-            # (which must be a real clang: it passes --target).
-            os.symlink(shutil.which("clang-16"), Path(tmp) / "clang")
-            env["PATH"] = f"{tmp}{os.pathsep}{env.get('PATH', '')}"
-            env["CC"] = str(Path(tmp) / "clang")  # tinygrad reads $CC before $PATH
-        path = Path(tmp) / "k.hsaco"
-        path.write_bytes(co)
-        res = subprocess.run([sys.executable, "-c", _PEER_SCRIPT, str(peer), name, str(n),
-                              str(repeats), str(path)], capture_output=True, text=True, env=env,
-                             timeout=1800)
-    if res.returncode != 0:
-        return f"peer failed: {res.stderr.strip().splitlines()[-1] if res.stderr else '?'}"
-    out = json.loads(res.stdout.strip().splitlines()[-1])
-    if not out["ok"]:
-        return "peer computed a wrong result"
-    best = out["best"]
-    return Row(name, n, best * 1e3, out["median"] * 1e3, n / best, 0.0, 0.0, n // 32, 0, "peer")
-
-
-def code_objects(prebuilt: Path | None = None) -> dict[str, bytes] | str:
-    """The benchmark kernels compiled now, or NAME.hsaco from `prebuilt` (for machines without
-    clang-16/ld.lld-16); a string says why neither works."""
-    if prebuilt is not None:
-        return {name: (prebuilt / f"{name}.hsaco").read_bytes() for name in KERNELS}
-    compiler = AMDCompiler()
-    missing = compiler.available()
+def cases(quick: bool) -> list[Case]:
+    comp = AMDCompiler()
+    missing = comp.available()
     if missing:
-        return f"skipped: {missing} (or pass --prebuilt DIR)"
-    return {name: compiler.compile(src) for name, src in KERNELS.items()}
-
-
-def measure(quick: bool, peer: Path | None = None,
-            prebuilt: Path | None = None) -> tuple[list[Row], list[str]]:
-    codes = code_objects(prebuilt)
-    if isinstance(codes, str):
-        return [], [codes]
-    sizes = [1 << 16, 1 << 20] if quick else [1 << 16, 1 << 18, 1 << 20]
-    repeats = 3 if quick else 7
-    rows = [bench_ours(name, codes[name], n, repeats) for name in KERNELS for n in sizes]
-    notes = []
-    if peer is not None:
-        for name in KERNELS:
-            for n in ([1 << 14] if quick else [1 << 14, 1 << 16]):
-                r = bench_peer(peer, name, codes[name], n, 1 if quick else 3)
-                if isinstance(r, str):
-                    notes.append(f"{name} 2^{n.bit_length() - 1}: {r}")
-                else:
-                    rows.append(r)
-    return rows, notes
-
-
-def _speedups(rows: list[Row]) -> list[str]:
-    out = []
-    ours = {(r.kernel, r.elements): r for r in rows if r.who == "ours"}
-    for r in rows:
-        if r.who != "peer":
-            continue
-        mine = ours.get((r.kernel, r.elements)) or max(
-            (o for o in ours.values() if o.kernel == r.kernel), key=lambda o: o.elements)
-        out.append(f"{r.kernel}: ours {mine.elements_per_s / 1e6:.1f}M elem/s at "
-                   f"2^{mine.elements.bit_length() - 1} vs peer {r.elements_per_s / 1e6:.3f}M "
-                   f"at 2^{r.elements.bit_length() - 1}: "
-                   f"{mine.elements_per_s / r.elements_per_s:.0f}x")
-    for name, (size, rate) in PEER_QUOTED.items():
-        big = [o for o in ours.values() if o.kernel == name and o.elements == 1 << 20]
-        if big:
-            out.append(f"{name}: ours {big[0].elements_per_s / 1e6:.1f}M elem/s at 2^20 "
-                       f"({big[0].best_ms:.1f} ms) vs quoted peer {rate / 1e6:.1f}M at {size}: "
-                       f"{big[0].elements_per_s / rate:.1f}x")
+        raise SystemExit(f"bench_rdna3: {missing}")
+    co = {name: comp.compile(src) for name, src in SOURCES.items()}
+    rng = np.random.default_rng(0)
+    out: list[Case] = []
+    for lg in ([14, 16] if quick else [14, 16, 18]):
+        n = 1 << lg
+        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        want = (a.astype(np.float64) + b * 2.0).astype(np.float32)
+        out.append(Case("axpb", f"2^{lg}", co["axpb"], "axpb", [a, b, np.zeros(n, np.float32)],
+                        (n // 256, 1, 1), (256, 1, 1),
+                        lambda bufs, w=want: np.array_equal(bufs[2], w)))
+        x = rng.standard_normal(n).astype(np.float32)
+        ref = x.reshape(-1, 256).sum(1, dtype=np.float64)
+        out.append(Case("reduce", f"2^{lg}", co["reduce"], "reduce",
+                        [x, np.zeros(n // 256, np.float32), n], (n // 256, 1, 1), (256, 1, 1),
+                        lambda bufs, r=ref: np.allclose(bufs[1], r, rtol=1e-4, atol=1e-4),
+                        dynamic_lds_B=0))
+    loop_n = 4096
+    out.append(Case("loop", f"{loop_n} it", co["loop"], "loop", [np.zeros(32, np.float32), loop_n],
+                    (1, 1, 1), (32, 1, 1),
+                    lambda bufs: np.array_equal(bufs[0], _loop_ref(loop_n))))
+    for lg in ([10, 12] if quick else [10, 11, 12]):
+        n = 1 << lg
+        v = np.ones(n, np.float32)
+        out.append(Case("cas", f"2^{lg} lanes", co["cas"], "cas", [np.zeros(1, np.float32), v],
+                        (n // 256, 1, 1), (256, 1, 1),
+                        lambda bufs, n=n: float(bufs[0][0]) == n, repeats=1))
+    tv = TRITON_DIR / "vector_add.hsaco"
+    if tv.exists():
+        meta = json.loads((TRITON_DIR / "vector_add.json").read_text())
+        n = 1 << 16
+        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        out.append(Case("triton", "2^16", tv.read_bytes(), meta["name"],
+                        [a, b, np.zeros(n, np.float32), n, 0, 0], (n // 1024, 1, 1),
+                        (meta["num_warps"] * 32, 1, 1),
+                        lambda bufs, w=a + b: np.array_equal(bufs[2], w)))
     return out
 
 
+def bench_ours(c: Case) -> tuple[float, int, bool]:
+    """(best seconds, wave-instructions, correct) on the interpreter through its test loader."""
+    dev = TestDevice()
+    k = dev.load(c.code, c.kernel)
+    best, stats, ok = float("inf"), None, True
+    for r in range(c.repeats + 1):   # the first run also decodes the program
+        bufs = [dev.upload(a) if isinstance(a, np.ndarray) else a for a in c.args]
+        t0 = time.perf_counter()
+        stats = dev.launch(k, bufs, c.grid, c.block, dynamic_lds_B=c.dynamic_lds_B) \
+            if c.dynamic_lds_B else dev.launch(k, bufs, c.grid, c.block)
+        dt = time.perf_counter() - t0
+        if r:
+            best = min(best, dt)
+        got = [dev.download(b, a.size, a.dtype) if isinstance(a, np.ndarray) else a
+               for a, b in zip(c.args, bufs)]
+        ok = ok and c.check(got)
+    assert stats is not None
+    return best, stats.wave_instructions, ok
+
+
+def bench_peer(peer: Path, c: Case) -> float | str:
+    """Best seconds of the same code object on tinygrad's emulator, or why not."""
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as tmp:
+        clang = shutil.which("clang-16")
+        if clang:
+            # tinygrad's CPU backend, which runs the emulator's instruction kernels, calls
+            # `clang` (a real clang: it passes --target).
+            os.symlink(clang, Path(tmp) / "clang")
+            env["PATH"] = f"{tmp}{os.pathsep}{env.get('PATH', '')}"
+            env["CC"] = str(Path(tmp) / "clang")
+        names = [f"buf{i}" for i, a in enumerate(c.args) if isinstance(a, np.ndarray)]
+        it = iter(names)
+        meta = {"kernel": c.kernel, "grid": list(c.grid), "block": list(c.block),
+                "args": [next(it) if isinstance(a, np.ndarray) else a for a in c.args],
+                "repeats": c.repeats, "dynamic_lds_B": c.dynamic_lds_B}
+        job = Path(tmp) / "job.npz"
+        arrays = {nm: a for nm, a in zip(names, (a for a in c.args
+                                                  if isinstance(a, np.ndarray)))}
+        np.savez(job, code=np.frombuffer(c.code, np.uint8), meta=json.dumps(meta), **arrays)
+        try:
+            res = subprocess.run([sys.executable, str(ROOT / "scripts" / "rdna3_peer.py"),
+                                  str(peer), str(job)], capture_output=True, text=True, env=env,
+                                 timeout=1800)
+        except subprocess.TimeoutExpired:
+            return "peer took over 30 min"
+        if res.returncode != 0:
+            last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "?"
+            return f"peer failed: {last[:120]}"
+        out = np.load(job.with_suffix(".out.npz"))
+        got = [out[nm] for nm in names]
+        it2 = iter(got)
+        full = [next(it2) if isinstance(a, np.ndarray) else a for a in c.args]
+        if not c.check(full):
+            return "peer computed a wrong result"
+        return float(json.loads(res.stdout.strip().splitlines()[-1])["best"])
+
+
+def bench_launch(n: int = 300) -> float:
+    """Empty kernel launch + wait through AMDDevice on the mock GPU, best of 5 rounds (s)."""
+    from runtime.drivers.amd.device import AMDDevice
+    dev = AMDDevice("mock-amd:0")
+    try:
+        prg = dev.program(AMDCompiler().compile("__kernel void e(__global int *o) {}"), "e")
+        o = dev.alloc(64)
+        for _ in range(30):
+            prg(o, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                prg(o, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
+            best = min(best, (time.perf_counter() - t0) / n)
+        return best
+    finally:
+        dev.close()
+
+
+def measure(quick: bool, peer: Path | None) -> list[Row]:
+    rows = []
+    for c in cases(quick):
+        best, winst, ok = bench_ours(c)
+        note = "" if ok else "OURS WRONG"
+        peer_s: float | str | None = bench_peer(peer, c) if peer is not None else None
+        pms = peer_s * 1e3 if isinstance(peer_s, float) else None
+        if isinstance(peer_s, str):
+            note = (note + "; " if note else "") + peer_s
+        rows.append(Row(c.name, c.size, best * 1e3, pms, (pms / (best * 1e3)) if pms else None,
+                        winst, winst / best, note))
+    lat = bench_launch(100 if quick else 300)
+    rows.append(Row("launch", "empty", lat * 1e3, None, None, 0, 0.0,
+                    f"{lat * 1e6:.0f} us per launch+wait (target <= 100 us)"))
+    return rows
+
+
 def run(quick: bool = False) -> list[dict]:
-    """Rows for scripts/bench_hcq.py (section rdna3)."""
-    rows, notes = measure(quick)
-    if not rows:
-        return [{"name": "rdna3", "value": 0.0, "unit": "skipped", "note": "; ".join(notes)}]
+    """Rows for scripts/bench_hcq.py (section rdna3): ours only."""
     out = []
-    for r in rows:
-        tag = f"{r.kernel} 2^{r.elements.bit_length() - 1}"
-        out.append({"name": f"{tag} time", "value": r.best_ms, "unit": "ms",
-                    "note": f"median {r.median_ms:.1f} ms"})
-        out.append({"name": f"{tag} elements/s", "value": r.elements_per_s / 1e6,
-                    "unit": "M/s", "note": ""})
-        out.append({"name": f"{tag} wave-instr/s", "value": r.wave_instructions_per_s / 1e6,
-                    "unit": "M/s", "note": f"{r.waves} waves"})
-        out.append({"name": f"{tag} lane-instr/s", "value": r.lane_instructions_per_s / 1e6,
-                    "unit": "M/s", "note": ""})
+    for r in measure(quick, None):
+        out.append({"name": f"{r.case} {r.size} time", "value": r.ours_ms, "unit": "ms",
+                    "note": r.note})
+        if r.wave_instructions:
+            out.append({"name": f"{r.case} {r.size} wave-instr/s",
+                        "value": r.ours_wave_instr_per_s / 1e6, "unit": "M/s", "note": ""})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes")
     ap.add_argument("--json", default="bench_rdna3.json", help="where to write the results")
-    ap.add_argument("--peer", type=Path, help="a tinygrad checkout to run the peer emulator from")
-    ap.add_argument("--prebuilt", type=Path, help="load NAME.hsaco from here instead of compiling")
-    ap.add_argument("--save-code", type=Path, help="write the compiled NAME.hsaco files here")
+    ap.add_argument("--peer", type=Path, help="a tinygrad checkout to run its emulator from")
     args = ap.parse_args(argv)
-    if args.save_code is not None:
-        codes = code_objects()
-        if isinstance(codes, str):
-            print(codes)
-            return 1
-        args.save_code.mkdir(parents=True, exist_ok=True)
-        for name, co in codes.items():
-            (args.save_code / f"{name}.hsaco").write_bytes(co)
-    rows, notes = measure(args.quick, args.peer, args.prebuilt)
-    if not rows:
-        print("\n".join(notes))
-        return 0
-    print(f"{'who':5} {'kernel':7} {'elements':>9} {'best ms':>9} {'median ms':>9} "
-          f"{'M elem/s':>9} {'M wave-inst/s':>13} {'M lane-inst/s':>13}")
+    rows = measure(args.quick, args.peer)
+    print(f"{'case':7} {'size':11} {'ours ms':>9} {'peer ms':>9} {'peer/ours':>9} "
+          f"{'M wave-inst/s':>13}  note")
     for r in rows:
-        print(f"{r.who:5} {r.kernel:7} {'2^' + str(r.elements.bit_length() - 1):>9} "
-              f"{r.best_ms:9.1f} {r.median_ms:9.1f} {r.elements_per_s / 1e6:9.2f} "
-              f"{r.wave_instructions_per_s / 1e6:13.2f} {r.lane_instructions_per_s / 1e6:13.1f}")
-    summary = _speedups(rows) + notes
-    for line in summary:
-        print(line)
+        peer = f"{r.peer_ms:9.1f}" if r.peer_ms is not None else f"{'-':>9}"
+        ratio = f"{r.ratio:8.1f}x" if r.ratio is not None else f"{'-':>9}"
+        rate = f"{r.ours_wave_instr_per_s / 1e6:13.3f}" if r.wave_instructions else f"{'-':>13}"
+        print(f"{r.case:7} {r.size:11} {r.ours_ms:9.2f} {peer} {ratio} {rate}  {r.note}")
     meta = {"python": platform.python_version(), "numpy": np.__version__,
-            "machine": platform.machine(), "processor": _cpu_name(),
+            "machine": platform.machine(), "load": os.getloadavg()[0],
             "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    Path(args.json).write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows],
-                                           "summary": summary}, indent=1))
-    print(f"wrote {args.json}")
+    Path(args.json).write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]},
+                                          indent=1))
+    print(f"load average {meta['load']:.1f} on {os.cpu_count()} cores; wrote {args.json}")
     return 0
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":

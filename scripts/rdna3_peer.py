@@ -6,8 +6,9 @@ for side-by-side checks and benchmarks against the mock GPU's interpreter on the
 
 JOB.npz holds `code` (the code object bytes), `meta` (JSON: kernel, grid, block, args, repeats,
 dynamic_lds_B) and one array per buffer argument (`buf0`, `buf1`, ...; the args list names them).
-Buffers are passed by host pointer (the emulator addresses host memory directly); after the runs
-the script writes them back as OUT.npz beside the job and prints the timings. It runs in its own
+Buffers are passed by host pointer (the emulator addresses host memory directly); after a warm-up run
+and the timed runs (each from the job's buffers) the script writes them back as OUT.npz beside the
+job and prints the timings. It runs in its own
 process because the emulator changes global floating-point state (MXCSR) and imports tinygrad.
 Only this repository's ELF parser is used for the code object; the emulator is run, not copied.
 """
@@ -51,7 +52,9 @@ def main() -> None:
         kernarg[off:off + size] = val.to_bytes(size, "little")
     ka = np.frombuffer(bytes(kernarg), dtype=np.uint8).copy()
     pkt = np.zeros(64, np.uint8)
-    pkt[:24] = np.frombuffer(struct.pack("<HHHHHHIII", 2, lx, ly, lz, 0, 0, gx * lx, gy * ly,
+    # hsa_kernel_dispatch_packet_t: header, setup (dimensions), workgroup size, reserved, grid
+    # size in work-items (what code object v4 kernels read their sizes from)
+    pkt[:24] = np.frombuffer(struct.pack("<HHHHHHIII", 2, 3, lx, ly, lz, 0, gx * lx, gy * ly,
                                          gz * lz), np.uint8)
     layout = k.kd.user_sgpr_layout()
     user = [0] * k.kd.user_sgpr_count
@@ -68,8 +71,16 @@ def main() -> None:
         emu.run_asm(entry, len(image) - k.entry_vaddr, gx, gy, gz, lx, ly, lz, ka.ctypes.data,
                     rsrc2, k.kd.private_segment_fixed_size, "rdna3", user)
 
+    pristine = {k: v.copy() for k, v in bufs.items()}
+
+    def reset() -> None:   # every run starts from the job's buffers (atomics accumulate)
+        for k, v in pristine.items():
+            bufs[k][...] = v
+
+    run()   # warm-up: the emulator compiles each instruction on first use
     times = []
     for _ in range(int(meta.get("repeats", 1))):
+        reset()
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)

@@ -14,7 +14,7 @@ all through the re-export below.
 
 from bindgen_rt.lazy import LazyModule as _LazyModule
 
-_LAZY = _LazyModule(globals(), ${repr(info.defs_module)})
+_LAZY = _LazyModule(globals(), ${repr(info.defs_module)}, ${repr(info.fingerprint)})
 TYPE_CHECKING = False
 
 if not TYPE_CHECKING:  # hidden from type checkers: a misspelt name must stay an error there

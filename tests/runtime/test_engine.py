@@ -3,6 +3,7 @@ queues ordered by events, all covered by synchronize), async copyout, and graphs
 as well as launch. (The caching allocator and the compile cache have their own tests.)"""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -13,6 +14,9 @@ import pytest
 
 from runtime.hcq import Event, GraphCopy, GraphWait, Launch
 
+needs_gpu = pytest.mark.skipif(not (os.path.exists("/dev/nvidiactl") and
+                                   os.path.exists("/dev/nvidia-uvm")),
+                               reason="no NVIDIA GPU here (/dev/nvidiactl or /dev/nvidia-uvm)")
 NV_CUBIN = (Path(__file__).parent / "data" / "nv_kernels_cuda13.cubin").read_bytes()
 AMD_INC = "__kernel void inc(__global uint *a, int n) { int i = get_global_id(0); " \
           "if (i < n) a[i] += 1; }"
@@ -170,3 +174,37 @@ def test_graph_with_copies_and_waits(dev: Any) -> None:
     with pytest.raises(Exception, match="no wait 1"):
         g.replay(wait_values={1: 3})
     g.free()
+
+
+@pytest.mark.nvidia
+@needs_gpu
+def test_streams_and_graph_nodes_on_the_gpu() -> None:
+    """On a real NVIDIA GPU: stream channels added after the channel group was scheduled run,
+    events order them, and a graph copies and waits."""
+    from runtime.hcq import open_device
+    d = open_device("nv:0")
+    try:
+        src = (Path(__file__).parent / "data" / "nv_kernels.cu").read_text()
+        inc = d.program(d.compile(src), "inc")
+        a, b = d.alloc(4 * N), d.alloc(4 * N)
+        d.copyin(a, np.arange(N, dtype=np.uint32))
+        s1, s2 = d.stream(), d.stream()
+        s1.wait(d.record())
+        for _ in range(3):
+            s1.launch(inc, a, N, global_size=G, local_size=L)
+        s2.wait(s1.record())
+        s2.launch(inc, a, N, global_size=G, local_size=L)
+        s2.copy(b, a, 4 * N)
+        d.synchronize(timeout_ms=10_000)
+        assert np.array_equal(_read(d, b), np.arange(N) + 4)
+        gate = d.new_signal(1)
+        g = d.graph([Launch(inc, (a, N), G, L), GraphCopy(b, a, 4 * N), GraphWait(gate, 1),
+                     Launch(inc, (b, N), G, L)])
+        assert g.replay(wait=True, timeout_ms=10_000) is not None
+        assert np.array_equal(_read(d, b), np.arange(N) + 6)
+        t = inc(a, N, global_size=G, local_size=L, wait=True)
+        assert t is not None and 0 < t < 0.1
+        pending = d.copyout_async(np.zeros(N, np.uint32), a)
+        pending.wait(timeout_ms=10_000)
+    finally:
+        d.close()

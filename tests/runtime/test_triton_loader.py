@@ -4,6 +4,7 @@ AMD GPU against numpy, on the mock NVIDIA GPU for the launch layout, and on an H
 PyTorch."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -13,6 +14,9 @@ import pytest
 from runtime.hcq import ProgramError
 from runtime.hcq.triton import HIDDEN_POINTERS, TritonSpec, load, load_triton
 
+needs_gpu = pytest.mark.skipif(not (os.path.exists("/dev/nvidiactl") and
+                                   os.path.exists("/dev/nvidia-uvm")),
+                               reason="no NVIDIA GPU here (/dev/nvidiactl or /dev/nvidia-uvm)")
 DATA = Path(__file__).parent / "data" / "triton"
 KERNELS = ("vector_add", "softmax", "layer_norm", "matmul", "dropout", "vector_add_n1")
 
@@ -175,6 +179,7 @@ def test_the_nvidia_launch_layout_on_the_mock() -> None:
 
 
 @pytest.mark.nvidia
+@needs_gpu
 def test_triton_kernels_on_the_h200_against_torch() -> None:
     torch = pytest.importorskip("torch", reason="PyTorch is the reference on the GPU machine")
     from runtime.hcq import open_device

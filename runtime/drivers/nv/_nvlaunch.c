@@ -140,7 +140,8 @@ static PyObject *launch(PyObject *self, PyObject *args) {
             Py_DECREF(va);
             if (val[a].u == (uint64_t)-1 && PyErr_Occurred()) return NULL;
         } else if (k <= K_I64) {
-            if (!PyLong_CheckExact(o)) Py_RETURN_FALSE;
+            /* Python ints, and numpy integers (through __index__, which the call below uses) */
+            if (!PyLong_CheckExact(o) && (PyFloat_Check(o) || !PyIndex_Check(o))) Py_RETURN_FALSE;
             int overflow = 0;
             long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
             if (overflow) Py_RETURN_FALSE;
@@ -150,8 +151,16 @@ static PyObject *launch(PyObject *self, PyObject *args) {
             if (x > lim || x < -lim - 1) Py_RETURN_FALSE;  /* the careful path decides */
             val[a].i = x;
         } else {
-            if (!PyFloat_CheckExact(o)) Py_RETURN_FALSE;
-            double d = PyFloat_AS_DOUBLE(o);
+            double d;
+            if (PyFloat_CheckExact(o)) {
+                d = PyFloat_AS_DOUBLE(o);
+            } else {  /* numpy floats: through __float__; ints go to the careful path */
+                if (PyLong_Check(o) || !Py_TYPE(o)->tp_as_number ||
+                    !Py_TYPE(o)->tp_as_number->nb_float)
+                    Py_RETURN_FALSE;
+                d = PyFloat_AsDouble(o);
+                if (d == -1.0 && PyErr_Occurred()) return NULL;
+            }
             if (k == K_F32) {
                 if (isfinite(d) && fabs(d) > FLT_MAX) Py_RETURN_FALSE;
                 val[a].f = (float)d;

@@ -158,6 +158,7 @@ class NVGeneration:
     cb0: Cb0Layout = Cb0Layout()
     limits: Limits = Limits()
     shared_window_align: int = 1 << 32  # Hopper requires 4 GiB; harmless before
+    class_names: tuple[tuple[int, str], ...] = ()   # (id, RM name) of its classes
 
     @property
     def classes(self) -> tuple[int, int, int, int]:
@@ -172,29 +173,51 @@ _AMPERE_COPY = _resolve(CopyMethods, "NVC6B5")         # clc6b5.h (C7B5 keeps it
 _HOPPER_COPY = _resolve(CopyMethods, "NVC8B5")         # clc8b5.h
 _BLACKWELL_COPY = _resolve(CopyMethods, "NVC9B5")      # clc9b5.h (CAB5 keeps its offsets)
 
+def _record(name: str, chips: str, sm: tuple[int, ...], *, usermode: str, gpfifo: str,
+            compute: str, copy: str, qmd: type[QMD], compute_methods: ComputeMethods,
+            copy_methods: CopyMethods, param_base: int) -> NVGeneration:
+    """A record from the RM class names (as g_gpu_class_list.c spells them); their numbers come
+    from the generated bindings, and the names stay with the record for messages."""
+    ids = {n: getattr(rm, n) for n in (usermode, gpfifo, compute, copy)}
+    return NVGeneration(name, chips, sm, ids[compute], ids[copy], ids[gpfifo], ids[usermode], qmd,
+                        compute_methods, copy_methods, param_base,
+                        class_names=tuple((v, n) for n, v in ids.items()))
+
+
 #: newest first: a GPU gets the first record whose classes it offers
 GENERATIONS: tuple[NVGeneration, ...] = (
     # GB20x also offers BLACKWELL_CHANNEL_GPFIFO_B and BLACKWELL_USERMODE_A; the GB10x channel and
     # usermode classes it offers too are the ones whose USERD and doorbell this driver knows.
-    NVGeneration("blackwell-b", "GB20x", (120,), rm.BLACKWELL_COMPUTE_B, rm.BLACKWELL_DMA_COPY_B,
-                 rm.BLACKWELL_CHANNEL_GPFIFO_A, rm.HOPPER_USERMODE_A, QMDV05,
-                 _BLACKWELL_COMPUTE, _BLACKWELL_COPY, 0x210),
-    NVGeneration("blackwell", "GB10x", (100, 103), rm.BLACKWELL_COMPUTE_A,
-                 rm.BLACKWELL_DMA_COPY_A, rm.BLACKWELL_CHANNEL_GPFIFO_A, rm.HOPPER_USERMODE_A,
-                 QMDV05, _BLACKWELL_COMPUTE, _BLACKWELL_COPY, 0x210),
-    NVGeneration("hopper", "GH100", (90,), rm.HOPPER_COMPUTE_A, rm.HOPPER_DMA_COPY_A,
-                 rm.HOPPER_CHANNEL_GPFIFO_A, rm.HOPPER_USERMODE_A, QMDV04, _HOPPER_COMPUTE,
-                 _HOPPER_COPY, 0x210),
-    NVGeneration("ada", "AD10x", (89,), rm.ADA_COMPUTE_A, rm.AMPERE_DMA_COPY_B,
-                 rm.AMPERE_CHANNEL_GPFIFO_A, rm.AMPERE_USERMODE_A, QMDV03, _AMPERE_COMPUTE,
-                 _AMPERE_COPY, 0x160),
-    NVGeneration("ampere-b", "GA10x", (86, 87), rm.AMPERE_COMPUTE_B, rm.AMPERE_DMA_COPY_B,
-                 rm.AMPERE_CHANNEL_GPFIFO_A, rm.AMPERE_USERMODE_A, QMDV03, _AMPERE_COMPUTE,
-                 _AMPERE_COPY, 0x160),
-    NVGeneration("ampere", "GA100", (80,), rm.AMPERE_COMPUTE_A, rm.AMPERE_DMA_COPY_A,
-                 rm.AMPERE_CHANNEL_GPFIFO_A, rm.AMPERE_USERMODE_A, QMDV03, _AMPERE_COMPUTE,
-                 _AMPERE_COPY, 0x160),
+    _record("blackwell-b", "GB20x", (120,), usermode="HOPPER_USERMODE_A",
+            gpfifo="BLACKWELL_CHANNEL_GPFIFO_A", compute="BLACKWELL_COMPUTE_B",
+            copy="BLACKWELL_DMA_COPY_B", qmd=QMDV05, compute_methods=_BLACKWELL_COMPUTE,
+            copy_methods=_BLACKWELL_COPY, param_base=0x210),
+    _record("blackwell", "GB10x", (100, 103), usermode="HOPPER_USERMODE_A",
+            gpfifo="BLACKWELL_CHANNEL_GPFIFO_A", compute="BLACKWELL_COMPUTE_A",
+            copy="BLACKWELL_DMA_COPY_A", qmd=QMDV05, compute_methods=_BLACKWELL_COMPUTE,
+            copy_methods=_BLACKWELL_COPY, param_base=0x210),
+    _record("hopper", "GH100", (90,), usermode="HOPPER_USERMODE_A",
+            gpfifo="HOPPER_CHANNEL_GPFIFO_A", compute="HOPPER_COMPUTE_A",
+            copy="HOPPER_DMA_COPY_A", qmd=QMDV04, compute_methods=_HOPPER_COMPUTE,
+            copy_methods=_HOPPER_COPY, param_base=0x210),
+    _record("ada", "AD10x", (89,), usermode="AMPERE_USERMODE_A",
+            gpfifo="AMPERE_CHANNEL_GPFIFO_A", compute="ADA_COMPUTE_A", copy="AMPERE_DMA_COPY_B",
+            qmd=QMDV03, compute_methods=_AMPERE_COMPUTE, copy_methods=_AMPERE_COPY,
+            param_base=0x160),
+    _record("ampere-b", "GA10x", (86, 87), usermode="AMPERE_USERMODE_A",
+            gpfifo="AMPERE_CHANNEL_GPFIFO_A", compute="AMPERE_COMPUTE_B",
+            copy="AMPERE_DMA_COPY_B", qmd=QMDV03, compute_methods=_AMPERE_COMPUTE,
+            copy_methods=_AMPERE_COPY, param_base=0x160),
+    _record("ampere", "GA100", (80,), usermode="AMPERE_USERMODE_A",
+            gpfifo="AMPERE_CHANNEL_GPFIFO_A", compute="AMPERE_COMPUTE_A",
+            copy="AMPERE_DMA_COPY_A", qmd=QMDV03, compute_methods=_AMPERE_COMPUTE,
+            copy_methods=_AMPERE_COPY, param_base=0x160),
 )
+
+
+def class_names() -> dict[int, str]:
+    """Class id -> RM name for every class a record names (for messages)."""
+    return {v: n for g in GENERATIONS for v, n in g.class_names}
 
 
 def generation_named(name: str) -> NVGeneration:

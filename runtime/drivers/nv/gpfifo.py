@@ -10,6 +10,10 @@ Ring space is reclaimed exactly: every submission ends with a host semaphore rel
 idle) of the submission's sequence number into the channel's progress word, which the host writes
 once it has read everything before it. A segment of the pushbuffer and the GPFIFO entries of
 submission `s` are free once progress >= s.
+
+The channel is the one owner of its submission state (sequence number, GP_PUT, free limits,
+pushbuffer position, in-flight records, chaining value): words in buffers that every route and the
+native launch helper (_nvlaunch.c) read and write, published by one step (`Channel.publish`).
 """
 from __future__ import annotations
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import struct
 from array import array
+
+import numpy as np
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
@@ -58,6 +60,17 @@ _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8)
                  (float, 4): 5, (float, 8): 6}
 
 
+def _native_kind(t: type, size: int) -> int | None:
+    """The native argument kind of a Python or numpy scalar type in a slot of `size` bytes (numpy
+    integers of any width as their value, numpy floats as Python floats), or None."""
+    k = _NATIVE_KINDS.get((t, size))
+    if k is None and issubclass(t, np.integer):
+        k = _NATIVE_KINDS.get((int, size))
+    elif k is None and issubclass(t, np.floating):
+        k = _NATIVE_KINDS.get((float, size))
+    return k
+
+
 class ChunkPool:
     """Fixed-size chunks of CPU-visible VRAM for launch slots, carved from 2 MiB buffers."""
 
@@ -87,10 +100,10 @@ def native_helper() -> ModuleType | None:
     """The compiled launch helper (_nvlaunch.c): the extension module built with the wheel when
     it matches the source beside it, else built on demand from that source (a development
     checkout); None where neither is possible (the reason is in
-    `runtime.hcq.native.unavailable["_nvlaunch"]`, and a warning says so once). A module whose
-    shared state layout differs from gpfifo's is refused."""
+    `runtime.hcq.native.unavailable["runtime.drivers.nv._nvlaunch"]`, and a warning says so
+    once). A module whose shared state layout differs from gpfifo's is refused."""
     mod = native.load("runtime.drivers.nv._nvlaunch", Path(__file__).with_name("_nvlaunch.c"),
-                      fallback="NVIDIA launches take the pure-Python path (about 2x slower)")
+                      fallback="NVIDIA launches take the pure-Python path (several times slower)")
     if mod is not None and (getattr(mod, "ABI", None) != NATIVE_ABI
                             or tuple(mod.CHANNEL_WORDS) != CHANNEL_WORDS
                             or tuple(mod.DEVICE_WORDS) != DEVICE_WORDS):
@@ -218,7 +231,7 @@ class ShapeLauncher:
     def _native(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
         kinds = []
         for slot, t in zip(self.prg.slots, types):
-            k = _NATIVE_KINDS.get((t, slot.size))
+            k = _native_kind(t, slot.size)
             if k is None:
                 return None
             kinds.append(k)

@@ -18,6 +18,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+import numpy as np
+
 from runtime.drivers.nv import cubin
 from runtime.drivers.nv.qmd import QMD, DwordField
 from runtime.hcq.errors import ProgramError
@@ -119,6 +121,7 @@ class NVProgram(Program):
                               for f in qcls.launch_fields()]
         self._checked: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
         self._pb_cache: tuple[int, array] | None = None
+        self._timed: tuple[array, tuple[int, int, int]] | None = None
         #: where SEND_PCAS_A's data (the QMD address >> 8) sits in `launch_template`'s words
         self.pcas_pos = 0
         self._qmd_words = array("I", self.qmd_template)
@@ -176,31 +179,60 @@ class NVProgram(Program):
                       timeout_ms: float | None) -> float | None:
         """A launch block from the argument arena and the commands from the pushbuffer template
         (wait for the previous timeline value, cache invalidation, SEND_PCAS, the QMD releasing
-        the next value), or the generic `Program.__call__` when the launch waits."""
+        the next value); a launch that waits uses the timed template (`_timed_template`)."""
         dev = self.nvdev
-        if wait or dev.timeline_value + 1 > _M32:
+        if dev.timeline_value + 1 > _M32:
             return super().__call__(*args, vals=vals, global_size=global_size,
                                     local_size=local_size, wait=wait, timeout_ms=timeout_ms)
         if vals:
             args = args + tuple(vals)
         dev.check_usable()
         va, view = (dev._arena or dev._kernarg_arena()).take(self._block_B, 64)
-        # The timeline value is taken only once the block is written: a bad argument must not leave
-        # a value that nothing will ever signal.
+        # The timeline value is taken only once the block is written and the commands accepted: a
+        # bad argument must not leave a value that nothing will ever signal.
         v = dev.timeline_value + 1
         qmd_va = self.fill_fast(va, view, args, global_size, local_size, v)
-        dev.next_timeline()
+        if wait:
+            words, (acq, pcas, t1) = self._timed_template()
+            words = words[:]
+            words[t1] = v  # the end timestamp's release carries the value waited for
+        else:
+            words, acq, pcas = self.launch_template(dev.timeline_signal.va)[:], 3, self.pcas_pos
+        words[acq] = v - 1
+        words[pcas] = qmd_va >> 8
+        ch = dev.compute_channel
         try:
-            words = self.launch_template(dev.timeline_signal.va)[:]
-            words[3] = v - 1
-            words[self.pcas_pos] = qmd_va >> 8
-            ch = dev.compute_channel
             ch.submit_one(words)
-            ch.set_chain(v)
         except Exception as e:
             dev._note_exception(e)  # a fault noticed while submitting poisons the device
             raise
-        return None
+        dev.timeline_value = v
+        ch.set_chain(None if wait else v)  # a timed launch ends with a host release, not the QMD's
+        if not wait:
+            return None
+        self._t1.wait(v, timeout_ms)
+        dev.check_fault()
+        return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+
+    def _timed_template(self) -> tuple[array, tuple[int, int, int]]:
+        """The commands of a launch that waits and is timed, built once: acquire the previous
+        timeline value, invalidate caches, timestamp t0 (host release after idle), SEND_PCAS
+        (the QMD releases the timeline value), timestamp t1 after idle carrying the value the CPU
+        waits for. Returns the words and the positions of the acquire value, the QMD address and
+        t1's value."""
+        if self._timed is not None:
+            return self._timed
+        from runtime.drivers.nv.queue import NVComputeQueue
+        marks = (0x3A3A3A3, 0x4B4B4B4)
+        q = NVComputeQueue(self.nvdev)
+        q.wait(self.nvdev.timeline_signal, marks[0]).memory_barrier().timestamp(self._t0)
+        pcas = len(q._d) + 1
+        q._d.extend(_pcas_methods(self.nvdev, 0))
+        q._host_release(self._t1, marks[1])
+        words = q._d
+        acq, t1 = words.index(marks[0]), words.index(marks[1])
+        self._timed = (words, (acq, pcas, t1))
+        return self._timed
 
     def _make_hot(self, global_size: Sequence[int],
                   local_size: Sequence[int]) -> "ShapeLauncher | None":
@@ -322,9 +354,12 @@ class NVProgram(Program):
             fmt += f"{slot.offset - pos}x" if slot.offset > pos else ""
             if t is Buffer and slot.size == 8:
                 fmt += "Q"
-            elif t is int and slot.size in (1, 2, 4, 8):
+            elif (t is int or issubclass(t, np.signedinteger)) and slot.size in (1, 2, 4, 8):
                 fmt += {1: "b", 2: "h", 4: "i", 8: "q"}[slot.size]
-            elif t is float and slot.size in (2, 4, 8):
+            elif issubclass(t, np.unsignedinteger) and slot.size in (1, 2, 4, 8):
+                # a value that does not fit raises struct.error: the careful path decides
+                fmt += {1: "B", 2: "H", 4: "I", 8: "Q"}[slot.size]
+            elif (t is float or issubclass(t, np.floating)) and slot.size in (2, 4, 8):
                 fmt += {2: "e", 4: "f", 8: "d"}[slot.size]
             else:
                 return None

@@ -37,12 +37,8 @@ _CLASS_NAMES = (
     "NV01_ROOT_CLIENT", "NV01_DEVICE_0", "NV20_SUBDEVICE_0", "NV01_MEMORY_VIRTUAL",
     "NV01_MEMORY_LOCAL_USER", "NV01_MEMORY_SYSTEM", "NV01_MEMORY_SYSTEM_OS_DESCRIPTOR",
     "FERMI_VASPACE_A", "KEPLER_CHANNEL_GROUP_A", "FERMI_CONTEXT_SHARE_A", "GT200_DEBUGGER",
-    "AMPERE_USERMODE_A", "HOPPER_USERMODE_A", "AMPERE_CHANNEL_GPFIFO_A", "HOPPER_CHANNEL_GPFIFO_A",
-    "BLACKWELL_CHANNEL_GPFIFO_A", "AMPERE_COMPUTE_A", "AMPERE_COMPUTE_B", "ADA_COMPUTE_A",
-    "HOPPER_COMPUTE_A", "BLACKWELL_COMPUTE_A", "BLACKWELL_COMPUTE_B", "AMPERE_DMA_COPY_A",
-    "AMPERE_DMA_COPY_B", "HOPPER_DMA_COPY_A", "BLACKWELL_DMA_COPY_A", "BLACKWELL_DMA_COPY_B",
     "NV50_P2P",
-)
+)  # and the classes of every generation record (runtime/drivers/nv/generation.py)
 _CONTROL_NAMES = (
     "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2", "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2",
     "NV0080_CTRL_CMD_GPU_GET_CLASSLIST", "NV2080_CTRL_CMD_GPU_GET_GID_INFO",
@@ -70,7 +66,8 @@ def class_name(hclass: int) -> str:
     """"HOPPER_COMPUTE_A" for 0xcbc0 (for the classes this driver uses), else the number."""
     global _class_names
     if _class_names is None:
-        _class_names = _reverse(_CLASS_NAMES)
+        from runtime.drivers.nv.generation import class_names  # on first use: cheap imports
+        _class_names = {**class_names(), **_reverse(_CLASS_NAMES)}
     return _class_names.get(hclass, f"class {hclass:#06x}")
 
 

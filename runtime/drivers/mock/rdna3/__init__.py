@@ -1,31 +1,46 @@
 """RDNA3 (gfx1100) interpreter for the mock AMD GPU.
 
-The PM4 processor decodes SET_SH_REG state and DISPATCH_DIRECT into a `DispatchRecord` and calls
-`execute(dispatch, mem)` (or, resumable in time slices, `Dispatch(dispatch, mem).advance(s)`), which fetches the code at `pgm_addr` from `mem`, runs every wave of the
-dispatch, and returns `ExecStats`. Faults (unknown or unsupported instructions, memory faults,
-bad state) raise `KernelFault` naming the instruction and its address; memory faults raise its
-subclass `PageFaultError`, whose `cause` is the MockMemory `PageFault`.
+The PM4 processor decodes SET_SH_REG state and DISPATCH_DIRECT into a `DispatchRecord` and runs
+it as a `Dispatch` in time slices (`advance(seconds)`; `describe()` tells where each wave is), so
+a kernel that never ends does not hang the host; `execute(dispatch, mem)` runs one to the end.
+Either fetches the code at `pgm_addr` from `mem`, runs every wave and returns `ExecStats`. Faults
+(unknown or unsupported instructions, memory faults, bad state) raise `KernelFault` naming the
+instruction and its address; memory faults raise its subclass `PageFaultError`, whose `cause` is
+the MockMemory `PageFault`. `python -m runtime.drivers.mock.rdna3.audit CODE_OBJECT` lists, without
+running, every instruction of a code object the interpreter would refuse.
 
 How it runs (interp.py): the waves of a batch of workgroups execute in lock step, one numpy
 operation per instruction over all lanes of all waves at the same program counter (VGPRs are
 [waves, 32] planes, SGPRs/SCC per-wave vectors, EXEC a [waves, 32] mask). Waves that branch
 differently split into groups, groups meet again at the lowest pending program counter, and
-barriers are where waiting groups are released together.
+barriers are where waiting groups are released together. Where lanes of several waves race on one
+address in a returning compare-and-swap (a float atomic add's retry loop), the first wave runs on
+alone and the others wait, one of the orders the hardware may pick, which keeps such loops linear
+in the number of lanes.
 
 Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by `gen_opcodes`),
 `disasm` (LLVM-syntax text, checked against llvm-objdump-16), `optypes` (operand types from
 mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave groups),
 `operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
-math, dot products, WMMA), `dpp` (DPP16/DPP8 and permlane lane movement), `ops_mem`/`ops_ds`/
-`mem_lanes`/`atomics` (instruction semantics), `fp` (IEEE helpers: fused multiply-add, the
+math, dot products, WMMA), `dpp` (DPP16/DPP8 lane patterns), `ops_xlane` (readlane/writelane,
+permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_buffer` (MUBUF through V#
+descriptors)/`mem_lanes`/`atomics` (instruction semantics), `fp` (IEEE helpers: fused multiply-add, the
 division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks),
 `loader_for_tests` (what the AMD driver does before a dispatch, for tests without the driver),
-`opcode_coverage` (acceptance over LLVM's gfx1100 opcode tables, a development tool).
+`opcode_coverage` (acceptance over LLVM's gfx1100 opcode tables, a development tool), `audit`.
 
-Not implemented (each raises KernelFault when executed): image/buffer
-(MUBUF/MTBUF/MIMG) memory access except the cache invalidations, GDS, FLAT accesses to the LDS
-or private apertures, s_trap handlers, rounding modes other than round-to-nearest-even. FP32
-denormals are always kept (the FLOAT_MODE clang-16 emits); s_denorm_mode/s_setreg are ignored.
+Memory: GLOBAL/FLAT/SCRATCH/DS loads, stores and atomics in every width including the d16 and
+d16_hi forms; FLAT addresses in the shared and private apertures go to LDS and scratch; MUBUF
+with the V#'s base, stride, NUM_RECORDS and OOB_SELECT range checks (out-of-range loads return 0,
+stores and atomics are dropped). Scratch lives in the dispatch's private segment memory
+(COMPUTE_DISPATCH_SCRATCH_BASE, TMPRING_SIZE: one slot per running wave, dwords interleaved
+across the wave's lanes).
+
+Not implemented (each raises KernelFault naming it): wave64 kernels, MUBUF format conversions
+(buffer_*_format_*), buffer loads into LDS, swizzled buffers and TFE, MTBUF/MIMG, GDS,
+ds_bvh_stack/ds_condxchg32, s_trap handlers, rounding modes other than round-to-nearest-even.
+FP32 denormals are always kept (the FLOAT_MODE clang-16 emits); s_denorm_mode/s_setreg are
+ignored.
 """
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .interp import Dispatch, ProgramCache, execute

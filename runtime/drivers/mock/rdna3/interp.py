@@ -24,6 +24,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -189,42 +190,60 @@ class Layout:
                    tidig=d.rsrc2 >> 11 & 3)
 
 
+@lru_cache(maxsize=64)
+def _wave_pattern(block: tuple[int, int, int], wpg: int, tidig: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """VGPR0 (packed work-item ids, x | y << 10 | z << 20 as far as TIDIG_COMP_CNT enables)
+    and the EXEC words of one workgroup's waves: the same for every workgroup."""
+    bx, by, bz = block
+    t = np.arange(wpg * 32).reshape(wpg, 32)
+    x, y, z = t % bx, (t // bx) % by, t // (bx * by)
+    v0 = x.copy()
+    if tidig >= 1:
+        v0 |= y << 10
+    if tidig >= 2:
+        v0 |= z << 20
+    live = t < bx * by * bz
+    v0 = np.where(live, v0, 0).astype(np.uint32)
+    execs = pack_lanes(live)
+    v0.setflags(write=False)
+    execs.setflags(write=False)
+    return v0, execs
+
+
 def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int) -> None:
     """Initial wave state (RDNA3 ISA section 3.3; AMDGPUUsage "Initial Kernel Execution State")."""
     gx, gy, _ = lay.grid
-    bx, by, bz = lay.block
     wpg = lay.waves_per_wg
-    wg_local = np.repeat(np.arange(n_wg), wpg)
-    m.wave_wg[:] = wg_local
-    m.wave_lds_base[:] = wg_local * m.lds_bytes
+    wg_ids: tuple[int | np.ndarray, ...]
+    if n_wg == 1:
+        m.wave_wg[:] = 0
+        m.wave_lds_base[:] = 0
+        wg_ids = (wg0 % gx, (wg0 // gx) % gy, wg0 // (gx * gy))
+    else:
+        wg_local = np.repeat(np.arange(n_wg), wpg)
+        m.wave_wg[:] = wg_local
+        m.wave_lds_base[:] = wg_local * m.lds_bytes
+        wg = wg0 + wg_local
+        wg_ids = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
     # SGPRs: the user SGPRs, then the enabled workgroup ids, then TG_SIZE, then scratch offset.
-    user = list(d.user_sgprs[:lay.user_sgprs]) + [0] * max(0, lay.user_sgprs - len(d.user_sgprs))
-    for i, v in enumerate(user):
-        m.S[i][:] = v & 0xFFFFFFFF
-    wg = wg0 + wg_local
-    ids = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
-    nxt = lay.user_sgprs
+    n_user = lay.user_sgprs
+    if n_user:
+        user = list(d.user_sgprs[:n_user]) + [0] * max(0, n_user - len(d.user_sgprs))
+        m.S[:n_user] = np.array(user, dtype=np.uint64).astype(np.uint32)[:, None]
+    nxt = n_user
     for dim in range(3):
         if lay.tgid[dim]:
-            m.S[nxt][:] = ids[dim]
+            m.S[nxt][:] = wg_ids[dim]
             nxt += 1
     if lay.tg_size:
         m.S[nxt][:] = wpg  # TG_SIZE: waves in the workgroup (bits 5:0)
         nxt += 1
     if lay.scratch:
         m.S[nxt][:] = 0    # private segment wave byte offset
-    # VGPR0: packed work-item ids (x | y << 10 | z << 20), as many as TIDIG_COMP_CNT enables;
-    # the pattern is the same for every workgroup.
-    t = np.arange(wpg * 32).reshape(wpg, 32)
-    x, y, z = t % bx, (t // bx) % by, t // (bx * by)
-    v0 = x.copy()
-    if lay.tidig >= 1:
-        v0 |= y << 10
-    if lay.tidig >= 2:
-        v0 |= z << 20
-    live = t < bx * by * bz
-    m.V[0].reshape(n_wg, wpg, 32)[:] = np.where(live, v0, 0).astype(np.uint32)
-    m.S[EXEC_LO].reshape(n_wg, wpg)[:] = pack_lanes(live)
+    v0, execs = _wave_pattern(lay.block, wpg, lay.tidig)
+    m.V[0].reshape(n_wg, wpg, 32)[:] = v0
+    m.S[EXEC_LO].reshape(n_wg, wpg)[:] = execs
     m.dirty_v.add(0)
     m.dirty_s.update(range(nxt + 1), (EXEC_LO,))
 

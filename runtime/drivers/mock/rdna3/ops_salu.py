@@ -82,7 +82,9 @@ def swrite(code: int, w: int = 32) -> Callable[[Group, np.ndarray], None]:
         return wr64
 
     def wr(g: Group, v: np.ndarray) -> None:
-        g.set_s(code, np.broadcast_to(np.asarray(v).astype(u32, copy=False), (g.n,)))
+        # (assigning into the SGPR file broadcasts a per-group constant; np.broadcast_to costs
+        # several microseconds per call, most of a single wave's scalar instruction)
+        g.set_s(code, np.asarray(v).astype(u32, copy=False))
     return wr
 
 
@@ -319,7 +321,7 @@ def _sopc(inst: Inst) -> Callable[[Group], None]:
         x, y = a(g), b(g)
         if view is not None:
             x, y = np.asarray(x).view(view), np.asarray(y).view(view)
-        g.set_scc(np.broadcast_to(cmp(x, y), (g.n,)))
+        g.set_scc(cmp(x, y))
     return run
 
 
@@ -499,7 +501,7 @@ def _sop1(inst: Inst) -> Step:
         d, scc = fn(rd(g))
         wr(g, d)
         if scc is not None:
-            g.set_scc(np.broadcast_to(scc, (g.n,)))
+            g.set_scc(scc)
     return Step(NEXT, run, inst)
 
 
@@ -567,7 +569,7 @@ def _sop2(inst: Inst) -> Step:
         d, scc = fn(np.asarray(ra(g)), np.asarray(rb(g)), g.scc())
         wr(g, d)
         if scc is not None:
-            g.set_scc(np.broadcast_to(scc, (g.n,)))
+            g.set_scc(scc)
     return Step(NEXT, run, inst)
 
 

@@ -15,13 +15,14 @@ from typing import Callable
 import numpy as np
 
 from . import dpp, fp, valu_table
-from .decode import EXEC_LO, M0, VCC_LO, VGPR0, Inst
+from .decode import EXEC_LO, VCC_LO, VGPR0, Inst
 from .errors import KernelFault
 from .machine import Group
 from .operands import (DTYPES, Reader, const_bits, raw_reader, reader, sgpr_lane_source,
                        to_bits, vgpr_writer, width)
 from .optypes import signature
 from . import ops_vop3p as vop3p
+from . import ops_xlane as xlane
 from .ops_vop3p import compile_vop3p
 
 Exec = Callable[[Group], None]
@@ -416,40 +417,6 @@ def _div_fmas(inst: Inst, sig) -> Exec:
     return run
 
 
-def _readfirstlane(inst: Inst, sig) -> Exec:
-    r0, = _src_readers(inst, ("b32",))
-    dst = inst.f["vdst"]
-
-    def run(g: Group) -> None:
-        v = np.broadcast_to(r0(g), (g.n, 32))
-        first = np.where(g.exec.any(axis=1), np.argmax(g.exec, axis=1), 0)
-        g.set_s(dst, v[np.arange(g.n), first])
-    return run
-
-
-def _readlane(inst: Inst, sig) -> Exec:
-    r0, r1 = _src_readers(inst, ("b32",))[0], _scalar_src(inst, "src1")
-    dst = inst.f["vdst"]
-
-    def run(g: Group) -> None:
-        v = np.broadcast_to(r0(g), (g.n, 32))
-        lane = np.broadcast_to(r1(g), (g.n, 1))[:, 0] & u32(31)
-        g.set_s(dst, v[np.arange(g.n), lane])
-    return run
-
-
-def _writelane(inst: Inst, sig) -> Exec:
-    r0, r1 = _scalar_src(inst, "src0"), _scalar_src(inst, "src1")
-    dst = inst.f["vdst"]
-
-    def run(g: Group) -> None:
-        val = np.broadcast_to(r0(g), (g.n, 1))
-        lane = np.broadcast_to(r1(g), (g.n, 1))[:, 0] & u32(31)
-        sel = lane[:, None] == _LANE[None, :]
-        g.set_v_lanes(dst, np.broadcast_to(val, (g.n, 32)), sel)
-    return run
-
-
 def _mbcnt(hi: bool) -> Callable[[Inst, object], Exec]:
     def make(inst: Inst, sig) -> Exec:
         r0, r1 = _src_readers(inst, ("u32", "u32"))
@@ -493,108 +460,6 @@ def _nop(inst: Inst, sig) -> Exec:
     return lambda g: None
 
 
-def _scalar_src(inst: Inst, key: str) -> Reader:
-    """A lane-select operand: an SGPR, M0 or a constant (a VGPR there is illegal)."""
-    code = inst.f[key]
-    if code >= VGPR0:
-        raise _unsupported(inst, f"{key} must be a scalar register or constant for "
-                                 f"{inst.name}")
-    return reader(code, "u32", inst)
-
-
-def _permlane(cross: bool) -> Callable[[Inst, object], Exec]:
-    """v_permlane16_b32 / v_permlanex16_b32: lane i of each row of 16 reads the lane of the
-    same row (x16: of the other row) that nibble i of {S2, S1} names (ISA section 16)."""
-    def make(inst: Inst, sig) -> Exec:
-        if inst.f["src0"] < VGPR0:
-            raise _unsupported(inst, "src0 of a permlane must be a VGPR")
-        r = inst.f["src0"] - VGPR0
-        s1, s2 = _scalar_src(inst, "src1"), _scalar_src(inst, "src2")
-        fi, bc = dpp.permlane_pattern(inst)
-        vdst = inst.f["vdst"]
-        in_range = np.ones(32, dtype=bool)
-        other_row = (_LANE.astype(np.intp) & 16) ^ (16 if cross else 0)
-        nib = 4 * (_LANE.astype(np.uint64) & np.uint64(15))
-
-        def run(g: Group) -> None:
-            sel64 = np.broadcast_to(s1(g), (g.n, 1)).astype(np.uint64) | \
-                (np.broadcast_to(s2(g), (g.n, 1)).astype(np.uint64) << np.uint64(32))
-            src = other_row + ((sel64 >> nib) & np.uint64(15)).astype(np.intp)   # [n, 32]
-            vals, valid = dpp.gather(g, g.v(r), src, in_range, fi, bc)
-            if valid is None or bc:
-                g.set_v(vdst, vals)
-            else:
-                g.set_v_lanes(vdst, vals, g.exec & valid)
-        return run
-    return make
-
-
-def _m0_field(g: Group, lo: int, bits: int) -> np.ndarray:
-    return ((g.s(M0) >> u32(lo)) & u32((1 << bits) - 1)).astype(np.intp)
-
-
-def _rel_index(g: Group, base: int, off: np.ndarray, inst: Inst) -> np.ndarray:
-    idx = base + off
-    if (idx >= g.m.n_vgprs).any():
-        raise _unsupported(inst, f"M0-relative VGPR index {int(idx.max())} is beyond the "
-                                 f"{g.m.n_vgprs} VGPRs the kernel allocates")
-    return idx
-
-
-def _movrel(kind: str) -> Callable[[Inst, object], Exec]:
-    """v_movrels / v_movreld / v_movrelsd / v_movrelsd_2 / v_swaprel: VGPR moves with the source
-    and/or destination index offset by M0 (per wave; _2 forms: source M0[9:0], destination
-    M0[25:16])."""
-    def make(inst: Inst, sig) -> Exec:
-        src0 = inst.f["src0"]
-        pat = dpp.pattern(inst) if dpp.is_dpp(inst) and kind != "d" else None
-        if pat is not None:
-            src0 = VGPR0 + inst.f["dpp_vgpr"]   # DPP moves the fetched values between lanes
-        if kind != "d" and src0 < VGPR0:
-            raise _unsupported(inst, "the relative source must be a VGPR")
-        rd_const = reader(src0, "b32", inst) if kind == "d" else None
-        s_base, d_base = src0 - VGPR0, inst.f["vdst"]
-        two = kind in ("sd_2", "swap")
-
-        def run(g: Group) -> None:
-            waves = g.wave_ids()
-            V = g.m.V
-            s_off = _m0_field(g, 0, 10) if two else _m0_field(g, 0, 32)
-            d_off = _m0_field(g, 16, 10) if two else s_off
-            if kind == "d":
-                assert rd_const is not None
-                vals = np.broadcast_to(rd_const(g), (g.n, 32))
-            else:
-                vals = V[_rel_index(g, s_base, s_off, inst), waves]
-                if pat is not None:
-                    vals = dpp.gather(g, vals, pat.src, pat.in_range, pat.fi, pat.bound_ctrl)[0]
-            d_idx = _rel_index(g, d_base, d_off, inst) if kind != "s" else \
-                np.full(g.n, d_base, dtype=np.intp)
-            if kind == "swap":
-                old = V[d_idx, waves].copy()
-                s_idx = s_base + s_off
-                V[s_idx, waves] = np.where(g.exec, old, V[s_idx, waves])
-            V[d_idx, waves] = np.where(g.exec, vals, V[d_idx, waves])
-            g.m.dirty_v.update(int(i) for i in np.unique(d_idx))
-            if kind == "swap":
-                g.m.dirty_v.update(int(i) for i in np.unique(s_base + s_off))
-        return run
-    return make
-
-
-def _swap(inst: Inst, sig) -> Exec:
-    """v_swap_b32: exchanges vdst and src0 (a VGPR) in the active lanes."""
-    if inst.f["src0"] < VGPR0:
-        raise _unsupported(inst, "src0 of v_swap_b32 must be a VGPR")
-    a, b = inst.f["vdst"], inst.f["src0"] - VGPR0
-
-    def run(g: Group) -> None:
-        va, vb = g.v(a).copy(), g.v(b).copy()
-        g.set_v(a, vb)
-        g.set_v(b, va)
-    return run
-
-
 def _cndmask16(inst: Inst, sig) -> Exec:
     r0, r1 = _src_readers(inst, ("f16", "f16") if inst.f.get("abs") or inst.f.get("neg")
                           else ("b16", "b16"))
@@ -604,54 +469,6 @@ def _cndmask16(inst: Inst, sig) -> Exec:
     def run(g: Group) -> None:
         a, b = r0(g).view(np.uint16), r1(g).view(np.uint16)
         write(g, np.where(lanes(g), b, a))
-    return run
-
-
-def _dot2_16(t16: str) -> Callable[[Inst, object], Exec]:
-    """v_dot2_f16_f16 / v_dot2_bf16_bf16 (VOP3): S2 (16-bit, OP_SEL[2] picks its half) plus the
-    dot product of the packed halves of S0 and S1; the result goes to the half OP_SEL[3] picks."""
-    def make(inst: Inst, sig) -> Exec:
-        f = inst.f
-        ra, rb = raw_reader(f["src0"], inst), raw_reader(f["src1"], inst)
-        rc = vop3p.bits_as(f["src2"], inst, "f16" if t16 == "f16" else "b16")
-        c_sh = u32(16 if f.get("opsel", 0) >> 2 & 1 else 0)
-        hi_d = bool(f.get("opsel", 0) >> 3 & 1)
-        d = f["vdst"]
-        to64 = (lambda h: vop3p.f16_of(h).astype(np.float64)) if t16 == "f16" else \
-            (lambda h: vop3p.bf16_to_f32(h).astype(np.float64))
-        neg = f.get("neg", 0)
-
-        def part(raw: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
-            lo, hi = to64(raw & u32(0xFFFF)), to64(raw >> u32(16))
-            return (-lo, -hi) if neg >> i & 1 else (lo, hi)
-
-        def run(g: Group) -> None:
-            (a0, a1), (b0, b1) = part(ra(g), 0), part(rb(g), 1)
-            c = to64((rc(g) >> c_sh) & u32(0xFFFF))
-            if neg >> 2 & 1:
-                c = -c
-            r = a0 * b0 + a1 * b1 + c
-            bits = r.astype(np.float16).view(np.uint16).astype(u32) if t16 == "f16" else \
-                vop3p.f32_to_bf16(r.astype(np.float32))
-            old = g.v(d)
-            g.set_v(d, (old & u32(0xFFFF)) | (bits << u32(16)) if hi_d
-                    else (old & u32(0xFFFF0000)) | bits)
-        return run
-    return make
-
-
-def _pk_fmac(inst: Inst, sig) -> Exec:
-    """v_pk_fmac_f16: both f16 halves D = S0 * S1 + D."""
-    ra, rb = vop3p.raw32(inst, 0), vop3p.raw32(inst, 1)
-    d = inst.f["vdst"]
-    fma = valu_table.TABLE["v_fma_f16"]
-
-    def run(g: Group) -> None:
-        a, b, c = ra(g), rb(g), g.v(d)
-        halves = [fma(*(vop3p.f16_of((x >> u32(sh)) & u32(0xFFFF)) for x in (a, b, c)))
-                  for sh in (0, 16)]
-        lo, hi = (np.asarray(h, dtype=np.float16).view(np.uint16).astype(u32) for h in halves)
-        g.set_v(d, lo | (hi << u32(16)))
     return run
 
 
@@ -703,18 +520,19 @@ _SPECIAL: dict[str, Callable[..., Exec]] = {
     "v_fmamk_f16": _fmak("mk"), "v_fmaak_f16": _fmak("ak"),
     "v_div_scale_f32": _div_scale, "v_div_scale_f64": _div_scale,
     "v_div_fmas_f32": _div_fmas, "v_div_fmas_f64": _div_fmas,
-    "v_readfirstlane_b32": _readfirstlane, "v_readlane_b32": _readlane,
-    "v_writelane_b32": _writelane,
+    "v_readfirstlane_b32": xlane.readfirstlane, "v_readlane_b32": xlane.readlane,
+    "v_writelane_b32": xlane.writelane,
     "v_mbcnt_lo_u32_b32": _mbcnt(False), "v_mbcnt_hi_u32_b32": _mbcnt(True),
     "v_nop": _nop, "v_pipeflush": _nop, "v_lshlrev_b64": _shift64,
     # v_permlane64 swaps the halves of a wave64; in wave32 it is a no-op (ISA section 16).
     "v_permlane64_b32": _nop,
-    "v_permlane16_b32": _permlane(False), "v_permlanex16_b32": _permlane(True),
-    "v_movrels_b32": _movrel("s"), "v_movreld_b32": _movrel("d"),
-    "v_movrelsd_b32": _movrel("sd"), "v_movrelsd_2_b32": _movrel("sd_2"),
-    "v_swaprel_b32": _movrel("swap"), "v_swap_b32": _swap, "v_cndmask_b16": _cndmask16,
-    "v_dot2_f16_f16": _dot2_16("f16"), "v_dot2_bf16_bf16": _dot2_16("bf16"),
-    "v_dot2acc_f32_f16": vop3p.dot2acc, "v_pk_fmac_f16": _pk_fmac,
+    "v_permlane16_b32": xlane.permlane(False), "v_permlanex16_b32": xlane.permlane(True),
+    "v_movrels_b32": xlane.movrel("s"), "v_movreld_b32": xlane.movrel("d"),
+    "v_movrelsd_b32": xlane.movrel("sd"), "v_movrelsd_2_b32": xlane.movrel("sd_2"),
+    "v_swaprel_b32": xlane.movrel("swap"), "v_swap_b32": xlane.swap,
+    "v_cndmask_b16": _cndmask16,
+    "v_dot2_f16_f16": vop3p.dot2_16("f16"), "v_dot2_bf16_bf16": vop3p.dot2_16("bf16"),
+    "v_dot2acc_f32_f16": vop3p.dot2acc, "v_pk_fmac_f16": vop3p.pk_fmac,
     "v_mqsad_u32_u8": _mqsad_u32, "v_fmac_dx9_zero_f32": _fmac_dx9,
 }
 
@@ -739,20 +557,9 @@ _VOPD_FN = {
     "v_dual_add_nc_u32": ("u32", lambda a, b, d, k: a + b),
     "v_dual_lshlrev_b32": ("u32", lambda a, b, d, k: b << (a & u32(31))),
     "v_dual_and_b32": ("u32", lambda a, b, d, k: a & b),
-    "v_dual_dot2acc_f32_f16": ("u32", lambda a, b, d, k: _dot2acc_bits(a, b, d, "f16")),
-    "v_dual_dot2acc_f32_bf16": ("u32", lambda a, b, d, k: _dot2acc_bits(a, b, d, "bf16")),
+    "v_dual_dot2acc_f32_f16": ("u32", lambda a, b, d, k: vop3p.dot2acc_bits(a, b, d, "f16")),
+    "v_dual_dot2acc_f32_bf16": ("u32", lambda a, b, d, k: vop3p.dot2acc_bits(a, b, d, "bf16")),
 }
-
-
-def _dot2acc_bits(a: np.ndarray, b: np.ndarray, d: np.ndarray, t16: str) -> np.ndarray:
-    """D.f32 + S0.lo * S1.lo + S0.hi * S1.hi over packed f16/bf16 (one rounding), as bits."""
-    conv = vop3p.f16_of if t16 == "f16" else vop3p.bf16_to_f32
-    acc = d.view(np.float32).astype(np.float64)
-    for sh in (0, 16):
-        x = conv((a >> u32(sh)) & u32(0xFFFF)).astype(np.float64)
-        y = conv((b >> u32(sh)) & u32(0xFFFF)).astype(np.float64)
-        acc = acc + x * y
-    return acc.astype(np.float32).view(u32)
 
 
 def _vopd_half(inst: Inst, name: str, vdst: int, s0: int, vs1: int):

@@ -401,3 +401,68 @@ def compile_vop3p(inst: Inst) -> Exec:
 def dot2acc(inst: Inst, sig: object = None) -> Exec:
     """V_DOT2ACC_F32_F16 (VOP2): D.f32 += S0.f16[0] * S1.f16[0] + S0.f16[1] * S1.f16[1]."""
     return _dot2_float(inst, "f16")
+
+
+# -- packed f16/bf16 helpers of VOP2/VOP3/VOPD opcodes ------------------------------------
+def dot2_16(t16: str) -> Callable[..., Exec]:
+    """v_dot2_f16_f16 / v_dot2_bf16_bf16 (VOP3): S2 (16-bit, OP_SEL[2] picks its half) plus the
+    dot product of the packed halves of S0 and S1; the result goes to the half OP_SEL[3] picks."""
+    def make(inst: Inst, sig) -> Exec:
+        f = inst.f
+        ra, rb = raw_reader(f["src0"], inst), raw_reader(f["src1"], inst)
+        rc = bits_as(f["src2"], inst, "f16" if t16 == "f16" else "b16")
+        c_sh = u32(16 if f.get("opsel", 0) >> 2 & 1 else 0)
+        hi_d = bool(f.get("opsel", 0) >> 3 & 1)
+        d = f["vdst"]
+        to64 = (lambda h: f16_of(h).astype(np.float64)) if t16 == "f16" else \
+            (lambda h: bf16_to_f32(h).astype(np.float64))
+        neg = f.get("neg", 0)
+
+        def part(raw: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+            lo, hi = to64(raw & u32(0xFFFF)), to64(raw >> u32(16))
+            return (-lo, -hi) if neg >> i & 1 else (lo, hi)
+
+        def run(g: Group) -> None:
+            (a0, a1), (b0, b1) = part(ra(g), 0), part(rb(g), 1)
+            c = to64((rc(g) >> c_sh) & u32(0xFFFF))
+            if neg >> 2 & 1:
+                c = -c
+            r = a0 * b0 + a1 * b1 + c
+            bits = r.astype(np.float16).view(np.uint16).astype(u32) if t16 == "f16" else \
+                f32_to_bf16(r.astype(np.float32))
+            old = g.v(d)
+            g.set_v(d, (old & u32(0xFFFF)) | (bits << u32(16)) if hi_d
+                    else (old & u32(0xFFFF0000)) | bits)
+        return run
+    return make
+
+
+def pk_fmac(inst: Inst, sig) -> Exec:
+    """v_pk_fmac_f16: both f16 halves D = S0 * S1 + D."""
+    ra, rb = raw32(inst, 0), raw32(inst, 1)
+    d = inst.f["vdst"]
+    fma = _fma16
+
+    def run(g: Group) -> None:
+        a, b, c = ra(g), rb(g), g.v(d)
+        halves = [fma(*(f16_of((x >> u32(sh)) & u32(0xFFFF)) for x in (a, b, c)))
+                  for sh in (0, 16)]
+        lo, hi = (np.asarray(h, dtype=np.float16).view(np.uint16).astype(u32) for h in halves)
+        g.set_v(d, lo | (hi << u32(16)))
+    return run
+
+
+def _fma16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return (a.astype(np.float64) * b + c).astype(np.float16)
+
+
+def dot2acc_bits(a: np.ndarray, b: np.ndarray, d: np.ndarray, t16: str) -> np.ndarray:
+    """D.f32 + S0.lo * S1.lo + S0.hi * S1.hi over packed f16/bf16 (one rounding), as bits
+    (v_dual_dot2acc_f32_f16/_bf16)."""
+    conv = f16_of if t16 == "f16" else bf16_to_f32
+    acc = d.view(np.float32).astype(np.float64)
+    for sh in (0, 16):
+        x = conv((a >> u32(sh)) & u32(0xFFFF)).astype(np.float64)
+        y = conv((b >> u32(sh)) & u32(0xFFFF)).astype(np.float64)
+        acc = acc + x * y
+    return acc.astype(np.float32).view(u32)
