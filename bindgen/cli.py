@@ -312,7 +312,8 @@ def cmd_check(
             drift.append(t.name)
             print(
                 f"  DRIFT {t.name}: spec, templates or generator changed since "
-                f"{project.shown(out)} was written (recorded {m.group(1) if m else 'nothing'}, now {want});"
+                f"{project.shown(out)} was written (recorded {m.group(1) if m else 'nothing'}, "
+                f"now {want});"
                 f" regenerate it where its sources are available"
             )
         else:
@@ -328,7 +329,8 @@ def cmd_check(
         if why is None:
             regen.append(t)
             if verbose:
-                print(f"  ..    {t.name}: regenerating (fingerprint changed, files edited or --full)")
+                print(f"  ..    {t.name}: regenerating (fingerprint changed, files edited or "
+                      "--full)")
         elif not quiet:
             print(f"  ok    {t.name}: {why}")
     for t, g, err in _run(regen, project, srcs, jobs):
@@ -435,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         "-v", "--verbose", action="store_true", help="also print what each target did not emit"
     )
     ap.add_argument(
-        "--specs", default=None, help="specs folder (default: [tool.bindgen] specs in pyproject.toml)"
+        "--specs", default=None, help="specs folder (default: [tool.bindgen] specs of pyproject.toml)"
     )
     ap.add_argument(
         "--out", default=None, help="output root (default: [tool.bindgen] out in pyproject.toml)"
@@ -443,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--package",
         default=None,
-        help="import name of the output root (default: [tool.bindgen] package, else its folder name)",
+        help="import name of the output root (default: [tool.bindgen] package, else the folder's)",
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list targets")

@@ -52,7 +52,8 @@ _DEFINE = re.compile(r"^[ \t]*#[ \t]*define\b", re.M)
 
 
 def macro_docs(text: str) -> dict[int, str]:
-    """Line number of each ``#define`` in ``text`` → its doc comment (see the module docstring)."""
+    """Line number of each ``#define`` in ``text`` → its doc comment (see the module docstring).
+    """
     if "/*" not in text and "//" not in text:
         return {}
     defines: set[int] = set()

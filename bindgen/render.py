@@ -364,12 +364,12 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
             f": {fn.doc}" if fn.doc else ""
         )
         fns.chunks.append(_Chunk(wrap(stmt), (fn.name,), before=_comment_lines(doc)))
-    for v in m.variables:
+    for gvar in m.variables:
         text = (
-            f"def {v.name}() -> Any:\n"
-            + wrap(f"    return {r.lib_var(v.library)}.variable({v.name!r}, {r.type(v.type)})")
+            f"def {gvar.name}() -> Any:\n"
+            + wrap(f"    return {r.lib_var(gvar.library)}.variable({gvar.name!r}, {r.type(gvar.type)})")
         )
-        fns.chunks.append(_Chunk(text, (v.name,), gap=1))
+        fns.chunks.append(_Chunk(text, (gvar.name,), gap=1))
     sections.append(fns)
 
     consts = _Section("constants (object-like macros)")
@@ -379,12 +379,12 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     sections.append(consts)
 
     mfns = _Section("function-like macros")
-    for f in m.macro_functions:
-        lines = [f"def {f.name}({', '.join(f.params)}):"]
-        if f.doc:
-            lines.append(_docstring(f.doc, "    "))
-        lines.append(wrap(f"    return {f.body}"))
-        mfns.chunks.append(_Chunk("\n".join(lines), (f.name,), gap=1))
+    for mf in m.macro_functions:
+        lines = [f"def {mf.name}({', '.join(mf.params)}):"]
+        if mf.doc:
+            lines.append(_docstring(mf.doc, "    "))
+        lines.append(wrap(f"    return {mf.body}"))
+        mfns.chunks.append(_Chunk("\n".join(lines), (mf.name,), gap=1))
     sections.append(mfns)
 
     ioctls = _Section("ioctls: int(request) is the number; calling it performs the ioctl")

@@ -230,15 +230,15 @@ class LazyModule:
                     g[name] = value
                     stack.pop()
                     continue
-                code: CodeType | None = self._compile(*loc)
+                later: CodeType | None = self._compile(*loc)
                 if self.text().startswith("class ", loc[1]):
-                    exec(code, g, self)  # type: ignore[arg-type]  # declared before its fields
+                    exec(later, g, self)  # type: ignore[arg-type]  # declared before its fields
                     declared.append(name)
                     layout = self._locate(name, layout=True)
-                    code = self._compile(*layout) if layout is not None else None
-                pending[name] = code
-                if code is not None:
-                    for ref in _names(code):
+                    later = self._compile(*layout) if layout is not None else None
+                pending[name] = later
+                if later is not None:
+                    for ref in _names(later):
                         if (
                             ref not in g
                             and ref not in pending

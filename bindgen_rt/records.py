@@ -312,6 +312,7 @@ class _RecordMixin:
 
     __bindgen_names__: tuple[str, ...] = ()
     __bindgen_nameset__: frozenset[str] = frozenset()
+    _ctypes_init_: Any  # ctypes.Structure.__init__ or ctypes.Union.__init__ (set by the bases)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if args or not kwargs.keys() <= self.__bindgen_nameset__:

@@ -174,6 +174,33 @@ targets:
     output: bench/bench_tricky.py
     headers: ["tricky:tricky.h"]
 """
+# Record operations, ours against plain ctypes (a ctypes.Structure with ctypes bitfields), in a
+# fresh interpreter: ns per operation, best of 5 rounds.
+RECORD_PROBE = r"""
+import ctypes, json, timeit
+import bindgen_rt as rt
+class Ours(rt.Struct):
+    __slots__ = ()  # as generated records declare
+Ours._layout_(16, 8, [("a", ctypes.c_uint32, 0), ("b", ctypes.c_uint32, 32, 5, False),
+                      ("c", ctypes.c_uint32, 37, 11, True), ("d", ctypes.c_uint64, 64)])
+class Plain(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_uint32), ("b", ctypes.c_uint32, 5), ("c", ctypes.c_int32, 11),
+                ("d", ctypes.c_uint64)]
+o, p = Ours(), Plain()
+def ns(stmt):
+    n = 100000
+    return min(timeit.repeat(stmt, globals=globals(), number=n, repeat=5)) / n * 1e9
+out = {}
+for label, stmt in (("bitfield write", "{}.b = 7"), ("bitfield read", "{}.b"),
+                    ("signed bitfield read", "{}.c"), ("field write", "{}.a = 7"),
+                    ("construct from 4 keywords", "{}(a=1, b=2, c=3, d=4)")):
+    if label.startswith("construct"):
+        out[label] = {"ours": ns(stmt.format("Ours")), "ctypes": ns(stmt.format("Plain"))}
+    else:
+        out[label] = {"ours": ns(stmt.format("o")), "ctypes": ns(stmt.format("p"))}
+print(json.dumps(out))
+"""
+
 PASS_TARGETS = {  # from the issues
     "linux_warm_regen_s": 1.0,
     "linux_import_bc_ms": 3.0,
@@ -182,6 +209,9 @@ PASS_TARGETS = {  # from the issues
     "nv_import_bc_ms": 10.0,
     "nv_import_nobc_ms": 30.0,
     "amd_import_ms": 10.0,
+    "kfd_ioctl_import_bc_ms": 3.0,  # issue 13: an eager module
+    "rm_580_import_bc_ms": 10.0,  # issue 13: a lazy module
+    "record_ops_vs_ctypes": 1.5,  # issue 13: bitfields and construction within 1.5x of ctypes
 }
 
 
@@ -492,8 +522,10 @@ class Bench:
     def copy_repo(self, dest: Path) -> Path:
         dest.mkdir(parents=True)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".*.tmp")
-        for name in ("bindgen", "generated"):
+        for name in ("bindgen", "bindgen_rt", "generated"):
             shutil.copytree(REPO / name, dest / name, ignore=ignore)
+        # setup.py installs generated/ as the package hcq_bindings; in the copy a link says so
+        (dest / "hcq_bindings").symlink_to("generated", target_is_directory=True)
         shutil.copy2(REPO / "pyproject.toml", dest / "pyproject.toml")
         return dest
 
@@ -585,7 +617,7 @@ class Bench:
         for t in self.targets:
             if t["group"] == group:
                 base = copy / "generated" / t["output"]
-                files += [base, base.with_suffix(".report.txt"), base.with_suffix(".defs")]
+                files += [base, base.with_suffix(".report.txt"), base.with_name("_" + base.name)]
         return files
 
     def regen_once(
@@ -731,13 +763,37 @@ class Bench:
                 **({"error": s["error"]} if "error" in s else {}),
             }
 
+    # -- records and check
+    def bench_runtime(self) -> None:
+        """Record operations against plain ctypes, and ``bindgen check`` on an unchanged tree
+        (fingerprints unchanged: nothing is regenerated)."""
+        copy = self.copy_repo(self.tmp / "runtime")
+        env = base_env(PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE=None)
+        out: dict[str, Any] = {}
+        self.results["runtime"] = out
+        p = run([self.clean_py, "-c", RECORD_PROBE], timeout=300, env=env, cwd=copy)
+        out["records"] = json.loads(p.out) if p.ok else {"error": p.error}
+        cache = Path(os.environ.get("BINDGEN_CACHE") or Path.home() / ".cache/bindgen")
+        env = self.regen_env(copy, bytecode=True)
+        walls = []
+        for _ in range(3):
+            p = run([sys.executable, "-m", "bindgen", "-q", "check", "--cache", str(cache)],
+                    timeout=600, env=env, cwd=copy)
+            if not p.ok:
+                out["check"] = {"error": p.error}
+                break
+            walls.append(p.seconds)
+        else:
+            out["check"] = {"wall_s": median(walls), "runs": walls}
+        log(f"[runtime] records {out['records']}; check {out['check']}")
+
     # -- 2. imports
     def bench_imports(self) -> None:
         bc = self.copy_repo(self.tmp / "imp-bc")
         nobc = self.copy_repo(self.tmp / "imp-nobc")
         self.import_trees = {"bc": bc, "nobc": nobc}
         p = run(
-            [self.clean_py, "-m", "compileall", "-q", "bindgen", "generated"],
+            [self.clean_py, "-m", "compileall", "-q", "bindgen", "bindgen_rt", "hcq_bindings"],
             timeout=300,
             env=base_env(PYTHONDONTWRITEBYTECODE=None),
             cwd=bc,
@@ -782,12 +838,15 @@ class Bench:
 
     def lazy_attr(self, t: dict) -> str:
         want = LAZY_ATTR.get(t["name"], "")
-        defs = REPO / "generated" / (t["output"][:-3] + ".defs")
+        out = REPO / "generated" / t["output"]
+        defs = out.with_name("_" + out.name)  # a lazy target's definitions module and its index
         try:
             with defs.open(encoding="utf-8") as f:
                 first = ""
                 for line in f:
-                    name = line.split("\t", 1)[0]
+                    if not line.startswith("#@ "):
+                        continue
+                    name = line.split()[1]
                     first = first or ("" if name.startswith("_") else name)
                     if name == want:
                         return want
@@ -868,7 +927,7 @@ class Bench:
         )
         outputs = {}
         if g.ok:
-            outputs["ours"] = ("generated.bench.bench_tricky", [copy], json.dumps([""]))
+            outputs["ours"] = ("hcq_bindings.bench.bench_tricky", [copy], json.dumps([""]))
         else:
             res["ours"] = {"error": f"regen: {g.error}"}
         for peer, reqs in PEERS.items():
@@ -1339,6 +1398,25 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
             }
         )
 
+    for mod, key in (("hcq_bindings.linux.kfd_ioctl", "kfd_ioctl_import_bc_ms"),
+                     ("hcq_bindings.nv.rm_580", "rm_580_import_bc_ms")):
+        v = imports.get(mod, {}).get("bc", {}).get("cum_ms")
+        lim = PASS_TARGETS[key]
+        add(f"{mod.rsplit('.', 1)[1]} import < {lim:g} ms with bytecode", None if v is None
+            else v < lim, f"{fmt(v, 2)} ms cumulative" if v is not None else "not measured")
+    rec = res.get("runtime", {}).get("records", {})
+    lim = PASS_TARGETS["record_ops_vs_ctypes"]
+    for label, d in rec.items():
+        if isinstance(d, dict) and "ours" in d:
+            ratio = d["ours"] / d["ctypes"]
+            add(f"{label} within {lim:g}x of plain ctypes", ratio <= lim,
+                f"ours {d['ours']:.0f} ns, ctypes {d['ctypes']:.0f} ns ({ratio:.2f}x)")
+    chk = res.get("runtime", {}).get("check", {})
+    add("bindgen check on an unchanged tree regenerates nothing (< 2 s wall)",
+        None if "wall_s" not in chk else chk["wall_s"] < 2.0,
+        f"{fmt(chk.get('wall_s'), 2)} s wall (median of 3)" if "wall_s" in chk
+        else chk.get("error", "not measured"))
+
     ratios: list[dict] = []
     peers = res.get("peers", {})
     ours_pt = peers.get("ours_per_target", {})
@@ -1779,7 +1857,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     git = run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], timeout=30)
     dirty = run(
-        ["git", "-C", str(REPO), "status", "--porcelain", "--", "bindgen", "generated"], timeout=30
+        ["git", "-C", str(REPO), "status", "--porcelain", "--", "bindgen", "bindgen_rt", "generated"],
+        timeout=30,
     )
     res: dict[str, Any] = {
         "meta": {
@@ -1803,6 +1882,7 @@ def main(argv: list[str] | None = None) -> int:
         ("clean interpreter", bench.setup_clean_python),
         ("regen", bench.bench_regen),
         ("imports", bench.bench_imports),
+        ("records and check", bench.bench_runtime),
     ]
     if args.quick or args.no_peers:
         res["peers"] = {"skipped": "--quick" if args.quick else "--no-peers"}

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from runtime.hcq import registry
 from runtime.hcq.compiler import CompileCache, Compiler
 from runtime.hcq.device import Device, parse_device_name
-from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
-                                IoctlError, ProgramError, QueueError, SignalTimeout)
+from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
+                                HCQMemoryError, IoctlError, ProgramError, QueueError,
+                                SignalTimeout)
 from runtime.hcq.device import PendingCopy
 from runtime.hcq.graph import Graph, GraphCopy, GraphWait, Launch
 from runtime.hcq.group import TransferPath, TransferReport, open_devices, transfer, wait_all
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
     from runtime.drivers.nv.device import NVDevice
 
 __all__ = [
-    "AMDDevice", "ArgSlot", "Buffer", "BufferSpec", "CompileCache", "Compiler", "Device",
+    "AMDDevice", "ArgSlot", "ArgumentError", "Buffer", "BufferSpec", "CompileCache", "Compiler", "Device",
     "DeviceClosed", "DeviceFault", "DeviceNotFound", "Event", "Graph", "GraphCopy", "GraphWait",
     "HCQError", "HCQMemoryError", "PendingCopy", "Stream",
     "HWQueue", "HostMapping", "IoctlError", "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",

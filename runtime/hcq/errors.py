@@ -79,5 +79,10 @@ class QueueError(HCQError):
     full)."""
 
 
+class ArgumentError(HCQError, ValueError):
+    """A value given to the runtime is of the wrong kind or out of range (a ring size that is not
+    a power of two, a slice outside its buffer); the message names it and what is accepted."""
+
+
 class DeviceNotFound(HCQError):
     """No device of the requested kind is present (or its driver is not installed)."""

@@ -12,7 +12,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from runtime.hcq.errors import DeviceClosed, HCQError, HCQMemoryError
+from runtime.hcq.errors import ArgumentError, DeviceClosed, HCQError, HCQMemoryError
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
@@ -72,7 +72,7 @@ class Buffer:
         if size is None:
             size = self.size - offset
         if offset < 0 or size < 0 or offset + size > self.size:
-            raise ValueError(f"slice [{offset:#x}, +{size:#x}) is outside a "
+            raise ArgumentError(f"slice [{offset:#x}, +{size:#x}) is outside a "
                              f"{self.size:#x}-B buffer")
         view = self.view[offset:offset + size] if self.view is not None else None
         return Buffer(self.device, self.va + offset, size, self.spec, view, self.handle,
@@ -158,12 +158,12 @@ class Allocator:
             self.hits += 1
         else:
             try:
-                raw = self._alloc(rounded, spec)
+                raw = self._alloc_hcq(rounded, spec)
             except HCQMemoryError:
                 if not self.cached_B:
                     raise
                 self.trim()
-                raw = self._alloc(rounded, spec)
+                raw = self._alloc_hcq(rounded, spec)
             self.misses += 1
         # Callers see what they asked for; the driver's buffer keeps the rounded size.
         view = raw.view[:size] if raw.view is not None else None
@@ -172,6 +172,17 @@ class Allocator:
         self._raw[id(buf)] = raw
         self.bytes_in_use += size
         return buf
+
+    def _alloc_hcq(self, size: int, spec: BufferSpec) -> Buffer:
+        """`_alloc`, with an OS error the driver did not translate (a failed mmap, say) raised as
+        the HCQMemoryError it is."""
+        try:
+            return self._alloc(size, spec)
+        except HCQError:
+            raise
+        except OSError as e:
+            raise HCQMemoryError(f"{self.device.name}: cannot allocate {size:#x} B of "
+                                 f"{spec.kind.value}: {e}") from e
 
     def _check_own(self, buf: Buffer) -> None:
         if not isinstance(buf, Buffer):

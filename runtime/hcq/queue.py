@@ -198,7 +198,7 @@ class HWQueue:
         elif isinstance(v, VarExpr):
             var, add = v.var, v.add
         else:
-            raise TypeError(f"expected int or Var, got {type(v).__name__}")
+            raise QueueError(f"expected an int or a Var, got {type(v).__name__} {v!r}")
         cur = self._vals.get(var)
         return (0 if cur is None else (cur + add) & _M64), var, add
 

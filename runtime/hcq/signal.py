@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from runtime.hcq.errors import DeviceClosed, SignalTimeout
+from runtime.hcq.errors import ArgumentError, DeviceClosed, SignalTimeout
 from runtime.hcq.memory import Buffer
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class Signal:
 
     def __init__(self, device: "Device", buf: Buffer, pool_offset: int | None = None) -> None:
         if buf.size < SIGNAL_B or buf.va % 8:
-            raise ValueError(f"a signal needs 16 B at an 8-byte aligned address, got {buf!r}")
+            raise ArgumentError(f"a signal needs 16 B at an 8-byte aligned address, got {buf!r}")
         self.device, self.buf = device, buf
         self._u64 = buf.cpu_view()[:SIGNAL_B].cast("Q")
         self._pool_offset = pool_offset

@@ -393,3 +393,24 @@ def test_demo_refuses_a_bad_element_count(capsys: Any) -> None:
     with pytest.raises(SystemExit) as ei:
         demo.main(["mock-amd:0", "--n", "0"])
     assert ei.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+def test_bad_values_are_hcq_errors_that_are_also_value_errors(dev: Device) -> None:
+    from runtime.hcq import ArgumentError, QueueError
+    b = dev.alloc(64)
+    with pytest.raises(ArgumentError, match="slice"):
+        b.slice(32, 64)
+    with pytest.raises(QueueError, match="expected an int or a Var, got float"):
+        dev.compute_queue().wait(dev.timeline_signal, 1.5)  # type: ignore[arg-type]
+    if dev.name.startswith("mock-amd"):
+        from runtime.drivers.amd.device import AMDDevice
+        from runtime.drivers.mock.os import MockOS
+        with pytest.raises(ArgumentError, match="power of two"):
+            AMDDevice("mock-amd:0", os=MockOS.with_amd_gpus(1), ring_B=3000)
+    else:
+        from runtime.drivers.mock.nv_rm import NvMockOS
+        from runtime.drivers.nv.device import NVDevice
+        with pytest.raises(ArgumentError, match="power of two"):
+            NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1), gpfifo_entries=100)
+    with pytest.raises(ValueError):  # still a ValueError for callers that catch that
+        b.slice(-1, 4)

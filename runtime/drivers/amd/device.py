@@ -27,7 +27,8 @@ from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
 from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.registry import mock_seam
-from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQMemoryError, IoctlError
+from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQMemoryError,
+                                IoctlError)
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED,
                               PROT_NONE, PROT_READ, PROT_WRITE, HostMapping, OSSeam, RealOS)
@@ -245,7 +246,7 @@ class AMDDevice(Device):
 
     def _create_queue(self, kind: str, ring_B: int) -> HwRing:
         if ring_B < 1024 or ring_B & (ring_B - 1):
-            raise ValueError(f"ring size {ring_B} must be a power of two >= 1 KiB")
+            raise ArgumentError(f"ring size {ring_B} must be a power of two >= 1 KiB")
         ring = self.alloc(ring_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
         ptrs = self.alloc(PAGE_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
         mem = QueueMemory(ring, ptrs)

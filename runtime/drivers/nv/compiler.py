@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from runtime.hcq.errors import ProgramError
+from runtime.hcq.errors import ArgumentError, ProgramError
 
 # Folders that hold libnvrtc.so.* besides the loader's search path, most specific first: the CUDA 12
 # wheel (nvidia-cuda-nvrtc-cu12), the CUDA 13 wheel (nvidia-cuda-nvrtc), the toolkit.
@@ -83,7 +83,7 @@ class NVCompiler:
 
     def __init__(self, arch: str, extra_options: Sequence[str] = ()) -> None:
         if not arch.startswith("sm_"):
-            raise ValueError(f"arch must look like sm_90, got {arch!r}")
+            raise ArgumentError(f"arch must look like sm_90, got {arch!r}")
         self.arch = arch
         self.extra_options = tuple(extra_options)
         self.library = find_nvrtc()

@@ -49,7 +49,8 @@ from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
 from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.registry import mock_seam
-from runtime.hcq.errors import DeviceFault, DeviceNotFound, HCQError, HCQMemoryError, QueueError
+from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
+                                QueueError)
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
                               OSSeam, RealOS)
@@ -307,7 +308,7 @@ class NVDevice(Device):
         self.os = os
         self.pcas_action = pcas_action
         if gpfifo_entries & (gpfifo_entries - 1) or not 16 <= gpfifo_entries <= GPFIFO_ENTRIES:
-            raise ValueError(f"gpfifo_entries must be a power of two in 16..{GPFIFO_ENTRIES}")
+            raise ArgumentError(f"gpfifo_entries must be a power of two in 16..{GPFIFO_ENTRIES}")
         self.pushbuf_B, self.gpfifo_entries = pushbuf_B, gpfifo_entries
         self.clock_hz = 1e9  # semaphore timestamps are the GPU's nanosecond timer
         self.rm: NvRm = None  # type: ignore[assignment]

@@ -216,19 +216,27 @@ class NVProgram(Program):
 
     def _timed_template(self) -> tuple[array, tuple[int, int, int]]:
         """The commands of a launch that waits and is timed, built once: acquire the previous
-        timeline value, invalidate caches, timestamp t0 (host release after idle), SEND_PCAS
-        (the QMD releases the timeline value), timestamp t1 after idle carrying the value the CPU
-        waits for. Returns the words and the positions of the acquire value, the QMD address and
-        t1's value."""
+        timeline value, invalidate caches, timestamp t0 (a host release with timestamp; the
+        acquire already ordered it after earlier work, so no wait for idle), SEND_PCAS (the QMD
+        releases the timeline value), then t1: a host release after idle, with timestamp,
+        carrying the value the CPU polls for (no interrupt: the CPU polls). Returns the words and
+        the positions of the acquire value, the QMD address and t1's value."""
         if self._timed is not None:
             return self._timed
+        from hcq_bindings.nv import classes as cl
+
+        from runtime.drivers.nv.gpfifo import SEM_RELEASE_64, SEM_RELEASE_WFI_TS, host_semaphore
+        from runtime.drivers.nv.methods import fval
         from runtime.drivers.nv.queue import NVComputeQueue
+        release_ts = SEM_RELEASE_64 | fval(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP,
+                                           cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN)
         marks = (0x3A3A3A3, 0x4B4B4B4)
         q = NVComputeQueue(self.nvdev)
-        q.wait(self.nvdev.timeline_signal, marks[0]).memory_barrier().timestamp(self._t0)
+        q.wait(self.nvdev.timeline_signal, marks[0]).memory_barrier()
+        q._d.extend(host_semaphore(self._t0.va, 0, release_ts))
         pcas = len(q._d) + 1
         q._d.extend(_pcas_methods(self.nvdev, 0))
-        q._host_release(self._t1, marks[1])
+        q._d.extend(host_semaphore(self._t1.va, marks[1], SEM_RELEASE_WFI_TS))
         words = q._d
         acq, t1 = words.index(marks[0]), words.index(marks[1])
         self._timed = (words, (acq, pcas, t1))

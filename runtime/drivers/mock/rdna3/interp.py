@@ -378,15 +378,18 @@ class Dispatch:
         left (a generator: it pauses when the time slice is over)."""
         prog, stats, limit = self.prog, self.stats, self.limit
         n_insts = len(prog.insts)
+        steps = prog.steps
+        n, active = g.n, g.active
         self.groups.append(g)   # visible to describe() while it runs
         try:
             while g.pc < horizon:
-                if g.pc >= n_insts:
+                pc = g.pc
+                if pc >= n_insts:
                     raise KernelFault("execution ran past the end of the program (no s_endpgm)",
                                       address=prog.base + len(prog.raw))
-                step = prog.step(g.pc)
-                stats.wave_instructions += g.n
-                stats.lane_instructions += g.active
+                step = steps[pc] or prog.step(pc)
+                stats.wave_instructions += n
+                stats.lane_instructions += active
                 self._ticks -= 1
                 if not self._ticks:
                     self._ticks = CHECK_EVERY
@@ -398,29 +401,33 @@ class Dispatch:
                         yield
                 kind = step.kind
                 if kind == NEXT:
-                    if step.contended is not None and g.n > 1 and step.contended(g):
+                    if step.contended is not None and n > 1 and step.contended(g):
                         # Lanes of several waves race on one address: let the first wave run
                         # on alone (one of the orders the hardware may pick), the others wait.
-                        first = np.zeros(g.n, dtype=bool)
+                        first = np.zeros(n, dtype=bool)
                         first[0] = True
-                        a, rest = g.split(first, g.pc, g.pc)
+                        a, rest = g.split(first, pc, pc)
                         rest.parked = True
                         return [a, rest]
-                    _call(step, g)
-                    g.pc += 1
+                    try:
+                        step.fn(g)  # type: ignore[misc]  # NEXT steps always carry one
+                    except Exception as e:
+                        raise _fault(step, e) from None
+                    g.pc = pc + 1
+                    active = g.active   # EXEC may have changed
                 elif kind == BRANCH:
                     taken = step.fn(g) if step.fn is not None else True
                     if taken is True or taken.all():  # type: ignore[union-attr]  # True or array
                         g.pc = step.target
                     elif not taken.any():  # type: ignore[union-attr]
-                        g.pc += 1
-                    elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * g.n:
+                        g.pc = pc + 1
+                    elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * n:
                         # The skipped block only does EXEC-masked work, so the waves whose EXEC
                         # is empty can come along and do nothing; keeping the group whole is
                         # cheaper than a split and a merge unless most waves would skip.
-                        g.pc += 1
+                        g.pc = pc + 1
                     else:
-                        return list(g.split(np.asarray(taken), step.target, g.pc + 1))
+                        return list(g.split(np.asarray(taken), step.target, pc + 1))
                 elif kind == END:
                     return []
                 elif kind == BARRIER:
@@ -458,14 +465,22 @@ def _call(step: Step, g: Group) -> Any:
     assert step.fn is not None  # NEXT steps always carry their function
     try:
         return step.fn(g)
-    except KernelFault:
-        raise
-    except PageFault as e:
-        raise PageFaultError(str(e), address=step.inst.addr, instruction=str(step.inst),
-                             cause=e) from None
-    except (IndexError, ValueError, TypeError, MemoryError) as e:
-        raise KernelFault(f"bad state executing the instruction: {e}", address=step.inst.addr,
-                          instruction=str(step.inst), cause=e) from None
+    except Exception as e:
+        raise _fault(step, e) from None
+
+
+def _fault(step: Step, e: Exception) -> Exception:
+    """What an instruction's exception becomes: its own KernelFault, a PageFaultError for a
+    memory fault, a KernelFault for bad state (anything else is a bug: re-raised as it is)."""
+    if isinstance(e, KernelFault):
+        return e
+    if isinstance(e, PageFault):
+        return PageFaultError(str(e), address=step.inst.addr, instruction=str(step.inst),
+                              cause=e)
+    if isinstance(e, (IndexError, ValueError, TypeError, MemoryError)):
+        return KernelFault(f"bad state executing the instruction: {e}", address=step.inst.addr,
+                           instruction=str(step.inst), cause=e)
+    return e
 
 
 def _jump(prog: Program, g: Group, step: Step, targets: np.ndarray) -> list[Group]:

@@ -13,7 +13,7 @@ all through the re-export below.
 
 from bindgen_rt.lazy import LazyModule as _LazyModule
 
-_LAZY = _LazyModule(globals(), '_lazy', '6b028f693c589b50a713ea28b61d144d')
+_LAZY = _LazyModule(globals(), '_lazy', '<hash>')
 TYPE_CHECKING = False
 
 if not TYPE_CHECKING:  # hidden from type checkers: a misspelt name must stay an error there
