@@ -146,8 +146,6 @@ def cmd_list(targets: list[Target], project: Project) -> int:
 
 
 def cmd_show(t: Target, project: Project) -> int:
-    from .generate import report_path
-
     print(f"target {t.name} (group {t.group}, spec {t.spec_shown})")
     print(f"  output: {project.shown(project.output(t.output))}")
     print(f"  language: {t.language}   lazy: {t.lazy}   clang args: {' '.join(t.clang_args) or '-'}")
@@ -171,7 +169,7 @@ def cmd_show(t: Target, project: Project) -> int:
         print(f"  source {s.name}: {s.kind} {pin}")
     for p in t.patches:
         print(f"  patch {p.op} {dict(p.args)}: {p.why}")
-    rp = report_path(t, project)
+    rp = project.report_path(t.output)
     if rp.exists():
         print("  report: " + project.shown(rp))
         text = rp.read_text()
@@ -288,7 +286,7 @@ def cmd_check(
     quiet: bool = False,
     verbose: bool = False,
 ) -> int:
-    from .generate import inputs_hash
+    from .fingerprint import inputs_hash
     from .outputs import audit, owned
     from .sources import Sources
 
@@ -385,9 +383,7 @@ def _unchanged(t: Target, project: Project, srcs: Sources, inputs: str) -> str |
     same inputs hash (spec entry, generator) and its report's headers still hash the same. (A
     header that newly shadows one on the include path is not seen: ``check --full`` regenerates.)
     """
-    from .generate import report_path
-
-    out, report = project.output(t.output), report_path(t, project)
+    out, report = project.output(t.output), project.report_path(t.output)
     if not out.is_file() or not report.is_file():
         return None
     m = re.search(r"^# inputs: (\w+)  headers: (\w+)", out.read_text(), re.M)
@@ -413,6 +409,14 @@ def _unchanged(t: Target, project: Project, srcs: Sources, inputs: str) -> str |
     )
 
 
+class _Version(argparse.Action):
+    """``--version``, computed only when asked for (importlib.metadata costs 20 ms)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(_version())
+        parser.exit()
+
+
 def _version() -> str:
     """``bindgen VERSION (generator HASH)``: the distribution's version and the hash that goes
     into every fingerprint."""
@@ -429,7 +433,7 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bindgen", description=__doc__)
-    ap.add_argument("--version", action="version", version=_version())
+    ap.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     ap.add_argument(
         "-q", "--quiet", action="store_true", help="print only problems and each command's summary"
     )

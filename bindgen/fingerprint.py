@@ -1,12 +1,19 @@
-"""The generator's own hash: part of every target's fingerprint (and of ``bindgen --version``).
+"""What a target's fingerprint is made of, apart from its headers: the generator's own hash and
+the target's spec entry (also ``bindgen --version``'s hash).
 
-Kept apart from ``bindgen.generate`` so that computing it imports neither libclang nor Mako.
+Kept apart from ``bindgen.generate`` so that ``bindgen check`` on an unchanged tree imports neither
+libclang nor Mako.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .spec import Target
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -20,3 +27,40 @@ def generator_hash() -> str:
             continue
         h.update(f.relative_to(PACKAGE).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def inputs_hash(t: Target) -> str:
+    """Everything but the headers: the target's own spec entry (with the defaults, sources and
+    pins it uses, as loaded), its name and the generator. Editing another target of the same spec
+    file, or only a comment, changes nothing here."""
+    h = hashlib.sha256()
+    h.update(spec_entry(t).encode())
+    h.update(b"\0" + t.name.encode() + b"\0" + generator_hash().encode())
+    return h.hexdigest()[:32]
+
+
+# Where something is written in a spec file: moving it (a line added above) changes no output.
+_POSITIONS = frozenset({"line", "spec_shown"})
+
+
+def spec_entry(t: Target) -> str:
+    """A canonical text of a loaded target: every field of it and of what it holds, recursively,
+    except positions in the spec file."""
+
+    def canon(v: object) -> object:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return (
+                type(v).__name__,
+                tuple(
+                    (f.name, canon(getattr(v, f.name)))
+                    for f in dataclasses.fields(v)
+                    if f.name not in _POSITIONS
+                ),
+            )
+        if isinstance(v, (tuple, list)):
+            return tuple(canon(x) for x in v)
+        if isinstance(v, dict):
+            return tuple(sorted((str(k), canon(x)) for k, x in v.items()))
+        return v
+
+    return repr(canon(t))

@@ -7,60 +7,23 @@ outside.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import ir
 from .errors import BindgenError
-from .fingerprint import generator_hash
+from .fingerprint import inputs_hash
 from .layout import load_module_text, verify_module
 from .parse import parse_target
 from .passes import Context, run_all
 from .render import RenderInfo, render_module, render_report
 from .project import Project
+from .project import defs_module as project_defs_module
 from .sources import Sources
 from .spec import Target
 
-
-
-def inputs_hash(t: Target) -> str:
-    """Everything but the headers: the target's own spec entry (with the defaults, sources and
-    pins it uses, as loaded), its name and the generator. Editing another target of the same spec
-    file, or only a comment, changes nothing here."""
-    h = hashlib.sha256()
-    h.update(spec_entry(t).encode())
-    h.update(b"\0" + t.name.encode() + b"\0" + generator_hash().encode())
-    return h.hexdigest()[:32]
-
-
-# Where something is written in a spec file: moving it (a line added above) changes no output.
-_POSITIONS = frozenset({"line", "spec_shown"})
-
-
-def spec_entry(t: Target) -> str:
-    """A canonical text of a loaded target: every field of it and of what it holds, recursively,
-    except positions in the spec file."""
-
-    def canon(v: object) -> object:
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            return (
-                type(v).__name__,
-                tuple(
-                    (f.name, canon(getattr(v, f.name)))
-                    for f in dataclasses.fields(v)
-                    if f.name not in _POSITIONS
-                ),
-            )
-        if isinstance(v, (tuple, list)):
-            return tuple(canon(x) for x in v)
-        if isinstance(v, dict):
-            return tuple(sorted((str(k), canon(x)) for k, x in v.items()))
-        return v
-
-    return repr(canon(t))
 
 
 @dataclass
@@ -92,16 +55,16 @@ class Generated:
 
 
 def report_path(t: Target, project: Project) -> Path:
-    return project.output(re.sub(r"\.py$", ".report.txt", t.output))
+    return project.report_path(t.output)
 
 
 def defs_module(t: Target) -> str:
     """The definitions module of a lazy target: ``nv/rm_580.py`` → ``_rm_580``."""
-    return "_" + Path(t.output).stem
+    return project_defs_module(t.output)
 
 
 def defs_path(t: Target, project: Project) -> Path:
-    return project.output(t.output).with_name(defs_module(t) + ".py")
+    return project.defs_path(t.output)
 
 
 def generate(t: Target, sources: Sources, project: Project) -> Generated:

@@ -49,9 +49,22 @@ class Project:
     def output(self, rel: str) -> Path:
         return self.out / rel
 
+    def report_path(self, output: str) -> Path:
+        """The report beside the module ``output`` (``a/b.py`` → ``a/b.report.txt``)."""
+        return self.out / (output[: -len(".py")] + ".report.txt")
+
+    def defs_path(self, output: str) -> Path:
+        """A lazy module's definitions module (``a/b.py`` → ``a/_b.py``)."""
+        return self.output(output).with_name(defs_module(output) + ".py")
+
     def module_name(self, output: str) -> str:
         """Import name of the module written to ``out/output`` (``a/b.py`` → ``PACKAGE.a.b``)."""
         return self.package + "." + output[: -len(".py")].replace("/", ".")
+
+
+def defs_module(output: str) -> str:
+    """The name of a lazy module's definitions module: ``nv/rm_580.py`` → ``_rm_580``."""
+    return "_" + Path(output).stem
 
 
 def find_config(start: Path) -> Path | None:

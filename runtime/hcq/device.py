@@ -272,6 +272,10 @@ class Device:
     def wait(self, event: "Event") -> None:
         """Makes the device timeline's later work wait for `event` (e.g. a stream's)."""
         self.check_usable()
+        from runtime.hcq.stream import Event
+        if not isinstance(event, Event):
+            raise HCQError(f"{self.name}.wait takes an Event (stream.record(), device.record()), "
+                           f"got {type(event).__name__}")
         if event.signal.device is not self:
             raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal with "
                            f"{self.name}.map_signal first")

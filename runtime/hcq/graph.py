@@ -17,10 +17,10 @@ from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import Buffer, round_up
 from runtime.hcq.program import ArgValue, KernArgs, Program
 from runtime.hcq.queue import HWQueue, Var, as_tuple3
+from runtime.hcq.signal import Signal
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
-    from runtime.hcq.signal import Signal
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,9 @@ class Graph:
                 dev._check_range(n.dst, n.dst_offset, n.size, f"graph node {i} copy", "dst")
                 dev._check_range(n.src, n.src_offset, n.size, f"graph node {i} copy", "src")
             elif isinstance(n, GraphWait):
+                if not isinstance(n.signal, Signal) or not isinstance(n.value, int):
+                    raise ProgramError(f"graph node {i}: GraphWait needs a Signal and an int, got "
+                                       f"{n.signal!r}, {n.value!r}")
                 if n.signal.device is not dev:
                     raise ProgramError(f"graph node {i}: the signal belongs to "
                                        f"{n.signal.device.name} (map it with map_signal)")

@@ -116,6 +116,9 @@ class Stream:
     def wait(self, event: Event) -> None:
         """Makes this stream's next submission wait for `event` (of any stream or the device)."""
         self._check()
+        if not isinstance(event, Event):
+            raise HCQError(f"{self!r}.wait takes an Event (stream.record(), device.record()), "
+                           f"got {type(event).__name__}")
         if event.signal.device is not self.device:
             raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal "
                                f"with {self.device.name}.map_signal first")

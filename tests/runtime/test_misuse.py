@@ -16,8 +16,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from runtime.hcq import (Buffer, Device, DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
-                         HCQMemoryError, Launch, ProgramError, open_device)
+from runtime.hcq import (Buffer, Device, DeviceClosed, DeviceFault, DeviceNotFound, GraphCopy,
+                         GraphWait, HCQError, HCQMemoryError, Launch, ProgramError, open_device)
 
 DATA = Path(__file__).parent / "data"
 NV_CUBIN = (DATA / "nv_kernels_cuda13.cubin").read_bytes()
@@ -127,6 +127,16 @@ _BAD_LAUNCHES: dict[str, Callable[[Device, Any, Buffer], Any]] = {
     "copyin of a strided array": lambda d, p, b: d.copyin(b, np.arange(32, dtype=np.int32)[::2]),
     "copyout into a strided array": lambda d, p, b: d.copyout(np.zeros(32, np.int32)[::2], b),
     "copyout into bytes": lambda d, p, b: d.copyout(bytes(16), b),
+    "async copyout past the end": lambda d, p, b: d.copyout_async(bytearray(65), b),
+    "async copyout into a strided array": lambda d, p, b: d.copyout_async(
+        np.zeros(32, np.int32)[::2], b),
+    "stream launch, bad shape": lambda d, p, b: d.stream().launch(p, b, 4, global_size=(1, 1, 1),
+                                                                  local_size=(4096, 1, 1)),
+    "stream launch, foreign argument kind": lambda d, p, b: d.stream().launch(
+        p, b, "4", global_size=(1, 1, 1), local_size=(1, 1, 1)),
+    "stream copy of -5 bytes": lambda d, p, b: d.stream().copy(b, b, -5),
+    "graph copy past the end": lambda d, p, b: d.graph([GraphCopy(b, b, 128)]),
+    "graph wait on a foreign object": lambda d, p, b: d.graph([GraphWait(None, 1)]),  # type: ignore
 }
 
 
