@@ -299,7 +299,7 @@ def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSp
             names.append(name)
     cls.__bindgen_names__ = tuple(names)
     cls.__bindgen_nameset__ = frozenset(names)
-    if tuple(f[0] for f in ctfields) == cls.__bindgen_names__ and "__dict__" not in dir(cls):
+    if cls.__dictoffset__ == 0 and tuple(f[0] for f in ctfields) == cls.__bindgen_names__:
         # Every ctypes field is a C field, in order, and the class has no __dict__ (generated
         # classes declare ``__slots__ = ()``): ctypes' own constructor means the same thing, and
         # a misspelt keyword still fails (AttributeError), at C speed.
