@@ -14,7 +14,7 @@ import pytest
 from runtime.drivers.mock.rdna3 import KernelFault
 from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 from runtime.drivers.mock.rdna3.ops_ds import swizzle_lanes
-from runtime.drivers.mock.rdna3.ops_mem import SHARED_APERTURE
+from runtime.drivers.mock.rdna3.ops_mem import PRIVATE_APERTURE, SHARED_APERTURE
 
 from .test_rdna3_isa import assemble, pytestmark  # noqa: F401  (llvm-mc-16 needed)
 
@@ -38,8 +38,8 @@ def vsharp(base: int, num_records: int, *, stride: int = 0, oob: int = 3) -> lis
 
 
 def run(body: str, data: np.ndarray, *, desc: dict | None = None, sgprs: tuple[int, ...] = (),
-        lds_bytes: int = 0, vgprs: int = 32, out_words: int = LANES) -> tuple[np.ndarray, TestDevice,
-                                                                            int]:
+        lds_bytes: int = 0, vgprs: int = 32, out_words: int = LANES,
+        scratch_per_lane_B: int = 0) -> tuple[np.ndarray, TestDevice, int]:
     """Runs HEAD + body + TAIL for one wave; returns (output words, device, input VA)."""
     dev = TestDevice()
     vin = dev.upload(data.view(u32))
@@ -47,7 +47,7 @@ def run(body: str, data: np.ndarray, *, desc: dict | None = None, sgprs: tuple[i
     d = vsharp(vin, **(desc or {"num_records": data.nbytes}))
     user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32, *d, *sgprs]
     dev.launch_raw(assemble(HEAD + body + TAIL), user, (1,), (LANES,), lds_bytes=lds_bytes,
-                   vgprs=vgprs)
+                   vgprs=vgprs, scratch_per_lane_B=scratch_per_lane_B)
     return dev.download(vout, out_words, u32), dev, vin
 
 
@@ -326,3 +326,48 @@ def test_flat_load_store_through_the_shared_aperture():
 def test_scratch_without_private_memory_is_a_named_fault():
     with pytest.raises(KernelFault, match="no private segment memory"):
         run("scratch_store_b32 off, v0, off offset:16", np.zeros(4, u32))
+
+
+def test_scratch_stores_loads_and_flat_on_the_private_aperture():
+    """scratch_store through a VGPR offset, read back through FLAT on the private aperture
+    (the same private byte offset), and a d16_hi scratch load."""
+    body = f"""
+    v_add_nc_u32 v3, 0x500, v0
+    v_mov_b32 v1, 64
+    scratch_store_b32 v1, v3, off offset:16
+    s_waitcnt_vscnt null, 0
+    v_mov_b32 v5, {PRIVATE_APERTURE >> 32:#x}
+    v_mov_b32 v4, 80
+    flat_load_b32 v2, v[4:5]
+    v_mov_b32 v6, 0x1234
+    scratch_load_d16_hi_b16 v6, off, off offset:80
+    s_waitcnt vmcnt(0) lgkmcnt(0)
+    v_add_nc_u32 v2, v2, v6
+    """
+    got, _, _ = run(body, np.zeros(4, u32), scratch_per_lane_B=128)
+    lane = np.arange(LANES)
+    want = (0x500 + lane) + (((0x500 + lane) & 0xFFFF) << 16 | 0x1234)
+    np.testing.assert_array_equal(got, want.astype(u32))
+
+
+def test_scratch_beyond_the_slot_is_a_page_fault():
+    with pytest.raises(KernelFault, match="beyond the"):
+        run("scratch_store_b32 off, v0, off offset:1024", np.zeros(4, u32),
+            scratch_per_lane_B=64)
+
+
+def test_buffer_idxen_only_and_store_d16_hi(data):
+    """idxen without offen: the VGPR is the index (stride 8); a d16_hi store writes the high
+    half of the data VGPR as 16 bits."""
+    body = """
+    v_lshlrev_b32 v3, 16, v0
+    v_or_b32 v3, 0xffff, v3
+    buffer_store_d16_hi_b16 v3, v0, s[4:7], 0 idxen offset:2
+    s_waitcnt_vscnt null, 0
+    buffer_load_b32 v2, v0, s[4:7], 0 idxen
+    s_waitcnt vmcnt(0)
+    """
+    got, _, _ = run(body, data, desc={"num_records": 16, "stride": 8, "oob": 1})
+    lane = np.arange(LANES)
+    want = np.where(lane < 16, (data[2 * lane] & 0xFFFF) | (lane << 16), 0)
+    np.testing.assert_array_equal(got, want.astype(u32))

@@ -133,12 +133,13 @@ class TestDevice:
 
     def launch_raw(self, code: bytes, user_sgprs: Sequence[int], grid: tuple[int, ...],
                    block: tuple[int, ...], *, vgprs: int = 32, tgid: tuple[bool, ...] = (True,),
-                   lds_bytes: int = 0, **kw: Any) -> ExecStats:
+                   lds_bytes: int = 0, scratch_per_lane_B: int = 0, **kw: Any) -> ExecStats:
         """Runs bare machine code (no code object): for instruction-level tests.
 
         The code is copied to a fresh 256-B aligned buffer and terminated with s_code_end; the
         RSRC registers are built from the arguments (wave32, `vgprs` VGPRs, the user SGPRs,
-        then workgroup ids for the dimensions `tgid` enables).
+        then workgroup ids for the dimensions `tgid` enables); `scratch_per_lane_B` gives every
+        wave a scratch slot of that many bytes per lane.
         """
         va = self.upload(bytes(code) + (0xBF9F0000).to_bytes(4, "little") * 4)
         gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
@@ -148,9 +149,16 @@ class TestDevice:
         rsrc2 = len(user_sgprs) << 1 | sum(1 << (7 + i) for i, on in enumerate(tgid) if on)
         rsrc2 |= (2 if block3[2] > 1 else 1 if block3[1] > 1 else 0) << 11
         rsrc2 |= -(-lds_bytes // LDS_GRANULE_B) << 15
+        scratch: dict[str, int] = {}
+        if scratch_per_lane_B:
+            wave_B = -(-scratch_per_lane_B * 32 // 256) * 256
+            slots = gx * gy * gz * -(-bx * by * bz // 32)
+            scratch = dict(scratch_va=self.alloc(slots * wave_B), scratch_wave_B=wave_B,
+                           scratch_slots=slots)
         rec = DispatchRecord(pgm_addr=va, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=0,
                              user_sgprs=tuple(user_sgprs), grid=grid3, block=block3,
-                             lds_bytes=-(-lds_bytes // LDS_GRANULE_B) * LDS_GRANULE_B)
+                             lds_bytes=-(-lds_bytes // LDS_GRANULE_B) * LDS_GRANULE_B,
+                             **scratch)
         return execute(rec, self.mem, cache=self.cache, **kw)
 
     @staticmethod

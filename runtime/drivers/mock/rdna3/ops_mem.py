@@ -321,8 +321,6 @@ def atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
     return run
 
 
-_atomic_exec = atomic_exec
-
 
 def _typed_data(g: Group, r: int, ndw: int, dt: type) -> np.ndarray:
     """Active lanes of v[r] (v[r:r+1] for 64-bit types) as dt."""
