@@ -109,8 +109,8 @@ class Machine:
         dword = off >> 2
         if int(dword.max()) * 128 + 128 > sc.wave_B:
             raise PageFault(sc.base_va + int(off.max()), size, "scratch",
-                            f"private offset {int(off.max())} is beyond the {sc.wave_B // 128} "
-                            "B per lane that COMPUTE_TMPRING_SIZE.WAVESIZE gives each lane")
+                            f"private offset {int(off.max())} is beyond the {sc.wave_B // 32} "
+                            "B per lane that COMPUTE_TMPRING_SIZE.WAVESIZE gives a wave32 lane")
         if size > 1 and int(((off & 3) + size).max()) > 4:
             raise KernelFault(f"{size}-byte scratch access crossing a dword boundary (the "
                               "hardware's dword swizzle splits it; not modelled)")
