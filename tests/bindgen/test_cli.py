@@ -758,10 +758,12 @@ def test_version_show_of_a_group_and_spec_file_selectors(proj, capsys):
     assert "spec files: cli.yaml" in capsys.readouterr().err
 
 
-def test_a_closed_pipe_ends_quietly(proj):
-    r = subprocess.run(
-        f"{sys.executable} -m bindgen --specs {proj.specs} --out {proj.gen} list | head -c 1",
-        shell=True, capture_output=True, text=True, cwd=proj.root, timeout=60,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    assert r.stderr == "", r.stderr
+def test_a_closed_pipe_ends_quietly(proj, monkeypatch, capsys):
+    """`bindgen list | head`: the reader is gone before bindgen writes; no traceback, exit 0."""
+    r, w = os.pipe()
+    os.close(r)
+    with open(w, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        assert proj.main("list") == 0
+    monkeypatch.undo()
+    assert capsys.readouterr().err == ""
