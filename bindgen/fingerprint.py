@@ -43,13 +43,26 @@ def inputs_hash(t: Target) -> str:
 _POSITIONS = frozenset({"line", "spec_shown"})
 
 
+# Canonical forms of spec.Source objects, by identity (each kept alive beside its form): a source's
+# pin lists every file it yields (2,000 for linux-source) and every target of a spec shares the same
+# objects, so each is canonicalized once per process (it cost 0.17 s per target, most of a
+# uapi sweep's generation time). A droppable cache; the class is named, not imported, to keep this
+# module's imports small.
+_SOURCE_CANON: dict[int, tuple[object, object]] = {}
+
+
 def spec_entry(t: Target) -> str:
     """A canonical text of a loaded target: every field of it and of what it holds, recursively,
     except positions in the spec file."""
 
     def canon(v: object) -> object:
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            return (
+            shared = type(v).__name__ == "Source"
+            if shared:
+                hit = _SOURCE_CANON.get(id(v))
+                if hit is not None and hit[0] is v:
+                    return hit[1]
+            out = (
                 type(v).__name__,
                 tuple(
                     (f.name, canon(getattr(v, f.name)))
@@ -57,6 +70,9 @@ def spec_entry(t: Target) -> str:
                     if f.name not in _POSITIONS
                 ),
             )
+            if shared:
+                _SOURCE_CANON[id(v)] = (v, out)
+            return out
         if isinstance(v, (tuple, list)):
             return tuple(canon(x) for x in v)
         if isinstance(v, dict):

@@ -77,18 +77,18 @@ def score(mod, truth):
                 member = rest[len(t) + 1:]
                 if "." in member or "[" in member:
                     continue
+                f = fields.get(member) or fields.get("_" + member)  # tinygrad's `in` is `_in`
                 if kind == "off":
-                    f = fields.get(member)
                     ok = f is not None and f[2] == int(v)
                 elif kind == "bits":
                     val = int(truth[f"val {rest}"])
-                    width = fields[member][3]
+                    width, name = f[3], f[0]
                     o = cls()
-                    setattr(o, member, -1 if val < 0 else (1 << width) - 1)
+                    setattr(o, name, -1 if val < 0 else (1 << width) - 1)
                     ok = bytes(o).hex() == v
                     if ok:
                         back = cls.from_buffer_copy(bytes.fromhex(v))
-                        ok = getattr(back, member) == val
+                        ok = getattr(back, name) == val
         except Exception as e:
             ok = False
             out["bad"].append(f"{t}: {type(e).__name__}: {e}"[:160])
