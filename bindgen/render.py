@@ -473,16 +473,17 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
     parts = [head.rstrip("\n") + "\n"]
     entries: list[tuple[str, int, int, int]] = []  # (name, line, offset, length)
     layouts: list[tuple[str, int, int, int]] = []
+    # Offsets and lengths are in bytes of the UTF-8 file (bindgen_rt.lazy never decodes it whole).
     header_at = parts[0].find(header_code)
-    entries.append(("__header__", parts[0].count("\n", 0, header_at) + 1, header_at,
-                    len(header_code)))
-    size = len(parts[0])
+    entries.append(("__header__", parts[0].count("\n", 0, header_at) + 1,
+                    len(parts[0][:header_at].encode()), len(header_code.encode())))
+    size = len(parts[0].encode())
     lines = parts[0].count("\n")
 
     def add(text: str) -> None:
         nonlocal size, lines
         parts.append(text)
-        size += len(text)
+        size += len(text.encode())
         lines += text.count("\n")
 
     for sec in sections:
@@ -492,12 +493,15 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
             if ch.before:
                 add(ch.before + "\n")
             for name in ch.names:
-                (layouts if ch.layout else entries).append((name, lines + 1, size, len(ch.text)))
+                (layouts if ch.layout else entries).append(
+                    (name, lines + 1, size, len(ch.text.encode()))
+                )
             add(ch.text + "\n")
     full = "".join(parts)
     if not lazy:
         return Rendered(full)
-    index = [INDEX_MARK + "NAME LINE OFFSET LENGTH of each statement, for bindgen_rt.lazy\n"]
+    title = "NAME LINE OFFSET LENGTH (bytes) of each statement, for bindgen_rt.lazy\n"
+    index = [INDEX_MARK + title]
     index += [f"#@ {n} {ln} {off} {length}\n" for n, ln, off, length in entries]
     index.append(LAYOUTS_MARK)
     index += [f"#@ {n} {ln} {off} {length}\n" for n, ln, off, length in layouts]

@@ -2,9 +2,9 @@
 
 A lazy target is two files: the module people import (``rm_580.py``, a few lines) and its
 definitions module beside it (``_rm_580.py``), plain readable Python that also runs as a whole.
-The definitions module ends with an index (``#@ NAME LINE OFFSET LENGTH`` comment lines) that
-says where each definition's statement is. On first use of a name, :class:`LazyModule` compiles
-that statement with the definitions module's real file name and line numbers, so tracebacks,
+The definitions module ends with an index (``#@ NAME LINE OFFSET LENGTH`` comment lines, offsets
+in bytes) that says where each definition's statement is. On first use of a name,
+:class:`LazyModule` compiles that statement with the definitions module's real file name and line numbers, so tracebacks,
 ``inspect.getsource`` and debuggers show the real source, and runs it in the namespace of the
 definitions module (registered in ``sys.modules`` under its own name, so records pickle and
 ``inspect`` finds them). Importing the small module reads nothing; the first name reads the
@@ -61,26 +61,28 @@ class LazyModule:
             if source is not None
             else os.path.join(os.path.dirname(stub_globals["__file__"]), defs + ".py")
         )
-        self._text: str | None = source
+        # The file stays bytes: decoding megabytes costs more than searching them; only the
+        # statements that are compiled are read as source.
+        self._text: bytes | None = source.encode() if source is not None else None
         self._g: dict[str, Any] | None = None
         self._header_done = False
         self._index_at = -1
         self._layouts_at = -1
-        self._tokens: list[str] | None = None
-        self._layout_tokens: list[str] | None = None
-        self._where: dict[str, int] | None = None
-        self._layout_where: dict[str, int] | None = None
+        self._tokens: list[bytes] | None = None
+        self._layout_tokens: list[bytes] | None = None
+        self._where: dict[bytes, int] | None = None
+        self._layout_where: dict[bytes, int] | None = None
         self._scans = 0
         self._absent: set[str] = set()
 
     # ------------------------------------------------------------ the definitions text
 
-    def text(self) -> str:
+    def text(self) -> bytes:
         if self._text is None:
-            with open(self.file, encoding="utf-8") as f:
+            with open(self.file, "rb") as f:
                 self._text = f.read()
             want = f"# fingerprint: {self.fingerprint}\n"
-            if self.fingerprint and want not in self._text[:1024]:
+            if self.fingerprint and want.encode() not in self._text[:1024]:
                 raise ImportError(
                     f"{self.file} is not from the same generation as the module "
                     f"{self.stub['__name__']} (expected {want.strip()!r}); regenerate both "
@@ -88,15 +90,15 @@ class LazyModule:
                 )
         if self._index_at < 0:
             t = self._text
-            self._index_at = t.rfind(INDEX_MARK)
-            self._layouts_at = t.find(LAYOUTS_MARK, self._index_at)
+            self._index_at = t.rfind(INDEX_MARK.encode())
+            self._layouts_at = t.find(LAYOUTS_MARK.encode(), self._index_at)
             if self._index_at < 0 or self._layouts_at < 0:
                 raise ImportError(f"{self.file}: no bindgen index at its end (regenerate it)")
         return self._text
 
     def _build_index(self) -> None:
         t = self.text()
-        first = t.find("\n", self._index_at + 1)  # the index's title line
+        first = t.find(b"\n", self._index_at + 1)  # the index's title line
         # "#@ NAME LINE OFFSET LENGTH" lines: five tokens each, NAME at 5k+1
         defs = t[first:self._layouts_at].split()
         layouts = t[self._layouts_at + len(LAYOUTS_MARK) :].split()
@@ -115,16 +117,16 @@ class LazyModule:
                 lo, hi = (
                     (self._layouts_at, len(t)) if layout else (self._index_at, self._layouts_at)
                 )
-                at = t.find(f"\n#@ {name} ", lo, hi)
+                at = t.find(f"\n#@ {name} ".encode(), lo, hi)
                 if at < 0:
                     return None
-                end = t.find("\n", at + 1)
+                end = t.find(b"\n", at + 1)
                 _, _, line, off, length = t[at + 1 : end if end >= 0 else len(t)].split()
                 return int(line), int(off), int(length)
         where = self._layout_where if layout else self._where
         tk = self._layout_tokens if layout else self._tokens
         assert where is not None and tk is not None
-        k = where.get(name)
+        k = where.get(name.encode())
         if k is None:
             return None
         return int(tk[k]), int(tk[k + 1]), int(tk[k + 2])
@@ -134,7 +136,7 @@ class LazyModule:
         if self._where is None:
             self._build_index()
         assert self._where is not None
-        return [n for n in self._where if n != "__header__"]
+        return [n.decode() for n in self._where if n != b"__header__"]
 
     # ------------------------------------------------------------ the namespace
 
@@ -205,7 +207,6 @@ class LazyModule:
 
     def _materialize(self, root: str) -> None:
         g = self.module()
-        self._header()
         pending: dict[str, CodeType | None] = {}  # name -> what runs once its references exist
         declared: list[str] = []
         stack = [root]
@@ -230,8 +231,9 @@ class LazyModule:
                     g[name] = value
                     stack.pop()
                     continue
+                self._header()  # the import lines: only what is compiled needs them
                 later: CodeType | None = self._compile(*loc)
-                if self.text().startswith("class ", loc[1]):
+                if self.text().startswith(b"class ", loc[1]):
                     exec(later, g, self)  # type: ignore[arg-type]  # declared before its fields
                     declared.append(name)
                     layout = self._locate(name, layout=True)
@@ -271,16 +273,16 @@ class LazyModule:
 
 
 _NOT_LITERAL = object()
-_DIGITS = frozenset("0123456789abcdefxABCDEFX-")
+_DIGITS = frozenset(b"0123456789abcdefxABCDEFX-")
 
 
-def _literal(text: str, name: str, offset: int, length: int) -> Any:
+def _literal(text: bytes, name: str, offset: int, length: int) -> Any:
     """The value of a statement ``NAME = <integer literal>`` (most of a register header), without
     compiling it; ``_NOT_LITERAL`` for anything else."""
-    if not text.startswith(" = ", offset + len(name)):
+    if not text.startswith(b" = ", offset + len(name)):
         return _NOT_LITERAL
     stmt = text[offset + len(name) + 3 : offset + length]
-    value = stmt.partition("  #")[0].rstrip()
+    value = stmt.partition(b"  #")[0].rstrip()
     if not value or not _DIGITS.issuperset(value):
         return _NOT_LITERAL
     try:

@@ -35,12 +35,12 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
     from runtime.drivers.nv.device import NVDevice
 
 __all__ = [
-    "AMDDevice", "ArgSlot", "ArgumentError", "Buffer", "BufferSpec", "CompileCache", "Compiler", "Device",
-    "DeviceClosed", "DeviceFault", "DeviceNotFound", "Event", "Graph", "GraphCopy", "GraphWait",
-    "HCQError", "HCQMemoryError", "PendingCopy", "Stream",
-    "HWQueue", "HostMapping", "IoctlError", "KernArgs", "Launch", "MemKind", "NVDevice", "OSSeam", "Program", "ProgramError", "QueueError",
-    "RealOS", "Signal", "SignalTimeout", "TransferPath", "TransferReport", "Var", "VarExpr",
-    "open_device", "open_devices", "present_devices", "transfer", "wait_all",
+    "AMDDevice", "ArgSlot", "ArgumentError", "Buffer", "BufferSpec", "CompileCache", "Compiler",
+    "Device", "DeviceClosed", "DeviceFault", "DeviceNotFound", "Event", "Graph", "GraphCopy",
+    "GraphWait", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError", "KernArgs",
+    "Launch", "MemKind", "NVDevice", "OSSeam", "PendingCopy", "Program", "ProgramError",
+    "QueueError", "RealOS", "Signal", "SignalTimeout", "Stream", "TransferPath", "TransferReport",
+    "Var", "VarExpr", "open_device", "open_devices", "present_devices", "transfer", "wait_all",
 ]
 
 _DRIVERS = {"AMDDevice": "amd", "NVDevice": "nv"}

@@ -49,8 +49,8 @@ from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
 from runtime.hcq.device import Device, parse_device_name
 from runtime.hcq.registry import mock_seam
-from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQError, HCQMemoryError,
-                                QueueError)
+from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQError,
+                                HCQMemoryError, QueueError)
 from runtime.hcq.memory import PAGE_B, Allocator, Buffer, BufferSpec, MemKind, round_up
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE, HostMapping,
                               OSSeam, RealOS)

@@ -67,7 +67,7 @@ def LEAF_OF(x):
         if x.__class__ is int and -0x80000000 <= x <= 0x7fffffff
         else _c_ret(_c_op('&', _c_arg(x), (LEAF_MASK, 32, True)))
     )
-# bindgen-index: NAME LINE OFFSET LENGTH of each statement, for bindgen_rt.lazy
+# bindgen-index: NAME LINE OFFSET LENGTH (bytes) of each statement, for bindgen_rt.lazy
 #@ __header__ 15 577 115
 #@ leaf 26 877 105
 #@ node 34 985 145
