@@ -432,6 +432,19 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``bindgen`` command; returns its exit status."""
+    try:
+        rc = _main(argv)
+        sys.stdout.flush()  # a reader that went away shows here at the latest
+        return rc
+    except BrokenPipeError:
+        # The reader went away (`bindgen list | head`): stop quietly, as cat and ls do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(prog="bindgen", description=__doc__)
     ap.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     ap.add_argument(
@@ -529,11 +542,6 @@ def main(argv: list[str] | None = None) -> int:
             targets, all_targets, project, overrides, args.cache, args.jobs, args.full,
             args.quiet, args.verbose,
         )
-    except BrokenPipeError:
-        # The reader went away (`bindgen list | head`): stop quietly, as cat and ls do.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except (_Usage, ProjectError) as e:
         print(f"bindgen: {e}", file=sys.stderr)
         return 2

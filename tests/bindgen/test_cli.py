@@ -741,3 +741,29 @@ def test_git_source_from_a_local_mirror_reads_the_pinned_ref(tmp_path, monkeypat
     g = generate_target(t, specs, tmp_path / "cache", overrides={"up": repo})
     assert "at_tag" in g.text and "after_tag" not in g.text
     assert str(repo) not in g.text and str(tmp_path) not in g.report
+
+
+def test_version_show_of_a_group_and_spec_file_selectors(proj, capsys):
+    assert proj.main("--version") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("bindgen ") and "(generator " in out
+    assert proj.main("show", "cli") == 0  # the group: every target
+    out = capsys.readouterr().out
+    assert out.startswith("cli: 4 targets") and out.count("\ntarget ") == 4
+    assert proj.main("show", "cli.yaml") == 0  # the spec file
+    assert capsys.readouterr().out.startswith("cli.yaml: 4 targets")
+    assert proj.main("regen", "cli.yaml", "--jobs", "1", "--cache", str(proj.root / "c")) == 0
+    assert "regen: 4 ok" in capsys.readouterr().out
+    assert proj.main("show", "nosuch.yaml") == 2
+    assert "spec files: cli.yaml" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_quietly(proj, monkeypatch, capsys):
+    """`bindgen list | head`: the reader is gone before bindgen writes; no traceback, exit 0."""
+    r, w = os.pipe()
+    os.close(r)
+    with open(w, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        assert proj.main("list") == 0
+    monkeypatch.undo()
+    assert capsys.readouterr().err == ""
