@@ -58,7 +58,11 @@ def is_record(t: Any) -> bool:
 
 
 def is_int(t: Any) -> bool:
-    return isinstance(t, type) and issubclass(t, ctypes._SimpleCData) and t._type_ in _INT_CODES
+    return (
+        isinstance(t, type)
+        and issubclass(t, ctypes._SimpleCData)
+        and getattr(t, "_type_", None) in _INT_CODES
+    )
 
 
 def is_array(t: Any) -> bool:
@@ -95,6 +99,19 @@ def _set(obj: Any, path: tuple, value: Any) -> None:
         parent[path[-1]] = value
     else:
         setattr(parent, path[-1], value)
+
+
+def _answer(
+    key: str, ours: Callable[[], int], cap: int | None = None
+) -> Callable[[dict[str, str]], tuple[Any, Any]]:
+    """A check's comparison: gcc's integer for ``key`` (capped at what ctypes can express) and
+    Python's."""
+
+    def py(c: dict[str, str]) -> tuple[Any, Any]:
+        want = int(c[key])
+        return (want if cap is None else min(want, cap)), ours()
+
+    return py
 
 
 class RecordWalker:
@@ -162,7 +179,7 @@ class RecordWalker:
                 "off",
                 f"off {key}",
                 f'\tOUT("off {key}", offsetof({T}, {cp}));\n',
-                lambda c, k=f"off {key}", o=off: (int(c[k]), o),
+                _answer(f"off {key}", lambda: off),
             )
         )
         flexible = is_array(ctype) and ctype._length_ == 0
@@ -172,7 +189,7 @@ class RecordWalker:
                     "fsize",
                     f"fsize {key}",
                     f'\tOUT("fsize {key}", sizeof((({T} *)0)->{cp}));\n',
-                    lambda c, k=f"fsize {key}", t=ctype: (int(c[k]), ctypes.sizeof(t)),
+                    _answer(f"fsize {key}", lambda: ctypes.sizeof(ctype)),
                 )
             )
         if is_record(ctype):
@@ -182,10 +199,7 @@ class RecordWalker:
                     "falign",
                     f"falign {key}",
                     f'\tOUT("falign {key}", _Alignof(__typeof__((({T} *)0)->{cp})));\n',
-                    lambda c, k=f"falign {key}", t=ctype: (
-                        min(int(c[k]), maxa),
-                        ctypes.alignment(t),
-                    ),
+                    _answer(f"falign {key}", lambda: ctypes.alignment(ctype), maxa),
                 )
             )
             self.walk(ctype, cp, pypath, off)

@@ -250,6 +250,7 @@ def sweep_header(env: Env, h: SourcePath, workdir: Path, probe: bool = True) -> 
         return res
     res.gen_s = time.perf_counter() - start
     m = g.module
+    assert m is not None  # generate() always attaches its IR
     res.emitted = {attr: len(items) for attr, _, items in m.declaration_lists() if items}
     res.skipped = [(s.what, s.name, reason_kind(s.reason), s.reason) for s in m.skipped]
     if not probe:
