@@ -258,18 +258,47 @@ class LazyModule:
             raise
 
     def materialize_all(self) -> None:
-        """Every definition, now: the definitions module imported as a whole (its bytecode cache
-        makes that the cheapest way) when nothing was materialised yet, else name by name."""
+        """Every definition, now, by running the definitions module as a whole (from its bytecode
+        cache: the cheapest way). When nothing was made yet it is simply imported; otherwise it
+        runs in the namespace that holds what was handed out, whose objects it keeps (a statement
+        never replaces a name that exists, and laying out a record again is a no-op)."""
         if self._g is None and not self.in_memory and self.name not in sys.modules:
             import importlib
 
             self._g = importlib.import_module(self.name).__dict__
         g = self.module()
-        for name in self.names():
-            if name not in g:
-                self.get(name)
+        if any(name not in g for name in self.names()):
+            exec(self._whole_code(), g, _Keep(g))  # type: ignore[arg-type]
         for name in self.names():
             self.stub[name] = g[name]
+
+    def _whole_code(self) -> CodeType:
+        """The definitions module's code object (its bytecode cache when there is one)."""
+        if not self.in_memory:
+            from importlib.machinery import SourceFileLoader
+
+            code = SourceFileLoader(self.name, self.file).get_code(self.name)
+            if code is None:
+                raise ImportError(f"{self.file}: no code")
+            return code
+        return compile(self.text(), self.file, "exec", _FUTURE_ANNOTATIONS, True)
+
+
+class _Keep:
+    """The ``locals`` of a whole-module run over a namespace that already holds some
+    definitions: existing names win (``setdefault``), so objects handed out stay the ones
+    everything refers to."""
+
+    __slots__ = ("g",)
+
+    def __init__(self, g: dict[str, Any]) -> None:
+        self.g = g
+
+    def __getitem__(self, name: str) -> Any:
+        return self.g[name]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.g.setdefault(name, value)
 
 
 _NOT_LITERAL = object()

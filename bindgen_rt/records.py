@@ -267,6 +267,14 @@ def _native(kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> li
 
 
 def _layout(cls: Any, kind: str, size: int, align: int, fields: Sequence[FieldSpec]) -> None:
+    if "__bindgen_fields__" in cls.__dict__:
+        # Laid out already: the same layout again is a no-op (a lazy module that runs its whole
+        # definitions module after some names were made), any other is an error.
+        if (cls.__bindgen_size__, cls.__bindgen_align__, cls.__bindgen_fields__) == (
+            size, align, tuple(fields)
+        ):
+            return
+        raise ValueError(f"{cls.__name__} is laid out already, differently")
     native = _native(kind, size, align, fields) if any(f[3] for f in fields) else None
     try:
         pack, ctfields = (None, native) if native is not None else _plan(kind, size, align, fields)
