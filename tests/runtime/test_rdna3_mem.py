@@ -447,3 +447,27 @@ def test_wave64_cross_half_instructions_are_refused_by_name():
     code = _assemble64("ds_bpermute_b32 v1, v0, v0\ns_endpgm\n")
     with pytest.raises(KernelFault, match="wave64 kernel"):
         TestDevice().launch_raw(code, [], (1,), (64,), wave64=True)
+
+
+def test_wave64_dpp_rows_and_permlanex16():
+    """DPP rows are 16 lanes in both halves of a wave64 (row_shr:1 with bound_ctrl gives each
+    row's first lane 0), and v_permlanex16 swaps within each 32-lane half."""
+    code = _assemble64("""
+    v_lshlrev_b32 v10, 2, v0
+    v_add_nc_u32 v3, 1, v0
+    v_mov_b32_dpp v2, v3 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:1
+    s_mov_b32 s20, 0x76543210
+    s_mov_b32 s21, 0xfedcba98
+    v_permlanex16_b32 v4, v3, s20, s21
+    v_lshl_add_u32 v2, v4, 8, v2
+    global_store_b32 v10, v2, s[0:1]
+    s_endpgm
+    """)
+    dev = TestDevice()
+    vout = dev.upload(np.zeros(64, u32))
+    dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (1,), (64,), wave64=True)
+    lane = np.arange(64)
+    shr = np.where(lane % 16 == 0, 0, lane)            # (lane - 1) + 1 from the lane before
+    other = lane ^ 16                                  # the other row of the 32-lane half
+    np.testing.assert_array_equal(dev.download(vout, 64, u32),
+                                  (shr + ((other + 1) << 8)).astype(u32))
