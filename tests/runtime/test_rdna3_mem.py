@@ -371,3 +371,48 @@ def test_buffer_idxen_only_and_store_d16_hi(data):
     lane = np.arange(LANES)
     want = np.where(lane < 16, (data[2 * lane] & 0xFFFF) | (lane << 16), 0)
     np.testing.assert_array_equal(got, want.astype(u32))
+
+
+# -- wave64 ----------------------------------------------------------------------------------------
+def _assemble64(text: str) -> bytes:
+    import re
+    import subprocess
+    res = subprocess.run(["llvm-mc-16", "-arch=amdgcn", "-mcpu=gfx1100",
+                          "-mattr=+wavefrontsize64", "--show-encoding"], input=text,
+                         capture_output=True, text=True)
+    assert res.returncode == 0 and "error" not in res.stderr, res.stderr
+    out = bytearray()
+    for m in re.finditer(r"encoding: \[([^\]]*)\]", res.stdout):
+        out += bytes(int(b, 16) for b in m.group(1).split(","))
+    return bytes(out)
+
+
+def test_wave64_ballot_and_exec_halves():
+    """A compare into an SGPR pair is a 64-lane ballot (lanes 0-31 in the low SGPR); EXEC with
+    only its high half set is not zero for s_cbranch_execz."""
+    code = _assemble64("""
+    v_lshlrev_b32 v10, 2, v0
+    v_cmp_gt_u32_e64 s[10:11], 40, v0
+    s_bcnt1_i32_b64 s12, s[10:11]
+    v_mov_b32 v2, s12
+    v_add_nc_u32 v2, s11, v2
+    v_cmpx_lt_u32_e32 47, v0
+    s_cbranch_execz 2
+    v_add_nc_u32 v2, 0x3e8, v2
+    s_mov_b64 exec, -1
+    global_store_b32 v10, v2, s[0:1]
+    s_endpgm
+    """)
+    dev = TestDevice()
+    vout = dev.upload(np.zeros(64, u32))
+    st = dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (2,), (64,), wave64=True)
+    lane = np.arange(64)
+    want = 40 + 0xFF + np.where(lane > 47, 1000, 0)
+    np.testing.assert_array_equal(dev.download(vout, 64, u32), want.astype(u32))
+    assert st.waves == 2
+
+
+def test_wave64_lane_addressed_instructions_are_refused_by_name():
+    code = _assemble64("v_readlane_b32 s5, v0, 40\ns_endpgm\n")
+    with pytest.raises(KernelFault, match="wave64 kernel"):
+        TestDevice().launch_raw(code, [], (1,), (64,), wave64=True)

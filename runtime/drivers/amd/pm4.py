@@ -245,7 +245,7 @@ class PM4Queue(HWQueue):
                 self._patch(var, add + extra, n + slot, n + slot + 1)
         regs = self.device.sh_regs
         d.extend((H_SET_SH_REG_6, regs.START_X, 0, 0, 0, lx, ly, lz))
-        d.extend((H_DISPATCH_DIRECT, gx, gy, gz, DISPATCH_INITIATOR))
+        d.extend((H_DISPATCH_DIRECT, gx, gy, gz, prg.dispatch_initiator))
         d.extend(POST_DISPATCH)
         return self
 

@@ -95,8 +95,11 @@ class AMDProgram(Program):
         self.kernel = kern
         kd = kern.kd
         self.kd = kd
-        if not kd.wave32:
-            raise ProgramError(f"{name}: wave64 kernels are not supported (build for wave32)")
+        # DISPATCH_INITIATOR: CS_W32_EN set for wave32 kernels, clear for wave64 ones
+        # (-mwavefrontsize64), as the descriptor's ENABLE_WAVEFRONT_SIZE32 says.
+        initiator = device.gfx.dispatch_initiator
+        self.dispatch_initiator = initiator if kd.wave32 else \
+            initiator & ~device.gfx.gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
         layout = kd.user_sgpr_layout()
         bad = [k for k in _UNSUPPORTED_USER_SGPRS if k in layout]
         if bad:

@@ -272,8 +272,10 @@ class PM4Processor(QueueProcessor):
             raise MockGPUError(f"{where}: DISPATCH_DIRECT without COMPUTE_SHADER_EN")
         arch = self.gpu.arch
         assert arch is not None  # the driver opens no GPU of an undescribed architecture
-        if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK or arch.wave_size != 32:
-            raise MockGPUError(f"{where}: wave64 dispatch (CS_W32_EN clear) is not modelled")
+        if arch.wave_size != 32:
+            raise MockGPUError(f"{where}: the mock runs gfx11 (wave32 and wave64 dispatches) "
+                               f"only, not an architecture whose wave size is {arch.wave_size}")
+        wave64 = not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
         if 0 in (gx, gy, gz):
             return None
         pgm = ((self._reg(gc.regCOMPUTE_PGM_HI) << 32) | self._reg(gc.regCOMPUTE_PGM_LO)) << 8
@@ -304,7 +306,7 @@ class PM4Processor(QueueProcessor):
             >> gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
         return DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch,
                               scratch_wave_B=wavesize * SCRATCH_WAVESIZE_UNIT_B,
-                              scratch_slots=waves)
+                              scratch_slots=waves, wave64=wave64)
 
     def _release_mem(self, body: list[int], where: str) -> None:
         f = pm4_fields(p.PACKET3_RELEASE_MEM, body)

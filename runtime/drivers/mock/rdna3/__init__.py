@@ -36,7 +36,14 @@ stores and atomics are dropped). Scratch lives in the dispatch's private segment
 (COMPUTE_DISPATCH_SCRATCH_BASE, TMPRING_SIZE: one slot per running wave, dwords interleaved
 across the wave's lanes).
 
-Not implemented (each raises KernelFault naming it): wave64 kernels, MUBUF format conversions
+wave64 kernels (-mwavefrontsize64, DISPATCH_INITIATOR.CS_W32_EN clear) run as two 32-lane rows
+per wave, the way the hardware issues a wave64's VALU work: the SGPRs are the wave's, lane masks
+(EXEC, VCC, a compare's SGPR pair) keep lanes 0-31 in the low SGPR and 32-63 in the high one,
+EXEC/VCC tests look at both. Instructions that address lanes across the two halves (readlane,
+readfirstlane, writelane, permlane, mbcnt, ds_(b)permute/swizzle/append, addtid, movrel) are
+refused in wave64 kernels.
+
+Not implemented (each raises KernelFault naming it): MUBUF format conversions
 (buffer_*_format_*), buffer loads into LDS, swizzled buffers and TFE, MTBUF/MIMG, GDS,
 ds_bvh_stack/ds_condxchg32, s_trap handlers, rounding modes other than round-to-nearest-even.
 FP32 denormals are always kept (the FLOAT_MODE clang-16 emits); s_denorm_mode/s_setreg are

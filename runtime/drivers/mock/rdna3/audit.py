@@ -42,12 +42,8 @@ def audit(code_object: bytes) -> list[Unsupported]:
     out: list[Unsupported] = []
     for name in sorted(co.kernels):
         k = co.kernels[name]
-        if not k.kd.wave32:
-            out.append(Unsupported(name, 0, k.entry_vaddr, "(the kernel descriptor)",
-                                   "wave64 kernel (built with -mwavefrontsize64): the "
-                                   "interpreter runs wave32 only"))
-            continue
         prog = decode_program(image[k.entry_vaddr:], k.entry_vaddr)
+        prog.wave64 = not k.kd.wave32
         for i, inst in enumerate(prog.insts):
             try:
                 prog.step(i)

@@ -26,6 +26,7 @@ class DispatchRecord:
     scratch_va: int = 0
     scratch_wave_B: int = 0   # COMPUTE_TMPRING_SIZE.WAVESIZE * 256: one wave's scratch slot
     scratch_slots: int = 0    # COMPUTE_TMPRING_SIZE.WAVES: waves that can hold scratch at once
+    wave64: bool = False      # DISPATCH_INITIATOR.CS_W32_EN clear: 64-lane waves
 
 
 @dataclass

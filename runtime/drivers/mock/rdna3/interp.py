@@ -56,6 +56,7 @@ class Program:
     steps: list[Step | None]
     index: dict[int, int]
     dead: set[int]
+    wave64: bool = False
 
     def step(self, i: int) -> Step:
         s = self.steps[i]
@@ -77,6 +78,10 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
     if inst.name.startswith("<"):
         raise KernelFault(f"unknown instruction {inst.name}", address=inst.addr,
                           instruction=str(inst))
+    if prog.wave64 and (inst.name in WAVE64_REFUSED or "addtid" in inst.name):
+        raise KernelFault("unsupported instruction in a wave64 kernel (it addresses lanes "
+                          "across the wave's two halves; the interpreter runs wave64 as two "
+                          "32-lane rows)", address=inst.addr, instruction=str(inst))
     if enc in ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP"):
         step = compile_salu(inst)
     elif enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOPD", "VOP3P"):
@@ -107,6 +112,15 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
     return step
 
 
+# Instructions whose result depends on lane numbers across the whole wave64 (not modelled:
+# the two 32-lane rows of a wave64 are separate planes).
+WAVE64_REFUSED = frozenset({
+    "v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32", "v_permlane16_b32",
+    "v_permlanex16_b32", "v_permlane64_b32", "v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32",
+    "ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32", "ds_append", "ds_consume",
+    "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
+
+
 def decode_program(code: bytes, base: int) -> Program:
     """Decodes from the entry point up to the first s_code_end (or the end of the bytes)."""
     insts: list[Inst] = []
@@ -125,15 +139,16 @@ class ProgramCache:
     """Decoded programs by entry address, revalidated against the bytes in memory each time."""
 
     def __init__(self, capacity: int = 64) -> None:
-        self._progs: OrderedDict[int, Program] = OrderedDict()
+        self._progs: OrderedDict[tuple[int, bool], Program] = OrderedDict()
         self.capacity = capacity
 
-    def get(self, mem: MockMemory, pgm_addr: int) -> Program:
-        prog = self._progs.get(pgm_addr)
+    def get(self, mem: MockMemory, pgm_addr: int, wave64: bool = False) -> Program:
+        key = (pgm_addr, wave64)
+        prog = self._progs.get(key)
         if prog is not None:
             try:
                 if mem.read(pgm_addr, len(prog.raw)) == prog.raw:
-                    self._progs.move_to_end(pgm_addr)
+                    self._progs.move_to_end(key)
                     return prog
             except PageFault:
                 pass
@@ -146,7 +161,8 @@ class ProgramCache:
         prog = decode_program(window, pgm_addr)
         if not prog.insts:
             raise KernelFault("no instructions at the program address", address=pgm_addr)
-        self._progs[pgm_addr] = prog
+        prog.wave64 = wave64
+        self._progs[key] = prog
         while len(self._progs) > self.capacity:
             self._progs.popitem(last=False)
         return prog
@@ -181,8 +197,10 @@ class Layout:
             raise KernelFault(f"workgroup of {d.block} exceeds 1024 threads")
         gx, gy, gz = d.grid
         bx, by, bz = d.block
+        # waves_per_wg counts 32-lane rows: a wave64 is two (see machine.Machine)
+        rows = 2 * math.ceil(threads / 64) if d.wave64 else math.ceil(threads / 32)
         return cls(grid=(gx, gy, gz), block=(bx, by, bz),
-                   waves_per_wg=math.ceil(threads / 32),
+                   waves_per_wg=rows,
                    n_vgprs=((d.rsrc1 & 0x3F) + 1) * 8,        # RSRC1.VGPRS, granules of 8
                    user_sgprs=d.rsrc2 >> 1 & 0x1F,            # RSRC2.USER_SGPR
                    tgid=(bool(d.rsrc2 >> 7 & 1), bool(d.rsrc2 >> 8 & 1), bool(d.rsrc2 >> 9 & 1)),
@@ -243,7 +261,14 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
         m.S[nxt][:] = 0    # private segment wave byte offset
     v0, execs = _wave_pattern(lay.block, wpg, lay.tidig)
     m.V[0].reshape(n_wg, wpg, 32)[:] = v0
-    m.S[EXEC_LO].reshape(n_wg, wpg)[:] = execs
+    if m.wave64:
+        # EXEC_LO holds lanes 0-31 (the even row), EXEC_HI lanes 32-63, in both rows
+        pairs = execs.reshape(-1, 2)
+        m.S[EXEC_LO].reshape(n_wg, wpg)[:] = np.repeat(pairs[:, 0], 2)
+        m.S[EXEC_LO + 1].reshape(n_wg, wpg)[:] = np.repeat(pairs[:, 1], 2)
+        m.dirty_s.add(EXEC_LO + 1)
+    else:
+        m.S[EXEC_LO].reshape(n_wg, wpg)[:] = execs
     m.dirty_v.add(0)
     m.dirty_s.update(range(nxt + 1), (EXEC_LO,))
 
@@ -278,7 +303,7 @@ class Dispatch:
                  max_wave_instructions: int = 1 << 40) -> None:
         self.record = dispatch
         self.lay = Layout.of(dispatch)
-        self.prog = (cache or _DEFAULT_CACHE).get(mem, dispatch.pgm_addr)
+        self.prog = (cache or _DEFAULT_CACHE).get(mem, dispatch.pgm_addr, dispatch.wave64)
         self.mem = mem
         self.limit = max_wave_instructions
         self.stats = ExecStats()
@@ -334,12 +359,12 @@ class Dispatch:
         for wg0 in range(0, n_wg_total, per_batch):
             n_wg = min(per_batch, n_wg_total - wg0)
             m = Machine(self.mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, d.lds_bytes,
-                        reuse=m)
+                        reuse=m, wave64=d.wave64)
             m.scratch = scratch
             _init_batch(m, lay, d, wg0, n_wg)
             self.machine, self._wg0 = m, wg0
             yield from self._run_batch(m)
-            self.stats.waves += m.n_waves
+            self.stats.waves += m.n_waves // (2 if d.wave64 else 1)
             self.stats.workgroups += n_wg
         self.groups = []
 
@@ -380,6 +405,7 @@ class Dispatch:
         n_insts = len(prog.insts)
         steps = prog.steps
         n, active = g.n, g.active
+        waves = n // 2 if g.m.wave64 else n   # wave-instructions count waves, not rows
         self.groups.append(g)   # visible to describe() while it runs
         try:
             while g.pc < horizon:
@@ -388,7 +414,7 @@ class Dispatch:
                     raise KernelFault("execution ran past the end of the program (no s_endpgm)",
                                       address=prog.base + len(prog.raw))
                 step = steps[pc] or prog.step(pc)
-                stats.wave_instructions += n
+                stats.wave_instructions += waves
                 stats.lane_instructions += active
                 self._ticks -= 1
                 if not self._ticks:
@@ -405,7 +431,7 @@ class Dispatch:
                         # Lanes of several waves race on one address: let the first wave run
                         # on alone (one of the orders the hardware may pick), the others wait.
                         first = np.zeros(n, dtype=bool)
-                        first[0] = True
+                        first[:2 if g.m.wave64 else 1] = True   # a wave64 is two rows
                         a, rest = g.split(first, pc, pc)
                         rest.parked = True
                         return [a, rest]

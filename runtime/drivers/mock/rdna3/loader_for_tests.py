@@ -123,7 +123,8 @@ class TestDevice:
                            scratch_slots=slots)
         return DispatchRecord(pgm_addr=k.entry_va, rsrc1=kd.rsrc1, rsrc2=rsrc2, rsrc3=kd.rsrc3,
                               user_sgprs=tuple(user), grid=grid3, block=block3,
-                              lds_bytes=granules * LDS_GRANULE_B, **scratch)
+                              lds_bytes=granules * LDS_GRANULE_B, wave64=not kd.wave32,
+                              **scratch)
 
     def launch(self, k: LoadedKernel, args: Sequence[Any], grid: tuple[int, ...],
                block: tuple[int, ...], **kw: Any) -> ExecStats:
@@ -133,7 +134,8 @@ class TestDevice:
 
     def launch_raw(self, code: bytes, user_sgprs: Sequence[int], grid: tuple[int, ...],
                    block: tuple[int, ...], *, vgprs: int = 32, tgid: tuple[bool, ...] = (True,),
-                   lds_bytes: int = 0, scratch_per_lane_B: int = 0, **kw: Any) -> ExecStats:
+                   lds_bytes: int = 0, scratch_per_lane_B: int = 0, wave64: bool = False,
+                   **kw: Any) -> ExecStats:
         """Runs bare machine code (no code object): for instruction-level tests.
 
         The code is copied to a fresh 256-B aligned buffer and terminated with s_code_end; the
@@ -158,7 +160,7 @@ class TestDevice:
         rec = DispatchRecord(pgm_addr=va, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=0,
                              user_sgprs=tuple(user_sgprs), grid=grid3, block=block3,
                              lds_bytes=-(-lds_bytes // LDS_GRANULE_B) * LDS_GRANULE_B,
-                             **scratch)
+                             wave64=wave64, **scratch)
         return execute(rec, self.mem, cache=self.cache, **kw)
 
     @staticmethod

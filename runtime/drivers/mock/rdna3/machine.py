@@ -48,10 +48,16 @@ class Machine:
     _lds_store: np.ndarray
 
     def __init__(self, mem: MockMemory, n_waves: int, n_vgprs: int, n_wgs: int,
-                 lds_bytes: int, reuse: "Machine | None" = None) -> None:
+                 lds_bytes: int, reuse: "Machine | None" = None, wave64: bool = False) -> None:
         """`reuse`: a machine of an earlier batch whose arrays are big enough to be recycled
-        (zeroed), which avoids fresh allocations for every batch of a large dispatch."""
+        (zeroed), which avoids fresh allocations for every batch of a large dispatch.
+
+        `wave64`: every wave64 is two consecutive rows (`n_waves` counts rows): lanes 0-31 and
+        32-63, as the hardware runs a wave64's VALU work in two 32-lane passes. Both rows hold the
+        wave's SGPRs; a lane mask (EXEC, VCC, a compare's SGPR pair) keeps lanes 0-31 in SGPR r
+        and 32-63 in r+1, so the even row reads r and the odd row r+1."""
         self.mem = mem
+        self.wave64 = wave64
         self.n_waves, self.n_vgprs = n_waves, n_vgprs
         self.lds_bytes = lds_bytes
         # One workgroup's worth of padding after the last: inactive lanes of the last workgroup
@@ -144,9 +150,26 @@ class Group:
         self.parked = False   # set aside at a contended atomic until nothing else can run
         self._load_exec()
 
+    # -- lane masks (wave64: SGPR pair r, r+1 → even and odd rows)
+    def _mask_words(self, r: int) -> np.ndarray:
+        """uint32 [n]: the 32 bits of lane-mask SGPR pair r that each row's lanes use."""
+        S = self.m.S
+        if not self.m.wave64:
+            return S[r][self.idx]
+        odd = (self.wave_ids() & 1).astype(bool)
+        return np.where(odd, S[r + 1][self.idx], S[r][self.idx])
+
+    def any_lanes(self, mask: np.ndarray) -> np.ndarray:
+        """bool [n]: whether any lane of each row's wave is set (wave64: either row)."""
+        row: np.ndarray = np.asarray(mask.any(axis=1))
+        if not self.m.wave64:
+            return row
+        both = row.reshape(-1, 2).any(axis=1)
+        return np.repeat(both, 2)
+
     # -- EXEC bookkeeping
     def _load_exec(self) -> None:
-        self._set_exec(unpack_lanes(self.m.S[EXEC_LO][self.idx]))
+        self._set_exec(unpack_lanes(self._mask_words(EXEC_LO)))
 
     def _set_exec(self, mask: np.ndarray) -> None:
         self.exec = mask
@@ -157,28 +180,44 @@ class Group:
     # -- SGPRs
     def s(self, r: int) -> np.ndarray:
         """uint32 [n]: SGPR r of every wave (packs a lane mask a VALU op left unpacked)."""
-        if r in self.dirty:
-            self.m.S[r][self.idx] = pack_lanes(self.lanes[r])
-            self.m.dirty_s.add(r)
-            self.dirty.discard(r)
+        base = r & ~1 if self.m.wave64 else r
+        if base in self.dirty:
+            self._pack(base)
         return self.m.S[r][self.idx]
+
+    def _pack(self, r: int) -> None:
+        words = pack_lanes(self.lanes[r])
+        S = self.m.S
+        if self.m.wave64:
+            pairs = words.reshape(-1, 2)
+            S[r][self.idx] = np.repeat(pairs[:, 0], 2)
+            S[r + 1][self.idx] = np.repeat(pairs[:, 1], 2)
+            self.m.dirty_s.add(r + 1)
+        else:
+            S[r][self.idx] = words
+        self.m.dirty_s.add(r)
+        self.dirty.discard(r)
 
     def set_s(self, r: int, val: np.ndarray | np.generic) -> None:
         if r == NULL:
             return
+        wave64 = self.m.wave64
+        base = r & ~1 if wave64 else r
+        if wave64 and base in self.dirty:
+            self._pack(base)   # keep the other half of a lane mask a VALU op left unpacked
         self.m.S[r][self.idx] = val
         self.m.dirty_s.add(r)
         self.dirty.discard(r)
-        if r == EXEC_LO:
+        if base == EXEC_LO:
             self._load_exec()
         else:
-            self.lanes.pop(r, None)
+            self.lanes.pop(base, None)
 
     def lanes_of(self, r: int) -> np.ndarray:
-        """bool [n, 32]: SGPR r as a lane mask."""
+        """bool [n, 32]: SGPR r as a lane mask (wave64: the pair r, r+1)."""
         got = self.lanes.get(r)
         if got is None:
-            got = self.lanes[r] = unpack_lanes(self.m.S[r][self.idx])
+            got = self.lanes[r] = unpack_lanes(self._mask_words(r))
         return got
 
     def set_lanes(self, r: int, mask: np.ndarray) -> None:
@@ -209,7 +248,7 @@ class Group:
 
     def flush(self) -> None:
         for r in list(self.dirty):
-            self.s(r)
+            self._pack(r)
 
     # -- VGPRs
     def v(self, r: int) -> np.ndarray:

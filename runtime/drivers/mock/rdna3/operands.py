@@ -99,9 +99,9 @@ def raw_reader(code: int, inst: Inst, w: int = 32) -> Reader:
     if code == SRC_SCC:
         return lambda g: g.scc().astype(np.uint32)[:, None]
     if code == SRC_EXECZ:
-        return lambda g: (~g.exec.any(axis=1)).astype(np.uint32)[:, None]
+        return lambda g: (~g.any_lanes(g.exec)).astype(np.uint32)[:, None]
     if code == SRC_VCCZ:
-        return lambda g: (~g.lanes_of(VCC_LO).any(axis=1)).astype(np.uint32)[:, None]
+        return lambda g: (~g.any_lanes(g.lanes_of(VCC_LO))).astype(np.uint32)[:, None]
     if code < 128:
         if w == 64:
             def rds64(g: Group) -> np.ndarray:

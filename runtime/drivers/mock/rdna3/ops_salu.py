@@ -63,7 +63,7 @@ def sread(code: int, inst: Inst, w: int = 32,
     if code == 253:
         return lambda g: g.scc().astype(u32)
     if code == 252:
-        return lambda g: (~g.exec.any(axis=1)).astype(u32)
+        return lambda g: (~g.any_lanes(g.exec)).astype(u32)
     if code == 251:
         return lambda g: (~g.lanes_of(VCC_LO).any(axis=1)).astype(u32)
     if code >= 128:
@@ -410,10 +410,10 @@ def _sopp(inst: Inst) -> Step:
         "s_branch": None,
         "s_cbranch_scc0": lambda g: ~g.scc(),
         "s_cbranch_scc1": lambda g: g.scc(),
-        "s_cbranch_vccz": lambda g: ~g.lanes_of(VCC_LO).any(axis=1),
-        "s_cbranch_vccnz": lambda g: g.lanes_of(VCC_LO).any(axis=1),
-        "s_cbranch_execz": lambda g: ~g.exec.any(axis=1),
-        "s_cbranch_execnz": lambda g: g.exec.any(axis=1),
+        "s_cbranch_vccz": lambda g: ~g.any_lanes(g.lanes_of(VCC_LO)),
+        "s_cbranch_vccnz": lambda g: g.any_lanes(g.lanes_of(VCC_LO)),
+        "s_cbranch_execz": lambda g: ~g.any_lanes(g.exec),
+        "s_cbranch_execnz": lambda g: g.any_lanes(g.exec),
     }
     if name in conds:
         return Step(BRANCH, conds[name], inst, target=target)
