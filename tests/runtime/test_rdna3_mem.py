@@ -412,7 +412,62 @@ def test_wave64_ballot_and_exec_halves():
     assert st.waves == 2
 
 
-def test_wave64_lane_addressed_instructions_are_refused_by_name():
-    code = _assemble64("v_readlane_b32 s5, v0, 40\ns_endpgm\n")
+def test_wave64_readlane_writelane_readfirstlane_mbcnt():
+    """Lane numbers run to 63: readlane 40 reads the odd row's lane 8, writelane 50 writes it;
+    readfirstlane with only lanes 33+ active reads lane 33; mbcnt_lo/hi count a ballot's bits
+    below each of the 64 lanes."""
+    code = _assemble64("""
+    v_lshlrev_b32 v10, 2, v0
+    v_mul_u32_u24 v3, 3, v0
+    v_readlane_b32 s12, v3, 40
+    v_writelane_b32 v3, 7, 50
+    v_cmpx_lt_u32_e32 32, v0
+    v_readfirstlane_b32 s13, v3
+    s_mov_b64 exec, -1
+    v_cmp_gt_u32_e64 s[14:15], 36, v0
+    v_mbcnt_lo_u32_b32 v4, s14, 0
+    v_mbcnt_hi_u32_b32 v4, s15, v4
+    v_add_nc_u32 v2, s12, v3
+    v_add_nc_u32 v2, s13, v2
+    v_lshl_add_u32 v2, v4, 16, v2
+    global_store_b32 v10, v2, s[0:1]
+    s_endpgm
+    """)
+    dev = TestDevice()
+    vout = dev.upload(np.zeros(64, u32))
+    dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (1,), (64,), wave64=True)
+    lane = np.arange(64)
+    v3 = np.where(lane == 50, 7, 3 * lane)
+    below = np.minimum(lane, 36)   # ballot of lanes 0-35: bits below each lane
+    want = 3 * 40 + v3 + 3 * 33 + (below << 16)
+    np.testing.assert_array_equal(dev.download(vout, 64, u32), want.astype(u32))
+
+
+def test_wave64_cross_half_instructions_are_refused_by_name():
+    code = _assemble64("ds_bpermute_b32 v1, v0, v0\ns_endpgm\n")
     with pytest.raises(KernelFault, match="wave64 kernel"):
         TestDevice().launch_raw(code, [], (1,), (64,), wave64=True)
+
+
+def test_wave64_dpp_rows_and_permlanex16():
+    """DPP rows are 16 lanes in both halves of a wave64 (row_shr:1 with bound_ctrl gives each
+    row's first lane 0), and v_permlanex16 swaps within each 32-lane half."""
+    code = _assemble64("""
+    v_lshlrev_b32 v10, 2, v0
+    v_add_nc_u32 v3, 1, v0
+    v_mov_b32_dpp v2, v3 row_shr:1 row_mask:0xf bank_mask:0xf bound_ctrl:1
+    s_mov_b32 s20, 0x76543210
+    s_mov_b32 s21, 0xfedcba98
+    v_permlanex16_b32 v4, v3, s20, s21
+    v_lshl_add_u32 v2, v4, 8, v2
+    global_store_b32 v10, v2, s[0:1]
+    s_endpgm
+    """)
+    dev = TestDevice()
+    vout = dev.upload(np.zeros(64, u32))
+    dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (1,), (64,), wave64=True)
+    lane = np.arange(64)
+    shr = np.where(lane % 16 == 0, 0, lane)            # (lane - 1) + 1 from the lane before
+    other = lane ^ 16                                  # the other row of the 32-lane half
+    np.testing.assert_array_equal(dev.download(vout, 64, u32),
+                                  (shr + ((other + 1) << 8)).astype(u32))

@@ -24,7 +24,7 @@ mnemonics), `interp` (programs, batches, the scheduler), `machine` (register fil
 `operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
 math, dot products, WMMA), `dpp` (DPP16/DPP8 lane patterns), `ops_xlane` (readlane/writelane,
 permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_buffer` (MUBUF through V#
-descriptors)/`mem_lanes`/`atomics` (instruction semantics), `fp` (IEEE helpers: fused multiply-add, the
+descriptors)/`mem_lanes`/`atomics` (instruction semantics), `ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the
 division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks),
 `loader_for_tests` (what the AMD driver does before a dispatch, for tests without the driver),
 `opcode_coverage` (acceptance over LLVM's gfx1100 opcode tables, a development tool), `audit`.
@@ -39,9 +39,9 @@ across the wave's lanes).
 wave64 kernels (-mwavefrontsize64, DISPATCH_INITIATOR.CS_W32_EN clear) run as two 32-lane rows
 per wave, the way the hardware issues a wave64's VALU work: the SGPRs are the wave's, lane masks
 (EXEC, VCC, a compare's SGPR pair) keep lanes 0-31 in the low SGPR and 32-63 in the high one,
-EXEC/VCC tests look at both. Instructions that address lanes across the two halves (readlane,
-readfirstlane, writelane, permlane, mbcnt, ds_(b)permute/swizzle/append, addtid, movrel) are
-refused in wave64 kernels.
+EXEC/VCC tests look at both; readlane, readfirstlane, writelane and mbcnt have wave64 forms
+(`ops_wave64`). Instructions that move data across the two halves (permlane64,
+ds_(b)permute/swizzle/append, addtid, movrel) are refused in wave64 kernels.
 
 Not implemented (each raises KernelFault naming it): MUBUF format conversions
 (buffer_*_format_*), buffer loads into LDS, swizzled buffers and TFE, MTBUF/MIMG, GDS,

@@ -36,6 +36,7 @@ from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .liveness import dead_mask_writes, masked_block
 from .machine import ALL, Group, Machine, ScratchSetup, merge, pack_lanes
 from .ops_ds import compile_ds
+from . import ops_wave64 as wave64_ops
 from .ops_buffer import buffer_contention, compile_mubuf
 from .ops_mem import compile_flat, compile_smem, flat_contention
 from .ops_salu import BARRIER, BRANCH, END, NEXT, Step, compile_salu
@@ -78,6 +79,9 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
     if inst.name.startswith("<"):
         raise KernelFault(f"unknown instruction {inst.name}", address=inst.addr,
                           instruction=str(inst))
+    if prog.wave64 and inst.name in wave64_ops.OPS:
+        step = Step(NEXT, wave64_ops.OPS[inst.name](inst), inst)
+        return step
     if prog.wave64 and (inst.name in WAVE64_REFUSED or "addtid" in inst.name):
         raise KernelFault("unsupported instruction in a wave64 kernel (it addresses lanes "
                           "across the wave's two halves; the interpreter runs wave64 as two "
@@ -114,11 +118,11 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
 
 # Instructions whose result depends on lane numbers across the whole wave64 (not modelled:
 # the two 32-lane rows of a wave64 are separate planes).
+# (v_permlane16/x16 and DPP act within 16- and 32-lane groups, so rows run them as they are;
+# readlane, readfirstlane, writelane and mbcnt have wave64 forms in ops_wave64.)
 WAVE64_REFUSED = frozenset({
-    "v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32", "v_permlane16_b32",
-    "v_permlanex16_b32", "v_permlane64_b32", "v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32",
-    "ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32", "ds_append", "ds_consume",
-    "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
+    "v_permlane64_b32", "ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32", "ds_append",
+    "ds_consume", "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
 
 
 def decode_program(code: bytes, base: int) -> Program:
