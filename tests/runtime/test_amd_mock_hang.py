@@ -42,7 +42,9 @@ def test_never_ending_kernel_times_out_with_wave_pcs_and_device_recovers(dev):
         spin(flag, out, global_size=(2, 1, 1), local_size=(32, 1, 1), wait=True,
              timeout_ms=300)
     took = time.perf_counter() - t0
-    assert 0.3 <= took < 1.5
+    # Returns once the timeout passes (dispatches run in 10 ms slices); the upper bound only
+    # separates "returned" from "hung", with room for a loaded 2-core CI machine.
+    assert 0.3 <= took < 5.0
     msg = str(ei.value)
     assert "DISPATCH_DIRECT of the kernel at" in msg and "running for" in msg
     # each wave's program counter and the instruction there (LLVM syntax)

@@ -101,6 +101,35 @@ def test_vector_add(dev, lib) -> None:  # type: ignore[no-untyped-def]
     print(f"\nvadd of {n} floats: {t * 1e6:.1f} us on the GPU clock")
 
 
+_SPIN = r"""
+extern "C" __global__ void spin_ns(unsigned long long ns, unsigned long long *out) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+  if (threadIdx.x == 0) out[0] = t - t0;
+}
+"""
+
+
+def test_wait_returns_the_grid_time_from_the_slot_timestamps(dev) -> None:  # type: ignore[no-untyped-def]
+    """wait=True goes through the launch slots; the GPU time it returns (QMD release timer minus
+    the SEND_PCAS-time progress timer) covers a kernel that spins a known time on the GPU timer
+    and is small for an empty one."""
+    prg = dev.program(dev.compiler.compile(_SPIN, "spin.cu"), "spin_ns")
+    out = dev.alloc(8)
+    shape = ((1, 1, 1), (32, 1, 1))
+    prg(0, out, global_size=shape[0], local_size=shape[1], wait=True)  # warm the slot ring
+    short = [prg(0, out, global_size=shape[0], local_size=shape[1], wait=True) for _ in range(20)]
+    long = [prg(200_000, out, global_size=shape[0], local_size=shape[1], wait=True)
+            for _ in range(5)]
+    spun = int(_down(dev, out, np.uint64, 1)[0])
+    assert prg._timed is None and prg._hot[shape] is not None
+    assert all(0 < t < 50e-6 for t in short), short
+    assert spun >= 200_000 and all(200e-6 <= t < 2e-3 for t in long), (spun, long)
+    print(f"\nwait=True GPU time: empty {sorted(short)[10] * 1e6:.2f} us, "
+          f"200 us spin {sorted(long)[2] * 1e6:.1f} us")
+
+
 # ------------------------------------------------------------------------------------ NVRTC suite
 def _run(dev, lib, name, args, grid, block, dyn=0):  # type: ignore[no-untyped-def]
     prg = dev.program(lib, name, dynamic_smem_B=dyn)

@@ -282,6 +282,32 @@ def test_vector_add_launch_and_qmd_fields(dev: NVDevice) -> None:
                                                        gpu.launches[-1].cb0_va + 0x210 + 28)
 
 
+def test_a_launch_that_waits_takes_the_slot_ring_and_times_the_grid(dev: NVDevice) -> None:
+    """wait=True goes through the shape's prebuilt slots (no timed template, no extra commands):
+    its GPU time is the QMD release's timer minus the slot's progress release's timer, which the
+    mock writes when the grid completes and when the front end passes SEND_PCAS."""
+    prg = dev.program(CUBIN, "vadd")
+    gpu = _gpu(dev)
+    gpu.register_kernel(prg.prog_va, _vadd_model)
+    n = 512
+    a, b, c = (dev.alloc(n * 4) for _ in range(3))
+    dev.copyin(a, np.ones(n, np.float32))
+    dev.copyin(b, np.ones(n, np.float32))
+    shape = ((2, 1, 1), (256, 1, 1))
+    before = gpu.launch_count
+    times = [prg(a, b, c, n, global_size=shape[0], local_size=shape[1], wait=True)
+             for _ in range(3)]
+    assert gpu.launch_count == before + 3 and prg._hot[shape] is not None
+    assert prg._timed is None, "a waiting launch must not take the short path's timed template"
+    tl, progress = dev.timeline_signal, dev.compute_channel.progress
+    assert tl.value == dev.timeline_value and progress.value == dev.compute_channel.seq
+    assert all(t is not None and 0 < t < 0.05 for t in times), times
+    assert times[-1] == (tl.timestamp - progress.timestamp) / dev.clock_hz
+    out = np.zeros(n, np.float32)
+    dev.copyout(out, c)
+    assert (out == 2).all()
+
+
 def test_short_launch_path_emits_what_the_queue_builder_emits(dev: NVDevice) -> None:
     prg = dev.program(CUBIN, "inc")
     x = dev.alloc(4096)
@@ -488,7 +514,7 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
     of its own channel."""
     from hcq_bindings.nv import classes as cl
 
-    from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_64, host_semaphore
+    from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_TS, host_semaphore
     from runtime.drivers.nv.methods import SUBC_COMPUTE, decode_gp_entry, nvm
     from runtime.drivers.nv.program import _pcas_methods
     prg = dev.program(CUBIN, "vadd")
@@ -523,7 +549,7 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
                + nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
                      dev.gen.compute.cache_invalidate)
                + _pcas_methods(dev, qmd_va) + host_semaphore(ch.progress.va, seqs[i],
-                                                             SEM_RELEASE_64))
+                                                             SEM_RELEASE_TS))
         va, nd = decode_gp_entry(ch.ring[gp[i] & mask])
         skip = 0 if i == 0 else 6  # later launches start at WAIT_FOR_IDLE
         assert (va, nd) == (sva + 4 * skip, len(seg) - skip)

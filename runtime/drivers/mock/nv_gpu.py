@@ -190,9 +190,22 @@ class MockChannel:
     local_window: int | None = None
     slm: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # A B NT_A NT_B NT_C
     pcas_a: int | None = None
+    # QMD releases of grids launched but not yet complete: the compute engine runs a grid while the
+    # front end goes on with the methods after SEND_PCAS, so they land later (`complete_grids`)
+    grid_releases: list[tuple[int, int]] = field(default_factory=list)
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
+
+    def complete_grids(self) -> None:
+        """Completes the launched grids: their QMD releases (four-word structures: the payload and
+        the timer at +8) land now. Runs wherever the front end waits for the engine (WAIT_FOR_IDLE,
+        WFI, a release with WFI, an acquire) and at the end of each GPFIFO entry."""
+        mem, now = self.gpu.mem, self.gpu.clock_ns()
+        for va, payload in self.grid_releases:
+            mem.write_u64(va + 8, now)
+            mem.write_u32(va, payload)
+        self.grid_releases.clear()
 
     # ------------------------------------------------------------------ pointers
     def gp_put(self) -> int:
@@ -231,6 +244,7 @@ class MockChannel:
                         .view(np.uint32).tolist()
                     self.seg_pos = 0
                 self._run_segment()
+                self.complete_grids()
                 self.segment = None
                 self.gp_get = (self.gp_get + 1) % self.entries
                 self._store_get()
@@ -322,7 +336,9 @@ class MockChannel:
             self.sem[(mthd - cl.NVC56F_SEM_ADDR_LO) // 4] = data
         elif mthd == cl.NVC56F_SEM_EXECUTE:
             self._sem_execute(data)
-        elif mthd in (cl.NVC56F_NON_STALL_INTERRUPT, cl.NVC56F_WFI):
+        elif mthd == cl.NVC56F_WFI:
+            self.complete_grids()
+        elif mthd == cl.NVC56F_NON_STALL_INTERRUPT:
             pass
         else:
             raise ChannelFault(f"host method {describe_method(None, mthd, data)} is not modelled")
@@ -340,6 +356,9 @@ class MockChannel:
             raise ChannelFault(f"64-bit semaphore at {va:#x} is not 8-byte aligned")
         payload = (phi << 32 | plo) if wide else plo
         mem = self.gpu.mem
+        if op != cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE or fget(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI,
+                                                                  data):
+            self.complete_grids()  # an acquire or a release after idle waits for the engine
         if op == cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE:
             if fget(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, data):
                 if va % 16:
@@ -381,7 +400,9 @@ class MockChannel:
                       c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B"),
                       c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C")):
             self.slm[2 + (mthd - c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A")) // 4] = data
-        elif mthd in (c("INVALIDATE_SHADER_CACHES_NO_WFI"), c("WAIT_FOR_IDLE")):
+        elif mthd == c("WAIT_FOR_IDLE"):
+            self.complete_grids()
+        elif mthd == c("INVALIDATE_SHADER_CACHES_NO_WFI"):
             pass
         elif mthd == c("SEND_PCAS_A"):
             self.pcas_a = data
@@ -640,11 +661,8 @@ class MockNVGPU:
             except PageFault as e:
                 raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
         enable, upper, lower, payload_lo = lay.release
-        if q.get(enable, 0):
-            va = q.get(upper) << 32 | q.get(lower)
-            payload = q.get(payload_lo)
-            self.mem.write_u64(va + 8, self.clock_ns())
-            self.mem.write_u32(va, payload)
+        if q.get(enable, 0):  # lands when the grid completes (MockChannel.complete_grids)
+            ch.grid_releases.append((q.get(upper) << 32 | q.get(lower), q.get(payload_lo)))
 
     @staticmethod
     def _program(q: QmdReader, lay: QmdLayout) -> int:

@@ -20,6 +20,11 @@ channel's own completion order already implies v-1, and the acquire's poll of sy
 about a microsecond on the H200 (scripts/nv_latency_probe.py measures it). A slot is reused only
 once the timeline shows its previous launch complete; the PCAS action invalidates any copy of the
 QMD the GPU cached, and the QMD invalidates constant bank 0, so rewritten slots are read afresh.
+
+A launch that waits takes the same slots: the progress release writes the front end's timer beside
+the sequence number when SEND_PCAS has been issued, and the QMD's release of the timeline (a
+four-word semaphore, the QMD's default structure) writes the timer when the grid completes, so the
+GPU time of the launch is the difference of the two, with no extra commands or wait for idle.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, BLOCKED, CHAIN_VALUE, CHANNEL_WORDS,
                                        DEVICE_WORDS, GP_FREE_UNTIL, GP_PUT, SEM_ACQUIRE_GEQ_64,
-                                       SEM_PAYLOAD_LO_DW, SEM_RELEASE_64, SEQ, TIMELINE_VALUE,
+                                       SEM_PAYLOAD_LO_DW, SEM_RELEASE_TS, SEQ, TIMELINE_VALUE,
                                        host_semaphore)
 from runtime.drivers.nv.methods import SUBC_COMPUTE, gp_entry, nvm
 from runtime.hcq import native
@@ -152,7 +157,8 @@ class ShapeLauncher:
         segment = (host_semaphore(tl.va, 0, SEM_ACQUIRE_GEQ_64)
                    + nvm(SUBC_COMPUTE, dev.gen.compute.WAIT_FOR_IDLE, 0)
                    + list(prg.launch_template(tl.va)[_ACQ_DW:])   # invalidate, PCAS A/B
-                   + host_semaphore(ch.progress.va, 0, SEM_RELEASE_64))
+                   # with the front end's time: a launch that waits reports GPU time from it
+                   + host_semaphore(ch.progress.va, 0, SEM_RELEASE_TS))
         pcas = prg.pcas_pos + 2   # PCAS_A's data dword: the template has no WAIT_FOR_IDLE
         n_dw = len(segment)
         assert n_dw * 4 <= SEGMENT_STRIDE_B

@@ -143,26 +143,39 @@ class NVProgram(Program):
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  wait: bool = False, timeout_ms: float | None = None) -> float | None:
-        """Launches like `Program.__call__`. Without `wait` this is the hot path: the shape's
-        `ShapeLauncher` (runtime.drivers.nv.launcher) fills a prebuilt launch slot and rings the
-        doorbell; arguments it cannot pack take the short path (`_launch_short`). The launcher of
-        the last shape is found by identity of the size tuples (callers pass the same ones)."""
+        """Launches like `Program.__call__`. This is the hot path: the shape's `ShapeLauncher`
+        (runtime.drivers.nv.launcher) fills a prebuilt launch slot and rings the doorbell; with
+        `wait` it then waits for the launch's timeline value and returns the GPU time from the
+        slot's two timestamps (`_wait_hot`). Arguments it cannot pack take the short path
+        (`_launch_short`). The launcher of the last shape is found by identity of the size tuples
+        (callers pass the same ones)."""
         last = self._last_shape
         hot: "ShapeLauncher | None"
-        if global_size is last[0] and local_size is last[1] and not wait and not vals:
+        if global_size is last[0] and local_size is last[1] and not vals:
             hot = last[2]
         else:
-            hot = self._launcher(global_size, local_size, wait, vals)
+            hot = self._launcher(global_size, local_size, vals)
         if hot is not None and (hot.fn(args) or hot.dispatch(args)):
-            return None
+            return self._wait_hot(timeout_ms) if wait else None
         return self._launch_short(args, vals, global_size, local_size, wait, timeout_ms)
 
-    def _launcher(self, global_size: Sequence[int], local_size: Sequence[int], wait: bool,
+    def _wait_hot(self, timeout_ms: float | None) -> float:
+        """Waits for the launch just published through a slot; its GPU time is the QMD release's
+        timer (grid complete, written beside the timeline value) minus the slot's progress
+        release's timer (SEND_PCAS issued). Nothing else was submitted to the channel in between,
+        so the progress word's timer is this launch's."""
+        dev = self.nvdev
+        tl = dev.timeline_signal
+        tl.wait(dev.timeline_value, timeout_ms)
+        dev.check_fault()
+        return (tl.timestamp - dev.compute_channel.progress.timestamp) / dev.clock_hz
+
+    def _launcher(self, global_size: Sequence[int], local_size: Sequence[int],
                   vals: Sequence[int | float]) -> "ShapeLauncher | None":
         """The shape's launcher (made on first use), or None when the launch takes the short
-        path (it waits, has `vals`, the device is unusable, or the sizes are lists)."""
+        path (it has `vals`, the device is unusable, or the sizes are lists)."""
         dev = self.nvdev
-        if wait or vals or dev._fault is not None or dev.closed:
+        if vals or dev._fault is not None or dev.closed:
             return None
         try:
             hot = self._hot[global_size, local_size]  # type: ignore[index]
