@@ -13,7 +13,9 @@ PY=${PYTHON:-/usr/bin/python3}
 VENV=.venv
 
 need=()
-for pkg in gcc libc6-dev libgcc-12-dev libstdc++-12-dev clang-16 lld-16 llvm-16 pciutils; do
+# ca-certificates: bindgen fetches wheels over HTTPS; git: its git sources (and their tests).
+for pkg in gcc libc6-dev libgcc-12-dev libstdc++-12-dev clang-16 lld-16 llvm-16 pciutils \
+           ca-certificates git; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ "$PY" = /usr/bin/python3 ]; then
