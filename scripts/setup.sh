@@ -13,9 +13,10 @@ PY=${PYTHON:-/usr/bin/python3}
 VENV=.venv
 
 need=()
-# ca-certificates: bindgen fetches wheels over HTTPS; git: its git sources (and their tests).
+# ca-certificates: bindgen fetches wheels over HTTPS; git: its git sources (and their tests); g++:
+# the C++ header facts tests (nvrtc); xz-utils: the tests build multi-block xz archives.
 for pkg in gcc libc6-dev libgcc-12-dev libstdc++-12-dev clang-16 lld-16 llvm-16 pciutils \
-           ca-certificates git; do
+           ca-certificates git g++ xz-utils; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ "$PY" = /usr/bin/python3 ]; then
