@@ -12,7 +12,7 @@ from typing import Sequence
 
 from runtime.drivers.amd.packets import (PM4_BY_OPCODE, PM4_OPCODE_NAMES, SDMA_OP_NAMES, p,
                                          pm4_name, sdma_op, sdma_packet, sdma_unknown,
-                                         sh_reg_name)
+                                         sh_reg_name, split_pm4_header)
 
 __all__ = ["DecodeError", "Packet", "PM4_NAMES", "SDMA_OP_NAMES", "decode_pm4", "decode_sdma",
            "describe_pm4", "describe_sdma", "pm4_fields", "sdma_op", "sh_reg_name"]
@@ -57,15 +57,13 @@ def decode_pm4(dwords: Sequence[int], gc_base: int = 0) -> list[Packet]:
     i, n = 0, len(dwords)
     while i < n:
         h = dwords[i]
-        typ = p.CP_PACKET_GET_TYPE(h)
+        typ, size, op = split_pm4_header(h)
         if h == p.CP_PACKET2:  # type-2 filler
             out.append(Packet(i, "PACKET2", (h,)))
             i += 1
             continue
         if typ != p.PACKET_TYPE3:
             raise DecodeError(f"dword {i}: header {h:#010x} is a type-{typ} packet, not type 3")
-        op = p.CP_PACKET3_GET_OPCODE(h)
-        size = p.CP_PACKET_GET_COUNT(h) + 2
         if i + size > n:
             raise DecodeError(f"dword {i}: {pm4_name(op)} needs {size} dwords, only {n - i} left")
         body = tuple(dwords[i + 1:i + size])
@@ -79,10 +77,9 @@ def describe_pm4(dwords: Sequence[int], gc_base: int = 0) -> str:
     if not dwords:
         return "(nothing)"
     h = dwords[0]
-    if p.CP_PACKET_GET_TYPE(h) != p.PACKET_TYPE3:
+    typ, size, op = split_pm4_header(h)
+    if typ != p.PACKET_TYPE3:
         return f"non-type-3 header {h:#010x}"
-    op = p.CP_PACKET3_GET_OPCODE(h)
-    size = p.CP_PACKET_GET_COUNT(h) + 2
     body = tuple(dwords[1:size])
     return str(Packet(0, pm4_name(op), (h, *body), pm4_fields(op, body, gc_base)))
 

@@ -153,6 +153,22 @@ class PM4Packet:
                f"{self.payload_dw}{more}"
 
 
+# header -> (type, dwords including the header, opcode), filled on first sight of each header.
+# The bindings' CP_PACKET* macros follow C's int conversions, which cost about a microsecond a call
+# for headers past INT_MAX (every type-3 header); a queue repeats a handful of headers.
+_HEADERS: dict[int, tuple[int, int, int]] = {}
+
+
+def split_pm4_header(h: int) -> tuple[int, int, int]:
+    """A PM4 header's packet type, size in dwords (header included) and type-3 opcode, read with
+    the bindings' CP_PACKET_GET_TYPE/COUNT and CP_PACKET3_GET_OPCODE (cached per header value)."""
+    hit = _HEADERS.get(h)
+    if hit is None:
+        hit = _HEADERS[h] = (int(p.CP_PACKET_GET_TYPE(h)), int(p.CP_PACKET_GET_COUNT(h)) + 2,
+                             int(p.CP_PACKET3_GET_OPCODE(h)))
+    return hit
+
+
 def packet3(op: int, payload_dw: int) -> int:
     """Type-3 header for `payload_dw` payload dwords. The macro's `PACKET_TYPE3 << 30` is a signed
     int in C, so the binding returns a negative number: keep the 32 bits the hardware sees."""

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from hcq_bindings.amd import soc21_enum
 
 from runtime.drivers.amd.decode import describe_pm4, pm4_fields
-from runtime.drivers.amd.packets import PM4, PM4_BY_OPCODE, PM4_OPCODE_NAMES, gc, p
+from runtime.drivers.amd.packets import (PM4, PM4_BY_OPCODE, PM4_OPCODE_NAMES, gc, p,
+                                         split_pm4_header)
 from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
                                               RecordingMemory)
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
@@ -131,11 +132,11 @@ class PM4Processor(QueueProcessor):
     def _packet_size(self, h: int, where: str) -> int:
         if h == p.CP_PACKET2:
             return 1
-        typ = p.CP_PACKET_GET_TYPE(h)
+        typ, size, _ = split_pm4_header(h)
         if typ != p.PACKET_TYPE3:
             raise MockGPUError(f"{where}: header {h:#010x} is a type-{typ} packet; compute queues "
                                "take type-3 packets")
-        return p.CP_PACKET_GET_COUNT(h) + 2
+        return size
 
     # ------------------------------------------------------------------ packets
     def _execute(self, pkt: list[int], where: str, in_ib: bool) -> bool:
@@ -152,7 +153,7 @@ class PM4Processor(QueueProcessor):
         h = pkt[0]
         if h == p.CP_PACKET2:
             return True
-        op = p.CP_PACKET3_GET_OPCODE(h)
+        op = split_pm4_header(h)[2]
         pk = PM4_BY_OPCODE.get(op)
         if pk is None:
             known = PM4_OPCODE_NAMES.get(op)
