@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from hcq_bindings.amd import hsa
 from hcq_bindings.linux import kfd_ioctl as kfd
@@ -341,11 +341,8 @@ class AMDDevice(Device):
 
     @property
     def compiler(self) -> "AMDCompiler":
-        """clang for this GPU's target (OpenCL C → AMDHSA code object), made on first use."""
-        if self._compiler is None:
-            self._compiler = self._make_compiler()
-        comp: AMDCompiler = self._compiler
-        return comp
+        """clang for this GPU's target (OpenCL C → AMDHSA code object) (`Device.compiler`, typed for this driver)."""
+        return cast("AMDCompiler", super().compiler)
 
     def _make_compiler(self) -> "AMDCompiler":
         from runtime.drivers.amd.compiler import AMDCompiler

@@ -30,7 +30,7 @@ import os as os_module  # the constructor's `os` argument is the seam
 import time
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
@@ -688,11 +688,8 @@ class NVDevice(Device):
 
     @property
     def compiler(self) -> "NVCompiler":
-        """NVRTC for this GPU's architecture (CUDA C++ → cubin), made on first use."""
-        if self._compiler is None:
-            self._compiler = self._make_compiler()
-        comp: NVCompiler = self._compiler
-        return comp
+        """NVRTC for this GPU's architecture (CUDA C++ → cubin) (`Device.compiler`, typed for this driver)."""
+        return cast("NVCompiler", super().compiler)
 
     def _make_compiler(self) -> "NVCompiler":
         from runtime.drivers.nv.compiler import NVCompiler
