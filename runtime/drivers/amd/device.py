@@ -341,7 +341,7 @@ class AMDDevice(Device):
 
     @property
     def compiler(self) -> "AMDCompiler":
-        """clang for this GPU's target (OpenCL C → AMDHSA code object) (`Device.compiler`, typed for this driver)."""
+        """clang for this GPU's target (OpenCL C → AMDHSA code object); `Device.compiler`, typed."""
         return cast("AMDCompiler", super().compiler)
 
     def _make_compiler(self) -> "AMDCompiler":

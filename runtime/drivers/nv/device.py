@@ -688,7 +688,7 @@ class NVDevice(Device):
 
     @property
     def compiler(self) -> "NVCompiler":
-        """NVRTC for this GPU's architecture (CUDA C++ → cubin) (`Device.compiler`, typed for this driver)."""
+        """NVRTC for this GPU's architecture (CUDA C++ → cubin); `Device.compiler`, typed."""
         return cast("NVCompiler", super().compiler)
 
     def _make_compiler(self) -> "NVCompiler":
