@@ -239,16 +239,23 @@ class Sources:
             )
         return url, name, size, sha
 
+    def _pin_for(self, src: Source, index: str, name: str, sha: str) -> SourcePin | None:
+        """The pins to fetch `src` by ranges with (None: fetch the whole archive), refusing pins
+        made from another archive than the one `index` now names."""
+        pin = src.pin
+        if pin is None or self.whole:
+            return None
+        if pin.archive_sha256 != sha:
+            raise SourceError(
+                f"source {src.name}: {index} gives {name} sha256 {sha}, the pins in the lock file "
+                f"were made from {pin.archive_sha256}; run `bindgen pin` again"
+            )
+        return pin
+
     def _fetch_debian(self, src: Source, out: Path) -> Fetched:
         url, name, size, sha = self._apt_uri(src)
-        pin = src.pin
-        if pin and not self.whole:
-            if pin.archive_sha256 != sha:
-                raise SourceError(
-                    f"source {src.name}: apt's index gives {name} sha256 {sha}, the pins in "
-                    f"{src.package}'s lock file were made from {pin.archive_sha256}; run "
-                    "`bindgen pin` again"
-                )
+        pin = self._pin_for(src, "apt's index", name, sha)
+        if pin:
             files = self._debian_ranges(src, url, name, size, pin, out)
             return Fetched(files, sha)
         what = f"{src.name} ({name})"
@@ -365,13 +372,8 @@ class Sources:
 
     def _fetch_pypi(self, src: Source, out: Path) -> Fetched:
         url, fn, size, sha = self._wheel(src)
-        pin = src.pin
-        if pin and not self.whole:
-            if pin.archive_sha256 != sha:
-                raise SourceError(
-                    f"source {src.name}: PyPI gives {fn} sha256 {sha}, the pins were made from "
-                    f"{pin.archive_sha256}; run `bindgen pin` again"
-                )
+        pin = self._pin_for(src, "PyPI", fn, sha)
+        if pin:
             what = f"{src.name} ({fn}, ranges)"
             before = self.net.downloaded
             rf = RangeFile(self.net, url, size, what)
