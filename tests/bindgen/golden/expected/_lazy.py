@@ -62,7 +62,7 @@ LEAF_MASK = 0x3f  # low six bits
 def LEAF_OF(x):
     return (
         (x & LEAF_MASK)
-        if x.__class__ is int and -0x80000000 <= x <= 0x7fffffff
+        if x.__class__ is int and -0x80000000 <= x <= 0xffffffff
         else _c_ret(_c_op('&', _c_arg(x), (LEAF_MASK, 32, True)))
     )
 # bindgen-index: NAME LINE OFFSET LENGTH (bytes) of each statement, for bindgen_rt.lazy
