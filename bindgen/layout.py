@@ -8,7 +8,7 @@ import sys
 import types
 
 from bindgen_rt.lazy import INDEX_MARK, LAYOUTS_MARK
-from bindgen_rt.records import _bit_position
+from bindgen_rt.placement import _bit_position
 
 from . import ir
 from .errors import LayoutError
