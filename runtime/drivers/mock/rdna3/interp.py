@@ -408,26 +408,37 @@ class Dispatch:
         prog, stats, limit = self.prog, self.stats, self.limit
         n_insts = len(prog.insts)
         steps = prog.steps
-        n, active = g.n, g.active
+        n = g.n
         waves = n // 2 if g.m.wave64 else n   # wave-instructions count waves, not rows
+        stop = min(horizon, n_insts)
+        # Counted locally and added to stats at each look at the clock and on the way out
+        # (attribute updates per instruction are a good part of a one-wave step's cost).
+        count = lanes = 0
+        ticks = self._ticks
         self.groups.append(g)   # visible to describe() while it runs
         try:
-            while g.pc < horizon:
+            while True:
                 pc = g.pc
-                if pc >= n_insts:
-                    raise KernelFault("execution ran past the end of the program (no s_endpgm)",
-                                      address=prog.base + len(prog.raw))
+                if pc >= stop:
+                    if pc < horizon:
+                        raise KernelFault("execution ran past the end of the program (no "
+                                          "s_endpgm)", address=prog.base + len(prog.raw))
+                    return [g]
                 step = steps[pc] or prog.step(pc)
-                stats.wave_instructions += waves
-                stats.lane_instructions += active
-                self._ticks -= 1
-                if not self._ticks:
-                    self._ticks = CHECK_EVERY
+                count += 1
+                lanes += g.active
+                ticks -= 1
+                if not ticks:
+                    ticks = CHECK_EVERY
+                    stats.wave_instructions += count * waves
+                    stats.lane_instructions += lanes
+                    count = lanes = 0
                     if stats.wave_instructions > limit:
                         raise KernelFault(f"instruction limit of {limit} wave-instructions "
                                           "exceeded (a kernel that never ends?)",
                                           address=step.inst.addr, instruction=str(step.inst))
                     if time.perf_counter() > self._deadline:
+                        self._ticks = ticks
                         yield
                 kind = step.kind
                 if kind == NEXT:
@@ -444,14 +455,20 @@ class Dispatch:
                     except Exception as e:
                         raise _fault(step, e) from None
                     g.pc = pc + 1
-                    active = g.active   # EXEC may have changed
                 elif kind == BRANCH:
-                    taken = step.fn(g) if step.fn is not None else True
-                    if taken is True or taken.all():  # type: ignore[union-attr]  # True or array
+                    if step.fn is None:
                         g.pc = step.target
-                    elif not taken.any():  # type: ignore[union-attr]
+                        continue
+                    taken = step.fn(g)
+                    if taken is True or taken is False:   # every wave agrees
+                        g.pc = step.target if taken else pc + 1
+                        continue
+                    k = np.count_nonzero(taken)
+                    if k == n:
+                        g.pc = step.target
+                    elif not k:
                         g.pc = pc + 1
-                    elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * n:
+                    elif step.masked_skip and k * 4 <= 3 * n:
                         # The skipped block only does EXEC-masked work, so the waves whose EXEC
                         # is empty can come along and do nothing; keeping the group whole is
                         # cheaper than a split and a merge unless most waves would skip.
@@ -465,8 +482,10 @@ class Dispatch:
                     return [g]
                 else:  # JUMP
                     return _jump(prog, g, step, _call(step, g))
-            return [g]
         finally:
+            stats.wave_instructions += count * waves
+            stats.lane_instructions += lanes
+            self._ticks = ticks
             self.groups.remove(g)
 
 
