@@ -140,21 +140,22 @@ class Planes:
     the instructions' fast paths (views stay valid while the group exists: a step indexes one
     register and computes into it, with no per-instruction view building or masked copies).
 
-    `v[k]` is VGPR file [nvgpr, n, 32] viewed as U32, I32 or F32 (k); `s[k]` the SGPRs in a shape
-    that broadcasts against lanes: indexing `s[k][r, ...]` gives a 0-d array for one wave (numpy
-    broadcasts a 0-d operand at no cost, an [n, 1] one costs ~0.5 us per call) and [n, 1]
-    otherwise. `s1` is the one wave's SGPR row (None for several waves: scalar instructions then
-    run on numpy scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's
-    written-VGPR set (see Machine)."""
+    `regs[k]` for k < 3 is the VGPR file [nvgpr, n, 32] viewed as uint32, int32 or float32
+    (U32_PLANE, I32_PLANE, F32_PLANE); for k = 3 + those, the SGPRs in a shape that broadcasts
+    against lanes: `regs[k][r, ...]` gives a 0-d array for one wave (numpy broadcasts a 0-d
+    operand at no cost, an [n, 1] one costs ~0.5 us per call) and [n, 1] otherwise. `s1` is the
+    one wave's SGPR row (None for several waves; scalar instructions of one wave run on numpy
+    scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's written-VGPR set
+    (see Machine)."""
 
-    __slots__ = ("v", "s", "s1", "w", "scc", "dirty_v")
+    __slots__ = ("regs", "s1", "w", "scc", "dirty_v")
 
     def __init__(self, m: "Machine", idx: slice, n: int) -> None:
         V = m.V[:, idx]
         first = range(m.n_waves)[idx].start
         S = m.S[:, first] if n == 1 else m.S[:, idx, None]
-        self.v = (V, V.view(np.int32), V.view(np.float32))
-        self.s = (S, S.view(np.int32), S.view(np.float32))
+        self.regs = (V, V.view(np.int32), V.view(np.float32),
+                     S, S.view(np.int32), S.view(np.float32))
         self.s1 = S if n == 1 else None
         self.w = first if n == 1 else -1
         self.scc = m.SCC
@@ -162,6 +163,7 @@ class Planes:
 
 
 U32_PLANE, I32_PLANE, F32_PLANE = range(3)
+SGPR_PLANES = 3   # regs[SGPR_PLANES + k]: the SGPRs viewed like VGPR plane k
 
 
 class Group:
