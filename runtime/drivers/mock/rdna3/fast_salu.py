@@ -9,7 +9,7 @@ a VALU op has not packed yet; tests run both on the same inputs.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -18,34 +18,34 @@ from .machine import Group
 from .operands import const_bits
 
 Exec = Callable[[Group], None]
-ScalarGetter = Callable[[np.ndarray], np.generic]
 # fn(*sources[, scc]) -> (result or None, new SCC or None)
 ScalarFn = Callable[..., tuple]
+SGPR, CONST = True, False
 
 
-def scalar_source(code: int, inst_literal: int | None, t: str = "b32"
-                  ) -> tuple[ScalarGetter, int | None] | None:
-    """(getter of a 32-bit scalar source from the wave's SGPR row, the SGPR it reads or None),
-    or None for a source the general path handles (SCC, EXECZ, VCCZ, ...)."""
-    cb = 0 if code == NULL else const_bits(code, t, inst_literal)
+def scalar_source(code: int, literal: int | None, t: str = "b32") -> tuple[bool, Any] | None:
+    """(SGPR, its number) or (CONST, a numpy uint32) for a 32-bit scalar source, or None for a
+    source the general path handles (SCC, EXECZ, VCCZ, ...)."""
+    cb = 0 if code == NULL else const_bits(code, t, literal)
     if cb is not None:
-        c = np.uint32(cb)
-        return (lambda S1: c), None
+        return CONST, np.uint32(cb)
     if code < 128:
-        return (lambda S1: S1[code]), code
+        return SGPR, code
     return None
 
 
 def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | None,
                 fn: ScalarFn, slow: Exec, reads_scc: bool = False) -> Exec:
-    """The step of a 32-bit scalar op: `fn` on the sources (and SCC when `reads_scc`) gives the
-    result for SGPR `dst` (None: no result) and the new SCC (None: unchanged). `slow` runs it on
-    groups the scalar path does not take."""
+    """The step of a 32-bit scalar op with at most two sources: `fn` on the sources (then SCC
+    when `reads_scc`) gives the result for SGPR `dst` (None: no result) and the new SCC (None:
+    unchanged). `slow` runs it on groups the scalar path does not take."""
     got = [scalar_source(code, literal, t) for code, t in srcs]
-    if any(x is None for x in got) or dst == EXEC_LO:
+    if len(got) > 2 or any(x is None for x in got) or dst == EXEC_LO:
         return slow
-    getters = [x[0] for x in got if x is not None]
-    sregs = frozenset(x[1] for x in got if x is not None and x[1] is not None)
+    ops = [x for x in got if x is not None]
+    sregs = frozenset(v for is_reg, v in ops if is_reg)
+    (r0, v0), (r1, v1) = (ops + [(CONST, None)] * 2)[:2]
+    n_src = len(ops)
     write = dst is not None and dst != NULL
 
     def run(g: Group) -> None:
@@ -53,10 +53,14 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
         if P is None or P.s1 is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
             return slow(g)
         S1, w = P.s1, P.w
-        args = [r(S1) for r in getters]
-        if reads_scc:
-            args.append(P.scc[w])
-        d, scc = fn(*args)
+        a = S1[v0] if r0 else v0
+        if n_src == 2:
+            b = S1[v1] if r1 else v1
+            d, scc = fn(a, b, P.scc[w]) if reads_scc else fn(a, b)
+        elif n_src == 1:
+            d, scc = fn(a, P.scc[w]) if reads_scc else fn(a)
+        else:
+            d, scc = fn(P.scc[w]) if reads_scc else fn()
         if write and d is not None:
             S1[dst] = d
             g.m.dirty_s.add(dst)

@@ -88,6 +88,17 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             P.dirty_v.add(d)
             A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0)
         return run1
+    if len(ops) == 2 and isinstance(fn, np.ufunc) and fn.nout == 1 and \
+            all(PLANE[t] == kd for t in srcs):
+        # A ufunc whose operands and result share a type: computed into the register itself.
+        def run2_into(g: Group) -> None:
+            P = g.fast
+            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                return slow(g)
+            A = P.regs
+            P.dirty_v.add(d)
+            fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, out=A[kd][d])
+        return run2_into
     if len(ops) == 2:
         def run2(g: Group) -> None:
             P = g.fast

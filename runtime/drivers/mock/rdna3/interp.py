@@ -39,7 +39,7 @@ from .ops_ds import compile_ds
 from . import ops_wave64 as wave64_ops
 from .ops_buffer import buffer_contention, compile_mubuf
 from .ops_mem import compile_flat, compile_smem, flat_contention
-from .ops_salu import BARRIER, BRANCH, END, NEXT, Step, compile_salu
+from .ops_salu import ATOMIC, BARRIER, BRANCH, END, NEXT, NOP, Step, compile_salu
 from .ops_valu import compile_valu
 
 MAX_CODE_BYTES = 1 << 20
@@ -96,12 +96,14 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
         step = Step(NEXT, compile_flat(inst), inst)
         if "cmpswap" in inst.name and inst.f["glc"]:
             step.contended = flat_contention(inst)
+            step.kind = ATOMIC
     elif enc == "DS":
         step = Step(NEXT, compile_ds(inst), inst)
     elif enc == "MUBUF":
         step = Step(NEXT, compile_mubuf(inst), inst)
         if "cmpswap" in inst.name and inst.f["glc"]:
             step.contended = buffer_contention(inst)
+            step.kind = ATOMIC
     else:
         raise KernelFault(f"unsupported instruction encoding {enc}", address=inst.addr,
                           instruction=str(inst))
@@ -412,9 +414,10 @@ class Dispatch:
         waves = n // 2 if g.m.wave64 else n   # wave-instructions count waves, not rows
         stop = min(horizon, n_insts)
         # Counted locally and added to stats at each look at the clock and on the way out
-        # (attribute updates per instruction are a good part of a one-wave step's cost).
+        # (attribute updates per instruction are a good part of a one-wave step's cost);
+        # `budget`: instructions until the next look, carried across groups in self._ticks.
         count = lanes = 0
-        ticks = self._ticks
+        budget = self._ticks
         self.groups.append(g)   # visible to describe() while it runs
         try:
             while True:
@@ -425,24 +428,30 @@ class Dispatch:
                                           "s_endpgm)", address=prog.base + len(prog.raw))
                     return [g]
                 step = steps[pc] or prog.step(pc)
-                count += 1
                 lanes += g.active
-                ticks -= 1
-                if not ticks:
-                    ticks = CHECK_EVERY
+                count += 1
+                if count >= budget:
                     stats.wave_instructions += count * waves
                     stats.lane_instructions += lanes
                     count = lanes = 0
+                    budget = CHECK_EVERY
                     if stats.wave_instructions > limit:
                         raise KernelFault(f"instruction limit of {limit} wave-instructions "
                                           "exceeded (a kernel that never ends?)",
                                           address=step.inst.addr, instruction=str(step.inst))
                     if time.perf_counter() > self._deadline:
-                        self._ticks = ticks
                         yield
                 kind = step.kind
                 if kind == NEXT:
-                    if step.contended is not None and n > 1 and step.contended(g):
+                    try:
+                        step.fn(g)  # type: ignore[misc]  # NEXT steps always carry one
+                    except Exception as e:
+                        raise _fault(step, e) from None
+                    g.pc = pc + 1
+                elif kind == NOP:
+                    g.pc = pc + 1
+                elif kind == ATOMIC:
+                    if n > 1 and step.contended(g):  # type: ignore[misc]  # ATOMIC has one
                         # Lanes of several waves race on one address: let the first wave run
                         # on alone (one of the orders the hardware may pick), the others wait.
                         first = np.zeros(n, dtype=bool)
@@ -451,7 +460,7 @@ class Dispatch:
                         rest.parked = True
                         return [a, rest]
                     try:
-                        step.fn(g)  # type: ignore[misc]  # NEXT steps always carry one
+                        step.fn(g)  # type: ignore[misc]
                     except Exception as e:
                         raise _fault(step, e) from None
                     g.pc = pc + 1
@@ -485,7 +494,7 @@ class Dispatch:
         finally:
             stats.wave_instructions += count * waves
             stats.lane_instructions += lanes
-            self._ticks = ticks
+            self._ticks = budget - count
             self.groups.remove(g)
 
 

@@ -25,13 +25,16 @@ from .optypes import signature
 from .valu_table import popcount
 
 u32, u64, i32, i64 = np.uint32, np.uint64, np.int32, np.int64
-NEXT, BRANCH, END, BARRIER, JUMP = range(5)
+# Step kinds (interp.py): NOP and ATOMIC are NEXT steps the run loop treats apart: a NOP has
+# nothing to execute, an ATOMIC may hand its waves on one by one (Step.contended).
+NEXT, BRANCH, END, BARRIER, JUMP, NOP, ATOMIC = range(7)
 
 
 @dataclass(slots=True)
 class Step:
-    """One program slot: `fn` executes (NEXT), decides (BRANCH: bool [n] or None for always),
-    or computes a target address per wave (JUMP). `target` is a branch's byte address."""
+    """One program slot: `fn` executes (NEXT, ATOMIC), decides (BRANCH: bool [n], or a bool
+    when all waves agree, or None for always), computes a target address per wave (JUMP), or
+    is None (NOP, END, BARRIER). `target` is a branch's byte address."""
 
     kind: int
     fn: Callable | None
@@ -344,7 +347,7 @@ def _sopk(inst: Inst) -> Step:
     # end of the loop changes anything.
     if name.startswith("s_waitcnt") or name in ("s_version", "s_subvector_loop_begin",
                                                  "s_subvector_loop_end"):
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_movk_i32":
         v = np.array(simm & 0xFFFFFFFF, dtype=u32)
         vs = u32(simm & 0xFFFFFFFF)
@@ -391,7 +394,7 @@ def _sopk(inst: Inst) -> Step:
         # which is what numpy implements.
         return Step(NEXT, lambda g: g.set_s(dst, np.zeros(g.n, dtype=u32)), inst)
     if name in ("s_setreg_b32", "s_setreg_imm32_b32"):
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_call_b64":
         ret = np.array(inst.addr + 4, dtype=u64)
         w = swrite(dst, 64)
@@ -442,11 +445,11 @@ def _sopp(inst: Inst) -> Step:
     simm = imm - 0x10000 if imm & 0x8000 else imm
     if name in _NOPS:
         # s_denorm_mode: the mock always keeps denormals (what FLOAT_MODE 0xF0 asks for).
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_round_mode":
         if imm & 0xF:
             raise _unsupported(inst, "only round-to-nearest-even is implemented")
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name in ("s_endpgm", "s_endpgm_saved"):
         return Step(END, None, inst)
     if name == "s_barrier":
@@ -467,12 +470,12 @@ def _sopp(inst: Inst) -> Step:
         # The conditional-debug flags are clear (no debugger attaches to the mock).
         return Step(BRANCH, lambda g: np.zeros(g.n, dtype=bool), inst, target=target)
     if name == "s_setkill":
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_sethalt":
         if imm & 1:
             raise KernelFault("s_sethalt 1 halts the wave (no debugger resumes it in the mock)",
                               address=inst.addr, instruction=str(inst))
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_trap":
         raise KernelFault(f"s_trap {imm} (no trap handler in the mock)", address=inst.addr,
                           instruction=str(inst))
