@@ -8,7 +8,7 @@ import sys
 import types
 
 from . import ir
-from bindgen_rt.records import _bit_position
+from bindgen_rt.placement import _bit_position
 
 from .errors import LayoutError
 

@@ -63,12 +63,14 @@ def _words(enc: str, op: int) -> list[list[int]]:
                 [0b111100 << 26 | op << 18 | 0x100, 0x00020404]]
     if enc == "MUBUF":
         return [[0b111000 << 26 | op << 18, 0x80 << 24 | 0 << 16 | vd << 8 | 0] for vd in (0, 4)]
+    if enc == "MTBUF":  # format 1 (BUF_FMT_8_UNORM, LLVM's default)
+        return [[0b111010 << 26 | 1 << 19 | op << 15, 0x80 << 24 | vd << 8] for vd in (0, 4)]
     raise ValueError(enc)
 
 
 OP_BITS = {"SOP2": 7, "SOPK": 5, "SOP1": 8, "SOPC": 7, "SOPP": 7, "SMEM": 8, "VOP1": 8, "VOP2": 6,
            "VOPC": 8, "VOP3": 10, "VOP3P": 7, "DS": 8, "FLAT": 7, "SCRATCH": 7, "GLOBAL": 7,
-           "MUBUF": 8, "MIMG": 8}
+           "MUBUF": 8, "MTBUF": 4, "MIMG": 8}
 # Opcode values that collide with another encoding's prefix (SOP2 ops >= 0x60 are SOPK/SOP1/...).
 OP_LIMIT = {"SOP2": 0x60, "SOPK": 0x1D, "VOP2": 0x3E}
 VOPD_X = {0: "v_dual_fmac_f32", 1: "v_dual_fmaak_f32", 2: "v_dual_fmamk_f32", 3: "v_dual_mul_f32",

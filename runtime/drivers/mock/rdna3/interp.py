@@ -99,7 +99,7 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
             step.kind = ATOMIC
     elif enc == "DS":
         step = Step(NEXT, compile_ds(inst), inst)
-    elif enc == "MUBUF":
+    elif enc in ("MUBUF", "MTBUF"):
         step = Step(NEXT, compile_mubuf(inst), inst)
         if "cmpswap" in inst.name and inst.f["glc"]:
             step.contended = buffer_contention(inst)
