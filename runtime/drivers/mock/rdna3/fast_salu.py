@@ -46,7 +46,7 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
     sregs = frozenset(v for is_reg, v in ops if is_reg)
     (r0, v0), (r1, v1) = (ops + [(CONST, None)] * 2)[:2]
     n_src = len(ops)
-    write = dst is not None and dst != NULL
+    out = NULL if dst is None else dst
 
     def run(g: Group) -> None:
         P = g.planes
@@ -61,12 +61,12 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
             d, scc = fn(a, P.scc[w]) if reads_scc else fn(a)
         else:
             d, scc = fn(P.scc[w]) if reads_scc else fn()
-        if write and d is not None:
-            S1[dst] = d
-            g.m.dirty_s.add(dst)
+        if out != NULL and d is not None:
+            S1[out] = d
+            g.m.dirty_s.add(out)
             if g.dirty:
-                g.dirty.discard(dst)
-            g.lanes.pop(dst, None)   # an unpacked copy of the old value is stale
+                g.dirty.discard(out)
+            g.lanes.pop(out, None)   # an unpacked copy of the old value is stale
         if scc is not None:
             P.scc[w] = scc
     return run

@@ -1,5 +1,5 @@
 # numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
-# mypy: disable-error-code="arg-type,index"
+# mypy: disable-error-code="arg-type,index,operator"
 """Fast paths of VALU instructions in their plain forms, for groups with a full EXEC.
 
 A plain instruction (32-bit operands that are VGPRs, SGPRs or constants; no modifiers, no DPP)

@@ -119,11 +119,14 @@ _SIGN32 = u32(0x80000000)
 
 # Signed overflow of a 32-bit add/subtract on the uint32 bit patterns (the sign bit of the
 # test word; no int32 views, so the same code is cheap on numpy scalars).
-def _ovf_add(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+Word = np.ndarray | np.generic   # an array of waves, or one wave's numpy scalar
+
+
+def _ovf_add(a: Word, b: Word, d: Word) -> np.ndarray:
     return ((a ^ d) & (b ^ d)) >= _SIGN32
 
 
-def _ovf_sub(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+def _ovf_sub(a: Word, b: Word, d: Word) -> np.ndarray:
     return ((a ^ b) & (a ^ d)) >= _SIGN32
 
 
@@ -553,8 +556,8 @@ def _sop1(inst: Inst) -> Step:
         if scc is not None:
             g.set_scc(scc)
     if src_w == width(sig.dst) == 32:
-        run = fast_salu.scalar_step([(src, sig.srcs[0] if sig.srcs else "b32")], inst.literal,
-                                    dst, fn, run)
+        return Step(NEXT, fast_salu.scalar_step([(src, sig.srcs[0] if sig.srcs else "b32")],
+                                                inst.literal, dst, fn, run), inst)
     return Step(NEXT, run, inst)
 
 
@@ -624,8 +627,9 @@ def _sop2(inst: Inst) -> Step:
         if scc is not None:
             g.set_scc(scc)
     if width(sig.dst) == width(sig.srcs[0]) == width(sig.srcs[1]) == 32:
-        run = fast_salu.scalar_step([(f["ssrc0"], sig.srcs[0]), (f["ssrc1"], sig.srcs[1])],
-                                    inst.literal, f["sdst"], fn, run, reads_scc=True)
+        return Step(NEXT, fast_salu.scalar_step(
+            [(f["ssrc0"], sig.srcs[0]), (f["ssrc1"], sig.srcs[1])], inst.literal, f["sdst"], fn,
+            run, reads_scc=True), inst)
     return Step(NEXT, run, inst)
 
 
