@@ -366,6 +366,30 @@ def test_tbuffer_takes_the_format_from_the_instruction():
     np.testing.assert_array_equal(got, want)   # identity selects: XY00
 
 
+def test_tbuffer_identity_selects_fill_missing_components_with_zero():
+    """MTBUF's identity select is X000 for a one-component format (no 1 in W), whatever the
+    V#'s selects say."""
+    x = np.arange(LANES, dtype=f32) - 7.25
+    body = "tbuffer_load_format_xyzw v[2:5], v10, s[4:7], 0 format:[BUF_FMT_32_FLOAT] offen"
+    got, _, _ = run(body, x, word3(F8_UINT, (1, 1, 1, 1)))
+    np.testing.assert_array_equal(got[:, 0], bits(x))
+    np.testing.assert_array_equal(got[:, 1:], np.zeros((LANES, 3), u32))
+
+
+def test_structured_format_load_checks_the_index():
+    """idxen with an 8-byte stride and OOB_SELECT 1: element i at 8 i, in range while
+    i < NUM_RECORDS (in records); Z names a component 16_16 lacks, so it reads 0."""
+    h = (np.arange(LANES * 4) * 977 - 30000).astype(np.int16)
+    h[0] = -32768
+    body = "buffer_load_format_xyz v[2:4], v0, s[4:7], 0 idxen"
+    got, _, _ = run(body, h, word3(F16_16_SNORM, oob=1), stride=8, num_records=20)
+    lane = np.arange(LANES)
+    comps = np.stack([h[4 * lane], h[4 * lane + 1]], 1).astype(np.float64)
+    want = np.where((lane < 20)[:, None], np.maximum(comps / 32767, -1), 0).astype(f32)
+    np.testing.assert_array_equal(got[:, :2], bits(want))
+    np.testing.assert_array_equal(got[:, 2], np.zeros(LANES, u32))
+
+
 def test_tbuffer_store_and_d16():
     body = """
     v_mov_b32 v6, 300
@@ -422,6 +446,28 @@ def test_buffer_load_lds_format_x():
     """
     got, _, _ = run(body, b, word3(F8_UNORM), lds_bytes=256)
     np.testing.assert_array_equal(got[:, 0], bits((b[:LANES] / 255).astype(f32)))
+
+
+def test_buffer_load_lds_in_a_wave64():
+    """Lane numbers run to 63: the odd row's lanes land at 4 * (32 + l)."""
+    code = assemble("""
+    v_lshlrev_b32 v10, 2, v0
+    s_mov_b32 m0, 0
+    buffer_load_lds_b32 v10, s[4:7], 0 offen
+    s_waitcnt vmcnt(0)
+    v_sub_nc_u32 v11, 252, v10
+    ds_load_b32 v2, v11
+    s_waitcnt lgkmcnt(0)
+    global_store_b32 v10, v2, s[0:1]
+    s_endpgm
+    """)   # no lane masks in it: the wave32 encoding is the wave64 one
+    dev = TestDevice()
+    data = np.arange(64, dtype=u32) * 3 + 1
+    vin, vout = dev.upload(data), dev.upload(np.zeros(64, u32))
+    user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32,
+            vin & 0xFFFFFFFF, vin >> 32, 256, word3(F32_FLOAT)]
+    dev.launch_raw(code, user, (1,), (64,), lds_bytes=256, wave64=True)
+    np.testing.assert_array_equal(dev.download(vout, 64, u32), data[::-1])
 
 
 # -- acceptance -----------------------------------------------------------------------------------
