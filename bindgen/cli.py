@@ -154,24 +154,28 @@ def _run(
         initargs=(os.getpid(),),
     )
 
-    def feed(first: Future[tuple[Generated | None, str | None]], t: Target) -> None:
-        fut: Future[tuple[Generated | None, str | None]] | None = first
-        while fut is not None:
+    def fail(e: BaseException) -> None:  # a worker that died, or a bug: the main thread raises it
+        with lock:
+            failure.append(e)
+            todo.clear()
+            lock.notify_all()
+
+    def feed(fut: Future[tuple[Generated | None, str | None]], t: Target) -> None:
+        while True:
             try:
                 res = fut.result()
-            except BaseException as e:  # a worker that died, or a bug: the main thread raises it
-                with lock:
-                    failure.append(e)
-                    todo.clear()
-                    lock.notify_all()
-                return
+            except BaseException as e:
+                return fail(e)
             with lock:
                 done[t.name] = res
                 lock.notify_all()
                 if not todo:
                     return
                 t = todo.popleft()
-            fut = ex.submit(_pooled, (t, project, srcs))
+            try:
+                fut = ex.submit(_pooled, (t, project, srcs))
+            except BaseException as e:  # the pool broke or was shut down meanwhile
+                return fail(e)
 
     try:
         # Submitted from this thread, so the workers fork before any feeding thread exists.
