@@ -471,14 +471,24 @@ def test_buffer_load_lds_in_a_wave64():
 
 
 # -- acceptance -----------------------------------------------------------------------------------
+GDS_ONLY = {"ds_gws_init", "ds_gws_sema_v", "ds_gws_sema_br", "ds_gws_sema_p",
+            "ds_gws_barrier", "ds_gws_sema_release_all", "ds_ordered_count",
+            "ds_add_gs_reg_rtn", "ds_sub_gs_reg_rtn"}
+
+
 @pytest.mark.skipif(shutil.which("llvm-mc-16") is None, reason="llvm-mc-16 (Debian llvm-16)")
-def test_every_memory_opcode_of_llvms_gfx1100_tables_is_accepted():
-    """DS, FLAT, SCRATCH, GLOBAL, MUBUF and MTBUF at 100% (the ALU rows are asserted in
-    test_rdna3_valu_misc), and the whole figure: 1375 opcodes outside MIMG."""
+def test_every_memory_opcode_of_llvms_gfx1100_tables_is_accepted_but_gds():
+    """FLAT, SCRATCH, GLOBAL, MUBUF and MTBUF at 100%, DS but its nine GDS-only opcodes (the
+    ALU rows are asserted in test_rdna3_valu_misc); the whole figure outside MIMG: 1377 of
+    the 1386 opcodes llvm-mc-16 decodes for gfx1100."""
+    refused: dict[str, str] = {}
     for enc in opcode_coverage.MEMORY:
         if enc == "MIMG":
             continue
         row = opcode_coverage.measure(enc)
-        assert not row.refused and not row.undecodable, (enc, row.refused, row.undecodable)
+        assert not row.undecodable, (enc, row.undecodable)
+        refused.update(row.refused)
+    assert set(refused) == GDS_ONLY, refused
+    assert all("GDS is not modelled" in why for why in refused.values())
     total = sum(len(TABLES[e]) for e in opcode_coverage.ROWS if "+" not in e and e != "MIMG")
-    assert total == 1375
+    assert (total, total - len(refused)) == (1386, 1377)
