@@ -192,6 +192,31 @@ def test_out_of_range_elements_read_zero_or_one_whole():
     np.testing.assert_array_equal(got, want)
 
 
+def test_waves_with_different_descriptors_convert_each_by_its_own():
+    """Two workgroups run the load together; the second's V# names another format and
+    selects (s9 is its workgroup id)."""
+    body = """
+    s_cmp_eq_u32 s9, 1
+    s_cselect_b32 s7, s8, s7
+    buffer_load_format_xy v[2:3], v10, s[4:7], 0 offen
+    s_lshl_b32 s10, s9, 9
+    v_add_nc_u32 v12, s10, v12
+    """
+    b = (np.arange(LANES * 4) * 7 % 256).astype(np.uint8)
+    dev = TestDevice()
+    vin = dev.upload(b)
+    vout = dev.upload(np.zeros(2 * LANES * 4, u32))
+    desc = [vin & 0xFFFFFFFF, vin >> 32, b.nbytes, word3(F8_8_8_8_UNORM)]
+    alt = word3(F8_8_8_8_UINT, (5, 1, 0, 0))
+    user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32, *desc, alt]
+    dev.launch_raw(assemble(HEAD + body + TAIL), user, (2,), (LANES,))
+    got = dev.download(vout, 2 * LANES * 4, u32).reshape(2, LANES, 4)
+    q = b.reshape(LANES, 4)
+    np.testing.assert_array_equal(got[0, :, :2], bits((q[:, :2] / 255).astype(f32)))
+    np.testing.assert_array_equal(got[1, :, 0], q[:, 1].astype(u32))
+    np.testing.assert_array_equal(got[1, :, 1], np.ones(LANES, u32))
+
+
 def test_unbound_descriptor_reads_zero_and_writes_nothing():
     data = np.arange(LANES, dtype=u32) + 100
     body = """
