@@ -290,7 +290,7 @@ def median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def spread(xs: list[float]) -> dict[str, Any]:
+def quartiles(xs: list[float]) -> dict[str, Any]:
     """Median, quartiles and range of repeated timings: on a loaded machine one run can be off by
     2x, so comparisons use medians and every figure is printed with its spread."""
     if not xs:
@@ -301,8 +301,8 @@ def spread(xs: list[float]) -> dict[str, Any]:
             "max": ys[-1], "n": len(ys)}
 
 
-def fmt_spread(st: dict | None, nd: int = 2) -> str:
-    """``median [q1–q3]`` of a ``spread``."""
+def fmt_quartiles(st: dict | None, nd: int = 2) -> str:
+    """``median [q1–q3]`` of ``quartiles``."""
     if not st or st.get("median") is None:
         return "-"
     return f"{st['median']:.{nd}f} [{st['q1']:.{nd}f}–{st['q3']:.{nd}f}]"
@@ -457,7 +457,7 @@ def measure_import(
     if cums:
         res["self_ms"], res["cum_ms"] = median(selfs), median(cums)
         res["cum_min_ms"], res["cum_all_ms"] = min(cums), [round(c, 3) for c in cums]
-        res["cum_spread"] = spread(cums)
+        res["cum_spread"] = quartiles(cums)
         mid = sorted(subs, key=lambda s: s[1])[len(subs) // 2]
         res["breakdown"] = breakdown(module, mid)
     return res
@@ -505,7 +505,7 @@ def measure_interleaved(
         r: dict[str, Any] = {"module": j.module, "runs": len(cums[key])}
         if cums[key]:
             r["cum_ms"], r["self_ms"] = median(cums[key]), median(selfs[key])
-            r["cum_spread"] = spread(cums[key])
+            r["cum_spread"] = quartiles(cums[key])
         if key in errors:
             r["error"] = errors[key]
         out.setdefault(j.label, {})[j.mode] = r
@@ -742,6 +742,7 @@ class Bench:
         if clean:
             for f in self.group_outputs(copy, group):
                 f.unlink(missing_ok=True)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         p = run(
             [
                 sys.executable,
@@ -758,7 +759,7 @@ class Bench:
             env=env,
             cwd=copy,
         )
-        res: dict[str, Any] = {"wall_s": p.seconds}
+        res: dict[str, Any] = {"wall_s": p.seconds, "load": load}
         m = re.search(r"^regen: (\d+) ok, (\d+) failed in ([\d.]+) s", p.out, re.M)
         if m:
             res["ok"], res["failed"], res["inproc_s"] = (
@@ -795,7 +796,7 @@ class Bench:
         reps = (
             self.args.regen_reps
             if self.args.regen_reps
-            else {"linux": (2, 5)}.get(group, (1, 2))[0 if self.args.quick else 1]
+            else {"linux": (3, 5), "nv": (1, 3)}.get(group, (1, 2))[0 if self.args.quick else 1]
         )
         if self.args.no_cold:
             cache = Path(self.args.bindgen_cache) if self.args.bindgen_cache else None
@@ -825,16 +826,21 @@ class Bench:
         self.caches[group] = cache
         for kind, clean in (("warm", True), ("noop", False)):
             res[kind] = {}
-            for jobs in (2, 1):  # no-op follows warm: the outputs are in place and current
-                runs = [
-                    self.regen_once(copy, env, group, cache, jobs, clean, timeout)
-                    for _ in range(reps)
-                ]
-                res[kind][f"j{jobs}"] = summarise_runs(runs)
+            # --jobs 2 and 1 alternate, so that both see the same load; no-op follows warm: the
+            # outputs are in place and current
+            runs: dict[int, list[dict]] = {2: [], 1: []}
+            for _ in range(reps):
+                for jobs in (2, 1):
+                    runs[jobs].append(
+                        self.regen_once(copy, env, group, cache, jobs, clean, timeout)
+                    )
+            for jobs in (2, 1):
+                res[kind][f"j{jobs}"] = summarise_runs(runs[jobs])
                 r = res[kind][f"j{jobs}"]
                 log(
-                    f"  {kind} --jobs {jobs}: {fmt(r.get('wall_s'), 2)} s wall, "
-                    f"{fmt(r.get('inproc_s'), 2)} s in-process {r.get('error', '')}"
+                    f"  {kind} --jobs {jobs}: {fmt(r.get('wall_s'), 2)} s wall "
+                    f"({spread(r)}), {fmt(r.get('inproc_s'), 2)} s in-process "
+                    f"{r.get('error', '')}"
                 )
         # The same warm run where the generator's own modules have bytecode caches (a normal Python;
         # this machine sets PYTHONDONTWRITEBYTECODE=1, so every run above recompiles bindgen/).
@@ -898,7 +904,7 @@ class Bench:
                         inproc[tool].append(ms)
             out[name] = {
                 tool: {
-                    "wall": spread(walls[tool]),
+                    "wall": quartiles(walls[tool]),
                     "inproc_ms": median(inproc[tool]),
                     **({"error": errors[tool]} if tool in errors else {}),
                 }
@@ -906,7 +912,7 @@ class Bench:
             }
             log(
                 f"[generation] {name}: "
-                + ", ".join(f"{t} {fmt_spread(v['wall'])} s" for t, v in out[name].items())
+                + ", ".join(f"{t} {fmt_quartiles(v['wall'])} s" for t, v in out[name].items())
             )
 
     # -- records and check
@@ -1059,7 +1065,7 @@ class Bench:
             log(
                 f"[compare] import {name}: "
                 + ", ".join(
-                    f"{label} {mode} {fmt_spread(r.get('cum_spread'))}"
+                    f"{label} {mode} {fmt_quartiles(r.get('cum_spread'))}"
                     for label, modes in imports[name].items()
                     for mode, r in modes.items()
                 )
@@ -1076,8 +1082,8 @@ class Bench:
         vals: dict[str, dict[str, list[float]]] = {k: {} for k in trees if trees[k]}
         res: dict[str, Any] = {"names": len(names)}
         out["driver_names"] = res
-        # twice the import rounds: first use varies more than an import (20-45 ms here)
-        for i in range(2 * self.args.reps + 1):
+        # more rounds than an import gets: first use varies more (20-45 ms here)
+        for i in range(max(15, 2 * self.args.reps) + 1):
             for label in vals:
                 tree = trees[label]
                 assert tree is not None
@@ -1098,15 +1104,15 @@ class Bench:
                         vals[label].setdefault(k, []).append(v)
         for label, d in vals.items():
             for k, v in d.items():
-                res.setdefault(label, {})[k] = spread(v)
+                res.setdefault(label, {})[k] = quartiles(v)
         o, b = vals.get("ours", {}).get("total_ms"), vals.get("baseline", {}).get("total_ms")
         if o and b and len(o) == len(b):
             # ours over the baseline within each round, where both saw the same load
-            res["paired_ratio"] = spread([x / y for x, y in zip(o, b)])
+            res["paired_ratio"] = quartiles([x / y for x, y in zip(o, b)])
         log(
             f"[compare] NV driver names ({len(names)}): "
             + ", ".join(
-                f"{label} {fmt_spread(res.get(label, {}).get('total_ms'))} ms" for label in vals
+                f"{label} {fmt_quartiles(res.get(label, {}).get('total_ms'))} ms" for label in vals
             )
         )
 
@@ -1527,7 +1533,8 @@ def summarise_runs(runs: list[dict]) -> dict:
     if ok:
         s["wall_s"] = median([r["wall_s"] for r in ok])
         s["wall_all_s"] = [round(r["wall_s"], 3) for r in ok]
-        s["wall_spread"] = spread([r["wall_s"] for r in ok])
+        loads = [r["load"] for r in ok if r.get("load") is not None]
+        s["load"] = [round(min(loads), 2), round(max(loads), 2)] if loads else None
         ip = [r["inproc_s"] for r in ok if "inproc_s" in r]
         s["inproc_s"] = median(ip)
         s["wrote"], s["same"] = ok[-1].get("wrote"), ok[-1].get("same")
@@ -1541,20 +1548,23 @@ def summarise_runs(runs: list[dict]) -> dict:
 # ---------------------------------------------------------------- reporting
 
 
+def spread(r: dict) -> str:
+    """``N runs, MIN-MAX s, load A-B`` of a summary of regen runs: how far one figure is to
+    trust."""
+    walls = r.get("wall_all_s") or []
+    if not walls:
+        return "no runs"
+    load = r.get("load")
+    at = f", load {load[0]:.1f}-{load[1]:.1f}" if load else ""
+    return f"{len(walls)} runs, {min(walls):.2f}-{max(walls):.2f} s{at}"
+
+
 def fmt(v: Any, nd: int = 1) -> str:
     if v is None:
         return "-"
     if isinstance(v, (int, float)):
         return f"{v:.{nd}f}"
     return str(v)
-
-
-def fmt_range(summary: dict) -> str:
-    """`` [min–max]`` of a ``summarise_runs`` result with more than one run, else nothing."""
-    sp = summary.get("wall_spread") or {}
-    if sp.get("n", 0) < 2:
-        return ""
-    return f" [{sp['min']:.2f}–{sp['max']:.2f}]"
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
@@ -1584,8 +1594,8 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         add(
             "linux group warm regen < 1 s (--jobs 2, wall)",
             lw["wall_s"] < PASS_TARGETS["linux_warm_regen_s"],
-            f"{lw['wall_s']:.2f} s wall, median{fmt_range(lw)} "
-            f"({fmt(lw.get('inproc_s'), 2)} s in-process; --jobs 1: "
+            f"{lw['wall_s']:.2f} s wall, median of {spread(lw)} ({fmt(lw.get('inproc_s'), 2)} s "
+            f"in-process; --jobs 1 alternating with it: "
             f"{fmt(regen['linux']['warm'].get('j1', {}).get('wall_s'), 2)} s)",
         )
     else:
@@ -1599,9 +1609,9 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         add(
             "nv group generated < 3 s on 2 cores (--jobs 2, wall)",
             nw["wall_s"] < PASS_TARGETS["nv_regen_s"],
-            f"{nw['wall_s']:.2f} s wall, median{fmt_range(nw)} "
-            f"({fmt(nw.get('inproc_s'), 2)} s in-process; per target ms: "
-            f"{nw.get('targets')})",
+            f"{nw['wall_s']:.2f} s wall, median of {spread(nw)} ({fmt(nw.get('inproc_s'), 2)} s "
+            f"in-process; --jobs 1: {fmt(regen['nv']['warm'].get('j1', {}).get('wall_s'), 2)} s; "
+            f"per target ms: {nw.get('targets')})",
         )
     else:
         nvr = regen.get("nv", {})
@@ -1665,7 +1675,7 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         v = b.get("cum_ms")
         lim = PASS_TARGETS[key]
         add(f"{mod.rsplit('.', 1)[1]} import < {lim:g} ms with bytecode", None if v is None
-            else v < lim, f"{fmt_spread(b.get('cum_spread'))} ms cumulative, median [quartiles]"
+            else v < lim, f"{fmt_quartiles(b.get('cum_spread'))} ms cumulative, median [quartiles]"
             if v is not None else "not measured")
     rec = res.get("runtime", {}).get("records", {})
     lim = PASS_TARGETS["record_ops_vs_ctypes"]
@@ -1704,9 +1714,9 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
             "NVIDIA driver's names: import + first use no slower than the baseline (median of "
             "per-round ratios <= 1.05)",
             ratio <= 1.05,
-            f"ours {fmt_spread(dn['ours']['total_ms'])} ms, baseline "
-            f"{fmt_spread(dn['baseline']['total_ms'])} ms; ours / baseline per round "
-            f"{fmt_spread(dn['paired_ratio'])}",
+            f"ours {fmt_quartiles(dn['ours']['total_ms'])} ms, baseline "
+            f"{fmt_quartiles(dn['baseline']['total_ms'])} ms; ours / baseline per round "
+            f"{fmt_quartiles(dn['paired_ratio'])}",
         )
     return checks, ratios
 
@@ -1760,22 +1770,15 @@ def render(res: dict) -> str:
                         if jobs == "j2" and "wall_s" in cold
                         else ("" if jobs == "j1" else cold.get("skipped", "-"))
                     ),
-                    f"{fmt(w.get('wall_s'), 2)}{fmt_range(w)} ({fmt(w.get('inproc_s'), 2)})",
-                    (
-                        f"{fmt(wb.get('wall_s'), 2)}{fmt_range(wb)} ({fmt(wb.get('inproc_s'), 2)})"
-                        if wb
-                        else ""
-                    ),
+                    f"{fmt(w.get('wall_s'), 2)} ({fmt(w.get('inproc_s'), 2)})",
+                    (f"{fmt(wb.get('wall_s'), 2)} ({fmt(wb.get('inproc_s'), 2)})" if wb else ""),
                     f"{fmt(n.get('wall_s'), 2)} ({fmt(n.get('inproc_s'), 2)}) "
                     f"same {n.get('same', '-')}/{len(r.get('targets', []))}",
                     (err or "")[:120],
                 ]
             )
     if rows:
-        out.append(
-            "\n## Regeneration (seconds: process wall, median [min–max] of the runs (in-process "
-            "`regen:` total))"
-        )
+        out.append("\n## Regeneration (seconds: process wall (in-process `regen:` total); median)")
         out.append(
             table(
                 [
@@ -1791,6 +1794,14 @@ def render(res: dict) -> str:
                 rows,
             )
         )
+        spreads = [
+            f"{g} --jobs {j[1:]}: {spread(regen[g]['warm'][j])}"
+            for g in GROUPS
+            for j in ("j2", "j1")
+            if regen.get(g, {}).get("warm", {}).get(j, {}).get("wall_all_s")
+        ]
+        if spreads:
+            out.append("Warm runs (the two job counts alternate): " + "; ".join(spreads))
         per = []
         for g in GROUPS:
             t = regen.get(g, {}).get("warm", {}).get("j1", {}).get("targets")
@@ -1823,9 +1834,9 @@ def render(res: dict) -> str:
                 [
                     mod,
                     fmt(b.get("self_ms"), 2),
-                    fmt_spread(b.get("cum_spread")),
+                    fmt_quartiles(b.get("cum_spread")),
                     fmt(n.get("self_ms"), 2),
-                    fmt_spread(n.get("cum_spread")),
+                    fmt_quartiles(n.get("cum_spread")),
                     f"{fmt(bd.get('ctypes_cum'), 2)} / {fmt(nd.get('ctypes_cum'), 2)}",
                     f"{fmt(bd.get('cabi_self'), 2)} / {fmt(nd.get('cabi_self'), 2)}",
                     (b.get("error") or n.get("error") or "")[:80],
@@ -1906,7 +1917,7 @@ def render(res: dict) -> str:
                                                                    else "unavailable"))
                     continue
                 extra = f" ({g['inproc_ms']:.0f} ms)" if g.get("inproc_ms") is not None else ""
-                cell = fmt_spread(g.get("wall")) + extra
+                cell = fmt_quartiles(g.get("wall")) + extra
                 row.append(f"{cell} ERROR: {g['error'][:60]}" if g.get("error") else cell)
             rows.append(row)
         out.append(
@@ -1961,7 +1972,7 @@ def render(res: dict) -> str:
                     if x is None:
                         continue
                     cells.append(f"ERROR: {x['error'][:50]}" if x.get("error")
-                                 else fmt_spread(x.get("cum_spread")))
+                                 else fmt_quartiles(x.get("cum_spread")))
                 row.append(" / ".join(cells))
             rows.append(row)
         base = cmp.get("baseline", {})
@@ -1984,8 +1995,8 @@ def render(res: dict) -> str:
                 continue
             if "total_ms" in x:
                 parts.append(
-                    f"{label} {fmt_spread(x['total_ms'])} ms (import {fmt_spread(x['import_ms'])}, "
-                    f"first use {fmt_spread(x['use_ms'])}; {x.get('found')} of the "
+                    f"{label} {fmt_quartiles(x['total_ms'])} ms (import {fmt_quartiles(x['import_ms'])}, "
+                    f"first use {fmt_quartiles(x['use_ms'])}; {x.get('found')} of the "
                     f"{dn['names']} names spelled `rm.X`/`cl.X` are bindings)"
                 )
             else:
@@ -2115,7 +2126,7 @@ def main(argv: list[str] | None = None) -> int:
         "--regen-reps",
         type=int,
         default=None,
-        help="warm/no-op repetitions (default linux 5, amd/nv 2; --quick: 2 and 1)",
+        help="warm/no-op repetitions (default linux 5, nv 3, amd 2; --quick: linux 3, others 1)",
     )
     ap.add_argument(
         "--cache-dir",

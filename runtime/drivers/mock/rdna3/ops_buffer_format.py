@@ -20,7 +20,7 @@ the VGPR component its select names (0 for one the instruction does not supply).
 Loads into LDS (buffer_load_lds_*): the RDNA3 document lists no MUBUF opcodes 45-50, but LLVM's
 gfx11 tables hold them. The model is the one AMD documents for the MUBUF LDS loads of GCN and
 CDNA (CDNA3 ISA section 9.1.9): each active lane writes one dword at LDS_base + M0[15:0] +
-instruction offset + lane * 4, the loaded value extended to 32 bits (the i8/i16 forms sign
+instruction offset + lane * 4 (lanes 0-63 in a wave64), the loaded value extended to 32 bits (the i8/i16 forms sign
 extend, which is why both signed and unsigned forms exist); out-of-range lanes write 0.
 """
 from __future__ import annotations
@@ -201,7 +201,10 @@ def compile_load_lds(inst: Inst) -> Exec:
     lane4 = (np.arange(32, dtype=u32) * u32(4))[None, :]
 
     def lds_addr(g: Group) -> np.ndarray:
-        return (m0_of(g) & u32(0xFFFF))[:, None] + u32(imm) + lane4
+        a = (m0_of(g) & u32(0xFFFF))[:, None] + u32(imm) + lane4
+        if g.m.wave64:   # the odd row of a wave64 holds lanes 32-63
+            a = a + ((g.wave_ids() & 1) * 128).astype(u32)[:, None]
+        return a
 
     target = lds_target(inst, lds_addr, 4)
 
