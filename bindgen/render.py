@@ -76,6 +76,9 @@ class _Ctx:
         self.typedef_map = {t.name: t for t in m.typedefs}
         self.enum_map = {e.name: e for e in m.enums}
         self.used: set[str] = set()
+        # Records some ``POINTER(...)`` of the module points at: their layouts make the pointer type
+        # first (``bindgen_rt.records._RecordMixin._layout_``'s ``pointee``).
+        self.pointees: set[str] = set()
 
     @staticmethod
     def lib_var(name: str | None) -> str:
@@ -107,6 +110,9 @@ class _Ctx:
             if isinstance(p, ir.FuncType):
                 return self.functype(p)
             self.used.add("POINTER")
+            target = self.resolve(p)
+            if isinstance(target, ir.Named) and target.name in self.records:
+                self.pointees.add(target.name)
             return f"POINTER({self.type(p)})"
         if isinstance(t, ir.Array):
             return f"({self.type(t.elem)} * {t.count if t.count is not None else 0})"
@@ -214,6 +220,16 @@ class _Ctx:
 # ---------------------------------------------------------------- small text helpers
 
 
+# Annotations written bare: everything else is a string, because generated modules run without
+# ``from __future__ import annotations`` (see bindgen_rt's docstring) and a class body evaluates
+# its annotations: a record named before its class exists, or ``Array[...]``, would fail.
+_BARE_ANNOTATIONS = frozenset({"int", "float", "bytes", "bool"})
+
+
+def _annotation_text(ann: str) -> str:
+    return ann if ann in _BARE_ANNOTATIONS else repr(ann)
+
+
 def _docstring(text: str, indent: str) -> str:
     """A docstring literal of ``text`` at ``indent``, lines wrapped to the width."""
     body = text.replace("\\", "\\\\").replace('"""', '\\"""')
@@ -300,7 +316,7 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         for name, ann, fdoc in anns:
             if any(w in taken for w in re.findall(r"\w+", ann)):
                 ann = "Any"  # a field named like a type: the class scope would find the field
-            before, stmt = _with_doc(f"    {name}: {ann}", fdoc, "    ")
+            before, stmt = _with_doc(f"    {name}: {_annotation_text(ann)}", fdoc, "    ")
             lines += [before, stmt] if before else [stmt]
         recs.chunks.append(_Chunk("\n".join(lines), (rec.name,), gap=2))
     sections.append(recs)
@@ -340,17 +356,17 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     lays = _Section(
         "layouts, as clang placed them: (name, C type, bit offset[, width, signed[, anonymous]])"
     )
+    field_lines: list[tuple[ir.Record, list[str]]] = []
     for name in m.layout_order:
         rec = r.records[name]
-        lines = [f"{rec.name}._layout_(size={rec.size}, align={rec.align}, fields=["]
+        lines = []
         for f in rec.fields:
             note = r.where(f)
             before, stmt = _with_doc(f"    {r.field(f)},", f"{note}: {f.doc}" if f.doc else note,
                                      "    ")
             lines += [before, stmt] if before else [stmt]
-        lines.append("])")
-        lays.chunks.append(_Chunk("\n".join(lines), (rec.name,), layout=True, gap=1))
-    sections.append(lays)
+        field_lines.append((rec, lines))
+    sections.append(lays)  # its statements are written last: they need every pointer's pointee
 
     fns = _Section("functions (resolved from the library on first call)")
     for fn in m.functions:
@@ -366,7 +382,7 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         fns.chunks.append(_Chunk(wrap(stmt), (fn.name,), before=_comment_lines(doc)))
     for gvar in m.variables:
         text = (
-            f"def {gvar.name}() -> Any:\n"
+            f"def {gvar.name}() -> 'Any':\n"
             + wrap(f"    return {r.lib_var(gvar.library)}.variable({gvar.name!r}, {r.type(gvar.type)})")
         )
         fns.chunks.append(_Chunk(text, (gvar.name,), gap=1))
@@ -404,6 +420,12 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         ]
         extra.chunks.append(_Chunk("\n".join(lines), _defined_names(code), gap=1))
     sections.append(extra)
+
+    for rec, lines in field_lines:
+        pointee = ", pointee=True" if rec.name in r.pointees else ""
+        head = f"{rec.name}._layout_(size={rec.size}, align={rec.align}{pointee}, fields=["
+        text = "\n".join([head, *lines, "])"])
+        lays.chunks.append(_Chunk(text, (rec.name,), layout=True, gap=1))
     return [s for s in sections if s.chunks]
 
 
@@ -435,6 +457,12 @@ def _template(name: str) -> Template:
     if name not in _TEMPLATES:
         _TEMPLATES[name] = Template(filename=str(TEMPLATES / name), strict_undefined=True)
     return _TEMPLATES[name]
+
+
+def load_templates() -> None:
+    """Compiles every template now (before worker processes fork: they inherit them)."""
+    for path in sorted(TEMPLATES.glob("*.mako")):
+        _template(path.name)
 
 
 def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendered:

@@ -16,12 +16,16 @@ the right register classes. What plain ctypes gets wrong is left to this runtime
 * anonymous struct/union members promote their fields through forwarding descriptors (bitfields too,
   which ctypes' ``_anonymous_`` cannot do).
 
-Importing this module must stay cheap, because every generated module pays it: it imports nothing.
+Importing this module must stay cheap, because every generated module pays it: it imports only
+``sys``.
 Records (``bindgen_rt.records``), ioctls and libraries (``bindgen_rt.calls``) and ``ctypes``
-itself are loaded on first use; not even ``typing`` is imported (annotations are strings).
+itself are loaded on first use; not even ``typing`` is imported. No module of this package (nor a
+generated one) says ``from __future__ import annotations``: that statement imports the
+``__future__`` module at run time, which costs a fresh interpreter more than a generated module's
+records; annotations that name what exists only for type checkers are strings instead.
 """
 
-from __future__ import annotations
+import sys as _sys
 
 # typing costs more to import than this whole module: its names are for checkers only
 TYPE_CHECKING = False
@@ -35,26 +39,8 @@ if TYPE_CHECKING:
 
 # Loaded on first use: a lazy generated module needs only bindgen_rt.lazy at import time.
 _PARTS = {
-    "bindgen_rt.records": (
-        "Struct",
-        "Union",
-        "Opaque",
-        "func_ptr",
-        "FieldSpec",
-        "_plan",
-        "_plan_union",
-        "_layout",
-        "_BitField",
-        "_Forward",
-        "_Misaligned",
-        "_RecordMixin",
-        "_norm",
-        "_fill",
-        "_storage_cap",
-        "_INT_BY_SIZE",
-        "_ALIGNERS",
-    ),
-    "bindgen_rt.calls": ("IoctlRequest", "Library", "_IOC_NAMES"),
+    "bindgen_rt.records": ("Struct", "Union", "Opaque", "func_ptr", "FieldSpec"),
+    "bindgen_rt.calls": ("IoctlRequest", "Library"),
 }
 _WHERE = {name: mod for mod, names in _PARTS.items() for name in names}
 
@@ -77,13 +63,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     mod = _WHERE.get(name)
     if mod is None:
         raise AttributeError(f"module 'bindgen_rt' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(mod), name)
+    # the import statement's machinery, not importlib's package (which imports warnings)
+    __import__(mod)
+    value = getattr(_sys.modules[mod], name)
     globals()[name] = value  # later lookups skip this hook
     return value
 
@@ -91,7 +77,7 @@ def __getattr__(name: str) -> Any:
 # ---------------------------------------------------------------- C-semantics helpers for macros
 
 
-def _c_div(a: Any, b: Any) -> Any:
+def _c_div(a: "Any", b: "Any") -> "Any":
     """C division: integers truncate toward zero; floats divide."""
     if isinstance(a, int) and isinstance(b, int):
         q = abs(a) // abs(b)
@@ -104,7 +90,7 @@ def _c_mod(a: int, b: int) -> int:
     return a - _c_div(a, b) * b
 
 
-def _c_bool(v: Any) -> int:
+def _c_bool(v: "Any") -> int:
     """C's logical results are int 0/1."""
     return 1 if v else 0
 
@@ -134,7 +120,7 @@ class _CInt(int):
     c_type: tuple = (32, True)
 
 
-def _c_ret(t: tuple) -> Any:
+def _c_ret(t: tuple) -> "Any":
     """A typed value as a macro's result: a plain number where its value implies its type."""
     v, bits, signed = t
     if bits == 0 or _c_arg(v)[1:] == (bits, signed):
@@ -144,7 +130,7 @@ def _c_ret(t: tuple) -> Any:
     return r
 
 
-def _c_arg(v: Any) -> tuple:
+def _c_arg(v: "Any") -> tuple:
     """A value of unknown C type, typed as a C literal with that value would be (or as the macro
     that returned it computed it)."""
     if isinstance(v, _CInt):
@@ -159,7 +145,7 @@ def _c_arg(v: Any) -> tuple:
     return (v, 64, False)
 
 
-def _c_wrap(v: Any, bits: int, signed: bool) -> Any:
+def _c_wrap(v: "Any", bits: int, signed: bool) -> "Any":
     if bits == 0:
         return float(v)
     if isinstance(v, float):

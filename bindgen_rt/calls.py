@@ -1,8 +1,6 @@
 """ioctl requests and shared libraries of the bindings support runtime (part of ``bindgen_rt``,
 loaded on first use)."""
 
-from __future__ import annotations
-
 # typing costs more to import than this whole module: its names are for checkers only
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,9 +23,9 @@ class IoctlRequest(int):
     """
 
     name: str
-    arg_type: Any
+    arg_type: "Any"
 
-    def __new__(cls, value: int, name: str, arg_type: Any = None) -> "IoctlRequest":
+    def __new__(cls, value: int, name: str, arg_type: "Any" = None) -> "IoctlRequest":
         self = super().__new__(cls, value)
         self.name, self.arg_type = name, arg_type
         return self
@@ -35,7 +33,7 @@ class IoctlRequest(int):
     def __repr__(self) -> str:
         return f"<ioctl {self.name} {int(self):#x}>"
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> "Any":
         return (int, (int(self),))
 
     @property
@@ -43,8 +41,8 @@ class IoctlRequest(int):
         return int(self) & 0xFF
 
     def __call__(
-        self, fd: Any, arg: Any = None, *, ioctl: Callable | None = None, **fields: Any
-    ) -> Any:
+        self, fd: "Any", arg: "Any" = None, *, ioctl: "Callable | None" = None, **fields: "Any"
+    ) -> "Any":
         if arg is None and self.arg_type is not None:
             arg = self.arg_type(**fields)
         elif fields:
@@ -74,11 +72,11 @@ class Library:
     tried.
     """
 
-    def __init__(self, name: str, candidates: Sequence[str], env: str) -> None:
+    def __init__(self, name: str, candidates: "Sequence[str]", env: str) -> None:
         self.name, self.candidates, self.env = name, tuple(candidates), env
         self._dll: Any = None
 
-    def dll(self) -> Any:
+    def dll(self) -> "Any":
         if self._dll is None:
             tried = []
             paths = [os.environ[self.env]] if os.environ.get(self.env) else list(self.candidates)
@@ -96,13 +94,13 @@ class Library:
         return self._dll
 
     def function(
-        self, name: str, restype: Any, argtypes: Sequence[Any], variadic: bool = False
-    ) -> Callable:
+        self, name: str, restype: "Any", argtypes: "Sequence[Any]", variadic: bool = False
+    ) -> "Callable":
         """A callable that resolves ``name`` on first call (so importing needs no library)."""
         lib = self
         fn: list[Any] = []
 
-        def call(*args: Any) -> Any:
+        def call(*args: "Any") -> "Any":
             if not fn:
                 f = getattr(lib.dll(), name)
                 f.restype = restype
@@ -114,6 +112,6 @@ class Library:
         call.__name__ = call.__qualname__ = name
         return call
 
-    def variable(self, name: str, ctype: Any) -> Any:
+    def variable(self, name: str, ctype: "Any") -> "Any":
         """The library's global ``name`` as a ctypes object (resolved now: call this lazily)."""
         return ctype.in_dll(self.dll(), name)

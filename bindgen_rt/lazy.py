@@ -4,12 +4,12 @@ A lazy target is two files: the module people import (``rm_580.py``, a few lines
 definitions module beside it (``_rm_580.py``), plain readable Python that also runs as a whole.
 The definitions module ends with an index (``#@ NAME LINE OFFSET LENGTH`` comment lines, offsets
 in bytes) that says where each definition's statement is. On first use of a name,
-:class:`LazyModule` compiles that statement with the definitions module's real file name and line numbers, so tracebacks,
-``inspect.getsource`` and debuggers show the real source, and runs it in the namespace of the
-definitions module (registered in ``sys.modules`` under its own name, so records pickle and
-``inspect`` finds them). Importing the small module reads nothing; the first name reads the
-file once. Type checkers and IDEs never run this: the small module re-exports the definitions
-module under ``TYPE_CHECKING``.
+:class:`LazyModule` compiles that statement with the definitions module's real file name and
+line numbers, so tracebacks, ``inspect.getsource`` and debuggers show the real source, and runs it
+in the namespace of the definitions module (registered in ``sys.modules`` under its own name, so
+records pickle and ``inspect`` finds them). Importing the small module reads nothing; the first
+name reads the file once. Type checkers and IDEs never run this: the small module re-exports the
+definitions module under ``TYPE_CHECKING``.
 
 Materialising a name first materialises what it refers to, with an explicit stack (a chain of
 ten thousand records, each embedding the next, does not recurse). A record is declared (its
@@ -17,8 +17,6 @@ ten thousand records, each embedding the next, does not recurse). A record is de
 point at each other resolve in any order. :meth:`LazyModule.materialize_all` imports the
 definitions module as a whole (from its bytecode cache) when nothing was materialised yet.
 """
-
-from __future__ import annotations
 
 import os
 import sys
@@ -29,9 +27,10 @@ if TYPE_CHECKING:
     from types import CodeType
     from typing import Any
 
-# compile() flag of ``from __future__ import annotations``: annotations in class bodies stay
-# strings, so a record's annotations never need the records they name.
-_FUTURE_ANNOTATIONS = 0x1000000
+# Statements compile as the file runs as a whole: without ``from __future__ import annotations``
+# (importing ``__future__`` costs a fresh interpreter more than a small module's body), so
+# generated annotations that name records or typing-only names are strings.
+_COMPILE_FLAGS = 0
 INDEX_MARK = "\n# bindgen-index: "
 LAYOUTS_MARK = "\n# bindgen-index layouts\n"
 
@@ -45,7 +44,7 @@ class LazyModule:
     _SCANS_BEFORE_INDEX = 32
 
     def __init__(
-        self, stub_globals: dict[str, Any], defs: str, fingerprint: str | None = None
+        self, stub_globals: "dict[str, Any]", defs: str, fingerprint: "str | None" = None
     ) -> None:
         self.stub = stub_globals
         # The stub and its definitions are written as a set; one from another run (a regen
@@ -106,7 +105,7 @@ class LazyModule:
         self._layout_where = dict(zip(layouts[1::5], range(2, len(layouts), 5)))
         self._tokens, self._layout_tokens = defs, layouts
 
-    def _locate(self, name: str, layout: bool = False) -> tuple[int, int, int] | None:
+    def _locate(self, name: str, layout: bool = False) -> "tuple[int, int, int] | None":
         """(line, offset, length) of ``name``'s statement (of its layout when ``layout``)."""
         if self._where is None:
             if self._scans >= self._SCANS_BEFORE_INDEX:
@@ -131,7 +130,7 @@ class LazyModule:
             return None
         return int(tk[k]), int(tk[k + 1]), int(tk[k + 2])
 
-    def names(self) -> list[str]:
+    def names(self) -> "list[str]":
         """Every name the definitions module defines."""
         if self._where is None:
             self._build_index()
@@ -140,7 +139,7 @@ class LazyModule:
 
     # ------------------------------------------------------------ the namespace
 
-    def module(self) -> dict[str, Any]:
+    def module(self) -> "dict[str, Any]":
         """The definitions module's namespace (registered in ``sys.modules`` unless in memory)."""
         if self._g is None:
             mod = None if self.in_memory else sys.modules.get(self.name)
@@ -156,7 +155,7 @@ class LazyModule:
             self._g = mod.__dict__
         return self._g
 
-    def __getitem__(self, name: str) -> Any:  # the ``locals`` mapping seen by exec
+    def __getitem__(self, name: str) -> "Any":  # the ``locals`` mapping seen by exec
         g = self._g
         assert g is not None
         if name in g:
@@ -168,7 +167,7 @@ class LazyModule:
                 return getattr(ctypes, name)
         raise KeyError(name)
 
-    def __setitem__(self, name: str, value: Any) -> None:
+    def __setitem__(self, name: str, value: "Any") -> None:
         assert self._g is not None
         self._g[name] = value
 
@@ -183,7 +182,7 @@ class LazyModule:
 
     # ------------------------------------------------------------ materialising
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> "Any":
         """The value of ``name``, materialised on first use (module ``__getattr__``)."""
         g = self.module()
         if name not in g:
@@ -197,12 +196,12 @@ class LazyModule:
         self.stub[name] = value  # later lookups skip the module __getattr__
         return value
 
-    def dir(self) -> list[str]:
+    def dir(self) -> "list[str]":
         return sorted(set(self.stub) | set(self.names()))
 
-    def _compile(self, line: int, offset: int, length: int) -> CodeType:
+    def _compile(self, line: int, offset: int, length: int) -> "CodeType":
         src = self.text()[offset : offset + length]
-        code = compile(src, self.file, "exec", _FUTURE_ANNOTATIONS, True)
+        code = compile(src, self.file, "exec", _COMPILE_FLAGS, True)
         return _shift(code, line - 1) if line > 1 else code
 
     def _materialize(self, root: str) -> None:
@@ -272,7 +271,7 @@ class LazyModule:
         for name in self.names():
             self.stub[name] = g[name]
 
-    def _whole_code(self) -> CodeType:
+    def _whole_code(self) -> "CodeType":
         """The definitions module's code object (its bytecode cache when there is one)."""
         if not self.in_memory:
             from importlib.machinery import SourceFileLoader
@@ -281,7 +280,7 @@ class LazyModule:
             if code is None:
                 raise ImportError(f"{self.file}: no code")
             return code
-        return compile(self.text(), self.file, "exec", _FUTURE_ANNOTATIONS, True)
+        return compile(self.text(), self.file, "exec", _COMPILE_FLAGS, True)
 
 
 class _Keep:
@@ -291,13 +290,13 @@ class _Keep:
 
     __slots__ = ("g",)
 
-    def __init__(self, g: dict[str, Any]) -> None:
+    def __init__(self, g: "dict[str, Any]") -> None:
         self.g = g
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> "Any":
         return self.g[name]
 
-    def __setitem__(self, name: str, value: Any) -> None:
+    def __setitem__(self, name: str, value: "Any") -> None:
         self.g.setdefault(name, value)
 
 
@@ -305,7 +304,7 @@ _NOT_LITERAL = object()
 _DIGITS = frozenset(b"0123456789abcdefxABCDEFX-")
 
 
-def _literal(text: bytes, name: str, offset: int, length: int) -> Any:
+def _literal(text: bytes, name: str, offset: int, length: int) -> "Any":
     """The value of a statement ``NAME = <integer literal>`` (most of a register header), without
     compiling it; ``_NOT_LITERAL`` for anything else."""
     if not text.startswith(b" = ", offset + len(name)):
@@ -320,7 +319,7 @@ def _literal(text: bytes, name: str, offset: int, length: int) -> Any:
         return _NOT_LITERAL
 
 
-def _names(code: CodeType) -> list[str]:
+def _names(code: "CodeType") -> "list[str]":
     """Global names ``code`` and the code nested in it (function bodies) refer to."""
     out = list(code.co_names)
     for c in code.co_consts:
@@ -329,7 +328,7 @@ def _names(code: CodeType) -> list[str]:
     return out
 
 
-def _shift(code: CodeType, delta: int) -> CodeType:
+def _shift(code: "CodeType", delta: int) -> "CodeType":
     """``code`` (and the code nested in it) moved ``delta`` lines down."""
     consts = tuple(_shift(c, delta) if hasattr(c, "co_firstlineno") else c for c in code.co_consts)
     return code.replace(co_firstlineno=code.co_firstlineno + delta, co_consts=consts)

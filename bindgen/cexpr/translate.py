@@ -35,7 +35,7 @@ from .tokens import (
 )
 from .literals import _number
 from .emit import _py_literal
-from .nodes import _Call, _Ioctl, _Lit, _Node, _Param, _unwrap
+from .nodes import _Binary, _Call, _Ioctl, _Lit, _MacroRef, _Node, _Param, _unwrap
 from .parser import _Parser
 from .preprocess import _GCC_BUILTINS, _Macro, _Preprocessor, _parse_predefined_key
 
@@ -432,14 +432,11 @@ class _Translator(_Preprocessor):
             memo.ret = root.ctype
             memo.atomic = len(expanded) == 1 or _fully_parenthesized(expanded)
             if py and any(h in code for h in ("_c_arg(", "_c_op(", "_c_un(")):
-                fast = self._int_typed_code(m, py)
-                if fast is not None and fast != code:
+                typed = self._int_typed_code(m, py)
+                if typed is not None and typed[0] != code:
                     # Plain int arguments (the common call) take C's int arithmetic, spelled as
                     # object-like macros are: typed helpers cost ~15x more per call.
-                    guard = " and ".join(
-                        f"{q}.__class__ is int and -0x80000000 <= {q} <= 0x7fffffff" for q in py
-                    )
-                    code = f"({fast} if {guard} else {code})"
+                    code = f"({typed[0]} if {_fast_guard(py, typed[1])} else {code})"
         src = f"def _f({', '.join(py)}):\n    return {code}\n"
         try:
             compile(src, f"<macro {m.name}>", "exec")
@@ -453,8 +450,10 @@ class _Translator(_Preprocessor):
         )
         memo.params, memo.body = tuple(py), code
 
-    def _int_typed_code(self, m: _Macro, py: list[str]) -> str | None:
-        """The body translated with every parameter an ``int``, or None where that fails."""
+    def _int_typed_code(self, m: _Macro, py: list[str]) -> tuple[str, bool] | None:
+        """The body translated with every parameter an ``int`` and whether that code is also
+        exact for arguments in [0, 2**32) (see :func:`_exact_unsigned`), or None where the
+        translation fails."""
         args = [[_Tok(_NODE, q, node=_Param(q, _INT))] for q in py]
         body = self.substitute(m, args, True)
         expanded = self.expand(_with_hide(body, frozenset((m.name,))), False, True)
@@ -462,7 +461,7 @@ class _Translator(_Preprocessor):
             root, rng = self.parse_top(expanded)
             if rng is not None or root is None:
                 return None
-            return _return_code(root)
+            return _return_code(root), _exact_unsigned(root)
         except _Fail:
             return None
 
@@ -599,6 +598,59 @@ def translate_macros(
     finally:
         if paused:
             gc.enable()
+
+
+def _fast_guard(params: list[str], unsigned_too: bool) -> str:
+    """When a function macro's int fast path applies: every argument a plain ``int`` within
+    ``int``, or, for bodies exact on unsigned values too, every argument within ``unsigned int``
+    (mixing negative and >= 2**31 arguments would change C's common type, so it takes the slow
+    path)."""
+    is_int = " and ".join(f"{q}.__class__ is int" for q in params)
+    signed = " and ".join(f"-0x80000000 <= {q} <= 0x7fffffff" for q in params)
+    if not unsigned_too:
+        return " and ".join(f"{q}.__class__ is int and -0x80000000 <= {q} <= 0x7fffffff"
+                            for q in params)
+    if len(params) == 1:
+        q = params[0]
+        return f"{q}.__class__ is int and -0x80000000 <= {q} <= 0xffffffff"
+    unsigned = " and ".join(f"0 <= {q} <= 0xffffffff" for q in params)
+    return f"{is_int} and (({signed}) or ({unsigned}))"
+
+
+def _exact_unsigned(n: _Node) -> bool:
+    """Whether the int-typed Python code of ``n`` also gives C's value when every parameter is
+    any value of [0, 2**32) (C types those ``unsigned int`` or ``long``): true for trees of
+    parameters, non-negative constants, ``&``, ``|``, ``^`` and ``>>`` by a constant below 32,
+    whose values stay non-negative and never wrap, whatever the operands' C types. Register
+    field getters such as ``CP_PACKET3_GET_OPCODE(h)`` are of this kind, and their headers are
+    usually above INT_MAX. One pass over the tree the fast path was parsed into."""
+    if isinstance(n, _Param):
+        return True
+    if isinstance(n, _Binary):
+        if n.op in ("&", "|", "^"):
+            return _exact_unsigned(n.a) and _exact_unsigned(n.b)
+        if n.op == ">>":
+            return _exact_unsigned(n.a) and _small_shift(n.b)
+        return False
+    if isinstance(n, _MacroRef):
+        n = n.target
+    if not n.closed:
+        return False
+    try:
+        v = n.value()
+    except _Fail:
+        return False
+    return type(v) is int and 0 <= v < 1 << 63
+
+
+def _small_shift(n: _Node) -> bool:
+    if not n.closed:
+        return False
+    try:
+        v = n.value()
+    except _Fail:
+        return False
+    return type(v) is int and 0 <= v < 32
 
 
 def _return_code(root: _Node) -> str:

@@ -15,8 +15,6 @@ statement is.
 ${docstring}
 % endif
 
-from __future__ import annotations
-
 # -- imports
 % if ctypes_import:
 ${ctypes_import}

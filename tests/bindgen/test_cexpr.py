@@ -632,6 +632,33 @@ def test_function_macro_unsigned_typing() -> None:
     assert "TWICE(" in bodies["PARAM_ARG"] and ns["PARAM_ARG"](1) == 3
 
 
+def test_int_fast_path_covers_unsigned_values_where_exact(helpers: dict[str, Any]) -> None:
+    # Field getters of registers and packet headers take values above INT_MAX; where the body
+    # only masks, ors and shifts right, plain ints up to UINT_MAX take the fast path too.
+    res = run("""
+        #define GET_OP(h) (((h) >> 8) & 0xFF)
+        #define MERGE(a, b) (((a) & 0xFFFF0000) | ((b) ^ 0x0F0F))
+        #define SHL(x) ((x) << 1)
+        #define SUB(x) ((x) - 1)
+    """)
+    bodies = {f.name: f.body for f in res.functions}
+    assert "0xffffffff" in bodies["GET_OP"] and "0xffffffff" in bodies["MERGE"]
+    assert "0xffffffff" not in bodies["SHL"] and "0xffffffff" not in bodies["SUB"]
+    ns = compile_functions(res, helpers)
+
+    class Slow(int):  # not exactly int: always the typed (C semantics) path
+        pass
+
+    vals = [0, 1, 0x7FFFFFFF, 0x80000000, 0xC0DE1234, 0xFFFFFFFF, -1, -0x80000000, 1 << 32]
+    for name in ("GET_OP", "SHL", "SUB"):
+        for v in vals:
+            assert ns[name](v) == ns[name](Slow(v)), (name, hex(v))
+    for a in vals:
+        for b in vals:
+            assert ns["MERGE"](a, b) == ns["MERGE"](Slow(a), Slow(b)), (hex(a), hex(b))
+    assert ns["GET_OP"](0xC0DE1234) == 0x12
+
+
 def test_function_macro_reasons() -> None:
     res = run("""
         #define PASTE(x) x ## _SUFFIX

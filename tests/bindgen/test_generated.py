@@ -40,7 +40,7 @@ def _records(mod) -> list[type]:
         if (
             isinstance(value, type)
             and issubclass(value, (cabi.Struct, cabi.Union))
-            and "__bindgen_size__" in value.__dict__
+            and "__bindgen_layout__" in value.__dict__
         ):
             seen.setdefault(id(value), value)
     return sorted(seen.values(), key=lambda c: c.__name__)

@@ -206,6 +206,21 @@ def test_cpu_thread_releases_a_waiting_cpu(dev) -> None:  # type: ignore[no-unty
     t.join()
 
 
+def test_read_pointer_names_the_waiting_packet_then_catches_up(dev) -> None:  # type: ignore
+    # The mock publishes the read pointer once per run of its fetch loop: it must still point at
+    # a packet that blocks (the runtime reads it after a timeout) and reach the write pointer.
+    gate, done = dev.new_signal(), dev.new_signal()
+    dev.compute_queue().signal(done, 1).wait(gate, 2).signal(done, 3).submit()
+    done.wait(1, timeout_ms=1000)
+    ring = dev.compute_ring
+    assert ring.pending_dw() > 0
+    at = ring.ring[ring.rptr_dw()]
+    assert dev.gfx.pm4.CP_PACKET3_GET_OPCODE(at) == dev.gfx.pm4.PACKET3_WAIT_REG_MEM
+    gate.value = 2
+    done.wait(3, timeout_ms=1000)
+    assert ring.pending_dw() == 0
+
+
 def test_timeout_raises_with_device_state(dev) -> None:  # type: ignore[no-untyped-def]
     from runtime.hcq import SignalTimeout
     gate, done = dev.new_signal(), dev.new_signal()

@@ -50,16 +50,51 @@ def test_fma32_is_correctly_rounded_on_hard_cases():
     assert (p.__add__(c).astype(f32) != got).any()
 
 
-def test_fma32_exact_product_fast_path_matches_general():
+def test_fma32_pow2_matches_exact_fma_on_edges():
+    """fma32_pow2 (v_fmac with an inline ±0.5/±1/±2/±4) against exact rationals: ordinary lanes,
+    midpoint sums, lanes whose x*0.5 leaves the normal range (denormal and min-normal x, zero),
+    and products that overflow f32 but come back into range with c."""
     rng = np.random.default_rng(1)
-    x = rng.standard_normal(5000).astype(f32) * f32(1e3)
-    c = rng.standard_normal(5000).astype(f32)
-    for k in (2.0, -4.0, 1.0):
-        np.testing.assert_array_equal(fp.fma32_exact_product(x, f32(k), c),
-                                      fp.fma32(x, np.full_like(x, f32(k)), c))
-    big = np.array([3e38, -3e38], f32)
-    np.testing.assert_array_equal(fp.fma32_exact_product(big, f32(2), np.array([-3e38, 3e38], f32)),
-                                  np.array([3e38, -3e38], f32))  # the product overflow is undone
+    n = 3000
+    x = rng.standard_normal(n).astype(f32) * f32(1e3)
+    c = rng.standard_normal(n).astype(f32)
+    # x * 0.5 + c exactly halfway between two f32s: c = 1, x = 2^-23 (x/2 = half an ulp of 1).
+    x[:20], c[:20] = f32(2.0 ** -23), f32(1.0)
+    x[20:40], c[20:40] = f32(3 * 2.0 ** -23), f32(1.0)
+    # Denormal and min-normal x with odd mantissas: x * 0.5 is not an f32.
+    x[40:80] = (np.arange(40, dtype=np.uint32) * 2 + np.uint32(0x00800001)).view(f32)
+    x[80:120] = (np.arange(40, dtype=np.uint32) * 2 + np.uint32(1)).view(f32)
+    c[40:120] = (rng.integers(-5, 5, 80).astype(np.uint32) & np.uint32(0x807FFFFF)).view(f32)
+    x[120:130] = f32(0.0)
+    x[130:140] = f32(3e38)
+    c[130:140] = f32(-3e38)
+    for k in (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0):
+        kk = np.array(k, dtype=f32)
+        got = fp.fma32_pow2(x, kk, c)
+        np.testing.assert_array_equal(got.view(np.uint32),
+                                      _exact_fma(x, np.full_like(x, kk), c).view(np.uint32))
+        out = c.copy()
+        fp.fma32_pow2(x, kk, out, out=out)   # in place, as v_fmac computes into its VGPR
+        np.testing.assert_array_equal(out.view(np.uint32), got.view(np.uint32))
+    # The guards fire where they must: 0.5 * (odd denormal) is not exact, 2 * 3e38 overflows.
+    assert not fp.scaled_exactly(x[80:81], 0.5) and not fp.scaled_exactly(x[130:131], 2.0)
+    assert fp.scaled_exactly(np.array([1.0, -3.5], f32), 0.5)
+
+
+def test_fma32_redoes_only_inexact_midpoints():
+    """A sum on an f32 midpoint that f64 holds exactly needs no fix (f32(s) is correctly
+    rounded); one that f64 rounded does (the round-to-odd path). Both against exact rationals,
+    in full arrays, 0-d operands and broadcast [n, 1] ones."""
+    a = np.array([1 + 2**-12, 1.0, 1 + 2**-12, 3.0], f32)
+    b = np.array([1 + 2**-12, 2.0**-24, 1 + 2**-12, 2.0**-30], f32)
+    c = np.array([1e-40, 1.0, -1e-40, 1.0], f32)
+    want = _exact_fma(a, b, c)
+    np.testing.assert_array_equal(fp.fma32(a, b, c), want)
+    for i in range(4):
+        got = fp.fma32(a[i:i + 1].reshape(()), b[i:i + 1].reshape(()), c[i:i + 1].reshape(()))
+        assert np.asarray(got).view(np.uint32) == want[i:i + 1].view(np.uint32)[0]
+    got = fp.fma32(a[:, None], np.full((4, 3), b[:, None]), c[:, None])
+    np.testing.assert_array_equal(got, np.repeat(want[:, None], 3, axis=1))
 
 
 def _llvm_fdiv32(n: np.ndarray, d: np.ndarray) -> np.ndarray:

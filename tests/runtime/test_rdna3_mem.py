@@ -154,6 +154,38 @@ def test_buffer_atomic_add_returns_old_and_skips_out_of_range(data):
                                                 data[:8] + 20, data[:8]).astype(u32))
 
 
+def test_atomic_csub_clamps_at_zero_in_lane_order():
+    """buffer/global_atomic_csub_u32 (ISA 16.16): old < data gives 0, else old - data; the
+    pre-op value returns. Lanes 0-3 share a dword holding 10 and subtract 4 each in lane
+    order: 10 -> 6 -> 2 -> 0 -> 0."""
+    data = np.array([10, 3, 1000, 7] + [0] * 60, u32)
+    body = """
+    v_mov_b32 v1, 0
+    v_mov_b32 v2, 4
+    v_cmp_gt_u32 vcc_lo, 4, v0
+    s_and_saveexec_b32 s10, vcc_lo
+    buffer_atomic_csub_u32 v2, v1, s[4:7], 0 offen glc
+    s_mov_b32 exec_lo, s10
+    v_mov_b32 v3, 5
+    v_mov_b32 v4, 4
+    v_cmp_eq_u32 vcc_lo, 4, v0
+    s_and_saveexec_b32 s10, vcc_lo
+    global_atomic_csub_u32 v3, v4, v3, s[2:3] glc
+    s_mov_b32 exec_lo, s10
+    v_cmp_eq_u32 vcc_lo, 4, v0
+    v_cndmask_b32 v2, v2, v3, vcc_lo
+    s_waitcnt vmcnt(0)
+    """
+    got, dev, vin = run(body, data, desc={"num_records": data.nbytes})
+    np.testing.assert_array_equal(got[:5], [10, 6, 2, 0, 3])
+    np.testing.assert_array_equal(dev.download(vin, 4, u32), [0, 0, 1000, 7])
+
+
+def test_gds_opcodes_are_refused_by_name():
+    with pytest.raises(KernelFault, match="GDS is not modelled"):
+        run("ds_gws_init v0 gds", np.zeros(4, u32))
+
+
 def test_buffer_d16_loads_fill_one_half(data):
     body = """
     v_mov_b32 v2, 0x12345678
@@ -181,9 +213,9 @@ def test_buffer_swizzled_descriptor_is_refused(data):
         dev.launch_raw(code, [0, 0, 0, 0, *d], (1,), (LANES,))
 
 
-def test_buffer_format_loads_are_refused_by_name(data):
-    with pytest.raises(KernelFault, match="format conversion"):
-        run("buffer_load_format_x v2, v10, s[4:7], 0 offen", data)
+def test_buffer_tfe_is_refused_by_name(data):
+    with pytest.raises(KernelFault, match="TFE"):
+        run("buffer_load_format_x v[2:3], v10, s[4:7], 0 offen tfe", data)
 
 
 # -- d16 forms of global, scratch and DS ----------------------------------------------------------
@@ -305,6 +337,93 @@ def test_ds_mskor_wrap_and_append():
     append = 32                       # every lane of the wave counted
     want = (mskor + wrap + (append << 16)) & 0xFFFFFFFF
     np.testing.assert_array_equal(got, np.full(LANES, want, u32))
+
+
+def test_ds_condxchg32_rtn_b64():
+    """ISA 16.15: dwords at (ADDR + offset) & 0xfff8 and + 4 return their old values and take
+    the matching half of DATA (bit 31 cleared) where that half's bit 31 is set."""
+    body = """
+    v_lshlrev_b32 v1, 3, v0
+    v_add_nc_u32 v3, 0x100, v0
+    v_add_nc_u32 v4, 0x200, v0
+    ds_store_2addr_b32 v1, v3, v4 offset1:1
+    v_and_b32 v6, 1, v0
+    v_lshlrev_b32 v6, 31, v6
+    v_or_b32 v6, 0x55, v6
+    v_and_b32 v8, 4, v0
+    v_lshl_or_b32 v6, v8, 28, v6
+    v_and_b32 v7, 2, v0
+    v_lshlrev_b32 v7, 30, v7
+    v_or_b32 v7, 0x66, v7
+    s_waitcnt lgkmcnt(0)
+    v_add_nc_u32 v5, 3, v1
+    ds_condxchg32_rtn_b64 v[8:9], v5, v[6:7] offset:2
+    s_waitcnt lgkmcnt(0)
+    ds_load_2addr_b32 v[12:13], v1 offset1:1
+    s_waitcnt lgkmcnt(0)
+    v_lshl_or_b32 v2, v8, 24, v9
+    v_lshl_or_b32 v12, v12, 12, v13
+    v_xor_b32 v2, v2, v12
+    """
+    got, _, _ = run(body, np.zeros(4, u32), lds_bytes=512)
+    lane = np.arange(LANES, dtype=np.int64)
+    old0, old1 = 0x100 + lane, 0x200 + lane
+    # bit 31 of the low half set on odd lanes; bit 30 (lanes 4-7, 12-15, ...) is data only
+    new0 = np.where(lane & 1, 0x55 | (lane & 4) << 28, old0)
+    new1 = np.where(lane & 2, 0x66, old1)
+    want = ((old0 << 24 | old1) ^ (new0 << 12 | new1)) & 0xFFFFFFFF
+    np.testing.assert_array_equal(got, want.astype(u32))
+
+
+def test_ds_bvh_stack_rtn_pushes_valid_nodes_and_pops_when_the_last_is_invalid():
+    """Stack address: base dword in bits [31:18], index in the low bits; 8 entries (OFFSET1
+    [5:4] = 0), entry k at base + 128 k. Lane 0 pushes A, B, C and returns D; lane 1 then
+    has D invalid (0xffffffff) and pops C; lane 2 has last node = B, so pushing stops at B
+    and the pop returns what was pushed before (A)."""
+    body = """
+    s_mov_b32 s10, 0
+    v_mov_b32 v20, 0xa
+    v_mov_b32 v21, 0xb
+    v_mov_b32 v22, 0xc
+    v_mov_b32 v23, 0xd
+    v_mov_b32 v24, -1
+    v_lshlrev_b32 v25, 18, v0
+    v_cmp_eq_u32 vcc_lo, 0, v0
+    s_and_saveexec_b32 s11, vcc_lo
+    ds_bvh_stack_rtn_b32 v2, v25, v24, v[20:23]
+    s_mov_b32 exec_lo, s11
+    v_mov_b32 v23, -1
+    v_cmp_eq_u32 vcc_lo, 1, v0
+    s_and_saveexec_b32 s11, vcc_lo
+    ds_bvh_stack_rtn_b32 v2, v25, v24, v[20:23]
+    s_mov_b32 exec_lo, s11
+    v_cmp_eq_u32 vcc_lo, 2, v0
+    s_and_saveexec_b32 s11, vcc_lo
+    ds_bvh_stack_rtn_b32 v3, v25, v24, v[20:23]
+    v_mov_b32 v26, v21
+    ds_bvh_stack_rtn_b32 v2, v25, v26, v[20:23]
+    s_mov_b32 exec_lo, s11
+    s_waitcnt lgkmcnt(0)
+    v_and_b32 v4, 0x3ffff, v25
+    v_lshl_or_b32 v2, v4, 24, v2
+    ds_load_b32 v5, v10
+    ds_load_b32 v6, v10 offset:128
+    ds_load_b32 v7, v10 offset:256
+    s_waitcnt lgkmcnt(0)
+    global_store_b96 v12, v[5:7], s[0:1] offset:128
+    """
+    body = "v_mul_u32_u24 v12, 12, v0\n" + body
+    got, _, _ = run(body, np.zeros(4, u32), lds_bytes=4096, out_words=LANES * 4)
+    slots = got[LANES:LANES + 9].reshape(3, 3)
+    # each lane's entries at base + 128 k (bases 0, 4, 8: interleaved); popped slots invalid
+    np.testing.assert_array_equal(slots, [[0xA, 0xB, 0xC], [0xA, 0xB, 0xFFFFFFFF],
+                                          [0xA, 0xB, 0xFFFFFFFF]])
+    got = got[:LANES]
+    # lane 0: 3 pushes, returns D, index 3; lane 1: 3 pushes then pop C, index 2;
+    # lane 2: first as lane 1 (index 2, C popped); then last = B: pushes A (index 3), stops at
+    # B, D invalid: pops A, index 2.
+    assert got[0] == (3 << 24 | 0xD) and got[1] == (2 << 24 | 0xC)
+    assert got[2] == (2 << 24 | 0xA)
 
 
 # -- FLAT on the LDS aperture ------------------------------------------------------------------

@@ -82,6 +82,16 @@ class PM4Processor(QueueProcessor):
 
     # ------------------------------------------------------------------ fetch loop
     def _run(self) -> bool:
+        start = self.rptr_dw
+        try:
+            return self._fetch()
+        finally:
+            # The read pointer is published once per call rather than per packet: nothing reads
+            # it while the processor runs (the mock runs inside the doorbell write).
+            if self.rptr_dw != start:
+                self.gpu.mem.write_u32(self.rptr_va, self.rptr_dw % self.size_dw)
+
+    def _fetch(self) -> bool:
         progress = False
         while True:
             if self._ib is not None:
@@ -96,11 +106,12 @@ class PM4Processor(QueueProcessor):
                 self.blocked = None
                 return progress
             h = int(self.ring[self.rptr_dw % self.size_dw])
-            size = self._packet_size(h, f"ring dword {self.rptr_dw}")
+            where = f"ring dword {self.rptr_dw}"
+            size, op = self._header(h, where)
             if size > avail:
                 return progress  # the rest of the packet is not published yet
             pkt = self.ring_dwords(self.rptr_dw, size)
-            if not self._execute(pkt, f"ring dword {self.rptr_dw}", in_ib=False):
+            if not self._execute(pkt, op, where, in_ib=False):
                 return progress
             if self._ib is not None:  # INDIRECT_BUFFER started: run it before moving on
                 self._ib_packet_size = size
@@ -110,7 +121,6 @@ class PM4Processor(QueueProcessor):
 
     def _advance(self, size: int) -> None:
         self.rptr_dw += size
-        self.gpu.mem.write_u32(self.rptr_va, self.rptr_dw % self.size_dw)
         self.blocked = None
 
     def _run_ib(self) -> bool:
@@ -119,47 +129,48 @@ class PM4Processor(QueueProcessor):
         dws, pos, va = self._ib
         while pos < len(dws):
             where = f"IB {va:#x} dword {pos}"
-            size = self._packet_size(dws[pos], where)
+            size, op = self._header(dws[pos], where)
             if pos + size > len(dws):
                 raise MockGPUError(f"{where}: {describe_pm4(dws[pos:])} runs past the end of the "
                                    f"{len(dws)}-dword indirect buffer")
-            if not self._execute(dws[pos:pos + size], where, in_ib=True):
+            if not self._execute(dws[pos:pos + size], op, where, in_ib=True):
                 self._ib = (dws, pos, va)
                 return False
             pos += size
         return True
 
-    def _packet_size(self, h: int, where: str) -> int:
+    def _header(self, h: int, where: str) -> tuple[int, int]:
+        """(size in dwords, opcode) of the packet whose header is `h`; opcode -1 for a type-2
+        filler dword."""
         if h == p.CP_PACKET2:
-            return 1
-        typ, size, _ = split_pm4_header(h)
+            return 1, -1
+        typ, size, op = split_pm4_header(h)
         if typ != p.PACKET_TYPE3:
             raise MockGPUError(f"{where}: header {h:#010x} is a type-{typ} packet; compute queues "
                                "take type-3 packets")
-        return size
+        return size, op
 
     # ------------------------------------------------------------------ packets
-    def _execute(self, pkt: list[int], where: str, in_ib: bool) -> bool:
-        """Executes one packet; False if it must wait. Errors name the packet."""
+    def _execute(self, pkt: list[int], op: int, where: str, in_ib: bool) -> bool:
+        """Executes one packet (`op` from its header); False if it must wait. Errors name the
+        packet."""
         try:
-            return self._execute_packet(pkt, where, in_ib)
+            return self._execute_packet(pkt, op, where, in_ib)
         except PageFault as e:
             raise MockGPUError(f"{where}: {e}\n  packet: {describe_pm4(pkt, self.gc_base)}",
                                e.va) from None
         except MockGPUError as e:
             raise MockGPUError(f"{e}\n  packet: {describe_pm4(pkt, self.gc_base)}", e.va) from None
 
-    def _execute_packet(self, pkt: list[int], where: str, in_ib: bool) -> bool:
-        h = pkt[0]
-        if h == p.CP_PACKET2:
-            return True
-        op = split_pm4_header(h)[2]
+    def _execute_packet(self, pkt: list[int], op: int, where: str, in_ib: bool) -> bool:
+        if op < 0:
+            return True  # CP_PACKET2
         pk = PM4_BY_OPCODE.get(op)
         if pk is None:
             known = PM4_OPCODE_NAMES.get(op)
             what = f"{known} ({op:#x}) is not supported on a compute queue" if known else \
                 f"unknown opcode {op:#x}"
-            raise MockGPUError(f"{where}: {what} (header {h:#010x})")
+            raise MockGPUError(f"{where}: {what} (header {pkt[0]:#010x})")
         body = pkt[1:]
         n = len(body)
         if n != pk.payload_dw and not (pk.variable and n > pk.payload_dw):

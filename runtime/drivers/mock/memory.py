@@ -9,9 +9,14 @@ mock GPUs turn into the device fault a real GPU would report.
 from __future__ import annotations
 
 import bisect
+import struct
 from dataclasses import dataclass
 
 import numpy as np
+
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
 
 
 class PageFault(Exception):
@@ -47,8 +52,9 @@ class MockMemory:
             raise ValueError(f"mapping size must be positive, got {size}")
         if data is None:
             data = np.zeros(size, dtype=np.uint8)
-        elif data.dtype != np.uint8 or data.ndim != 1 or len(data) != size:
-            raise ValueError("backing must be a 1-D uint8 array of the mapping's size")
+        elif data.dtype != np.uint8 or data.ndim != 1 or len(data) != size \
+                or not data.flags.c_contiguous:
+            raise ValueError("backing must be a contiguous 1-D uint8 array of the mapping's size")
         i = bisect.bisect_right(self._bases, va)
         if i > 0 and self._maps[i - 1].end > va:
             raise ValueError(f"mapping at {va:#x} overlaps the one at {self._maps[i - 1].va:#x}")
@@ -92,21 +98,24 @@ class MockMemory:
             else payload.view(np.uint8).reshape(-1)
         self.view(va, len(src), "write")[:] = src
 
+    # struct reads and writes the backing buffer in place: 4-10x cheaper than numpy scalar
+    # views, and the command processors do several per packet. (numpy arrays have the buffer
+    # protocol; numpy's stubs do not say so before Python 3.12, hence the arg-type ignores.)
     def read_u32(self, va: int) -> int:
         data, off = self.find(va, 4, "read")
-        return int(data[off:off + 4].view(np.uint32)[0])
+        return _U32.unpack_from(data, off)[0]  # type: ignore[arg-type,no-any-return]
 
     def read_u64(self, va: int) -> int:
         data, off = self.find(va, 8, "read")
-        return int(data[off:off + 8].view(np.uint64)[0])
+        return _U64.unpack_from(data, off)[0]  # type: ignore[arg-type,no-any-return]
 
     def write_u32(self, va: int, value: int) -> None:
         data, off = self.find(va, 4, "write")
-        data[off:off + 4].view(np.uint32)[0] = value & 0xFFFFFFFF
+        _U32.pack_into(data, off, value & 0xFFFFFFFF)  # type: ignore[arg-type]
 
     def write_u64(self, va: int, value: int) -> None:
         data, off = self.find(va, 8, "write")
-        data[off:off + 8].view(np.uint64)[0] = value & 0xFFFFFFFFFFFFFFFF
+        _U64.pack_into(data, off, value & 0xFFFFFFFFFFFFFFFF)  # type: ignore[arg-type]
 
     # -- vectorised access: one address per lane
     def _locate(self, addrs: np.ndarray, nbytes: int, access: str) -> tuple[np.ndarray, np.ndarray]:

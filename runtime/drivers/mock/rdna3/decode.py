@@ -159,6 +159,16 @@ def _fields(enc: str, w0: int, w1: int) -> tuple[int, dict[str, int]]:
             "srsrc": _bits(w1, 20, 16) * 4, "tfe": _bits(w1, 21, 21),
             "offen": _bits(w1, 22, 22), "idxen": _bits(w1, 23, 23),
             "soffset": _bits(w1, 31, 24)}
+    if enc == "MTBUF":
+        # gfx11: a 4-bit opcode and the 7-bit data format in the first dword, the rest as in
+        # MUBUF (LLVM's MTBUF_Real_gfx11).
+        return _bits(w0, 18, 15), {
+            "offset": _bits(w0, 11, 0), "slc": _bits(w0, 12, 12), "dlc": _bits(w0, 13, 13),
+            "glc": _bits(w0, 14, 14), "format": _bits(w0, 25, 19),
+            "vaddr": _bits(w1, 7, 0), "vdata": _bits(w1, 15, 8),
+            "srsrc": _bits(w1, 20, 16) * 4, "tfe": _bits(w1, 21, 21),
+            "offen": _bits(w1, 22, 22), "idxen": _bits(w1, 23, 23),
+            "soffset": _bits(w1, 31, 24)}
     return 0, {}
 
 

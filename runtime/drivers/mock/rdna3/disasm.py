@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 
+from .buffer_formats import FORMATS
 from .decode import DPP8, DPP8FI, DPP16, LITERAL, NULL, VGPR0, Inst
 from .optypes import bits, signature
 
@@ -326,10 +327,17 @@ def _mubuf(inst: Inst) -> str:
             width = w
     if "cmpswap" in name:
         width *= 2
+    comps = name.rsplit("_", 1)[-1]
+    if "format" in name and set(comps) <= set("xyzw"):
+        width = 32 * (-(-len(comps) // 2) if "d16" in name else len(comps))
     nva = 2 if f["offen"] and f["idxen"] else 1
     vaddr = _reg("v", f["vaddr"], 32 * nva) if f["offen"] or f["idxen"] else "off"
-    text = f"{name} {_reg('v', f['vdata'], width)}, {vaddr}, {_reg('s', f['srsrc'], 128)}, " \
+    vdata = "" if "_lds_" in name else f"{_reg('v', f['vdata'], width)}, "
+    text = f"{name} {vdata}{vaddr}, {_reg('s', f['srsrc'], 128)}, " \
         f"{src(f['soffset'], 32, None)}"
+    if inst.enc == "MTBUF" and f["format"] != 1:   # 1 (BUF_FMT_8_UNORM) is LLVM's default
+        fmt = FORMATS.get(f["format"])
+        text += f" format:[BUF_FMT_{fmt.name}]" if fmt else f" format:{f['format']}"
     for key in ("offen", "idxen"):
         if f[key]:
             text += f" {key}"
@@ -360,7 +368,7 @@ def render(inst: Inst) -> str:
             return _mem(inst)
         if inst.name in ("buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbinvl1"):
             return inst.name
-        if enc == "MUBUF":
+        if enc in ("MUBUF", "MTBUF"):
             return _mubuf(inst)
     except (KeyError, TypeError, IndexError, ValueError):
         pass

@@ -37,34 +37,75 @@ def _round_to_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Correctly rounded f32 fused multiply-add."""
-    s = np.multiply(a, b, dtype=np.float64)
-    full = np.broadcast_shapes(s.shape, np.shape(c))
-    s = np.add(s, c, out=s, dtype=np.float64) if s.shape == full else np.add(s, c, dtype=np.float64)
+    # Same-dtype ufuncs on converted operands: numpy's mixed-dtype loops cost ~0.5 us a call.
+    s = np.asarray(a).astype(np.float64)
+    b64 = np.asarray(b).astype(np.float64)
+    s = np.multiply(s, b64, out=s) if s.ndim and s.shape == b64.shape else s * b64
+    c64 = np.asarray(c).astype(np.float64)
+    s = np.add(s, c64, out=s) if s.ndim and s.shape == c64.shape else s + c64
     r = s.astype(np.float32)
     # Double rounding can only bite where s sits exactly on an f32 rounding midpoint (the 29
-    # bits f32 drops are 1000...0, all in the low word) or in f32's denormal range (high word
-    # below 2^-126's); those lanes are recomputed with a round-to-odd f64 sum.
-    words = s.reshape(*s.shape, 1).view(np.uint32)
-    risky = (words[..., 0] << np.uint32(3)) == np.uint32(0x80000000)
-    risky |= (words[..., 1] << np.uint32(1)) < np.uint32(0x38100000 << 1)
-    if risky.any():
-        p = np.multiply(a, b, dtype=np.float64)
-        pb, cb = np.broadcast_arrays(p, np.asarray(c, dtype=np.float64))
-        r[risky] = _round_to_odd_sum(pb[risky], cb[risky]).astype(np.float32)
+    # bits f32 drops are 1000...0) or in f32's denormal range (below 2^-126, where more bits are
+    # dropped): two cheap whole-array tests, then a closer look only if one fires.
+    bits = s.view(np.uint64)
+    if np.count_nonzero((bits & _LOW29) == _MID) or \
+            np.count_nonzero(np.abs(s) < F32_MIN_NORMAL):
+        return _redo_double_rounded(a, b, c64, s, r)
     return r
 
 
-def fma32_exact_product(x: np.ndarray, k: np.float32, c: np.ndarray) -> np.ndarray:
-    """fma(x, k, c) where x * k is exact in f32 (k = ±1, ±2, ±4): one f32 rounding suffices.
+def _redo_double_rounded(a: np.ndarray, b: np.ndarray, c64: np.ndarray, s: np.ndarray,
+                         r: np.ndarray) -> np.ndarray:
+    """fma32's result with the lanes where rounding s = p + c (f64) to f32 went wrong redone:
+    those at a midpoint or in the denormal range whose f64 sum was inexact (an exact sum rounds
+    once, so f32(s) is right there) get a round-to-odd sum."""
+    p = np.multiply(np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64))
+    pb, cb, sb = np.broadcast_arrays(p, c64, s)
+    bb = sb - pb
+    err = (pb - (sb - bb)) + (cb - bb)   # two-sum: s + err == p + c exactly
+    risky = ((sb.view(np.uint64) & _LOW29) == _MID) | (np.abs(sb) < F32_MIN_NORMAL)
+    risky &= (err != 0) & np.isfinite(sb)
+    if not np.count_nonzero(risky):
+        return r
+    out = np.array(r, dtype=np.float32)
+    out[risky] = _round_to_odd_sum(pb[risky], cb[risky]).astype(np.float32)
+    return out
 
-    Only an overflowing product (|x * k| > FLT_MAX, which the fused op may bring back into range
-    with c) needs the general path.
-    """
-    p = np.multiply(x, k)
-    if float(np.abs(x).max(initial=0)) * abs(float(k)) > 3.4028234663852886e38:
-        return fma32(x, k, c)
-    return np.add(p, c, out=p) if p.shape == np.broadcast_shapes(p.shape, np.shape(c)) \
-        else p + c
+
+# Exponent-field masks of f32 for the power-of-two scaling test below.
+_EXP_ABOVE_1 = np.uint32(0x7F000000)   # nonzero iff the biased exponent is >= 2
+_FLT_MAX = 3.4028234663852886e38
+
+
+def scaled_exactly(x: np.ndarray, k: float) -> bool:
+    """Whether x * k is exact in f32 in every lane, for k = ±0.5, ±1, ±2, ±4: no product
+    overflows (|k| > 1) and none drops bits below the normal range (|k| = 0.5). Lanes that are
+    ±0 (for 0.5) or ±inf (for 2, 4) also answer False: callers then take the general path."""
+    ak = abs(k)
+    if ak == 1.0:
+        return True
+    x = np.asarray(x)
+    if ak < 1.0:
+        return np.count_nonzero(x.view(np.uint32) & _EXP_ABOVE_1) == x.size
+    return not np.count_nonzero(np.abs(x) > np.float32(_FLT_MAX / ak))
+
+
+def fma32_pow2(x: np.ndarray, k: np.float32, c: np.ndarray,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """fma(x, k, c) for k = ±0.5, ±1, ±2, ±4 (an inline constant): where x * k is exact in f32
+    one f32 rounding of the sum is the fused result; otherwise the general fma32. `out`: an f32
+    array of the result's shape to write (may be c itself)."""
+    if scaled_exactly(x, float(k)):
+        p = np.multiply(x, k)
+        if out is not None:
+            return np.add(p, c, out=out)
+        return np.add(p, c, out=p) if p.shape == np.broadcast_shapes(p.shape, np.shape(c)) \
+            else p + c
+    r = fma32(x, k, c)
+    if out is not None:
+        out[...] = r
+        return out
+    return r
 
 
 def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

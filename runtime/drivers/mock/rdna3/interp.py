@@ -39,7 +39,7 @@ from .ops_ds import compile_ds
 from . import ops_wave64 as wave64_ops
 from .ops_buffer import buffer_contention, compile_mubuf
 from .ops_mem import compile_flat, compile_smem, flat_contention
-from .ops_salu import BARRIER, BRANCH, END, NEXT, Step, compile_salu
+from .ops_salu import ATOMIC, BARRIER, BRANCH, END, NEXT, NOP, Step, compile_salu
 from .ops_valu import compile_valu
 
 MAX_CODE_BYTES = 1 << 20
@@ -96,12 +96,14 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
         step = Step(NEXT, compile_flat(inst), inst)
         if "cmpswap" in inst.name and inst.f["glc"]:
             step.contended = flat_contention(inst)
+            step.kind = ATOMIC
     elif enc == "DS":
         step = Step(NEXT, compile_ds(inst), inst)
-    elif enc == "MUBUF":
+    elif enc in ("MUBUF", "MTBUF"):
         step = Step(NEXT, compile_mubuf(inst), inst)
         if "cmpswap" in inst.name and inst.f["glc"]:
             step.contended = buffer_contention(inst)
+            step.kind = ATOMIC
     else:
         raise KernelFault(f"unsupported instruction encoding {enc}", address=inst.addr,
                           instruction=str(inst))
@@ -408,21 +410,31 @@ class Dispatch:
         prog, stats, limit = self.prog, self.stats, self.limit
         n_insts = len(prog.insts)
         steps = prog.steps
-        n, active = g.n, g.active
+        n = g.n
         waves = n // 2 if g.m.wave64 else n   # wave-instructions count waves, not rows
+        stop = min(horizon, n_insts)
+        # Counted locally and added to stats at each look at the clock and on the way out
+        # (attribute updates per instruction are a good part of a one-wave step's cost);
+        # `budget`: instructions until the next look, carried across groups in self._ticks.
+        count = lanes = 0
+        budget = self._ticks
         self.groups.append(g)   # visible to describe() while it runs
         try:
-            while g.pc < horizon:
+            while True:
                 pc = g.pc
-                if pc >= n_insts:
-                    raise KernelFault("execution ran past the end of the program (no s_endpgm)",
-                                      address=prog.base + len(prog.raw))
+                if pc >= stop:
+                    if pc < horizon:
+                        raise KernelFault("execution ran past the end of the program (no "
+                                          "s_endpgm)", address=prog.base + len(prog.raw))
+                    return [g]
                 step = steps[pc] or prog.step(pc)
-                stats.wave_instructions += waves
-                stats.lane_instructions += active
-                self._ticks -= 1
-                if not self._ticks:
-                    self._ticks = CHECK_EVERY
+                lanes += g.active
+                count += 1
+                if count >= budget:
+                    stats.wave_instructions += count * waves
+                    stats.lane_instructions += lanes
+                    count = lanes = 0
+                    budget = CHECK_EVERY
                     if stats.wave_instructions > limit:
                         raise KernelFault(f"instruction limit of {limit} wave-instructions "
                                           "exceeded (a kernel that never ends?)",
@@ -431,7 +443,15 @@ class Dispatch:
                         yield
                 kind = step.kind
                 if kind == NEXT:
-                    if step.contended is not None and n > 1 and step.contended(g):
+                    try:
+                        step.fn(g)  # type: ignore[misc]  # NEXT steps always carry one
+                    except Exception as e:
+                        raise _fault(step, e) from None
+                    g.pc = pc + 1
+                elif kind == NOP:
+                    g.pc = pc + 1
+                elif kind == ATOMIC:
+                    if n > 1 and step.contended(g):  # type: ignore[misc]  # ATOMIC has one
                         # Lanes of several waves race on one address: let the first wave run
                         # on alone (one of the orders the hardware may pick), the others wait.
                         first = np.zeros(n, dtype=bool)
@@ -440,18 +460,24 @@ class Dispatch:
                         rest.parked = True
                         return [a, rest]
                     try:
-                        step.fn(g)  # type: ignore[misc]  # NEXT steps always carry one
+                        step.fn(g)  # type: ignore[misc]
                     except Exception as e:
                         raise _fault(step, e) from None
                     g.pc = pc + 1
-                    active = g.active   # EXEC may have changed
                 elif kind == BRANCH:
-                    taken = step.fn(g) if step.fn is not None else True
-                    if taken is True or taken.all():  # type: ignore[union-attr]  # True or array
+                    if step.fn is None:
                         g.pc = step.target
-                    elif not taken.any():  # type: ignore[union-attr]
+                        continue
+                    taken = step.fn(g)
+                    if taken is True or taken is False:   # every wave agrees
+                        g.pc = step.target if taken else pc + 1
+                        continue
+                    k = np.count_nonzero(taken)
+                    if k == n:
+                        g.pc = step.target
+                    elif not k:
                         g.pc = pc + 1
-                    elif step.masked_skip and np.count_nonzero(taken) * 4 <= 3 * n:
+                    elif step.masked_skip and k * 4 <= 3 * n:
                         # The skipped block only does EXEC-masked work, so the waves whose EXEC
                         # is empty can come along and do nothing; keeping the group whole is
                         # cheaper than a split and a merge unless most waves would skip.
@@ -465,8 +491,10 @@ class Dispatch:
                     return [g]
                 else:  # JUMP
                     return _jump(prog, g, step, _call(step, g))
-            return [g]
         finally:
+            stats.wave_instructions += count * waves
+            stats.lane_instructions += lanes
+            self._ticks = budget - count
             self.groups.remove(g)
 
 

@@ -94,7 +94,7 @@ def exec_masked_only(inst: Inst) -> bool:
     """True if the instruction has no effect at all in a wave whose EXEC is zero."""
     if inst.name in _SAFE_SCALAR:
         return True
-    if inst.enc in ("DS", "FLAT", "MUBUF"):
+    if inst.enc in ("DS", "FLAT", "MUBUF", "MTBUF"):
         return inst.name not in ("ds_append", "ds_consume") and not inst.f.get("gds")
     if inst.enc in ("VOP1", "VOP2", "VOP3", "VOPD", "VOP3P"):
         return inst.name not in _UNSAFE_VALU and mask_write(inst) is None and \

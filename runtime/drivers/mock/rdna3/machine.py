@@ -135,11 +135,45 @@ class ScratchSetup:
     slots: int
 
 
+class Planes:
+    """Typed views of the registers of a group whose waves are a slice of a wave32 machine, for
+    the instructions' fast paths (views stay valid while the group exists: a step indexes one
+    register and computes into it, with no per-instruction view building or masked copies).
+
+    `regs[k]` for k < 3 is the VGPR file [nvgpr, n, 32] viewed as uint32, int32 or float32
+    (U32_PLANE, I32_PLANE, F32_PLANE); for k = 3 + those, the SGPRs in a shape that broadcasts
+    against lanes: `regs[k][r, ...]` gives a 0-d array for one wave (numpy broadcasts a 0-d
+    operand at no cost, an [n, 1] one costs ~0.5 us per call) and [n, 1] otherwise. `s1` is the
+    one wave's SGPR row (None for several waves; scalar instructions of one wave run on numpy
+    scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's written-VGPR set
+    (see Machine)."""
+
+    __slots__ = ("regs", "s1", "w", "scc", "dirty_v")
+
+    def __init__(self, m: "Machine", idx: slice, n: int) -> None:
+        V = m.V[:, idx]
+        first = range(m.n_waves)[idx].start
+        S = m.S[:, first] if n == 1 else m.S[:, idx, None]
+        self.regs = (V, V.view(np.int32), V.view(np.float32),
+                     S, S.view(np.int32), S.view(np.float32))
+        self.s1 = S if n == 1 else None
+        self.w = first if n == 1 else -1
+        self.scc = m.SCC
+        self.dirty_v = m.dirty_v
+
+
+U32_PLANE, I32_PLANE, F32_PLANE = range(3)
+SGPR_PLANES = 3   # regs[SGPR_PLANES + k]: the SGPRs viewed like VGPR plane k
+
+
 class Group:
-    """Waves at one program counter. `idx` selects them in the machine (a slice when it can)."""
+    """Waves at one program counter. `idx` selects them in the machine (a slice when it can).
+
+    `planes`: typed register views when the waves are a slice of a wave32 machine (else None);
+    `fast`: the same while EXEC has every lane set (VALU fast paths write whole planes)."""
 
     __slots__ = ("m", "idx", "n", "pc", "lanes", "dirty", "exec", "exec_full", "active",
-                 "at_barrier", "parked")
+                 "at_barrier", "parked", "planes", "fast")
 
     def __init__(self, m: Machine, idx: slice | np.ndarray, pc: int) -> None:
         self.m, self.idx, self.pc = m, idx, pc
@@ -148,6 +182,8 @@ class Group:
         self.dirty: set[int] = set()
         self.at_barrier = False
         self.parked = False   # set aside at a contended atomic until nothing else can run
+        self.planes = Planes(m, idx, self.n) if isinstance(idx, slice) and not m.wave64 \
+            and self.n else None
         self._load_exec()
 
     # -- lane masks (wave64: SGPR pair r, r+1 → even and odd rows)
@@ -176,6 +212,7 @@ class Group:
         self.lanes[EXEC_LO] = mask
         self.active = int(np.count_nonzero(mask))
         self.exec_full = self.active == self.n * 32
+        self.fast = self.planes if self.exec_full else None
 
     # -- SGPRs
     def s(self, r: int) -> np.ndarray:
@@ -236,15 +273,16 @@ class Group:
         """Runs a block with EXEC narrowed to `lanes` (a subset of it, bool [n, 32]) without
         touching the EXEC SGPRs: memory instructions use it for the lanes of one address
         space or the in-range lanes of a buffer access."""
-        saved = (self.exec, self.active, self.exec_full, self.lanes[EXEC_LO])
+        saved = (self.exec, self.active, self.exec_full, self.fast, self.lanes[EXEC_LO])
         self.exec = lanes
         self.lanes[EXEC_LO] = lanes
         self.active = int(np.count_nonzero(lanes))
         self.exec_full = self.active == self.n * 32
+        self.fast = self.planes if self.exec_full else None
         try:
             yield
         finally:
-            self.exec, self.active, self.exec_full, self.lanes[EXEC_LO] = saved
+            self.exec, self.active, self.exec_full, self.fast, self.lanes[EXEC_LO] = saved
 
     def flush(self) -> None:
         for r in list(self.dirty):

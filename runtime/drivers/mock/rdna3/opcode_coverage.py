@@ -95,7 +95,7 @@ def candidates(enc: str) -> dict[int, list[list[int]]]:
         return {op: _dpp_words(base, op, form == "DPP8") for op in TABLES[base]}
     if enc == "VOP3":
         return {op: _vop3_words(op) for op in TABLES[enc]}
-    return {op: gen._words(enc, op) for op in TABLES[enc]}
+    return {op: gen._words(enc, op) + gen._flag_words(enc, op) for op in TABLES[enc]}
 
 
 def valid_words(enc: str) -> tuple[dict[int, list[list[int]]], dict[int, str]]:
@@ -142,7 +142,7 @@ def try_one(words: list[int]) -> str | None:
     except KernelFault as e:
         # A fault the ISA defines (s_trap without a handler, s_sethalt) is the instruction's
         # behaviour; missing semantics and bad operand state are refusals.
-        if str(e).startswith(("unsupported", "unknown", "bad state")):
+        if str(e).startswith(("unsupported", "unknown", "bad state")) or "not modelled" in str(e):
             return str(e)
         return None
     except Exception as e:  # noqa: BLE001 - a crash is a refusal to report, not to hide
@@ -152,7 +152,7 @@ def try_one(words: list[int]) -> str | None:
 
 ROWS = [enc for enc in TABLES] + [f"{enc}+{form}" for form in ("DPP16", "DPP8")
                                   for enc in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3P")]
-MEMORY = ("DS", "FLAT", "SCRATCH", "GLOBAL", "MUBUF", "MIMG")
+MEMORY = ("DS", "FLAT", "SCRATCH", "GLOBAL", "MUBUF", "MTBUF", "MIMG")
 
 
 def measure(enc: str) -> Row:

@@ -1,10 +1,11 @@
-"""MUBUF: buffer loads, stores and atomics through a buffer resource descriptor (V#).
+"""MUBUF (and MTBUF): buffer loads, stores and atomics through a buffer resource descriptor (V#).
 
 The V# is four SGPRs (RDNA3 ISA section 9.1.5, "Buffer Resource"; field positions as Mesa's
 sid.h names them for gfx11):
   dword0-1  BASE_ADDRESS [47:0], STRIDE [61:48], SWIZZLE_ENABLE [63:62]
   dword2    NUM_RECORDS
-  dword3    ..., INDEX_STRIDE [22:21], ADD_TID_ENABLE [23], OOB_SELECT [29:28], TYPE [31:30]
+  dword3    DST_SEL_XYZW [11:0], FORMAT [17:12], INDEX_STRIDE [22:21], ADD_TID_ENABLE [23],
+            OOB_SELECT [29:28], TYPE [31:30]
 Per lane (section 9.1.6): index = VGPR (idxen), offset = VGPR (offen; the second VGPR when both)
 + the instruction's offset, buffer offset = index * stride + offset, address = base + soffset +
 buffer offset. Range checking (section 9.1.8) excludes soffset and, by OOB_SELECT:
@@ -14,11 +15,13 @@ buffer offset. Range checking (section 9.1.8) excludes soffset and, by OOB_SELEC
   3  buffer offset + size > NUM_RECORDS, unsigned       (raw: what Triton's buffer ops use)
 An out-of-range load returns 0 and an out-of-range store or atomic does nothing; multi-dword
 loads and stores check each dword on its own, atomics all or nothing. This is what Triton's
-masking relies on: masked-off lanes get an offset past NUM_RECORDS.
+masking relies on: masked-off lanes get an offset past NUM_RECORDS. A V# whose FORMAT
+(dword3 [17:12]) is 0 (INVALID) is unbound (section 9.6, "Unbound Resources"): every access is
+out of range, whatever the instruction's own data size.
 
-Swizzled buffers (SWIZZLE_ENABLE, ADD_TID_ENABLE) and the format-converting forms
-(buffer_*_format_*, which need the V#'s FORMAT table) raise a KernelFault naming them, as do
-TFE and the loads into LDS.
+The format-converting forms (buffer_*_format_*, MTBUF tbuffer_*) and the loads into LDS live
+in `ops_buffer_format`. Swizzled buffers (SWIZZLE_ENABLE, ADD_TID_ENABLE) and TFE raise a
+KernelFault naming them.
 """
 from __future__ import annotations
 
@@ -56,6 +59,7 @@ class BufferLanes:
     stride: np.ndarray    # uint64 [n, 1]
     num: np.ndarray       # uint64 [n, 1]
     oob: np.ndarray       # uint64 [n, 1]
+    bound: np.ndarray | None   # bool [n, 1]: FORMAT is not 0 (INVALID); None: every wave
 
     def in_range(self, at: int, size: int) -> np.ndarray:
         """bool [n, 32]: whether bytes [at, at+size) of each lane's element pass the check."""
@@ -64,9 +68,10 @@ class BufferLanes:
         struct_ = self.index < self.num
         with_off = struct_ & (self.offset + u64(end) <= self.stride)
         oob = self.oob
-        return np.where(oob == OOB_RAW, raw,
-                        np.where(oob == OOB_STRUCTURED, struct_,
-                                 np.where(oob == OOB_DISABLED, True, with_off)))
+        ok = np.where(oob == OOB_RAW, raw,
+                      np.where(oob == OOB_STRUCTURED, struct_,
+                               np.where(oob == OOB_DISABLED, True, with_off)))
+        return ok if self.bound is None else ok & self.bound
 
 
 def _descriptor_lanes(inst: Inst) -> Callable[[Group], BufferLanes]:
@@ -90,8 +95,10 @@ def _descriptor_lanes(inst: Inst) -> Callable[[Group], BufferLanes]:
         offset = voff + u64(imm)
         stride = ((w[1] >> u64(16)) & u64(0x3FFF))[:, None]
         boff = index * stride + offset if idxen else offset
+        bound = (w[3] >> u64(12)) & u64(0x3F) != 0
         return BufferLanes(base + soff, boff, index, offset, stride, w[2][:, None],
-                           ((w[3] >> u64(28)) & u64(3))[:, None])
+                           ((w[3] >> u64(28)) & u64(3))[:, None],
+                           None if bound.all() else bound[:, None])
     return lanes
 
 
@@ -119,10 +126,9 @@ def compile_mubuf(inst: Inst) -> Exec:
     name, f = inst.name, inst.f
     if name in _CACHE_OPS:
         return lambda g: None  # cache invalidations: the mock has no caches
-    if "format" in name or "_lds_" in name:
-        what = "format conversion (V# FORMAT)" if "format" in name else "loads into LDS"
-        raise KernelFault(f"unsupported instruction (MUBUF {what} is not modelled)",
-                          address=inst.addr, instruction=str(inst))
+    if "format" in name or "_lds_" in name or inst.enc == "MTBUF":
+        from . import ops_buffer_format as fmt  # it builds on this module's addressing
+        return fmt.compile_load_lds(inst) if "_lds_" in name else fmt.compile_format(inst)
     if f["tfe"]:
         raise KernelFault("unsupported instruction (MUBUF with TFE is not modelled)",
                           address=inst.addr, instruction=str(inst))

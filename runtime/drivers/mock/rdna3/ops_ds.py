@@ -62,7 +62,10 @@ def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[Gr
 def compile_ds(inst: Inst) -> Exec:
     name, f = inst.name, inst.f
     if f["gds"]:
-        raise KernelFault("GDS is not supported", address=inst.addr, instruction=str(inst))
+        # GDS and the GWS / ordered-count opcodes that live in it: no global data share nor
+        # cross-wave semaphores in the mock
+        raise KernelFault("unsupported instruction (GDS is not modelled)", address=inst.addr,
+                          instruction=str(inst))
     if name == "ds_nop":
         return lambda g: None
     if name in ("ds_bpermute_b32", "ds_permute_b32"):
@@ -71,6 +74,10 @@ def compile_ds(inst: Inst) -> Exec:
         return _compile_swizzle(inst)
     if name in ("ds_append", "ds_consume"):
         return _compile_append(inst)
+    if name == "ds_condxchg32_rtn_b64":
+        return _compile_condxchg32(inst)
+    if name == "ds_bvh_stack_rtn_b32":
+        return _compile_bvh_stack(inst)
     op = mem_op(name)
     off = f["offset0"] | f["offset1"] << 8
     addr_r, vdst, d0, d1 = f["addr"], f["vdst"], f["data0"], f["data1"]
@@ -139,9 +146,6 @@ def _compile_ds_atomic(inst: Inst, op: MemOp, off: int) -> Exec:
     want = kind.endswith("_rtn")
     name = kind.removesuffix("_rtn")
     f = inst.f
-    if name == "condxchg32":
-        raise KernelFault("ds_condxchg32_rtn_b64 is not modelled", address=inst.addr,
-                          instruction=str(inst))
     # ds_cmpstore: data0 is the new value, data1 the compare value; ds_mskor: data0 the mask
     # to clear, data1 the bits to set; ds_wrap: data0 the limit, data1 the increment.
     second = f["data1"] if name in ("cmpstore", "mskor", "wrap") else None
@@ -240,4 +244,102 @@ def _compile_append(inst: Inst) -> Exec:
             olds[w] = m.lds32[i]
             m.lds32[i] = u32((int(olds[w]) + sign * int(counts[w])) & 0xFFFFFFFF)
         g.set_v(vdst, np.broadcast_to(olds[:, None], (g.n, 32)))
+    return run
+
+
+def _lds_dword(inst: Inst, g: Group, w: int, a: int) -> int:
+    """Index into the batch's LDS dwords of byte offset `a` of wave w's allocation."""
+    m = g.m
+    if a % 4 or a + 4 > m.lds_bytes:
+        raise PageFaultError(f"{inst.name} LDS dword at offset {a:#x} is misaligned or beyond "
+                             f"the {m.lds_bytes} B allocated", address=inst.addr,
+                             instruction=str(inst))
+    return (int(m.wave_lds_base[g.idx][w]) + a) // 4
+
+
+def _active_lanes(g: Group) -> list[tuple[int, int]]:
+    """(wave row, lane) of every active lane, in wave then lane order."""
+    return [(int(w), int(ln)) for w, ln in zip(*np.nonzero(g.exec))]
+
+
+def _compile_condxchg32(inst: Inst) -> Exec:
+    """DS_CONDXCHG32_RTN_B64 (ISA section 16.15): two dwords at ADDR0 = (ADDR + offset) & 0xfff8
+    and ADDR0 + 4; each returns its old value and takes the matching half of DATA, bit 31 of
+    that half cleared, when the half's bit 31 is set. Lanes act one after another."""
+    f = inst.f
+    off = f["offset0"] | f["offset1"] << 8
+    vdst, addr_r, d0 = f["vdst"], f["addr"], f["data0"]
+
+    def run(g: Group) -> None:
+        lds = g.m.lds32
+        a = g.v(addr_r)
+        data = [g.v(d0), g.v(d0 + 1)]
+        old = [np.zeros((g.n, 32), dtype=u32), np.zeros((g.n, 32), dtype=u32)]
+        for w, ln in _active_lanes(g):
+            a0 = (int(a[w, ln]) + off) & 0xFFF8
+            for k in range(2):
+                i = _lds_dword(inst, g, w, a0 + 4 * k)
+                old[k][w, ln] = lds[i]
+                d = int(data[k][w, ln])
+                if d >> 31:
+                    lds[i] = d & 0x7FFFFFFF
+        g.set_v(vdst, old[0])
+        g.set_v(vdst + 1, old[1])
+    return run
+
+
+BVH_INVALID_NODE = 0xFFFFFFFF
+BVH_ENTRY_STRIDE_B = 128
+
+
+def _compile_bvh_stack(inst: Inst) -> Exec:
+    """DS_BVH_STACK_RTN_B32 vdst, addr, data0, data1[4] (ISA sections 12.5.3 and 16.15): a
+    per-lane short stack in LDS for BVH traversal.
+
+    ADDR packs the lane's stack: bits [31:18] its base in dwords, the low bits its index (Mesa's
+    radv_build_bvh_stack_rtn_addr: bits 0-17, starting at 0); OFFSET1[5:4] gives the stack size,
+    8 << OFFSET1[5:4] entries. Entry k lies at base + k * 128 bytes (Mesa: "the hardware uses a
+    stride of 128 bytes (32 entries)", the stacks of 32 lanes interleaved), and the index wraps
+    at the stack size, overwriting the oldest entries. DATA0 is the last visited node; DATA1[0:2]
+    are pushed when valid (not INVALID_NODE 0xffffffff, nor equal to a valid last node, which
+    also ends the pushing); DATA1[3] is returned when valid, else the stack is popped (the entry
+    read and replaced by INVALID_NODE). Pop takes the entry below the index, the last one pushed
+    (the pseudocode reads at the index before decrementing it, which would not return what was
+    pushed). VDST gets the node, ADDR the new stack address (base and index)."""
+    f = inst.f
+    size = 8 << ((f["offset1"] >> 4) & 3)
+    vdst, addr_r, d0, d1 = f["vdst"], f["addr"], f["data0"], f["data1"]
+
+    def valid(x: int, last: int) -> bool:
+        return x != BVH_INVALID_NODE and not (last != BVH_INVALID_NODE and x == last)
+
+    def run(g: Group) -> None:
+        lds = g.m.lds32
+        a = g.v(addr_r).copy()
+        last_of = g.v(d0)
+        data = [g.v(d1 + k) for k in range(4)]
+        ret = np.zeros((g.n, 32), dtype=u32)
+        for w, ln in _active_lanes(g):
+            addr, last = int(a[w, ln]), int(last_of[w, ln])
+            base, idx = (addr >> 18) << 2, (addr & 0x3FFFF) % size
+
+            def slot(k: int) -> int:
+                return _lds_dword(inst, g, w, base + k * BVH_ENTRY_STRIDE_B)
+            for k in range(3):
+                x = int(data[k][w, ln])
+                if valid(x, last):
+                    lds[slot(idx)] = x
+                    idx = (idx + 1) % size
+                elif x == last:
+                    break   # the rest was visited already
+            x = int(data[3][w, ln])
+            if valid(x, last):
+                ret[w, ln] = x
+            else:
+                idx = (idx - 1) % size
+                ret[w, ln] = lds[slot(idx)]
+                lds[slot(idx)] = BVH_INVALID_NODE
+            a[w, ln] = (addr & 0xFFFC0000) | idx
+        g.set_v(addr_r, a)
+        g.set_v(vdst, ret)
     return run

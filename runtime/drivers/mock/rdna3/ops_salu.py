@@ -9,6 +9,7 @@ to a computed address (s_setpc/s_swappc).
 """
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -17,19 +18,23 @@ import numpy as np
 
 from .decode import EXEC_LO, M0, NULL, VCC_LO, Inst
 from .errors import KernelFault
+from . import fast_salu
 from .machine import Group
 from .operands import const_bits, width
 from .optypes import signature
 from .valu_table import popcount
 
 u32, u64, i32, i64 = np.uint32, np.uint64, np.int32, np.int64
-NEXT, BRANCH, END, BARRIER, JUMP = range(5)
+# Step kinds (interp.py): NOP and ATOMIC are NEXT steps the run loop treats apart: a NOP has
+# nothing to execute, an ATOMIC may hand its waves on one by one (Step.contended).
+NEXT, BRANCH, END, BARRIER, JUMP, NOP, ATOMIC = range(7)
 
 
 @dataclass(slots=True)
 class Step:
-    """One program slot: `fn` executes (NEXT), decides (BRANCH: bool [n] or None for always),
-    or computes a target address per wave (JUMP). `target` is a branch's byte address."""
+    """One program slot: `fn` executes (NEXT, ATOMIC), decides (BRANCH: bool [n], or a bool
+    when all waves agree, or None for always), computes a target address per wave (JUMP), or
+    is None (NOP, END, BARRIER). `target` is a branch's byte address."""
 
     kind: int
     fn: Callable | None
@@ -109,14 +114,20 @@ def _bfe(a: np.ndarray, b: np.ndarray, signed: bool, w: int) -> np.ndarray:
     return np.where(width_ == 0, sdt(0), out).view(dt_u)
 
 
-def _ovf_add(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
-    a, b, d = (np.asarray(x).view(i32) for x in (a, b, d))
-    return ((a ^ d) & (b ^ d)) < 0
+_SIGN32 = u32(0x80000000)
 
 
-def _ovf_sub(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
-    a, b, d = (np.asarray(x).view(i32) for x in (a, b, d))
-    return ((a ^ b) & (a ^ d)) < 0
+# Signed overflow of a 32-bit add/subtract on the uint32 bit patterns (the sign bit of the
+# test word; no int32 views, so the same code is cheap on numpy scalars).
+Word = np.ndarray | np.generic   # an array of waves, or one wave's numpy scalar
+
+
+def _ovf_add(a: Word, b: Word, d: Word) -> np.ndarray:
+    return ((a ^ d) & (b ^ d)) >= _SIGN32
+
+
+def _ovf_sub(a: Word, b: Word, d: Word) -> np.ndarray:
+    return ((a ^ b) & (a ^ d)) >= _SIGN32
 
 
 def _sop2_fn(name: str) -> Callable | None:
@@ -292,8 +303,9 @@ def _brev(a: np.ndarray, w: int) -> np.ndarray:
         u64 if w == 64 else u32).reshape(np.shape(a))
 
 
-_CMP = {"eq": np.equal, "lg": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
-        "lt": np.less, "le": np.less_equal}
+# The operators rather than numpy's ufuncs: the same on arrays, ~20x cheaper on numpy scalars.
+_CMP = {"eq": operator.eq, "lg": operator.ne, "gt": operator.gt, "ge": operator.ge,
+        "lt": operator.lt, "le": operator.le}
 
 
 def _sopc(inst: Inst) -> Callable[[Group], None]:
@@ -315,13 +327,17 @@ def _sopc(inst: Inst) -> Callable[[Group], None]:
     a, b = sread(inst.f["ssrc0"], inst, w), sread(inst.f["ssrc1"], inst, w)
     cmp = _CMP[parts[2]]
     signed = parts[3][0] == "i"
-    view = i32 if signed else None
+
+    def pred(x: np.ndarray, y: np.ndarray) -> tuple[None, np.ndarray]:
+        if signed:   # signed order of the bit patterns: flip the sign bits, compare unsigned
+            x, y = x ^ _SIGN32, y ^ _SIGN32
+        return None, cmp(x, y)
 
     def run(g: Group) -> None:
-        x, y = a(g), b(g)
-        if view is not None:
-            x, y = np.asarray(x).view(view), np.asarray(y).view(view)
-        g.set_scc(cmp(x, y))
+        g.set_scc(pred(a(g), b(g))[1])
+    if w == 32:
+        return fast_salu.scalar_step([(inst.f["ssrc0"], parts[3]), (inst.f["ssrc1"], parts[3])],
+                                     inst.literal, None, pred, run)
     return run
 
 
@@ -334,37 +350,54 @@ def _sopk(inst: Inst) -> Step:
     # end of the loop changes anything.
     if name.startswith("s_waitcnt") or name in ("s_version", "s_subvector_loop_begin",
                                                  "s_subvector_loop_end"):
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_movk_i32":
         v = np.array(simm & 0xFFFFFFFF, dtype=u32)
-        return Step(NEXT, lambda g: g.set_s(dst, np.broadcast_to(v, (g.n,))), inst)
+        vs = u32(simm & 0xFFFFFFFF)
+        return Step(NEXT, fast_salu.scalar_step(
+            [], None, dst, lambda: (vs, None),
+            lambda g: g.set_s(dst, np.broadcast_to(v, (g.n,)))), inst)
     if name == "s_cmovk_i32":
         v = np.array(simm & 0xFFFFFFFF, dtype=u32)
         return Step(NEXT, lambda g: g.set_s(dst, np.where(g.scc(), v, g.s(dst))), inst)
     if name.startswith("s_cmpk_"):
         op, typ = name.split("_")[2], name.split("_")[3]
-        k = np.array(simm if typ == "i32" else imm, dtype=i32 if typ == "i32" else u32)
+        signed = typ == "i32"
+        # signed: the sign-extended immediate, compared in signed order (sign bits flipped)
+        ks = u32((simm & 0xFFFFFFFF) ^ 0x80000000) if signed else u32(imm)
+        flip = _SIGN32 if signed else u32(0)
         cmp = _CMP[op]
-        return Step(NEXT, lambda g: g.set_scc(
-            cmp(g.s(dst).view(i32) if typ == "i32" else g.s(dst), k)), inst)
+
+        def cmpk(a: np.ndarray) -> tuple[None, np.ndarray]:
+            return None, cmp(a ^ flip, ks)
+        return Step(NEXT, fast_salu.scalar_step(
+            [(dst, "b32")], None, None, cmpk, lambda g: g.set_scc(cmpk(g.s(dst))[1])), inst)
     if name == "s_addk_i32":
         k = np.array(simm & 0xFFFFFFFF, dtype=u32)
+        ks = u32(simm & 0xFFFFFFFF)
 
         def addk(g: Group) -> None:
             a = g.s(dst)
             d = a + k
             g.set_scc(_ovf_add(a, np.broadcast_to(k, a.shape), d))
             g.set_s(dst, d)
-        return Step(NEXT, addk, inst)
+
+        def addk1(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            d = a + ks
+            return d, _ovf_add(a, ks, d)
+        return Step(NEXT, fast_salu.scalar_step([(dst, "b32")], None, dst, addk1, addk), inst)
     if name == "s_mulk_i32":
         k = np.array(simm & 0xFFFFFFFF, dtype=u32)
-        return Step(NEXT, lambda g: g.set_s(dst, g.s(dst) * k), inst)
+        ks = u32(simm & 0xFFFFFFFF)
+        return Step(NEXT, fast_salu.scalar_step(
+            [(dst, "b32")], None, dst, lambda a: (a * ks, None),
+            lambda g: g.set_s(dst, g.s(dst) * k)), inst)
     if name == "s_getreg_b32":
         # Hardware registers (MODE, HW_ID ...): the mock reports zeros, i.e. round-to-nearest,
         # which is what numpy implements.
         return Step(NEXT, lambda g: g.set_s(dst, np.zeros(g.n, dtype=u32)), inst)
     if name in ("s_setreg_b32", "s_setreg_imm32_b32"):
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_call_b64":
         ret = np.array(inst.addr + 4, dtype=u64)
         w = swrite(dst, 64)
@@ -390,30 +423,49 @@ _NOPS = {"s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s
          "s_ttracedata_imm", "s_denorm_mode", "s_wakeup", "s_code_end"}
 
 
+# Branch conditions: bool [n] per wave, or a Python bool when every wave agrees (the common
+# cases below answer that without an array: a one-wave group's SCC, an EXEC with no lane or
+# with every lane set).
+def _scc_cond(g: Group, want: bool) -> np.ndarray | bool:
+    P = g.planes
+    if P is not None and P.s1 is not None:
+        return bool(P.scc[P.w]) is want
+    return g.scc() if want else ~g.scc()
+
+
+def _exec_cond(g: Group, want_lanes: bool) -> np.ndarray | bool:
+    if g.active == 0:
+        return not want_lanes
+    if g.exec_full:
+        return want_lanes
+    has = g.any_lanes(g.exec)
+    return has if want_lanes else ~has
+
+
 def _sopp(inst: Inst) -> Step:
     name = inst.name
     imm = inst.f["simm16"]
     simm = imm - 0x10000 if imm & 0x8000 else imm
     if name in _NOPS:
         # s_denorm_mode: the mock always keeps denormals (what FLOAT_MODE 0xF0 asks for).
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_round_mode":
         if imm & 0xF:
             raise _unsupported(inst, "only round-to-nearest-even is implemented")
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name in ("s_endpgm", "s_endpgm_saved"):
         return Step(END, None, inst)
     if name == "s_barrier":
         return Step(BARRIER, None, inst)
     target = inst.addr + 4 + 4 * simm
-    conds: dict[str, Callable[[Group], np.ndarray] | None] = {
+    conds: dict[str, Callable[[Group], np.ndarray | bool] | None] = {
         "s_branch": None,
-        "s_cbranch_scc0": lambda g: ~g.scc(),
-        "s_cbranch_scc1": lambda g: g.scc(),
+        "s_cbranch_scc0": lambda g: _scc_cond(g, False),
+        "s_cbranch_scc1": lambda g: _scc_cond(g, True),
         "s_cbranch_vccz": lambda g: ~g.any_lanes(g.lanes_of(VCC_LO)),
         "s_cbranch_vccnz": lambda g: g.any_lanes(g.lanes_of(VCC_LO)),
-        "s_cbranch_execz": lambda g: ~g.any_lanes(g.exec),
-        "s_cbranch_execnz": lambda g: g.any_lanes(g.exec),
+        "s_cbranch_execz": lambda g: _exec_cond(g, False),
+        "s_cbranch_execnz": lambda g: _exec_cond(g, True),
     }
     if name in conds:
         return Step(BRANCH, conds[name], inst, target=target)
@@ -421,12 +473,12 @@ def _sopp(inst: Inst) -> Step:
         # The conditional-debug flags are clear (no debugger attaches to the mock).
         return Step(BRANCH, lambda g: np.zeros(g.n, dtype=bool), inst, target=target)
     if name == "s_setkill":
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_sethalt":
         if imm & 1:
             raise KernelFault("s_sethalt 1 halts the wave (no debugger resumes it in the mock)",
                               address=inst.addr, instruction=str(inst))
-        return Step(NEXT, lambda g: None, inst)
+        return Step(NOP, None, inst)
     if name == "s_trap":
         raise KernelFault(f"s_trap {imm} (no trap handler in the mock)", address=inst.addr,
                           instruction=str(inst))
@@ -494,7 +546,8 @@ def _sop1(inst: Inst) -> Step:
     if fn is None:
         raise _unsupported(inst)
     sig = signature(name, "SOP1")
-    rd = sread(src, inst, width(sig.srcs[0]) if sig.srcs else w)
+    src_w = width(sig.srcs[0]) if sig.srcs else w
+    rd = sread(src, inst, src_w)
     wr = swrite(dst, width(sig.dst))
 
     def run(g: Group) -> None:
@@ -502,6 +555,9 @@ def _sop1(inst: Inst) -> Step:
         wr(g, d)
         if scc is not None:
             g.set_scc(scc)
+    if src_w == width(sig.dst) == 32:
+        return Step(NEXT, fast_salu.scalar_step([(src, sig.srcs[0] if sig.srcs else "b32")],
+                                                inst.literal, dst, fn, run), inst)
     return Step(NEXT, run, inst)
 
 
@@ -570,6 +626,10 @@ def _sop2(inst: Inst) -> Step:
         wr(g, d)
         if scc is not None:
             g.set_scc(scc)
+    if width(sig.dst) == width(sig.srcs[0]) == width(sig.srcs[1]) == 32:
+        return Step(NEXT, fast_salu.scalar_step(
+            [(f["ssrc0"], sig.srcs[0]), (f["ssrc1"], sig.srcs[1])], inst.literal, f["sdst"], fn,
+            run, reads_scc=True), inst)
     return Step(NEXT, run, inst)
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import dpp, fp, valu_table
+from . import dpp, fast_valu, fp, valu_table
 from .decode import EXEC_LO, VCC_LO, VGPR0, Inst
 from .errors import KernelFault
 from .machine import Group
@@ -158,25 +158,27 @@ def _generic(inst: Inst, sig) -> Exec:
     write = vgpr_writer(_dst_name(inst), sig.dst, hi16=bool(inst.f.get("opsel", 0) >> 3 & 1))
     mods = _out_mods(inst, sig.dst)
     dt = DTYPES[sig.dst]
+    run: Exec
     if len(reads) == 1:
         r0, = reads
 
         def run1(g: Group) -> None:
             res = fn(r0(g))
             write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
-        return run1
-    if len(reads) == 2:
+        run = run1
+    elif len(reads) == 2:
         r0, r1 = reads
 
         def run2(g: Group) -> None:
             res = fn(r0(g), r1(g))
             write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
-        return run2
-
-    def run(g: Group) -> None:
-        res = fn(*[r(g) for r in reads])
-        write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
-    return run
+        run = run2
+    else:
+        def run_n(g: Group) -> None:
+            res = fn(*[r(g) for r in reads])
+            write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
+        run = run_n
+    return fast_valu.plain(inst, sig.srcs, sig.dst, fn, run)
 
 
 # Integer ops whose CLAMP bit saturates the result to the destination type's range (the exact
@@ -338,12 +340,10 @@ def _mad64(signed: bool) -> Callable[[Inst, object], Exec]:
     return make
 
 
-_EXACT_SCALES = {1.0, 2.0, 4.0, -1.0, -2.0, -4.0}
-
-
 def _const_scale(inst: Inst, code: int, t: str) -> float | None:
-    """A multiplicand that is an inline constant ±1, ±2, ±4: the f32 product is then exact."""
-    if t != "f32" or code not in (242, 243, 244, 245, 246, 247):
+    """A multiplicand that is an inline constant ±0.5, ±1, ±2, ±4 (a power of two, so the f32
+    product is exact unless it overflows or leaves the normal range: fp.fma32_pow2)."""
+    if t != "f32" or code not in (240, 241, 242, 243, 244, 245, 246, 247):
         return None
     return float(np.array(const_bits(code, "f32", None), dtype=np.uint32).view(np.float32))
 
@@ -363,15 +363,13 @@ def _fmac(inst: Inst, sig, mask_dead: bool = False) -> Exec:
     r0, r1 = reads
     scale = None if vop3 else _const_scale(inst, inst.f["src0"], t)
     if scale is not None:
-        # S0 * S1 is exact in f32 (a power-of-two scale), so f32 arithmetic rounds once, as the
-        # fused op does; lanes whose product overflows are redone in f64 by fp.fma32.
-        k = np.float32(scale)
+        # S0 * S1 is exact in f32 (a power-of-two scale) in most lanes, so f32 arithmetic rounds
+        # once, as the fused op does (fp.fma32_pow2 checks, and takes fp.fma32 otherwise).
+        k = np.array(scale, dtype=np.float32)
 
         def run_scaled(g: Group) -> None:
-            x, d = r1(g), acc(g)
-            res = fp.fma32_exact_product(x, k, d)
-            write(g, res)
-        return run_scaled
+            write(g, fp.fma32_pow2(r1(g), k, acc(g)))
+        return fast_valu.fmac_pow2(inst, k, run_scaled)
 
     def run(g: Group) -> None:
         res = fma(r0(g), r1(g), acc(g))
@@ -553,7 +551,7 @@ _VOPD_FN = {
     "v_dual_fmac_f32": ("f32", lambda a, b, d, k: fp.fma32(a, b, d)),
     "v_dual_fmaak_f32": ("f32", lambda a, b, d, k: fp.fma32(a, b, k)),
     "v_dual_fmamk_f32": ("f32", lambda a, b, d, k: fp.fma32(a, k, b)),
-    "v_dual_mov_b32": ("u32", lambda a, b, d, k: np.broadcast_to(a, np.shape(a))),
+    "v_dual_mov_b32": ("u32", lambda a, b, d, k: a),
     "v_dual_add_nc_u32": ("u32", lambda a, b, d, k: a + b),
     "v_dual_lshlrev_b32": ("u32", lambda a, b, d, k: b << (a & u32(31))),
     "v_dual_and_b32": ("u32", lambda a, b, d, k: a & b),
@@ -572,31 +570,53 @@ def _vopd_half(inst: Inst, name: str, vdst: int, s0: int, vs1: int):
     rd = reader(VGPR0 + vdst, t, inst)
     k = np.array(inst.literal or 0, dtype=np.uint32).view(DTYPES[t])
     write = vgpr_writer(vdst, t)
-    if name == "v_dual_cndmask_b32":
-        raise _unsupported(inst, name)
-    needs_d = name in ("v_dual_fmac_f32", "v_dual_dot2acc_f32_f16", "v_dual_dot2acc_f32_bf16")
+    needs_d = name in _VOPD_ACC
 
     def compute(g: Group) -> np.ndarray:
         return fn(ra(g), rb(g), rd(g) if needs_d else None, k)
     return compute, write
 
 
+# VOPD halves that read their destination (the accumulator).
+_VOPD_ACC = frozenset({"v_dual_fmac_f32", "v_dual_dot2acc_f32_f16", "v_dual_dot2acc_f32_bf16"})
+
+
+def _vopd_reads(name: str, vdst: int, s0: int, vs1: int) -> set[int]:
+    """VGPRs a VOPD half reads (a move reads only src0)."""
+    regs = set() if name == "v_dual_mov_b32" else {vs1 - VGPR0}
+    if s0 >= VGPR0:
+        regs.add(s0 - VGPR0)
+    if name in _VOPD_ACC:
+        regs.add(vdst)
+    return regs
+
+
 def _compile_vopd(inst: Inst) -> Exec:
     f = inst.f
+    x_args = (inst.name, f["vdstx"], f["srcx0"], f["vsrcx1"])
+    y_args = (inst.name_y, f["vdsty"], f["srcy0"], f["vsrcy1"])
+    # Both halves read their sources before either writes (ISA section 7.6). X is written
+    # first, so a Y result that is a view of X's destination (a move) must be copied first.
+    clash = x_args[1] in _vopd_reads(*y_args)
     if inst.name == "v_dual_cndmask_b32" or inst.name_y == "v_dual_cndmask_b32":
-        return _compile_vopd_cnd(inst)
-    cx, wx = _vopd_half(inst, inst.name, f["vdstx"], f["srcx0"], f["vsrcx1"])
-    cy, wy = _vopd_half(inst, inst.name_y, f["vdsty"], f["srcy0"], f["vsrcy1"])
+        return _compile_vopd_cnd(inst, clash)
+    cx, wx = _vopd_half(inst, *x_args)
+    cy, wy = _vopd_half(inst, *y_args)
 
     def run(g: Group) -> None:
-        # Both halves read their sources before either writes (ISA section 7.6).
         x, y = cx(g), cy(g)
+        if clash:
+            y = np.array(y)
         wx(g, x)
         wy(g, y)
-    return run
+    halves = []
+    for name, vdst, s0, vs1 in (x_args, y_args):
+        t, fn = _VOPD_FN[name]
+        halves.append(fast_valu.VopdHalf(t, fn, name in _VOPD_ACC, vdst, s0, vs1))
+    return fast_valu.vopd(inst, halves[0], halves[1], clash, run)
 
 
-def _compile_vopd_cnd(inst: Inst) -> Exec:
+def _compile_vopd_cnd(inst: Inst, clash: bool) -> Exec:
     f = inst.f
     halves = []
     for name, vdst, s0, vs1 in ((inst.name, f["vdstx"], f["srcx0"], f["vsrcx1"]),
@@ -610,6 +630,8 @@ def _compile_vopd_cnd(inst: Inst) -> Exec:
 
     def run(g: Group) -> None:
         x, y = halves[0][0](g), halves[1][0](g)
+        if clash:
+            y = np.array(y)
         halves[0][1](g, x)
         halves[1][1](g, y)
     return run

@@ -306,10 +306,12 @@ FLOAT_UNARY: dict[str, Fn] = {
 
 TABLE: dict[str, Fn] = {
     # f32 (and the f16/f64 forms registered below)
-    "v_add_f32": lambda a, b: a + b,
-    "v_sub_f32": lambda a, b: a - b,
+    # (numpy's ufuncs where the op is one: the same arithmetic as the operators, and fast_valu
+    # can compute them straight into the destination register)
+    "v_add_f32": np.add,
+    "v_sub_f32": np.subtract,
     "v_subrev_f32": lambda a, b: b - a,
-    "v_mul_f32": lambda a, b: a * b,
+    "v_mul_f32": np.multiply,
     "v_mul_dx9_zero_f32": _dx9_mul,
     "v_fma_f32": fp.fma32,
     "v_fma_dx9_zero_f32": lambda a, b, c: np.where((a == 0) | (b == 0), c, fp.fma32(a, b, c)),
@@ -346,12 +348,12 @@ TABLE: dict[str, Fn] = {
     # 32-bit integer
     "v_mov_b32": lambda a: a,
     "v_not_b32": lambda a: ~a,
-    "v_add_nc_u32": lambda a, b: a + b,
-    "v_sub_nc_u32": lambda a, b: a - b,
+    "v_add_nc_u32": np.add,
+    "v_sub_nc_u32": np.subtract,
     "v_subrev_nc_u32": lambda a, b: b - a,
-    "v_add_nc_i32": lambda a, b: a + b,
-    "v_sub_nc_i32": lambda a, b: a - b,
-    "v_mul_lo_u32": lambda a, b: a * b,
+    "v_add_nc_i32": np.add,
+    "v_sub_nc_i32": np.subtract,
+    "v_mul_lo_u32": np.multiply,
     "v_mul_hi_u32": _mul_hi_u,
     "v_mul_hi_i32": _mul_hi_i,
     "v_mul_u32_u24": lambda a, b: (a & u32(0xFFFFFF)) * (b & u32(0xFFFFFF)),
@@ -360,9 +362,9 @@ TABLE: dict[str, Fn] = {
     "v_mul_hi_i32_i24": lambda a, b: _mul_hi_i(_sext24(a), _sext24(b)),
     "v_mad_u32_u24": lambda a, b, c: (a & u32(0xFFFFFF)) * (b & u32(0xFFFFFF)) + c,
     "v_mad_i32_i24": lambda a, b, c: _sext24(a) * _sext24(b) + c,
-    "v_and_b32": lambda a, b: a & b,
-    "v_or_b32": lambda a, b: a | b,
-    "v_xor_b32": lambda a, b: a ^ b,
+    "v_and_b32": np.bitwise_and,
+    "v_or_b32": np.bitwise_or,
+    "v_xor_b32": np.bitwise_xor,
     "v_xnor_b32": lambda a, b: ~(a ^ b),
     "v_lshlrev_b32": lambda a, b: b << (a & M5),
     "v_lshrrev_b32": lambda a, b: b >> (a & M5),

@@ -10,8 +10,6 @@ module also runs as a whole (what `__materialize_all__` does). The index at the 
 statement is.
 """
 
-from __future__ import annotations
-
 from ctypes import POINTER, c_int32, c_uint32
 import bindgen_rt as _rt
 from bindgen_rt import _c_arg, _c_op, _c_ret
@@ -35,19 +33,19 @@ class node(_rt.Struct):
     """struct node (corpus:lazy.h:4)"""
 
     __slots__ = ()
-    next: _Pointer[node]
-    first: _Pointer[leaf]
+    next: '_Pointer[node]'
+    first: '_Pointer[leaf]'
     v: int
 
 
 # ---- layouts, as clang placed them: (name, C type, bit offset[, width, signed[, anonymous]])
 
-leaf._layout_(size=4, align=4, fields=[
+leaf._layout_(size=4, align=4, pointee=True, fields=[
     ('a', c_uint32, 0, 3, False),  # bits 0..2 (byte 0)
     ('b', c_int32, 3, 5, True),  # bits 3..7 (byte 0)
 ])
 
-node._layout_(size=24, align=8, fields=[
+node._layout_(size=24, align=8, pointee=True, fields=[
     ('next', POINTER(node), 0),  # byte 0
     ('first', POINTER(leaf), 64),  # byte 8
     ('v', c_int32, 128),  # byte 16
@@ -64,16 +62,16 @@ LEAF_MASK = 0x3f  # low six bits
 def LEAF_OF(x):
     return (
         (x & LEAF_MASK)
-        if x.__class__ is int and -0x80000000 <= x <= 0x7fffffff
+        if x.__class__ is int and -0x80000000 <= x <= 0xffffffff
         else _c_ret(_c_op('&', _c_arg(x), (LEAF_MASK, 32, True)))
     )
 # bindgen-index: NAME LINE OFFSET LENGTH (bytes) of each statement, for bindgen_rt.lazy
-#@ __header__ 15 577 115
-#@ leaf 26 877 105
-#@ node 34 985 145
-#@ LEAF_MASK 59 1590 32
-#@ LEAF_OF 64 1654 189
+#@ __header__ 13 541 115
+#@ leaf 24 841 105
+#@ node 32 949 149
+#@ LEAF_MASK 57 1586 32
+#@ LEAF_OF 62 1650 189
 
 # bindgen-index layouts
-#@ leaf 45 1229 152
-#@ node 50 1383 165
+#@ leaf 43 1197 166
+#@ node 48 1365 179

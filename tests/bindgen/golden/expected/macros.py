@@ -5,8 +5,6 @@
 # regenerate with: bindgen regen macros
 """bindings for macros."""
 
-from __future__ import annotations
-
 from ctypes import c_uint32
 import bindgen_rt as _rt
 from bindgen_rt import _c_arg, _c_op, _c_ret, _c_sext

@@ -5,8 +5,6 @@
 # regenerate with: bindgen regen records
 """bindings for records."""
 
-from __future__ import annotations
-
 from ctypes import CFUNCTYPE, POINTER, c_char, c_int32, c_uint16, c_uint32, c_uint64, c_void_p
 import bindgen_rt as _rt
 
@@ -22,9 +20,9 @@ class handle_t(_rt.Struct):
     """handle_t (corpus:records.h:25)"""
 
     __slots__ = ()
-    ctx: _Pointer[opaque_ctx]
-    user: int | None
-    callback: Any
+    ctx: '_Pointer[opaque_ctx]'
+    user: 'int | None'
+    callback: 'Any'
 
 
 class opaque_ctx(_rt.Opaque):
@@ -43,12 +41,12 @@ class queue_desc(_rt.Struct):
     priority: int  # 0 (lowest) .. 15
     type: int
     delta: int  # signed
-    _anon5: queue_desc_anon0
+    _anon5: 'queue_desc_anon0'
     doorbell_offset: int
     doorbell_index: int
-    next: _Pointer[queue_desc]
+    next: '_Pointer[queue_desc]'
     name: bytes
-    regs: Array[u32]
+    regs: 'Array[u32]'
 
 
 class queue_desc_anon0(_rt.Union):
@@ -78,7 +76,7 @@ queue_desc_anon0._layout_(size=4, align=4, fields=[
     ('doorbell_index', c_uint16, 0),  # byte 0
 ])
 
-queue_desc._layout_(size=64, align=8, fields=[
+queue_desc._layout_(size=64, align=8, pointee=True, fields=[
     ('ring_base', u64, 0),  # byte 0: GPU address of the ring
     ('ring_size', u32, 64),  # byte 8: bytes, a power of two
     ('priority', u32, 96, 4, False),  # bits 96..99 (byte 12): 0 (lowest) .. 15

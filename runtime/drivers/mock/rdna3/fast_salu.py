@@ -1,0 +1,72 @@
+"""Scalar instructions of a one-wave group on numpy scalars.
+
+A scalar op of one wave works on one value per operand. Run through [1]-shaped arrays it costs
+a numpy call per step (~0.2-0.7 us each: the read, the op, the overflow or SCC test, the writes);
+the same lane functions on numpy scalars read from and written to the wave's SGPR row
+(`machine.Planes.s1`) cost ~20-50 ns a step. The general path stays the reference for groups of
+several waves, wave64, 64-bit operands, EXEC as the destination, and SGPRs that hold a lane mask
+a VALU op has not packed yet; tests run both on the same inputs.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .decode import EXEC_LO, NULL
+from .machine import Group
+from .operands import const_bits
+
+Exec = Callable[[Group], None]
+# fn(*sources[, scc]) -> (result or None, new SCC or None)
+ScalarFn = Callable[..., tuple]
+SGPR, CONST = True, False
+
+
+def scalar_source(code: int, literal: int | None, t: str = "b32") -> tuple[bool, Any] | None:
+    """(SGPR, its number) or (CONST, a numpy uint32) for a 32-bit scalar source, or None for a
+    source the general path handles (SCC, EXECZ, VCCZ, ...)."""
+    cb = 0 if code == NULL else const_bits(code, t, literal)
+    if cb is not None:
+        return CONST, np.uint32(cb)
+    if code < 128:
+        return SGPR, code
+    return None
+
+
+def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | None,
+                fn: ScalarFn, slow: Exec, reads_scc: bool = False) -> Exec:
+    """The step of a 32-bit scalar op with at most two sources: `fn` on the sources (then SCC
+    when `reads_scc`) gives the result for SGPR `dst` (None: no result) and the new SCC (None:
+    unchanged). `slow` runs it on groups the scalar path does not take."""
+    got = [scalar_source(code, literal, t) for code, t in srcs]
+    if len(got) > 2 or any(x is None for x in got) or dst == EXEC_LO:
+        return slow
+    ops = [x for x in got if x is not None]
+    sregs = frozenset(v for is_reg, v in ops if is_reg)
+    (r0, v0), (r1, v1) = (ops + [(CONST, None)] * 2)[:2]
+    n_src = len(ops)
+    out = NULL if dst is None else dst
+
+    def run(g: Group) -> None:
+        P = g.planes
+        if P is None or P.s1 is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            return slow(g)
+        S1, w = P.s1, P.w
+        a = S1[v0] if r0 else v0
+        if n_src == 2:
+            b = S1[v1] if r1 else v1
+            d, scc = fn(a, b, P.scc[w]) if reads_scc else fn(a, b)
+        elif n_src == 1:
+            d, scc = fn(a, P.scc[w]) if reads_scc else fn(a)
+        else:
+            d, scc = fn(P.scc[w]) if reads_scc else fn()
+        if out != NULL and d is not None:
+            S1[out] = d
+            g.m.dirty_s.add(out)
+            if g.dirty:
+                g.dirty.discard(out)
+            g.lanes.pop(out, None)   # an unpacked copy of the old value is stale
+        if scc is not None:
+            P.scc[w] = scc
+    return run

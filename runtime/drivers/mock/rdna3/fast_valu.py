@@ -1,0 +1,202 @@
+# numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
+# mypy: disable-error-code="arg-type,index,operator"
+"""Fast paths of VALU instructions in their plain forms, for groups with a full EXEC.
+
+A plain instruction (32-bit operands that are VGPRs, SGPRs or constants; no modifiers, no DPP)
+on a group whose waves are a slice of a wave32 machine with every EXEC lane set (`Group.fast`)
+needs no masked copy and no operand conversion: its step indexes the typed register planes
+(`machine.Planes`), calls the same lane function as the general path and assigns the result
+into the destination plane. With one wave that is 2-4 numpy calls instead of the ~15 the
+general path's layered readers and writers make, which is most of a single-wave loop's time.
+Any other group state (partial EXEC, waves picked by an index array, wave64, an SGPR source
+holding a lane mask a VALU op has not packed yet) takes the general path, which stays the
+reference semantics; tests run both on the same inputs.
+
+An operand is a pair (plane, index): `regs[plane][index]` of the group's planes, or for plane
+CONST the constant itself (index). Steps index inline rather than through per-operand getter
+functions: a Python call per operand costs about as much as the numpy work of a one-wave op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import dpp, fp
+from .decode import NULL, VGPR0, Inst
+from .machine import F32_PLANE, I32_PLANE, SGPR_PLANES, U32_PLANE, Group
+from .operands import DTYPES, const_bits
+
+Exec = Callable[[Group], None]
+Operand = tuple[int, Any]
+
+CONST = -1
+PLANE = {"f32": F32_PLANE, "i32": I32_PLANE, "u32": U32_PLANE, "b32": U32_PLANE}
+_MODIFIERS = ("abs", "neg", "omod", "clamp", "opsel")
+
+
+def is_plain(inst: Inst) -> bool:
+    """No source or output modifiers and no DPP: operands are read and written as they are."""
+    f = inst.f
+    return not any(f.get(k) for k in _MODIFIERS) and not dpp.is_dpp(inst)
+
+
+def operand(code: int, t: str, inst: Inst) -> Operand | None:
+    """Where a 32-bit source of type t is, or None for a kind the fast path leaves to the
+    general one (SCC, EXECZ, VCCZ, DPP, NULL, 16/64-bit types)."""
+    k = PLANE.get(t)
+    if k is None:
+        return None
+    cb = const_bits(code, t, inst.literal)
+    if cb is not None:
+        return CONST, np.array(cb, dtype=np.uint32).view(DTYPES[t])
+    if code >= VGPR0:
+        return k, code - VGPR0
+    if code < 128 and code != NULL:
+        return SGPR_PLANES + k, (code, Ellipsis)
+    return None
+
+
+def sgprs_read(ops: list[Operand]) -> frozenset[int]:
+    """SGPRs among the operands: one holding a lane mask a VALU op left unpacked (Group.dirty)
+    needs the general path, which packs it first."""
+    return frozenset(i[0] for k, i in ops if k >= SGPR_PLANES)
+
+
+def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndarray],
+          slow: Exec) -> Exec:
+    """The step of `vdst = fn(sources)` with a fast path; `slow` when the instruction or the
+    group is not plain."""
+    kd = PLANE.get(dst)
+    got = [operand(inst.f[f"src{i}"], t, inst) for i, t in enumerate(srcs)]
+    if kd is None or not is_plain(inst) or inst.enc not in ("VOP1", "VOP2", "VOP3") or \
+            not 1 <= len(got) <= 3:
+        return slow
+    ops = [x for x in got if x is not None]
+    if len(ops) != len(got):
+        return slow
+    sregs = sgprs_read(ops)
+    d = inst.f["vdst"]
+    (k0, i0), (k1, i1), (k2, i2) = (ops + [(CONST, None)] * 2)[:3]
+    if len(ops) == 1:
+        def run1(g: Group) -> None:
+            P = g.fast
+            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                return slow(g)
+            A = P.regs
+            P.dirty_v.add(d)
+            A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0)
+        return run1
+    if len(ops) == 2 and isinstance(fn, np.ufunc) and fn.nout == 1 and \
+            all(PLANE[t] == kd for t in srcs):
+        # A ufunc whose operands and result share a type: computed into the register itself.
+        def run2_into(g: Group) -> None:
+            P = g.fast
+            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                return slow(g)
+            A = P.regs
+            P.dirty_v.add(d)
+            fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, out=A[kd][d])
+        return run2_into
+    if len(ops) == 2:
+        def run2(g: Group) -> None:
+            P = g.fast
+            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                return slow(g)
+            A = P.regs
+            P.dirty_v.add(d)
+            A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1)
+        return run2
+
+    def run3(g: Group) -> None:
+        P = g.fast
+        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            return slow(g)
+        A = P.regs
+        P.dirty_v.add(d)
+        A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1,
+                           A[k2][i2] if k2 >= 0 else i2)
+    return run3
+
+
+_EXP_ABOVE_1 = np.uint32(0x7F000000)   # see fp.scaled_exactly
+
+
+def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
+    """v_fmac_f32 vdst, k, src1 with k an inline power of two, computed in the destination
+    plane: fp.fma32_pow2, with its exactness test for k = ±0.5 done here on the u32 plane."""
+    xf = operand(inst.f["src1"], "f32", inst)
+    xu = operand(inst.f["src1"], "u32", inst)
+    if xf is None or xu is None or inst.enc != "VOP2" or not is_plain(inst):
+        return slow
+    sregs = sgprs_read([xf])
+    d = inst.f["vdst"]
+    (kf, i_f), (ku, iu) = xf, xu
+    half = abs(float(k)) == 0.5
+
+    def run(g: Group) -> None:
+        P = g.fast
+        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            return slow(g)
+        A = P.regs
+        P.dirty_v.add(d)
+        D = A[F32_PLANE][d]
+        x = A[kf][i_f] if kf >= 0 else i_f
+        if half:
+            # every lane's exponent >= 2: x * 0.5 is a normal f32, exact
+            bits = A[ku][iu] if ku >= 0 else iu
+            if np.count_nonzero(bits & _EXP_ABOVE_1) == bits.size:
+                np.add(np.multiply(x, k), D, out=D)
+                return
+        fp.fma32_pow2(x, k, D, out=D)
+    return run
+
+
+@dataclass(frozen=True)
+class VopdHalf:
+    """One half of a VOPD pair: operand type, lane function fn(s0, vs1, acc, literal), whether it
+    reads its destination, and the register fields."""
+
+    t: str
+    fn: Callable[..., np.ndarray]
+    reads_dst: bool
+    vdst: int
+    src0: int
+    vsrc1: int
+
+
+def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
+    """Both halves of a VOPD pair on the planes (sources read before either writes; `clash`: the
+    Y result may alias X's destination, so it is copied before X is written)."""
+    parts = []
+    ops: list[Operand] = []
+    for h in (x, y):
+        a, b = operand(h.src0, h.t, inst), operand(h.vsrc1, h.t, inst)
+        k = PLANE.get(h.t)
+        if a is None or b is None or k is None:
+            return slow
+        ops += [a, b]
+        lit = np.array(inst.literal or 0, dtype=np.uint32).view(DTYPES[h.t])
+        parts.append((a, b, k, h.vdst, h.reads_dst, h.fn, lit))
+    ((kax, iax), (kbx, ibx), kx, dx, accx, fx, lx), \
+        ((kay, iay), (kby, iby), ky, dy, accy, fy, ly) = parts
+    sr = sgprs_read(ops)
+
+    def run(g: Group) -> None:
+        P = g.fast
+        if P is None or sr and g.dirty and not sr.isdisjoint(g.dirty):
+            return slow(g)
+        A = P.regs
+        rx = fx(A[kax][iax] if kax >= 0 else iax, A[kbx][ibx] if kbx >= 0 else ibx,
+                A[kx][dx] if accx else None, lx)
+        ry = fy(A[kay][iay] if kay >= 0 else iay, A[kby][iby] if kby >= 0 else iby,
+                A[ky][dy] if accy else None, ly)
+        if clash:
+            ry = np.array(ry)
+        dv = P.dirty_v
+        dv.add(dx)
+        dv.add(dy)
+        A[kx][dx][...] = rx
+        A[ky][dy][...] = ry
+    return run

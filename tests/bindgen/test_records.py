@@ -1,0 +1,129 @@
+"""``bindgen_rt.records``: how a record is laid out when its module is imported.
+
+Most records take the fast path: ctypes' own placement of a plain ``_fields_`` list is checked
+against clang's offsets and used as is, and the bookkeeping (``__bindgen_fields__``, names) is
+derived on first use. Anything else (a gap, a bitfield, packing) goes through
+``bindgen_rt.placement``. Both must give the same classes to everything that reads them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import sys
+
+import pytest
+
+import bindgen_rt as rt
+
+from .conftest import REPO
+
+u8, u16, u32, u64 = ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64
+
+
+def _struct(name: str = "S") -> type:
+    return type(name, (rt.Struct,), {"__slots__": ()})
+
+
+def test_a_natural_record_is_a_plain_fields_list_and_derives_its_bookkeeping():
+    S = _struct()
+    S._layout_(16, 8, [("a", u32, 0), ("b", u16, 32), ("c", u64, 64)])
+    assert S._fields_ == [("a", u32), ("b", u16), ("c", u64)]
+    assert S.__init__ is ctypes.Structure.__init__  # ctypes' constructor, at C speed
+    assert "__bindgen_names__" not in S.__dict__  # not computed at import
+    assert S.__bindgen_fields__ == (
+        ("a", u32, 0, None, False, False),
+        ("b", u16, 32, None, False, False),
+        ("c", u64, 64, None, False, False),
+    )
+    assert (S.__bindgen_size__, S.__bindgen_align__) == (16, 8)
+    assert "__bindgen_names__" in S.__dict__  # derived once, then stored on the class
+    s = S(a=1, c=3)
+    assert (s.a, s.b, s.c) == (1, 0, 3)
+    assert repr(s) == "S(a=1, b=0, c=3)"
+    with pytest.raises(AttributeError):
+        S(d=1)  # a misspelt field is refused, as by any record
+    assert S(1, 2).b == 2  # positional values go through the derived names
+
+
+def test_a_field_where_ctypes_would_not_put_it_takes_the_general_path():
+    S = _struct()
+    # b at byte 8 (an aligned(8) member in C), where ctypes alone would put it at 4
+    S._layout_(12, 4, [("a", u32, 0), ("b", u32, 64)])
+    assert [n for n, _ in S._fields_] == ["a", "_pad_4", "b"]
+    assert S.b.offset == 8 and ctypes.sizeof(S) == 12
+    assert S.__bindgen_names__ == ("a", "b")
+
+
+def test_a_size_ctypes_would_not_give_takes_the_general_path():
+    S = _struct()
+    S._layout_(12, 4, [("a", u32, 0), ("b", u32, 32)])  # a trailing 4 bytes clang reports
+    assert ctypes.sizeof(S) == 12 and S.b.offset == 4
+    assert S.__bindgen_size__ == 12
+
+
+def test_an_anonymous_member_on_the_fast_path_promotes_its_fields():
+    Inner = type("Inner", (rt.Union,), {"__slots__": ()})
+    Inner._layout_(8, 8, [("x", u64, 0), ("y", u32, 0)])
+    Outer = _struct("Outer")
+    Outer._layout_(16, 8, [("_anon0", Inner, 0, None, False, True), ("z", u32, 64)])
+    assert [n for n, _ in Outer._fields_] == ["_anon0", "z"]  # no padding: the fast path
+    o = Outer(x=5, z=2)
+    assert (o.x, o.y, o.z) == (5, 5, 2)
+    o.y = 7
+    assert o._anon0.x == 7
+    assert Outer.__bindgen_names__ == ("x", "y", "z")
+    with pytest.raises(TypeError, match="has no field 'w'"):
+        Outer(w=1)
+
+
+def test_a_field_of_an_incomplete_record_is_a_clear_error():
+    Later = _struct("Later")
+    S = _struct()
+    with pytest.raises(ValueError, match="S: field 'l' has an incomplete type"):
+        S._layout_(8, 8, [("l", Later, 0)])
+
+
+def test_laying_out_twice_is_a_no_op_only_when_the_layout_is_the_same():
+    S = _struct()
+    S._layout_(8, 4, [("a", u32, 0), ("b", u32, 32)])
+    S._layout_(8, 4, [("a", u32, 0), ("b", u32, 32)])
+    with pytest.raises(ValueError, match="laid out already, differently"):
+        S._layout_(8, 4, [("a", u32, 0), ("b", u16, 32)])
+
+
+@pytest.mark.parametrize("pointee", [False, True])
+def test_pointee_makes_the_pointer_type_before_the_layout(pointee):
+    """ctypes copies a complete record's format into a pointer type made after it; ``pointee``
+    (which bindgen passes for every record its module points at) keeps it ``&B``."""
+    S = _struct()
+    S._layout_(16, 8, [("a", u64, 0), ("b", u64, 64)], pointee=pointee)
+    fmt = memoryview(ctypes.POINTER(S)()).format
+    assert (fmt == "&B") is pointee, fmt
+
+
+BARE_IMPORT = """
+import json, sys
+before = set(sys.modules)
+sys.path.insert(0, sys.argv[1])
+import generated.linux.kfd_ioctl
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_importing_an_eager_module_loads_only_ctypes_and_the_runtime():
+    """In a bare interpreter (no site: nothing preloaded), an eager generated module loads ctypes,
+    ``bindgen_rt``'s records and calls, and nothing that would cost it time: no ``__future__`` (a
+    ``from __future__ import`` is a real import), no ``typing``, no ``importlib`` package (and
+    its ``warnings``), and not ``bindgen_rt.placement`` (kfd_ioctl's records, the one with an
+    anonymous member included, all take the fast path)."""
+    r = subprocess.run(
+        [sys.executable, "-S", "-c", BARE_IMPORT, str(REPO)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    loaded = json.loads(r.stdout)
+    assert {"ctypes", "bindgen_rt", "bindgen_rt.records", "bindgen_rt.calls"} <= set(loaded)
+    unwanted = {"__future__", "typing", "importlib", "warnings", "bindgen_rt.placement", "re"}
+    assert unwanted.isdisjoint(loaded), sorted(unwanted & set(loaded))

@@ -1,0 +1,121 @@
+"""The interpreter's fast paths (machine.Planes: fast_valu, fast_salu, the power-of-two v_fmac)
+give what the general path gives, bit for bit.
+
+Every instruction case of test_rdna3_isa runs on one wave (scalar ops on numpy scalars, VALU on
+0-d SGPR operands) and on eight (VALU on [n, 1] SGPR operands) with the fast paths on and off
+(Group.planes forced to None); the edges the fast paths test for at run time get their own
+programs: a lane mask a VALU compare left unpacked read as an SGPR, EXEC partly set, a VOPD
+pair whose halves swap registers, v_fmac by 0.5 on lanes where the product is not exact.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from runtime.drivers.mock.rdna3 import machine
+from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
+
+from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
+                             _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
+from .test_rdna3_kernels import round_f32
+
+u32, f32 = np.uint32, np.float32
+
+
+def launch(code: bytes, x: np.ndarray, y: np.ndarray, waves: int) -> np.ndarray:
+    dev = TestDevice()
+    vo = dev.alloc(4 * 32 * waves)
+    vx, vy = dev.upload(x[:32 * waves].view(u32)), dev.upload(y[:32 * waves].view(u32))
+    user = [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32, vy & 0xFFFFFFFF, vy >> 32]
+    dev.launch_raw(code, user, (waves,), (32,))
+    return dev.download(vo, 32 * waves, u32)
+
+
+def both_paths(monkeypatch: pytest.MonkeyPatch, snippet: str, x: np.ndarray, y: np.ndarray,
+               waves: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fast paths on, fast paths off) results of a snippet."""
+    code = assemble(PROLOGUE + snippet + EPILOGUE)
+    fast = launch(code, x, y, waves)
+    with monkeypatch.context() as m:
+        m.setattr(machine, "Planes", lambda *a: None)
+        slow = launch(code, x, y, waves)
+    return fast, slow
+
+
+CASES = [(c[0], "int") for c in INT_CASES] + [(c[0], "float") for c in FLOAT_CASES] + \
+    [(c[0] + "\nv_mov_b32 v2, s10", "int") for c in SALU_CASES]
+
+
+@pytest.mark.parametrize("waves", [1, 8])
+@pytest.mark.parametrize("asm,kind", CASES, ids=[c[0].split("\n")[0] for c in CASES])
+def test_fast_paths_match_general_path(monkeypatch, asm, kind, waves):
+    rng = np.random.default_rng(5)
+    x, y = _ints(rng) if kind == "int" else _floats(rng)
+    fast, slow = both_paths(monkeypatch, asm, x, y, waves)
+    np.testing.assert_array_equal(fast, slow)
+
+
+def test_fast_path_sees_lane_masks_a_compare_left_unpacked(monkeypatch):
+    """VCC written by v_cmp is kept unpacked; a plain VALU op and a scalar op reading it as an
+    SGPR value must see the packed bits (the fast paths hand such reads to the general path)."""
+    x, y = _ints(np.random.default_rng(1))
+    snippet = ("v_cmp_gt_u32_e32 vcc_lo, v1, v3\nv_xor_b32 v4, vcc_lo, v1\n"
+               "s_and_b32 s10, vcc_lo, s9\nv_xor_b32 v2, s10, v4")
+    for waves in (1, 8):
+        fast, slow = both_paths(monkeypatch, snippet, x, y, waves)
+        xs, ys = x[:32 * waves].reshape(waves, 32), y[:32 * waves].reshape(waves, 32)
+        vcc = ((xs > ys).astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(1)
+        vcc = vcc.astype(u32)[:, None]
+        want = (vcc & ys[:, :1]) ^ (vcc ^ xs)
+        np.testing.assert_array_equal(fast, want.reshape(-1))
+        np.testing.assert_array_equal(slow, want.reshape(-1))
+
+
+def test_fast_path_leaves_inactive_lanes_alone(monkeypatch):
+    """EXEC partly set: plain ops, VOPD and v_fmac write only the active lanes."""
+    x, y = _ints(np.random.default_rng(2))
+    snippet = ("v_mov_b32 v2, 0x3f800000\nv_cmpx_lt_u32_e32 v1, v3\n"
+               "v_xor_b32 v2, v1, v3\nv_dual_mov_b32 v5, v2 :: v_dual_add_nc_u32 v4, 1, v2\n"
+               "v_fmac_f32_e32 v2, 0.5, v4\ns_mov_b32 exec_lo, -1")
+    for waves in (1, 8):
+        fast, slow = both_paths(monkeypatch, snippet, x, y, waves)
+        xs, ys = x[:32 * waves], y[:32 * waves]
+        v2 = xs ^ ys
+        v4 = (v2 + u32(1)).astype(u32)
+        finite = np.isfinite(v4.view(f32)) & np.isfinite(v2.view(f32))
+        fm = [round_f32(Fraction(float(a)) / 2 + Fraction(float(b))) if ok else 0.0
+              for a, b, ok in zip(v4.view(f32), v2.view(f32), finite)]
+        want = np.where(xs < ys, np.array(fm, f32).view(u32), u32(0x3F800000))
+        np.testing.assert_array_equal(fast, slow)
+        np.testing.assert_array_equal(slow[finite | (xs >= ys)], want[finite | (xs >= ys)])
+
+
+def test_vopd_halves_read_before_either_writes(monkeypatch):
+    """v_dual_mov v4, v5 :: v_dual_mov v5, v4 swaps (ISA section 7.6: both halves read first)."""
+    x, y = _ints(np.random.default_rng(3))
+    snippet = ("v_mov_b32 v4, v1\nv_mov_b32 v5, v3\n"
+               "v_dual_mov_b32 v4, v5 :: v_dual_mov_b32 v5, v4\nv_sub_nc_u32 v2, v4, v5")
+    for waves in (1, 8):
+        fast, slow = both_paths(monkeypatch, snippet, x, y, waves)
+        want = (y[:32 * waves] - x[:32 * waves]).astype(u32)
+        np.testing.assert_array_equal(slow, want)
+        np.testing.assert_array_equal(fast, want)
+
+
+def test_fmac_by_half_is_correctly_rounded_on_one_wave(monkeypatch):
+    """v_fmac_f32 v2, 0.5, v3 where x * 0.5 is inexact (denormal and min-normal odd x), zero, a
+    midpoint sum, and ordinary lanes: against exact rationals, fast and general path."""
+    x = np.ones(32, f32)
+    y = np.linspace(-3, 3, 32).astype(f32)
+    y[:6] = (np.array([1, 3, 0x00800001, 0x00800003, 0x80000005, 0], u32)).view(f32)
+    x[:6] = (np.array([0x80000001, 2, 0x80000001, 7, 0x00000004, 0], u32)).view(f32)
+    y[6], x[6] = f32(2.0 ** -23), f32(1.0)          # 1 + 2^-24: a tie, to even
+    y[7], x[7] = f32(3 * 2.0 ** -23), f32(1.0)      # 1 + 3 * 2^-24: a tie, to even (up)
+    fast, slow = both_paths(monkeypatch, "v_mov_b32 v2, v1\nv_fmac_f32_e32 v2, 0.5, v3",
+                            x, y, 1)
+    want = np.array([round_f32(Fraction(float(b)) / 2 + Fraction(float(a)))
+                     for a, b in zip(x, y)], f32)
+    np.testing.assert_array_equal(slow, want.view(u32))
+    np.testing.assert_array_equal(fast, want.view(u32))
