@@ -27,6 +27,7 @@ from . import dpp, fp
 from .decode import NULL, VGPR0, Inst
 from .machine import F32_PLANE, I32_PLANE, SGPR_PLANES, U32_PLANE, Group
 from .operands import DTYPES, const_bits
+from .valu_table import Convert
 
 Exec = Callable[[Group], None]
 Operand = tuple[int, Any]
@@ -79,6 +80,16 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     sregs = sgprs_read(ops)
     d = inst.f["vdst"]
     (k0, i0), (k1, i1), (k2, i2) = (ops + [(CONST, None)] * 2)[:3]
+    if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
+        # A plain cast: assigning into the destination plane casts the same way.
+        def run1_cast(g: Group) -> None:
+            P = g.fast
+            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                return slow(g)
+            A = P.regs
+            P.dirty_v.add(d)
+            A[kd][d][...] = A[k0][i0] if k0 >= 0 else i0
+        return run1_cast
     if len(ops) == 1:
         def run1(g: Group) -> None:
             P = g.fast
@@ -120,9 +131,6 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     return run3
 
 
-_EXP_ABOVE_1 = np.uint32(0x7F000000)   # see fp.scaled_exactly
-
-
 def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
     """v_fmac_f32 vdst, k, src1 with k an inline power of two, computed in the destination
     plane: fp.fma32_pow2, with its exactness test for k = ±0.5 done here on the u32 plane."""
@@ -146,7 +154,7 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
         if half:
             # every lane's exponent >= 2: x * 0.5 is a normal f32, exact
             bits = A[ku][iu] if ku >= 0 else iu
-            if np.count_nonzero(bits & _EXP_ABOVE_1) == bits.size:
+            if np.count_nonzero(bits & fp.EXP_ABOVE_1) == bits.size:
                 np.add(np.multiply(x, k), D, out=D)
                 return
         fp.fma32_pow2(x, k, D, out=D)
@@ -164,6 +172,7 @@ class VopdHalf:
     vdst: int
     src0: int
     vsrc1: int
+    move: bool = False   # v_dual_mov_b32: the result is src0
 
 
 def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
@@ -178,9 +187,9 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
             return slow
         ops += [a, b]
         lit = np.array(inst.literal or 0, dtype=np.uint32).view(DTYPES[h.t])
-        parts.append((a, b, k, h.vdst, h.reads_dst, h.fn, lit))
-    ((kax, iax), (kbx, ibx), kx, dx, accx, fx, lx), \
-        ((kay, iay), (kby, iby), ky, dy, accy, fy, ly) = parts
+        parts.append((a, b, k, h.vdst, h.reads_dst, h.fn, lit, h.move))
+    ((kax, iax), (kbx, ibx), kx, dx, accx, fx, lx, movx), \
+        ((kay, iay), (kby, iby), ky, dy, accy, fy, ly, movy) = parts
     sr = sgprs_read(ops)
 
     def run(g: Group) -> None:
@@ -188,10 +197,13 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         if P is None or sr and g.dirty and not sr.isdisjoint(g.dirty):
             return slow(g)
         A = P.regs
-        rx = fx(A[kax][iax] if kax >= 0 else iax, A[kbx][ibx] if kbx >= 0 else ibx,
-                A[kx][dx] if accx else None, lx)
-        ry = fy(A[kay][iay] if kay >= 0 else iay, A[kby][iby] if kby >= 0 else iby,
-                A[ky][dy] if accy else None, ly)
+        # (a move's result is its source: no call, and its unused VSRC1 is not read)
+        ax = A[kax][iax] if kax >= 0 else iax
+        rx = ax if movx else fx(ax, A[kbx][ibx] if kbx >= 0 else ibx,
+                                A[kx][dx] if accx else None, lx)
+        ay = A[kay][iay] if kay >= 0 else iay
+        ry = ay if movy else fy(ay, A[kby][iby] if kby >= 0 else iby,
+                                A[ky][dy] if accy else None, ly)
         if clash:
             ry = np.array(ry)
         dv = P.dirty_v
