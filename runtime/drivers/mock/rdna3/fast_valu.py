@@ -1,16 +1,17 @@
 # numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
 # mypy: disable-error-code="arg-type,index,operator"
-"""Fast paths of VALU instructions in their plain forms, for groups with a full EXEC.
+"""Fast paths of VALU instructions in their plain forms, for groups whose waves are a slice.
 
 A plain instruction (32-bit operands that are VGPRs, SGPRs or constants; no modifiers, no DPP)
-on a group whose waves are a slice of a wave32 machine with every EXEC lane set (`Group.fast`)
-needs no masked copy and no operand conversion: its step indexes the typed register planes
-(`machine.Planes`), calls the same lane function as the general path and assigns the result
-into the destination plane. With one wave that is 2-4 numpy calls instead of the ~15 the
-general path's layered readers and writers make, which is most of a single-wave loop's time.
-Any other group state (partial EXEC, waves picked by an index array, wave64, an SGPR source
-holding a lane mask a VALU op has not packed yet) takes the general path, which stays the
-reference semantics; tests run both on the same inputs.
+on a group whose waves are a slice of a wave32 machine needs no operand conversion: its step
+indexes the typed register planes (`machine.Planes`), calls the same lane function as the
+general path and, with every EXEC lane set (`Group.fast`), assigns the result into the
+destination plane (a ufunc computes straight into it); with EXEC partly set it copies the
+result into the EXEC lanes. With one wave that is 2-4 numpy calls instead of the ~15 the general
+path's layered readers and writers make, which is most of a single-wave loop's time. Other
+groups (waves picked by an index array, wave64) and SGPR sources holding a lane mask a VALU op
+has not packed yet take the general path, which stays the reference semantics; tests run both
+on the same inputs.
 
 An operand is a pair (plane, index): `regs[plane][index]` of the group's planes, or for plane
 CONST the constant itself (index). Steps index inline rather than through per-operand getter
@@ -65,6 +66,26 @@ def sgprs_read(ops: list[Operand]) -> frozenset[int]:
     return frozenset(i[0] for k, i in ops if k >= SGPR_PLANES)
 
 
+def partial_exec(ops: list[Operand], dests: list[tuple[int, int]],
+                 compute: Callable[..., tuple[np.ndarray, ...]], slow: Exec) -> Exec:
+    """The step for a group of planes whose EXEC is partly set: `compute(*operands)` gives one
+    result per destination (plane, VGPR), each copied into its register's EXEC lanes (what
+    Group.set_v does, without the layered readers)."""
+    sregs = sgprs_read(ops)
+
+    def run(g: Group) -> None:
+        P = g.planes
+        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            return slow(g)
+        A = P.regs
+        res = compute(*[A[k][i] if k >= 0 else i for k, i in ops])
+        ex = g.exec
+        for (k, r), v in zip(dests, res):
+            P.dirty_v.add(r)
+            np.copyto(A[k][r], v, where=ex, casting="unsafe")
+    return run
+
+
 def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndarray],
           slow: Exec) -> Exec:
     """The step of `vdst = fn(sources)` with a fast path; `slow` when the instruction or the
@@ -80,11 +101,14 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     sregs = sgprs_read(ops)
     d = inst.f["vdst"]
     (k0, i0), (k1, i1), (k2, i2) = (ops + [(CONST, None)] * 2)[:3]
+    partial = partial_exec(ops, [(kd, d)], lambda *a: (fn(*a),), slow)
     if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
         # A plain cast: assigning into the destination plane casts the same way.
         def run1_cast(g: Group) -> None:
             P = g.fast
-            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 return slow(g)
             A = P.regs
             P.dirty_v.add(d)
@@ -93,7 +117,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     if len(ops) == 1:
         def run1(g: Group) -> None:
             P = g.fast
-            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 return slow(g)
             A = P.regs
             P.dirty_v.add(d)
@@ -104,7 +130,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
         # A ufunc whose operands and result share a type: computed into the register itself.
         def run2_into(g: Group) -> None:
             P = g.fast
-            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 return slow(g)
             A = P.regs
             P.dirty_v.add(d)
@@ -113,7 +141,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     if len(ops) == 2:
         def run2(g: Group) -> None:
             P = g.fast
-            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 return slow(g)
             A = P.regs
             P.dirty_v.add(d)
@@ -122,7 +152,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
 
     def run3(g: Group) -> None:
         P = g.fast
-        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+        if P is None:
+            return partial(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
             return slow(g)
         A = P.regs
         P.dirty_v.add(d)
@@ -142,19 +174,23 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
     d = inst.f["vdst"]
     (kf, i_f), (ku, iu) = xf, xu
     half = abs(float(k)) == 0.5
+    partial = partial_exec([xf, (F32_PLANE, d)], [(F32_PLANE, d)],
+                           lambda x, acc: (fp.fma32_pow2(x, k, acc),), slow)
 
     def run(g: Group) -> None:
         P = g.fast
-        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+        if P is None:
+            return partial(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
             return slow(g)
         A = P.regs
         P.dirty_v.add(d)
         D = A[F32_PLANE][d]
         x = A[kf][i_f] if kf >= 0 else i_f
         if half:
-            # every lane's exponent >= 2: x * 0.5 is a normal f32, exact
+            # x * 0.5 exact in every lane: one f32 rounding of the sum is the fused result
             bits = A[ku][iu] if ku >= 0 else iu
-            if np.count_nonzero(bits & fp.EXP_ABOVE_1) == bits.size:
+            if fp.halves_exactly(bits):
                 np.add(np.multiply(x, k), D, out=D)
                 return
         fp.fma32_pow2(x, k, D, out=D)
@@ -192,9 +228,19 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         ((kay, iay), (kby, iby), ky, dy, accy, fy, ly, movy) = parts
     sr = sgprs_read(ops)
 
+    def both(ax: np.ndarray, bx: np.ndarray, acc_x: np.ndarray, ay: np.ndarray, by: np.ndarray,
+             acc_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rx = ax if movx else fx(ax, bx, acc_x if accx else None, lx)
+        ry = ay if movy else fy(ay, by, acc_y if accy else None, ly)
+        return rx, np.array(ry) if clash else ry
+    partial = partial_exec(ops[:2] + [(kx, dx)] + ops[2:] + [(ky, dy)], [(kx, dx), (ky, dy)],
+                           both, slow)
+
     def run(g: Group) -> None:
         P = g.fast
-        if P is None or sr and g.dirty and not sr.isdisjoint(g.dirty):
+        if P is None:
+            return partial(g)
+        if sr and g.dirty and not sr.isdisjoint(g.dirty):
             return slow(g)
         A = P.regs
         # (a move's result is its source: no call, and its unused VSRC1 is not read)
