@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import hashlib
 import os
 import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
 from pathlib import Path
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from .errors import BindgenError, SourceError
 from .project import Project, ProjectError, load_project
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from .generate import Generated
     from .sources import Sources
     from .spec import Source, Target
 
@@ -66,7 +69,7 @@ def _overrides(pairs: list[str], targets: list[Target]) -> dict[str, Path]:
     return out
 
 
-def _worker(args: tuple[Target, Project, Sources]):
+def _worker(args: tuple[Target, Project, Sources]) -> tuple[Generated | None, str | None]:
     from .generate import generate
 
     t, project, srcs = args
@@ -74,6 +77,13 @@ def _worker(args: tuple[Target, Project, Sources]):
         return generate(t, srcs, project), None
     except BindgenError as e:
         return None, str(e)
+
+
+def _pooled(args: tuple[Target, Project, Sources]) -> tuple[Generated | None, str | None]:
+    """:func:`_worker` in a worker process: the IR stays behind (pickling it back would cost a
+    large target tens of milliseconds, and nothing here reads it)."""
+    g, err = _worker(args)
+    return (dataclasses.replace(g, module=None) if g is not None else None), err
 
 
 def _die_with_parent(parent: int) -> None:
@@ -91,19 +101,112 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _run(targets: list[Target], project: Project, srcs: Sources, jobs: int):
-    """Generates targets (in parallel when jobs > 1); yields (target, generated, error) in order.
-    ``srcs`` has resolved every source already: workers only read the verified cache."""
-    work = [(t, project, srcs) for t in targets]
-    if jobs <= 1 or len(work) <= 1:
-        for w in work:
-            yield (w[0], *_worker(w))
+def _expected_cost(t: Target, srcs: Sources) -> int:
+    """Bytes of the headers ``t`` names (not what they include): a rough measure of how long it
+    takes, good enough to hand the big ones out first. Whatever cannot be read counts nothing
+    (generating the target says what is wrong)."""
+    by_name = {s.name: s for s in t.sources}
+    total = 0
+    for h in t.headers:
+        try:
+            root = srcs.resolve(by_name[h.source]).root
+            paths = sorted(root.glob(h.path)) if "*" in h.path else [root / h.path]
+            total += sum(p.stat().st_size for p in paths if p.is_file())
+        except (KeyError, OSError, SourceError):
+            pass
+    return total
+
+
+def _run(
+    targets: list[Target], project: Project, srcs: Sources, jobs: int
+) -> Iterator[tuple[Target, Generated | None, str | None]]:
+    """Generates targets; yields (target, generated, error) in the order given, each as soon as
+    it and those before it are done. ``srcs`` has resolved every source already: workers only
+    read the verified cache.
+
+    With ``jobs`` > 1 this process is one of the ``jobs`` generators: ``jobs - 1`` worker
+    processes take the targets expected to cost most, biggest first (each a thread here feeds
+    and waits on), while this process takes the cheapest, so small groups never wait for a
+    worker and a large target starts at once. On Linux the workers are forked after the
+    generator is imported here, so they start without importing libclang, Mako or bindgen again.
+    Each target's output depends only on the target, never on who generated it or when."""
+    if jobs <= 1 or len(targets) <= 1:
+        for t in targets:
+            yield (t, *_worker((t, project, srcs)))
         return
-    with ProcessPoolExecutor(
-        max_workers=jobs, initializer=_die_with_parent, initargs=(os.getpid(),)
-    ) as ex:
-        for w, res in zip(work, ex.map(_worker, work)):
-            yield (w[0], *res)
+    # Imported here: `check` of an unchanged tree and `list` start without them.
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .generate import prepare
+
+    prepare(targets)  # before the fork: the workers inherit the generator and what it prepared
+    cost = {t.name: _expected_cost(t, srcs) for t in targets}
+    todo = deque(sorted(targets, key=lambda t: -cost[t.name]))  # ties keep the given order
+    workers = min(jobs, len(targets)) - 1
+    done: dict[str, tuple[Generated | None, str | None]] = {}
+    failure: list[BaseException] = []
+    lock = threading.Condition()
+    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    ex = ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_die_with_parent,
+        initargs=(os.getpid(),),
+    )
+
+    def fail(e: BaseException) -> None:  # a worker that died, or a bug: the main thread raises it
+        with lock:
+            failure.append(e)
+            todo.clear()
+            lock.notify_all()
+
+    def feed(fut: Future[tuple[Generated | None, str | None]], t: Target) -> None:
+        while True:
+            try:
+                res = fut.result()
+            except BaseException as e:
+                return fail(e)
+            with lock:
+                done[t.name] = res
+                lock.notify_all()
+                if not todo:
+                    return
+                t = todo.popleft()
+            try:
+                fut = ex.submit(_pooled, (t, project, srcs))
+            except BaseException as e:  # the pool broke or was shut down meanwhile
+                return fail(e)
+
+    try:
+        # Submitted from this thread, so the workers fork before any feeding thread exists.
+        first = [todo.popleft() for _ in range(workers)]
+        futures = [ex.submit(_pooled, (t, project, srcs)) for t in first]
+        feeders = [
+            threading.Thread(target=feed, args=(f, t), daemon=True)
+            for f, t in zip(futures, first)
+        ]
+        for th in feeders:
+            th.start()
+        for t in targets:
+            while True:
+                with lock:
+                    if failure:
+                        raise failure[0]
+                    if t.name in done:
+                        res = done.pop(t.name)
+                        break
+                    mine = todo.pop() if todo else None  # the cheapest left
+                    if mine is None:
+                        lock.wait()
+                        continue
+                r = _worker((mine, project, srcs))
+                with lock:
+                    done[mine.name] = r
+            yield (t, *res)
+    finally:
+        with lock:
+            todo.clear()
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 def _resolve_all(
@@ -128,10 +231,10 @@ def _sources_summary(srcs: Sources) -> None:
     from .fetch import mb
     from .sources import cache_size
 
-    print(
-        f"sources: {mb(srcs.downloaded)} downloaded in this run; cache {srcs.cache} holds "
-        f"{mb(cache_size(srcs.cache))}"
-    )
+    line = f"sources: {mb(srcs.downloaded)} downloaded in this run; cache {srcs.cache}"
+    if srcs.downloaded:  # it grew: how big it is now (walking a warm cache costs ~0.1 s)
+        line += f" holds {mb(cache_size(srcs.cache))}"
+    print(line)
 
 
 def cmd_list(targets: list[Target], project: Project) -> int:
@@ -211,7 +314,7 @@ def cmd_regen(
         targets = keep
     manifest = load_manifest(project.out)
     for t, g, err in _run(targets, project, srcs, jobs):
-        if err:
+        if g is None:  # (err says why)
             failed += 1
             print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
             continue
@@ -332,7 +435,7 @@ def cmd_check(
         elif not quiet:
             print(f"  ok    {t.name}: {why}")
     for t, g, err in _run(regen, project, srcs, jobs):
-        if err:
+        if g is None:  # (err says why)
             drift.append(t.name)
             print(f"  FAIL  {t.name}: {err}")
             continue

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import io
 import time
-import urllib.error
-import urllib.request
 from typing import IO, Any, Callable
 
 from .errors import SourceError
@@ -35,6 +33,10 @@ class Net:
         if self.down:
             raise SourceError(f"{what}: not tried, the network failed earlier in this run "
                               f"({self.down})")
+        # Imported here: http.client, email and ssl cost a run 10-20 ms that a warm cache never needs.
+        import urllib.error
+        import urllib.request
+
         req = urllib.request.Request(url, headers={"User-Agent": "bindgen", **headers})
         try:
             return urllib.request.urlopen(req, timeout=self.timeout_s)

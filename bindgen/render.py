@@ -459,6 +459,12 @@ def _template(name: str) -> Template:
     return _TEMPLATES[name]
 
 
+def load_templates() -> None:
+    """Compiles every template now (before worker processes fork: they inherit them)."""
+    for path in sorted(TEMPLATES.glob("*.mako")):
+        _template(path.name)
+
+
 def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendered:
     """The module text and, for lazy targets, the definitions module's text (with its index)."""
     r = _Ctx(m)

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -536,10 +537,21 @@ def _verify_entry(src: Source, root: Path) -> None:
             f"unpacked from {manifest['archive_sha256']}; {fix}"
         )
     seen = set()
-    for dirpath, dirnames, filenames in os.walk(root):
-        for fn in filenames:
-            p = os.path.join(dirpath, fn)
-            rel = os.path.relpath(p, root)
+    # One lstat per file (os.scandir; no relpath): this runs on every use of every source.
+    folders = [("", str(root))]
+    while folders:
+        prefix, folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue  # unreadable: its files are reported missing below
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.is_dir():  # (following a link: a linked folder is refused)
+                if entry.is_symlink():
+                    raise SourceError(f"source {src.name}: {root} holds a link {rel}; {fix}")
+                folders.append((rel + "/", entry.path))
+                continue
             if rel == MANIFEST:
                 continue
             seen.add(rel)
@@ -547,18 +559,15 @@ def _verify_entry(src: Source, root: Path) -> None:
             if want is None:
                 raise SourceError(f"source {src.name}: {rel} was added to the cache entry {root} "
                                   f"after it was verified; {fix}")
-            st = os.lstat(p)
-            if not os.path.isfile(p) or os.path.islink(p):
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):  # a link, or no longer a file
                 raise SourceError(f"source {src.name}: {rel} in {root} is no longer a plain file; "
                                   + fix)
             if st.st_size == want[1] and st.st_mtime_ns == want[2]:
                 continue
-            if _sha256(Path(p)) != want[0]:
+            if _sha256(Path(entry.path)) != want[0]:
                 raise SourceError(f"source {src.name}: {rel} in the cache entry {root} was changed "
                                   f"after it was verified (sha256 differs); {fix}")
-        for d in dirnames:
-            if os.path.islink(os.path.join(dirpath, d)):
-                raise SourceError(f"source {src.name}: {root} holds a link {d}; {fix}")
     missing = set(files) - seen
     if missing:
         raise SourceError(f"source {src.name}: {sorted(missing)[0]} is missing from the cache "

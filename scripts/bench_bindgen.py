@@ -633,6 +633,7 @@ class Bench:
         if clean:
             for f in self.group_outputs(copy, group):
                 f.unlink(missing_ok=True)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         p = run(
             [
                 sys.executable,
@@ -649,7 +650,7 @@ class Bench:
             env=env,
             cwd=copy,
         )
-        res: dict[str, Any] = {"wall_s": p.seconds}
+        res: dict[str, Any] = {"wall_s": p.seconds, "load": load}
         m = re.search(r"^regen: (\d+) ok, (\d+) failed in ([\d.]+) s", p.out, re.M)
         if m:
             res["ok"], res["failed"], res["inproc_s"] = (
@@ -686,7 +687,7 @@ class Bench:
         reps = (
             self.args.regen_reps
             if self.args.regen_reps
-            else {"linux": (2, 5)}.get(group, (1, 2))[0 if self.args.quick else 1]
+            else {"linux": (3, 5), "nv": (1, 3)}.get(group, (1, 2))[0 if self.args.quick else 1]
         )
         if self.args.no_cold:
             cache = Path(self.args.bindgen_cache) if self.args.bindgen_cache else None
@@ -716,16 +717,21 @@ class Bench:
         self.caches[group] = cache
         for kind, clean in (("warm", True), ("noop", False)):
             res[kind] = {}
-            for jobs in (2, 1):  # no-op follows warm: the outputs are in place and current
-                runs = [
-                    self.regen_once(copy, env, group, cache, jobs, clean, timeout)
-                    for _ in range(reps)
-                ]
-                res[kind][f"j{jobs}"] = summarise_runs(runs)
+            # --jobs 2 and 1 alternate, so that both see the same load; no-op follows warm: the
+            # outputs are in place and current
+            runs: dict[int, list[dict]] = {2: [], 1: []}
+            for _ in range(reps):
+                for jobs in (2, 1):
+                    runs[jobs].append(
+                        self.regen_once(copy, env, group, cache, jobs, clean, timeout)
+                    )
+            for jobs in (2, 1):
+                res[kind][f"j{jobs}"] = summarise_runs(runs[jobs])
                 r = res[kind][f"j{jobs}"]
                 log(
-                    f"  {kind} --jobs {jobs}: {fmt(r.get('wall_s'), 2)} s wall, "
-                    f"{fmt(r.get('inproc_s'), 2)} s in-process {r.get('error', '')}"
+                    f"  {kind} --jobs {jobs}: {fmt(r.get('wall_s'), 2)} s wall "
+                    f"({spread(r)}), {fmt(r.get('inproc_s'), 2)} s in-process "
+                    f"{r.get('error', '')}"
                 )
         # The same warm run where the generator's own modules have bytecode caches (a normal Python;
         # this machine sets PYTHONDONTWRITEBYTECODE=1, so every run above recompiles bindgen/).
@@ -1277,6 +1283,8 @@ def summarise_runs(runs: list[dict]) -> dict:
     if ok:
         s["wall_s"] = median([r["wall_s"] for r in ok])
         s["wall_all_s"] = [round(r["wall_s"], 3) for r in ok]
+        loads = [r["load"] for r in ok if r.get("load") is not None]
+        s["load"] = [round(min(loads), 2), round(max(loads), 2)] if loads else None
         ip = [r["inproc_s"] for r in ok if "inproc_s" in r]
         s["inproc_s"] = median(ip)
         s["wrote"], s["same"] = ok[-1].get("wrote"), ok[-1].get("same")
@@ -1288,6 +1296,17 @@ def summarise_runs(runs: list[dict]) -> dict:
 
 
 # ---------------------------------------------------------------- reporting
+
+
+def spread(r: dict) -> str:
+    """``N runs, MIN-MAX s, load A-B`` of a summary of regen runs: how far one figure is to
+    trust."""
+    walls = r.get("wall_all_s") or []
+    if not walls:
+        return "no runs"
+    load = r.get("load")
+    at = f", load {load[0]:.1f}-{load[1]:.1f}" if load else ""
+    return f"{len(walls)} runs, {min(walls):.2f}-{max(walls):.2f} s{at}"
 
 
 def fmt(v: Any, nd: int = 1) -> str:
@@ -1325,7 +1344,8 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         add(
             "linux group warm regen < 1 s (--jobs 2, wall)",
             lw["wall_s"] < PASS_TARGETS["linux_warm_regen_s"],
-            f"{lw['wall_s']:.2f} s wall ({fmt(lw.get('inproc_s'), 2)} s in-process; --jobs 1: "
+            f"{lw['wall_s']:.2f} s wall, median of {spread(lw)} ({fmt(lw.get('inproc_s'), 2)} s "
+            f"in-process; --jobs 1 alternating with it: "
             f"{fmt(regen['linux']['warm'].get('j1', {}).get('wall_s'), 2)} s)",
         )
     else:
@@ -1339,8 +1359,9 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         add(
             "nv group generated < 3 s on 2 cores (--jobs 2, wall)",
             nw["wall_s"] < PASS_TARGETS["nv_regen_s"],
-            f"{nw['wall_s']:.2f} s wall ({fmt(nw.get('inproc_s'), 2)} s in-process; per target ms: "
-            f"{nw.get('targets')})",
+            f"{nw['wall_s']:.2f} s wall, median of {spread(nw)} ({fmt(nw.get('inproc_s'), 2)} s "
+            f"in-process; --jobs 1: {fmt(regen['nv']['warm'].get('j1', {}).get('wall_s'), 2)} s; "
+            f"per target ms: {nw.get('targets')})",
         )
     else:
         nvr = regen.get("nv", {})
@@ -1517,6 +1538,14 @@ def render(res: dict) -> str:
                 rows,
             )
         )
+        spreads = [
+            f"{g} --jobs {j[1:]}: {spread(regen[g]['warm'][j])}"
+            for g in GROUPS
+            for j in ("j2", "j1")
+            if regen.get(g, {}).get("warm", {}).get(j, {}).get("wall_all_s")
+        ]
+        if spreads:
+            out.append("Warm runs (the two job counts alternate): " + "; ".join(spreads))
         per = []
         for g in GROUPS:
             t = regen.get(g, {}).get("warm", {}).get("j1", {}).get("targets")
@@ -1817,7 +1846,7 @@ def main(argv: list[str] | None = None) -> int:
         "--regen-reps",
         type=int,
         default=None,
-        help="warm/no-op repetitions (default linux 5, amd/nv 2; --quick: 2 and 1)",
+        help="warm/no-op repetitions (default linux 5, nv 3, amd 2; --quick: linux 3, others 1)",
     )
     ap.add_argument(
         "--cache-dir",

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,32 @@ def test_deterministic_across_jobs_and_caches(proj):
     proj.gen.mkdir()
     assert proj.main("regen", "--jobs", "2", "--cache", str(proj.root / "cacheB")) == 0
     proj.assert_same(first, proj.snapshot())
+
+
+def test_parallel_run_hands_big_targets_to_workers_and_keeps_the_order(proj, monkeypatch):
+    """--jobs 3: two forked workers take the targets expected to cost most, biggest first, this
+    process the cheapest; results come back in the order asked, a failure in its place."""
+    from bindgen import cli
+    from bindgen.project import load_project
+    from bindgen.spec import load_all
+
+    targets = load_all(proj.specs, "specs")
+    order = [t.name for t in targets]
+    cost = {"alpha": 1, "beta": 40, "gamma": 30, "delta": 20}
+    monkeypatch.setattr(cli, "_expected_cost", lambda t, srcs: cost[t.name])
+
+    def fake(args):  # inherited by the forked workers: each says who generated the target
+        time.sleep(0.2)
+        return None, f"{args[0].name} in {os.getpid()}"
+
+    monkeypatch.setattr(cli, "_worker", fake)
+    project = load_project(str(proj.specs), str(proj.gen), None)
+    got = list(cli._run(targets, project, None, 3))  # type: ignore[arg-type]
+    assert [t.name for t, _, _ in got] == order
+    by = {t.name: int(err.rsplit(" ", 1)[1]) for t, g, err in got if g is None}
+    assert by["alpha"] == os.getpid()  # the cheapest: generated here
+    assert by["beta"] != os.getpid() and by["gamma"] != os.getpid()  # the two biggest: workers
+    assert by["beta"] != by["gamma"]
 
 
 def test_deterministic_across_hash_seeds_in_subprocesses(proj):

@@ -876,18 +876,19 @@ def test_a_string_macro_with_a_byte_that_is_not_utf8_is_skipped_not_mangled(tmp_
 
 
 def test_killed_parallel_regen_leaves_no_workers(tmp_path):
-    """kill -9 of `regen --jobs 2` takes its workers with it (they held its stdout for minutes)."""
+    """kill -9 of `regen --jobs 3` takes its workers with it (they held its stdout for minutes).
+    The parent generates too: three jobs are two worker processes."""
     big = tmp_path / "src"
     big.mkdir()
-    for i in range(2):  # headers slow enough to be mid-generation when the parent dies
+    for i in range(3):  # headers slow enough to be mid-generation when the parent dies
         (big / f"h{i}.h").write_text("".join(f"#define M{i}_{k} ({k} << 2)\n"
                                              for k in range(60_000)))
     specs = tmp_path / "specs"
-    write_spec(specs, {f"t{i}": {"headers": [f"corpus:h{i}.h"]} for i in range(2)},
+    write_spec(specs, {f"t{i}": {"headers": [f"corpus:h{i}.h"]} for i in range(3)},
                sources={"corpus": {"kind": "system", "path": str(big), "package": "p"}})
     proc = subprocess.Popen(
         [sys.executable, "-m", "bindgen", "--specs", str(specs), "--out", str(tmp_path / "gen"),
-         "regen", "--jobs", "2", "--cache", str(tmp_path / "cache")],
+         "regen", "--jobs", "3", "--cache", str(tmp_path / "cache")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path,
     )
     children: list[int] = []

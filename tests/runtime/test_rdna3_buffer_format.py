@@ -192,6 +192,31 @@ def test_out_of_range_elements_read_zero_or_one_whole():
     np.testing.assert_array_equal(got, want)
 
 
+def test_waves_with_different_descriptors_convert_each_by_its_own():
+    """Two workgroups run the load together; the second's V# names another format and
+    selects (s9 is its workgroup id)."""
+    body = """
+    s_cmp_eq_u32 s9, 1
+    s_cselect_b32 s7, s8, s7
+    buffer_load_format_xy v[2:3], v10, s[4:7], 0 offen
+    s_lshl_b32 s10, s9, 9
+    v_add_nc_u32 v12, s10, v12
+    """
+    b = (np.arange(LANES * 4) * 7 % 256).astype(np.uint8)
+    dev = TestDevice()
+    vin = dev.upload(b)
+    vout = dev.upload(np.zeros(2 * LANES * 4, u32))
+    desc = [vin & 0xFFFFFFFF, vin >> 32, b.nbytes, word3(F8_8_8_8_UNORM)]
+    alt = word3(F8_8_8_8_UINT, (5, 1, 0, 0))
+    user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32, *desc, alt]
+    dev.launch_raw(assemble(HEAD + body + TAIL), user, (2,), (LANES,))
+    got = dev.download(vout, 2 * LANES * 4, u32).reshape(2, LANES, 4)
+    q = b.reshape(LANES, 4)
+    np.testing.assert_array_equal(got[0, :, :2], bits((q[:, :2] / 255).astype(f32)))
+    np.testing.assert_array_equal(got[1, :, 0], q[:, 1].astype(u32))
+    np.testing.assert_array_equal(got[1, :, 1], np.ones(LANES, u32))
+
+
 def test_unbound_descriptor_reads_zero_and_writes_nothing():
     data = np.arange(LANES, dtype=u32) + 100
     body = """
@@ -471,14 +496,24 @@ def test_buffer_load_lds_in_a_wave64():
 
 
 # -- acceptance -----------------------------------------------------------------------------------
+GDS_ONLY = {"ds_gws_init", "ds_gws_sema_v", "ds_gws_sema_br", "ds_gws_sema_p",
+            "ds_gws_barrier", "ds_gws_sema_release_all", "ds_ordered_count",
+            "ds_add_gs_reg_rtn", "ds_sub_gs_reg_rtn"}
+
+
 @pytest.mark.skipif(shutil.which("llvm-mc-16") is None, reason="llvm-mc-16 (Debian llvm-16)")
-def test_every_memory_opcode_of_llvms_gfx1100_tables_is_accepted():
-    """DS, FLAT, SCRATCH, GLOBAL, MUBUF and MTBUF at 100% (the ALU rows are asserted in
-    test_rdna3_valu_misc), and the whole figure: 1375 opcodes outside MIMG."""
+def test_every_memory_opcode_of_llvms_gfx1100_tables_is_accepted_but_gds():
+    """FLAT, SCRATCH, GLOBAL, MUBUF and MTBUF at 100%, DS but its nine GDS-only opcodes (the
+    ALU rows are asserted in test_rdna3_valu_misc); the whole figure outside MIMG: 1377 of
+    the 1386 opcodes llvm-mc-16 decodes for gfx1100."""
+    refused: dict[str, str] = {}
     for enc in opcode_coverage.MEMORY:
         if enc == "MIMG":
             continue
         row = opcode_coverage.measure(enc)
-        assert not row.refused and not row.undecodable, (enc, row.refused, row.undecodable)
+        assert not row.undecodable, (enc, row.undecodable)
+        refused.update(row.refused)
+    assert set(refused) == GDS_ONLY, refused
+    assert all("GDS is not modelled" in why for why in refused.values())
     total = sum(len(TABLES[e]) for e in opcode_coverage.ROWS if "+" not in e and e != "MIMG")
-    assert total == 1375
+    assert (total, total - len(refused)) == (1386, 1377)

@@ -154,6 +154,38 @@ def test_buffer_atomic_add_returns_old_and_skips_out_of_range(data):
                                                 data[:8] + 20, data[:8]).astype(u32))
 
 
+def test_atomic_csub_clamps_at_zero_in_lane_order():
+    """buffer/global_atomic_csub_u32 (ISA 16.16): old < data gives 0, else old - data; the
+    pre-op value returns. Lanes 0-3 share a dword holding 10 and subtract 4 each in lane
+    order: 10 -> 6 -> 2 -> 0 -> 0."""
+    data = np.array([10, 3, 1000, 7] + [0] * 60, u32)
+    body = """
+    v_mov_b32 v1, 0
+    v_mov_b32 v2, 4
+    v_cmp_gt_u32 vcc_lo, 4, v0
+    s_and_saveexec_b32 s10, vcc_lo
+    buffer_atomic_csub_u32 v2, v1, s[4:7], 0 offen glc
+    s_mov_b32 exec_lo, s10
+    v_mov_b32 v3, 5
+    v_mov_b32 v4, 4
+    v_cmp_eq_u32 vcc_lo, 4, v0
+    s_and_saveexec_b32 s10, vcc_lo
+    global_atomic_csub_u32 v3, v4, v3, s[2:3] glc
+    s_mov_b32 exec_lo, s10
+    v_cmp_eq_u32 vcc_lo, 4, v0
+    v_cndmask_b32 v2, v2, v3, vcc_lo
+    s_waitcnt vmcnt(0)
+    """
+    got, dev, vin = run(body, data, desc={"num_records": data.nbytes})
+    np.testing.assert_array_equal(got[:5], [10, 6, 2, 0, 3])
+    np.testing.assert_array_equal(dev.download(vin, 4, u32), [0, 0, 1000, 7])
+
+
+def test_gds_opcodes_are_refused_by_name():
+    with pytest.raises(KernelFault, match="GDS is not modelled"):
+        run("ds_gws_init v0 gds", np.zeros(4, u32))
+
+
 def test_buffer_d16_loads_fill_one_half(data):
     body = """
     v_mov_b32 v2, 0x12345678

@@ -25,10 +25,11 @@ mnemonics), `interp` (programs, batches, the scheduler), `machine` (register fil
 math, dot products, WMMA), `dpp` (DPP16/DPP8 lane patterns), `ops_xlane` (readlane/writelane,
 permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_buffer` (MUBUF through V#
 descriptors)/`ops_buffer_format` (format-converting MUBUF and MTBUF, loads into LDS;
-`buffer_formats` holds the data formats)/`mem_lanes`/`atomics` (instruction semantics), `ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the
-division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks),
-`loader_for_tests` (what the AMD driver does before a dispatch, for tests without the driver),
-`opcode_coverage` (acceptance over LLVM's gfx1100 opcode tables, a development tool), `audit`.
+`buffer_formats` holds the data formats)/`mem_lanes`/`atomics` (instruction semantics),
+`ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the division helpers), `liveness` (dead
+lane-mask results, EXEC-masked blocks), `loader_for_tests` (what the AMD driver does before a
+dispatch, for tests without the driver), `opcode_coverage` (acceptance over LLVM's gfx1100
+opcode tables, a development tool), `audit`.
 
 Memory: GLOBAL/FLAT/SCRATCH/DS loads, stores and atomics in every width including the d16 and
 d16_hi forms; FLAT addresses in the shared and private apertures go to LDS and scratch; MUBUF
@@ -36,7 +37,8 @@ with the V#'s base, stride, NUM_RECORDS and OOB_SELECT range checks (out-of-rang
 stores and atomics are dropped; a V# with FORMAT 0 is unbound); the format-converting
 buffer_*_format_* (the V#'s FORMAT and DST_SEL) and MTBUF tbuffer_* (the instruction's format)
 with their d16/d16_hi forms; the MUBUF loads into LDS (M0-based LDS address);
-ds_condxchg32_rtn_b64 and the ray-tracing stack ds_bvh_stack_rtn_b32. Scratch lives in the dispatch's private segment memory
+ds_condxchg32_rtn_b64, the ray-tracing stack ds_bvh_stack_rtn_b32 and the clamping
+buffer/global_atomic_csub_u32. Scratch lives in the dispatch's private segment memory
 (COMPUTE_DISPATCH_SCRATCH_BASE, TMPRING_SIZE: one slot per running wave, dwords interleaved
 across the wave's lanes).
 
@@ -47,7 +49,8 @@ EXEC/VCC tests look at both; readlane, readfirstlane, writelane and mbcnt have w
 (`ops_wave64`). Instructions that move data across the two halves (permlane64,
 ds_(b)permute/swizzle/append, addtid, movrel) are refused in wave64 kernels.
 
-Not implemented (each raises KernelFault naming it): swizzled buffers and TFE, MIMG, GDS,
+Not implemented (each raises KernelFault naming it): swizzled buffers and TFE, MIMG, GDS (and
+the GDS-only DS opcodes: GWS semaphores and barriers, ordered count, GS registers),
 s_trap handlers, rounding modes other than round-to-nearest-even.
 FP32 denormals are always kept (the FLOAT_MODE clang-16 emits); s_denorm_mode/s_setreg are
 ignored.

@@ -45,6 +45,8 @@ OPS: dict[str, Op] = {
     "swap": lambda o, s, c: s,
     "storexchg": lambda o, s, c: s,
     "inc": _inc, "dec": _dec,
+    # buffer/global_atomic_csub_u32: subtract, clamping at 0 (RDNA3 ISA section 16.16)
+    "csub": lambda o, s, c: np.where(o < s, o.dtype.type(0), o - s),
     # compare-and-swap: store src where the old value equals cmp
     "cmpswap": lambda o, s, c: np.where(o == c, s, o),
     "cmpstore": lambda o, s, c: np.where(o == c, s, o),

@@ -4,8 +4,9 @@ Development tool, not used at run time: `python -m runtime.drivers.mock.rdna3.ge
 [--check]`. For every encoding it builds one instruction word per opcode value with harmless operand
 fields, feeds them to `llvm-mc-16 --disassemble -mcpu=gfx1100` (one instruction per line; LLVM
 decodes each line separately and warns about the lines it cannot decode) and records the mnemonic it
-prints. `--check` compares the result with the committed tables instead of writing them (the test
-suite runs this when llvm-mc-16 is installed).
+prints; the opcodes LLVM decodes only with GLC or GDS set (the csub atomics, the GDS-only DS
+opcodes) get candidates with that bit. `--check` compares the result with the committed tables
+instead of writing them (the test suite runs this when llvm-mc-16 is installed).
 """
 from __future__ import annotations
 
@@ -68,6 +69,13 @@ def _words(enc: str, op: int) -> list[list[int]]:
     raise ValueError(enc)
 
 
+def _flag_words(enc: str, op: int) -> list[list[int]]:
+    """Further candidates for the opcodes LLVM decodes only with a flag set: the atomics whose
+    GLC must be 1 (buffer/global_atomic_csub_u32) and the GDS-only DS opcodes (GDS = 1)."""
+    bit = {"MUBUF": 14, "FLAT": 14, "SCRATCH": 14, "GLOBAL": 14, "DS": 17}.get(enc)
+    return [] if bit is None else [[w[0] | 1 << bit] + w[1:] for w in _words(enc, op)]
+
+
 OP_BITS = {"SOP2": 7, "SOPK": 5, "SOP1": 8, "SOPC": 7, "SOPP": 7, "SMEM": 8, "VOP1": 8, "VOP2": 6,
            "VOPC": 8, "VOP3": 10, "VOP3P": 7, "DS": 8, "FLAT": 7, "SCRATCH": 7, "GLOBAL": 7,
            "MUBUF": 8, "MTBUF": 4, "MIMG": 8}
@@ -121,7 +129,7 @@ def generate() -> dict[str, dict[int, str]]:
     tables: dict[str, dict[int, str]] = {}
     for enc, bits in OP_BITS.items():
         ops = range(OP_LIMIT.get(enc, 1 << bits))
-        cands = {op: _words(enc, op) for op in ops}
+        cands = {op: _words(enc, op) + _flag_words(enc, op) for op in ops}
         table: dict[int, str] = {}
         for k in range(max(len(c) for c in cands.values())):
             todo = [op for op in ops if op not in table and k < len(cands[op])]

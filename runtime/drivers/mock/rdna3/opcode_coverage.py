@@ -95,7 +95,7 @@ def candidates(enc: str) -> dict[int, list[list[int]]]:
         return {op: _dpp_words(base, op, form == "DPP8") for op in TABLES[base]}
     if enc == "VOP3":
         return {op: _vop3_words(op) for op in TABLES[enc]}
-    return {op: gen._words(enc, op) for op in TABLES[enc]}
+    return {op: gen._words(enc, op) + gen._flag_words(enc, op) for op in TABLES[enc]}
 
 
 def valid_words(enc: str) -> tuple[dict[int, list[list[int]]], dict[int, str]]:

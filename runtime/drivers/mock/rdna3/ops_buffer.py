@@ -59,7 +59,7 @@ class BufferLanes:
     stride: np.ndarray    # uint64 [n, 1]
     num: np.ndarray       # uint64 [n, 1]
     oob: np.ndarray       # uint64 [n, 1]
-    bound: np.ndarray     # bool [n, 1]: FORMAT is not 0 (INVALID)
+    bound: np.ndarray | None   # bool [n, 1]: FORMAT is not 0 (INVALID); None: every wave
 
     def in_range(self, at: int, size: int) -> np.ndarray:
         """bool [n, 32]: whether bytes [at, at+size) of each lane's element pass the check."""
@@ -71,7 +71,7 @@ class BufferLanes:
         ok = np.where(oob == OOB_RAW, raw,
                       np.where(oob == OOB_STRUCTURED, struct_,
                                np.where(oob == OOB_DISABLED, True, with_off)))
-        return ok & self.bound
+        return ok if self.bound is None else ok & self.bound
 
 
 def _descriptor_lanes(inst: Inst) -> Callable[[Group], BufferLanes]:
@@ -95,9 +95,10 @@ def _descriptor_lanes(inst: Inst) -> Callable[[Group], BufferLanes]:
         offset = voff + u64(imm)
         stride = ((w[1] >> u64(16)) & u64(0x3FFF))[:, None]
         boff = index * stride + offset if idxen else offset
+        bound = (w[3] >> u64(12)) & u64(0x3F) != 0
         return BufferLanes(base + soff, boff, index, offset, stride, w[2][:, None],
                            ((w[3] >> u64(28)) & u64(3))[:, None],
-                           ((w[3] >> u64(12)) & u64(0x3F) != 0)[:, None])
+                           None if bound.all() else bound[:, None])
     return lanes
 
 

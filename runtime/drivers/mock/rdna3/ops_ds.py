@@ -62,7 +62,10 @@ def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[Gr
 def compile_ds(inst: Inst) -> Exec:
     name, f = inst.name, inst.f
     if f["gds"]:
-        raise KernelFault("GDS is not supported", address=inst.addr, instruction=str(inst))
+        # GDS and the GWS / ordered-count opcodes that live in it: no global data share nor
+        # cross-wave semaphores in the mock
+        raise KernelFault("unsupported instruction (GDS is not modelled)", address=inst.addr,
+                          instruction=str(inst))
     if name == "ds_nop":
         return lambda g: None
     if name in ("ds_bpermute_b32", "ds_permute_b32"):
