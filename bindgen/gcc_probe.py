@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .passes.naming import py_ident  # the generated (Python) spelling of a C identifier
+
 # ---------------------------------------------------------------- names and types
 
 
@@ -41,13 +43,6 @@ def c_ident(py_name: str) -> str:
         if keyword.iskeyword(base) or base in ("None", "True", "False"):
             return base
     return py_name
-
-
-def py_ident(c_name: str) -> str:
-    """The generated (Python) spelling of a C identifier."""
-    return (
-        c_name + "_" if keyword.iskeyword(c_name) or c_name in ("None", "True", "False") else c_name
-    )
 
 
 _INT_CODES = set("bBhHiIlLqQ?")

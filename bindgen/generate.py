@@ -105,8 +105,9 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
     start = time.perf_counter()
     roots = {s.name: sources.resolve(s).root for s in t.sources}
     pr = parse_target(t, roots)
-    m = pr.module
-    run_all(Context(t, pr))
+    ctx = Context(t, pr)
+    run_all(ctx)
+    m = ctx.module
 
     headers = [(h.shown, h.sha256) for h in pr.headers]
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]

@@ -1,7 +1,9 @@
-"""The intermediate representation: plain frozen dataclasses that the parser fills and the renderer
-reads.
+"""The intermediate representation: plain frozen dataclasses that the parser fills, the passes
+(``bindgen.passes``) rewrite and the renderer reads.
 
-The IR never imports the renderer. Types are a small closed set of nodes; records carry clang's
+Names: the parser writes declaration keys where names go (``bindgen.decls``) and C spellings for
+fields and parameters; from the ``naming`` pass on, every name is the Python one. The IR never
+imports the renderer. Types are a small closed set of nodes; records carry clang's
 layout (size, alignment, bit offsets) so that the renderer places fields exactly where the C
 compiler does.
 """
@@ -33,7 +35,7 @@ class Void:
 
 @dataclass(frozen=True)
 class Named:
-    """A reference to a declared record, enum or typedef by its (final, Python) name."""
+    """A reference to a declared record, enum or typedef by its name (its key before naming)."""
 
     name: str
     kind: str  # "record" | "enum" | "typedef"
@@ -74,7 +76,7 @@ class Location:
 
 @dataclass(frozen=True)
 class Field:
-    name: str  # "" never happens: anonymous members get a generated name and anonymous=True
+    name: str  # "" only before naming, for an anonymous member (anonymous=True), then _anonN
     type: Type
     bit_offset: int  # from the start of the record, as clang reports it
     bit_width: int | None = None  # None: not a bitfield
@@ -186,7 +188,8 @@ class Skipped:
 
 @dataclass
 class Module:
-    """Everything one target emits, in a deterministic order (the renderer does not reorder)."""
+    """Everything one target emits, in a deterministic order (the renderer does not reorder;
+    the naming pass puts declarations in name order)."""
 
     target: str
     records: list[Record] = field(default_factory=list)

@@ -1,6 +1,9 @@
-"""libclang → IR.
+"""libclang → IR: the declaration index (``bindgen.decls``), macros, and the headers read.
 
-One translation unit per target: a synthetic main file includes every declared header, parsed with
+Parsing only converts. It reads of the spec what to parse (headers, include folders, clang
+arguments, the macro tables to scan); which declarations a target keeps is the ``select`` pass's
+decision, and what they are called in Python the ``naming`` pass's (``bindgen.passes``). One
+translation unit per target: a synthetic main file includes every declared header, parsed with
 ``-nostdinc`` and only the include folders the spec names, so every header read comes from a pinned
 source and is recorded with its sha256. Error diagnostics are fatal and shown with their location.
 """
@@ -10,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import fnmatch
 import hashlib
-import keyword
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,8 +21,9 @@ from pathlib import Path
 import clang.cindex as ci
 
 from . import ir
-from .docs import clean
 from .cexpr import CType, MacroDef
+from .decls import Converted, Decl, Declarations, Node
+from .docs import clean
 from .errors import ClangError, SourceError, UnsupportedConstruct
 from .spec import MacroTableRule, SourcePath, Target
 
@@ -68,13 +71,15 @@ class HeaderRecord:
 
 @dataclass
 class ParseResult:
-    module: ir.Module
+    """What the passes read: the declaration index, the macros and what they may name, the
+    headers read, and the rows of the spec's macro tables."""
+
+    decls: Declarations  # the declarations, converted to IR on demand (bindgen.decls)
     macros: list[MacroDef]
     macro_ctx_types: dict[str, CType]
     enum_constants: dict[str, tuple[int, CType]]
-    record_names: dict[str, str]
+    record_keys: dict[str, str]  # "struct foo" or a typedef naming a record → the record's key
     headers: list[HeaderRecord]
-    emit_macro: set[str] = field(default_factory=set)
     tables: list = field(default_factory=list)  # (MacroTableRule, rows)
     files: list[tuple[str, str]] = field(default_factory=list)  # (shown, absolute path) read
 
@@ -218,12 +223,18 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         else []
     )
     tables = [(rule, _scan_table(files_in_order, skipped, rule)) for rule in target.macros.tables]
-    result = _Builder(target, tu, paths).build(
-        sorted(headers.values(), key=lambda h: h.shown), macros
+    conv = _Converter(tu, paths)
+    types, enum_consts, record_keys = conv.macro_context()
+    return ParseResult(
+        conv.declarations(),
+        macros,
+        types,
+        enum_consts,
+        record_keys,
+        sorted(headers.values(), key=lambda h: h.shown),
+        tables,
+        files_in_order,
     )
-    result.tables = tables
-    result.files = files_in_order
-    return result
 
 
 def _sha(p: Path) -> str:
@@ -240,46 +251,74 @@ def _inline_kind(c: ci.Cursor) -> str:
     return " ".join(w for w, on in (("static", static), ("inline", inline)) if on)
 
 
-def _py_ident(name: str) -> str:
-    return name + "_" if keyword.iskeyword(name) or name in ("None", "True", "False") else name
-
-
 def _unnamed(spelling: str) -> bool:
     return not spelling or "(unnamed" in spelling or "(anonymous" in spelling
 
 
-class _Builder:
-    def __init__(self, target: Target, tu: ci.TranslationUnit, paths: _Paths) -> None:
-        self.t, self.tu, self.paths = target, tu, paths
-        self.records: dict[str, ir.Record] = {}  # py name → record
-        self.record_by_usr: dict[str, str] = {}  # usr → py name
-        self.enums: dict[str, ir.Enum] = {}
-        self.typedefs: dict[str, ir.Typedef] = {}
-        self.functions: dict[str, ir.Function] = {}
-        self.vars: dict[str, ir.Var] = {}
-        self.skipped: list[ir.Skipped] = []
-        self.keep_globs = target.keep_files
-        self.keep_names = [re.compile(p) for p in target.keep_names]
-        self.exclude = [re.compile(p) for p in target.exclude_names]
-        self.file_cache: dict[str, str | None] = {}
-        self.kept_cache: dict[str, bool] = {}
-        self.wanted: set[str] = set()  # typedef names reached from kept declarations
-        self.wanted_records: set[str] = set()
-        self.lines_cache: dict[str, list[str]] = {}
-        self.typedef_cursors: dict[str, ci.Cursor] = {}
-        self.record_cursors: dict[str, ci.Cursor] = {}
-        self.enum_cursors: dict[str, ci.Cursor] = {}
-        self.tag_names: set[str] = set()
+_KINDS = {
+    CK.STRUCT_DECL: "record",
+    CK.UNION_DECL: "record",
+    CK.CLASS_DECL: "record",
+    CK.ENUM_DECL: "enum",
+    CK.TYPEDEF_DECL: "typedef",
+    CK.TYPE_ALIAS_DECL: "typedef",
+    CK.FUNCTION_DECL: "function",
+    CK.VAR_DECL: "variable",
+}
+_RECORD_KINDS = (CK.STRUCT_DECL, CK.UNION_DECL)
 
-    # -- locations and selection
+
+class _Converter:
+    """Indexes the translation unit's declarations and converts one to IR when asked.
+
+    Names in the IR it makes are declaration keys (``bindgen.decls``): which declarations a target
+    keeps and what they are called in Python is for the passes (``select``, ``naming``).
+    """
+
+    def __init__(self, tu: ci.TranslationUnit, paths: _Paths) -> None:
+        self.tu, self.paths = tu, paths
+        self.cursors: dict[str, ci.Cursor] = {}  # key → the cursor its conversion reads
+        self.file_cache: dict[str, tuple[str | None, str]] = {}
+        self.lines_cache: dict[str, list[str]] = {}
+        self.top: list[Decl] = []  # file- and namespace-scope declarations, in the unit's order
+        self.info: dict[str, Decl] = {}  # key → facts (a redeclaration's: the first's)
+        self.index(tu.cursor, False)
+
+    def declarations(self) -> Declarations:
+        # The index refers to this converter, never the other way: no reference cycle keeps a
+        # translation unit alive after its target is generated.
+        return Declarations(self.top, self.info, self.convert)
+
+    def index(self, scope: ci.Cursor, namespace: bool) -> None:
+        for c in scope.get_children():
+            kind = _KINDS.get(c.kind)
+            if kind is not None:
+                # The index lists each cursor where it is (selection reads its file); the facts of
+                # its key are those of the cursor converted.
+                key, conv = self.identity(c, kind)
+                here = self.fact(c, kind, key, namespace)
+                if key not in self.cursors:
+                    self.cursors[key] = conv
+                    self.info[key] = here if conv is c else self.fact(conv, kind, key, namespace)
+                self.top.append(here)
+            elif c.kind == CK.NAMESPACE:
+                self.index(c, True)
+
+    # -- facts
     def shown(self, c: ci.Cursor) -> str | None:
         f = c.location.file
-        if f is None:
-            return None
-        name = f.name
-        if name not in self.file_cache:
-            self.file_cache[name] = self.paths.show(name)
-        return self.file_cache[name]
+        return None if f is None else self.show(f.name)[0]
+
+    def show(self, path: str) -> tuple[str | None, str]:
+        """(``source:path`` or None, the base name) of a file clang read."""
+        hit = self.file_cache.get(path)
+        if hit is None:
+            hit = self.file_cache[path] = (self.paths.show(path), os.path.basename(path))
+        return hit
+
+    def loc(self, c: ci.Cursor) -> ir.Location | None:
+        s = self.shown(c)
+        return ir.Location(s, c.location.line) if s else None
 
     def doc(self, c: ci.Cursor) -> str:
         """The header's comment for ``c``: the one clang attaches, if it is on the declaration's
@@ -306,26 +345,8 @@ class _Builder:
             return clean(raw)
         return ""
 
-    def loc(self, c: ci.Cursor) -> ir.Location | None:
-        s = self.shown(c)
-        return ir.Location(s, c.location.line) if s else None
-
-    def kept_file(self, c: ci.Cursor) -> bool:
-        s = self.shown(c)
-        if s is None:
-            return False
-        hit = self.kept_cache.get(s)
-        if hit is None:
-            hit = self.kept_cache[s] = any(fnmatch.fnmatch(s, g) for g in self.keep_globs)
-        return hit
-
-    def kept_name(self, name: str) -> bool:
-        if any(p.search(name) for p in self.exclude):
-            return False
-        return not self.keep_names or any(p.search(name) for p in self.keep_names)
-
-    # -- naming
-    def record_key(self, c: ci.Cursor) -> str:
+    @staticmethod
+    def record_key(c: ci.Cursor) -> str:
         # Sibling anonymous records share a USR (c:@S@t@Ua@Sa): add their position to tell them
         # apart.
         usr = c.get_usr()
@@ -334,327 +355,203 @@ class _Builder:
             usr += f"@{loc.line}:{loc.column}"
         return usr
 
-    def record_name(self, c: ci.Cursor) -> str:
-        usr = self.record_key(c)
-        if usr in self.record_by_usr:
-            return self.record_by_usr[usr]
+    def identity(self, c: ci.Cursor, kind: str) -> tuple[str, ci.Cursor]:
+        """The key of ``c`` and the cursor that converts it (a record's or an enum's definition,
+        where there is one)."""
+        if kind in ("record", "enum") and not c.is_definition():
+            c = c.get_definition() or c
+        if kind == "record":
+            return self.record_key(c), c
+        return c.get_usr() or f"{kind}:{c.spelling}@{c.location.line}:{c.location.column}", c
+
+    def key(self, c: ci.Cursor, kind: str) -> str:
+        """The key of a declaration met in a type or as a record's parent; the first time, it is
+        registered with its facts if the index walk did not list it (a record nested in one)."""
+        key, conv = self.identity(c, kind)
+        if key not in self.cursors:
+            self.cursors[key] = conv
+            if key not in self.info:
+                self.info[key] = self.fact(conv, kind, key)
+        return key
+
+    def fact(self, c: ci.Cursor, kind: str, key: str, namespace: bool = False) -> Decl:
+        """What selection and naming need to know of ``c`` (``bindgen.decls.Decl``)."""
+        loc = c.location
+        f = loc.file
+        path = f.name if f is not None else None
         spelling = c.spelling
-        if _unnamed(spelling):
-            parent = c.semantic_parent
-            if parent is not None and parent.kind in (CK.STRUCT_DECL, CK.UNION_DECL):
-                pname = self.record_name(parent)
-                member = ""
-                for f in parent.type.get_fields():
-                    if self.record_key(f.type.get_canonical().get_declaration()) == usr:
+        spelling = "" if _unnamed(spelling) else spelling
+        parent, member, nested = "", "", 0
+        if kind == "record" and not spelling:
+            p = c.semantic_parent
+            if p is not None and p.kind in _RECORD_KINDS:
+                parent = self.key(p, "record")
+                for f in p.type.get_fields():
+                    if self.record_key(f.type.get_canonical().get_declaration()) == key:
                         member = "" if _unnamed(f.spelling) else f.spelling
                         break
-                idx = [
-                    self.record_key(ch)
-                    for ch in parent.get_children()
-                    if ch.kind in (CK.STRUCT_DECL, CK.UNION_DECL)
-                ].index(usr)
-                name = f"{pname}_{member}" if member else f"{pname}_anon{idx}"
-            else:
-                name = (
-                    f"anon_{os.path.basename(c.location.file.name if c.location.file else 'x')}"
-                    f"_{c.location.line}".replace(".", "_").replace("-", "_")
-                )
-        else:
-            name = spelling
-        name = _py_ident(name)
-        self.record_by_usr[usr] = name
-        return name
+                nested = [
+                    self.record_key(ch) for ch in p.get_children() if ch.kind in _RECORD_KINDS
+                ].index(key)
+        shown, base = self.show(path) if path is not None else (None, "x")
+        line = loc.line
+        return Decl(
+            key,
+            kind,
+            spelling,
+            ir.Location(shown, line) if shown else None,
+            line,
+            base,
+            namespace,
+            _inline_kind(c) if kind == "function" else "",
+            parent,
+            member,
+            nested,
+        )
 
-    # -- types
-    def conv(self, t: ci.Type) -> ir.Type:
+    # -- conversion
+    def convert(self, key: str) -> Converted:
+        c = self.cursors[key]
+        kind = self.info[key].kind
+        uses: dict[str, None] = {}  # the keys it refers to, in order
+        positions: tuple[int, ...] = ()
+        node: Node
+        try:
+            if kind == "record":
+                node, positions = self.record(key, c, uses)
+            elif kind == "enum":
+                node = self.enum(key, c)
+            elif kind == "typedef":
+                node = ir.Typedef(
+                    key, self.conv(c.underlying_typedef_type, uses), self.loc(c), self.doc(c)
+                )
+            elif kind == "function":
+                ft = self.conv(c.type, uses)
+                assert isinstance(ft, ir.FuncType)
+                params = tuple(a.spelling for a in c.get_arguments())
+                node = ir.Function(key, ft, params, None, self.loc(c), self.doc(c))
+            else:
+                node = ir.Var(key, self.conv(c.type, uses), None, self.loc(c))
+        except UnsupportedConstruct as e:
+            return Converted(None, tuple(uses), str(e))
+        return Converted(node, tuple(uses), "", positions)
+
+    def conv(self, t: ci.Type, uses: dict[str, None]) -> ir.Type:
         k = t.kind
         if k == TK.ELABORATED:
-            return self.conv(t.get_named_type())
+            return self.conv(t.get_named_type(), uses)
         if k == TK.TYPEDEF:
-            decl = t.get_declaration()
-            name = decl.spelling
-            if name not in self.typedef_cursors:
-                self.typedef_cursors[name] = decl
-            self.want_typedef(name, decl)
-            return ir.Named(name, "typedef")
+            return self.ref(t.get_declaration(), "typedef", uses)
         if k in _PRIMS:
             pname, signed, is_float = _PRIMS[k]
-            if pname == "c_char":
-                pname = "c_char"
             return ir.Prim(pname, t.get_size(), t.get_align(), signed, is_float)
         if k == TK.VOID:
             return ir.Void()
         if k == TK.POINTER:
-            return ir.Pointer(self.conv(t.get_pointee()))
+            return ir.Pointer(self.conv(t.get_pointee(), uses))
         if k == TK.CONSTANTARRAY:
-            return ir.Array(self.conv(t.element_type), t.element_count)
+            return ir.Array(self.conv(t.element_type, uses), t.element_count)
         if k == TK.INCOMPLETEARRAY:
-            return ir.Array(self.conv(t.element_type), None)
+            return ir.Array(self.conv(t.element_type, uses), None)
         if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
-            args = tuple(self.conv(a) for a in t.argument_types()) if k == TK.FUNCTIONPROTO else ()
+            args = (
+                tuple(self.conv(a, uses) for a in t.argument_types())
+                if k == TK.FUNCTIONPROTO
+                else ()
+            )
             return ir.FuncType(
-                self.conv(t.get_result()), args, k == TK.FUNCTIONPROTO and t.is_function_variadic()
+                self.conv(t.get_result(), uses),
+                args,
+                k == TK.FUNCTIONPROTO and t.is_function_variadic(),
             )
         if k == TK.RECORD:
-            decl = t.get_declaration()
-            name = self.want_record(decl)
-            return ir.Named(name, "record")
+            return self.ref(t.get_declaration(), "record", uses)
         if k == TK.ENUM:
-            decl = t.get_declaration()
-            name = self.want_enum(decl)
-            return ir.Named(name, "enum")
+            return self.ref(t.get_declaration(), "enum", uses)
         if k in (TK.INT128, TK.UINT128):
             return ir.Array(ir.Prim("c_uint64", 8, 16), 2)
         raise UnsupportedConstruct(f"type {t.spelling!r} (kind {k.name})")
 
-    # -- declarations
-    def want_record(self, c: ci.Cursor) -> str:
-        defn = c.get_definition() or c
-        name = self.record_name(defn)
-        if name in self.records or name in self.wanted_records:
-            return name
-        self.wanted_records.add(name)
-        try:
-            self.records[name] = self.make_record(defn, name)
-        except UnsupportedConstruct as e:
-            # Not emitted, and said so; whoever embeds it is not emitted either (the caller's
-            # field conversion fails with this error), so nothing refers to a missing class.
-            self.wanted_records.discard(name)
-            self.skipped.append(ir.Skipped(name, "record", str(e), self.loc(defn)))
-            raise UnsupportedConstruct(f"uses record {name}, which is not emitted") from None
-        return name
+    def ref(self, decl: ci.Cursor, kind: str, uses: dict[str, None]) -> ir.Named:
+        key = self.key(decl, kind)
+        uses[key] = None
+        return ir.Named(key, kind)
 
-    def make_record(self, c: ci.Cursor, name: str) -> ir.Record:
+    def record(
+        self, key: str, c: ci.Cursor, uses: dict[str, None]
+    ) -> tuple[ir.Record, tuple[int, ...]]:
         kind = "union" if c.kind == CK.UNION_DECL else "struct"
-        c_name = f"{kind} {c.spelling}" if not _unnamed(c.spelling) else ""
-        if c.get_usr() in (f"c:@SA@{c.spelling}", f"c:@UA@{c.spelling}"):
+        named = not _unnamed(c.spelling)
+        c_name = f"{kind} {c.spelling}" if named else ""
+        if key in (f"c:@SA@{c.spelling}", f"c:@UA@{c.spelling}"):
             c_name = c.spelling  # typedef struct {...} name: named by its typedef only
         if not c.is_definition():
-            return ir.Record(name, kind, None, None, (), loc=self.loc(c), c_name=c_name)
+            return ir.Record(key, kind, None, None, (), loc=self.loc(c), c_name=c_name), ()
         t = c.type
-        size, align = t.get_size(), t.get_align()
+        label = c.spelling if named else f"<anonymous {kind}>"
         fields: list[ir.Field] = []
+        positions: list[int] = []
         packed = any(ch.kind == CK.PACKED_ATTR for ch in c.get_children())
         for i, f in enumerate(t.get_fields()):
-            offset = f.get_field_offsetof()
-            anon = _unnamed(f.spelling)
+            spelling = f.spelling
+            anon = _unnamed(spelling)
             if anon and f.is_bitfield():
                 # An unnamed bitfield is padding C cannot name: the named fields keep clang's
                 # offsets without it, and a generated name would be promoted out of an anonymous
                 # member over its parent's own members.
                 continue
-            fname = f"_anon{i}" if anon else _py_ident(f.spelling)
+            floc = self.loc(f)
             try:
-                ftype = self.conv(f.type)
+                ftype = self.conv(f.type, uses)
             except UnsupportedConstruct as e:
-                raise UnsupportedConstruct(f"{self.loc(f)}: field {name}.{f.spelling}: {e}")
+                raise UnsupportedConstruct(f"{floc}: field {label}.{spelling}: {e}") from None
             width = f.get_bitfield_width() if f.is_bitfield() else None
             fields.append(
-                ir.Field(fname, ftype, offset, width, anon, self.doc(f), self.loc(f))
-            )
-        return ir.Record(
-            name, kind, size, align, tuple(fields), packed, self.loc(c), c_name, self.doc(c)
-        )
-
-    def by_value_problem(self, t: ir.Type, seen: frozenset[str] = frozenset()) -> str | None:
-        """Why a parameter or result of type ``t`` cannot go through libffi by value, or None."""
-        while isinstance(t, ir.Named) and t.kind == "typedef" and t.name in self.typedefs:
-            t = self.typedefs[t.name].type
-        if isinstance(t, ir.Prim) and t.name == "c_longdouble":
-            return "long double by value"
-        if isinstance(t, ir.Array):
-            return self.by_value_problem(t.elem, seen)
-        if not (isinstance(t, ir.Named) and t.name in self.records) or t.name in seen:
-            return None
-        rec = self.records[t.name]
-        what = f"{rec.c_name or rec.name} by value"
-        if rec.kind == "union":
-            return f"{what} (a union: libffi has no union type)"
-        if rec.packed:
-            return f"{what} (packed)"
-        if (rec.align or 0) > 16:
-            return f"{what} (aligned to {rec.align})"
-        for f in rec.fields:
-            ft = f.type
-            while isinstance(ft, ir.Named) and ft.kind == "typedef" and ft.name in self.typedefs:
-                ft = self.typedefs[ft.name].type
-            if isinstance(ft, ir.Prim) and f.bit_width is None and f.bit_offset % (8 * ft.align):
-                return f"{what} (member {f.name} off its alignment)"
-            inner = self.by_value_problem(ft, seen | {t.name})
-            if inner:
-                return f"{what} (member {f.name}: {inner})"
-        return None
-
-    def want_enum(self, c: ci.Cursor) -> str:
-        name = _py_ident(c.spelling) if not _unnamed(c.spelling) else f"anon_enum_{c.location.line}"
-        if name not in self.enums:
-            ut = c.enum_type.get_canonical()
-            pname, signed, _ = _PRIMS.get(ut.kind, ("c_int32", True, False))
-            prim = ir.Prim(
-                _INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(), signed
-            )
-            consts = [ch for ch in c.get_children() if ch.kind == CK.ENUM_CONSTANT_DECL]
-            self.enums[name] = ir.Enum(
-                name,
-                prim,
-                tuple((ch.spelling, ch.enum_value) for ch in consts),
-                self.loc(c),
-                f"enum {c.spelling}" if not _unnamed(c.spelling) else "",
-                self.doc(c),
-                tuple(self.doc(ch) for ch in consts),
-            )
-        return name
-
-    def want_typedef(self, name: str, c: ci.Cursor) -> None:
-        if name in self.typedefs or name in self.wanted:
-            return
-        self.wanted.add(name)
-        ut = c.underlying_typedef_type
-        try:
-            target = self.conv(ut)
-        except UnsupportedConstruct as e:
-            self.skipped.append(ir.Skipped(name, "typedef", str(e), self.loc(c)))
-            self.wanted.discard(name)
-            return
-        self.typedefs[name] = ir.Typedef(name, target, self.loc(c), self.doc(c))
-
-    # -- the walk
-    def build(self, headers: list[HeaderRecord], macros: list[MacroDef]) -> ParseResult:
-        kept_files = {
-            f: any(fnmatch.fnmatch(f, g) for g in self.keep_globs)
-            for f in {md.loc.file for md in macros if md.loc}
-        }
-        filtered = bool(self.keep_names or self.exclude)
-        emit_macro: set[str] = {
-            md.name
-            for md in macros
-            if md.loc and kept_files[md.loc.file] and (not filtered or self.kept_name(md.name))
-        }
-        libs = self.t.libraries
-        lib_name = libs[0].name if libs else None
-        for c in self.tu.cursor.get_children():
-            k = c.kind
-            if not self.kept_file(c):
-                continue
-            name = c.spelling
-            try:
-                if k in (CK.STRUCT_DECL, CK.UNION_DECL):
-                    if _unnamed(name) or not self.kept_name(name):
-                        continue  # unnamed ones are reached through their typedef or parent
-                    self.want_record(c)
-                elif k == CK.ENUM_DECL:
-                    if _unnamed(name) and c.is_definition():
-                        en = self.want_enum(c)
-                        if not self.kept_name(en):
-                            del self.enums[en]
-                    elif self.kept_name(name):
-                        self.want_enum(c)
-                elif k == CK.TYPEDEF_DECL:
-                    if self.kept_name(name):
-                        self.want_typedef(name, c)
-                elif k == CK.FUNCTION_DECL:
-                    if not self.kept_name(name):
-                        continue
-                    what = _inline_kind(c)
-                    if what:
-                        # static or inline functions in a header: C code that no library
-                        # exports, so there is nothing to bind.
-                        self.skipped.append(
-                            ir.Skipped(
-                                name,
-                                "inline function",
-                                f"{what} function: its body is C code in the header and no "
-                                "library exports it",
-                                self.loc(c),
-                            )
-                        )
-                        continue
-                    if lib_name is None:
-                        self.skipped.append(
-                            ir.Skipped(
-                                name, "function", "no library declared for this target", self.loc(c)
-                            )
-                        )
-                        continue
-                    ft = self.conv(c.type)
-                    assert isinstance(ft, ir.FuncType)
-                    problem = next(
-                        filter(None, (self.by_value_problem(t) for t in (ft.ret, *ft.params))),
-                        None,
-                    )
-                    if problem:
-                        self.skipped.append(
-                            ir.Skipped(
-                                name,
-                                "function",
-                                f"{problem}: CPython's libffi passes it wrongly (a crash or a "
-                                "wrong value), so no callable is emitted; call it through a C "
-                                "wrapper that takes a pointer",
-                                self.loc(c),
-                            )
-                        )
-                        continue
-                    params = tuple(
-                        _py_ident(a.spelling) or f"arg{i}" for i, a in enumerate(c.get_arguments())
-                    )
-                    self.functions[name] = ir.Function(
-                        name, ft, params, lib_name, self.loc(c), self.doc(c)
-                    )
-                elif k == CK.VAR_DECL:
-                    if not self.kept_name(name):
-                        continue
-                    if lib_name is None:
-                        self.skipped.append(
-                            ir.Skipped(
-                                name, "variable", "no library declared for this target", self.loc(c)
-                            )
-                        )
-                        continue
-                    self.vars[name] = ir.Var(name, self.conv(c.type), lib_name, self.loc(c))
-                elif k == CK.NAMESPACE:
-                    self.walk_namespace(c)
-            except UnsupportedConstruct as e:
-                self.skipped.append(ir.Skipped(name, k.name.lower(), str(e), self.loc(c)))
-
-        # Tag and typedef namespaces are one in Python: a typedef naming its own record is dropped,
-        # a record clashing with a different typedef is renamed struct_<name>.
-        for name in list(self.typedefs):
-            td = self.typedefs[name]
-            if isinstance(td.type, ir.Named) and td.type.name == name:
-                del self.typedefs[name]
-        module = ir.Module(self.t.name)
-        module.records = [self.records[n] for n in sorted(self.records)]
-        module.enums = [self.enums[n] for n in sorted(self.enums)]
-        module.typedefs = [self.typedefs[n] for n in sorted(self.typedefs)]
-        module.functions = [self.functions[n] for n in sorted(self.functions)]
-        module.variables = [self.vars[n] for n in sorted(self.vars)]
-        module.skipped = list(self.skipped)
-        module.libraries = [(lib.name, lib.candidates) for lib in libs]
-
-        types, enum_consts, record_names = self.macro_context()
-        return ParseResult(module, macros, types, enum_consts, record_names, headers, emit_macro)
-
-    def walk_namespace(self, ns: ci.Cursor) -> None:
-        for c in ns.get_children():
-            try:
-                if c.kind in (CK.STRUCT_DECL, CK.UNION_DECL, CK.CLASS_DECL) and c.is_definition():
-                    if not _unnamed(c.spelling) and self.kept_name(c.spelling):
-                        self.want_record(c)
-                elif c.kind == CK.ENUM_DECL and self.kept_name(c.spelling):
-                    self.want_enum(c)
-                elif c.kind in (CK.TYPEDEF_DECL, CK.TYPE_ALIAS_DECL) and self.kept_name(c.spelling):
-                    self.want_typedef(c.spelling, c)
-                elif c.kind == CK.NAMESPACE:
-                    self.walk_namespace(c)
-            except UnsupportedConstruct as e:
-                self.skipped.append(
-                    ir.Skipped(c.spelling, c.kind.name.lower(), str(e), self.loc(c))
+                ir.Field(
+                    "" if anon else spelling,
+                    ftype,
+                    f.get_field_offsetof(),
+                    width,
+                    anon,
+                    self.doc(f),
+                    floc,
                 )
+            )
+            positions.append(i)
+        rec = ir.Record(
+            key,
+            kind,
+            t.get_size(),
+            t.get_align(),
+            tuple(fields),
+            packed,
+            self.loc(c),
+            c_name,
+            self.doc(c),
+        )
+        return rec, tuple(positions)
+
+    def enum(self, key: str, c: ci.Cursor) -> ir.Enum:
+        ut = c.enum_type.get_canonical()
+        _, signed, _ = _PRIMS.get(ut.kind, ("c_int32", True, False))
+        prim = ir.Prim(_INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(), signed)
+        consts = [ch for ch in c.get_children() if ch.kind == CK.ENUM_CONSTANT_DECL]
+        return ir.Enum(
+            key,
+            prim,
+            tuple((ch.spelling, ch.enum_value) for ch in consts),
+            self.loc(c),
+            f"enum {c.spelling}" if not _unnamed(c.spelling) else "",
+            self.doc(c),
+            tuple(self.doc(ch) for ch in consts),
+        )
 
     def macro_context(
         self,
     ) -> tuple[dict[str, CType], dict[str, tuple[int, CType]], dict[str, str]]:
-        """Every type spelling a macro may name (sizeof, casts), from the whole translation unit."""
+        """Every type spelling a macro may name (sizeof, casts), from the whole translation unit:
+        C types by spelling, enumerators, and the key of the record each record spelling
+        (``struct foo``, a typedef naming a record) stands for."""
         types: dict[str, CType] = {}
         for spelling, (size, signed) in {
             "char": (1, True),
@@ -688,7 +585,7 @@ class _Builder:
         types["double"] = CType(8, True, is_float=True)
         types["void *"] = CType(8, False, is_pointer=True)
         enum_consts: dict[str, tuple[int, CType]] = {}
-        record_names: dict[str, str] = {}
+        record_keys: dict[str, str] = {}
 
         def visit(cursor: ci.Cursor) -> None:
             for c in cursor.get_children():
@@ -700,11 +597,7 @@ class _Builder:
                         types[c.spelling] = _ctype(ct)
                         decl = ct.get_declaration()
                         if ct.kind == TK.RECORD:
-                            rn = self.record_by_usr.get(
-                                self.record_key(decl.get_definition() or decl)
-                            )
-                            if rn:
-                                record_names[c.spelling] = rn
+                            record_keys[c.spelling] = self.key(decl, "record")
                 elif (
                     k in (CK.STRUCT_DECL, CK.UNION_DECL)
                     and c.is_definition()
@@ -714,9 +607,7 @@ class _Builder:
                     size = c.type.get_size()
                     if size >= 0:
                         types[f"{word} {c.spelling}"] = CType(size, False)
-                    rn = self.record_by_usr.get(self.record_key(c))
-                    if rn:
-                        record_names[f"{word} {c.spelling}"] = rn
+                    record_keys[f"{word} {c.spelling}"] = self.key(c, "record")
                 elif k == CK.ENUM_DECL:
                     ct = c.enum_type.get_canonical()
                     ctyp = _ctype(ct)
@@ -729,7 +620,7 @@ class _Builder:
                     visit(c)
 
         visit(self.tu.cursor)
-        return types, enum_consts, record_names
+        return types, enum_consts, record_keys
 
 
 def _ctype(t: ci.Type) -> CType:

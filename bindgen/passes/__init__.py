@@ -1,19 +1,21 @@
 """The passes over the IR, in the one order they run (:data:`PIPELINE`).
 
-Parsing (``bindgen.parse``) already did two jobs while walking clang's cursors: **selection** (which
-declarations the target keeps: its files and name rules, plus everything a kept declaration needs)
-and **naming** (Python names for anonymous records and members, keyword renames). Everything after
-that is a pass here: a function in its own module, reading and writing what its docstring says,
-given a :class:`Context`. The renderer only reads the result.
+Parsing (``bindgen.parse``) only converts: it lists the translation unit's declarations with their
+facts and converts one to IR when asked (``bindgen.decls``), and reads the macros. Every decision a
+spec or Python imposes is a pass here, a function in its own module that reads and writes what its
+docstring says, given a :class:`Context`: ``select`` decides which declarations and macros the
+target keeps (and converts only those), ``naming`` gives them their Python names, and the rest
+translate macros, add records and tables, apply the spec's patches, check the namespace and order
+the definitions. The renderer only reads the result.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from .. import ir
-from . import dedupe, macro_docs, macro_records, macros, order, patches, tables
+from . import dedupe, macro_docs, macro_records, macros, naming, order, patches, select, tables
 
 if TYPE_CHECKING:
     from ..parse import ParseResult
@@ -22,14 +24,17 @@ if TYPE_CHECKING:
 
 @dataclass
 class Context:
-    """What a pass reads (the target's spec, the parse result) and changes (``module``)."""
+    """What a pass reads (the target's spec, the parse result) and writes (``module``, and what
+    one pass hands a later one)."""
 
     target: Target
     parsed: ParseResult
+    module: ir.Module = field(init=False)
+    kept_macros: frozenset[str] = frozenset()  # select → macros: the macros the target keeps
+    record_names: dict[str, str] = field(default_factory=dict)  # naming → macros: C spelling → class
 
-    @property
-    def module(self) -> ir.Module:
-        return self.parsed.module
+    def __post_init__(self) -> None:
+        self.module = ir.Module(self.target.name)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class Pass:
 
 
 PIPELINE: tuple[Pass, ...] = (
+    Pass("select", select.select),  # the declarations and macros the target keeps
+    Pass("naming", naming.name),  # Python names of declarations, fields and parameters
     Pass("macros", macros.translate),  # object- and function-like macros, ioctl requests
     Pass("macro_records", macro_records.build),  # records described by field macros
     Pass("tables", tables.add),  # X-macro tables as constants

@@ -1,7 +1,7 @@
 """Pass ``macros``: the target's macros translated with C's semantics (``bindgen.cexpr``).
 
-Reads the parsed macro definitions, the C types, enum constants and record names the parser found,
-and the spec's ``macros`` rules; writes ``Module.constants``, ``Module.macro_functions`` and
+Reads the parsed macro definitions, the C types and enum constants the parser found, the macros
+``select`` kept, the record names ``naming`` gave, and the spec's ``macros`` rules; writes ``Module.constants``, ``Module.macro_functions`` and
 ``Module.ioctls`` (replacing them) and appends what cannot be translated to ``Module.skipped``.
 """
 
@@ -20,7 +20,7 @@ def translate(ctx: Context) -> None:
     t, pr = ctx.target, ctx.parsed
     if not t.macros.enabled:
         return
-    m = pr.module
+    m = ctx.module
     opts = MacroOptions(
         bit_ranges=t.macros.bit_ranges,
         range_wrappers=t.macros.range_wrappers,
@@ -28,9 +28,9 @@ def translate(ctx: Context) -> None:
         skip=t.macros.skip,
     )
     mctx = MacroContext(
-        types=pr.macro_ctx_types, enum_constants=pr.enum_constants, record_names=pr.record_names
+        types=pr.macro_ctx_types, enum_constants=pr.enum_constants, record_names=ctx.record_names
     )
-    res = translate_macros(pr.macros, mctx, opts, pr.emit_macro.__contains__)
+    res = translate_macros(pr.macros, mctx, opts, ctx.kept_macros.__contains__)
     emitted_types = {r.name for r in m.records}
     m.constants = list(res.constants)
     m.macro_functions = list(res.functions)
