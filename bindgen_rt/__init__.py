@@ -17,30 +17,32 @@ the right register classes. What plain ctypes gets wrong is left to this runtime
   which ctypes' ``_anonymous_`` cannot do).
 
 Importing this module must stay cheap, because every generated module pays it: it imports only
-``sys``.
-Records (``bindgen_rt.records``), ioctls and libraries (``bindgen_rt.calls``) and ``ctypes``
-itself are loaded on first use; not even ``typing`` is imported. No module of this package (nor a
-generated one) says ``from __future__ import annotations``: that statement imports the
-``__future__`` module at run time, which costs a fresh interpreter more than a generated module's
-records; annotations that name what exists only for type checkers are strings instead.
+``os`` and ``sys`` (loaded by every interpreter anyway). It defines what generated code calls
+without needing ``ctypes``: the C-semantics helpers of translated macros, ioctl requests and shared
+libraries (loaded, with ``ctypes``, on first call). Records (``bindgen_rt.records``) and ``ctypes``
+itself are loaded on first use, so a lazy generated module imports neither; not even ``typing`` is
+imported. No module of this package (nor a generated one) says ``from __future__ import
+annotations``: that statement imports the ``__future__`` module at run time, which costs a fresh
+interpreter more than a generated module's records; annotations that name what exists only for
+type checkers are strings instead. For the same reason ioctl requests live here rather than in a
+module of their own: each module imported costs an eager generated module about 0.1 ms.
 """
 
+import os as _os
 import sys as _sys
 
 # typing costs more to import than this whole module: its names are for checkers only
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable, Sequence
 
     # What __getattr__ below loads on first use, spelled out for type checkers.
-    from .calls import IoctlRequest, Library
     from .records import FieldSpec, Opaque, Struct, Union, func_ptr
 
 
 # Loaded on first use: a lazy generated module needs only bindgen_rt.lazy at import time.
 _PARTS = {
     "bindgen_rt.records": ("Struct", "Union", "Opaque", "func_ptr", "FieldSpec"),
-    "bindgen_rt.calls": ("IoctlRequest", "Library"),
 }
 _WHERE = {name: mod for mod, names in _PARTS.items() for name in names}
 
@@ -72,6 +74,116 @@ def __getattr__(name: str) -> "Any":
     value = getattr(_sys.modules[mod], name)
     globals()[name] = value  # later lookups skip this hook
     return value
+
+
+# ---------------------------------------------------------------- ioctl requests and libraries
+
+
+class IoctlRequest(int):
+    """An ioctl request number that can also perform the ioctl.
+
+    ``int(REQ)`` is the request; ``REQ(fd, arg=None, **fields)`` builds ``arg_type(**fields)`` when
+    no ``arg`` is given, calls ioctl(2) on ``fd`` (an int or anything with ``fileno()``) and returns
+    the argument, filled in by the kernel. Failures raise ``OSError`` naming the ioctl and the
+    errno. ``ioctl=`` substitutes the system call (a seam for mocks): ``ioctl(fd, request, buf) ->
+    int``.
+    """
+
+    name: str
+    arg_type: "Any"
+
+    def __new__(cls, value: int, name: str, arg_type: "Any" = None) -> "IoctlRequest":
+        self = super().__new__(cls, value)
+        self.name, self.arg_type = name, arg_type
+        return self
+
+    def __repr__(self) -> str:
+        return f"<ioctl {self.name} {int(self):#x}>"
+
+    def __reduce__(self) -> "Any":
+        return (int, (int(self),))
+
+    @property
+    def nr(self) -> int:
+        return int(self) & 0xFF
+
+    def __call__(
+        self, fd: "Any", arg: "Any" = None, *, ioctl: "Callable | None" = None, **fields: "Any"
+    ) -> "Any":
+        if arg is None and self.arg_type is not None:
+            arg = self.arg_type(**fields)
+        elif fields:
+            raise TypeError(f"{self.name}: pass either a struct or fields, not both")
+        fileno = fd if isinstance(fd, int) else fd.fileno()
+        if ioctl is None:
+            import fcntl
+
+            ioctl = fcntl.ioctl
+        try:
+            if arg is None:
+                ioctl(fileno, int(self), 0)
+            else:
+                ioctl(fileno, int(self), arg)
+        except OSError as e:
+            raise OSError(
+                e.errno, f"ioctl {self.name} ({int(self):#x}) failed: {_os.strerror(e.errno or 0)}"
+            ) from None
+        return arg
+
+
+class Library:
+    """A shared library loaded on first use.
+
+    The path comes from the environment variable ``env`` when set, else the first of ``candidates``
+    that loads. A missing library is reported when a function is first called, naming what was
+    tried.
+    """
+
+    def __init__(self, name: str, candidates: "Sequence[str]", env: str) -> None:
+        self.name, self.candidates, self.env = name, tuple(candidates), env
+        self._dll: Any = None
+
+    def dll(self) -> "Any":
+        if self._dll is None:
+            tried = []
+            paths = [_os.environ[self.env]] if _os.environ.get(self.env) else list(self.candidates)
+            import ctypes  # here: a module that declares a library need not load ctypes
+
+            for path in paths:
+                try:
+                    self._dll = ctypes.CDLL(path)
+                    break
+                except OSError as e:
+                    tried.append(f"{path}: {e}")
+            else:
+                raise OSError(
+                    f"library {self.name} could not be loaded (tried: {'; '.join(tried)}); "
+                    f"install it or set {self.env} to its path"
+                )
+        return self._dll
+
+    def function(
+        self, name: str, restype: "Any", argtypes: "Sequence[Any]", variadic: bool = False
+    ) -> "Callable":
+        """A callable that resolves ``name`` on first call (so importing needs no library)."""
+        lib = self
+        fn: list[Any] = []
+
+        def call(*args: "Any") -> "Any":
+            if not fn:
+                f = getattr(lib.dll(), name)
+                f.restype = restype
+                if not variadic:
+                    f.argtypes = list(argtypes)
+                fn.append(f)
+            return fn[0](*args)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def variable(self, name: str, ctype: "Any") -> "Any":
+        """The library's global ``name`` as a ctypes object (resolved now: call this lazily)."""
+        return ctype.in_dll(self.dll(), name)
 
 
 # ---------------------------------------------------------------- C-semantics helpers for macros

@@ -19,11 +19,18 @@ What is measured (docs/benchmarks.md has the method and the latest figures):
    autogen (its ``gen`` called with our header lists and include arguments), ctypeslib2 2.4.0
    (``clang2py``), ctypesgen 1.1.1, on the very headers our specs resolve: generation time, import
    time of their output (same interpreter, same two bytecode modes), and cheap spot checks against
-   our modules (whose layouts are verified against clang when generated).
-4. PASS/FAIL lines for the targets in the issues, and ratios ours vs each peer.
+   our modules (whose layouts are verified against clang when generated). Comparisons run in
+   rounds: each round generates (or imports) once with every tool in turn, so whatever the
+   machine's load does, it does to all of them alike; figures are medians with their quartiles.
+   tinygrad's shipped modules for the same headers are imported in the same rounds.
+4. With ``--baseline REF``: ``bindgen_rt/`` and ``generated/`` of that commit are imported in the
+   same rounds as ours (peer targets, and import plus first use of every name the NVIDIA driver
+   spells), so a before/after comparison comes from one run.
+5. PASS/FAIL lines for the targets in the issues, and ratios ours vs each peer.
 
-Usage: python scripts/bench_bindgen.py [--quick] [--no-peers] [--out FILE] [--groups linux,amd,nv]
-Every subprocess runs with a timeout; failures are reported in the table, never as a traceback.
+Usage: python scripts/bench_bindgen.py [--quick] [--no-peers] [--baseline REF] [--out FILE]
+[--groups linux,amd,nv]. Every subprocess runs with a timeout; failures are reported in the table,
+never as a traceback.
 """
 
 from __future__ import annotations
@@ -67,6 +74,15 @@ PEER_TARGETS = {
     "tinygrad": ("kfd_ioctl", "amdgpu_drm", "vfio", "pci_regs", "rm_580"),
     "ctypeslib2": ("kfd_ioctl", "amdgpu_drm", "vfio", "pci_regs"),
     "ctypesgen": ("kfd_ioctl", "amdgpu_drm", "vfio", "pci_regs", "rm_580"),
+}
+# tinygrad's own modules for the same headers, as shipped in its wheel (compiled by pip at install,
+# so measured with bytecode only)
+TINYGRAD_SHIPPED = {
+    "kfd_ioctl": "tinygrad.runtime.autogen.kfd",
+    "amdgpu_drm": "tinygrad.runtime.autogen.amdgpu_drm",
+    "vfio": "tinygrad.runtime.autogen.vfio",
+    "pci_regs": "tinygrad.runtime.autogen.pci",
+    "rm_580": "tinygrad.runtime.autogen.nv_580",
 }
 # tinygrad's own rules for its nv_5xx targets (autogen/__init__.py): NV bit ranges -> tuples.
 TINYGRAD_NV_RULES = [[r"MW\(([^:]+):(.+)\)", r"(\1, \2)"], [r"(\d+):(\d+)", r"(\1, \2)"]]
@@ -274,6 +290,24 @@ def median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def quartiles(xs: list[float]) -> dict[str, Any]:
+    """Median, quartiles and range of repeated timings: on a loaded machine one run can be off by
+    2x, so comparisons use medians and every figure is printed with its spread."""
+    if not xs:
+        return {}
+    ys = sorted(xs)
+    q = statistics.quantiles(ys, n=4, method="inclusive") if len(ys) > 1 else [ys[0]] * 3
+    return {"median": statistics.median(ys), "q1": q[0], "q3": q[2], "min": ys[0],
+            "max": ys[-1], "n": len(ys)}
+
+
+def fmt_quartiles(st: dict | None, nd: int = 2) -> str:
+    """``median [q1–q3]`` of ``quartiles``."""
+    if not st or st.get("median") is None:
+        return "-"
+    return f"{st['median']:.{nd}f} [{st['q1']:.{nd}f}–{st['q3']:.{nd}f}]"
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -423,9 +457,59 @@ def measure_import(
     if cums:
         res["self_ms"], res["cum_ms"] = median(selfs), median(cums)
         res["cum_min_ms"], res["cum_all_ms"] = min(cums), [round(c, 3) for c in cums]
+        res["cum_spread"] = quartiles(cums)
         mid = sorted(subs, key=lambda s: s[1])[len(subs) // 2]
         res["breakdown"] = breakdown(module, mid)
     return res
+
+
+@dataclass
+class ImportJob:
+    label: str  # the column: "ours", "baseline", a peer, "tinygrad shipped"
+    mode: str  # "bc" or "nobc"
+    module: str
+    paths: list[Path]  # PYTHONPATH; the first is the working directory
+
+
+def measure_interleaved(
+    py: str, jobs: list[ImportJob], reps: int, env_of: Callable[[str, list[Path]], dict]
+) -> dict[str, dict[str, dict]]:
+    """``-X importtime`` of every job, one fresh interpreter each, in rounds: one warm-up round,
+    then ``reps`` rounds in which every job runs once in turn. Whatever the machine's load does
+    during the rounds, it does to all jobs alike, so their medians compare. label -> mode ->
+    {cum_ms (median), cum_spread, self_ms, error}."""
+    cums: dict[tuple[str, str], list[float]] = {(j.label, j.mode): [] for j in jobs}
+    selfs: dict[tuple[str, str], list[float]] = {(j.label, j.mode): [] for j in jobs}
+    errors: dict[tuple[str, str], str] = {}
+    for i in range(reps + 1):
+        for j in jobs:
+            key = (j.label, j.mode)
+            if key in errors:
+                continue
+            p = run(
+                [py, "-X", "importtime", "-c", f"import {j.module}"],
+                timeout=300,
+                env=env_of(j.mode, j.paths),
+                cwd=j.paths[0],
+            )
+            parsed = parse_importtime(p.err, j.module) if p.ok else None
+            if parsed is None:
+                errors[key] = p.error or "no importtime line for the module"
+                continue
+            if i:
+                selfs[key].append(parsed[0])
+                cums[key].append(parsed[1])
+    out: dict[str, dict[str, dict]] = {}
+    for j in jobs:
+        key = (j.label, j.mode)
+        r: dict[str, Any] = {"module": j.module, "runs": len(cums[key])}
+        if cums[key]:
+            r["cum_ms"], r["self_ms"] = median(cums[key]), median(selfs[key])
+            r["cum_spread"] = quartiles(cums[key])
+        if key in errors:
+            r["error"] = errors[key]
+        out.setdefault(j.label, {})[j.mode] = r
+    return out
 
 
 def breakdown(module: str, parsed: tuple) -> dict:
@@ -452,6 +536,30 @@ def breakdown(module: str, parsed: tuple) -> dict:
         if name == "typing":
             out["typing_cum"] = c
     return out
+
+
+# Import plus first use of every rm_580/classes name runtime/drivers/nv spells (``rm.X``, ``cl.X``):
+# what the NVIDIA driver pays for its bindings in a fresh process (the records it touches are built,
+# ctypes is imported on the way).
+DRIVER_NAMES_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    names = json.loads(sys.argv[1])
+    t0 = time.perf_counter()
+    from hcq_bindings.nv import classes as cl, rm_580 as rm
+    t1 = time.perf_counter()
+    found = sum(getattr(rm if m == "rm" else cl, n, None) is not None for m, n in names)
+    t2 = time.perf_counter()
+    print("@@JSON@@" + json.dumps({"import_ms": (t1 - t0) * 1e3, "use_ms": (t2 - t1) * 1e3,
+                                   "total_ms": (t2 - t0) * 1e3, "found": found}))
+""")
+
+
+def driver_names() -> list[tuple[str, str]]:
+    """(``rm`` or ``cl``, name) for every binding name runtime/drivers/nv spells."""
+    names = set()
+    for f in sorted((REPO / "runtime" / "drivers" / "nv").glob("*.py")):
+        names |= set(re.findall(r"\b(rm|cl)\.([A-Za-z_]\w*)", f.read_text()))
+    return sorted(names)
 
 
 LAZY_SCRIPT = textwrap.dedent("""
@@ -517,6 +625,7 @@ class Bench:
     caches: dict[str, Path] = field(default_factory=dict)  # group -> populated bindgen cache
     clean_py: str = sys.executable
     import_trees: dict[str, Path] = field(default_factory=dict)  # "bc"/"nobc" -> tree of ours
+    baseline_trees: dict[str, Path] = field(default_factory=dict)  # the same of --baseline REF
 
     # -- setup
     def copy_repo(self, dest: Path) -> Path:
@@ -745,29 +854,66 @@ class Bench:
         log(f"  warm --jobs 2 with bytecode: {fmt(res['warm_bc']['j2'].get('wall_s'), 2)} s wall")
         return res
 
-    def ours_per_target(self) -> None:
-        """Our wall time per target (``regen TARGET --jobs 1``, warm), for the peer comparison: the
-        generator with bytecode caches, as the peers' tools have in their site-packages."""
+    def compare_generation(self, jobs: dict[str, dict], out_root: Path) -> None:
+        """Generation time per target, ours (``regen TARGET --jobs 1``, warm, the generator with
+        bytecode caches as the peers' tools have in their site-packages) and each peer's, in the
+        same rounds: each round runs every tool once in turn, so a change in the machine's load
+        hits all of them alike. rm_580 gets one round (tinygrad takes ~40 s on it)."""
         copy = self.tmp / "regen-bc"
         env = self.regen_env(copy, bytecode=True)
         out: dict[str, Any] = {}
-        self.results.setdefault("peers", {})["ours_per_target"] = out
-        reps = 1 if self.args.quick else 3
+        self.results.setdefault("peers", {})["generation"] = out
         for name in sorted({t for ts in PEER_TARGETS.values() for t in ts}):
             group = next((t["group"] for t in self.targets if t["name"] == name), None)
-            if group not in self.caches:
-                out[name] = {"error": "group not benchmarked here"}
-                continue
-            runs = [
-                self.regen_once(copy, env, name, self.caches[group], 1, False, 300)
-                for _ in range(1 if name == "rm_580" else reps)
-            ]
-            s = summarise_runs(runs)
+            tools: list[tuple[str, Callable[[], tuple[float, float | None, str | None]]]] = []
+            if group in self.caches:
+
+                def ours(name: str = name, group: str = group) -> tuple:
+                    r = self.regen_once(copy, env, name, self.caches[group], 1, False, 300)
+                    return r["wall_s"], r.get("targets", {}).get(name), r.get("error")
+
+                tools.append(("ours", ours))
+            for peer in PEERS:
+                pt = self.results["peers"].get(peer, {}).get("targets", {}).get(name)
+                if not pt or "lines" not in pt or name not in jobs:
+                    continue
+                venv, _ = self.ensure_venv(peer, PEERS[peer])
+                tmp_out = out_root / "gen-rounds" / peer / f"{peer}_{name}.py"
+                tmp_out.parent.mkdir(parents=True, exist_ok=True)
+
+                def theirs(peer: str = peer, venv: Path = venv, tmp_out: Path = tmp_out) -> tuple:
+                    q, info = self.peer_generate(peer, venv, name, jobs[name], tmp_out, 600)
+                    gen = info.get("gen_s")
+                    return q.seconds, gen * 1e3 if gen is not None else None, q.error
+
+                tools.append((peer, theirs))
+            rounds = 1 if name == "rm_580" or self.args.quick else 3
+            walls: dict[str, list[float]] = {t: [] for t, _ in tools}
+            inproc: dict[str, list[float]] = {t: [] for t, _ in tools}
+            errors: dict[str, str] = {}
+            for _ in range(rounds):
+                for tool, fn in tools:
+                    if tool in errors:
+                        continue
+                    wall, ms, err = fn()
+                    if err:
+                        errors[tool] = err
+                        continue
+                    walls[tool].append(wall)
+                    if ms is not None:
+                        inproc[tool].append(ms)
             out[name] = {
-                "wall_s": s.get("wall_s"),
-                "inproc_ms": s.get("targets", {}).get(name),
-                **({"error": s["error"]} if "error" in s else {}),
+                tool: {
+                    "wall": quartiles(walls[tool]),
+                    "inproc_ms": median(inproc[tool]),
+                    **({"error": errors[tool]} if tool in errors else {}),
+                }
+                for tool, _ in tools
             }
+            log(
+                f"[generation] {name}: "
+                + ", ".join(f"{t} {fmt_quartiles(v['wall'])} s" for t, v in out[name].items())
+            )
 
     # -- records and check
     def bench_runtime(self) -> None:
@@ -842,6 +988,134 @@ class Bench:
             }
             log(f"[lazy] {mod}.{attr}: first access {fmt(lazy[mod]['bc'].get('first_attr_ms'))} ms")
 
+    def make_baseline_trees(self) -> str | None:
+        """``bindgen_rt/`` and ``generated/`` of ``--baseline REF`` (git archive), as a bytecode and
+        a source-only tree like ours; an error message, or None."""
+        ref = self.args.baseline
+        for mode in ("bc", "nobc"):
+            d = self.tmp / f"baseline-{mode}"
+            d.mkdir(parents=True)
+            arch = subprocess.run(
+                ["git", "-C", str(REPO), "archive", "--format=tar", ref, "bindgen_rt", "generated"],
+                capture_output=True, timeout=120,
+            )
+            if arch.returncode:
+                return f"git archive {ref}: {arch.stderr.decode(errors='replace').strip()}"
+            subprocess.run(["tar", "-x", "-C", str(d)], input=arch.stdout, check=True, timeout=120)
+            (d / "hcq_bindings").symlink_to("generated", target_is_directory=True)
+            self.baseline_trees[mode] = d
+        p = run(
+            [self.clean_py, "-m", "compileall", "-q", "bindgen_rt", "hcq_bindings"],
+            timeout=300,
+            env=base_env(PYTHONDONTWRITEBYTECODE=None),
+            cwd=self.baseline_trees["bc"],
+        )
+        return p.error
+
+    # -- 2b. imports side by side, interleaved
+    def compare_imports(self) -> None:
+        """Per peer target: our module, the peers' output for the same headers, tinygrad's shipped
+        module and (``--baseline``) ours at another commit, imported in the same rounds
+        (``measure_interleaved``); then the NVIDIA driver's names, ours against the baseline."""
+        out: dict[str, Any] = {}
+        self.results["compare"] = out
+        if self.args.baseline:
+            err = self.make_baseline_trees()
+            out["baseline"] = {"ref": self.args.baseline, **({"error": err} if err else {})}
+            if err:
+                log(f"[compare] baseline {self.args.baseline}: {err}")
+                self.baseline_trees = {}
+        ours_mod = {
+            t["name"]: "hcq_bindings." + t["output"][:-3].replace("/", ".") for t in self.targets
+        }
+        peers = self.results.get("peers", {})
+        out_root = self.tmp / "peer-out"
+        tg = self.args.cache_dir / "venvs"
+        tg_site = [
+            p for v in tg.glob("tinygrad-*") if (v / ".bench-ok").exists()
+            for p in self.site_packages(v)
+        ]
+        imports: dict[str, Any] = {}
+        out["imports"] = imports
+        for name in sorted({t for ts in PEER_TARGETS.values() for t in ts},
+                           key=lambda t: (t == "rm_580", t)):
+            jobs: list[ImportJob] = []
+            if name in ours_mod:
+                for mode in ("bc", "nobc"):
+                    if mode in self.import_trees:
+                        jobs.append(ImportJob("ours", mode, ours_mod[name],
+                                              [self.import_trees[mode]]))
+                    if mode in self.baseline_trees:
+                        jobs.append(ImportJob("baseline", mode, ours_mod[name],
+                                              [self.baseline_trees[mode]]))
+            for peer in PEERS:
+                pt = peers.get(peer, {}).get("targets", {}).get(name)
+                if not pt or "lines" not in pt or "error" in pt:
+                    continue
+                site = tg_site if peer == "tinygrad" else []
+                for mode in ("bc", "nobc"):
+                    jobs.append(ImportJob(peer, mode, pt["module"],
+                                          [out_root / f"imp-{mode}" / peer, *site]))
+            if name in TINYGRAD_SHIPPED and tg_site:
+                jobs.append(ImportJob("tinygrad shipped", "bc", TINYGRAD_SHIPPED[name], tg_site))
+            if not jobs:
+                continue
+            reps = self.args.reps if name != "rm_580" else max(3, self.args.reps // 2)
+            imports[name] = measure_interleaved(self.clean_py, jobs, reps, self.import_env)
+            log(
+                f"[compare] import {name}: "
+                + ", ".join(
+                    f"{label} {mode} {fmt_quartiles(r.get('cum_spread'))}"
+                    for label, modes in imports[name].items()
+                    for mode, r in modes.items()
+                )
+            )
+        self.compare_driver_names(out)
+
+    def compare_driver_names(self, out: dict) -> None:
+        """Import plus first use of every rm_580/classes name runtime/drivers/nv spells, in a fresh
+        interpreter with bytecode: ours and the baseline in the same rounds."""
+        names = driver_names()
+        trees = {"ours": self.import_trees.get("bc")}
+        if "bc" in self.baseline_trees:
+            trees["baseline"] = self.baseline_trees["bc"]
+        vals: dict[str, dict[str, list[float]]] = {k: {} for k in trees if trees[k]}
+        res: dict[str, Any] = {"names": len(names)}
+        out["driver_names"] = res
+        # more rounds than an import gets: first use varies more (20-45 ms here)
+        for i in range(max(15, 2 * self.args.reps) + 1):
+            for label in vals:
+                tree = trees[label]
+                assert tree is not None
+                p = run(
+                    [self.clean_py, "-c", DRIVER_NAMES_SCRIPT, json.dumps(names)],
+                    timeout=300,
+                    env=self.import_env("bc", [tree]),
+                    cwd=tree,
+                )
+                m = re.search(r"^@@JSON@@(.*)$", p.out, re.M)
+                if not p.ok or not m:
+                    res.setdefault(label, {})["error"] = p.error or "no result"
+                    continue
+                d = json.loads(m.group(1))
+                res.setdefault(label, {})["found"] = d.pop("found")
+                if i:
+                    for k, v in d.items():
+                        vals[label].setdefault(k, []).append(v)
+        for label, d in vals.items():
+            for k, v in d.items():
+                res.setdefault(label, {})[k] = quartiles(v)
+        o, b = vals.get("ours", {}).get("total_ms"), vals.get("baseline", {}).get("total_ms")
+        if o and b and len(o) == len(b):
+            # ours over the baseline within each round, where both saw the same load
+            res["paired_ratio"] = quartiles([x / y for x, y in zip(o, b)])
+        log(
+            f"[compare] NV driver names ({len(names)}): "
+            + ", ".join(
+                f"{label} {fmt_quartiles(res.get(label, {}).get('total_ms'))} ms" for label in vals
+            )
+        )
+
     def lazy_attr(self, t: dict) -> str:
         want = LAZY_ATTR.get(t["name"], "")
         out = REPO / "generated" / t["output"]
@@ -873,7 +1147,6 @@ class Bench:
         if not jobs:
             peers["error"] = "no resolved linux/nv targets to run the peers on"
             return
-        self.ours_per_target()
         out_root = self.tmp / "peer-out"
         for peer, reqs in PEERS.items():
             log(f"[peer] {peer}: {' '.join(reqs)}")
@@ -894,6 +1167,7 @@ class Bench:
             except Exception as e:
                 pr["error"] = f"{type(e).__name__}: {e}"
                 pr["trace"] = traceback.format_exc()
+        self.compare_generation(jobs, out_root)
         self.spot_checks(out_root)
         try:
             self.bench_tricky()
@@ -1078,61 +1352,37 @@ class Bench:
         return p, info
 
     def peer_target(self, peer: str, venv: Path, name: str, d: dict, out_root: Path) -> dict:
+        """One run of ``peer`` on target ``name``: its output, copied into a bytecode tree and a
+        source-only tree for ``compare_imports`` (timings come from the interleaved rounds of
+        ``compare_generation`` and ``compare_imports``)."""
         out_dir = out_root / peer
         out_dir.mkdir(parents=True, exist_ok=True)
         mod = f"{peer}_{name}"
         out = out_dir / f"{mod}.py"
-        nv = name == "rm_580"
-        reps = 1 if (nv or self.args.quick) else 3
-        timeout = 600 if nv else 180
         res: dict[str, Any] = {"module": mod}
-        walls, inproc = [], []
-        for _ in range(reps):
-            p, info = self.peer_generate(peer, venv, name, d, out, timeout)
-            if "gen_s" in info:
-                inproc.append(info["gen_s"])
-                res["skipped_macros"] = info["skipped"]
-            walls.append(p.seconds)
-            if not p.ok:
-                res["error"] = p.error
-                break
-            if not out.exists():
-                res["error"] = "no output written"
-                break
-        res["gen_wall_s"] = median(walls)
-        if inproc:
-            res["gen_inproc_s"] = median(inproc)
-        log(f"  {peer} {name}: {fmt(res['gen_wall_s'], 2)} s {res.get('error', '')}")
-        if "error" in res or not out.exists():
+        p, info = self.peer_generate(peer, venv, name, d, out, 600 if name == "rm_580" else 180)
+        res["first_gen_wall_s"] = p.seconds
+        if "skipped" in info:
+            res["skipped_macros"] = info["skipped"]
+        if not p.ok:
+            res["error"] = p.error
+        elif not out.exists():
+            res["error"] = "no output written"
+        log(f"  {peer} {name}: {fmt(p.seconds, 2)} s {res.get('error', '')}")
+        if "error" in res:
             return res
         res["lines"] = out.read_text(errors="replace").count("\n")
-        # imports: the output as a top-level module, in a bytecode tree and a source-only tree
-        trees = {}
         for mode in ("bc", "nobc"):
             tree = out_root / f"imp-{mode}" / peer
             tree.mkdir(parents=True, exist_ok=True)
             shutil.copy2(out, tree / out.name)
-            trees[mode] = tree
-        p = run(
-            [self.clean_py, "-m", "compileall", "-q", str(trees["bc"] / out.name)],
+        q = run(
+            [self.clean_py, "-m", "compileall", "-q", str(out_root / "imp-bc" / peer / out.name)],
             timeout=300,
             env=base_env(PYTHONDONTWRITEBYTECODE=None),
         )
-        site = self.site_packages(venv) if peer == "tinygrad" else []
-        res["import"] = {}
-        for mode, tree in trees.items():
-            env = self.import_env(mode, [tree, *site])
-            res["import"][mode] = measure_import(
-                self.clean_py,
-                mod,
-                env,
-                tree,
-                self.args.reps if not nv else max(3, self.args.reps // 2),
-            )
-        log(
-            f"    import {mod}: bc {fmt(res['import']['bc'].get('cum_ms'))} ms, no bc "
-            f"{fmt(res['import']['nobc'].get('cum_ms'))} ms {res['import']['bc'].get('error', '')}"
-        )
+        if not q.ok:
+            res["error"] = f"compileall: {q.error}"
         return res
 
     def site_packages(self, venv: Path) -> list[Path]:
@@ -1421,10 +1671,12 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
 
     for mod, key in (("hcq_bindings.linux.kfd_ioctl", "kfd_ioctl_import_bc_ms"),
                      ("hcq_bindings.nv.rm_580", "rm_580_import_bc_ms")):
-        v = imports.get(mod, {}).get("bc", {}).get("cum_ms")
+        b = imports.get(mod, {}).get("bc", {})
+        v = b.get("cum_ms")
         lim = PASS_TARGETS[key]
         add(f"{mod.rsplit('.', 1)[1]} import < {lim:g} ms with bytecode", None if v is None
-            else v < lim, f"{fmt(v, 2)} ms cumulative" if v is not None else "not measured")
+            else v < lim, f"{fmt_quartiles(b.get('cum_spread'))} ms cumulative, median [quartiles]"
+            if v is not None else "not measured")
     rec = res.get("runtime", {}).get("records", {})
     lim = PASS_TARGETS["record_ops_vs_ctypes"]
     for label, d in rec.items():
@@ -1439,29 +1691,33 @@ def evaluate(res: dict) -> tuple[list[dict], list[dict]]:
         else chk.get("error", "not measured"))
 
     ratios: list[dict] = []
-    peers = res.get("peers", {})
-    ours_pt = peers.get("ours_per_target", {})
-    ours_mod = {
-        t: f"hcq_bindings.{g}.{t}"
-        for g, ts in (
-            ("linux", ("kfd_ioctl", "amdgpu_drm", "vfio", "pci_regs")),
-            ("nv", ("rm_580",)),
-        )
-        for t in ts
-    }
-    for peer in PEERS:
-        for name, pt in peers.get(peer, {}).get("targets", {}).items():
+    gen = res.get("peers", {}).get("generation", {})
+    imp = res.get("compare", {}).get("imports", {})
+    for peer in (*PEERS, "tinygrad shipped"):
+        for name in sorted(set(gen) | set(imp), key=lambda t: (t == "rm_580", t)):
             r: dict[str, Any] = {"peer": peer, "target": name}
-            ow = ours_pt.get(name, {}).get("wall_s")
-            if pt.get("gen_wall_s") and ow:
-                r["gen_wall_peer_over_ours"] = pt["gen_wall_s"] / ow
-            oi = imports.get(ours_mod.get(name, ""), {})
+            pw = gen.get(name, {}).get(peer, {}).get("wall", {}).get("median")
+            ow = gen.get(name, {}).get("ours", {}).get("wall", {}).get("median")
+            if pw and ow:
+                r["gen_wall_peer_over_ours"] = pw / ow
             for mode in ("bc", "nobc"):
-                pc = pt.get("import", {}).get(mode, {}).get("cum_ms")
-                oc = oi.get(mode, {}).get("cum_ms")
+                pc = imp.get(name, {}).get(peer, {}).get(mode, {}).get("cum_ms")
+                oc = imp.get(name, {}).get("ours", {}).get(mode, {}).get("cum_ms")
                 if pc and oc:
                     r[f"import_{mode}_peer_over_ours"] = pc / oc
-            ratios.append(r)
+            if len(r) > 2:
+                ratios.append(r)
+    dn = res.get("compare", {}).get("driver_names", {})
+    ratio = dn.get("paired_ratio", {}).get("median")
+    if ratio is not None:
+        add(
+            "NVIDIA driver's names: import + first use no slower than the baseline (median of "
+            "per-round ratios <= 1.05)",
+            ratio <= 1.05,
+            f"ours {fmt_quartiles(dn['ours']['total_ms'])} ms, baseline "
+            f"{fmt_quartiles(dn['baseline']['total_ms'])} ms; ours / baseline per round "
+            f"{fmt_quartiles(dn['paired_ratio'])}",
+        )
     return checks, ratios
 
 
@@ -1564,8 +1820,8 @@ def render(res: dict) -> str:
     imports = res.get("imports", {})
     if imports:
         out.append(
-            f"\n## Import time (ms, median of {meta['reps']}; `-X importtime`; "
-            "interpreter: clean venv)"
+            f"\n## Import time (ms, median [quartiles] of {meta['reps']} fresh interpreters; "
+            "`-X importtime`; interpreter: clean venv)"
         )
         rows = []
         for mod, r in imports.items():
@@ -1578,9 +1834,9 @@ def render(res: dict) -> str:
                 [
                     mod,
                     fmt(b.get("self_ms"), 2),
-                    f"{fmt(b.get('cum_ms'), 2)} ({fmt(b.get('cum_min_ms'), 2)})",
+                    fmt_quartiles(b.get("cum_spread")),
                     fmt(n.get("self_ms"), 2),
-                    f"{fmt(n.get('cum_ms'), 2)} ({fmt(n.get('cum_min_ms'), 2)})",
+                    fmt_quartiles(n.get("cum_spread")),
                     f"{fmt(bd.get('ctypes_cum'), 2)} / {fmt(nd.get('ctypes_cum'), 2)}",
                     f"{fmt(bd.get('cabi_self'), 2)} / {fmt(nd.get('cabi_self'), 2)}",
                     (b.get("error") or n.get("error") or "")[:80],
@@ -1591,9 +1847,9 @@ def render(res: dict) -> str:
                 [
                     "module",
                     "bc self",
-                    "bc cum (min)",
+                    "bc cum [q1–q3]",
                     "no-bc self",
-                    "no-bc cum (min)",
+                    "no-bc cum [q1–q3]",
                     "of which ctypes (bc / no-bc)",
                     "cabi self (bc / no-bc)",
                     "error",
@@ -1647,61 +1903,32 @@ def render(res: dict) -> str:
     elif peers:
         if peers.get("error"):
             out.append(f"\n## Peers: ERROR {peers['error']}")
-        names = sorted(
-            {t for p in PEERS for t in peers.get(p, {}).get("targets", {})},
-            key=lambda t: (t == "rm_580", t),
-        )
-        ours_pt = peers.get("ours_per_target", {})
+        gen = peers.get("generation", {})
+        names = sorted(gen, key=lambda t: (t == "rm_580", t))
         rows = []
         for t in names:
-            row = [
-                t,
-                f"{fmt(ours_pt.get(t, {}).get('wall_s'), 2)} "
-                f"({fmt(ours_pt.get(t, {}).get('inproc_ms'), 0)} ms)",
-            ]
-            for p in PEERS:
-                pt = peers.get(p, {}).get("targets", {}).get(t)
-                if pt is None:
-                    row.append("-" if peers.get(p, {}).get("available", True) else "unavailable")
-                elif pt.get("error"):
-                    row.append(f"{fmt(pt.get('gen_wall_s'), 2)} ERROR: {pt['error'][:60]}")
-                else:
-                    extra = f" (gen {pt['gen_inproc_s']:.2f})" if "gen_inproc_s" in pt else ""
-                    row.append(f"{fmt(pt.get('gen_wall_s'), 2)}{extra}")
+            row = [t]
+            for tool in ("ours", *PEERS):
+                g = gen[t].get(tool)
+                if g is None:
+                    available = tool == "ours" or peers.get(tool, {}).get("available", True)
+                    err = peers.get(tool, {}).get("targets", {}).get(t, {}).get("error")
+                    row.append(f"ERROR: {err[:60]}" if err else ("-" if available
+                                                                   else "unavailable"))
+                    continue
+                extra = f" ({g['inproc_ms']:.0f} ms)" if g.get("inproc_ms") is not None else ""
+                cell = fmt_quartiles(g.get("wall")) + extra
+                row.append(f"{cell} ERROR: {g['error'][:60]}" if g.get("error") else cell)
             rows.append(row)
         out.append(
-            "\n## Peers: generation per target (s, process wall, median; ours = "
-            "`regen TARGET --jobs 1` with bytecode for bindgen/, in-process ms in brackets; "
-            "tinygrad: in-process `gen` s in brackets)"
+            "\n## Peers: generation per target (s, process wall, median [quartiles] of rounds that "
+            "run every tool in turn; in-process ms in brackets: ours `regen TARGET --jobs 1` with "
+            "bytecode for bindgen/, tinygrad's `gen`)"
         )
         out.append(table(["target", "ours", *PEERS], rows))
         for p in PEERS:
             if peers.get(p, {}).get("available") is False:
                 out.append(f"{p}: unavailable: {peers[p].get('error')}")
-        rows = []
-        for t in names:
-            ours_m = imports.get(f"hcq_bindings.{'nv' if t == 'rm_580' else 'linux'}.{t}", {})
-            row = [
-                t,
-                f"{fmt(ours_m.get('bc', {}).get('cum_ms'), 2)} / "
-                f"{fmt(ours_m.get('nobc', {}).get('cum_ms'), 2)}",
-            ]
-            for p in PEERS:
-                pt = peers.get(p, {}).get("targets", {}).get(t)
-                imp = (pt or {}).get("import", {})
-                if not imp:
-                    row.append("-")
-                    continue
-                b, n = imp.get("bc", {}), imp.get("nobc", {})
-                if b.get("error") or n.get("error"):
-                    row.append(f"ERROR: {(b.get('error') or n.get('error'))[:60]}")
-                else:
-                    row.append(f"{fmt(b.get('cum_ms'), 2)} / {fmt(n.get('cum_ms'), 2)}")
-            rows.append(row)
-        out.append(
-            "\n## Peers: import of the generated module (ms cumulative, with / without bytecode)"
-        )
-        out.append(table(["target", "ours", *PEERS], rows))
         sc = peers.get("spot_checks", {})
         if sc:
             rows = []
@@ -1726,6 +1953,58 @@ def render(res: dict) -> str:
                 "(ours are verified against clang)"
             )
             out.append(table(["target", *PEERS], rows))
+
+    cmp = res.get("compare", {})
+    if cmp.get("imports"):
+        cols = ["ours"] + (["baseline"] if "baseline" in cmp and "error" not in cmp["baseline"]
+                           else []) + [*PEERS, "tinygrad shipped"]
+        rows = []
+        for t, r in cmp["imports"].items():
+            row = [t]
+            for c in cols:
+                modes = r.get(c)
+                if not modes:
+                    row.append("-")
+                    continue
+                cells = []
+                for mode in ("bc", "nobc"):
+                    x = modes.get(mode)
+                    if x is None:
+                        continue
+                    cells.append(f"ERROR: {x['error'][:50]}" if x.get("error")
+                                 else fmt_quartiles(x.get("cum_spread")))
+                row.append(" / ".join(cells))
+            rows.append(row)
+        base = cmp.get("baseline", {})
+        out.append(
+            "\n## Imports side by side (ms cumulative, with / without bytecode; median [quartiles] "
+            f"of {meta['reps']} rounds, each importing every column once in turn, fresh "
+            "interpreters, clean venv"
+            + (f"; baseline = ours at {base['ref']}" if base.get("ref") else "")
+            + "; tinygrad shipped = its wheel's module for the same header, bytecode only)"
+        )
+        if base.get("error"):
+            out.append(f"baseline {base.get('ref')}: ERROR {base['error']}")
+        out.append(table(["target", *cols], rows))
+    dn = cmp.get("driver_names")
+    if dn:
+        parts = []
+        for label in ("ours", "baseline"):
+            x = dn.get(label)
+            if not x:
+                continue
+            if "total_ms" in x:
+                parts.append(
+                    f"{label} {fmt_quartiles(x['total_ms'])} ms (import {fmt_quartiles(x['import_ms'])}, "
+                    f"first use {fmt_quartiles(x['use_ms'])}; {x.get('found')} of the "
+                    f"{dn['names']} names spelled `rm.X`/`cl.X` are bindings)"
+                )
+            else:
+                parts.append(f"{label} ERROR {x.get('error')}")
+        out.append(
+            "\nNVIDIA driver's names (import rm_580 and classes, then first use of every name "
+            "runtime/drivers/nv spells; fresh interpreter, bytecode, same rounds): " + "; ".join(parts)
+        )
 
     tricky = peers.get("tricky", {}) if isinstance(peers, dict) else {}
     if tricky.get("truth"):
@@ -1757,7 +2036,8 @@ def render(res: dict) -> str:
 
     checks, ratios = res.get("checks", []), res.get("ratios", [])
     if ratios:
-        out.append("\n## Ratios (peer / ours; > 1 means we are faster)")
+        out.append("\n## Ratios of medians from the same rounds (peer / ours; > 1 means we are "
+                   "faster)")
         out.append(
             table(
                 ["peer", "target", "generation", "import (bc)", "import (no bc)"],
@@ -1860,6 +2140,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="libclang.so for tinygrad (default: the pip libclang 18 that bindgen uses)",
     )
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        metavar="REF",
+        help="also import bindgen_rt/ and generated/ of this git commit, in the same rounds as "
+        "ours (the peer targets and the NVIDIA driver's names)",
+    )
     ap.add_argument("--keep-tmp", action="store_true", help="keep the temporary folder")
     args = ap.parse_args(argv)
     args.groups = [g.strip() for g in args.groups.split(",") if g.strip()]
@@ -1917,6 +2204,7 @@ def main(argv: list[str] | None = None) -> int:
         res["peers"] = {"skipped": "--quick" if args.quick else "--no-peers"}
     else:
         phases.append(("peers", bench.bench_peers))
+    phases.append(("import comparison", bench.compare_imports))
     try:
         for name, fn in phases:
             try:
