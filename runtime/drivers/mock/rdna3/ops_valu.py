@@ -612,7 +612,8 @@ def _compile_vopd(inst: Inst) -> Exec:
     halves = []
     for name, vdst, s0, vs1 in (x_args, y_args):
         t, fn = _VOPD_FN[name]
-        halves.append(fast_valu.VopdHalf(t, fn, name in _VOPD_ACC, vdst, s0, vs1))
+        halves.append(fast_valu.VopdHalf(t, fn, name in _VOPD_ACC, vdst, s0, vs1,
+                                         move=name == "v_dual_mov_b32"))
     return fast_valu.vopd(inst, halves[0], halves[1], clash, run)
 
 
