@@ -8,10 +8,10 @@ indexes the typed register planes (`machine.Planes`), calls the same lane functi
 general path and, with every EXEC lane set (`Group.fast`), assigns the result into the
 destination plane (a ufunc computes straight into it); with EXEC partly set it copies the
 result into the EXEC lanes. With one wave that is 2-4 numpy calls instead of the ~15 the general
-path's layered readers and writers make, which is most of a single-wave loop's time. Other
-groups (waves picked by an index array, wave64) and SGPR sources holding a lane mask a VALU op
-has not packed yet take the general path, which stays the reference semantics; tests run both
-on the same inputs.
+path's layered readers and writers make, which is most of a single-wave loop's time. An SGPR
+source holding a lane mask a VALU op has not packed yet is packed first. Other groups (waves
+picked by an index array, wave64) take the general path, which stays the reference semantics;
+tests run both on the same inputs.
 
 An operand is a pair (plane, index): `regs[plane][index]` of the group's planes, or for plane
 CONST the constant itself (index). Steps index inline rather than through per-operand getter
@@ -62,8 +62,15 @@ def operand(code: int, t: str, inst: Inst) -> Operand | None:
 
 def sgprs_read(ops: list[Operand]) -> frozenset[int]:
     """SGPRs among the operands: one holding a lane mask a VALU op left unpacked (Group.dirty)
-    needs the general path, which packs it first."""
+    is packed before it is read (pack_lane_masks)."""
     return frozenset(i[0] for k, i in ops if k >= SGPR_PLANES)
+
+
+def pack_lane_masks(g: Group, sregs: frozenset[int]) -> None:
+    """Packs the lane masks among `sregs` that a VALU op left unpacked into their SGPRs (what
+    reading them through Group.s does), so the planes hold their bits."""
+    for r in sregs.intersection(g.dirty):
+        g.s(r)
 
 
 def partial_exec(ops: list[Operand], dests: list[tuple[int, int]],
@@ -75,8 +82,10 @@ def partial_exec(ops: list[Operand], dests: list[tuple[int, int]],
 
     def run(g: Group) -> None:
         P = g.planes
-        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+        if P is None:
             return slow(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            pack_lane_masks(g, sregs)
         A = P.regs
         res = compute(*[A[k][i] if k >= 0 else i for k, i in ops])
         ex = g.exec
@@ -109,7 +118,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             if P is None:
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-                return slow(g)
+                pack_lane_masks(g, sregs)
             A = P.regs
             P.dirty_v.add(d)
             A[kd][d][...] = A[k0][i0] if k0 >= 0 else i0
@@ -120,7 +129,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             if P is None:
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-                return slow(g)
+                pack_lane_masks(g, sregs)
             A = P.regs
             P.dirty_v.add(d)
             A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0)
@@ -133,7 +142,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             if P is None:
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-                return slow(g)
+                pack_lane_masks(g, sregs)
             A = P.regs
             P.dirty_v.add(d)
             fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, out=A[kd][d])
@@ -144,7 +153,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             if P is None:
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-                return slow(g)
+                pack_lane_masks(g, sregs)
             A = P.regs
             P.dirty_v.add(d)
             A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1)
@@ -155,7 +164,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
         if P is None:
             return partial(g)
         if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-            return slow(g)
+            pack_lane_masks(g, sregs)
         A = P.regs
         P.dirty_v.add(d)
         A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1,
@@ -182,7 +191,7 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
         if P is None:
             return partial(g)
         if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-            return slow(g)
+            pack_lane_masks(g, sregs)
         A = P.regs
         P.dirty_v.add(d)
         D = A[F32_PLANE][d]
@@ -241,7 +250,7 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         if P is None:
             return partial(g)
         if sr and g.dirty and not sr.isdisjoint(g.dirty):
-            return slow(g)
+            pack_lane_masks(g, sr)
         A = P.regs
         # (a move's result is its source: no call, and its unused VSRC1 is not read)
         ax = A[kax][iax] if kax >= 0 else iax
@@ -257,4 +266,26 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         dv.add(dy)
         A[kx][dx][...] = rx
         A[ky][dy][...] = ry
+    return run
+
+
+def compare(inst: Inst, srcs: tuple[str, ...], cmp: Callable[..., np.ndarray],
+            write: Callable[[Group, np.ndarray], None], slow: Exec) -> Exec:
+    """A VALU compare with its operands read from the planes; `write(g, lane_results)` stores
+    the lane mask (EXEC-masked, into VCC, an SGPR or EXEC) as the general path does."""
+    got = [operand(inst.f[f"src{i}"], t, inst) for i, t in enumerate(srcs)]
+    ops = [x for x in got if x is not None]
+    if len(ops) != 2 or len(got) != 2 or not is_plain(inst) or inst.enc not in ("VOPC", "VOP3"):
+        return slow
+    (k0, i0), (k1, i1) = ops
+    sregs = sgprs_read(ops)
+
+    def run(g: Group) -> None:
+        P = g.planes
+        if P is None:
+            return slow(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            pack_lane_masks(g, sregs)
+        A = P.regs
+        write(g, cmp(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1))
     return run
