@@ -7,8 +7,9 @@ so a target that keeps a few names of a large header pays only for what it keeps
 
 Until the naming pass has run, every name in converted IR is a declaration *key* (clang's USR; an
 anonymous record's adds its position, since sibling anonymous records share one): the ``name`` of a
-record, enum, typedef, function or variable, and ``ir.Named.name`` in every type. Fields and
-parameters carry their C spelling (``""`` for an anonymous member or an unnamed parameter).
+record, enum, typedef, function or variable, ``ir.Named.name`` in every type, and the name of each
+``Module.skipped`` entry ``select`` writes. Fields and parameters carry their C spelling (``""`` for
+an anonymous member or an unnamed parameter).
 
 This module imports no clang: tests build a :class:`Declarations` from plain IR.
 """

@@ -19,7 +19,7 @@ from typing import Iterator
 from . import ir
 from .errors import BindgenError, LayoutError
 from .fingerprint import inputs_hash
-from .layout import load_module_text, not_yet_compiled, verify_module
+from .layout import load_module_text, left_to_compile, verify_module
 from .parse import parse_target
 from .passes import Context, run_all
 from .render import RenderInfo, load_templates, render_module, render_report
@@ -108,8 +108,11 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
     ctx = Context(t, pr)
     run_all(ctx)
     m = ctx.module
-
     headers = [(h.shown, h.sha256) for h in pr.headers]
+    # The passes are done with clang: the parse result's index holds the translation unit (its
+    # cursors), which rendering and verifying do not need.
+    del ctx, pr
+
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
     ih = inputs_hash(t)
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
@@ -135,7 +138,7 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
             _compiled(t, defs_path(t, project).name, defs)
         raise ir_error(t, f"rendered module fails to load: {type(e).__name__}: {e}") from None
     if defs is not None:
-        _compiled(t, defs_path(t, project).name, not_yet_compiled(defs, m))
+        _compiled(t, defs_path(t, project).name, left_to_compile(defs, m))
     counts = (
         f"{len(m.records)} records, {len(m.enums)} enums, {len(m.typedefs)} typedefs, "
         f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "

@@ -4,6 +4,8 @@ and bitfield positions. Runs during generation; any mismatch fails the run."""
 from __future__ import annotations
 
 import ctypes
+import keyword
+import re
 import sys
 import types
 
@@ -32,32 +34,50 @@ def load_module_text(
     return mod
 
 
-def not_yet_compiled(defs: str, m: ir.Module) -> bytes:
-    """A lazy definitions module as bytes, with the statements :func:`verify_module` had the lazy
-    loader compile (each non-opaque record's class and ``_layout_`` call, most of a large module)
-    turned into blank lines: compiling this as well checks every statement once, at the same line
-    numbers."""
+# A statement valid by its form: NAME = <decimal or hex integer>, perhaps with a trailing comment
+# (most of a register header). ``\r`` would end the comment for Python, NUL is refused.
+_INT_ASSIGNMENT = re.compile(
+    rb"([A-Za-z_][A-Za-z0-9_]*) = (?:0[xX](?:_?[0-9a-fA-F])+|[1-9](?:_?[0-9])*|0(?:_?0)*)"
+    rb"(?:  #[^\n\r\0]*)?"
+)
+_KEYWORDS = frozenset(k.encode() for k in [*keyword.kwlist, "__debug__"])  # not assignable
+
+
+def left_to_compile(defs: str, m: ir.Module) -> bytes:
+    """A lazy definitions module as bytes, with ``pass`` (and as many line ends) in place of each
+    statement already checked otherwise: those :func:`verify_module` had the lazy loader compile
+    (each non-opaque record's class and ``_layout_`` call) and integer assignments, valid by their
+    form (``_INT_ASSIGNMENT``; the loader reads them without compiling too). Compiling the rest
+    checks every other statement, the module's header and the comments between, at the same line
+    numbers; a ``pass`` is no expression, so a neighbour left open still fails."""
     data = defs.encode()
     at = data.rfind(INDEX_MARK.encode())
     layouts_at = data.find(LAYOUTS_MARK.encode(), at)
     if at < 0 or layouts_at < 0:
         return data  # no index: nothing was compiled apart
     verified = {rec.name.encode() for rec in m.records if not rec.opaque}
-    spans = []
+    literal = _INT_ASSIGNMENT.fullmatch
+    spans: list[tuple[int, int, bytes]] = []  # (offset, end, replacement)
     # "#@ NAME LINE OFFSET LENGTH" lines after the index's title line: five tokens each
-    for toks in (
-        data[data.find(b"\n", at + 1) : layouts_at].split(),
-        data[layouts_at + len(LAYOUTS_MARK) :].split(),
+    for toks, layouts in (
+        (data[data.find(b"\n", at + 1) : layouts_at].split(), False),
+        (data[layouts_at + len(LAYOUTS_MARK) :].split(), True),
     ):
-        for i in range(0, len(toks) - 4, 5):
-            if toks[i + 1] in verified:
-                spans.append((int(toks[i + 3]), int(toks[i + 4])))
+        for name, off, end in zip(
+            toks[1::5], map(int, toks[3::5]), map(int, toks[4::5]), strict=True
+        ):
+            end += off
+            if name in verified:
+                spans.append((off, end, b"pass" + b"\n" * data.count(b"\n", off, end)))
+            elif not layouts and (lit := literal(data, off, end)) and lit[1] not in _KEYWORDS:
+                spans.append((off, end, b"pass"))  # (one line: the pattern has no line end)
+    spans.sort()
     parts, pos = [], 0
-    for off, length in sorted(set(spans)):
+    for off, end, instead in spans:
         if off < pos:  # overlapping statements: the index is not this renderer's, keep it whole
             return data
-        parts += [data[pos:off], b"\n" * data.count(b"\n", off, off + length)]
-        pos = off + length
+        parts += [data[pos:off], instead]
+        pos = end
     parts.append(data[pos:])
     return b"".join(parts)
 

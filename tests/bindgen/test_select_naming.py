@@ -96,6 +96,19 @@ def names(items) -> list[str]:
     return [it.name for it in items]
 
 
+def test_the_pipeline_selects_and_names_first_and_each_pass_says_what_it_reads():
+    import sys
+
+    from bindgen.passes import PIPELINE
+
+    order = [p.name for p in PIPELINE]
+    assert order == ["select", "naming", "macros", "macro_records", "tables", "macro_docs",
+                     "patches", "dedupe", "order"]
+    for p in PIPELINE:
+        doc = sys.modules[p.run.__module__].__doc__ or ""
+        assert doc.startswith(f"Pass ``{p.name}``") and "Reads" in doc, p.run.__module__
+
+
 # ---------------------------------------------------------------- select
 
 

@@ -209,8 +209,7 @@ def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
     vop3 = inst.enc in ("VOP3", "VOP3SD")
     dst = VCC_LO if not vop3 else inst.f["vdst"]
 
-    def run(g: Group) -> None:
-        mask = cmp(r0(g), r1(g))
+    def write(g: Group, mask: np.ndarray) -> None:
         if not g.exec_full:
             mask = mask & g.exec
         if is_x:
@@ -218,7 +217,10 @@ def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
             g.set_lanes(126, np.broadcast_to(mask, (g.n, 32)).copy())
         else:
             g.set_lanes(dst, mask)
-    return run
+
+    def run(g: Group) -> None:
+        write(g, cmp(r0(g), r1(g)))
+    return fast_valu.compare(inst, sig.srcs, cmp, write, run)
 
 
 # -- special forms -----------------------------------------------------------------------------
@@ -612,7 +614,8 @@ def _compile_vopd(inst: Inst) -> Exec:
     halves = []
     for name, vdst, s0, vs1 in (x_args, y_args):
         t, fn = _VOPD_FN[name]
-        halves.append(fast_valu.VopdHalf(t, fn, name in _VOPD_ACC, vdst, s0, vs1))
+        halves.append(fast_valu.VopdHalf(t, fn, name in _VOPD_ACC, vdst, s0, vs1,
+                                         move=name == "v_dual_mov_b32"))
     return fast_valu.vopd(inst, halves[0], halves[1], clash, run)
 
 
