@@ -108,8 +108,11 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
     ctx = Context(t, pr)
     run_all(ctx)
     m = ctx.module
-
     headers = [(h.shown, h.sha256) for h in pr.headers]
+    # The passes are done with clang: the parse result's index holds the translation unit (its
+    # cursors), which rendering and verifying do not need.
+    del ctx, pr
+
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
     ih = inputs_hash(t)
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]

@@ -496,16 +496,12 @@ def test_buffer_load_lds_in_a_wave64():
 
 
 # -- acceptance -----------------------------------------------------------------------------------
-GDS_ONLY = {"ds_gws_init", "ds_gws_sema_v", "ds_gws_sema_br", "ds_gws_sema_p",
-            "ds_gws_barrier", "ds_gws_sema_release_all", "ds_ordered_count",
-            "ds_add_gs_reg_rtn", "ds_sub_gs_reg_rtn"}
-
-
 @pytest.mark.skipif(shutil.which("llvm-mc-16") is None, reason="llvm-mc-16 (Debian llvm-16)")
-def test_every_memory_opcode_of_llvms_gfx1100_tables_is_accepted_but_gds():
-    """FLAT, SCRATCH, GLOBAL, MUBUF and MTBUF at 100%, DS but its nine GDS-only opcodes (the
-    ALU rows are asserted in test_rdna3_valu_misc); the whole figure outside MIMG: 1377 of
-    the 1386 opcodes llvm-mc-16 decodes for gfx1100."""
+def test_every_memory_opcode_of_llvms_gfx1100_tables_is_accepted():
+    """FLAT, SCRATCH, GLOBAL, MUBUF, MTBUF and DS at 100%, the GDS-only DS opcodes included
+    (their semantics for a KFD compute queue is a named fault: test_rdna3_gds); the ALU rows are
+    asserted in test_rdna3_valu_misc. The whole figure outside MIMG: all 1386 opcodes llvm-mc-16
+    decodes for gfx1100."""
     refused: dict[str, str] = {}
     for enc in opcode_coverage.MEMORY:
         if enc == "MIMG":
@@ -513,7 +509,6 @@ def test_every_memory_opcode_of_llvms_gfx1100_tables_is_accepted_but_gds():
         row = opcode_coverage.measure(enc)
         assert not row.undecodable, (enc, row.undecodable)
         refused.update(row.refused)
-    assert set(refused) == GDS_ONLY, refused
-    assert all("GDS is not modelled" in why for why in refused.values())
+    assert not refused, refused
     total = sum(len(TABLES[e]) for e in opcode_coverage.ROWS if "+" not in e and e != "MIMG")
-    assert (total, total - len(refused)) == (1386, 1377)
+    assert total == 1386

@@ -119,3 +119,18 @@ def test_fmac_by_half_is_correctly_rounded_on_one_wave(monkeypatch):
                      for a, b in zip(x, y)], f32)
     np.testing.assert_array_equal(slow, want.view(u32))
     np.testing.assert_array_equal(fast, want.view(u32))
+
+
+def test_scalar_path_moves_exec_through_saveexec_and_back(monkeypatch):
+    """One wave's scalar ops on a compare's unpacked VCC and on EXEC: s_and_saveexec, EXEC as an
+    s_xor destination, EXEC restored from the saved mask, then a VALU op reading that SGPR."""
+    x, y = _ints(np.random.default_rng(4))
+    snippet = ("v_cmp_gt_u32_e32 vcc_lo, v1, v3\ns_and_saveexec_b32 s12, vcc_lo\n"
+               "v_mov_b32 v2, 1\ns_xor_b32 exec_lo, exec_lo, s12\nv_mov_b32 v2, 2\n"
+               "s_mov_b32 exec_lo, s12\nv_add_nc_u32 v2, s12, v2")
+    for waves in (1, 8):
+        fast, slow = both_paths(monkeypatch, snippet, x, y, waves)
+        xs, ys = x[:32 * waves], y[:32 * waves]
+        want = np.where(xs > ys, u32(0), u32(1))   # (1 or 2) + 0xFFFFFFFF
+        np.testing.assert_array_equal(slow, want)
+        np.testing.assert_array_equal(fast, want)

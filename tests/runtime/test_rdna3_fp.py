@@ -78,7 +78,8 @@ def test_fma32_pow2_matches_exact_fma_on_edges():
         np.testing.assert_array_equal(out.view(np.uint32), got.view(np.uint32))
     # The guards fire where they must: 0.5 * (odd denormal) is not exact, 2 * 3e38 overflows.
     assert not fp.scaled_exactly(x[80:81], 0.5) and not fp.scaled_exactly(x[130:131], 2.0)
-    assert fp.scaled_exactly(np.array([1.0, -3.5], f32), 0.5)
+    assert fp.scaled_exactly(np.array([1.0, -3.5, 0.0, -0.0], f32), 0.5)
+    assert not fp.scaled_exactly(np.array([0.0, 2.0 ** -126 * (1 + 2.0 ** -23)], f32), 0.5)
 
 
 def test_fma32_redoes_only_inexact_midpoints():

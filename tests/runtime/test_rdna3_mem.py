@@ -181,11 +181,6 @@ def test_atomic_csub_clamps_at_zero_in_lane_order():
     np.testing.assert_array_equal(dev.download(vin, 4, u32), [0, 0, 1000, 7])
 
 
-def test_gds_opcodes_are_refused_by_name():
-    with pytest.raises(KernelFault, match="GDS is not modelled"):
-        run("ds_gws_init v0 gds", np.zeros(4, u32))
-
-
 def test_buffer_d16_loads_fill_one_half(data):
     body = """
     v_mov_b32 v2, 0x12345678

@@ -23,7 +23,7 @@ Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by `gen_
 mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave groups),
 `operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
 math, dot products, WMMA), `dpp` (DPP16/DPP8 lane patterns), `ops_xlane` (readlane/writelane,
-permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_buffer` (MUBUF through V#
+permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_gds`/`ops_buffer` (MUBUF through V#
 descriptors)/`ops_buffer_format` (format-converting MUBUF and MTBUF, loads into LDS;
 `buffer_formats` holds the data formats)/`mem_lanes`/`atomics` (instruction semantics),
 `ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the division helpers), `liveness` (dead
@@ -49,8 +49,12 @@ EXEC/VCC tests look at both; readlane, readfirstlane, writelane and mbcnt have w
 (`ops_wave64`). Instructions that move data across the two halves (permlane64,
 ds_(b)permute/swizzle/append, addtid, movrel) are refused in wave64 kernels.
 
-Not implemented (each raises KernelFault naming it): swizzled buffers and TFE, MIMG, GDS (and
-the GDS-only DS opcodes: GWS semaphores and barriers, ordered count, GS registers),
+DS instructions with the GDS bit (`ops_gds`) behave as on a gfx11 KFD compute queue, which has
+no GDS memory, ordered-append counters or GWS range: GDS accesses, ds_ordered_count and the GS
+register adds fault naming the instruction, a ds_gws_* op names its resource id (the hardware
+would NACK and halt the wave).
+
+Not implemented (each raises KernelFault naming it): swizzled buffers and TFE, MIMG,
 s_trap handlers, rounding modes other than round-to-nearest-even.
 FP32 denormals are always kept (the FLOAT_MODE clang-16 emits); s_denorm_mode/s_setreg are
 ignored.

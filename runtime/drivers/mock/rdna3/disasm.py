@@ -260,10 +260,30 @@ def _vopd_half(name: str, vdst: int, s0: int, vs1: int, lit: int | None) -> str:
     return f"{name} v{vdst}, {a}, {b}"
 
 
+def _ds_gds_only(inst: Inst) -> str:
+    """The GDS-only DS opcodes: GWS ops (the count VGPR in the ADDR field), ordered count and
+    the GS register adds (a 64-bit return)."""
+    f, name = inst.f, inst.name
+    if name in ("ds_gws_init", "ds_gws_sema_br", "ds_gws_barrier"):
+        parts = [f"v{f['addr']}"]
+    elif name == "ds_ordered_count":
+        parts = [f"v{f['vdst']}", f"v{f['addr']}"]
+    elif name.endswith("_gs_reg_rtn"):
+        parts = [_reg("v", f["vdst"], 64), f"v{f['data0']}"]
+    else:
+        parts = []
+    off = f["offset0"] | f["offset1"] << 8
+    return " ".join([name, ", ".join(parts)] if parts else [name]) \
+        + (f" offset:{off}" if off else "") + (" gds" if f["gds"] else "")
+
+
 def _mem(inst: Inst) -> str:
     f, name = inst.f, inst.name
     if inst.enc == "DS":
         parts = []
+        if name.startswith("ds_gws_") or name in ("ds_ordered_count", "ds_add_gs_reg_rtn",
+                                                  "ds_sub_gs_reg_rtn"):
+            return _ds_gds_only(inst)
         is_load = "load" in name or "_rtn" in name or name in ("ds_swizzle_b32", "ds_bpermute_b32",
                                                                "ds_permute_b32", "ds_consume",
                                                                "ds_append")

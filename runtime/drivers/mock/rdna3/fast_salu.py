@@ -3,9 +3,10 @@
 A scalar op of one wave works on one value per operand. Run through [1]-shaped arrays it costs
 a numpy call per step (~0.2-0.7 us each: the read, the op, the overflow or SCC test, the writes);
 the same lane functions on numpy scalars read from and written to the wave's SGPR row
-(`machine.Planes.s1`) cost ~20-50 ns a step. The general path stays the reference for groups of
-several waves, wave64, 64-bit operands, EXEC as the destination, and SGPRs that hold a lane mask
-a VALU op has not packed yet; tests run both on the same inputs.
+(`machine.Planes.s1`) cost ~20-50 ns a step (a lane mask a VALU op left unpacked is packed into
+its SGPR first; a result for EXEC goes through Group.set_s, which unpacks the new lanes). The
+general path stays the reference for groups of several waves, wave64 and 64-bit operands; tests
+run both on the same inputs.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
     when `reads_scc`) gives the result for SGPR `dst` (None: no result) and the new SCC (None:
     unchanged). `slow` runs it on groups the scalar path does not take."""
     got = [scalar_source(code, literal, t) for code, t in srcs]
-    if len(got) > 2 or any(x is None for x in got) or dst == EXEC_LO:
+    if len(got) > 2 or any(x is None for x in got):
         return slow
     ops = [x for x in got if x is not None]
     sregs = frozenset(v for is_reg, v in ops if is_reg)
@@ -50,8 +51,11 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
 
     def run(g: Group) -> None:
         P = g.planes
-        if P is None or P.s1 is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+        if P is None or P.s1 is None:
             return slow(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            for r in sregs.intersection(g.dirty):
+                g.s(r)   # a lane mask a VALU op left unpacked: pack it into its SGPR first
         S1, w = P.s1, P.w
         a = S1[v0] if r0 else v0
         if n_src == 2:
@@ -61,12 +65,47 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
             d, scc = fn(a, P.scc[w]) if reads_scc else fn(a)
         else:
             d, scc = fn(P.scc[w]) if reads_scc else fn()
-        if out != NULL and d is not None:
-            S1[out] = d
-            g.m.dirty_s.add(out)
-            if g.dirty:
-                g.dirty.discard(out)
-            g.lanes.pop(out, None)   # an unpacked copy of the old value is stale
+        if d is not None:
+            write_sgpr(g, S1, out, d)
         if scc is not None:
             P.scc[w] = scc
+    return run
+
+
+def write_sgpr(g: Group, S1: np.ndarray, r: int, d: np.generic) -> None:
+    """Group.set_s for one wave's row: NULL drops the value, EXEC goes through set_s (the
+    group's unpacked lanes follow), any other SGPR is written in place."""
+    if r == EXEC_LO:
+        g.set_s(r, d)
+    elif r != NULL:
+        S1[r] = d
+        g.m.dirty_s.add(r)
+        if g.dirty:
+            g.dirty.discard(r)
+        g.lanes.pop(r, None)   # an unpacked copy of the old value is stale
+
+
+def saveexec_step(src: int, literal: int | None, dst: int, op: Callable[..., np.generic],
+                  wrexec: bool, slow: Exec) -> Exec:
+    """s_<op>_saveexec_b32 / _wrexec_b32 of one wave: EXEC = op(S0, EXEC), then dst = the old
+    EXEC (the new one for wrexec), SCC = new EXEC != 0."""
+    got = scalar_source(src, literal)
+    if got is None or dst == EXEC_LO:
+        return slow
+    is_reg, v = got
+    sregs = frozenset((v, EXEC_LO) if is_reg else (EXEC_LO,))
+
+    def run(g: Group) -> None:
+        P = g.planes
+        if P is None or P.s1 is None:
+            return slow(g)
+        if g.dirty and not sregs.isdisjoint(g.dirty):
+            for r in sregs.intersection(g.dirty):
+                g.s(r)
+        S1 = P.s1
+        old = S1[EXEC_LO]
+        new = op(S1[v] if is_reg else v, old)
+        g.set_s(EXEC_LO, new)
+        write_sgpr(g, S1, dst, new if wrexec else old)
+        P.scc[P.w] = new != 0
     return run

@@ -1,16 +1,17 @@
 # numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
 # mypy: disable-error-code="arg-type,index,operator"
-"""Fast paths of VALU instructions in their plain forms, for groups with a full EXEC.
+"""Fast paths of VALU instructions in their plain forms, for groups whose waves are a slice.
 
 A plain instruction (32-bit operands that are VGPRs, SGPRs or constants; no modifiers, no DPP)
-on a group whose waves are a slice of a wave32 machine with every EXEC lane set (`Group.fast`)
-needs no masked copy and no operand conversion: its step indexes the typed register planes
-(`machine.Planes`), calls the same lane function as the general path and assigns the result
-into the destination plane. With one wave that is 2-4 numpy calls instead of the ~15 the
-general path's layered readers and writers make, which is most of a single-wave loop's time.
-Any other group state (partial EXEC, waves picked by an index array, wave64, an SGPR source
-holding a lane mask a VALU op has not packed yet) takes the general path, which stays the
-reference semantics; tests run both on the same inputs.
+on a group whose waves are a slice of a wave32 machine needs no operand conversion: its step
+indexes the typed register planes (`machine.Planes`), calls the same lane function as the
+general path and, with every EXEC lane set (`Group.fast`), assigns the result into the
+destination plane (a ufunc computes straight into it); with EXEC partly set it copies the
+result into the EXEC lanes. With one wave that is 2-4 numpy calls instead of the ~15 the general
+path's layered readers and writers make, which is most of a single-wave loop's time. An SGPR
+source holding a lane mask a VALU op has not packed yet is packed first. Other groups (waves
+picked by an index array, wave64) take the general path, which stays the reference semantics;
+tests run both on the same inputs.
 
 An operand is a pair (plane, index): `regs[plane][index]` of the group's planes, or for plane
 CONST the constant itself (index). Steps index inline rather than through per-operand getter
@@ -27,6 +28,7 @@ from . import dpp, fp
 from .decode import NULL, VGPR0, Inst
 from .machine import F32_PLANE, I32_PLANE, SGPR_PLANES, U32_PLANE, Group
 from .operands import DTYPES, const_bits
+from .valu_table import Convert
 
 Exec = Callable[[Group], None]
 Operand = tuple[int, Any]
@@ -60,8 +62,37 @@ def operand(code: int, t: str, inst: Inst) -> Operand | None:
 
 def sgprs_read(ops: list[Operand]) -> frozenset[int]:
     """SGPRs among the operands: one holding a lane mask a VALU op left unpacked (Group.dirty)
-    needs the general path, which packs it first."""
+    is packed before it is read (pack_lane_masks)."""
     return frozenset(i[0] for k, i in ops if k >= SGPR_PLANES)
+
+
+def pack_lane_masks(g: Group, sregs: frozenset[int]) -> None:
+    """Packs the lane masks among `sregs` that a VALU op left unpacked into their SGPRs (what
+    reading them through Group.s does), so the planes hold their bits."""
+    for r in sregs.intersection(g.dirty):
+        g.s(r)
+
+
+def partial_exec(ops: list[Operand], dests: list[tuple[int, int]],
+                 compute: Callable[..., tuple[np.ndarray, ...]], slow: Exec) -> Exec:
+    """The step for a group of planes whose EXEC is partly set: `compute(*operands)` gives one
+    result per destination (plane, VGPR), each copied into its register's EXEC lanes (what
+    Group.set_v does, without the layered readers)."""
+    sregs = sgprs_read(ops)
+
+    def run(g: Group) -> None:
+        P = g.planes
+        if P is None:
+            return slow(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            pack_lane_masks(g, sregs)
+        A = P.regs
+        res = compute(*[A[k][i] if k >= 0 else i for k, i in ops])
+        ex = g.exec
+        for (k, r), v in zip(dests, res):
+            P.dirty_v.add(r)
+            np.copyto(A[k][r], v, where=ex, casting="unsafe")
+    return run
 
 
 def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndarray],
@@ -79,11 +110,26 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     sregs = sgprs_read(ops)
     d = inst.f["vdst"]
     (k0, i0), (k1, i1), (k2, i2) = (ops + [(CONST, None)] * 2)[:3]
+    partial = partial_exec(ops, [(kd, d)], lambda *a: (fn(*a),), slow)
+    if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
+        # A plain cast: assigning into the destination plane casts the same way.
+        def run1_cast(g: Group) -> None:
+            P = g.fast
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                pack_lane_masks(g, sregs)
+            A = P.regs
+            P.dirty_v.add(d)
+            A[kd][d][...] = A[k0][i0] if k0 >= 0 else i0
+        return run1_cast
     if len(ops) == 1:
         def run1(g: Group) -> None:
             P = g.fast
-            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-                return slow(g)
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                pack_lane_masks(g, sregs)
             A = P.regs
             P.dirty_v.add(d)
             A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0)
@@ -93,8 +139,10 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
         # A ufunc whose operands and result share a type: computed into the register itself.
         def run2_into(g: Group) -> None:
             P = g.fast
-            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-                return slow(g)
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                pack_lane_masks(g, sregs)
             A = P.regs
             P.dirty_v.add(d)
             fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, out=A[kd][d])
@@ -102,8 +150,10 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     if len(ops) == 2:
         def run2(g: Group) -> None:
             P = g.fast
-            if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-                return slow(g)
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                pack_lane_masks(g, sregs)
             A = P.regs
             P.dirty_v.add(d)
             A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1)
@@ -111,16 +161,15 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
 
     def run3(g: Group) -> None:
         P = g.fast
-        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-            return slow(g)
+        if P is None:
+            return partial(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            pack_lane_masks(g, sregs)
         A = P.regs
         P.dirty_v.add(d)
         A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1,
                            A[k2][i2] if k2 >= 0 else i2)
     return run3
-
-
-_EXP_ABOVE_1 = np.uint32(0x7F000000)   # see fp.scaled_exactly
 
 
 def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
@@ -134,19 +183,23 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
     d = inst.f["vdst"]
     (kf, i_f), (ku, iu) = xf, xu
     half = abs(float(k)) == 0.5
+    partial = partial_exec([xf, (F32_PLANE, d)], [(F32_PLANE, d)],
+                           lambda x, acc: (fp.fma32_pow2(x, k, acc),), slow)
 
     def run(g: Group) -> None:
         P = g.fast
-        if P is None or sregs and g.dirty and not sregs.isdisjoint(g.dirty):
-            return slow(g)
+        if P is None:
+            return partial(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            pack_lane_masks(g, sregs)
         A = P.regs
         P.dirty_v.add(d)
         D = A[F32_PLANE][d]
         x = A[kf][i_f] if kf >= 0 else i_f
         if half:
-            # every lane's exponent >= 2: x * 0.5 is a normal f32, exact
+            # x * 0.5 exact in every lane: one f32 rounding of the sum is the fused result
             bits = A[ku][iu] if ku >= 0 else iu
-            if np.count_nonzero(bits & _EXP_ABOVE_1) == bits.size:
+            if fp.halves_exactly(bits):
                 np.add(np.multiply(x, k), D, out=D)
                 return
         fp.fma32_pow2(x, k, D, out=D)
@@ -164,6 +217,7 @@ class VopdHalf:
     vdst: int
     src0: int
     vsrc1: int
+    move: bool = False   # v_dual_mov_b32: the result is src0
 
 
 def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
@@ -178,20 +232,33 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
             return slow
         ops += [a, b]
         lit = np.array(inst.literal or 0, dtype=np.uint32).view(DTYPES[h.t])
-        parts.append((a, b, k, h.vdst, h.reads_dst, h.fn, lit))
-    ((kax, iax), (kbx, ibx), kx, dx, accx, fx, lx), \
-        ((kay, iay), (kby, iby), ky, dy, accy, fy, ly) = parts
+        parts.append((a, b, k, h.vdst, h.reads_dst, h.fn, lit, h.move))
+    ((kax, iax), (kbx, ibx), kx, dx, accx, fx, lx, movx), \
+        ((kay, iay), (kby, iby), ky, dy, accy, fy, ly, movy) = parts
     sr = sgprs_read(ops)
+
+    def both(ax: np.ndarray, bx: np.ndarray, acc_x: np.ndarray, ay: np.ndarray, by: np.ndarray,
+             acc_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rx = ax if movx else fx(ax, bx, acc_x if accx else None, lx)
+        ry = ay if movy else fy(ay, by, acc_y if accy else None, ly)
+        return rx, np.array(ry) if clash else ry
+    partial = partial_exec(ops[:2] + [(kx, dx)] + ops[2:] + [(ky, dy)], [(kx, dx), (ky, dy)],
+                           both, slow)
 
     def run(g: Group) -> None:
         P = g.fast
-        if P is None or sr and g.dirty and not sr.isdisjoint(g.dirty):
-            return slow(g)
+        if P is None:
+            return partial(g)
+        if sr and g.dirty and not sr.isdisjoint(g.dirty):
+            pack_lane_masks(g, sr)
         A = P.regs
-        rx = fx(A[kax][iax] if kax >= 0 else iax, A[kbx][ibx] if kbx >= 0 else ibx,
-                A[kx][dx] if accx else None, lx)
-        ry = fy(A[kay][iay] if kay >= 0 else iay, A[kby][iby] if kby >= 0 else iby,
-                A[ky][dy] if accy else None, ly)
+        # (a move's result is its source: no call, and its unused VSRC1 is not read)
+        ax = A[kax][iax] if kax >= 0 else iax
+        rx = ax if movx else fx(ax, A[kbx][ibx] if kbx >= 0 else ibx,
+                                A[kx][dx] if accx else None, lx)
+        ay = A[kay][iay] if kay >= 0 else iay
+        ry = ay if movy else fy(ay, A[kby][iby] if kby >= 0 else iby,
+                                A[ky][dy] if accy else None, ly)
         if clash:
             ry = np.array(ry)
         dv = P.dirty_v
@@ -199,4 +266,26 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         dv.add(dy)
         A[kx][dx][...] = rx
         A[ky][dy][...] = ry
+    return run
+
+
+def compare(inst: Inst, srcs: tuple[str, ...], cmp: Callable[..., np.ndarray],
+            write: Callable[[Group, np.ndarray], None], slow: Exec) -> Exec:
+    """A VALU compare with its operands read from the planes; `write(g, lane_results)` stores
+    the lane mask (EXEC-masked, into VCC, an SGPR or EXEC) as the general path does."""
+    got = [operand(inst.f[f"src{i}"], t, inst) for i, t in enumerate(srcs)]
+    ops = [x for x in got if x is not None]
+    if len(ops) != 2 or len(got) != 2 or not is_plain(inst) or inst.enc not in ("VOPC", "VOP3"):
+        return slow
+    (k0, i0), (k1, i1) = ops
+    sregs = sgprs_read(ops)
+
+    def run(g: Group) -> None:
+        P = g.planes
+        if P is None:
+            return slow(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            pack_lane_masks(g, sregs)
+        A = P.regs
+        write(g, cmp(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1))
     return run

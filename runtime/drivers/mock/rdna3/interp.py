@@ -418,14 +418,17 @@ class Dispatch:
         # `budget`: instructions until the next look, carried across groups in self._ticks.
         count = lanes = 0
         budget = self._ticks
+        # The pc is kept in a local and stored into g where others look: at a pause, on the
+        # way out, before a jump (step functions do not read it).
+        pc = g.pc
         self.groups.append(g)   # visible to describe() while it runs
         try:
             while True:
-                pc = g.pc
                 if pc >= stop:
                     if pc < horizon:
                         raise KernelFault("execution ran past the end of the program (no "
                                           "s_endpgm)", address=prog.base + len(prog.raw))
+                    g.pc = pc
                     return [g]
                 step = steps[pc] or prog.step(pc)
                 lanes += g.active
@@ -440,6 +443,7 @@ class Dispatch:
                                           "exceeded (a kernel that never ends?)",
                                           address=step.inst.addr, instruction=str(step.inst))
                     if time.perf_counter() > self._deadline:
+                        g.pc = pc
                         yield
                 kind = step.kind
                 if kind == NEXT:
@@ -447,9 +451,9 @@ class Dispatch:
                         step.fn(g)  # type: ignore[misc]  # NEXT steps always carry one
                     except Exception as e:
                         raise _fault(step, e) from None
-                    g.pc = pc + 1
+                    pc += 1
                 elif kind == NOP:
-                    g.pc = pc + 1
+                    pc += 1
                 elif kind == ATOMIC:
                     if n > 1 and step.contended(g):  # type: ignore[misc]  # ATOMIC has one
                         # Lanes of several waves race on one address: let the first wave run
@@ -463,33 +467,35 @@ class Dispatch:
                         step.fn(g)  # type: ignore[misc]
                     except Exception as e:
                         raise _fault(step, e) from None
-                    g.pc = pc + 1
+                    pc += 1
                 elif kind == BRANCH:
                     if step.fn is None:
-                        g.pc = step.target
+                        pc = step.target
                         continue
                     taken = step.fn(g)
                     if taken is True or taken is False:   # every wave agrees
-                        g.pc = step.target if taken else pc + 1
+                        pc = step.target if taken else pc + 1
                         continue
                     k = np.count_nonzero(taken)
                     if k == n:
-                        g.pc = step.target
+                        pc = step.target
                     elif not k:
-                        g.pc = pc + 1
+                        pc += 1
                     elif step.masked_skip and k * 4 <= 3 * n:
                         # The skipped block only does EXEC-masked work, so the waves whose EXEC
                         # is empty can come along and do nothing; keeping the group whole is
                         # cheaper than a split and a merge unless most waves would skip.
-                        g.pc = pc + 1
+                        pc += 1
                     else:
                         return list(g.split(np.asarray(taken), step.target, pc + 1))
                 elif kind == END:
                     return []
                 elif kind == BARRIER:
+                    g.pc = pc
                     g.at_barrier = True
                     return [g]
                 else:  # JUMP
+                    g.pc = pc
                     return _jump(prog, g, step, _call(step, g))
         finally:
             stats.wave_instructions += count * waves

@@ -8,7 +8,8 @@ An opcode counts as accepted when one of the instruction words llvm-mc-16 decode
 candidates of `gen_opcodes`, with a few more operand variants) compiles and its compiled slot
 runs once on one wave with random register contents. A memory access that faults (the random
 addresses map nothing) still counts: the semantics exist; so does a fault the ISA defines
-(s_trap without a trap handler). Missing semantics, an unsupported operand or a "bad state"
+(s_trap without a trap handler) and the fault that stands for what a KFD compute queue's
+hardware does (a GDS access, a GWS op outside the queue's empty GWS range: `ops_gds`). Missing semantics, an unsupported operand or a "bad state"
 error is a refusal. MIMG is listed but not a goal (no image support in the mock).
 """
 from __future__ import annotations

@@ -16,6 +16,7 @@ from . import mem_lanes as ml
 from .decode import Inst
 from .errors import KernelFault, PageFaultError
 from .machine import Group
+from .ops_gds import compile_gds
 from .ops_mem import _ATOMIC_DT, _SIZES, MemOp, _transfer, atomic_exec, m0_of, mem_op
 
 Exec = Callable[[Group], None]
@@ -62,10 +63,7 @@ def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[Gr
 def compile_ds(inst: Inst) -> Exec:
     name, f = inst.name, inst.f
     if f["gds"]:
-        # GDS and the GWS / ordered-count opcodes that live in it: no global data share nor
-        # cross-wave semaphores in the mock
-        raise KernelFault("unsupported instruction (GDS is not modelled)", address=inst.addr,
-                          instruction=str(inst))
+        return compile_gds(inst)   # GDS memory, ordered count, GS registers, GWS
     if name == "ds_nop":
         return lambda g: None
     if name in ("ds_bpermute_b32", "ds_permute_b32"):

@@ -521,6 +521,9 @@ def _sop1(inst: Inst) -> Step:
             wr_exec(g, new)
             wr_dst(g, new if wrexec else old)
             g.set_scc(new != 0)
+        if w == 32:
+            return Step(NEXT, fast_salu.saveexec_step(src, inst.literal, dst, se, wrexec,
+                                                      saveexec), inst)
         return Step(NEXT, saveexec, inst)
     if name in ("s_movrels_b32", "s_movrels_b64", "s_movreld_b32", "s_movreld_b64",
                 "s_movrelsd_2_b32"):

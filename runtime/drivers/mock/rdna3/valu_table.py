@@ -17,7 +17,8 @@ import numpy as np
 from . import fp
 
 u32, i32, u64, i64 = np.uint32, np.int32, np.uint64, np.int64
-M5, M6 = u32(31), u32(63)
+# shift-amount masks (0-d arrays: see fp's constants)
+M5, M6 = np.array(31, dtype=u32), np.array(63, dtype=u32)
 _REV8 = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint32)
 
 Fn = Callable[..., np.ndarray]
@@ -90,6 +91,20 @@ def _perm(a: np.ndarray, b: np.ndarray, sel: np.ndarray) -> np.ndarray:
                                              np.where(s == 12, u32(0), u32(0xFF))))
         out |= val.astype(u32) << u32(8 * k)
     return out
+
+
+class Convert:
+    """A conversion that is exactly numpy's cast to `dtype` (int → float rounds to nearest even,
+    f32 → f16 too); fast_valu assigns the source into the destination plane instead, which
+    casts the same way without a temporary."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype: type) -> None:
+        self.dtype = dtype
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        return np.asarray(a).astype(self.dtype)
 
 
 def _cvt_i32(x: np.ndarray) -> np.ndarray:
@@ -322,8 +337,8 @@ TABLE: dict[str, Fn] = {
     "v_minmax_f32": lambda a, b, c: fp.fmax(fp.fmin(a, b), c),
     "v_maxmin_f32": lambda a, b, c: fp.fmin(fp.fmax(a, b), c),
     "v_ldexp_f32": fp.ldexp, "v_frexp_exp_i32_f32": fp.frexp_exp,
-    "v_cvt_f32_i32": lambda a: a.astype(np.float32),
-    "v_cvt_f32_u32": lambda a: a.astype(np.float32),
+    "v_cvt_f32_i32": Convert(np.float32),
+    "v_cvt_f32_u32": Convert(np.float32),
     "v_cvt_i32_f32": _cvt_i32, "v_cvt_u32_f32": _cvt_u32,
     "v_cvt_floor_i32_f32": lambda a: _cvt_i32(np.floor(a)),
     "v_cvt_nearest_i32_f32": lambda a: _cvt_i32(np.floor(a.astype(np.float64) + 0.5)),
@@ -346,7 +361,7 @@ TABLE: dict[str, Fn] = {
     "v_ldexp_f64": fp.ldexp, "v_frexp_exp_i32_f64": fp.frexp_exp,
     "v_div_fixup_f32": fp.div_fixup, "v_div_fixup_f64": fp.div_fixup,
     # 32-bit integer
-    "v_mov_b32": lambda a: a,
+    "v_mov_b32": Convert(u32),
     "v_not_b32": lambda a: ~a,
     "v_add_nc_u32": np.add,
     "v_sub_nc_u32": np.subtract,

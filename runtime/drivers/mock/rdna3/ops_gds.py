@@ -1,0 +1,88 @@
+"""DS instructions with the GDS bit: global data share memory, ordered count, GS registers and
+global wave sync (GWS), as a KFD compute queue on gfx11 has them.
+
+What the hardware gives a compute queue (Linux amdgpu/amdkfd, RDNA3 ISA section "Global Wave
+Sync"):
+* GDS memory and the ordered-append counters: none. gfx_v11_0_init_compute_vmid programs every
+  compute VMID with GDS_VMID*_BASE/SIZE 0 and GDS_OA_VMID 0, and KFD's topology reports
+  gds_size_in_kb 0. The ISA does not say what an access outside the VMID's GDS range returns, so
+  the mock faults (naming the instruction) rather than guess a value: a compute kernel that
+  touches GDS, ds_ordered_count (an ordered-append GDS counter) included, depends on something
+  KFD never provides.
+* GS registers (ds_add/sub_gs_reg_rtn: the NGG streamout counters of the graphics pipeline,
+  OFFSET0[5:2] picks one; 8 and above are 64-bit pairs): graphics state that a compute queue does
+  not own; the documents are silent on a compute wave reaching them, so the mock faults.
+* GWS: the resource id is (VMID base + M0[21:16] + OFFSET0[5:0]) % 64 and ids outside the
+  VMID's range make the GWS answer NACK, which rewinds the wave's PC and halts it (a hang). On
+  gfx11 KFD assigns no range to a compute VMID (GDS_GWS_VMID 0; with MES, AMDKFD_IOC_ALLOC_QUEUE_GWS
+  only marks the queue exclusively scheduled, for cooperative launches), so every ds_gws_* of a
+  KFD queue would hang: the mock faults instead, naming the instruction and the resource id.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .decode import Inst
+from .errors import KernelFault
+from .machine import Group
+from .ops_mem import m0_of
+
+Exec = Callable[[Group], None]
+
+GWS_OPS = ("ds_gws_init", "ds_gws_sema_v", "ds_gws_sema_br", "ds_gws_sema_p",
+           "ds_gws_sema_release_all", "ds_gws_barrier")
+GS_REG_OPS = ("ds_add_gs_reg_rtn", "ds_sub_gs_reg_rtn")
+N_GWS = 64   # GWS resources of the unit
+
+
+def gws_resource_ids(g: Group, offset0: int) -> np.ndarray:
+    """Each wave's virtual GWS resource id, (M0[21:16] + OFFSET0[5:0]) % 64 (the VMID's base is
+    added by the unit)."""
+    return ((m0_of(g) >> np.uint32(16)) + np.uint32(offset0 & 0x3F)) & np.uint32(N_GWS - 1)
+
+
+def compile_gds(inst: Inst) -> Exec:
+    """The slot of a DS instruction whose GDS bit is set (a GWS op or a GDS access)."""
+    name, f = inst.name, inst.f
+    if name in GWS_OPS:
+        return _compile_gws_without_range(inst)
+    if name in GS_REG_OPS:
+        reg = f["offset0"] >> 2 & 0xF
+        what = (f"GS register {reg}" if reg < 8
+                else f"GS registers {(reg - 8) * 2 + 8}-{(reg - 8) * 2 + 9} (64-bit)")
+
+        def gs_reg(g: Group) -> None:
+            raise KernelFault(f"{name} reaches {what} (OFFSET0[5:2] = {reg}), NGG streamout "
+                              "state of the graphics pipeline that a compute queue does not own",
+                              address=inst.addr, instruction=str(inst))
+        return gs_reg
+    if name == "ds_ordered_count":
+        def ordered(g: Group) -> None:
+            raise KernelFault("ds_ordered_count needs a GDS ordered-append counter; a KFD "
+                              "compute queue has no GDS and no OA counters (GDS_VMID size 0, "
+                              "GDS_OA_VMID 0; topology gds_size_in_kb 0)",
+                              address=inst.addr, instruction=str(inst))
+        return ordered
+
+    def gds_access(g: Group) -> None:
+        if not g.active:
+            return   # no lane accesses GDS
+        raise KernelFault("GDS access outside this queue's GDS range: KFD gives a compute VMID "
+                          "no GDS (GDS_VMID size 0, topology gds_size_in_kb 0)",
+                          address=inst.addr, instruction=str(inst))
+    return gds_access
+
+
+def _compile_gws_without_range(inst: Inst) -> Exec:
+    off = inst.f["offset0"]
+
+    def no_gws(g: Group) -> None:
+        rid = int(gws_resource_ids(g, off)[0])
+        raise KernelFault(f"GWS resource {rid} (M0[21:16] + OFFSET0) is outside this queue's "
+                          "GWS range, which is empty: gfx11 KFD gives a compute VMID no GWS "
+                          "(AMDKFD_IOC_ALLOC_QUEUE_GWS only makes the queue exclusively "
+                          "scheduled); the hardware NACKs, rewinds the wave and halts it, a hang",
+                          address=inst.addr, instruction=str(inst))
+    return no_gws
