@@ -117,6 +117,13 @@ def _expected_cost(t: Target, srcs: Sources) -> int:
     return total
 
 
+# Workers only for a target this big (bytes of the headers it names): a forked worker and the
+# copy-on-write faults it causes on both sides cost ~50-100 ms of CPU, more than the targets of a
+# group of small ones could save (the linux group, 4 targets of 29-74 KB, 0.1 s or less each:
+# 0.41-1.04 s in one process against 0.49-1.11 s with a worker, alternating runs at load 3-5).
+_POOL_MIN_BYTES = 256 * 1024
+
+
 def _run(
     targets: list[Target], project: Project, srcs: Sources, jobs: int
 ) -> Iterator[tuple[Target, Generated | None, str | None]]:
@@ -124,13 +131,15 @@ def _run(
     it and those before it are done. ``srcs`` has resolved every source already: workers only
     read the verified cache.
 
-    With ``jobs`` > 1 this process is one of the ``jobs`` generators: ``jobs - 1`` worker
-    processes take the targets expected to cost most, biggest first (each a thread here feeds
-    and waits on), while this process takes the cheapest, so small groups never wait for a
-    worker and a large target starts at once. On Linux the workers are forked after the
-    generator is imported here, so they start without importing libclang, Mako or bindgen again.
-    Each target's output depends only on the target, never on who generated it or when."""
-    if jobs <= 1 or len(targets) <= 1:
+    With ``jobs`` > 1 and a target big enough to be worth a worker (``_POOL_MIN_BYTES``), this
+    process is one of the ``jobs`` generators: ``jobs - 1`` worker processes take the targets
+    expected to cost most, biggest first (each a thread here feeds and waits on), while this
+    process takes the cheapest, so a large target starts at once and small ones never wait for
+    a worker. On Linux the workers are forked after the generator is imported here, so they
+    start without importing libclang, Mako or bindgen again. Each target's output depends only
+    on the target, never on who generated it or when."""
+    cost = {t.name: _expected_cost(t, srcs) for t in targets} if jobs > 1 else {}
+    if jobs <= 1 or len(targets) <= 1 or max(cost.values()) < _POOL_MIN_BYTES:
         for t in targets:
             yield (t, *_worker((t, project, srcs)))
         return
@@ -142,7 +151,6 @@ def _run(
     from .generate import prepare
 
     prepare(targets)  # before the fork: the workers inherit the generator and what it prepared
-    cost = {t.name: _expected_cost(t, srcs) for t in targets}
     todo = deque(sorted(targets, key=lambda t: -cost[t.name]))  # ties keep the given order
     workers = min(jobs, len(targets)) - 1
     done: dict[str, tuple[Generated | None, str | None]] = {}

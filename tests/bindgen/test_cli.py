@@ -129,7 +129,10 @@ def test_regen_twice_is_a_no_op(proj, capsys):
     assert {p: p.stat().st_mtime_ns for p in proj.gen.rglob("*.py")} == mtimes
 
 
-def test_deterministic_across_jobs_and_caches(proj):
+def test_deterministic_across_jobs_and_caches(proj, monkeypatch):
+    from bindgen import cli
+
+    monkeypatch.setattr(cli, "_POOL_MIN_BYTES", 0)  # workers even for these small headers
     assert proj.main("regen", "--jobs", "1", "--cache", str(proj.root / "cacheA")) == 0
     first = proj.snapshot()
     shutil.rmtree(proj.gen)
@@ -147,7 +150,8 @@ def test_parallel_run_hands_big_targets_to_workers_and_keeps_the_order(proj, mon
 
     targets = load_all(proj.specs, "specs")
     order = [t.name for t in targets]
-    cost = {"alpha": 1, "beta": 40, "gamma": 30, "delta": 20}
+    big = cli._POOL_MIN_BYTES
+    cost = {"alpha": 1, "beta": 40 * big, "gamma": 30 * big, "delta": 20 * big}
     monkeypatch.setattr(cli, "_expected_cost", lambda t, srcs: cost[t.name])
 
     def fake(args):  # inherited by the forked workers: each says who generated the target
@@ -156,12 +160,19 @@ def test_parallel_run_hands_big_targets_to_workers_and_keeps_the_order(proj, mon
 
     monkeypatch.setattr(cli, "_worker", fake)
     project = load_project(str(proj.specs), str(proj.gen), None)
-    got = list(cli._run(targets, project, None, 3))  # type: ignore[arg-type]
-    assert [t.name for t, _, _ in got] == order
-    by = {t.name: int(err.rsplit(" ", 1)[1]) for t, g, err in got if g is None}
+
+    def who(jobs: int) -> dict[str, int]:
+        got = list(cli._run(targets, project, None, jobs))  # type: ignore[arg-type]
+        assert [t.name for t, _, _ in got] == order
+        return {t.name: int(err.rsplit(" ", 1)[1]) for t, g, err in got if g is None}
+
+    by = who(3)
     assert by["alpha"] == os.getpid()  # the cheapest: generated here
     assert by["beta"] != os.getpid() and by["gamma"] != os.getpid()  # the two biggest: workers
     assert by["beta"] != by["gamma"]
+    # Only small targets: a worker would cost more than it saves, so none is started.
+    cost.update(beta=big - 1, gamma=big - 1, delta=big - 1)
+    assert set(who(3).values()) == {os.getpid()}
 
 
 def test_deterministic_across_hash_seeds_in_subprocesses(proj):
