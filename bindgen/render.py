@@ -422,9 +422,9 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     sections.append(extra)
 
     for rec, lines in field_lines:
-        pointee = ", pointee=True" if rec.name in r.pointees else ""
-        head = f"{rec.name}._layout_(size={rec.size}, align={rec.align}{pointee}, fields=["
-        text = "\n".join([head, *lines, "])"])
+        head = f"{rec.name}._layout_(size={rec.size}, align={rec.align}, fields=["
+        tail = "], pointee=True)" if rec.name in r.pointees else "])"
+        text = "\n".join([head, *lines, tail])
         lays.chunks.append(_Chunk(text, (rec.name,), layout=True, gap=1))
     return [s for s in sections if s.chunks]
 

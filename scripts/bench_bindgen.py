@@ -429,40 +429,6 @@ def parse_importtime(stderr: str, module: str) -> tuple[float, float, list] | No
     return None
 
 
-def measure_import(
-    py: str, module: str, env: dict[str, str], cwd: Path, reps: int, timeout: float = 120
-) -> dict:
-    """Median self/cumulative ms of ``import module`` over ``reps`` fresh interpreters (after one
-    warm-up)."""
-    selfs, cums, subs, errors = [], [], [], []
-    for i in range(reps + 1):
-        p = run(
-            [py, "-X", "importtime", "-c", f"import {module}"], timeout=timeout, env=env, cwd=cwd
-        )
-        if not p.ok:
-            errors.append(p.error)
-            break
-        parsed = parse_importtime(p.err, module)
-        if parsed is None:
-            errors.append("no importtime line for the module")
-            break
-        if i == 0:
-            continue  # warm-up: page cache, first-run effects
-        selfs.append(parsed[0])
-        cums.append(parsed[1])
-        subs.append(parsed)
-    res: dict[str, Any] = {"runs": len(cums)}
-    if errors:
-        res["error"] = errors[0]
-    if cums:
-        res["self_ms"], res["cum_ms"] = median(selfs), median(cums)
-        res["cum_min_ms"], res["cum_all_ms"] = min(cums), [round(c, 3) for c in cums]
-        res["cum_spread"] = quartiles(cums)
-        mid = sorted(subs, key=lambda s: s[1])[len(subs) // 2]
-        res["breakdown"] = breakdown(module, mid)
-    return res
-
-
 @dataclass
 class ImportJob:
     label: str  # the column: "ours", "baseline", a peer, "tinygrad shipped"
@@ -480,6 +446,7 @@ def measure_interleaved(
     {cum_ms (median), cum_spread, self_ms, error}."""
     cums: dict[tuple[str, str], list[float]] = {(j.label, j.mode): [] for j in jobs}
     selfs: dict[tuple[str, str], list[float]] = {(j.label, j.mode): [] for j in jobs}
+    parsed_runs: dict[tuple[str, str], list[tuple]] = {(j.label, j.mode): [] for j in jobs}
     errors: dict[tuple[str, str], str] = {}
     for i in range(reps + 1):
         for j in jobs:
@@ -499,13 +466,17 @@ def measure_interleaved(
             if i:
                 selfs[key].append(parsed[0])
                 cums[key].append(parsed[1])
+                parsed_runs[key].append(parsed)
     out: dict[str, dict[str, dict]] = {}
     for j in jobs:
         key = (j.label, j.mode)
         r: dict[str, Any] = {"module": j.module, "runs": len(cums[key])}
         if cums[key]:
             r["cum_ms"], r["self_ms"] = median(cums[key]), median(selfs[key])
+            r["cum_min_ms"], r["cum_all_ms"] = min(cums[key]), [round(c, 3) for c in cums[key]]
             r["cum_spread"] = quartiles(cums[key])
+            runs = sorted(parsed_runs[key], key=lambda x: x[1])
+            r["breakdown"] = breakdown(j.module, runs[len(runs) // 2])  # the median run's
         if key in errors:
             r["error"] = errors[key]
         out.setdefault(j.label, {})[j.mode] = r
@@ -957,15 +928,18 @@ class Bench:
             for t in self.targets
             if t["group"] in self.args.groups
         ]
-        reps = self.args.reps
+        # in rounds over every module and mode: a slow stretch of the machine hits one round of
+        # all of them rather than every run of one module
+        jobs = [
+            ImportJob(mod, mode, mod, [tree])
+            for mod in modules
+            for mode, tree in self.import_trees.items()
+        ]
+        res.update(measure_interleaved(self.clean_py, jobs, self.args.reps, self.import_env))
         for mod in modules:
-            res[mod] = {}
-            for mode, tree in self.import_trees.items():
-                env = self.import_env(mode, [tree])
-                res[mod][mode] = measure_import(self.clean_py, mod, env, tree, reps)
             log(
-                f"[import] {mod}: bc {fmt(res[mod]['bc'].get('cum_ms'))} ms, "
-                f"no bc {fmt(res[mod]['nobc'].get('cum_ms'))} ms cumulative "
+                f"[import] {mod}: bc {fmt_quartiles(res[mod]['bc'].get('cum_spread'))} ms, "
+                f"no bc {fmt_quartiles(res[mod]['nobc'].get('cum_spread'))} ms cumulative "
                 f"{res[mod]['bc'].get('error') or res[mod]['nobc'].get('error') or ''}"
             )
         lazy: dict[str, Any] = {}

@@ -161,6 +161,9 @@ INT_CASES = [
          ((_sext(y, 32).astype(object) << 32) | x.astype(object)) >> (x & 63).astype(object))),
     ("v_add_co_u32 v2, vcc_lo, v1, v3\nv_cndmask_b32_e64 v2, v2, -1, vcc_lo",
      lambda x, y: np.where(x.astype(X) + y > 0xFFFFFFFF, 0xFFFFFFFF, x.astype(X) + y)),
+    # the destination is also the first source: the carry compares with the source as it was
+    ("v_mov_b32 v4, v1\nv_add_co_u32 v4, vcc_lo, v4, v3\nv_cndmask_b32_e64 v2, v4, -1, vcc_lo",
+     lambda x, y: np.where(x.astype(X) + y > 0xFFFFFFFF, 0xFFFFFFFF, x.astype(X) + y)),
     ("v_sub_co_u32 v4, vcc_lo, v1, v3\nv_sub_co_ci_u32_e32 v5, vcc_lo, v3, v1, vcc_lo\n"
      "v_xor_b32 v2, v4, v5",
      lambda x, y: (x.astype(X) - y) ^ (y.astype(X) - x - (y > x))),

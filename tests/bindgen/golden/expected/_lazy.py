@@ -40,16 +40,16 @@ class node(_rt.Struct):
 
 # ---- layouts, as clang placed them: (name, C type, bit offset[, width, signed[, anonymous]])
 
-leaf._layout_(size=4, align=4, pointee=True, fields=[
+leaf._layout_(size=4, align=4, fields=[
     ('a', c_uint32, 0, 3, False),  # bits 0..2 (byte 0)
     ('b', c_int32, 3, 5, True),  # bits 3..7 (byte 0)
-])
+], pointee=True)
 
-node._layout_(size=24, align=8, pointee=True, fields=[
+node._layout_(size=24, align=8, fields=[
     ('next', POINTER(node), 0),  # byte 0
     ('first', POINTER(leaf), 64),  # byte 8
     ('v', c_int32, 128),  # byte 16
-])
+], pointee=True)
 
 
 # ---- constants (object-like macros)

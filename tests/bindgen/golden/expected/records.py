@@ -76,7 +76,7 @@ queue_desc_anon0._layout_(size=4, align=4, fields=[
     ('doorbell_index', c_uint16, 0),  # byte 0
 ])
 
-queue_desc._layout_(size=64, align=8, pointee=True, fields=[
+queue_desc._layout_(size=64, align=8, fields=[
     ('ring_base', u64, 0),  # byte 0: GPU address of the ring
     ('ring_size', u32, 64),  # byte 8: bytes, a power of two
     ('priority', u32, 96, 4, False),  # bits 96..99 (byte 12): 0 (lowest) .. 15
@@ -87,4 +87,4 @@ queue_desc._layout_(size=64, align=8, pointee=True, fields=[
     ('next', POINTER(queue_desc), 192),  # byte 24
     ('name', (c_char * 16), 256),  # byte 32
     ('regs', (u32 * 4), 384),  # byte 48
-])
+], pointee=True)
