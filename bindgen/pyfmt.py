@@ -62,7 +62,7 @@ def _wrap(line: str, width: int, inside: bool, toks: _Tokens | None) -> str:
             return line
     if inside:
         n = len(indent)
-        items, sep = _split(line.strip(), [(s, c - n) for s, c in toks])
+        items, sep = _split(line.strip(), toks, n)
         if items is not None and len(items) > 1 and sep != ",":
             (first, ftoks), rest = items[0], items[1:]
             out = [_wrap(indent + first, width, True, _moved(ftoks, n))]
@@ -78,7 +78,7 @@ def _wrap(line: str, width: int, inside: bool, toks: _Tokens | None) -> str:
     o, c = pair
     at = toks[o][1] + 1
     head, inner, tail = line[:at], line[at : toks[c][1]], line[toks[c][1] :]
-    items, sep = _split(inner, [(s, col - at) for s, col in toks[o + 1 : c]])
+    items, sep = _split(inner, toks[o + 1 : c], at)
     if items is None:  # one element (a call, a bracketed expression): one level deeper
         if not inner.strip():
             return line
@@ -169,10 +169,13 @@ def _outer_pair(toks: list[tuple[str, int]]) -> tuple[int, int] | None:
     return best if best is not None and best[1] - best[0] > 1 else None
 
 
-def _split(inner: str, toks: _Tokens) -> tuple[list[tuple[str, _Tokens]] | None, str]:
-    """``inner`` (the text between a bracket pair; ``toks`` its tokens) split at its depth-0
-    commas, else at its lowest-precedence depth-0 operators (each later operand keeps its
-    operator in front). Each piece comes with its own tokens, columns counted from its start."""
+def _split(
+    inner: str, toks: _Tokens, base: int = 0
+) -> tuple[list[tuple[str, _Tokens]] | None, str]:
+    """``inner`` (the text between a bracket pair; ``toks`` its tokens, columns counted from
+    ``base`` columns before it) split at its depth-0 commas, else at its lowest-precedence
+    depth-0 operators (each later operand keeps its operator in front). Each piece comes with its
+    own tokens, columns counted from its start."""
     if not toks:
         return None, ""
     depth0: list[tuple[str, int]] = []
@@ -184,30 +187,31 @@ def _split(inner: str, toks: _Tokens) -> tuple[list[tuple[str, _Tokens]] | None,
         elif s in (")", "]", "}"):
             depth -= 1
         elif depth == 0 and not (s in _UNARY and (not prev or prev in _BINARY or prev in _OPEN)):
-            depth0.append((s, col))  # (a unary sign is no place to split)
+            depth0.append((s, col - base))  # (a unary sign is no place to split)
         prev = s
     commas = [col for s, col in depth0 if s == ","]
     cols = [col for _, col in toks]
     if commas:
         cuts = [0] + [c + 1 for c in commas] + [len(inner)]
-        parts = [_piece(inner, toks, cols, a, b, ",") for a, b in zip(cuts, cuts[1:])]
+        parts = [_piece(inner, toks, cols, base, a, b, ",") for a, b in zip(cuts, cuts[1:])]
         return [p for p in parts if p[0]], ","
     for level in _OPERATOR_LEVELS:
         at = [col for s, col in depth0 if s in level and col > 0]
         if at:
             cuts = [0] + at + [len(inner)]
-            return [_piece(inner, toks, cols, a, b) for a, b in zip(cuts, cuts[1:])], level[0]
+            pieces = [_piece(inner, toks, cols, base, a, b) for a, b in zip(cuts, cuts[1:])]
+            return pieces, level[0]
     return None, ""
 
 
 def _piece(
-    inner: str, toks: _Tokens, cols: list[int], a: int, b: int, strip: str = ""
+    inner: str, toks: _Tokens, cols: list[int], base: int, a: int, b: int, strip: str = ""
 ) -> tuple[str, _Tokens]:
     """``inner[a:b]`` without ``strip`` characters at its end and whitespace around, with its
-    tokens (``cols``: the tokens' columns, ascending)."""
+    tokens (``cols``: the tokens' columns, ascending, counted from ``base`` before ``inner``)."""
     raw = inner[a:b].rstrip(strip) if strip else inner[a:b]
     text = raw.strip()
-    lo = a + len(raw) - len(raw.lstrip())
+    lo = base + a + len(raw) - len(raw.lstrip())
     hi = lo + len(text)
     return text, [(s, c - lo) for s, c in toks[bisect_left(cols, lo) : bisect_left(cols, hi)]]
 

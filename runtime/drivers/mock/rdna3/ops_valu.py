@@ -253,27 +253,29 @@ def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
     base = kind.removesuffix("_ci")
 
     def make(inst: Inst, sig, mask_dead: bool = False) -> Exec:
+        f = inst.f
         r0, r1 = _src_readers(inst, ("u32", "u32"))
         lanes_in = _lane_src(inst) if with_in else None
-        vdst = inst.f["vdst"]
+        vdst = f["vdst"]
         write = vgpr_writer(vdst, "u32")
         cdst = _carry_dst(inst)
         want_carry = not mask_dead and cdst != 124
+        # The sum may be computed into the destination register only when no source is that
+        # register: the carry test reads the sources after the sum is written.
+        in_place = VGPR0 + vdst not in (f["src0"], f["src1"])
 
-        def run(g: Group) -> None:
-            a, b = r0(g), r1(g)
+        def compute(a: np.ndarray, b: np.ndarray, cin: np.ndarray | None,
+                    out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+            """(result, carry lane mask or None); `out`: a plane to compute the sum into."""
             if base == "subrev":
                 a, b = b, a
-            cin = lanes_in(g) if lanes_in is not None else None
-            if cin is not None and not cin.any():
+            if cin is not None and not np.count_nonzero(cin):
                 cin = None  # the common case in address arithmetic: no carry comes in
-            out = g.dest(vdst)
+            carry = None
             if base == "add":
-                if out is not None and np.shape(out) == np.broadcast_shapes(a.shape, b.shape):
-                    r = np.add(a, b, out=out)
-                else:
-                    r = a + b
-                carry = (r < a) if want_carry else None
+                r = np.add(a, b, out=out) if out is not None else a + b
+                if want_carry:
+                    carry = r < a
                 if cin is not None:
                     r = r + cin.astype(u32) if r is not out else np.add(r, cin, out=out,
                                                                           casting="unsafe")
@@ -286,11 +288,47 @@ def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
                         a.astype(np.uint64) < b.astype(np.uint64) + cin
                 if cin is not None:
                     r = r - cin.astype(u32)
+            return r, carry
+
+        def run(g: Group) -> None:
+            cin = lanes_in(g) if lanes_in is not None else None
+            out = g.dest(vdst) if in_place else None
+            r, carry = compute(r0(g), r1(g), cin, out)
             if r is not out:
                 write(g, r)
-            if want_carry:
+            if carry is not None:
                 g.set_lanes(cdst, carry if g.exec_full else carry & g.exec)
-        return run
+
+        src0 = fast_valu.operand(f["src0"], "u32", inst)
+        src1 = fast_valu.operand(f["src1"], "u32", inst)
+        if not fast_valu.is_plain(inst) or src0 is None or src1 is None:
+            return run
+        (k0, i0), (k1, i1) = src0, src1
+        sregs = fast_valu.sgprs_read([src0, src1])
+
+        def run_planes(g: Group) -> None:
+            # The same computation on the group's register planes (fast_valu): operands indexed
+            # there, the sum computed into the destination when EXEC is full.
+            P = g.planes
+            if P is None:
+                return run(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                fast_valu.pack_lane_masks(g, sregs)
+            A = P.regs
+            cin = lanes_in(g) if lanes_in is not None else None
+            full = g.exec_full
+            dst = A[0][vdst]
+            P.dirty_v.add(vdst)
+            r, carry = compute(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, cin,
+                               dst if full and in_place else None)
+            if r is not dst:
+                if full:
+                    dst[...] = r
+                else:
+                    np.copyto(dst, r, where=g.exec, casting="unsafe")
+            if carry is not None:
+                g.set_lanes(cdst, carry if full else carry & g.exec)
+        return run_planes
     return make
 
 
@@ -440,19 +478,35 @@ def _shift64(inst: Inst, sig) -> Exec:
         return _generic(inst, sig)
     k = amount & 63
     lo_r, hi_r, d = f["src1"] - VGPR0, f["src1"] - VGPR0 + 1, f["vdst"]
+    # shift counts as 0-d arrays (numpy's fast operand path)
+    k_lo, k_back, k_hi = (np.array(v % 32, dtype=u32) for v in (k, 32 - k, k - 32))
+
+    def shifted(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The new (lo, hi) words, computed before either is written (d may be the source)."""
+        if k == 0:
+            return lo.copy(), hi.copy()
+        if k < 32:
+            new_hi = hi << k_lo
+            new_hi |= lo >> k_back
+            return lo << k_lo, new_hi
+        return np.zeros_like(lo), lo << k_hi
 
     def run(g: Group) -> None:
-        lo, hi = g.v(lo_r), g.v(hi_r)
-        if k == 0:
-            new_lo, new_hi = lo.copy(), hi.copy()
-        elif k < 32:
-            new_hi = hi << u32(k)
-            new_hi |= lo >> u32(32 - k)
-            new_lo = lo << u32(k)
+        P = g.planes
+        if P is None:
+            new_lo, new_hi = shifted(g.v(lo_r), g.v(hi_r))
+            g.set_v(d, new_lo)
+            g.set_v(d + 1, new_hi)
+            return
+        V = P.regs[0]   # the register planes (fast_valu): no per-register view building
+        new_lo, new_hi = shifted(V[lo_r], V[hi_r])
+        P.dirty_v.update((d, d + 1))
+        if g.exec_full:
+            V[d][...] = new_lo
+            V[d + 1][...] = new_hi
         else:
-            new_hi, new_lo = lo << u32(k - 32), np.zeros_like(lo)
-        g.set_v(d, new_lo)
-        g.set_v(d + 1, new_hi)
+            np.copyto(V[d], new_lo, where=g.exec)
+            np.copyto(V[d + 1], new_hi, where=g.exec)
     return run
 
 
