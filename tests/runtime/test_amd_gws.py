@@ -123,3 +123,10 @@ def test_clang_gws_barrier_runs_with_a_gws_range() -> None:
     dev.launch(dev.load(co, "gws_barrier"), [out], (4,), (32,), gws=gws)
     np.testing.assert_array_equal(dev.download(out, 128, np.int32), np.repeat([1, 2, 3, 4], 32))
     assert gws.resources[0].flag == 1 and gws.resources[0].counter == 3
+
+
+def test_the_audit_lists_gws_instructions_before_a_launch() -> None:
+    from runtime.drivers.mock.rdna3.audit import audit
+    found = audit(_gws_code_object())
+    assert [u.text.split()[0] for u in found] == ["ds_gws_init", "ds_gws_barrier"]
+    assert all("no GWS range" in u.reason for u in found)

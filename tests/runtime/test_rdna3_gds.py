@@ -318,3 +318,14 @@ def test_s_barrier_beside_queued_waves_passes_only_for_free_workgroups():
     dev.launch_raw(assemble_labels(body), [out & 0xFFFFFFFF, out >> 32], (2,), (64,), gws=gws)
     np.testing.assert_array_equal(dev.download(out, 2, u32), [0x77, 0x77])
     assert gws.resources[0].counter == 1 and not gws.resources[0].queue   # two V, one P
+
+
+def test_gws_semaphore_in_wave64_kernels():
+    """A wave64 is one wave to the GWS unit (its two 32-lane rows queue and pass together)."""
+    dev = TestDevice()
+    out = dev.upload(np.zeros(8, u32))
+    gws = GwsRange()
+    dev.launch_raw(assemble_labels(PRODUCER_CONSUMER), [out & 0xFFFFFFFF, out >> 32], (2,),
+                   (64,), gws=gws, wave64=True)
+    assert dev.download(out, 2, u32)[1] == 0x1234
+    assert gws.resources[1].counter == 0 and not gws.resources[1].queue

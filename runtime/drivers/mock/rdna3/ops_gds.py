@@ -63,3 +63,17 @@ def compile_gds(inst: Inst) -> Exec:
                           "no GDS (GDS_VMID size 0, topology gds_size_in_kb 0)",
                           address=inst.addr, instruction=str(inst))
     return gds_access
+
+
+def kfd_queue_fault(inst: Inst) -> str | None:
+    """Why `inst` faults on every queue a gfx11 KFD makes (for the static audit): a DS
+    instruction with the GDS bit; None for any other instruction."""
+    if inst.enc != "DS" or not inst.f["gds"]:
+        return None
+    if inst.name in GWS_OPS:
+        return "a GWS op: a gfx11 KFD compute queue has no GWS range (the hardware halts the wave)"
+    if inst.name in GS_REG_OPS:
+        return "a GS register access: graphics-pipeline state a compute queue does not own"
+    if inst.name == "ds_ordered_count":
+        return "needs a GDS ordered-append counter: a KFD compute queue has none"
+    return "a GDS access: a KFD compute queue has no GDS"
