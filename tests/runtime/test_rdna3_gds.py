@@ -253,10 +253,17 @@ def test_sema_br_takes_the_count_from_the_first_active_lane():
 
 
 def test_a_wave_no_running_wave_can_release_faults_instead_of_hanging():
-    e = fault_of("s_mov_b32 m0, 0\nds_gws_sema_p offset:5 gds", waves=2, gws=GwsRange())
+    gws = GwsRange()
+    e = fault_of("s_mov_b32 m0, 0\nds_gws_sema_p offset:5 gds", waves=2, gws=gws)
     assert "wait forever" in str(e) and "every other wave" in str(e)
     assert "queued at GWS resource 5" in str(e)
     assert e.instruction == "ds_gws_sema_p offset:5 gds"
+    # The faulted dispatch's waves leave the queue: a later dispatch's sema_p is not stuck
+    # behind them once the counter allows it.
+    assert not gws.resources[5].queue
+    gws.resources[5].counter = 1
+    launch("s_mov_b32 m0, 0\nds_gws_sema_p offset:5 gds", gws=gws)
+    assert gws.resources[5].counter == 0
 
 
 def test_releasers_in_a_later_batch_are_named(monkeypatch):

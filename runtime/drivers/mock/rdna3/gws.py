@@ -74,6 +74,12 @@ class GwsRange:
     def owns(self, rid: int) -> bool:
         return (rid - self.base) % N_GWS < self.size
 
+    def drop_waiters(self) -> None:
+        """Forgets the waves queued at sema_p (their dispatch ended in a fault: the unit's FIFO
+        no longer holds them, so later waves must not queue behind them)."""
+        for r in self.resources:
+            r.queue.clear()
+
 
 @dataclass
 class Blocked:

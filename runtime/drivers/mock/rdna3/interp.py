@@ -337,6 +337,8 @@ class Dispatch:
             self.done = True
         except BaseException:
             self.done = True
+            if self.record.gws is not None:
+                self.record.gws.drop_waiters()
             raise
         return self.done
 
