@@ -156,6 +156,11 @@ INT_CASES = [
     ("v_subrev_nc_u32 v2, v1, v3", lambda x, y: y.astype(X) - x),
     ("v_mov_b32 v4, v1\nv_mov_b32 v5, v3\nv_lshrrev_b64 v[6:7], 13, v[4:5]\nv_xor_b32 v2, v6, v7",
      lambda x, y: ((y.astype(np.uint64) << 32 | x) >> 13 & 0xFFFFFFFF) ^ (y >> 13)),
+    ("v_mov_b32 v4, v1\nv_mov_b32 v5, v3\nv_lshlrev_b64 v[6:7], 13, v[4:5]\nv_xor_b32 v2, v6, v7",
+     lambda x, y: (lambda r: (r & 0xFFFFFFFF) ^ ((r >> 32) & 0xFFFFFFFF))(
+         (y.astype(object) << 32 | x.astype(object)) << 13)),
+    ("v_mov_b32 v4, v1\nv_mov_b32 v5, v3\nv_lshlrev_b64 v[4:5], 40, v[4:5]\nv_xor_b32 v2, v4, v5",
+     lambda x, y: x.astype(X) << 8),
     ("v_mov_b32 v4, v1\nv_mov_b32 v5, v3\nv_ashrrev_i64 v[6:7], v1, v[4:5]\nv_xor_b32 v2, v6, v7",
      lambda x, y: (lambda r: (r & 0xFFFFFFFF) ^ ((r >> 32) & 0xFFFFFFFF))(
          ((_sext(y, 32).astype(object) << 32) | x.astype(object)) >> (x & 63).astype(object))),

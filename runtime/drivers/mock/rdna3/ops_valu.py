@@ -478,19 +478,35 @@ def _shift64(inst: Inst, sig) -> Exec:
         return _generic(inst, sig)
     k = amount & 63
     lo_r, hi_r, d = f["src1"] - VGPR0, f["src1"] - VGPR0 + 1, f["vdst"]
+    # shift counts as 0-d arrays (numpy's fast operand path)
+    k_lo, k_back, k_hi = (np.array(v % 32, dtype=u32) for v in (k, 32 - k, k - 32))
+
+    def shifted(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The new (lo, hi) words, computed before either is written (d may be the source)."""
+        if k == 0:
+            return lo.copy(), hi.copy()
+        if k < 32:
+            new_hi = hi << k_lo
+            new_hi |= lo >> k_back
+            return lo << k_lo, new_hi
+        return np.zeros_like(lo), lo << k_hi
 
     def run(g: Group) -> None:
-        lo, hi = g.v(lo_r), g.v(hi_r)
-        if k == 0:
-            new_lo, new_hi = lo.copy(), hi.copy()
-        elif k < 32:
-            new_hi = hi << u32(k)
-            new_hi |= lo >> u32(32 - k)
-            new_lo = lo << u32(k)
+        P = g.planes
+        if P is None:
+            new_lo, new_hi = shifted(g.v(lo_r), g.v(hi_r))
+            g.set_v(d, new_lo)
+            g.set_v(d + 1, new_hi)
+            return
+        V = P.regs[0]   # the register planes (fast_valu): no per-register view building
+        new_lo, new_hi = shifted(V[lo_r], V[hi_r])
+        P.dirty_v.update((d, d + 1))
+        if g.exec_full:
+            V[d][...] = new_lo
+            V[d + 1][...] = new_hi
         else:
-            new_hi, new_lo = lo << u32(k - 32), np.zeros_like(lo)
-        g.set_v(d, new_lo)
-        g.set_v(d + 1, new_hi)
+            np.copyto(V[d], new_lo, where=g.exec)
+            np.copyto(V[d + 1], new_hi, where=g.exec)
     return run
 
 

@@ -19,6 +19,7 @@ from . import fp
 u32, i32, u64, i64 = np.uint32, np.int32, np.uint64, np.int64
 # shift-amount masks (0-d arrays: see fp's constants)
 M5, M6 = np.array(31, dtype=u32), np.array(63, dtype=u32)
+M5_I = np.array(31, dtype=i32)
 _REV8 = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint32)
 
 Fn = Callable[..., np.ndarray]
@@ -383,7 +384,7 @@ TABLE: dict[str, Fn] = {
     "v_xnor_b32": lambda a, b: ~(a ^ b),
     "v_lshlrev_b32": lambda a, b: b << (a & M5),
     "v_lshrrev_b32": lambda a, b: b >> (a & M5),
-    "v_ashrrev_i32": lambda a, b: b >> (a & i32(31)),
+    "v_ashrrev_i32": lambda a, b: b >> (a & M5_I),
     "v_lshlrev_b64": lambda a, b: b << (a & M6).astype(u64),
     "v_lshrrev_b64": lambda a, b: b >> (a & M6).astype(u64),
     "v_ashrrev_i64": lambda a, b: b >> (a & M6).astype(i64),
