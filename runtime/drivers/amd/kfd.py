@@ -40,6 +40,12 @@ _HINTS: dict[tuple[str, int], str] = {
     ("AMDKFD_IOC_CREATE_QUEUE", E.ENOSPC): "all hardware queues of this type are in use",
     ("AMDKFD_IOC_CREATE_EVENT", E.ENOMEM): "the event page is full (4096 signal events)",
     ("AMDKFD_IOC_WAIT_EVENTS", E.EINTR): "interrupted by a signal",
+    ("AMDKFD_IOC_ALLOC_QUEUE_GWS", E.EBUSY):
+        "another queue of this process holds the GPU's GWS (or a debugger is attached)",
+    ("AMDKFD_IOC_ALLOC_QUEUE_GWS", E.ENODEV):
+        "the GPU has no GWS (topology num_gws 0: MES firmware too old) or runs without HWS",
+    ("AMDKFD_IOC_ALLOC_QUEUE_GWS", E.EINVAL):
+        "unknown queue, or releasing GWS the process does not hold",
 }
 
 
@@ -184,6 +190,14 @@ class Kfd:
     def destroy_queue(self, queue_id: int) -> None:
         """DESTROY_QUEUE."""
         self.ioctl(kfd.AMDKFD_IOC_DESTROY_QUEUE, queue_id=queue_id)
+
+    def alloc_queue_gws(self, queue_id: int, num_gws: int) -> int:
+        """ALLOC_QUEUE_GWS: gives the queue the GPU's GWS (num_gws > 0; KFD assigns all of it,
+        one queue per process) or takes it back (0); returns first_gws. On gfx11 (MES) this
+        makes the queue exclusively scheduled, as a cooperative launch needs; the shader gets
+        no GWS resources from it."""
+        return int(self.ioctl(kfd.AMDKFD_IOC_ALLOC_QUEUE_GWS, queue_id=queue_id,
+                              num_gws=num_gws).first_gws)
 
     def create_event(self, event_type: int, auto_reset: int = 1, event_page_offset: int = 0,
                      node_id: int = 0) -> Any:

@@ -88,6 +88,9 @@ class MockQueue:
     gpu: MockAMDGPU
     doorbell_off: int
     processor: Any
+    # AMDKFD_IOC_ALLOC_QUEUE_GWS given: with MES (gfx11) the queue is exclusively scheduled (a
+    # cooperative launch's occupancy) and gets no GWS range: ds_gws_* still fault (ops_gds).
+    gws: bool = False
 
 
 @dataclass
@@ -98,6 +101,7 @@ class _Process:
     events: dict[int, MockEvent] = field(default_factory=dict)
     queues: dict[int, MockQueue] = field(default_factory=dict)
     vms: dict[int, int] = field(default_factory=dict)  # gpu_id -> drm fd
+    gws: set[int] = field(default_factory=set)   # gpu_ids where the process holds the GWS
     event_page: np.ndarray | None = None
     next_handle: int = 1
     next_queue: int = 1
@@ -110,8 +114,11 @@ class MockKfdDriver:
 
     def __init__(self, os: MockOS, count: int = 1, *, vram_B: int = 24 << 30,
                  max_copy_B: int = 0x400000, p2p: bool = True,
-                 gfx_target_version: int = GFX11.gfx_major * 10000) -> None:
+                 gfx_target_version: int = GFX11.gfx_major * 10000, gws: bool = True) -> None:
         self.os = os
+        #: GWS entries per GPU (topology num_gws): kfd_gws_init allocates the 64 on gfx11 with MES
+        #: firmware 68 or later; False models older firmware (0, and ALLOC_QUEUE_GWS is ENODEV)
+        self.num_gws = 64 if gws else 0
         # What the topology reports, and the architecture record the mock GPUs run by (None for
         # a part no record describes: the driver refuses it before anything runs).
         self.gfx_target_version = gfx_target_version
@@ -140,6 +147,7 @@ class MockKfdDriver:
             int(kfd.AMDKFD_IOC_DESTROY_EVENT): self._destroy_event,
             int(kfd.AMDKFD_IOC_SET_EVENT): self._set_event,
             int(kfd.AMDKFD_IOC_WAIT_EVENTS): self._wait_events,
+            int(kfd.AMDKFD_IOC_ALLOC_QUEUE_GWS): self._alloc_queue_gws,
         }
         self._arg_types = {int(r): r.arg_type for r in (
             kfd.AMDKFD_IOC_GET_VERSION, kfd.AMDKFD_IOC_ACQUIRE_VM,
@@ -147,7 +155,8 @@ class MockKfdDriver:
             kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU, kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU,
             kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, kfd.AMDKFD_IOC_CREATE_QUEUE,
             kfd.AMDKFD_IOC_DESTROY_QUEUE, kfd.AMDKFD_IOC_CREATE_EVENT,
-            kfd.AMDKFD_IOC_DESTROY_EVENT, kfd.AMDKFD_IOC_SET_EVENT, kfd.AMDKFD_IOC_WAIT_EVENTS)}
+            kfd.AMDKFD_IOC_DESTROY_EVENT, kfd.AMDKFD_IOC_SET_EVENT, kfd.AMDKFD_IOC_WAIT_EVENTS,
+            kfd.AMDKFD_IOC_ALLOC_QUEUE_GWS)}
         # dir(), not vars(): the generated module defines its names on first use
         os.name_requests({int(v): v.name for v in (getattr(kfd, k) for k in dir(kfd)
                                                     if k.startswith("AMDKFD_IOC_"))
@@ -167,7 +176,8 @@ class MockKfdDriver:
         for gpu in self.gpus:
             v = self.gfx_target_version
             props = dict(GFX1100_PROPERTIES, drm_render_minor=gpu.render_minor,
-                         local_mem_size=gpu.vram_B, gfx_target_version=v)
+                         local_mem_size=gpu.vram_B, gfx_target_version=v,
+                         num_gws=self.num_gws)
             node = f"{TOPOLOGY}/{gpu.node_id}"
             fs[f"{node}/gpu_id"] = f"{gpu.gpu_id}\n"
             fs[f"{node}/name"] = f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}\n"
@@ -410,6 +420,27 @@ class MockKfdDriver:
         if q is None:
             raise OSError(E.EINVAL, f"unknown queue {a.queue_id}")
         q.gpu.queues.pop(q.doorbell_off, None)
+        if q.gws:   # pqm_destroy_queue: the process's GWS goes with the queue
+            self.proc.gws.discard(q.gpu.gpu_id)
+
+    def _alloc_queue_gws(self, a: Any) -> None:
+        """kfd_ioctl_alloc_queue_gws + pqm_set_gws: one queue per process and GPU may hold the
+        GPU's GWS (all of it, num_gws of the topology); num_gws 0 takes it from the process
+        through any of its queues on that GPU. first_gws is always 0. With MES the GWS only makes
+        the queue exclusively scheduled (MockQueue.gws); it gets no GWS range."""
+        q = self.proc.queues.get(a.queue_id)
+        if q is None:
+            raise OSError(E.EINVAL, f"unknown queue {a.queue_id}")
+        if not self.num_gws:
+            raise OSError(E.ENODEV, f"GPU {q.gpu.gpu_id:#x} has no GWS (topology num_gws 0)")
+        a.first_gws = 0
+        held = q.gpu.gpu_id in self.proc.gws
+        if a.num_gws and held:
+            raise OSError(E.EBUSY, "another queue of this process holds the GPU's GWS")
+        if not a.num_gws and not held:
+            raise OSError(E.EINVAL, "the process holds no GWS on this GPU")
+        q.gws = bool(a.num_gws)
+        (self.proc.gws.add if a.num_gws else self.proc.gws.discard)(q.gpu.gpu_id)
 
     def _create_event(self, a: Any) -> None:
         p = self.proc

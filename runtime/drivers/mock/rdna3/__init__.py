@@ -26,8 +26,8 @@ math, dot products, WMMA), `dpp` (DPP16/DPP8 lane patterns), `ops_xlane` (readla
 permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_gds`/`ops_buffer` (MUBUF through V#
 descriptors)/`ops_buffer_format` (format-converting MUBUF and MTBUF, loads into LDS;
 `buffer_formats` holds the data formats)/`mem_lanes`/`atomics` (instruction semantics),
-`ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the division helpers), `liveness` (dead
-lane-mask results, EXEC-masked blocks), `loader_for_tests` (what the AMD driver does before a
+`gws` (the global wave sync unit), `ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the
+division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks), `loader_for_tests` (what the AMD driver does before a
 dispatch, for tests without the driver), `opcode_coverage` (acceptance over LLVM's gfx1100
 opcode tables, a development tool), `audit`.
 
@@ -52,7 +52,9 @@ ds_(b)permute/swizzle/append, addtid, movrel) are refused in wave64 kernels.
 DS instructions with the GDS bit (`ops_gds`) behave as on a gfx11 KFD compute queue, which has
 no GDS memory, ordered-append counters or GWS range: GDS accesses, ds_ordered_count and the GS
 register adds fault naming the instruction, a ds_gws_* op names its resource id (the hardware
-would NACK and halt the wave).
+would NACK and halt the wave). With a GWS range in the record (`DispatchRecord.gws`) the GWS
+semaphores and barriers run as the ISA describes (`gws`): queued waves wait in the scheduler and
+a wait no running wave can end faults instead of hanging.
 
 Not implemented (each raises KernelFault naming it): swizzled buffers and TFE, MIMG,
 s_trap handlers, rounding modes other than round-to-nearest-even.

@@ -7,8 +7,10 @@ the way the interpreter does before its first execution, without running anythin
 number of unsupported instructions and each one with its kernel, offset and the reason; exits 0
 only when there are none (1 otherwise, 2 for a file that is not an AMDHSA code object).
 
-What it cannot see: refusals that depend on run-time values (a swizzled buffer descriptor, a FLAT
-atomic on the private aperture, a memory fault) are reported by the launch itself.
+It also lists the DS instructions with the GDS bit, which fault on every queue a gfx11 KFD makes
+(no GDS, no GWS range: `ops_gds`). What it cannot see: refusals that depend on run-time values
+(a swizzled buffer descriptor, a FLAT atomic on the private aperture, a memory fault) are
+reported by the launch itself.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from runtime.drivers.amd import elf
 
 from .errors import KernelFault
 from .interp import decode_program
+from .ops_gds import kfd_queue_fault
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,10 @@ def audit(code_object: bytes) -> list[Unsupported]:
         for i, inst in enumerate(prog.insts):
             try:
                 prog.step(i)
+                reason = kfd_queue_fault(inst)
             except KernelFault as e:
                 reason = str(e).split(f" at {inst.addr:#x}")[0]
+            if reason is not None:
                 out.append(Unsupported(name, inst.addr - k.entry_vaddr, inst.addr, str(inst),
                                        reason))
     return out

@@ -1,7 +1,11 @@
 """The interpreter's public records: the dispatch it is given, its statistics and its fault."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .gws import GwsRange
 
 
 @dataclass(frozen=True)
@@ -13,6 +17,7 @@ class DispatchRecord:
     are loaded into s0..; missing ones read as zero). `lds_bytes` is the LDS allocation the PM4 side
     derived from RSRC2.LDS_SIZE; accesses beyond it fault. `scratch_*` describe the private
     segment memory (COMPUTE_DISPATCH_SCRATCH_BASE and COMPUTE_TMPRING_SIZE); 0 means none.
+    `gws`: the GWS resources the queue's VMID owns (GDS_GWS_VMID), with their state.
     """
 
     pgm_addr: int
@@ -27,6 +32,9 @@ class DispatchRecord:
     scratch_wave_B: int = 0   # COMPUTE_TMPRING_SIZE.WAVESIZE * 256: one wave's scratch slot
     scratch_slots: int = 0    # COMPUTE_TMPRING_SIZE.WAVES: waves that can hold scratch at once
     wave64: bool = False      # DISPATCH_INITIATOR.CS_W32_EN clear: 64-lane waves
+    # The queue's GWS range and its resources' state (kept by the queue's owner across
+    # dispatches); None: no range, every ds_gws_* faults (a gfx11 KFD queue: see ops_gds).
+    gws: GwsRange | None = field(default=None, compare=False)
 
 
 @dataclass

@@ -36,10 +36,11 @@ from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .liveness import dead_mask_writes, masked_block
 from .machine import ALL, Group, Machine, ScratchSetup, merge, pack_lanes
 from .ops_ds import compile_ds
+from . import gws as gws_unit
 from . import ops_wave64 as wave64_ops
 from .ops_buffer import buffer_contention, compile_mubuf
 from .ops_mem import compile_flat, compile_smem, flat_contention
-from .ops_salu import ATOMIC, BARRIER, BRANCH, END, NEXT, NOP, Step, compile_salu
+from .ops_salu import ATOMIC, BARRIER, BRANCH, END, NEXT, NOP, WAIT, Step, compile_salu
 from .ops_valu import compile_valu
 
 MAX_CODE_BYTES = 1 << 20
@@ -99,6 +100,8 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
             step.kind = ATOMIC
     elif enc == "DS":
         step = Step(NEXT, compile_ds(inst), inst)
+        if inst.f["gds"] and inst.name in gws_unit.GWS_OPS:
+            step.kind = WAIT   # may queue waves at a GWS resource
     elif enc in ("MUBUF", "MTBUF"):
         step = Step(NEXT, compile_mubuf(inst), inst)
         if "cmpswap" in inst.name and inst.f["glc"]:
@@ -318,6 +321,7 @@ class Dispatch:
         self.machine: Machine | None = None
         self._deadline = math.inf
         self._ticks = CHECK_EVERY
+        self._gws_queued = False   # a GWS op has queued waves in this dispatch
         self._gen = self._run()
 
     def advance(self, seconds: float = math.inf) -> bool:
@@ -333,6 +337,8 @@ class Dispatch:
             self.done = True
         except BaseException:
             self.done = True
+            if self.record.gws is not None:
+                self.record.gws.drop_waiters()
             raise
         return self.done
 
@@ -348,11 +354,32 @@ class Dispatch:
             ids = g.wave_ids()
             inst = self.prog.insts[g.pc] if g.pc < len(self.prog.insts) else None
             where = f"{inst.addr:#x} {inst}" if inst is not None else "past the end"
-            state = " (at a barrier)" if g.at_barrier else " (waiting)" if g.parked else ""
+            state = " (at a barrier)" if g.at_barrier else " (waiting)" if g.parked else \
+                f" (queued at GWS resource {g.waiting.rid})" if g.waiting else ""
             wgs = sorted({int(w) + wg0 for w in m.wave_wg[ids]})
             lines.append(f"waves {_ranges(ids)} of workgroups {_ranges(np.array(wgs))}: "
                          f"pc {where}{state}")
         return "; ".join(lines)
+
+    def _gws_stuck(self, groups: list[Group]) -> KernelFault:
+        """The fault for waves queued at GWS resources that no running wave can release."""
+        lay = self.lay
+        total = lay.grid[0] * lay.grid[1] * lay.grid[2]
+        m = self.machine
+        assert m is not None
+        n_wg = m.n_waves // lay.waves_per_wg
+        later = total - (self._wg0 + n_wg)
+        q = next(g for g in groups if g.waiting is not None)
+        inst = self.prog.insts[q.pc - 1]
+        why = ("every other wave of the dispatch is queued too, at a barrier or ended"
+               if not later else
+               f"the running waves are all queued, at a barrier or ended, and the {later} "
+               f"workgroups not started yet cannot run before them (the mock runs "
+               f"{n_wg} workgroups at a time; the hardware would need every workgroup "
+               "resident)")
+        return KernelFault(f"waves queued at GWS resources wait forever: {why}; the hardware "
+                           f"would hang. Waves: {self.describe()}", address=inst.addr,
+                           instruction=str(inst))
 
     # -- the generator that does the work
     def _run(self):  # type: ignore[no-untyped-def]
@@ -367,6 +394,7 @@ class Dispatch:
             m = Machine(self.mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, d.lds_bytes,
                         reuse=m, wave64=d.wave64)
             m.scratch = scratch
+            m.gws = d.gws
             _init_batch(m, lay, d, wg0, n_wg)
             self.machine, self._wg0 = m, wg0
             yield from self._run_batch(m)
@@ -378,7 +406,10 @@ class Dispatch:
         prog = self.prog
         groups = self.groups = [Group(m, ALL, 0)]
         while groups:
-            runnable = [g for g in groups if not g.at_barrier and not g.parked]
+            if self._gws_queued:
+                gws_unit.release_waiting(groups)
+            runnable = [g for g in groups
+                        if not g.at_barrier and not g.parked and g.waiting is None]
             if not runnable:
                 parked = [g for g in groups if g.parked]
                 if parked:
@@ -386,6 +417,10 @@ class Dispatch:
                     for g in parked:
                         g.parked = False
                     continue
+                if self._gws_queued and any(g.waiting for g in groups):
+                    if gws_unit.pass_free_barriers(groups):
+                        continue
+                    raise self._gws_stuck(groups)
                 # Every live wave waits at a barrier: all of them pass it.
                 for g in groups:
                     g.at_barrier = False
@@ -398,7 +433,8 @@ class Dispatch:
                 merged = merge(same)
                 groups[:] = [h for h in groups if all(h is not s for s in same)] + [merged]
                 g = merged
-            others = [h.pc for h in groups if h is not g and not h.at_barrier and not h.parked]
+            others = [h.pc for h in groups if h is not g and not h.at_barrier
+                      and not h.parked and h.waiting is None]
             horizon = min(others) if others else len(prog.insts) + 1
             groups.remove(g)
             rest = yield from self._run_group(g, horizon)
@@ -494,6 +530,18 @@ class Dispatch:
                     g.pc = pc
                     g.at_barrier = True
                     return [g]
+                elif kind == WAIT:
+                    blocked = _call(step, g)
+                    pc += 1
+                    if blocked is not None:   # queued waves wait after the op
+                        self._gws_queued = True
+                        g.pc = pc
+                        if blocked.rows.all():
+                            g.waiting = blocked
+                            return [g]
+                        a, rest = g.split(~blocked.rows, pc, pc)
+                        rest.waiting = blocked
+                        return [a, rest]
                 else:  # JUMP
                     g.pc = pc
                     return _jump(prog, g, step, _call(step, g))

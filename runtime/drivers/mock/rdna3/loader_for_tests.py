@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -28,6 +28,7 @@ from runtime.drivers.amd import elf
 from runtime.drivers.mock.memory import MockMemory
 
 from .errors import DispatchRecord, ExecStats
+from .gws import GwsRange
 from .interp import ProgramCache, execute
 from .ops_mem import PRIVATE_APERTURE, SHARED_APERTURE
 
@@ -113,7 +114,7 @@ class TestDevice:
         lds = k.kernel.group_segment_size + dynamic_lds_B
         granules = math.ceil(lds / LDS_GRANULE_B)
         rsrc2 = (kd.rsrc2 & ~(0x1FF << 15)) | (granules & 0x1FF) << 15
-        scratch: dict[str, int] = {}
+        scratch: dict[str, Any] = {}
         if kd.private_segment_fixed_size or kd.rsrc2 & 1:
             # One scratch slot per wave of the dispatch (at most SCRATCH_SLOTS run at once).
             wave_B = -(-max(kd.private_segment_fixed_size, 16) * 64 // 256) * 256
@@ -127,21 +128,23 @@ class TestDevice:
                               **scratch)
 
     def launch(self, k: LoadedKernel, args: Sequence[Any], grid: tuple[int, ...],
-               block: tuple[int, ...], **kw: Any) -> ExecStats:
-        """Runs the kernel over `grid` workgroups of `block` threads."""
-        return execute(self.dispatch_record(k, args, grid, block), self.mem, cache=self.cache,
-                       **kw)
+               block: tuple[int, ...], *, gws: GwsRange | None = None,
+               **kw: Any) -> ExecStats:
+        """Runs the kernel over `grid` workgroups of `block` threads (`gws`: the queue's GWS
+        range)."""
+        rec = replace(self.dispatch_record(k, args, grid, block), gws=gws)
+        return execute(rec, self.mem, cache=self.cache, **kw)
 
     def launch_raw(self, code: bytes, user_sgprs: Sequence[int], grid: tuple[int, ...],
                    block: tuple[int, ...], *, vgprs: int = 32, tgid: tuple[bool, ...] = (True,),
                    lds_bytes: int = 0, scratch_per_lane_B: int = 0, wave64: bool = False,
-                   **kw: Any) -> ExecStats:
+                   gws: GwsRange | None = None, **kw: Any) -> ExecStats:
         """Runs bare machine code (no code object): for instruction-level tests.
 
         The code is copied to a fresh 256-B aligned buffer and terminated with s_code_end; the
         RSRC registers are built from the arguments (wave32, `vgprs` VGPRs, the user SGPRs,
         then workgroup ids for the dimensions `tgid` enables); `scratch_per_lane_B` gives every
-        wave a scratch slot of that many bytes per lane.
+        wave a scratch slot of that many bytes per lane; `gws` is the queue's GWS range.
         """
         va = self.upload(bytes(code) + (0xBF9F0000).to_bytes(4, "little") * 4)
         gx, gy, gz = tuple(grid) + (1,) * (3 - len(grid))
@@ -151,7 +154,7 @@ class TestDevice:
         rsrc2 = len(user_sgprs) << 1 | sum(1 << (7 + i) for i, on in enumerate(tgid) if on)
         rsrc2 |= (2 if block3[2] > 1 else 1 if block3[1] > 1 else 0) << 11
         rsrc2 |= -(-lds_bytes // LDS_GRANULE_B) << 15
-        scratch: dict[str, int] = {}
+        scratch: dict[str, Any] = {}
         if scratch_per_lane_B:
             wave_B = -(-scratch_per_lane_B * 32 // 256) * 256
             slots = gx * gy * gz * -(-bx * by * bz // 32)
@@ -160,7 +163,7 @@ class TestDevice:
         rec = DispatchRecord(pgm_addr=va, rsrc1=rsrc1, rsrc2=rsrc2, rsrc3=0,
                              user_sgprs=tuple(user_sgprs), grid=grid3, block=block3,
                              lds_bytes=-(-lds_bytes // LDS_GRANULE_B) * LDS_GRANULE_B,
-                             wave64=wave64, **scratch)
+                             wave64=wave64, gws=gws, **scratch)
         return execute(rec, self.mem, cache=self.cache, **kw)
 
     @staticmethod

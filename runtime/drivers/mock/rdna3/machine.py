@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 
 from .decode import EXEC_LO, NULL
 from .errors import KernelFault
+
+if TYPE_CHECKING:
+    from .gws import Blocked, GwsRange
 
 ALL = slice(None)
 U32 = np.uint32
@@ -92,6 +95,8 @@ class Machine:
         # Private (scratch) memory: the dispatch's scratch backing memory (set by `execute`).
         self.scratch: ScratchSetup | None = None
         self._scratch_mem: np.ndarray | None = None
+        # The queue's GWS resources (DispatchRecord.gws; None: no GWS range).
+        self.gws: GwsRange | None = None
 
     def scratch_view(self, lanes: np.ndarray, off: np.ndarray, size: int
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +178,7 @@ class Group:
     `fast`: the same while EXEC has every lane set (VALU fast paths write whole planes)."""
 
     __slots__ = ("m", "idx", "n", "pc", "lanes", "dirty", "exec", "exec_full", "active",
-                 "at_barrier", "parked", "planes", "fast")
+                 "at_barrier", "parked", "waiting", "planes", "fast")
 
     def __init__(self, m: Machine, idx: slice | np.ndarray, pc: int) -> None:
         self.m, self.idx, self.pc = m, idx, pc
@@ -182,6 +187,7 @@ class Group:
         self.dirty: set[int] = set()
         self.at_barrier = False
         self.parked = False   # set aside at a contended atomic until nothing else can run
+        self.waiting: Blocked | None = None   # queued at a GWS resource until released
         self.planes = Planes(m, idx, self.n) if isinstance(idx, slice) and not m.wave64 \
             and self.n else None
         self._load_exec()

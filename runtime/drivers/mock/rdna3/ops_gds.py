@@ -17,37 +17,27 @@ Sync"):
   gfx11 KFD assigns no range to a compute VMID (GDS_GWS_VMID 0; with MES, AMDKFD_IOC_ALLOC_QUEUE_GWS
   only marks the queue exclusively scheduled, for cooperative launches), so every ds_gws_* of a
   KFD queue would hang: the mock faults instead, naming the instruction and the resource id.
+  With a range (`DispatchRecord.gws`) the ops run as the ISA describes (`gws`).
 """
 from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-
 from .decode import Inst
 from .errors import KernelFault
+from .gws import GWS_OPS, compile_gws
 from .machine import Group
-from .ops_mem import m0_of
 
 Exec = Callable[[Group], None]
 
-GWS_OPS = ("ds_gws_init", "ds_gws_sema_v", "ds_gws_sema_br", "ds_gws_sema_p",
-           "ds_gws_sema_release_all", "ds_gws_barrier")
 GS_REG_OPS = ("ds_add_gs_reg_rtn", "ds_sub_gs_reg_rtn")
-N_GWS = 64   # GWS resources of the unit
-
-
-def gws_resource_ids(g: Group, offset0: int) -> np.ndarray:
-    """Each wave's virtual GWS resource id, (M0[21:16] + OFFSET0[5:0]) % 64 (the VMID's base is
-    added by the unit)."""
-    return ((m0_of(g) >> np.uint32(16)) + np.uint32(offset0 & 0x3F)) & np.uint32(N_GWS - 1)
 
 
 def compile_gds(inst: Inst) -> Exec:
     """The slot of a DS instruction whose GDS bit is set (a GWS op or a GDS access)."""
     name, f = inst.name, inst.f
     if name in GWS_OPS:
-        return _compile_gws_without_range(inst)
+        return compile_gws(inst)   # type: ignore[return-value]  # a WAIT step (interp)
     if name in GS_REG_OPS:
         reg = f["offset0"] >> 2 & 0xF
         what = (f"GS register {reg}" if reg < 8
@@ -75,14 +65,15 @@ def compile_gds(inst: Inst) -> Exec:
     return gds_access
 
 
-def _compile_gws_without_range(inst: Inst) -> Exec:
-    off = inst.f["offset0"]
-
-    def no_gws(g: Group) -> None:
-        rid = int(gws_resource_ids(g, off)[0])
-        raise KernelFault(f"GWS resource {rid} (M0[21:16] + OFFSET0) is outside this queue's "
-                          "GWS range, which is empty: gfx11 KFD gives a compute VMID no GWS "
-                          "(AMDKFD_IOC_ALLOC_QUEUE_GWS only makes the queue exclusively "
-                          "scheduled); the hardware NACKs, rewinds the wave and halts it, a hang",
-                          address=inst.addr, instruction=str(inst))
-    return no_gws
+def kfd_queue_fault(inst: Inst) -> str | None:
+    """Why `inst` faults on every queue a gfx11 KFD makes (for the static audit): a DS
+    instruction with the GDS bit; None for any other instruction."""
+    if inst.enc != "DS" or not inst.f["gds"]:
+        return None
+    if inst.name in GWS_OPS:
+        return "a GWS op: a gfx11 KFD compute queue has no GWS range (the hardware halts the wave)"
+    if inst.name in GS_REG_OPS:
+        return "a GS register access: graphics-pipeline state a compute queue does not own"
+    if inst.name == "ds_ordered_count":
+        return "needs a GDS ordered-append counter: a KFD compute queue has none"
+    return "a GDS access: a KFD compute queue has no GDS"

@@ -26,8 +26,9 @@ from .valu_table import popcount
 
 u32, u64, i32, i64 = np.uint32, np.uint64, np.int32, np.int64
 # Step kinds (interp.py): NOP and ATOMIC are NEXT steps the run loop treats apart: a NOP has
-# nothing to execute, an ATOMIC may hand its waves on one by one (Step.contended).
-NEXT, BRANCH, END, BARRIER, JUMP, NOP, ATOMIC = range(7)
+# nothing to execute, an ATOMIC may hand its waves on one by one (Step.contended), a WAIT (a GWS
+# op) returns the waves it left queued (gws.Blocked) or None.
+NEXT, BRANCH, END, BARRIER, JUMP, NOP, ATOMIC, WAIT = range(8)
 
 
 @dataclass(slots=True)
