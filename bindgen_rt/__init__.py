@@ -6,13 +6,16 @@ pyyaml).
 Records are real ``ctypes.Structure``/``ctypes.Union`` subclasses with real field types, so they
 keep their natural alignment, embed correctly in other records and pass by value through libffi with
 the right register classes. What plain ctypes gets wrong is left to this runtime
-(``bindgen_rt.records``):
+(``bindgen_rt.records``, and ``bindgen_rt.placement`` for the records that need more than a plain
+``_fields_`` list):
 
-* every field is placed at the byte offset clang reported (explicit padding and the smallest
-  ``_pack_`` that reproduces the layout are derived there, never guessed by the template);
-* bitfields are not ctypes bitfields (CPython < 3.14 lays out packed and mixed-type bitfields unlike
-  GCC); their bytes are covered by plain integer storage fields and each bitfield is a descriptor
-  that reads and writes its bits at clang's bit offset, sign-extending signed ones;
+* every field is placed at the byte offset clang reported (where ctypes' own placement differs,
+  explicit padding and the smallest ``_pack_`` that reproduces the layout are derived, never
+  guessed by the template);
+* bitfields are ctypes' own only where ctypes puts them exactly where clang did (CPython < 3.14
+  lays out packed and mixed-type bitfields unlike GCC); elsewhere their bytes are covered by plain
+  integer storage fields and each bitfield is a descriptor that reads and writes its bits at
+  clang's bit offset, sign-extending signed ones;
 * anonymous struct/union members promote their fields through forwarding descriptors (bitfields too,
   which ctypes' ``_anonymous_`` cannot do).
 
