@@ -634,23 +634,24 @@ def _exact_unsigned(n: _Node) -> bool:
         return False
     if isinstance(n, _MacroRef):
         n = n.target
-    if not n.closed:
-        return False
-    try:
-        v = n.value()
-    except _Fail:
-        return False
-    return type(v) is int and 0 <= v < 1 << 63
+    v = _closed_int(n)
+    return v is not None and 0 <= v < 1 << 63
 
 
 def _small_shift(n: _Node) -> bool:
+    v = _closed_int(n)
+    return v is not None and 0 <= v < 32
+
+
+def _closed_int(n: _Node) -> int | None:
+    """The value of a node without parameters, where it is an int."""
     if not n.closed:
-        return False
+        return None
     try:
         v = n.value()
     except _Fail:
-        return False
-    return type(v) is int and 0 <= v < 32
+        return None
+    return v if type(v) is int else None
 
 
 def _return_code(root: _Node) -> str:
