@@ -48,6 +48,14 @@ class Inst:
         return render(self)
 
 
+
+def _buffer_dword1(w1: int) -> dict[str, int]:
+    """The second dword MUBUF and MTBUF share on gfx11: addresses, V#, flags, SOFFSET."""
+    return {"vaddr": _bits(w1, 7, 0), "vdata": _bits(w1, 15, 8),
+            "srsrc": _bits(w1, 20, 16) * 4, "tfe": _bits(w1, 21, 21),
+            "offen": _bits(w1, 22, 22), "idxen": _bits(w1, 23, 23),
+            "soffset": _bits(w1, 31, 24)}
+
 def _bits(w: int, hi: int, lo: int) -> int:
     return (w >> lo) & ((1 << (hi - lo + 1)) - 1)
 
@@ -154,21 +162,13 @@ def _fields(enc: str, w0: int, w1: int) -> tuple[int, dict[str, int]]:
         # gfx11 moved OFFEN/IDXEN into the second dword (LLVM's MUBUF_Real_gfx11).
         return _bits(w0, 25, 18), {
             "offset": _bits(w0, 11, 0), "slc": _bits(w0, 12, 12), "dlc": _bits(w0, 13, 13),
-            "glc": _bits(w0, 14, 14), "lds": _bits(w0, 16, 16),
-            "vaddr": _bits(w1, 7, 0), "vdata": _bits(w1, 15, 8),
-            "srsrc": _bits(w1, 20, 16) * 4, "tfe": _bits(w1, 21, 21),
-            "offen": _bits(w1, 22, 22), "idxen": _bits(w1, 23, 23),
-            "soffset": _bits(w1, 31, 24)}
+            "glc": _bits(w0, 14, 14), "lds": _bits(w0, 16, 16), **_buffer_dword1(w1)}
     if enc == "MTBUF":
         # gfx11: a 4-bit opcode and the 7-bit data format in the first dword, the rest as in
         # MUBUF (LLVM's MTBUF_Real_gfx11).
         return _bits(w0, 18, 15), {
             "offset": _bits(w0, 11, 0), "slc": _bits(w0, 12, 12), "dlc": _bits(w0, 13, 13),
-            "glc": _bits(w0, 14, 14), "format": _bits(w0, 25, 19),
-            "vaddr": _bits(w1, 7, 0), "vdata": _bits(w1, 15, 8),
-            "srsrc": _bits(w1, 20, 16) * 4, "tfe": _bits(w1, 21, 21),
-            "offen": _bits(w1, 22, 22), "idxen": _bits(w1, 23, 23),
-            "soffset": _bits(w1, 31, 24)}
+            "glc": _bits(w0, 14, 14), "format": _bits(w0, 25, 19), **_buffer_dword1(w1)}
     return 0, {}
 
 

@@ -286,11 +286,7 @@ class Group:
         touching the EXEC SGPRs: memory instructions use it for the lanes of one address
         space or the in-range lanes of a buffer access."""
         saved = (self.exec, self.active, self.exec_full, self.fast, self.lanes[EXEC_LO])
-        self.exec = lanes
-        self.lanes[EXEC_LO] = lanes
-        self.active = int(np.count_nonzero(lanes))
-        self.exec_full = self.active == self.n * 32
-        self.fast = self.planes if self.exec_full else None
+        self._set_exec(lanes)
         try:
             yield
         finally:
