@@ -605,14 +605,14 @@ def _fast_guard(params: list[str], unsigned_too: bool) -> str:
     ``int``, or, for bodies exact on unsigned values too, every argument within ``unsigned int``
     (mixing negative and >= 2**31 arguments would change C's common type, so it takes the slow
     path)."""
-    is_int = " and ".join(f"{q}.__class__ is int" for q in params)
-    signed = " and ".join(f"-0x80000000 <= {q} <= 0x7fffffff" for q in params)
     if not unsigned_too:
         return " and ".join(f"{q}.__class__ is int and -0x80000000 <= {q} <= 0x7fffffff"
                             for q in params)
     if len(params) == 1:
         q = params[0]
         return f"{q}.__class__ is int and -0x80000000 <= {q} <= 0xffffffff"
+    is_int = " and ".join(f"{q}.__class__ is int" for q in params)
+    signed = " and ".join(f"-0x80000000 <= {q} <= 0x7fffffff" for q in params)
     unsigned = " and ".join(f"0 <= {q} <= 0xffffffff" for q in params)
     return f"{is_int} and (({signed}) or ({unsigned}))"
 
