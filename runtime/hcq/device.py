@@ -14,7 +14,7 @@ import collections
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
                                 HCQMemoryError, QueueError)
@@ -69,6 +69,33 @@ def parse_device_name(name: str, vendor: str | None = None) -> DeviceName:
     return parsed
 
 
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What a device is, in one vendor-neutral record (`Device.properties`). Sizes in bytes,
+    clocks in Hz."""
+
+    vendor: str                         #: "AMD" or "NVIDIA"
+    name: str                           #: the product or chip name the driver reports
+    arch: str                           #: compiler target: "gfx1100", "sm_90"
+    compute_units: int                  #: AMD compute units / NVIDIA streaming multiprocessors
+    simd_width: int                     #: threads per wave (AMD) or warp (NVIDIA)
+    max_workgroup_size: int             #: threads per workgroup (CUDA block)
+    shared_memory_per_workgroup_B: int  #: LDS / shared memory one workgroup may use
+    max_clock_hz: float | None          #: shader clock's maximum; None where the driver says none
+    timestamp_hz: float                 #: clock of queue timestamps (`Device.clock_hz`)
+    memory_B: int                       #: device memory (VRAM) size
+    mock: bool                          #: a mock GPU: its times are the emulator's, not a GPU's
+
+
+class MemInfo(NamedTuple):
+    """Device memory as the kernel driver reports it (`Device.mem_info()`): `free, total =
+    dev.mem_info()`. Memory this process holds (the caching allocator's pool included) is not
+    free."""
+
+    free_B: int
+    total_B: int
+
+
 class Device:
     """Base class of GPU devices. See the module docstring for what drivers provide."""
 
@@ -96,6 +123,7 @@ class Device:
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
+        self._properties: DeviceProperties | None = None
         self.allocator: Allocator
         self.timeline_signal: Signal
 
@@ -105,6 +133,30 @@ class Device:
         allocator.cache_limit_B = self.pool_B
         self.timeline_signal = self.new_signal(0)
         self.timeline_value = 0
+
+    # ------------------------------------------------------------------ description
+    @property
+    def properties(self) -> DeviceProperties:
+        """The device's vendor, name, architecture, compute units, wave width, workgroup limits,
+        clock and memory size (read from the driver once)."""
+        if self._properties is None:
+            self.check_usable()
+            self._properties = self._read_properties()
+        return self._properties
+
+    def mem_info(self) -> MemInfo:
+        """(free, total) device memory in bytes, asked of the kernel driver now (AMD:
+        AMDKFD_IOC_AVAILABLE_MEMORY and the topology's memory banks; NVIDIA: RM's FB info)."""
+        self.check_usable()
+        return self._mem_info()
+
+    def _read_properties(self) -> DeviceProperties:
+        """Driver hook: the `properties` record."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _read_properties")
+
+    def _mem_info(self) -> MemInfo:
+        """Driver hook: free and total device memory from the kernel driver."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _mem_info")
 
     # ------------------------------------------------------------------ memory
     def alloc(self, size: int, *, kind: MemKind = MemKind.VRAM, cpu_access: bool = False,

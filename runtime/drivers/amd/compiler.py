@@ -12,6 +12,8 @@ code generation and the code-object defaults the rest of the runtime relies on.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -96,6 +98,7 @@ __OVL uint mad24(uint a, uint b, uint c) { return (a & 0xffffffu) * (b & 0xfffff
 __OVL float select(float a, float b, int c) { return c ? b : a; }
 __OVL int select(int a, int b, int c) { return c ? b : a; }
 """
+_PRELUDE_SHA = hashlib.sha256(OCL_PRELUDE.encode()).hexdigest()[:16]
 
 
 class CompileError(ProgramError):
@@ -125,7 +128,6 @@ class AMDCompiler:
     def identity(self) -> str:
         """The tools' versions, target, code-object version, flags and the prelude's hash (part
         of cache keys)."""
-        import hashlib
         versions = []
         for tool in (self.clang, self.lld):
             try:
@@ -134,9 +136,27 @@ class AMDCompiler:
             except OSError as e:
                 out = f"unavailable: {e}"
             versions.append(out.strip().splitlines()[0] if out.strip() else tool)
-        prelude = hashlib.sha256(OCL_PRELUDE.encode()).hexdigest()[:16]
         return " | ".join([*versions, self.arch, f"cov{self.cov}", self.opt,
-                           " ".join(self.extra_args), f"prelude {prelude}"])
+                           " ".join(self.extra_args), f"prelude {_PRELUDE_SHA}"])
+
+    def identity_stamp(self) -> str:
+        """What `identity` depends on, without running the tools: their resolved paths, sizes
+        and modification times, and this compiler's settings (see `CompileCache`)."""
+        parts = []
+        for tool in (self.clang, self.lld):
+            found = shutil.which(tool)
+            if found is None:
+                parts.append(f"{tool}: missing")
+                continue
+            real = os.path.realpath(found)
+            try:
+                st = os.stat(real)
+            except OSError:
+                parts.append(f"{real}: unreadable")
+                continue
+            parts.append(f"{real}:{st.st_size}:{st.st_mtime_ns}")
+        return " | ".join([*parts, self.arch, f"cov{self.cov}", self.opt,
+                           " ".join(self.extra_args), _PRELUDE_SHA])
 
     def compile(self, src: str, *, extra_args: tuple[str, ...] = ()) -> bytes:
         """OpenCL C source → AMDHSA code object bytes (ELF). Raises CompileError on failure."""

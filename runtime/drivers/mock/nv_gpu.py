@@ -533,6 +533,8 @@ class MockNVGPU:
     tpc_per_gpc: int = 9
     sm_per_tpc: int = 2
     max_warps_per_sm: int = 64
+    sm_count: int = 132     # the SMs enabled on an H100/H200 SXM part (of the chip's 144)
+    sp_per_sm: int = 128
     mem: MockMemory = field(default_factory=MockMemory)
     vram_used: int = 0
     channels: dict[int, MockChannel] = field(default_factory=dict)   # by work-submit token
