@@ -431,6 +431,41 @@ class Device:
             return
         self._submit_copy(dst.va + dst_offset, src.va + src_offset, size)
 
+    def fill(self, buf: Buffer, value: int, size: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        """Sets `size` bytes of `buf` from `offset` (default: to its end) on the copy engine (AMD
+        SDMA CONSTANT_FILL, NVIDIA copy-engine remap of a constant), asynchronously and ordered
+        like copies: after every earlier submission, before every later one. `width` 1: `value`
+        is a byte (0..255), as memset; `width` 4: `value` is a 32-bit pattern stored
+        little-endian in every 4 bytes (offset and size must be multiples of 4), as
+        cuMemsetD32."""
+        if size is None:
+            self.check_buffer(buf, "fill", "buf")
+            size = buf.size - offset
+        self._check_range(buf, offset, size, "fill", "buf")
+        if width not in (1, 4):
+            raise HCQMemoryError(f"fill: width must be 1 (a byte) or 4 (a 32-bit pattern), got "
+                                 f"{width!r}")
+        if type(value) is not int and not hasattr(value, "__index__"):
+            raise HCQMemoryError(f"fill: value must be an integer, got {type(value).__name__}")
+        value = operator.index(value)
+        if not 0 <= value < 1 << (8 * width):
+            raise HCQMemoryError(f"fill: value {value:#x} does not fit {width} byte(s)")
+        if width == 4 and (offset % 4 or size % 4 or buf.va % 4):
+            raise HCQMemoryError(f"fill: a 32-bit pattern needs offset and size multiples of 4, "
+                                 f"got offset {offset}, size {size}")
+        if size == 0:
+            return
+        pattern = value * 0x01010101 if width == 1 else value
+        self._submit_fill(buf.va + offset, pattern, size)
+
+    def _submit_fill(self, dst_va: int, pattern: int, size: int) -> int:
+        """Submits one timeline fill on the copy queue; returns the value it signals."""
+        v = self.timeline_value + 1
+        tl = self.timeline_signal
+        q = self.copy_queue().wait(tl, v - 1).fill(dst_va, pattern, size).signal(tl, v)
+        return self.submit_timeline(q, v)
+
     def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
         """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
         copy queue; returns the value it signals. Drivers may replace it with a template."""
