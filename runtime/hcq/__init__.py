@@ -25,6 +25,7 @@ from runtime.hcq.device import PendingCopy
 from runtime.hcq.graph import Graph, GraphCopy, GraphWait, Launch
 from runtime.hcq.group import TransferPath, TransferReport, open_devices, transfer, wait_all
 from runtime.hcq.memory import Buffer, BufferSpec, MemKind
+from runtime.hcq.profiler import KernelStats, Profile, TraceEvent, profile
 from runtime.hcq.program import ArgSlot, KernArgs, Program
 from runtime.hcq.queue import HWQueue, Var, VarExpr
 from runtime.hcq.registry import present_devices
@@ -38,11 +39,12 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
 
 __all__ = [
     "AMDDevice", "ArgSlot", "ArgumentError", "Buffer", "BufferSpec", "CompileCache", "Compiler",
-    "Device", "DeviceClosed", "DeviceProperties", "MemInfo", "DeviceFault", "DeviceNotFound", "Event", "Graph", "GraphCopy",
-    "GraphWait", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError", "KernArgs",
-    "Launch", "MemKind", "NVDevice", "OSSeam", "PendingCopy", "Program", "ProgramError",
-    "QueueError", "RealOS", "Signal", "SignalTimeout", "Stream", "TransferPath", "TransferReport",
-    "Var", "VarExpr", "open_device", "open_devices", "present_devices", "transfer", "wait_all",
+    "Device", "DeviceClosed", "DeviceFault", "DeviceNotFound", "DeviceProperties", "Event",
+    "Graph", "GraphCopy", "GraphWait", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping",
+    "IoctlError", "KernArgs", "KernelStats", "Launch", "MemInfo", "MemKind", "NVDevice", "OSSeam",
+    "PendingCopy", "Profile", "Program", "ProgramError", "QueueError", "RealOS", "Signal",
+    "SignalTimeout", "Stream", "TraceEvent", "TransferPath", "TransferReport", "Var", "VarExpr",
+    "open_device", "open_devices", "present_devices", "profile", "transfer", "wait_all",
 ]
 
 _DRIVERS = {"AMDDevice": "amd", "NVDevice": "nv"}

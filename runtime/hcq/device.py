@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
+from runtime.hcq import profiler
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
                                 HCQMemoryError, QueueError)
 from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, PoolStats,
@@ -24,6 +25,7 @@ from runtime.hcq.signal import SIGNAL_B, Signal
 
 if TYPE_CHECKING:
     from runtime.hcq.compiler import CompileCache, Compiler
+    from runtime.hcq.profiler import Tracer
     from runtime.hcq.stream import Event, Stream
     from runtime.hcq.graph import Graph, Node
     from runtime.hcq.program import Program
@@ -124,6 +126,8 @@ class Device:
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
         self._properties: DeviceProperties | None = None
+        #: the profiler's and debug log's hooks while either is on (runtime/hcq/profiler.py)
+        self._trace: Tracer | None = None
         self.allocator: Allocator
         self.timeline_signal: Signal
 
@@ -133,6 +137,7 @@ class Device:
         allocator.cache_limit_B = self.pool_B
         self.timeline_signal = self.new_signal(0)
         self.timeline_value = 0
+        profiler.attach(self)
 
     # ------------------------------------------------------------------ description
     @property
@@ -461,6 +466,8 @@ class Device:
 
     def _submit_fill(self, dst_va: int, pattern: int, size: int) -> int:
         """Submits one timeline fill on the copy queue; returns the value it signals."""
+        if self._trace is not None:
+            return self._trace.copy(dst_va, 0, size, pattern)
         v = self.timeline_value + 1
         tl = self.timeline_signal
         q = self.copy_queue().wait(tl, v - 1).fill(dst_va, pattern, size).signal(tl, v)
@@ -469,6 +476,8 @@ class Device:
     def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
         """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
         copy queue; returns the value it signals. Drivers may replace it with a template."""
+        if self._trace is not None:
+            return self._trace.copy(dst_va, src_va, size)
         v = self.timeline_value + 1
         tl = self.timeline_signal
         q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
@@ -665,6 +674,8 @@ class Device:
         the device made: queues, events, memory mappings and allocations, file descriptors."""
         if self.closed:
             return
+        if self._trace is not None:
+            profiler.detach(self)
         try:
             if self._fault is None:
                 try:

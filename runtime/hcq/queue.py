@@ -147,7 +147,13 @@ class HWQueue:
         except Exception as e:  # a fault noticed while submitting poisons the device
             dev._note_exception(e)
             raise
+        if dev._trace is not None:
+            dev._trace.submitted(self)
         return self
+
+    def describe_commands(self) -> list[str]:
+        """The queue's commands decoded, one line each (drivers decode their streams)."""
+        return [f"{type(self).__name__}: {len(self._d)} dwords"]
 
     def call(self, body: "HWQueue") -> "Self":
         """Executes a bound queue's commands from this one (AMD: INDIRECT_BUFFER)."""

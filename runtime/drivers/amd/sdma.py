@@ -143,5 +143,13 @@ class SDMAQueue(HWQueue):
                         va >> 32))
         return self
 
+    def describe_commands(self) -> list[str]:
+        """The SDMA packets, decoded (`runtime.drivers.amd.decode`)."""
+        from runtime.drivers.amd.decode import DecodeError, decode_sdma
+        try:
+            return [str(pk) for pk in decode_sdma(self._d)]
+        except DecodeError as e:
+            return [f"undecodable SDMA stream: {e}"]
+
     def _submit(self) -> None:
         self.device.copy_ring.put(self._d)

@@ -701,6 +701,8 @@ class NVDevice(Device):
         """A timeline copy from the copy queue's own words for it, built once, with the addresses,
         length and timeline values patched in (what `Device._submit_copy` submits, without
         building a queue per copy)."""
+        if self._trace is not None:
+            return self._trace.copy(dst_va, src_va, size)
         if size > MAX_COPY_CHUNK_B or self.timeline_value + 1 > 0xFFFFFFFF:
             return super()._submit_copy(dst_va, src_va, size)
         t = self._copy_template or self._make_copy_template()

@@ -149,6 +149,9 @@ class NVProgram(Program):
         slot's two timestamps (`_wait_hot`). Arguments it cannot pack take the short path
         (`_launch_short`). The launcher of the last shape is found by identity of the size tuples
         (callers pass the same ones)."""
+        if self.nvdev._trace is not None:
+            return self.nvdev._trace.launch(self, args + tuple(vals), global_size, local_size,
+                                            wait, timeout_ms)
         last = self._last_shape
         hot: "ShapeLauncher | None"
         if global_size is last[0] and local_size is last[1] and not vals:

@@ -122,6 +122,14 @@ class NVQueue(HWQueue):
             parts.append(self._d[start:])
         return parts
 
+    def describe_commands(self) -> list[str]:
+        """The methods of the queue's own words, decoded (calls of bound queues show as their
+        GPFIFO entries only)."""
+        from runtime.drivers.nv.methods import decode_pushbuffer
+        dev = self.device
+        return decode_pushbuffer(self._d, {SUBC_COMPUTE: dev.compute_class,
+                                           SUBC_COPY: dev.dma_class}, limit=256)
+
     def _submit(self) -> None:
         for _, body in self._calls:
             if body._bound_buf is None:
