@@ -80,6 +80,9 @@ class CompileCache:
         else:
             if lib:
                 self.hits += 1
+                note = getattr(comp, "note_output", None)
+                if note is not None:  # what the compiler learns from a compilation (names)
+                    note(src, lib)
                 return lib
         self.misses += 1
         out: bytes = comp.compile(src, **options)

@@ -565,6 +565,7 @@ def attach(dev: "Device") -> None:
     global _env_profile
     level = debug_level()
     _setup_debug(level)
+    log.debug("opened %s (%s)", dev.name, dev.arch)
     path = os.environ.get(PROFILE_ENV)
     with _lock:
         _devices.add(dev)
@@ -591,6 +592,8 @@ def detach(dev: "Device") -> None:
     t = dev._trace
     if t is None:
         return
+    if t.debug:
+        log.debug("closing %s", dev.name)
     try:
         t.collect(closing=True)
     except Exception as e:

@@ -96,3 +96,30 @@ def test_hcq_device_in_a_fresh_process() -> None:
     assert r.stdout.strip() == "mock-nv:1 NVDevice", r.stdout + r.stderr
     r = _open_with_env("cuda:0")
     assert r.stdout.startswith("error: HCQ_DEVICE='cuda:0'") and "Traceback" not in r.stderr
+
+
+def test_nv_programs_name_parameters_from_the_source_they_were_compiled_from(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from runtime.drivers.nv import cubin
+    from runtime.drivers.nv.cubin import param_names_from_source, remember_param_names
+    monkeypatch.setattr(cubin, "_PARAM_NAMES", {})  # this test's compilations only
+    data = Path(__file__).parent / "data"
+    src = (data / "nv_kernels.cu").read_text()
+    names = param_names_from_source(src)
+    assert names["vadd"] == ["a", "b", "c", "n"] and names["inc"] == ["x", "n"]
+    assert param_names_from_source('extern "C" __global__ void k(void) {}') == {"k": []}
+    lib = (data / "nv_kernels_cuda13.cubin").read_bytes()
+    dev = open_device("mock-nv:0")
+    try:
+        assert [s.name for s in dev.program(lib, "vadd").slots][:2] == ["arg0", "arg1"]
+        remember_param_names(src, lib)  # what NVRTC compiling `src` (or a cache hit) records
+        prg = dev.program(lib, "vadd")
+        assert [s.name for s in prg.slots] == ["a", "b", "c", "n"]
+        with pytest.raises(Exception, match=r"vadd takes 4 arguments \(a, b, c, n\)"):
+            prg(dev.alloc(64), 3)
+        with pytest.raises(Exception, match="argument 'c' is 8 B, got 3 bytes"):
+            prg(dev.alloc(64), dev.alloc(64), b"abc", 1)
+    finally:
+        dev.close()
