@@ -215,14 +215,16 @@ def test_the_profile_hooks_cost_nothing_when_off() -> None:
         g, l = (4, 1, 1), (256, 1, 1)
 
         def rate() -> float:
-            for _ in range(50):
-                prg(*args, global_size=g, local_size=l)
-            dev.synchronize()
-            t = time.perf_counter()
-            for _ in range(200):
-                prg(*args, global_size=g, local_size=l)
-            dev.synchronize()
-            return (time.perf_counter() - t) / 200
+            best = float("inf")
+            for _ in range(3):
+                dev.synchronize()
+                t = time.perf_counter()
+                for _ in range(100):
+                    prg(*args, global_size=g, local_size=l)
+                dev.synchronize()
+                best = min(best, (time.perf_counter() - t) / 100)
+            return best
+        rate()
         off = rate()
         with runtime.hcq.profile():
             on = rate()
