@@ -41,6 +41,8 @@ def test_properties_and_mem_info(dev: Any) -> None:
                                      "NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT"))))
     assert p.vendor == "NVIDIA" and not p.mock and p.arch == dev.arch and p.simd_width == 32
     assert 16 <= p.compute_units <= 1024 and p.max_workgroup_size == 1024
+    if p.name.startswith("NVIDIA H200") or p.name.startswith("NVIDIA H100 80GB HBM3"):
+        assert p.compute_units == 132  # the SXM parts' enabled SMs
     assert p.memory_B > 8 << 30 and "NVIDIA" in p.name
     free0, total = dev.mem_info()
     print(f"mem_info: free {free0 / 2**30:.2f} GiB of {total / 2**30:.2f} GiB")
@@ -86,10 +88,12 @@ def test_profile_of_launches_and_copies(dev: Any, tmp_path: Path) -> None:
     assert np.array_equal(out, x)
     gpu = [e for e in p.events if e.device == dev.name]
     kinds = [e.kind for e in gpu]
-    assert kinds == ["copy", "fill", "launch", "launch", "launch", "copy"], kinds
+    # copyin and copyout of 4 MiB go in pieces (pipelined through the staging buffers)
+    runs = [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1] or k == "launch"]
+    assert runs == ["copy", "fill", "launch", "launch", "launch", "copy"], kinds
     for prev, nxt in zip(gpu, gpu[1:]):
-        assert prev.end_s <= nxt.start_s + 20e-6, (prev, nxt)  # ordered on one host axis
-    k = gpu[2]
+        assert prev.end_s <= nxt.start_s + 100e-6, (prev, nxt)  # one host axis (fit error)
+    k = next(e for e in gpu if e.kind == "launch")
     assert k.name == "vadd" and k.args["grid"] == [n // 256, 1, 1] and 0 < k.duration_s < 0.01
     submits = [e for e in p.events if e.kind == "submit" and "vadd" in e.name]
     assert submits and submits[0].start_s <= k.start_s + 50e-6

@@ -738,7 +738,8 @@ class MockNVDriver:
                   rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC: g.sm_per_tpc,
                   rm.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM: g.max_warps_per_sm,
                   rm.NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP: 32,
-                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_SP_PER_SM: g.sp_per_sm,
+                  # RM 580 answers 0 here on an H200 (and the CUDA cores in all below)
+                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_SP_PER_SM: 0,
                   rm.NV2080_CTRL_GR_INFO_INDEX_GPU_CORE_COUNT: g.sm_count * g.sp_per_sm}
         infos = (rm.NV2080_CTRL_GR_INFO * a.grInfoListSize).from_address(a.grInfoList)
         for info in infos:

@@ -280,6 +280,9 @@ class GpuInfo:
 # "Technical Specifications per Compute Capability").
 _MAX_SHARED_PER_BLOCK_KiB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 103: 227,
                              120: 99}
+# FP32 cores per SM by SM version (CUDA programming guide, "Arithmetic Instructions": 32-bit
+# floating-point add/multiply results per clock per SM).
+_CORES_PER_SM = {80: 64, 86: 128, 87: 128, 89: 128, 90: 128, 100: 128, 103: 128, 120: 128}
 
 
 class NVDevice(Device):
@@ -520,7 +523,10 @@ class NVDevice(Device):
         cores, sp_per_sm, warp = self._gr_values(rm.NV2080_CTRL_GR_INFO_INDEX_GPU_CORE_COUNT,
                                                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_SP_PER_SM,
                                                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP)
-        sms = cores // sp_per_sm if cores and sp_per_sm else \
+        # RM 580 on an H200 reports MAX_SP_PER_SM as 0 (and 16896 cores): the cores per SM then
+        # come from the SM version. The litter values are the full chip's, not the enabled SMs.
+        per_sm = sp_per_sm or _CORES_PER_SM.get(self.sm, 0)
+        sms = cores // per_sm if cores and per_sm else \
             self.gpu.num_gpcs * self.gpu.tpc_per_gpc * self.gpu.sm_per_tpc
         return DeviceProperties(
             vendor="NVIDIA", name=text.decode(errors="replace") or f"NVIDIA {self.arch}",
