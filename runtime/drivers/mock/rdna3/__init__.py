@@ -7,7 +7,8 @@ Either fetches the code at `pgm_addr` from `mem`, runs every wave and returns `E
 (unknown or unsupported instructions, memory faults, bad state) raise `KernelFault` naming the
 instruction and its address; memory faults raise its subclass `PageFaultError`, whose `cause` is
 the MockMemory `PageFault`. `python -m runtime.drivers.mock.rdna3.audit CODE_OBJECT` lists, without
-running, every instruction of a code object the interpreter would refuse.
+running, every instruction of a code object the interpreter would refuse, charged to the
+function that holds it (exit 0: none, 1: some, 2: a file that cannot be audited).
 
 How it runs (interp.py): the waves of a batch of workgroups execute in lock step, one numpy
 operation per instruction over all lanes of all waves at the same program counter (VGPRs are
@@ -46,8 +47,11 @@ wave64 kernels (-mwavefrontsize64, DISPATCH_INITIATOR.CS_W32_EN clear) run as tw
 per wave, the way the hardware issues a wave64's VALU work: the SGPRs are the wave's, lane masks
 (EXEC, VCC, a compare's SGPR pair) keep lanes 0-31 in the low SGPR and 32-63 in the high one,
 EXEC/VCC tests look at both; readlane, readfirstlane, writelane and mbcnt have wave64 forms
-(`ops_wave64`). Instructions that move data across the two halves (permlane64,
-ds_(b)permute/swizzle/append, addtid, movrel) are refused in wave64 kernels.
+and so have ds_bpermute/ds_permute (`ops_wave64`). The other instructions that move data across
+the two halves (permlane64, ds_swizzle/append, addtid, movrel) are refused in wave64 kernels.
+
+Code is decoded from the entry point to the first s_code_end; a call or jump to an address
+outside it (a function the linker placed before the kernel) decodes the code there on first use.
 
 DS instructions with the GDS bit (`ops_gds`) behave as on a gfx11 KFD compute queue, which has
 no GDS memory, ordered-append counters or GWS range: GDS accesses, ds_ordered_count and the GS

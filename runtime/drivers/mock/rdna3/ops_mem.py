@@ -276,11 +276,14 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
 
 
 def waves_share_an_address(g: Group, addr: np.ndarray) -> bool:
-    """Whether two different waves' active lanes have the same address (addr [n, 32])."""
+    """Whether two different waves' active lanes have the same address (addr [n, 32]). The two
+    32-lane rows of a wave64 are one wave: its lanes are ordered among themselves."""
     a = ml.active(g, addr)
     if a.size < 2:
         return False
     w = np.nonzero(g.exec)[0]
+    if g.m.wave64:
+        w >>= 1
     order = np.lexsort((w, a))
     a, w = a[order], w[order]
     return bool(((a[1:] == a[:-1]) & (w[1:] != w[:-1])).any())
