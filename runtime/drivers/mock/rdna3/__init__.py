@@ -19,7 +19,8 @@ address in a returning compare-and-swap (a float atomic add's retry loop), the f
 alone and the others wait, one of the orders the hardware may pick, which keeps such loops linear
 in the number of lanes.
 
-Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by `gen_opcodes`),
+Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by the developer tool
+tools/rdna3_gen_opcodes.py, which also checks them),
 `disasm` (LLVM-syntax text, checked against llvm-objdump-16), `optypes` (operand types from
 mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave groups),
 `operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
@@ -28,9 +29,9 @@ permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_gds`/`ops_buffer` (M
 descriptors)/`ops_buffer_format` (format-converting MUBUF and MTBUF, loads into LDS;
 `buffer_formats` holds the data formats)/`mem_lanes`/`atomics` (instruction semantics),
 `gws` (the global wave sync unit), `ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the
-division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks), `loader_for_tests` (what the AMD driver does before a
-dispatch, for tests without the driver), `opcode_coverage` (acceptance over LLVM's gfx1100
-opcode tables, a development tool), `audit`.
+division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks), `audit` (the
+static check of a code object). tools/rdna3_opcode_coverage.py measures acceptance over LLVM's
+gfx1100 opcode tables (a developer tool, not shipped).
 
 Memory: GLOBAL/FLAT/SCRATCH/DS loads, stores and atomics in every width including the d16 and
 d16_hi forms; FLAT addresses in the shared and private apertures go to LDS and scratch; MUBUF
