@@ -64,8 +64,8 @@ def functions(co: elf.CodeObject) -> list[Function]:
         if sym.is_function and 0 < sym.shndx < len(co.sections):
             starts.setdefault(sym.value, (sym.name, sym.size, sym.shndx))
     text = next((i for i, sec in enumerate(co.sections) if sec.name == ".text"), 0)
-    for addr, k in kernel_at.items():    # a kernel entry without a function symbol
-        starts.setdefault(addr, (k.name, 0, text))
+    for addr, kern in kernel_at.items():    # a kernel entry without a function symbol
+        starts.setdefault(addr, (kern.name, 0, text))
     ordered = sorted(starts)
     out = []
     for i, addr in enumerate(ordered):
@@ -75,8 +75,8 @@ def functions(co: elf.CodeObject) -> list[Function]:
         if i + 1 < len(ordered):
             limit = min(limit, ordered[i + 1])
         end = min(addr + size, limit) if size else limit
-        k = kernel_at.get(addr)
-        wave64 = (not k.kd.wave32,) if k is not None else modes
+        kernel = kernel_at.get(addr)
+        wave64 = (not kernel.kd.wave32,) if kernel is not None else modes
         if end > addr:
             out.append(Function(name, addr, end, wave64))
     return out
