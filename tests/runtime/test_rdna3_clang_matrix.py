@@ -207,3 +207,36 @@ def test_audit_exit_status(tmp_path, capsys):
         out = capsys.readouterr()
         assert f"{bad}: cannot audit" in out.err and "Traceback" not in out.err
         assert "1 unsupported instruction(s)" in out.out   # the other file is still audited
+
+
+def test_contended_cas_splits_the_waves_once(monkeypatch):
+    """The scheduler looks at a contended compare-and-swap's addresses when a group of several
+    waves reaches it, then runs the waves one after another: 16 waves hitting two addresses
+    cost a few looks, not one per wave (each look scans every lane, so that was quadratic)."""
+    from runtime.drivers.mock.rdna3 import interp
+
+    from .rdna3_device import DriverDevice
+    looks = 0
+    real = interp.flat_contention
+
+    def counting(inst):  # type: ignore[no-untyped-def]
+        check = real(inst)
+
+        def contended(g):  # type: ignore[no-untyped-def]
+            nonlocal looks
+            looks += 1
+            return check(g)
+        return contended
+    monkeypatch.setattr(interp, "flat_contention", counting)
+    dev = DriverDevice()
+    try:
+        n = 512
+        v = np.arange(n, dtype=u32)
+        prg = dev.load(code("cas_hist", "w32", "O2"), "cas_hist")
+        hist, total = dev.upload(np.zeros(8, u32)), dev.upload(np.zeros(1, f32))
+        dev.interpret(prg, [dev.upload(v), hist, total], (n // 256,), (256,))
+        np.testing.assert_array_equal(dev.download(hist, 8, u32), np.full(8, n // 8))
+        assert dev.download(total, 1, f32)[0] == n
+    finally:
+        dev.close()
+    assert 1 <= looks <= 4, looks

@@ -15,9 +15,10 @@ operation per instruction over all lanes of all waves at the same program counte
 [waves, 32] planes, SGPRs/SCC per-wave vectors, EXEC a [waves, 32] mask). Waves that branch
 differently split into groups, groups meet again at the lowest pending program counter, and
 barriers are where waiting groups are released together. Where lanes of several waves race on one
-address in a returning compare-and-swap (a float atomic add's retry loop), the first wave runs on
-alone and the others wait, one of the orders the hardware may pick, which keeps such loops linear
-in the number of lanes.
+address in a returning compare-and-swap (a float atomic add's retry loop), the waves go on one
+after another, one of the orders the hardware may pick: the group splits into single waves once,
+the first runs on and each of the others continues when nothing else can run, which keeps such
+loops linear in the number of lanes.
 
 Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by the developer tool
 tools/rdna3_gen_opcodes.py, which also checks them),

@@ -485,9 +485,9 @@ class Dispatch:
             if not runnable:
                 parked = [g for g in groups if g.parked]
                 if parked:
-                    # Waves set aside at a contended atomic go on once nothing else can.
-                    for g in parked:
-                        g.parked = False
+                    # Waves set aside at a contended atomic go on, one at a time in the order
+                    # they were set aside, once nothing else can.
+                    parked[0].parked = False
                     continue
                 if self._gws_queued and any(g.waiting for g in groups):
                     if gws_unit.pass_free_barriers(groups):
@@ -565,13 +565,15 @@ class Dispatch:
                     pc += 1
                 elif kind == ATOMIC:
                     if n > rows and step.contended(g):  # type: ignore[misc]  # ATOMIC has one
-                        # Lanes of several waves race on one address: let the first wave run
-                        # on alone (one of the orders the hardware may pick), the others wait.
-                        first = np.zeros(n, dtype=bool)
-                        first[:rows] = True
-                        a, rest = g.split(first, pc, pc)
-                        rest.parked = True
-                        return [a, rest]
+                        # Lanes of several waves race on one address: the waves go on one after
+                        # another (one of the orders the hardware may pick), the first now and
+                        # each of the others once nothing else can run. Split into single waves
+                        # once, so the whole race costs time linear in its waves.
+                        g.pc = pc
+                        waves_here = g.singles()
+                        for w in waves_here[1:]:
+                            w.parked = True
+                        return waves_here
                     try:
                         step.fn(g)  # type: ignore[misc]
                     except Exception as e:

@@ -371,6 +371,14 @@ class Group:
                 Group(self.m, _compact(ids[~sel], self.m.n_waves), pc_rest))
 
 
+    def singles(self) -> list["Group"]:
+        """One group per wave (a wave64's two rows together), at this group's pc."""
+        self.flush()
+        ids = self.wave_ids()
+        rows = 2 if self.m.wave64 else 1
+        return [Group(self.m, slice(int(i), int(i) + rows), self.pc) for i in ids[::rows]]
+
+
 def merge(groups: list[Group]) -> Group:
     """One group of all the waves of `groups` (which share a pc)."""
     for g in groups:
