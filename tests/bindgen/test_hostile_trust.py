@@ -4,6 +4,7 @@ Each test failed before the fix it guards (the first battery is test_hostile.py)
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -104,3 +105,170 @@ def test_arguments_nested_too_deep_are_a_reason_not_a_recursion_error():
                      "#define W " + "G(" * 30 + "1" + ")" * 30 + "\n")
     assert {s.name: s.reason for s in res.skipped}["V"] == "macro arguments nested more than 64 deep"
     assert {c.name: c.expr for c in res.constants}["W"] == "1"
+
+
+# ---------------------------------------------------------------- header bytes and sysfs text
+
+
+def test_a_header_comment_that_is_not_utf8_is_kept_with_replacement_characters(tmp_path):
+    """libclang's binding decodes comments as strict UTF-8: a Latin-1 byte in a doc comment
+    was a UnicodeDecodeError traceback."""
+    from .conftest import generate_headers
+
+    d = tmp_path / "hdr"
+    d.mkdir()
+    (d / "h.h").write_bytes(b"/** the count, caf\xe9 */\nstruct t { int b; /* x\xff */ int c; };\n"
+                            b"#define X 1 /* \xff */\n")
+    g, m = generate_headers(tmp_path, ["h.h"], source_dir=d)
+    assert m.X == 1 and m.t(b=2).b == 2
+    assert "the count, caf\ufffd" in g.text and "# x\ufffd" in g.text
+
+
+@pytest.mark.parametrize("resource", [
+    "garbage\n", "0x1000 0x1fff\n", "0x2000 0x1000 0x200\n", "\xff\xfe\x00\n",
+])
+def test_pci_list_on_a_garbage_resource_file_says_what_is_wrong(tmp_path, capsys, resource):
+    from runtime.drivers.pci import main
+    from runtime.hcq.seam import RealOS
+
+    fn = tmp_path / "0000:00:01.0"
+    fn.mkdir()
+    cfg = bytearray(64)
+    cfg[0:4] = bytes([0x86, 0x80, 0x34, 0x12])  # vendor 8086, device 1234, header type 0
+    (fn / "config").write_bytes(bytes(cfg))
+    (fn / "resource").write_text(resource, encoding="latin-1")
+    lines: list[str] = []
+    assert main(["list", "--root", str(tmp_path)], seam=RealOS(), out=lines.append) == 0
+    text = "\n".join(lines)
+    assert "0000:00:01.0" in text and "[8086:1234]" in text
+    assert "\tBARs: 0000:00:01.0: line 1 of " in text and "is not 'START END FLAGS'" in text
+
+
+# ---------------------------------------------------------------- outputs
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    from .test_cli import Project
+
+    monkeypatch.delenv("BINDGEN_SOURCE_CORPUS", raising=False)
+    return Project(tmp_path)
+
+
+def test_a_linked_group_folder_is_refused_and_nothing_is_written_through_it(proj, capsys):
+    outside = proj.root / "outside"
+    outside.mkdir()
+    (proj.gen / "cli").symlink_to(outside)
+    assert proj.regen("--jobs", "1") == 1
+    err = capsys.readouterr().err
+    assert "FAIL  alpha: " in err and "generated/cli is a symbolic link (to " in err
+    assert "bindgen writes only inside the output root" in err
+    assert list(outside.iterdir()) == []
+
+
+def test_a_full_disk_on_the_manifest_replaces_nothing_and_says_so(proj, capsys, monkeypatch):
+    """The manifest used to be written after the target's files: a full disk then left every
+    file replaced while the message said nothing was."""
+    from bindgen import outputs
+
+    assert proj.regen("--jobs", "1", "alpha") == 0
+    proj.write(alpha={"description": "changed"})
+    before = proj.snapshot()
+    real = outputs.tempfile.mkstemp
+
+    def full(*args, **kw):
+        if kw.get("prefix", "").startswith(".bindgen.manifest."):
+            raise OSError(28, "No space left on device", "bindgen.manifest")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", full)
+    capsys.readouterr()
+    assert proj.regen("--jobs", "1", "alpha") == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "nothing of this target was replaced" in err
+    assert proj.snapshot() == before
+
+
+def test_a_manifest_write_failure_between_targets_keeps_the_earlier_ones(proj, monkeypatch):
+    from bindgen import outputs
+    from bindgen.outputs import audit
+
+    real = outputs.tempfile.mkstemp
+
+    def second_target_fails(*args, **kw):
+        if kw.get("prefix", "").startswith(".beta.py."):
+            raise OSError(28, "No space left on device", "beta.py")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", second_target_fails)
+    assert proj.regen("--jobs", "1") == 1
+    monkeypatch.undo()
+    problems = audit(proj.gen, [f"cli/{n}.py" for n in ("alpha", "beta", "gamma", "delta")])
+    assert problems == [], problems  # what was written is in the manifest, and only that
+    assert not (proj.gen / "cli" / "beta.py").exists()
+
+
+def test_a_wrong_spec_sha256_for_a_package_the_lock_pins_is_an_error(tmp_path):
+    from bindgen.pins import Member, SourcePin, save_lock
+    from bindgen.spec import Source
+
+    from .conftest import write_spec
+
+    specs = tmp_path / "specs"
+    deb = {"kind": "debian", "package": "pkg", "version": "1.0-1"}
+    path = write_spec(specs, {"t": {"headers": ["deb:x.h"]}}, sources={"deb": deb})
+    ident = Source("deb", "debian", package="pkg", version="1.0-1").identity()
+    save_lock(specs, {ident: SourcePin(ident, "pkg_1.0-1_amd64.deb", "http://x/pkg.deb", "a" * 64,
+                                       10, -1, 0, (Member("x.h", "b" * 64, 1, 0),))})
+    assert load_spec(path, specs).targets[0].sources[0].pin is not None
+    write_spec(specs, {"t": {"headers": ["deb:x.h"]}}, sources={"deb": {**deb, "sha256": "c" * 64}})
+    with pytest.raises(SpecError, match=r"testgrp.yaml:\d+: sources.deb.sha256: c{64} is not the "
+                                        r"sha256 of pkg_1.0-1_amd64.deb that bindgen.lock pins"):
+        load_spec(path, specs)
+    write_spec(specs, {"t": {"headers": ["deb:x.h"]}}, sources={"deb": {**deb, "sha256": "a" * 64}})
+    assert load_spec(path, specs).targets[0].sources[0].pin is not None
+
+
+def test_sigint_is_one_line_and_exit_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from .conftest import write_spec
+
+    big = tmp_path / "src"
+    big.mkdir()
+    (big / "h.h").write_text("".join(f"#define M_{k} ({k} << 2)\n" for k in range(200_000)))
+    specs = tmp_path / "specs"
+    write_spec(specs, {"t": {"headers": ["corpus:h.h"]}},
+               sources={"corpus": {"kind": "system", "path": str(big), "package": "p"}})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bindgen", "--specs", str(specs), "--out", str(tmp_path / "gen"),
+         "regen", "--jobs", "1", "--cache", str(tmp_path / "cache")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )
+    # Wait until the run is busy in the generator (clang has its translation unit open).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _opened(proc.pid, "h.h"):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.strip().splitlines()[-1] == (
+        "bindgen: interrupted; targets not yet written keep their previous files")
+    assert not (tmp_path / "gen" / "testgrp" / "t.py").exists()
+
+
+def _opened(pid: int, name: str) -> bool:
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).endswith(name):
+                return True
+        except OSError:
+            continue
+    return False
