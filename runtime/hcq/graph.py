@@ -202,8 +202,7 @@ class Graph:
             dev.submit_timeline(q.signal(tl, v), v)
         self._last = v
         if trace is not None:
-            trace.graph(self, first, v, h0, stamps if stamps is not (self._t0, self._t1) and
-                        trace.profiling else None)
+            trace.graph(self, first, v, h0, stamps if trace.profiling else None)
         if not wait:
             return None
         tl.wait(v, timeout_ms)

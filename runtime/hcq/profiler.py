@@ -176,10 +176,10 @@ class Tracer:
 
     # -------------------------------------------------------------- helpers
     def _signals(self) -> tuple["Signal", "Signal"]:
-        free = self._free
-        if len(free) >= 2:
-            return free.pop(), free.pop()
-        return self.device.new_signal(), self.device.new_signal()
+        try:  # signals of spans already read, else new ones (another thread may take them)
+            return self._free.pop(), self._free.pop()
+        except IndexError:
+            return self.device.new_signal(), self.device.new_signal()
 
     def _host(self, kind: str, name: str, t0: float, t1: float, **args: Any) -> None:
         ev = TraceEvent(kind, name, "host", threading.current_thread().name, t0, t1, args)
@@ -348,7 +348,7 @@ class Tracer:
         what = "timeline" if sig is getattr(dev, "timeline_signal", None) else f"{sig.va:#x}"
         if self.debug:
             log.debug("%s: waited %.1f us for %s >= %d", dev.name, (t1 - t0) * 1e6, what, value)
-        if self.profiling:
+        if self.profiling and not self._depth:  # not the profiler's own waits
             self._host("wait", f"wait {dev.name} {what} >= {value}", t0, t1)
 
     # -------------------------------------------------------------- results

@@ -202,32 +202,38 @@ def test_the_runtime_logger_at_debug_traces_devices_opened_then(
         dev.close()
 
 
-def test_the_profile_hooks_cost_nothing_when_off() -> None:
-    """The launch and copy paths test one attribute for the profiler; with it off, a launch's
-    time is what it was (checked loosely here: the same order as an untraced call, and far
-    below a traced one)."""
-    import time
+def test_launches_take_the_untraced_path_when_no_profile_is_open(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no profile open (and no debug log) a device carries no tracer: launches and copies
+    test one attribute and take their usual paths (the NVIDIA launch slots); with a profile open
+    they go through the tracer. (What that attribute test costs on the H200 is in
+    docs/benchmarks.md: nothing measurable.)"""
+    from runtime.hcq.profiler import Tracer
+    calls: list[str] = []
+    real_launch, real_copy = Tracer.launch, Tracer.copy
+
+    def launch(self: Tracer, *a: Any, **k: Any) -> Any:
+        calls.append("launch")
+        return real_launch(self, *a, **k)
+
+    def copy(self: Tracer, *a: Any, **k: Any) -> Any:
+        calls.append("copy")
+        return real_copy(self, *a, **k)
+    monkeypatch.setattr(Tracer, "launch", launch)
+    monkeypatch.setattr(Tracer, "copy", copy)
     dev = open_device("mock-nv:0")
     try:
         prg = _vadd(dev)
         buf = dev.alloc(4 * N)
-        args: tuple[Any, ...] = (buf, buf, buf, N)
         g, l = (4, 1, 1), (256, 1, 1)
-
-        def rate() -> float:
-            best = float("inf")
-            for _ in range(3):
-                dev.synchronize()
-                t = time.perf_counter()
-                for _ in range(100):
-                    prg(*args, global_size=g, local_size=l)
-                dev.synchronize()
-                best = min(best, (time.perf_counter() - t) / 100)
-            return best
-        rate()
-        off = rate()
+        for _ in range(3):
+            prg(buf, buf, buf, N, global_size=g, local_size=l)
+            dev.fill(buf, 0)
+        dev.synchronize()
+        assert dev._trace is None and calls == [] and prg._hot  # the slot launcher was used
         with runtime.hcq.profile():
-            on = rate()
-        assert dev._trace is None and off < on
+            prg(buf, buf, buf, N, global_size=g, local_size=l)
+            dev.fill(buf, 0)
+        assert calls == ["launch", "copy"] and dev._trace is None
     finally:
         dev.close()
