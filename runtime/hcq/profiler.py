@@ -316,6 +316,19 @@ class Tracer:
             self._host("submit", f"launch {prg.name} ({queue})", h0, time.perf_counter())
             self.pending.append(_Pending("launch", prg.name, queue, stamps[0], stamps[1], info))
 
+    def stream_copy(self, queue: str, dst_va: int, src_va: int, size: int,
+                    stamps: tuple["Signal", "Signal"] | None, value: int, h0: float) -> None:
+        """A copy on a stream was submitted (on the copy engine, in the stream's order)."""
+        if self.debug:
+            log.debug("%s %s: copy %d B %#x -> %#x -> value %d", self.device.name, queue, size,
+                      src_va, dst_va, value)
+        if stamps is not None:
+            self._host("submit", f"copy {size} B ({queue})", h0, time.perf_counter())
+            self.pending.append(_Pending("copy", f"copy {_size_text(size)}", f"{queue} copy",
+                                         stamps[0], stamps[1],
+                                         {"bytes": size, "dst": f"{dst_va:#x}",
+                                          "src": f"{src_va:#x}"}))
+
     def stream_signals(self) -> tuple["Signal", "Signal"] | None:
         """Timestamp signals for a stream launch (None when not profiling)."""
         return self.graph_signals()

@@ -125,9 +125,25 @@ class Stream:
         dev._check_range(dst, dst_offset, size, "stream copy", "dst")
         dev._check_range(src, src_offset, size, "stream copy", "src")
         q, v = self._begin(dev.copy_queue())
+        trace = dev._trace
+        stamps = trace.stream_signals() if trace is not None and size else None
+        if stamps is not None:
+            q.timestamp(stamps[0])
         if size:
             q.copy(dst.va + dst_offset, src.va + src_offset, size)
-        return self._finish(q, v)
+        if stamps is not None:
+            q.timestamp(stamps[1])
+        if trace is None:
+            return self._finish(q, v)
+        h0 = time.perf_counter()
+        trace.enter()
+        try:
+            ev = self._finish(q, v)
+        finally:
+            trace.leave()
+        trace.stream_copy(self.label, dst.va + dst_offset, src.va + src_offset, size, stamps, v,
+                          h0)
+        return ev
 
     def record(self) -> Event:
         """The event of everything submitted to this stream so far."""

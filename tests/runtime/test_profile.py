@@ -128,11 +128,14 @@ def test_streams_and_devices_opened_inside_a_profile_are_traced() -> None:
             buf = dev.alloc(4 * N)
             s = dev.stream()
             s.launch(prg, buf, buf, buf, N, global_size=(4, 1, 1), local_size=(256, 1, 1))
+            s.copy(buf, buf, 64, 64, 0)
             s.synchronize()
         finally:
             dev.close()  # what the device recorded is read before it goes
     (ev,) = [e for e in p.events if e.kind == "launch"]
     assert ev.queue == "stream 1" and ev.device == "mock-amd:0"
+    (cp,) = [e for e in p.events if e.kind == "copy" and e.queue.startswith("stream")]
+    assert cp.queue == "stream 1 copy" and cp.args["bytes"] == 64 and cp.start_s >= ev.end_s - 1e-6
 
 
 def test_a_wait_that_blocks_is_a_host_span() -> None:
