@@ -32,6 +32,7 @@ from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.memory import MockMemory, PageFault
+from runtime.drivers.mock.ptx.launch import PtxFault, run_ptx
 from runtime.drivers.nv.generation import NVGeneration, generation_named
 from runtime.drivers.nv.methods import describe_method, fget
 
@@ -655,11 +656,16 @@ class MockNVGPU:
             self.launches.append(launch)
             del self.launches[:-self.keep_launches]
         model = self.kernels.get(prog)
-        if model is not None:
-            try:
+        try:
+            if model is not None:
                 model(launch)
-            except PageFault as e:
-                raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
+            else:
+                run_ptx(launch)
+        except PageFault as e:
+            raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
+        except PtxFault as e:
+            raise ChannelFault(str(e), XID_GR_EXCEPTION if e.va is None else XID_MMU_FAULT,
+                               e.va) from None
         enable, upper, lower, payload_lo = lay.release
         if q.get(enable, 0):  # lands when the grid completes (MockChannel.complete_grids)
             ch.grid_releases.append((q.get(upper) << 32 | q.get(lower), q.get(payload_lo)))

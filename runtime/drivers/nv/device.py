@@ -693,7 +693,8 @@ class NVDevice(Device):
 
     def _make_compiler(self) -> "NVCompiler":
         from runtime.drivers.nv.compiler import NVCompiler
-        return NVCompiler(self.arch)
+        # A GPU that executes PTX rather than SASS (the mock) says so through its OS seam.
+        return NVCompiler(self.arch, output=getattr(self.os, "nv_code_format", "cubin"))
 
     def alloc_kernargs(self, size: int) -> Buffer:
         """Launch blocks (constant bank 0 and the QMD) live in VRAM the CPU writes through BAR1, as
