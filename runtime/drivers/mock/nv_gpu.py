@@ -32,7 +32,7 @@ from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.memory import MockMemory, PageFault
-from runtime.drivers.mock.ptx.launch import PtxFault, run_ptx
+from runtime.drivers.mock.ptx.launch import PtxLaunch
 from runtime.drivers.nv.generation import NVGeneration, generation_named
 from runtime.drivers.nv.methods import describe_method, fget
 
@@ -194,6 +194,7 @@ class MockChannel:
     # QMD releases of grids launched but not yet complete: the compute engine runs a grid while the
     # front end goes on with the methods after SEND_PCAS, so they land later (`complete_grids`)
     grid_releases: list[tuple[int, int]] = field(default_factory=list)
+    ptx: "PtxLaunch | None" = None   # a PTX grid that has not finished its time slices
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
@@ -628,7 +629,11 @@ class MockNVGPU:
 
     # ------------------------------------------------------------------ compute launches
     def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
-        """Decodes and checks the QMD at `qmd_va`, runs the kernel model, releases semaphores."""
+        """Decodes and checks the QMD at `qmd_va`, runs the kernel (a PTX image through the
+        interpreter, in time slices, or a registered model), releases semaphores."""
+        if ch.ptx is not None:  # the launch method again: the running grid's next time slice
+            ch.ptx.resume()
+            return
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
         prefix, size = lay.prefix, lay.size_B
@@ -656,19 +661,22 @@ class MockNVGPU:
             self.launches.append(launch)
             del self.launches[:-self.keep_launches]
         model = self.kernels.get(prog)
+        enable, upper, lower, payload_lo = lay.release
+        # lands when the grid completes (MockChannel.complete_grids)
+        release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo)) if q.get(enable, 0) \
+            else None
+        if model is None:
+            ch.ptx = PtxLaunch.start(ch, launch, release)
+            if ch.ptx is not None:
+                ch.ptx.resume()
+                return
         try:
             if model is not None:
                 model(launch)
-            else:
-                run_ptx(launch)
         except PageFault as e:
             raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
-        except PtxFault as e:
-            raise ChannelFault(str(e), XID_GR_EXCEPTION if e.va is None else XID_MMU_FAULT,
-                               e.va) from None
-        enable, upper, lower, payload_lo = lay.release
-        if q.get(enable, 0):  # lands when the grid completes (MockChannel.complete_grids)
-            ch.grid_releases.append((q.get(upper) << 32 | q.get(lower), q.get(payload_lo)))
+        if release is not None:
+            ch.grid_releases.append(release)
 
     @staticmethod
     def _program(q: QmdReader, lay: QmdLayout) -> int:

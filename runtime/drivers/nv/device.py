@@ -833,7 +833,10 @@ class NVDevice(Device):
         return out
 
     def _describe_queues(self) -> list[str]:
-        return [ch.describe() for ch in self.channels]
+        # What the kernel reports about the GPU (the mock: a channel busy with a long grid, with
+        # its warps' positions).
+        return [ch.describe() for ch in self.channels] + [
+            f"kernel log: {ln}" for ln in self.os.kernel_log()[-4:]]
 
     # ------------------------------------------------------------------ teardown
     def _release_hw(self) -> None:

@@ -4,6 +4,7 @@ environment from the QMD and constant bank 0, and run the grid."""
 from __future__ import annotations
 
 import struct
+import time
 from typing import TYPE_CHECKING
 
 from runtime.drivers.mock.ptx.execute import Grid, LaunchEnv, PtxFault
@@ -13,7 +14,7 @@ from runtime.drivers.mock.ptx.parse import PtxSyntaxError
 from runtime.drivers.nv.ptx import ENTRY_HEADER, read_entry_record
 
 if TYPE_CHECKING:
-    from runtime.drivers.mock.nv_gpu import Launch
+    from runtime.drivers.mock.nv_gpu import Launch, MockChannel
 
 
 def grid_for(launch: "Launch") -> Grid | None:
@@ -45,9 +46,52 @@ def grid_for(launch: "Launch") -> Grid | None:
     return Grid(kern, env)
 
 
-def run_ptx(launch: "Launch") -> None:
-    """Runs a launch's PTX kernel to completion (nothing when the program is not PTX)."""
-    grid = grid_for(launch)
-    if grid is None:
-        return
-    grid.advance(float("inf"))
+#: How long one step of the channel runs a grid before letting the host (and other channels) in:
+#: a kernel that never ends keeps its channel busy without hanging the caller.
+SLICE_S = 0.01
+
+
+class PtxLaunch:
+    """A PTX grid running on a channel, advanced in time slices each time the channel runs
+    (the launch method is retried while the grid is not done, as a blocked acquire is). While it
+    runs, the mock kernel's standing status names the warps' positions."""
+
+    def __init__(self, ch: "MockChannel", grid: Grid, release: tuple[int, int] | None) -> None:
+        self.ch, self.grid, self.release = ch, grid, release
+        self.started = time.perf_counter()
+        self.key = f"nvidia{ch.gpu.index}-channel{ch.chid}"
+
+    @classmethod
+    def start(cls, ch: "MockChannel", launch: "Launch",
+              release: tuple[int, int] | None) -> "PtxLaunch | None":
+        """The PTX grid of `launch`, or None when its program is not PTX."""
+        from runtime.drivers.mock.nv_gpu import XID_GR_EXCEPTION, ChannelFault
+        try:
+            grid = grid_for(launch)
+        except PtxFault as e:
+            raise ChannelFault(str(e), XID_GR_EXCEPTION, e.va) from None
+        return None if grid is None else cls(ch, grid, release)
+
+    def resume(self) -> None:
+        """Runs the next slice; completes the launch (its release is queued) or raises the
+        channel's blocked signal with where the warps are."""
+        from runtime.drivers.mock.nv_gpu import (XID_GR_EXCEPTION, XID_MMU_FAULT, ChannelFault,
+                                                 _Blocked)
+        os_ = self.ch.gpu.driver.os
+        try:
+            done = self.grid.advance(SLICE_S)
+        except PtxFault as e:
+            self.ch.ptx = None
+            os_.clear_kernel_status(self.key)
+            raise ChannelFault(str(e), XID_GR_EXCEPTION if e.va is None else XID_MMU_FAULT,
+                               e.va) from None
+        if not done:
+            t = time.perf_counter() - self.started
+            what = f"kernel {self.grid.kern.name} running for {t:.2f} s: {self.grid.describe()}"
+            os_.set_kernel_status(self.key, f"mock nvidia{self.ch.gpu.index}: channel "
+                                  f"{self.ch.chid}: {what}")
+            raise _Blocked(what)
+        self.ch.ptx = None
+        os_.clear_kernel_status(self.key)
+        if self.release is not None:
+            self.ch.grid_releases.append(self.release)
