@@ -693,8 +693,13 @@ class NVDevice(Device):
 
     def _make_compiler(self) -> "NVCompiler":
         from runtime.drivers.nv.compiler import NVCompiler
-        # A GPU that executes PTX rather than SASS (the mock) says so through its OS seam.
-        return NVCompiler(self.arch, output=getattr(self.os, "nv_code_format", "cubin"))
+        return NVCompiler(self.arch, output=self.code_format)
+
+    @property
+    def code_format(self) -> str:
+        """What this GPU's programs are: "cubin" (SASS), or "ptx" where the GPU executes PTX (the
+        mock, which says so through its OS seam); `compiler` and the Triton loader follow it."""
+        return str(getattr(self.os, "nv_code_format", "cubin"))
 
     def alloc_kernargs(self, size: int) -> Buffer:
         """Launch blocks (constant bank 0 and the QMD) live in VRAM the CPU writes through BAR1, as

@@ -46,6 +46,7 @@ TYPE_SIZE = {
     "u64": 8, "s64": 8, "f64": 8, "b128": 16, "e4m3x2": 2, "e5m2x2": 2,
 }
 
+_LINE_DIRECTIVES = re.compile(r"^[ \t]*(?:\.loc|\.file|@@)[^\n]*", re.M)
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _VAR = re.compile(
     r"(?P<link>(?:\.(?:visible|extern|weak|common)\s+)*)\.(?P<space>global|const|shared)\s+"
@@ -53,9 +54,10 @@ _VAR = re.compile(
     r"(?P<name>[\w$.%]+)(?P<dims>(?:\s*\[\s*\d*\s*\])*)\s*(?:=\s*(?P<init>[^;]*))?;")
 _ENTRY = re.compile(r"(?:\.(?:visible|extern|weak)\s+)*\.entry\s+(?P<name>[\w$]+)\s*"
                     r"(?:\((?P<params>[^)]*)\))?(?P<dirs>[^{;]*)(?P<end>[{;])")
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+(?P<align>\d+)\s+)?(?:\.ptr\s+(?:\.\w+\s+)*)?"
-                    r"\.(?P<type>\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?(?P<name>[\w$]+)"
-                    r"(?:\s*\[\s*(?P<count>\d+)\s*\])?")
+# `.ptr .global .align N` after the type describes the pointee, not the parameter.
+_PTR_ATTR = r"(?:\.ptr(?:\s+\.(?:global|const|local|shared))?(?:\s+\.align\s+\d+)?\s+)?"
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+(?P<align>\d+)\s+)?\.(?P<type>\w+)\s+" + _PTR_ATTR
+                    + r"(?P<name>[\w$]+)(?:\s*\[\s*(?P<count>\d+)\s*\])?")
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,8 @@ def parse_module(source: str) -> PtxModule:
     """Reads the declarations of a PTX module; raises `ProgramError` naming what it could not
     read."""
     text = _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+    # Debug directives end at the line's end, without ';': blank them out too.
+    text = _LINE_DIRECTIVES.sub(lambda m: " " * len(m.group(0)), text)
     ver = re.search(r"\.version\s+(\d+\.\d+)", text)
     tgt = re.search(r"\.target\s+sm_(\d+)", text)
     if ver is None or tgt is None:

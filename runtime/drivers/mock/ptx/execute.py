@@ -124,11 +124,26 @@ class Kernel:
         data_offs, _ = mod.data_layout()
         self.data_offs = data_offs
         self.instrs = body.instrs
-        compiled = [ops.compile_instr(self, ins, i) for i, ins in enumerate(body.instrs)]
+        #: (instruction, reason) of each instruction the interpreter does not support: running
+        #: one faults (the rest of the kernel still runs)
+        self.unsupported: list[tuple[Instr, str]] = []
+        compiled = [self._compile(ins, i) for i, ins in enumerate(body.instrs)]
         self.kinds = [c[0] for c in compiled]
         self.fns = [c[1] for c in compiled]
         self.targets = [c[2] for c in compiled]
         self.n = len(body.instrs)
+
+    def _compile(self, ins: Instr, i: int) -> tuple[int, Callable[["State", Any], None], int]:
+        try:
+            return ops.compile_instr(self, ins, i)
+        except ops.Unsupported as e:
+            reason = str(e)
+            self.unsupported.append((ins, reason))
+
+            def refuse(st: "State", sel: Any) -> None:
+                raise PtxFault(f"{self.name}: line {ins.line} ({ins.text}): the PTX interpreter "
+                               f"does not support this instruction ({reason})")
+            return K_NORMAL, refuse, 0
 
     def shared_offsets(self, shared_base: int) -> dict[str, int]:
         return self.mod.shared_layout(self.name, shared_base)[0]

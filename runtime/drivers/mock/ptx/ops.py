@@ -267,17 +267,16 @@ def check_barrier(st: "State", ins: Instr, sel: Any) -> None:
     mark = np.zeros(st.n, np.bool_)
     mark[sel] = True
     live = ~st.done
-    ok = (mark == live) | ~live
-    bad_warp = ~ok.reshape(-1, 32).all(axis=1) if st.n % 32 == 0 else None
-    if bad_warp is None:
-        pad = (-st.n) % 32
-        okp = np.concatenate([ok, np.ones(pad, np.bool_)])
-        bad_warp = ~okp.reshape(-1, 32).all(axis=1)
+    # warps with a thread at this barrier must have all their live threads here
+    pad = (-st.n) % 32
+    missing = np.concatenate([live & ~mark, np.zeros(pad, np.bool_)]).reshape(-1, 32)
+    present = np.concatenate([mark, np.zeros(pad, np.bool_)]).reshape(-1, 32)
+    bad_warp = present.any(axis=1) & missing.any(axis=1)
     if bad_warp.any():
         w = int(np.argmax(bad_warp))
         idx = np.arange(w * 32, min(w * 32 + 32, st.n))
-        missing = idx[(~mark[idx]) & live[idx]]
-        raise fault_at(st, ins, missing, np.ones(len(missing), np.bool_),
+        absent = idx[(~mark[idx]) & live[idx]]
+        raise fault_at(st, ins, absent, np.ones(len(absent), np.bool_),
                        "barrier divergence: threads of a warp reach different barriers (or none)")
 
 

@@ -231,6 +231,11 @@ def parse_body(mod: PtxModule, entry: str) -> Body:
             pos += m.end()
             line += m.group(0).count("\n")
             continue
+        if text.startswith((".loc", ".file", "@@"), pos):
+            # debug directives end at the line's end, not at a ';'
+            nl = text.find("\n", pos, end)
+            pos = end if nl < 0 else nl
+            continue
         semi = text.find(";", pos, end)
         if semi < 0:
             raise PtxSyntaxError(f"line {line}: statement without ';'")
