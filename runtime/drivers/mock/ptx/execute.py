@@ -143,7 +143,7 @@ class Kernel:
             def refuse(st: "State", sel: Any) -> None:
                 raise PtxFault(f"{self.name}: line {ins.line} ({ins.text}): the PTX interpreter "
                                f"does not support this instruction ({reason})")
-            return K_NORMAL, refuse, 0
+            return K_NORMAL, ops.guarded(ins, refuse), 0
 
     def shared_offsets(self, shared_base: int) -> dict[str, int]:
         return self.mod.shared_layout(self.name, shared_base)[0]

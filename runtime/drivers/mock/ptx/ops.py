@@ -220,7 +220,7 @@ def compile_instr(k: "Kernel", ins: Instr, index: int) -> tuple[int, Fn, int]:
     if op in ("bar", "barrier") and (not ins.mods or ins.mods[0] in ("sync", "aligned")
                                      or ins.mods[:2] == ("cta", "sync")):
         if op == "bar" and ins.mods and ins.mods[0] == "warp":
-            return K_NORMAL, _guarded(ins, _nop), 0
+            return K_NORMAL, guarded(ins, _nop), 0
         if len(ins.args) > 1:
             raise Unsupported(f"{ins.opcode} with a thread count (named barrier subsets)")
         return K_BAR, _nop, 0
@@ -229,14 +229,14 @@ def compile_instr(k: "Kernel", ins: Instr, index: int) -> tuple[int, Fn, int]:
     f = ops_table().get(op)
     if f is None:
         raise Unsupported(f"{ins.opcode}")
-    return K_NORMAL, _guarded(ins, f(k, ins)), 0
+    return K_NORMAL, guarded(ins, f(k, ins)), 0
 
 
 def _nop(st: "State", sel: Any) -> None:
     return None
 
 
-def _guarded(ins: Instr, fn: Fn) -> Fn:
+def guarded(ins: Instr, fn: Fn) -> Fn:
     if ins.guard is None:
         return fn
     g, neg = ins.guard

@@ -1,0 +1,354 @@
+"""The mock NVIDIA GPU's PTX interpreter (runtime.drivers.mock.ptx) through the runtime: SIMT
+control flow, warp-level instructions, shared-memory atomics, faults like the hardware's, a
+kernel that never ends, the parameter layout against NVRTC's cubins, and the audit tool."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from runtime.hcq import DeviceFault, MemKind, NVDevice, SignalTimeout
+
+DATA = Path(__file__).parent / "data"
+
+
+def _nvrtc() -> None:
+    from runtime.drivers.nv.compiler import find_nvrtc
+    from runtime.hcq.errors import ProgramError
+    try:
+        find_nvrtc()
+    except ProgramError as e:
+        pytest.skip(f"NVRTC is not available: {str(e).splitlines()[0]}")
+
+
+@pytest.fixture
+def dev() -> Iterator[NVDevice]:
+    _nvrtc()
+    d = NVDevice("mock-nv:0")
+    d.default_timeout_ms = 20_000.0
+    yield d
+    d.close()
+
+
+def _up(d: NVDevice, a: np.ndarray) -> Any:
+    b = d.alloc(max(a.nbytes, 1))
+    d.copyin(b, np.ascontiguousarray(a).view(np.uint8).reshape(-1))
+    return b
+
+
+def _down(d: NVDevice, b: Any, dtype: Any, n: int) -> np.ndarray:
+    o = np.zeros(n, dtype)
+    d.copyout(o.view(np.uint8), b)
+    return o
+
+
+def _kernel(d: NVDevice, src: str, name: str, dyn: int = 0) -> Any:
+    return d.program(d.compiler.compile(src), name, dynamic_smem_B=dyn)
+
+
+# ------------------------------------------------------------------------------------ control flow
+DIVERGE = r"""
+extern "C" __global__ void diverge(const int* x, int* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;                       // early exit of the tail
+  int v = x[i], acc = 0;
+  for (int k = 0; k < (v & 15); k++) {      // data-dependent trip counts
+    if (k % 3 == 0) acc += k * v;
+    else if (v < 0) { acc -= k; continue; }
+    else acc ^= k << 2;
+    if (acc > 1000) break;
+  }
+  switch (v & 3) { case 0: acc += 1; break; case 1: acc *= 3; break; default: acc = -acc; }
+  out[i] = acc;
+}
+extern "C" __global__ void after_exit_barrier(const int* x, int* out) {
+  __shared__ int s[128];
+  int t = threadIdx.x;
+  if (t >= 96) return;                      // whole warps leave; the rest meet at the barrier
+  s[t] = x[blockIdx.x * 128 + t];
+  __syncthreads();
+  out[blockIdx.x * 128 + t] = s[95 - t];
+}
+"""
+
+
+def _diverge_ref(x: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(x)
+    for i, v in enumerate(x.tolist()):
+        acc = 0
+        for k in range(v & 15):
+            if k % 3 == 0:
+                acc += k * v
+            elif v < 0:
+                acc -= k
+                continue
+            else:
+                acc ^= k << 2
+            if acc > 1000:
+                break
+        acc = {0: acc + 1, 1: acc * 3}.get(v & 3, -acc)
+        out[i] = acc
+    return out
+
+
+def test_divergent_loops_branches_and_early_exit(dev: NVDevice) -> None:
+    n = 1000
+    x = np.random.default_rng(1).integers(-200, 200, n).astype(np.int32)
+    X, O = _up(dev, x), dev.alloc(4 * n)
+    _kernel(dev, DIVERGE, "diverge")(X, O, n, global_size=(4, 1, 1), local_size=(256, 1, 1),
+                                     wait=True)
+    assert np.array_equal(_down(dev, O, np.int32, n), _diverge_ref(x))
+
+
+def test_barrier_after_whole_warps_exit(dev: NVDevice) -> None:
+    x = np.arange(4 * 128, dtype=np.int32)
+    X, O = _up(dev, x), _up(dev, np.full(4 * 128, -1, np.int32))
+    _kernel(dev, DIVERGE, "after_exit_barrier")(X, O, global_size=(4, 1, 1),
+                                                local_size=(128, 1, 1), wait=True)
+    got = _down(dev, O, np.int32, 4 * 128).reshape(4, 128)
+    want = np.full((4, 128), -1, np.int32)
+    want[:, :96] = x.reshape(4, 128)[:, 95::-1]
+    assert np.array_equal(got, want)
+
+
+# ------------------------------------------------------------------------------------ warp level
+WARP = r"""
+extern "C" __global__ void warp_ops(const int* x, int* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+  int v = x[i];
+  unsigned full = 0xffffffffu;
+  out[i * 8 + 0] = __shfl_up_sync(full, v, 3);
+  out[i * 8 + 1] = __shfl_down_sync(full, v, 5, 16);
+  out[i * 8 + 2] = __shfl_xor_sync(full, v, 6);
+  out[i * 8 + 3] = __shfl_sync(full, v, 7, 8);
+  out[i * 8 + 4] = __ballot_sync(full, v > 0);
+  out[i * 8 + 5] = __any_sync(full, v == 42) + 2 * __all_sync(full, v > -1000);
+  out[i * 8 + 6] = __reduce_add_sync(full, v) ^ __reduce_max_sync(full, (unsigned)v);
+  unsigned m = 0;
+  if (lane & 1) m = __activemask();
+  out[i * 8 + 7] = m;
+}
+"""
+
+
+def _warp_ref(x: np.ndarray) -> np.ndarray:
+    w = x.reshape(-1, 32)
+    lane = np.arange(32)
+    out = np.zeros((w.shape[0], 32, 8), np.int64)
+    for r, v in enumerate(w):
+        up = np.where(lane >= 3, v[np.maximum(lane - 3, 0)], v)
+        seg16 = lane % 16
+        down = np.where(seg16 + 5 < 16, v[np.minimum(lane + 5, 31)], v)
+        xor = v[lane ^ 6]
+        idx8 = v[(lane // 8) * 8 + 7]
+        ballot = int(sum(1 << k for k in range(32) if v[k] > 0))
+        anyall = int((v == 42).any()) + 2 * int((v > -1000).all())
+        red = int(v.sum()) ^ int(v.astype(np.uint32).max())
+        act = np.where(lane & 1, 0xAAAAAAAA, 0)
+        out[r] = np.stack([up, down, xor, idx8, np.full(32, ballot), np.full(32, anyall),
+                           np.full(32, red), act], axis=1)
+    return out.reshape(-1).astype(np.int64).astype(np.uint32).view(np.int32)
+
+
+def test_shuffles_votes_reductions_and_activemask(dev: NVDevice) -> None:
+    x = np.random.default_rng(2).integers(-50, 50, 4 * 64).astype(np.int32)
+    x[17] = 42
+    X, O = _up(dev, x), dev.alloc(4 * 8 * x.size)
+    _kernel(dev, WARP, "warp_ops")(X, O, global_size=(4, 1, 1), local_size=(64, 1, 1),
+                                   wait=True)
+    got = _down(dev, O, np.int32, 8 * x.size)
+    assert np.array_equal(got, _warp_ref(x))
+
+
+# ------------------------------------------------------------------------------------ atomics
+SHARED_ATOMICS = r"""
+extern "C" __global__ void shared_hist(const unsigned* keys, unsigned* hist, int* order) {
+  __shared__ unsigned h[16];
+  __shared__ int ticket;
+  int t = threadIdx.x;
+  if (t < 16) h[t] = 0;
+  if (t == 0) ticket = 0;
+  __syncthreads();
+  atomicAdd(&h[keys[blockIdx.x * blockDim.x + t] & 15], 1u);
+  int mine = atomicAdd(&ticket, 1);          // every thread gets a distinct ticket
+  atomicMax((int*)&h[0] + 0, 0);
+  __syncthreads();
+  if (t < 16) atomicAdd(&hist[t], h[t]);
+  order[blockIdx.x * blockDim.x + t] = mine;
+}
+"""
+
+
+def test_shared_and_global_atomics_under_contention(dev: NVDevice) -> None:
+    blocks, threads = 6, 256
+    keys = np.random.default_rng(3).integers(0, 1 << 16, blocks * threads).astype(np.uint32)
+    K, H, O = _up(dev, keys), _up(dev, np.zeros(16, np.uint32)), dev.alloc(4 * keys.size)
+    _kernel(dev, SHARED_ATOMICS, "shared_hist")(K, H, O, global_size=(blocks, 1, 1),
+                                                local_size=(threads, 1, 1), wait=True)
+    assert np.array_equal(_down(dev, H, np.uint32, 16), np.bincount(keys & 15, minlength=16))
+    tickets = _down(dev, O, np.int32, keys.size).reshape(blocks, threads)
+    for row in tickets:
+        assert sorted(row.tolist()) == list(range(threads))
+
+
+# ------------------------------------------------------------------------------------ faults
+FAULTS = r"""
+extern "C" __global__ void oob(int* p) { p[threadIdx.x + (1 << 28)] = 1; }
+extern "C" __global__ void misaligned(const float* p, float* o) {
+  float4 v = *(const float4*)(p + 1 + 4 * threadIdx.x);
+  o[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+extern "C" __global__ void trapper(int* p) { if (threadIdx.x == 37) __trap(); p[threadIdx.x] = 1; }
+extern "C" __global__ void bar_diverge(int* p) {
+  if (threadIdx.x < 16) __syncthreads();
+  p[threadIdx.x] = 1;
+}
+extern "C" __global__ void shared_oob(int* p, int k) {
+  extern __shared__ int s[];
+  s[threadIdx.x * k] = 1;
+  p[threadIdx.x] = s[0];
+}
+"""
+
+
+@pytest.mark.parametrize("name, args, dyn, pattern", [
+    ("oob", lambda b: (b,), 0,
+     r"line \d+ \(st\.global\.u32 .*\): page fault: write of 4 B is not mapped at address "
+     r"0x[0-9a-f]+ \(CTA \(0, 0, 0\) thread \(0, 0, 0\)\)"),
+    ("misaligned", lambda b: (b, b), 0,
+     r"line \d+ \(ld\.global\.v4\.f32 .*\): misaligned read of 16 B at address 0x[0-9a-f]+4 "
+     r"\(CTA \(0, 0, 0\) thread \(0, 0, 0\)\)"),
+    ("trapper", lambda b: (b,), 0, r"trap at line \d+ \(CTA \(0, 0, 0\) thread \(37, 0, 0\)"),
+    ("bar_diverge", lambda b: (b,), 0,
+     r"line \d+ \(bar\.sync 0\): barrier divergence: .* \(CTA \(0, 0, 0\) thread \(16, 0, 0\)\)"),
+    ("shared_oob", lambda b: (b, 1000), 256,
+     r"shared write of 4 B outside the CTA's \d+ B of shared memory at address 0x[0-9a-f]+ "
+     r"\(CTA \(0, 0, 0\) thread \(\d+, 0, 0\)\)"),
+])
+def test_faults_name_the_ptx_line_thread_and_address(name: str, args: Any, dyn: int,
+                                                     pattern: str) -> None:
+    _nvrtc()
+    d = NVDevice("mock-nv:0")
+    try:
+        prg = _kernel(d, FAULTS, name, dyn)
+        buf = d.alloc(4096)
+        with pytest.raises(DeviceFault) as e:
+            prg(*args(buf), global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True,
+                timeout_ms=5000)
+        assert re.search(pattern, str(e.value)), str(e.value)
+        with pytest.raises(DeviceFault):
+            d.alloc(64)   # the device stays faulted, as after a hardware fault
+    finally:
+        d.close()
+
+
+def test_a_kernel_that_never_ends_times_out_with_warp_positions(dev: NVDevice) -> None:
+    """wait_flag spins on host memory: the wait times out naming where the warps are, and a host
+    write to the flag then lets the grid finish (the channel kept running it in slices)."""
+    src = (DATA / "nv_kernels.cu").read_text()
+    prg = dev.program(dev.compiler.compile(src, "nv_kernels.cu"), "wait_flag")
+    flag, out = dev.alloc(4, kind=MemKind.HOST), dev.alloc(4)
+    fv = np.frombuffer(flag.view, np.uint32)  # type: ignore[arg-type]
+    fv[0] = 0
+    t0 = time.perf_counter()
+    with pytest.raises(SignalTimeout) as e:
+        prg(flag, out, global_size=(2, 1, 1), local_size=(64, 1, 1), wait=True, timeout_ms=300)
+    assert 0.3 <= time.perf_counter() - t0 < 5.0
+    assert re.search(r"kernel wait_flag running for [\d.]+ s: warps 0-3 at line \d+: "
+                     r"(ld\.volatile\.global\.u32|setp\.\w+\.s32|bra)", str(e.value)), str(e.value)
+    fv[0] = 7
+    dev.synchronize(timeout_ms=5000)
+    assert _down(dev, out, np.uint32, 1)[0] == 7
+
+
+# ------------------------------------------------------------------------------------ layout
+def test_ptx_parameter_layout_matches_nvrtc_cubins() -> None:
+    """Where the PTX's `.param` declarations put each parameter is where the cubin's
+    EIATTR_KPARAM_INFO does (the same ABI), for every kernel of the suite."""
+    _nvrtc()
+    from runtime.drivers.nv import cubin, ptx
+    from runtime.drivers.nv.compiler import NVCompiler
+    src = (DATA / "nv_kernels.cu").read_text() + FAULTS + WARP + DIVERGE
+    cub = cubin.parse(NVCompiler("sm_90").compile(src))
+    info, mod = ptx.load_info(NVCompiler("sm_90", output="ptx").compile(src), 90)
+    assert set(info.kernels) == set(cub.kernels)
+    for name, k in cub.kernels.items():
+        p = info.kernels[name]
+        assert [(q.offset, q.size) for q in p.params] == [(q.offset, q.size) for q in k.params], \
+            name
+        assert p.param_size == k.param_size, name
+
+
+def test_committed_triton_ptx_parameters_match_their_cubins() -> None:
+    from runtime.drivers.nv import cubin, ptx
+    for path in sorted((DATA / "triton" / "sm90").glob("*.ptx")):
+        cub = cubin.parse(path.with_suffix(".cubin").read_bytes())
+        info, _ = ptx.load_info(path.read_bytes(), 90)
+        for name, k in cub.kernels.items():
+            assert [(q.offset, q.size) for q in info.kernels[name].params] == \
+                [(q.offset, q.size) for q in k.params], path.name
+
+
+# ------------------------------------------------------------------------------------ audit
+def _audit(*files: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runtime.drivers.mock.ptx.audit", *files],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_audit_reports_unsupported_instructions_and_exit_codes(tmp_path: Path) -> None:
+    ok = _audit(str(DATA / "triton" / "sm90" / "matmul.ptx"))
+    assert ok.returncode == 0 and "0 unsupported" in ok.stdout, ok.stdout + ok.stderr
+    bad = tmp_path / "wgmma.ptx"
+    bad.write_text(""".version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 k_param_0)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<2>;
+  wgmma.fence.sync.aligned;
+  setmaxnreg.inc.sync.aligned.u32 240;
+  mov.u32 %r1, %tid.x;
+  ret;
+}
+""")
+    r = _audit(str(bad))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "2 unsupported" in r.stdout and "line 8: wgmma.fence.sync.aligned" in r.stdout
+    assert "line 9: setmaxnreg" in r.stdout
+    junk = tmp_path / "junk.ptx"
+    junk.write_bytes(b"\x7fELF not ptx")
+    r = _audit(str(junk), str(tmp_path / "missing.ptx"))
+    assert r.returncode == 2 and "cannot audit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_unsupported_instruction_faults_when_it_runs(tmp_path: Path) -> None:
+    d = NVDevice("mock-nv:0")
+    try:
+        prg = d.program(b""".version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 k_param_0)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<4>;
+  mov.u32 %r1, %tid.x;
+  setp.eq.u32 %p1, %r1, 99;
+  @%p1 setmaxnreg.inc.sync.aligned.u32 240;
+  ret;
+}
+""", "k")
+        prg(0, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)  # never reached: runs
+        prg(0, global_size=(1, 1, 1), local_size=(128, 1, 1), wait=False)
+        with pytest.raises(DeviceFault) as e:
+            d.synchronize(timeout_ms=5000)
+        assert "line 10 (setmaxnreg.inc.sync.aligned.u32 240): the PTX interpreter does not " \
+            "support this instruction" in str(e.value)
+    finally:
+        d.close()
