@@ -252,17 +252,17 @@ def parse_module(source: str) -> PtxModule:
         if end == brace:
             close = _matching_brace(text, brace)
             if m is not None:
-                e = PtxEntry(m.group("name"), _params(m.group("params") or "",
+                ent = PtxEntry(m.group("name"), _params(m.group("params") or "",
                                                       f"kernel {m.group('name')}"),
                              (brace + 1, close))
                 dirs = m.group("dirs")
                 for d, attr in (("maxntid", "maxntid"), ("reqntid", "reqntid")):
                     dm = re.search(r"\." + d + r"\s+([\d\s,]+)", dirs)
                     if dm:
-                        setattr(e, attr, _int_list(dm.group(1)))
-                mod.entries[e.name] = e
+                        setattr(ent, attr, _int_list(dm.group(1)))
+                mod.entries[ent.name] = ent
                 body = text[brace + 1:close]
-                mod.local_shared[e.name] = [_var(v) for v in _VAR.finditer(body)
+                mod.local_shared[ent.name] = [_var(v) for v in _VAR.finditer(body)
                                             if v.group("space") == "shared"]
             pos = close + 1
             continue
@@ -316,23 +316,23 @@ def load_info(blob: bytes, sm: int) -> tuple[cubin.Cubin, PtxModule]:
     pos = round_up(data_off + data_size, IMAGE_ALIGN_B)
     shared_base = cubin.RESERVED_SMEM_B if sm >= 90 else 0
     kernels: dict[str, cubin.KernelInfo] = {}
-    for e in mod.entries.values():
-        rec = entry_record(mod, e.name, len(text), data_off, -pos, shared_base)
-        sec = add(f".text.{e.name}", rec, pos)
-        _, static_end = mod.shared_layout(e.name, shared_base)
-        k = cubin.KernelInfo(e.name, sec)
+    for ent in mod.entries.values():
+        rec = entry_record(mod, ent.name, len(text), data_off, -pos, shared_base)
+        sec = add(f".text.{ent.name}", rec, pos)
+        _, static_end = mod.shared_layout(ent.name, shared_base)
+        k = cubin.KernelInfo(ent.name, sec)
         # Registers and barriers are what a launch of this size may use; the interpreter keeps
         # its own register file and barrier state.
         k.registers, k.barriers = 32, 1
         k.static_smem_B = static_end
-        k.param_size = e.param_size
-        k.params = [cubin.KernelParam(i, p.offset, p.size) for i, p in enumerate(e.params)]
-        k.reqntid = e.reqntid
-        if e.maxntid:
+        k.param_size = ent.param_size
+        k.params = [cubin.KernelParam(i, p.offset, p.size) for i, p in enumerate(ent.params)]
+        k.reqntid = ent.reqntid
+        if ent.maxntid:
             k.max_threads = 1
-            for x in e.maxntid:
+            for x in ent.maxntid:
                 k.max_threads *= max(x, 1)
-        kernels[e.name] = k
+        kernels[ent.name] = k
         pos = round_up(pos + len(rec), IMAGE_ALIGN_B)
     cub = cubin.Cubin(sm, 0, sections, [], kernels, {}, [], layout, pos)
     return cub, mod

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 Fn = Callable[["State", Any], None]
 ALL = slice(None)
 WINDOW_B = 1 << 32
-_REG_DTYPE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+_REG_DTYPE: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
               8: np.dtype(np.uint64)}
 
 
@@ -28,7 +28,7 @@ class Unsupported(Exception):
     """An instruction the interpreter does not implement (the audit tool lists these)."""
 
 
-def reg_dtype(type_: str) -> np.dtype:
+def reg_dtype(type_: str) -> np.dtype[Any]:
     """Storage of a register of PTX type `type_`: its raw bits (bool for predicates)."""
     if type_ == "pred":
         return np.dtype(np.bool_)
@@ -56,6 +56,7 @@ Reader = Callable[["State", Any], Any]
 def _imm(o: Operand, t: PtxType) -> Any:
     if t.kind == "pred":
         return np.bool_(o.value != 0)
+    v: Any
     if t.kind == "f":
         if o.fbits == 32:
             v = np.array(o.value, np.uint32).view(np.float32)[()]
@@ -65,9 +66,9 @@ def _imm(o: Operand, t: PtxType) -> Any:
             v = float(o.value)
         return t.dtype.type(v)
     if t.kind == "bf" and o.fbits:
-        f = np.array(o.value, np.uint32 if o.fbits == 32 else np.uint64) \
+        v = np.array(o.value, np.uint32 if o.fbits == 32 else np.uint64) \
             .view(np.float32 if o.fbits == 32 else np.float64)[()]
-        return f32_to_bf16(np.float32(f))[()]
+        return f32_to_bf16(np.asarray(v, np.float32))[()]
     if o.fbits == 32 and t.size == 4:
         return np.uint32(o.value).view(t.dtype) if t.kind != "f" else t.dtype.type(o.value)
     mask = (1 << (8 * t.size)) - 1
@@ -517,6 +518,7 @@ def _op_minmax(k: "Kernel", ins: Instr, is_max: bool) -> Fn:
     t = _type(ins)
     if t.kind in ("f", "bf", "x2"):
         nan = "NaN" in ins.mods
+        f: Any
         if nan:
             f = np.maximum if is_max else np.minimum
         else:
@@ -556,7 +558,7 @@ def _op_unary_float(k: "Kernel", ins: Instr) -> Fn:
     f = table[op]
     if t.kind == "f" and t.size == 4 and mode != "rn" and op in ("sqrt", "rcp") \
             and "approx" not in ins.mods:
-        g = {"sqrt": np.sqrt, "rcp": lambda x: 1.0 / x}[op]
+        g: Callable[[Any], Any] = np.sqrt if op == "sqrt" else (lambda x: 1.0 / x)
         return _alu(k, ins, 1, lambda a: post(round_f32(g(np.float64(1) * pin(a)), mode)), t)
     return _alu(k, ins, 1, _lift(ins, t, lambda a: post(f(pin(a)).astype(a.dtype))), t)
 
@@ -875,8 +877,8 @@ def _op_selp(k: "Kernel", ins: Instr) -> Fn:
     w = writer(k, ins.args[0])
     ra, rb = reader(k, ins.args[1], t), reader(k, ins.args[2], t)
     rc = reader(k, ins.args[3], TYPES["pred"])
-    return lambda st, sel: w(st, sel, np.where(rc(st, sel), ra(st, sel), rb(st, sel))
-                             .astype(t.dtype))
+    return lambda st, sel: w(st, sel, np.asarray(np.where(rc(st, sel), ra(st, sel),
+                                                          rb(st, sel))).astype(t.dtype))
 
 
 def _op_slct(k: "Kernel", ins: Instr) -> Fn:
@@ -885,8 +887,9 @@ def _op_slct(k: "Kernel", ins: Instr) -> Fn:
     w = writer(k, ins.args[0])
     ra, rb = reader(k, ins.args[1], t), reader(k, ins.args[2], t)
     rc = reader(k, ins.args[3], ct)
-    return lambda st, sel: w(st, sel, np.where(np.asarray(rc(st, sel)) >= 0, ra(st, sel),
-                                               rb(st, sel)).astype(t.dtype))
+    return lambda st, sel: w(st, sel, np.asarray(np.where(np.asarray(rc(st, sel)) >= 0,
+                                                          ra(st, sel), rb(st, sel)))
+                             .astype(t.dtype))
 
 
 # ------------------------------------------------------------------------------ moves/convert

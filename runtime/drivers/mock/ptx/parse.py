@@ -97,7 +97,9 @@ _LOCALDECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*
 
 
 def _split_top(s: str, sep: str = ",") -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for c in s:
         if c in "[{":
             depth += 1

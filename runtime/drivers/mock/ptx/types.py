@@ -2,12 +2,14 @@
 saturation, fp16/bf16)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-U = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+U: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
      8: np.dtype(np.uint64)}
-S = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
-F = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+S: dict[int, np.dtype[Any]] = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
+F: dict[int, np.dtype[Any]] = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
 
 
 class PtxType:
@@ -16,9 +18,11 @@ class PtxType:
 
     __slots__ = ("name", "size", "kind", "dtype", "udtype")
 
-    def __init__(self, name: str, size: int, kind: str, dtype: np.dtype) -> None:
-        self.name, self.size, self.kind, self.dtype = name, size, kind, dtype
-        self.udtype = U.get(size, np.dtype(np.uint8)) if kind != "pred" else np.dtype(np.bool_)
+    def __init__(self, name: str, size: int, kind: str, dtype: np.dtype[Any]) -> None:
+        self.name, self.size, self.kind = name, size, kind
+        self.dtype: np.dtype[Any] = dtype
+        self.udtype: np.dtype[Any] = U.get(size, np.dtype(np.uint8)) if kind != "pred" \
+            else np.dtype(np.bool_)
 
     @property
     def is_float(self) -> bool:
