@@ -12,8 +12,12 @@ channel's error notifier (hObjectError) gets info32 = the Xid, status 0xFFFF, an
 log the reason, naming the method or QMD field. Method offsets and QMD field positions come from
 `hcq_bindings.nv.classes` (the decoder is `runtime.drivers.nv.methods`, shared with error reports).
 
-Kernels are not executed (SASS is not emulated): a test may register a Python model for a program
-address (`register_kernel`), which is then called with the decoded launch; otherwise a launch only
+Kernels whose program address holds a PTX entry record (the image `runtime.drivers.nv.ptx` lays
+out; NVDevice compiles to PTX on this mock) run through the PTX interpreter
+(`runtime.drivers.mock.ptx`) with the QMD's grid, block and shared memory and constant bank 0, in
+time slices: a grid still running keeps its channel blocked at the launch, so a kernel that never
+ends cannot hang the host. SASS (a cubin) is not executed: a test may register a Python model for a
+program address (`register_kernel`), called with the decoded launch; otherwise such a launch only
 records what it would have run.
 """
 from __future__ import annotations
