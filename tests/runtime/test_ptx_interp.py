@@ -352,3 +352,74 @@ def test_an_unsupported_instruction_faults_when_it_runs(tmp_path: Path) -> None:
             "support this instruction" in str(e.value)
     finally:
         d.close()
+
+
+# ------------------------------------------------------------------------------------ half types
+HALF = b""".version 8.0
+.target sm_90
+.address_size 64
+.visible .entry half(.param .u64 pa, .param .u64 pb, .param .u64 po)
+{
+  .reg .b16 %h<12>;
+  .reg .b32 %r<8>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [pa];
+  ld.param.u64 %rd2, [pb];
+  ld.param.u64 %rd3, [po];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd4, %r1, 2;
+  add.s64 %rd5, %rd1, %rd4;
+  add.s64 %rd6, %rd2, %rd4;
+  ld.global.b16 %h1, [%rd5];
+  ld.global.b16 %h2, [%rd6];
+  add.f16 %h3, %h1, %h2;
+  mul.f16 %h4, %h1, %h2;
+  fma.rn.f16 %h5, %h1, %h2, %h3;
+  cvt.f32.f16 %f1, %h1;
+  cvt.f32.f16 %f2, %h2;
+  cvt.rn.bf16.f32 %h6, %f1;
+  cvt.rn.bf16.f32 %h7, %f2;
+  add.rn.bf16 %h8, %h6, %h7;
+  mul.rn.bf16 %h9, %h6, %h7;
+  mov.b32 %r2, {%h1, %h2};
+  add.rn.f16x2 %r3, %r2, %r2;
+  cvt.rn.f16x2.f32 %r4, %f1, %f2;
+  mul.wide.u32 %rd4, %r1, 16;
+  add.s64 %rd7, %rd3, %rd4;
+  st.global.v4.b16 [%rd7], {%h3, %h4, %h5, %h8};
+  st.global.b16 [%rd7+8], %h9;
+  st.global.b16 [%rd7+10], %h9;
+  st.global.b32 [%rd7+12], %r3;
+  ret;
+}
+"""
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits, round to nearest even (the reference)."""
+    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def test_fp16_and_bf16_arithmetic_is_correctly_rounded(dev: NVDevice) -> None:
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal(64) * 8).astype(np.float16)
+    b = (rng.standard_normal(64) * 8).astype(np.float16)
+    A, B, O = _up(dev, a), _up(dev, b), dev.alloc(64 * 16)
+    dev.program(HALF, "half")(A, B, O, global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True)
+    got = _down(dev, O, np.uint16, 64 * 8).reshape(64, 8)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    s = (a64 + b64).astype(np.float16)
+    assert np.array_equal(got[:, 0], s.view(np.uint16))
+    assert np.array_equal(got[:, 1], (a64 * b64).astype(np.float16).view(np.uint16))
+    assert np.array_equal(got[:, 2], (a64 * b64 + s.astype(np.float64)).astype(np.float16)
+                          .view(np.uint16))
+    abf, bbf = _bf16(a.astype(np.float32)), _bf16(b.astype(np.float32))
+    af = (abf.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    bf = (bbf.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    # bf16 sums and products of these values are exact in float32: one rounding to bf16
+    assert np.array_equal(got[:, 3], _bf16((af + bf).astype(np.float32)))
+    assert np.array_equal(got[:, 4], _bf16((af * bf).astype(np.float32)))
+    assert np.array_equal(got[:, 6], (2 * a64).astype(np.float16).view(np.uint16))
+    assert np.array_equal(got[:, 7], (2 * b64).astype(np.float16).view(np.uint16))

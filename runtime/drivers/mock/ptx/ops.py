@@ -12,7 +12,8 @@ from runtime.drivers.mock.memory import PageFault
 from runtime.drivers.mock.ptx import tensor
 from runtime.drivers.mock.ptx.parse import Instr, Operand
 from runtime.drivers.mock.ptx.types import (TYPES, PtxType, U, bf16_to_f32, f32_to_bf16,
-                                            float_to_int, ftz, round_f32, round_to_int_float)
+                                            f64_to_bf16, float_to_int, ftz, round_f32,
+                                            round_to_int_float)
 
 if TYPE_CHECKING:
     from runtime.drivers.mock.ptx.execute import Kernel, State
@@ -312,7 +313,7 @@ def _float_post(ins: Instr, t: PtxType) -> Callable[[Any], Any]:
         if flush:
             v = ftz(v)
         if sat:
-            v = np.where(np.isnan(v), t.dtype.type(0), np.clip(v, 0, 1)).astype(t.dtype)
+            v = np.where(np.isnan(v), 0, np.clip(v, 0, 1)).astype(np.asarray(v).dtype)
         return v
     return post
 
@@ -324,8 +325,15 @@ def _float_in(ins: Instr, t: PtxType) -> Callable[[Any], Any]:
 
 
 def _bf(t: PtxType, f: Callable[..., Any]) -> Callable[..., Any]:
-    """Lifts a float32 function to bf16 operands (bits in, rounded bits out)."""
-    return lambda *a: f32_to_bf16(f(*(bf16_to_f32(x) for x in a)))
+    """Lifts a float function to bf16 operands (bits in, bits out): computed in float64 and
+    rounded once."""
+    return lambda *a: f64_to_bf16(f(*(bf16_to_f32(x).astype(np.float64) for x in a)))
+
+
+def _half(f: Callable[..., Any]) -> Callable[..., Any]:
+    """An f16 function computed in float64 and rounded once to f16."""
+    return lambda *a: np.asarray(f(*(np.asarray(x).astype(np.float64) for x in a))) \
+        .astype(np.float16)
 
 
 def _x2(t: PtxType, f: Callable[..., Any]) -> Callable[..., Any]:
@@ -336,12 +344,12 @@ def _x2(t: PtxType, f: Callable[..., Any]) -> Callable[..., Any]:
         v = np.asarray(v, np.uint32)
         lo, hi = (v & np.uint32(0xFFFF)).astype(np.uint16), (v >> np.uint32(16)).astype(np.uint16)
         if bf:
-            return bf16_to_f32(lo), bf16_to_f32(hi)
-        return lo.view(np.float16), hi.view(np.float16)
+            return bf16_to_f32(lo).astype(np.float64), bf16_to_f32(hi).astype(np.float64)
+        return lo.view(np.float16).astype(np.float64), hi.view(np.float16).astype(np.float64)
 
     def pack(lo: Any, hi: Any) -> Any:
         if bf:
-            lo, hi = f32_to_bf16(lo), f32_to_bf16(hi)
+            lo, hi = f64_to_bf16(lo), f64_to_bf16(hi)
         else:
             lo, hi = np.asarray(lo, np.float16).view(np.uint16), np.asarray(hi, np.float16) \
                 .view(np.uint16)
@@ -360,6 +368,8 @@ def _lift(ins: Instr, t: PtxType, f: Callable[..., Any]) -> Callable[..., Any]:
         return _bf(t, f)
     if t.kind == "x2":
         return _x2(t, f)
+    if t.kind == "f" and t.size == 2:
+        return _half(f)
     return f
 
 
@@ -470,12 +480,9 @@ def _op_fma(k: "Kernel", ins: Instr) -> Fn:
     elif t.kind == "f" and t.size == 8:
         def f(a: Any, b: Any, c: Any) -> Any:
             return post(_fma64(a, b, c))
-    else:
+    else:   # f16, bf16 and their pairs: computed in float64, rounded once by _lift
         def f(a: Any, b: Any, c: Any) -> Any:
-            return post((np.float64(1) * a * b + c).astype(np.float32))
-        if t.kind == "f":  # f16
-            f32 = f
-            f = lambda a, b, c: f32(a, b, c).astype(np.float16)  # noqa: E731
+            return post(np.float64(1) * a * b + c)
     return _alu(k, ins, 3, _lift(ins, t, f), t)
 
 

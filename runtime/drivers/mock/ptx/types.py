@@ -74,6 +74,18 @@ def f32_to_bf16(x: np.ndarray, mode: str = "rn") -> np.ndarray:
     return out.astype(np.uint16)
 
 
+def f64_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 bit patterns, rounded once to nearest even: through float32 rounded to
+    odd (24 bits keep the sticky information an 8-bit rounding needs, so no double rounding)."""
+    x = np.asarray(x, np.float64)
+    r = x.astype(np.float32)
+    over = np.abs(r.astype(np.float64)) > np.abs(x)
+    r = np.where(over & np.isfinite(x) & np.isfinite(r), np.nextafter(r, np.float32(0)), r)
+    inexact = (r.astype(np.float64) != x) & np.isfinite(x)
+    bits = r.view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
+    return f32_to_bf16(bits.view(np.float32))
+
+
 def round_f32(exact: np.ndarray, mode: str) -> np.ndarray:
     """A float64 value (assumed exact) rounded to float32 in a PTX rounding mode (rn, rz, rm,
     rp)."""
