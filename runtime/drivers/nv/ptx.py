@@ -46,7 +46,7 @@ TYPE_SIZE = {
     "u64": 8, "s64": 8, "f64": 8, "b128": 16, "e4m3x2": 2, "e5m2x2": 2,
 }
 
-_LINE_DIRECTIVES = re.compile(r"^[ \t]*(?:\.loc|\.file|@@)[^\n]*", re.M)
+_LINE_DIRECTIVES = re.compile(r"^[ \t]*(?:\.loc\s|\.file\s|@@)[^\n]*", re.M)
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _VAR = re.compile(
     r"(?P<link>(?:\.(?:visible|extern|weak|common)\s+)*)\.(?P<space>global|const|shared)\s+"

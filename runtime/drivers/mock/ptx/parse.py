@@ -233,7 +233,7 @@ def parse_body(mod: PtxModule, entry: str) -> Body:
             pos += m.end()
             line += m.group(0).count("\n")
             continue
-        if text.startswith((".loc", ".file", "@@"), pos):
+        if re.match(r"\.loc\s|\.file\s|@@", text[pos:pos + 8]):
             # debug directives end at the line's end, not at a ';'
             nl = text.find("\n", pos, end)
             pos = end if nl < 0 else nl
