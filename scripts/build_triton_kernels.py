@@ -9,6 +9,9 @@ their PTX beside the cubin (what the mock NVIDIA GPU executes).
     python scripts/build_triton_kernels.py            # -> tests/runtime/data/triton/{sm90,gfx1100}
     python scripts/build_triton_kernels.py --targets sm90
 
+vector_add and softmax are also copied to runtime/hcq/examples/triton (shipped in the wheel for the
+examples of docs/runtime.md; a test checks the copies equal these).
+
 The outputs are committed, so tests need neither Triton nor a compiler. Kernels: vector add, fused
 softmax, layer norm, matmul with tl.dot, dropout with tl.rand.
 """
@@ -20,6 +23,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "runtime" / "data" / "triton"
+EXAMPLES = ROOT / "runtime" / "hcq" / "examples" / "triton"
+SHIPPED = ("vector_add", "softmax")
 
 
 def kernels() -> dict[str, tuple[Any, dict[str, str], dict[str, Any]]]:
@@ -120,8 +125,10 @@ def main() -> int:
             full = dict(sig, **{k: "constexpr" for k in consts if k not in sig})
             k = triton.compile(ASTSource(fn=fn, signature=full, constexprs=consts), target=target)
             binary, spec = spec_from_compiled(k)
-            save(args.out / tdir / name, binary, spec,
-                 k.asm["ptx"] if target.backend == "cuda" else None)
+            ptx = k.asm["ptx"] if target.backend == "cuda" else None
+            save(args.out / tdir / name, binary, spec, ptx)
+            if name in SHIPPED and args.out == OUT:
+                save(EXAMPLES / tdir / name, binary, spec, ptx)
             print(f"{tdir}/{name}: {len(binary)} B, shared {spec.shared} B, "
                   f"{spec.num_warps} warps, triton {triton.__version__}")
     return 0
