@@ -27,8 +27,28 @@ def _nvrtc() -> None:
         pytest.skip(f"NVRTC is not available: {str(e).splitlines()[0]}")
 
 
+HAVE_NV = Path("/dev/nvidiactl").exists() and Path("/dev/nvidia-uvm").exists()
+
+
+@pytest.fixture(params=[
+    pytest.param("mock-nv:0", id="mock-nv"),
+    pytest.param("nv:0", id="nv", marks=[
+        pytest.mark.nvidia,
+        pytest.mark.skipif(not HAVE_NV, reason="no NVIDIA GPU here (/dev/nvidiactl or "
+                                               "/dev/nvidia-uvm is absent)")]),
+])
+def dev(request: pytest.FixtureRequest) -> Iterator[NVDevice]:
+    """The mock, and marked `nvidia` the real GPU: the same kernels from the same CUDA source
+    against the same references, so both give the same bits."""
+    _nvrtc()
+    d = NVDevice(request.param)
+    d.default_timeout_ms = 20_000.0
+    yield d
+    d.close()
+
+
 @pytest.fixture
-def dev() -> Iterator[NVDevice]:
+def mock() -> Iterator[NVDevice]:
     _nvrtc()
     d = NVDevice("mock-nv:0")
     d.default_timeout_ms = 20_000.0
@@ -248,12 +268,12 @@ def test_faults_name_the_ptx_line_thread_and_address(name: str, args: Any, dyn: 
         d.close()
 
 
-def test_a_kernel_that_never_ends_times_out_with_warp_positions(dev: NVDevice) -> None:
+def test_a_kernel_that_never_ends_times_out_with_warp_positions(mock: NVDevice) -> None:
     """wait_flag spins on host memory: the wait times out naming where the warps are, and a host
     write to the flag then lets the grid finish (the channel kept running it in slices)."""
     src = (DATA / "nv_kernels.cu").read_text()
-    prg = dev.program(dev.compiler.compile(src, "nv_kernels.cu"), "wait_flag")
-    flag, out = dev.alloc(4, kind=MemKind.HOST), dev.alloc(4)
+    prg = mock.program(mock.compiler.compile(src, "nv_kernels.cu"), "wait_flag")
+    flag, out = mock.alloc(4, kind=MemKind.HOST), mock.alloc(4)
     fv = np.frombuffer(flag.view, np.uint32)  # type: ignore[arg-type]
     fv[0] = 0
     t0 = time.perf_counter()
@@ -263,8 +283,8 @@ def test_a_kernel_that_never_ends_times_out_with_warp_positions(dev: NVDevice) -
     assert re.search(r"kernel wait_flag running for [\d.]+ s: warps 0-3 at line \d+: "
                      r"(ld\.volatile\.global\.u32|setp\.\w+\.s32|bra)", str(e.value)), str(e.value)
     fv[0] = 7
-    dev.synchronize(timeout_ms=5000)
-    assert _down(dev, out, np.uint32, 1)[0] == 7
+    mock.synchronize(timeout_ms=5000)
+    assert _down(mock, out, np.uint32, 1)[0] == 7
 
 
 # ------------------------------------------------------------------------------------ layout
@@ -326,6 +346,19 @@ def test_audit_reports_unsupported_instructions_and_exit_codes(tmp_path: Path) -
     junk.write_bytes(b"\x7fELF not ptx")
     r = _audit(str(junk), str(tmp_path / "missing.ptx"))
     assert r.returncode == 2 and "cannot audit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ptx_is_refused_by_a_gpu_that_runs_sass() -> None:
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.hcq import ProgramError
+    mos = NvMockOS.with_nv_gpus(1)
+    mos.nv_code_format = "cubin"  # type: ignore[attr-defined]  # as a real GPU's seam says
+    d = NVDevice("nv:0", os=mos)
+    try:
+        with pytest.raises(ProgramError, match="this is PTX, and nv:0 runs SASS"):
+            d.program(HALF, "half")
+    finally:
+        d.close()
 
 
 def test_an_unsupported_instruction_faults_when_it_runs(tmp_path: Path) -> None:
@@ -402,7 +435,8 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def test_fp16_and_bf16_arithmetic_is_correctly_rounded(dev: NVDevice) -> None:
+def test_fp16_and_bf16_arithmetic_is_correctly_rounded(mock: NVDevice) -> None:
+    dev = mock
     rng = np.random.default_rng(5)
     a = (rng.standard_normal(64) * 8).astype(np.float16)
     b = (rng.standard_normal(64) * 8).astype(np.float16)
