@@ -27,8 +27,28 @@ def _nvrtc() -> None:
         pytest.skip(f"NVRTC is not available: {str(e).splitlines()[0]}")
 
 
+HAVE_NV = Path("/dev/nvidiactl").exists() and Path("/dev/nvidia-uvm").exists()
+
+
+@pytest.fixture(params=[
+    pytest.param("mock-nv:0", id="mock-nv"),
+    pytest.param("nv:0", id="nv", marks=[
+        pytest.mark.nvidia,
+        pytest.mark.skipif(not HAVE_NV, reason="no NVIDIA GPU here (/dev/nvidiactl or "
+                                               "/dev/nvidia-uvm is absent)")]),
+])
+def dev(request: pytest.FixtureRequest) -> Iterator[NVDevice]:
+    """The mock, and marked `nvidia` the real GPU: the same kernels from the same CUDA source
+    against the same references, so both give the same bits."""
+    _nvrtc()
+    d = NVDevice(request.param)
+    d.default_timeout_ms = 20_000.0
+    yield d
+    d.close()
+
+
 @pytest.fixture
-def dev() -> Iterator[NVDevice]:
+def mock() -> Iterator[NVDevice]:
     _nvrtc()
     d = NVDevice("mock-nv:0")
     d.default_timeout_ms = 20_000.0
@@ -248,12 +268,12 @@ def test_faults_name_the_ptx_line_thread_and_address(name: str, args: Any, dyn: 
         d.close()
 
 
-def test_a_kernel_that_never_ends_times_out_with_warp_positions(dev: NVDevice) -> None:
+def test_a_kernel_that_never_ends_times_out_with_warp_positions(mock: NVDevice) -> None:
     """wait_flag spins on host memory: the wait times out naming where the warps are, and a host
     write to the flag then lets the grid finish (the channel kept running it in slices)."""
     src = (DATA / "nv_kernels.cu").read_text()
-    prg = dev.program(dev.compiler.compile(src, "nv_kernels.cu"), "wait_flag")
-    flag, out = dev.alloc(4, kind=MemKind.HOST), dev.alloc(4)
+    prg = mock.program(mock.compiler.compile(src, "nv_kernels.cu"), "wait_flag")
+    flag, out = mock.alloc(4, kind=MemKind.HOST), mock.alloc(4)
     fv = np.frombuffer(flag.view, np.uint32)  # type: ignore[arg-type]
     fv[0] = 0
     t0 = time.perf_counter()
@@ -263,8 +283,8 @@ def test_a_kernel_that_never_ends_times_out_with_warp_positions(dev: NVDevice) -
     assert re.search(r"kernel wait_flag running for [\d.]+ s: warps 0-3 at line \d+: "
                      r"(ld\.volatile\.global\.u32|setp\.\w+\.s32|bra)", str(e.value)), str(e.value)
     fv[0] = 7
-    dev.synchronize(timeout_ms=5000)
-    assert _down(dev, out, np.uint32, 1)[0] == 7
+    mock.synchronize(timeout_ms=5000)
+    assert _down(mock, out, np.uint32, 1)[0] == 7
 
 
 # ------------------------------------------------------------------------------------ layout
@@ -326,6 +346,19 @@ def test_audit_reports_unsupported_instructions_and_exit_codes(tmp_path: Path) -
     junk.write_bytes(b"\x7fELF not ptx")
     r = _audit(str(junk), str(tmp_path / "missing.ptx"))
     assert r.returncode == 2 and "cannot audit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ptx_is_refused_by_a_gpu_that_runs_sass() -> None:
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.hcq import ProgramError
+    mos = NvMockOS.with_nv_gpus(1)
+    mos.nv_code_format = "cubin"  # type: ignore[attr-defined]  # as a real GPU's seam says
+    d = NVDevice("nv:0", os=mos)
+    try:
+        with pytest.raises(ProgramError, match="this is PTX, and nv:0 runs SASS"):
+            d.program(HALF, "half")
+    finally:
+        d.close()
 
 
 def test_an_unsupported_instruction_faults_when_it_runs(tmp_path: Path) -> None:
@@ -402,7 +435,8 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def test_fp16_and_bf16_arithmetic_is_correctly_rounded(dev: NVDevice) -> None:
+def test_fp16_and_bf16_arithmetic_is_correctly_rounded(mock: NVDevice) -> None:
+    dev = mock
     rng = np.random.default_rng(5)
     a = (rng.standard_normal(64) * 8).astype(np.float16)
     b = (rng.standard_normal(64) * 8).astype(np.float16)
@@ -423,3 +457,158 @@ def test_fp16_and_bf16_arithmetic_is_correctly_rounded(dev: NVDevice) -> None:
     assert np.array_equal(got[:, 4], _bf16((af * bf).astype(np.float32)))
     assert np.array_equal(got[:, 6], (2 * a64).astype(np.float16).view(np.uint16))
     assert np.array_equal(got[:, 7], (2 * b64).astype(np.float16).view(np.uint16))
+
+
+# ------------------------------------------------------------------------------------ exact ops
+EXACT = r"""
+extern "C" __global__ void intops(const int* a, const int* b, const long long* c,
+                                  const long long* d, int* o32, long long* o64, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int x = a[i], y = b[i];
+  unsigned ux = x, uy = y;
+  long long X = c[i], Y = d[i];
+  int* r = o32 + i * 16;
+  long long* R = o64 + i * 6;
+  r[0] = __mulhi(x, y); r[1] = __umulhi(ux, uy);
+  r[2] = y ? x / y : 7; r[3] = y ? x % y : 7;
+  r[4] = uy ? ux / uy : 7; r[5] = uy ? ux % uy : 7;
+  r[6] = __popc(ux); r[7] = __clz(x); r[8] = __brev(ux);
+  r[9] = __byte_perm(ux, uy, 0x5140 ^ (i & 0x3333));
+  r[10] = __funnelshift_l(ux, uy, i); r[11] = __funnelshift_r(ux, uy, i);
+  r[12] = x >> (i & 31); r[13] = ux >> (i & 31); r[14] = __ffs(x); r[15] = min(x, y) ^ max(ux, uy);
+  R[0] = __mul64hi(X, Y); R[1] = __umul64hi(X, Y);
+  R[2] = Y ? X / Y : 7; R[3] = Y ? X % Y : 7;
+  R[4] = (long long)x * y; R[5] = __popcll(X) + __clzll(X) * 100;
+}
+extern "C" __global__ void fround(const float* a, const float* b, const double* c, int* oi,
+                                  float* of, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = a[i], y = b[i];
+  double z = c[i];
+  int* ri = oi + i * 8;
+  float* rf = of + i * 10;
+  float s = x * 1000.0f;
+  ri[0] = __float2int_rn(s); ri[1] = __float2int_rz(s); ri[2] = __float2int_rd(s);
+  ri[3] = __float2int_ru(s); ri[4] = (int)__float2uint_rn(s); ri[5] = __double2int_rn(z);
+  ri[6] = (int)(z * 1e10); ri[7] = __float_as_int(__saturatef(x));
+  rf[0] = __fadd_rz(x, y); rf[1] = __fadd_rd(x, y); rf[2] = __fadd_ru(x, y);
+  rf[3] = __fmul_rz(x, y); rf[4] = __fmul_rd(x, y); rf[5] = __fmaf_rz(x, y, x);
+  rf[6] = __double2float_rz(z); rf[7] = __double2float_rd(z);
+  rf[8] = __int2float_rz(i * 12345679 + 1); rf[9] = __fdiv_rn(x, y);
+}
+"""
+
+
+def _to_i32(v: int) -> int:
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def _to_i64(v: int) -> int:
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _cdiv(a: int, b: int) -> tuple[int, int]:
+    q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    return q, a - q * b
+
+
+def _intops_ref(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> tuple[Any, Any]:
+    n = len(a)
+    o32 = np.zeros((n, 16), object)
+    o64 = np.zeros((n, 6), object)
+    for i in range(n):
+        x, y, X, Y = int(a[i]), int(b[i]), int(c[i]), int(d[i])
+        ux, uy = x & 0xFFFFFFFF, y & 0xFFFFFFFF
+        uX, uY = X & (2**64 - 1), Y & (2**64 - 1)
+        sel = 0x5140 ^ (i & 0x3333)
+        src = ux | uy << 32
+        perm = sum(((src >> (8 * ((sel >> (4 * k)) & 7))) & 0xFF) << (8 * k) for k in range(4))
+        sh = i & 31
+        o32[i] = [(x * y) >> 32, (ux * uy) >> 32, *(_cdiv(x, y) if y else (7, 7)),
+                  *((ux // uy, ux % uy) if uy else (7, 7)), bin(ux).count("1"),
+                  32 - ux.bit_length(), int(f"{ux:032b}"[::-1], 2), perm,
+                  ((uy << 32 | ux) << (i & 31)) >> 32,
+                  ((uy << 32 | ux) >> (i & 31)), x >> sh, ux >> sh,
+                  (ux & -ux).bit_length() if ux else 0, min(x, y) ^ max(ux, uy)]
+        o64[i] = [(X * Y) >> 64, (uX * uY) >> 64, *(_cdiv(X, Y) if Y else (7, 7)), x * y,
+                  bin(uX).count("1") + (64 - uX.bit_length()) * 100]
+    return (np.array([[_to_i32(int(v)) for v in row] for row in o32], np.int32),
+            np.array([[_to_i64(int(v)) for v in row] for row in o64], np.int64))
+
+
+def test_integer_instructions_are_exact(dev: NVDevice) -> None:
+    rng = np.random.default_rng(11)
+    n = 256
+    edge32 = [0, 1, -1, 2**31 - 1, -2**31 + 1, 12345, -98765, 0x55555555]
+    a = np.concatenate([edge32 * 4, rng.integers(-2**31 + 1, 2**31 - 1, n - 32)]).astype(np.int32)
+    b = np.concatenate([edge32[::-1] * 4, rng.integers(-2**31 + 1, 2**31 - 1, n - 32)]) \
+        .astype(np.int32)
+    c = rng.integers(-2**63 + 1, 2**63 - 1, n, dtype=np.int64)
+    d = rng.integers(-2**40, 2**40, n, dtype=np.int64)
+    c[:4], d[:4] = [0, -1, 2**63 - 1, 5], [3, 0, -1, -7]
+    A, B, C, D = (_up(dev, v) for v in (a, b, c, d))
+    O32, O64 = dev.alloc(n * 64), dev.alloc(n * 48)
+    dev.program(dev.compiler.compile(EXACT), "intops")(
+        A, B, C, D, O32, O64, n, global_size=(2, 1, 1), local_size=(128, 1, 1), wait=True)
+    want32, want64 = _intops_ref(a, b, c, d)
+    got32 = _down(dev, O32, np.int32, n * 16).reshape(n, 16)
+    got64 = _down(dev, O64, np.int64, n * 6).reshape(n, 6)
+    for col in range(16):
+        assert np.array_equal(got32[:, col], want32[:, col]), col
+    for col in range(6):
+        assert np.array_equal(got64[:, col], want64[:, col]), col
+
+
+def _round32(exact: Any, mode: str) -> np.float32:
+    """A rational rounded to float32 towards zero (rz), down (rd), up (ru) or to nearest (rn)."""
+    from fractions import Fraction
+    r = np.float32(float(exact))          # float() rounds to nearest double, then to float32
+    fr = Fraction(float(r))
+    if fr == exact:
+        return r
+    lo = r if fr < exact else np.nextafter(r, np.float32(-np.inf))
+    hi = np.nextafter(lo, np.float32(np.inf))
+    if mode == "rd":
+        return lo
+    if mode == "ru":
+        return hi
+    if mode == "rz":
+        return lo if exact > 0 else hi
+    dl, dh = exact - Fraction(float(lo)), Fraction(float(hi)) - exact
+    if dl != dh:
+        return lo if dl < dh else hi
+    return lo if int(lo.view(np.uint32)) % 2 == 0 else hi
+
+
+def test_float_rounding_modes_are_exact(dev: NVDevice) -> None:
+    from fractions import Fraction as Fr
+    rng = np.random.default_rng(12)
+    n = 200
+    a = (rng.standard_normal(n) * 10).astype(np.float32)
+    b = (rng.standard_normal(n) * 3).astype(np.float32)
+    c = rng.standard_normal(n) * 1e3
+    a[:6] = [0.0015, -0.0025, 2.5e6, -3e6, 0.7, -0.2]
+    c[:3] = [2.5, -3.5, 1e9]
+    A, B, C = _up(dev, a), _up(dev, b), _up(dev, c)
+    OI, OF = dev.alloc(n * 32), dev.alloc(n * 40)
+    dev.program(dev.compiler.compile(EXACT), "fround")(
+        A, B, C, OI, OF, n, global_size=(1, 1, 1), local_size=(256, 1, 1), wait=True)
+    gi = _down(dev, OI, np.int32, n * 8).reshape(n, 8)
+    gf = _down(dev, OF, np.float32, n * 10).reshape(n, 10)
+    for i in range(n):
+        x, y, z = a[i], b[i], float(c[i])
+        s = float(np.float32(x * np.float32(1000.0)))
+        sat = lambda v: int(max(-2**31, min(2**31 - 1, v)))  # noqa: E731
+        want_i = [sat(round(s)), sat(int(s)), sat(np.floor(s)), sat(np.ceil(s)),
+                  _to_i32(int(max(0, min(2**32 - 1, round(s))))), sat(round(z)),
+                  sat(int(z * 1e10)), int(np.clip(x, 0, 1).view(np.int32))]
+        assert gi[i].tolist() == want_i, (i, gi[i].tolist(), want_i)
+        X, Y = Fr(float(x)), Fr(float(y))
+        want_f = [_round32(X + Y, "rz"), _round32(X + Y, "rd"), _round32(X + Y, "ru"),
+                  _round32(X * Y, "rz"), _round32(X * Y, "rd"), _round32(X * Y + X, "rz"),
+                  _round32(Fr(z), "rz"), _round32(Fr(z), "rd"),
+                  _round32(Fr(_to_i32(i * 12345679 + 1)), "rz"), _round32(X / Y, "rn")]
+        assert gf[i].view(np.uint32).tolist() == \
+            np.array(want_f, np.float32).view(np.uint32).tolist(), (i, gf[i], want_f)

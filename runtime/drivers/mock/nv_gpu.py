@@ -157,7 +157,12 @@ class Launch:
     shared_B: int
     cb0_va: int
     cb0: bytes
-    qmd: dict[str, int]
+    reader: "QmdReader"
+
+    @property
+    def qmd(self) -> dict[str, int]:
+        """The QMD's non-zero fields by name (decoded on first use)."""
+        return self.reader.nonzero()
 
     def param(self, offset: int, fmt: str, base: int = 0x210) -> Any:
         """A parameter from constant bank 0 (`offset` within the parameter block at `base`)."""
@@ -526,9 +531,8 @@ class QmdReader:
         self.num = int.from_bytes(data, "little")
 
     def get(self, name: str, index: int | None = None) -> int:
-        f = getattr(cl, f"{self.prefix}_{name}")
-        hi, lo = f(index) if index is not None else f
-        return (self.num >> lo) & ((1 << (hi - lo + 1)) - 1)
+        lo, mask = _field_range(self.prefix, name, index)
+        return (self.num >> lo) & mask
 
     def nonzero(self) -> dict[str, int]:
         out = {}
@@ -538,6 +542,24 @@ class QmdReader:
             if val:
                 out[name] = val
         return out
+
+
+@lru_cache(maxsize=None)
+def _field_range(prefix: str, name: str, index: int | None) -> tuple[int, int]:
+    """(low bit, mask) of a QMD field, from the generated table."""
+    f = getattr(cl, f"{prefix}_{name}")
+    hi, lo = f(index) if index is not None else f
+    return lo, (1 << (hi - lo + 1)) - 1
+
+
+@lru_cache(maxsize=None)
+def _allowed_bits(prefix: str, bits: int) -> int:
+    """Every bit of the fields a launch of this runtime may set (`_QMD_ALLOWED`)."""
+    out = 0
+    for name, hi, lo in _qmd_fields(prefix, bits):
+        if name.split("(")[0] in _QMD_ALLOWED:
+            out |= ((1 << (hi - lo + 1)) - 1) << lo
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -684,9 +706,9 @@ class MockNVGPU:
         prefix, size = lay.prefix, lay.size_B
         raw = self.mem.view(qmd_va, size, "QMD fetch").tobytes()
         q = QmdReader(prefix, raw)
-        fields = q.nonzero()
-        bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
-        if bad:
+        if q.num & ~_allowed_bits(prefix, size * 8):  # some field outside the allowed set is set
+            fields = q.nonzero()
+            bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
             raise ChannelFault(f"QMD at {qmd_va:#x} sets fields this runtime must leave zero: "
                                + ", ".join(f"{k}={fields.get(k, fields.get(k + '(0)', 0)):#x}"
                                            for k in bad), XID_GR_EXCEPTION)
@@ -700,7 +722,7 @@ class MockNVGPU:
         shared = q.get(lay.shared[0]) << lay.shared[1]
         prog = self._program(q, lay)
         launch = Launch(self, prog, grid, block, shared, cb0_va, cb0,  # type: ignore[arg-type]
-                        fields)
+                        q)
         self.launch_count += 1
         if self.keep_launches:
             self.launches.append(launch)

@@ -60,6 +60,9 @@ class NVProgram(Program):
         #: the PTX module when `lib` is PTX text (a GPU that executes PTX: the mock)
         self.ptx_module: "ptx.PtxModule | None" = None
         if ptx.is_ptx(lib):
+            if device.code_format != "ptx":
+                raise ProgramError(f"{name}: this is PTX, and {device.name} runs SASS: compile "
+                                   "it to a cubin (dev.compiler does) for this GPU")
             cub, self.ptx_module = ptx.load_info(lib, device.sm)
         else:
             cub = cubin.parse(lib)

@@ -22,6 +22,7 @@ import math
 import struct
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -69,6 +70,24 @@ class LaunchEnv:
     clock_ns: Callable[[], int] = time.perf_counter_ns
 
 
+@lru_cache(maxsize=64)
+def _thread_layout(block: tuple[int, int, int], nb: int) -> tuple[Any, ...]:
+    """Per-thread index arrays of `nb` CTAs of shape `block` (shared, read-only): linear thread
+    index in the CTA, CTA index in the batch, %tid, %laneid, index in the batch, warp start."""
+    bx, by, _ = block
+    bt = block[0] * block[1] * block[2]
+    t = np.tile(np.arange(bt, dtype=np.uint32), nb)
+    cta_local = np.repeat(np.arange(nb, dtype=np.int64), bt)
+    tid = (t % np.uint32(bx), (t // np.uint32(bx)) % np.uint32(by), t // np.uint32(bx * by))
+    lane = (t % np.uint32(WARP)).astype(np.uint32)
+    gidx = np.arange(nb * bt, dtype=np.int64)
+    warp_base = gidx - lane.astype(np.int64)
+    out = (t, cta_local, tid, lane, gidx, warp_base)
+    for a in (t, cta_local, *tid, lane, gidx, warp_base):
+        a.flags.writeable = False
+    return out
+
+
 class State:
     """The threads of one batch of CTAs."""
 
@@ -78,18 +97,17 @@ class State:
         self.bt = bt = bx * by * bz
         self.nb = nb = len(ctas)
         self.n = n = nb * bt
-        t = np.tile(np.arange(bt, dtype=np.uint32), nb)
-        self.t = t                                         # linear thread index in the CTA
-        self.cta_local = np.repeat(np.arange(nb, dtype=np.int64), bt)
+        lay = _thread_layout(env.block, nb)
+        self.t, self.cta_local, self.tid, self.lane, self.gidx, self.warp_base = lay
         self.cta = np.repeat(ctas.astype(np.int64), bt)    # linear CTA index in the grid
         gx, gy, _ = env.grid
         self.ctaid = (self.cta % gx, (self.cta // gx) % gy, self.cta // (gx * gy))
-        self.tid = (t % np.uint32(bx), (t // np.uint32(bx)) % np.uint32(by),
-                    t // np.uint32(bx * by))
-        self.lane = (t % np.uint32(WARP)).astype(np.uint32)
-        self.gidx = np.arange(n, dtype=np.int64)
-        self.warp_base = self.gidx - self.lane.astype(np.int64)   # first thread of each warp
-        self.R: list[np.ndarray] = [np.zeros(n, r) for r in kern.reg_dtypes]
+        # one block of zeroed rows per register width (a few allocations, not one per register)
+        self.R: list[np.ndarray] = [np.empty(0)] * len(kern.reg_dtypes)
+        for dt, regs in kern.reg_groups.items():
+            rows = np.zeros((len(regs), n), dt)
+            for j, r in enumerate(regs):
+                self.R[r] = rows[j]
         self.pc = np.zeros(n, np.int32)
         self.done = np.zeros(n, np.bool_)
         self.waiting = np.zeros(n, np.bool_)
@@ -100,7 +118,6 @@ class State:
         self.cb0_array = np.frombuffer(env.cb0, np.uint8)
         self.uniform_pc: int | None = 0
         self.shared_offsets: dict[str, int] = {}
-        self.async_groups: list[list[Callable[[], None]]] = [[]]
 
     def thread_name(self, i: int) -> str:
         """CTA and thread coordinates of thread `i` of the batch."""
@@ -120,6 +137,9 @@ class Kernel:
         self.mod, self.body = mod, body
         self.name = body.name
         self.reg_dtypes = [ops.reg_dtype(r.type) for r in body.registers]
+        self.reg_groups: dict[np.dtype[Any], list[int]] = {}
+        for i, dt in enumerate(self.reg_dtypes):
+            self.reg_groups.setdefault(dt, []).append(i)
         self.params = {p.name: p for p in mod.entries[body.name].params}
         data_offs, _ = mod.data_layout()
         self.data_offs = data_offs
