@@ -612,3 +612,81 @@ def test_float_rounding_modes_are_exact(dev: NVDevice) -> None:
                   _round32(Fr(_to_i32(i * 12345679 + 1)), "rz"), _round32(X / Y, "rn")]
         assert gf[i].view(np.uint32).tolist() == \
             np.array(want_f, np.float32).view(np.uint32).tolist(), (i, gf[i], want_f)
+
+
+MIXED = r"""
+extern "C" __global__ void generic_spaces(int* g, int* out) {
+  __shared__ int s[256];
+  int t = threadIdx.x;
+  s[t] = -1;
+  __syncthreads();
+  int* p = (t & 1) ? s : g + blockIdx.x * 256;   // one generic store, two state spaces
+  p[t] = t * 3 + blockIdx.x;
+  __syncthreads();
+  out[blockIdx.x * 256 + t] = s[t];
+}
+extern "C" __global__ void more_atomics(unsigned* ctr, float* fsum, double* dsum,
+                                        unsigned long long* mx, long long* mn, int* xch,
+                                        int* olds) {
+  __shared__ float sf;
+  int t = threadIdx.x;
+  if (t == 0) sf = 0.0f;
+  __syncthreads();
+  atomicInc(&ctr[0], 16u);
+  atomicDec(&ctr[1], 9u);
+  atomicAdd(&sf, (float)(t % 7));
+  atomicAdd(fsum, 0.5f);
+  atomicAdd(dsum, (double)t);
+  atomicMax(mx, (unsigned long long)t * 0x100000001ull);
+  atomicMin(mn, -(long long)t * 3);
+  olds[t] = atomicExch(xch, t + 1);
+  __syncthreads();
+  if (t == 0) fsum[1] = sf;
+}
+"""
+
+
+def test_generic_addresses_reach_shared_and_global(dev: NVDevice) -> None:
+    G, O = _up(dev, np.full(512, -7, np.int32)), dev.alloc(512 * 4)
+    _kernel(dev, MIXED, "generic_spaces")(G, O, global_size=(2, 1, 1), local_size=(256, 1, 1),
+                                          wait=True)
+    t = np.arange(256)
+    g = _down(dev, G, np.int32, 512).reshape(2, 256)
+    s = _down(dev, O, np.int32, 512).reshape(2, 256)
+    for b in range(2):
+        want = t * 3 + b
+        assert np.array_equal(g[b][t % 2 == 0], want[t % 2 == 0])
+        assert np.all(g[b][t % 2 == 1] == -7)
+        assert np.array_equal(s[b][t % 2 == 1], want[t % 2 == 1])
+        assert np.all(s[b][t % 2 == 0] == -1)
+
+
+def test_more_atomics_under_contention(dev: NVDevice) -> None:
+    n = 200
+    C, F = _up(dev, np.array([0, 0], np.uint32)), _up(dev, np.zeros(2, np.float32))
+    D, MX = _up(dev, np.zeros(1, np.float64)), _up(dev, np.zeros(1, np.uint64))
+    MN, X, OL = _up(dev, np.zeros(1, np.int64)), _up(dev, np.zeros(1, np.int32)), dev.alloc(4 * n)
+    _kernel(dev, MIXED, "more_atomics")(C, F, D, MX, MN, X, OL, global_size=(1, 1, 1),
+                                        local_size=(n, 1, 1), wait=True)
+    inc = dec = 0
+    for _ in range(n):
+        inc = 0 if inc >= 16 else inc + 1
+        dec = 9 if dec == 0 or dec > 9 else dec - 1
+    assert _down(dev, C, np.uint32, 2).tolist() == [inc, dec]
+    assert _down(dev, F, np.float32, 2).tolist() == [0.5 * n, float(sum(t % 7 for t in range(n)))]
+    assert _down(dev, D, np.float64, 1)[0] == sum(range(n))
+    assert _down(dev, MX, np.uint64, 1)[0] == (n - 1) * 0x100000001
+    assert _down(dev, MN, np.int64, 1)[0] == -(n - 1) * 3
+    olds, last = _down(dev, OL, np.int32, n), _down(dev, X, np.int32, 1)[0]
+    # every value was swapped out exactly once: the olds and the last value are 0..n
+    assert sorted(olds.tolist() + [int(last)]) == list(range(n + 1))
+
+
+def test_audit_finds_nothing_unsupported_in_the_suites_nvrtc_kernels() -> None:
+    _nvrtc()
+    from runtime.drivers.mock.ptx.audit import audit
+    from runtime.drivers.nv.compiler import NVCompiler
+    src = (DATA / "nv_kernels.cu").read_text() + FAULTS + WARP + DIVERGE + EXACT + MIXED + \
+        SHARED_ATOMICS
+    found, count = audit(NVCompiler("sm_90", output="ptx").compile(src).decode())
+    assert count > 500 and found == [], found

@@ -245,7 +245,7 @@ def run(st: State, deadline: float, shared_offsets: dict[str, int]) -> bool:
     with np.errstate(all="ignore"):
         while True:
             check += 1
-            if check & 1023 == 0 and time.perf_counter() > deadline:
+            if check & 63 == 0 and time.perf_counter() > deadline:
                 st.uniform_pc = upc
                 if upc is not None:
                     st.pc[st.index(live)] = upc
