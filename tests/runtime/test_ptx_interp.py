@@ -690,3 +690,64 @@ def test_audit_finds_nothing_unsupported_in_the_suites_nvrtc_kernels() -> None:
         SHARED_ATOMICS
     found, count = audit(NVCompiler("sm_90", output="ptx").compile(src).decode())
     assert count > 500 and found == [], found
+
+
+TF32 = b""".version 8.0
+.target sm_80
+.address_size 64
+.visible .entry mma_tf32(.param .u64 pfrag, .param .u64 pout, .param .u64 pround)
+{
+  .reg .b32 %r<20>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [pfrag];
+  ld.param.u64 %rd2, [pout];
+  ld.param.u64 %rd3, [pround];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd4, %r1, 48;
+  add.s64 %rd5, %rd1, %rd4;
+  ld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd5];
+  ld.global.v2.b32 {%r6, %r7}, [%rd5+16];
+  ld.global.v4.b32 {%r8, %r9, %r10, %r11}, [%rd5+32];
+  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%r12, %r13, %r14, %r15}, {%r2, %r3, %r4, %r5}, {%r6, %r7}, {%r8, %r9, %r10, %r11};
+  mul.wide.u32 %rd4, %r1, 16;
+  add.s64 %rd6, %rd2, %rd4;
+  st.global.v4.b32 [%rd6], {%r12, %r13, %r14, %r15};
+  mul.wide.u32 %rd4, %r1, 4;
+  add.s64 %rd7, %rd3, %rd4;
+  ld.global.f32 %f1, [%rd7];
+  cvt.rna.tf32.f32 %r16, %f1;
+  st.global.b32 [%rd7], %r16;
+  ret;
+}
+"""
+
+
+def test_tf32_mma_and_rounding_follow_the_ptx_fragment_layout(mock: NVDevice) -> None:
+    """m16n8k8 tf32 fragments as the PTX ISA lays them out (lane = 4 * group + t: A rows g,
+    g + 8 and columns t, t + 4; B rows t, t + 4 of column g; C/D rows g, g + 8, columns 2t,
+    2t + 1), and cvt.rna.tf32.f32 rounding half away from zero to 10 mantissa bits."""
+    rng = np.random.default_rng(13)
+    # values exact in tf32 and small integers: the product is exact whatever the order
+    A = rng.integers(-8, 8, (16, 8)).astype(np.float32)
+    B = rng.integers(-8, 8, (8, 8)).astype(np.float32)
+    C = rng.integers(-100, 100, (16, 8)).astype(np.float32)
+    lane = np.arange(32)
+    g, t = lane >> 2, lane & 3
+    pad = np.zeros(32, np.float32)
+    frag = np.stack([A[g, t], A[g + 8, t], A[g, t + 4], A[g + 8, t + 4], B[t, g], B[t + 4, g],
+                     pad, pad, C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t],
+                     C[g + 8, 2 * t + 1]], axis=1)
+    x = np.array([1.0 + 2.0**-11, 1.0 + 2.0**-12, -(1.0 + 3 * 2.0**-11), 3.0e38, np.inf,
+                  -2.0**-130] + [0.1] * 26, np.float32)
+    F, O, X = _up(mock, frag.astype(np.float32)), mock.alloc(32 * 16), _up(mock, x)
+    mock.program(TF32, "mma_tf32")(F, O, X, global_size=(1, 1, 1), local_size=(32, 1, 1),
+                                   wait=True)
+    d = _down(mock, O, np.float32, 128).reshape(32, 4)
+    D = A @ B + C
+    assert np.array_equal(d, np.stack([D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t],
+                                       D[g + 8, 2 * t + 1]], axis=1))
+    b = x.view(np.uint32)
+    want = np.where((b & 0x7F800000) == 0x7F800000, b, (b + np.uint32(0x1000)) & 0xFFFFE000)
+    assert np.array_equal(_down(mock, X, np.uint32, 32), want.astype(np.uint32))
+    assert _down(mock, X, np.float32, 32)[0] == np.float32(1.0 + 2.0**-10)  # half: away from 0

@@ -941,6 +941,19 @@ def _op_cvt(k: "Kernel", ins: Instr) -> Fn:
     mods = set(ins.mods)
     mode = next((m for m in ins.mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi",
                                                "rna", "rs")), "")
+    if "tf32" in ins.mods and stype.name == "f32" and mode == "rna" and "satfinite" not in \
+            ins.mods:
+        # cvt.rna.tf32.f32: keep 10 mantissa bits, rounding half away from zero (NaN and
+        # infinity pass unchanged)
+        wt = writer(k, ins.args[0])
+        rt = reader(k, ins.args[1], TYPES["b32"])
+
+        def tf32(st: "State", sel: Any) -> None:
+            b = np.asarray(rt(st, sel)).astype(np.uint32)
+            special = (b & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+            r = (b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+            wt(st, sel, np.where(special, b, r))
+        return tf32
     if mode in ("rna", "rs"):
         raise Unsupported(ins.opcode)
     sat = "sat" in mods
