@@ -709,7 +709,8 @@ TF32 = b""".version 8.0
   ld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd5];
   ld.global.v2.b32 {%r6, %r7}, [%rd5+16];
   ld.global.v4.b32 {%r8, %r9, %r10, %r11}, [%rd5+32];
-  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%r12, %r13, %r14, %r15}, {%r2, %r3, %r4, %r5}, {%r6, %r7}, {%r8, %r9, %r10, %r11};
+  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%r12, %r13, %r14, %r15},
+      {%r2, %r3, %r4, %r5}, {%r6, %r7}, {%r8, %r9, %r10, %r11};
   mul.wide.u32 %rd4, %r1, 16;
   add.s64 %rd6, %rd2, %rd4;
   st.global.v4.b32 [%rd6], {%r12, %r13, %r14, %r15};

@@ -103,7 +103,8 @@ def _ptx(prog: list[tuple[Any, ...]]) -> bytes:
              ".visible .entry rnd(.param .u64 pin, .param .u64 pout)", "{",
              "  .reg .pred %p<3>;", "  .reg .b32 %r<8>;", "  .reg .b64 %rd<6>;",
              "  ld.param.u64 %rd1, [pin];", "  ld.param.u64 %rd2, [pout];",
-             "  mov.u32 %r0, %tid.x;", "  mul.wide.u32 %rd3, %r0, 4;", "  add.s64 %rd4, %rd1, %rd3;",
+             "  mov.u32 %r0, %tid.x;", "  mul.wide.u32 %rd3, %r0, 4;",
+             "  add.s64 %rd4, %rd1, %rd3;",
              "  ld.global.u32 %r1, [%rd4];", "  mov.u32 %r2, 7;", "  xor.b32 %r3, %r1, %r0;",
              "  mov.u32 %r4, 0;", "  setp.lt.u32 %p0, %r0, 32;", "  setp.eq.u32 %p1, %r1, %r0;"]
     for ins in prog:

@@ -18,8 +18,6 @@ that is not finished within its time slice returns, and `describe()` gives the w
 """
 from __future__ import annotations
 
-import math
-import struct
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from runtime.drivers.mock.memory import MockMemory, PageFault
+from runtime.drivers.mock.memory import MockMemory
 from runtime.drivers.mock.ptx import ops
 from runtime.drivers.mock.ptx.parse import Body, Instr
 from runtime.drivers.nv.ptx import PtxModule
@@ -380,4 +378,4 @@ def fault_at(st: State, ins: Instr, sel: Any, bad: np.ndarray, what: str,
                     f"({st.thread_name(int(idx[k]))})", va)
 
 
-__all__ = ["Grid", "Kernel", "LaunchEnv", "PtxFault", "State", "fault_at", "math", "struct"]
+__all__ = ["Grid", "Kernel", "LaunchEnv", "PtxFault", "State", "fault_at"]

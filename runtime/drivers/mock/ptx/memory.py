@@ -19,7 +19,7 @@ import numpy as np
 from runtime.drivers.mock.memory import PageFault
 from runtime.drivers.mock.ptx.ops import (WINDOW_B, Fn, Unsupported, _type, reader, writer)
 from runtime.drivers.mock.ptx.parse import Instr, Operand
-from runtime.drivers.mock.ptx.types import TYPES, PtxType, U
+from runtime.drivers.mock.ptx.types import TYPES, PtxType
 
 if TYPE_CHECKING:
     from runtime.drivers.mock.ptx.execute import Kernel, State
@@ -327,9 +327,6 @@ def op_atom(k: "Kernel", ins: Instr) -> Fn:
         a = np.broadcast_to(np.asarray(addr(st, sel), np.uint64), (count,))
         b = np.broadcast_to(np.asarray(rb(st, sel), dt), (count,))
         c = np.broadcast_to(np.asarray(rc(st, sel), dt), (count,)) if rc is not None else None
-        if space == "generic" or space == "global":
-            # atomics on shared memory through generic addresses go to shared memory
-            pass
         parts = resolve(st, ins, sel, space, a, t.size, "atomic")
         olds = np.zeros(count, dt)
         for p in parts:
@@ -456,4 +453,4 @@ def op_cp(k: "Kernel", ins: Instr) -> Fn:
     return f
 
 
-__all__ = ["U", "load", "op_atom", "op_cp", "op_ld", "op_st", "resolve", "store"]
+__all__ = ["load", "op_atom", "op_cp", "op_ld", "op_st", "resolve", "store"]

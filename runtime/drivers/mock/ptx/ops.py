@@ -1,14 +1,14 @@
 """PTX instructions as numpy functions: `compile_instr` turns one parsed instruction into
-(control kind, function(state, threads), branch target). `SUPPORTED` lists the opcodes (first
-opcode word) it accepts; `unsupported_reason` says why a given instruction is not accepted (the
-audit tool's answer)."""
+(control kind, function(state, threads), branch target), or raises `Unsupported` saying why the
+interpreter cannot run it (the audit tool's answer). `ops_table()` maps the first word of an
+opcode to its compiler; each compiler reads its operands through `reader` / `writer`, which view
+a register's raw bits as the instruction's type."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from runtime.drivers.mock.memory import PageFault
 from runtime.drivers.mock.ptx import tensor
 from runtime.drivers.mock.ptx.parse import Instr, Operand
 from runtime.drivers.mock.ptx.types import (TYPES, PtxType, U, bf16_to_f32, f32_to_bf16,
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 Fn = Callable[["State", Any], None]
 ALL = slice(None)
 WINDOW_B = 1 << 32
-_REG_DTYPE: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
-              8: np.dtype(np.uint64)}
+_REG_DTYPE: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16),
+                                        4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 class Unsupported(Exception):

@@ -93,7 +93,8 @@ class Body:
 _NUM = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+[uU]?|0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|"
                   r"\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|0[bB][01]+|\d+[uU]?)")
 _REGDECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.(\w+)\s+(.*)")
-_LOCALDECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[\s*(\d+)\s*\])?")
+_LOCALDECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)"
+                        r"\s*(?:\[\s*(\d+)\s*\])?")
 
 
 def _split_top(s: str, sep: str = ",") -> list[str]:
