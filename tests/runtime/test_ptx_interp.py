@@ -752,3 +752,46 @@ def test_tf32_mma_and_rounding_follow_the_ptx_fragment_layout(mock: NVDevice) ->
     want = np.where((b & 0x7F800000) == 0x7F800000, b, (b + np.uint32(0x1000)) & 0xFFFFE000)
     assert np.array_equal(_down(mock, X, np.uint32, 32), want.astype(np.uint32))
     assert _down(mock, X, np.float32, 32)[0] == np.float32(1.0 + 2.0**-10)  # half: away from 0
+
+
+BARRED = r"""
+extern "C" __global__ void bar_reductions(const int* x, int* out) {
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  int v = x[i];
+  int c = __syncthreads_count(v > 0);
+  int a = __syncthreads_and(v > -50);
+  int o = __syncthreads_or(v == 42);
+  int extra = 0;
+  if (t < 64) extra = __mul24(v, 3) + __sad(v, t, 5) + __dp4a(v, 0x01020304, 1);
+  int acc = 0;
+  if (t % 3 == 0) for (int k = 0; k < (v & 7); k++) acc += k;   // threads arrive apart
+  int c2 = __syncthreads_count(acc > 3);
+  out[i * 4 + 0] = c + 1000 * c2; out[i * 4 + 1] = a; out[i * 4 + 2] = o;
+  out[i * 4 + 3] = extra;
+}
+"""
+
+
+def test_barrier_reductions_and_small_integer_ops(dev: NVDevice) -> None:
+    blocks, threads = 3, 128
+    x = np.random.default_rng(14).integers(-60, 60, blocks * threads).astype(np.int32)
+    x[5] = 42
+    X, O = _up(dev, x), dev.alloc(16 * x.size)
+    _kernel(dev, BARRED, "bar_reductions")(X, O, global_size=(blocks, 1, 1),
+                                           local_size=(threads, 1, 1), wait=True)
+    got = _down(dev, O, np.int32, 4 * x.size).reshape(blocks, threads, 4)
+    xb = x.reshape(blocks, threads)
+    for b in range(blocks):
+        t = np.arange(threads)
+        accs = np.where(t % 3 == 0, [sum(range(int(v) & 7)) for v in xb[b]], 0)
+        assert np.all(got[b, :, 0] == (xb[b] > 0).sum() + 1000 * (accs > 3).sum())
+        assert np.all(got[b, :, 1] == int((xb[b] > -50).all()))
+        assert np.all(got[b, :, 2] == int((xb[b] == 42).any()))
+        t = np.arange(threads)
+        v = xb[b].astype(np.int64)
+        vb = np.stack([(v >> (8 * k)) & 0xFF for k in range(4)], axis=1)
+        vb = np.where(vb >= 128, vb - 256, vb)                 # signed bytes
+        dp = (vb * np.array([4, 3, 2, 1])).sum(axis=1) + 1
+        want = v * 3 + np.abs(v - t) + 5 + dp
+        assert np.array_equal(got[b, :64, 3], want[:64].astype(np.int32))
+        assert np.all(got[b, 64:, 3] == 0)
