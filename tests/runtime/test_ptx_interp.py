@@ -795,3 +795,86 @@ def test_barrier_reductions_and_small_integer_ops(dev: NVDevice) -> None:
         want = v * 3 + np.abs(v - t) + 5 + dp
         assert np.array_equal(got[b, :64, 3], want[:64].astype(np.int32))
         assert np.all(got[b, 64:, 3] == 0)
+
+
+CALLS = r"""
+__device__ __noinline__ int helper(int a, int b) { return a * 3 + b; }
+__device__ __noinline__ float twice(float x) { return x * 2.0f; }
+struct P { int a; float b; };
+__device__ __noinline__ P mk(int i) { P p; p.a = i; p.b = i * 0.5f; return p; }
+__device__ __noinline__ int collatz(int v) {   // loops and early returns inside a callee
+  int n = 0;
+  while (v != 1) { if (n > 200) return -1; v = (v & 1) ? 3 * v + 1 : v / 2; n++; }
+  return n;
+}
+extern "C" __global__ void calls(int* out, float* f) {
+  int t = threadIdx.x;
+  int r = 0;
+  if (t & 1) r = helper(t, 7);                 // a call in divergent code
+  P p = mk(t);
+  out[t * 2] = r + p.a;
+  out[t * 2 + 1] = collatz(t + 1) + helper(collatz(t + 2), 1);
+  f[t] = twice(p.b);
+}
+"""
+RECURSIVE = """.version 8.0
+.target sm_90
+.address_size 64
+.func (.param .b32 f_ret) f(.param .b32 f_a)
+{
+  .reg .b32 %r<4>;
+  ld.param.b32 %r1, [f_a];
+  {
+  .param .b32 a;
+  .param .b32 r;
+  st.param.b32 [a], %r1;
+  call.uni (r), f, (a);
+  ld.param.b32 %r2, [r];
+  }
+  st.param.b32 [f_ret], %r2;
+  ret;
+}
+.visible .entry recursive(.param .u64 p)
+{
+  .reg .b32 %r<4>;
+  {
+  .param .b32 a;
+  .param .b32 r;
+  st.param.b32 [a], %r1;
+  call.uni (r), f, (a);
+  ld.param.b32 %r2, [r];
+  }
+  ret;
+}
+"""
+
+
+def _collatz(v: int) -> int:
+    n = 0
+    while v != 1:
+        if n > 200:
+            return -1
+        v = 3 * v + 1 if v & 1 else v // 2
+        n += 1
+    return n
+
+
+def test_device_function_calls(dev: NVDevice) -> None:
+    O, F = dev.alloc(4 * 2 * 64), dev.alloc(4 * 64)
+    _kernel(dev, CALLS, "calls")(O, F, global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True)
+    t = np.arange(64)
+    got = _down(dev, O, np.int32, 128).reshape(64, 2)
+    assert np.array_equal(got[:, 0], np.where(t & 1, t * 3 + 7, 0) + t)
+    assert got[:, 1].tolist() == [_collatz(i + 1) + _collatz(i + 2) * 3 + 1 for i in range(64)]
+    assert np.array_equal(_down(dev, F, np.float32, 64), (t * 0.5 * 2).astype(np.float32))
+
+
+def test_recursion_is_reported_unsupported() -> None:
+    _nvrtc()
+    from runtime.drivers.mock.ptx.audit import audit
+    from runtime.drivers.nv.compiler import NVCompiler
+    found, _ = audit(NVCompiler("sm_90", output="ptx").compile(CALLS).decode())
+    assert found == []
+    found, _ = audit(RECURSIVE)
+    assert len(found) == 1 and found[0].kernel == "recursive" and "recursion" in found[0].reason \
+        and found[0].line == 12, found

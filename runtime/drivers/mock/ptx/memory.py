@@ -46,6 +46,15 @@ def _space(ins: Instr) -> str:
     return "generic"
 
 
+def _param_space(k: "Kernel", space: str, o: Operand) -> str:
+    """A `.param` access to a call's argument or result (per-thread variables, inlined calls)
+    is a local-memory access."""
+    if space == "param" and o.kind == "addr" and o.base is not None and \
+            o.base.kind == "sym" and o.base.name in k.body.locals:
+        return "local"
+    return space
+
+
 def _vec(ins: Instr) -> int:
     for m in ins.mods:
         if m in ("v2", "v4", "v8"):
@@ -250,6 +259,7 @@ def op_ld(k: "Kernel", ins: Instr) -> Fn:
     if len(elems) != n:
         raise Unsupported(f"{ins.opcode}: {len(elems)} destinations for a .v{n} access")
     ws = [writer(k, e) for e in elems]
+    space = _param_space(k, space, ins.args[1])
     addr = address(k, ins.args[1], space)
     signed = t.kind == "s"
     sdt = np.dtype(f"i{t.size}") if signed else None
@@ -271,6 +281,7 @@ def op_st(k: "Kernel", ins: Instr) -> Fn:
         raise Unsupported(f"{ins.opcode}: {len(elems)} sources for a .v{n} access")
     store_t = TYPES[f"b{8 * t.size}"] if t.size in (1, 2, 4, 8) else t
     rs = [reader(k, e, store_t) for e in elems]
+    space = _param_space(k, space, ins.args[0])
     addr = address(k, ins.args[0], space)
 
     def f(st: "State", sel: Any) -> None:
