@@ -141,3 +141,9 @@ def test_functions_show_their_signature_and_doc(api):
     assert api.sum_rows.argtypes[0]._type_ is ctypes.c_int32 * 3
     assert api.sum_ptrs.argtypes[0]._type_ is ctypes.POINTER(ctypes.c_int32)
     assert "Array parameters are pointers" in api.sum_arr.__doc__
+
+
+def test_clang_builtin_headers_need_no_include_dirs(tmp_path):
+    g, mod = generate_headers(tmp_path, ["builtin_headers.h"], name="builtins")
+    assert ctypes.sizeof(mod.uses_builtins) == 24
+    assert "clang-builtin:stddef.h" in g.report and "clang-builtin:stdbool.h" in g.report
