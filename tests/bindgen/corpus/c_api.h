@@ -1,7 +1,7 @@
 /* Functions, constants and names as a real C library declares them: array parameters, static
    consts, tags beside ordinary identifiers, Python keywords, nested tags, typedef chains.
    Implemented in test_c_api.py, built with gcc into libcapi.so. */
-// probe: struct st, struct baz, struct outer, struct foo, struct with_enum_ptr
+// probe: struct st, struct baz, struct outer, struct foo, struct with_enum_ptr, struct msg
 
 /* Array parameters are pointers (C11 6.7.6.3p7). */
 int sum_arr(const int a[], int n);
@@ -60,3 +60,9 @@ int add_v3(int a, int b);
 #define add(a, b) add_v3(a, b)
 #define add_swapped(a, b) add_v3(b, a)
 int str_len(const char *s);
+
+/* A flexible array member, filled by C and by Python. */
+struct msg { int n; int data[]; };
+struct msg *msg_new(int n);
+int msg_sum(const struct msg *m);
+void msg_free(struct msg *m);
