@@ -139,6 +139,7 @@ def test_function_alias_macros_bind_the_function(api, capi):
     assert api.scale is api.scale_v2 and api.scale(21) == 42
     assert api.scale_alias is api.scale_v2
     assert api.add is api.add_v3 and api.add(40, 2) == 42
+    assert api.scale_pass is api.scale_v2 and api.scale_v2.__name__ == "scale_v2"
     # a macro that reorders its arguments is no alias: it is reported
     assert "add_swapped" in capi[0].report and not hasattr(api, "add_swapped")
 

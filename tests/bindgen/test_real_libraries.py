@@ -1,6 +1,7 @@
 """Real C libraries from pinned Debian 12 packages, bound as an outside user would
 (tests/bindgen/reallibs/reallibs.yaml): zlib, libdrm, the Vulkan loader, the OpenCL ICD loader
-and liburing (whose API is static inline functions, bound through compiled wrappers). Each is
+liburing (whose API is static inline functions, bound through compiled wrappers) and CUDA's
+cuda.h (no libcuda here: layouts and its unversioned names only). Each is
 generated, every record with a C name is compared with gcc (size, alignment, every field's offset
 and bitfield position), and a handful of calls are checked against known answers; where there is
 no device here, what needs none (versions, error strings, pure functions, empty enumerations).
@@ -50,7 +51,8 @@ def real(tmp_path_factory):
         if name in done:
             return done[name]
         try:
-            ctypes.CDLL(LIBS[name])
+            if name in LIBS:
+                ctypes.CDLL(LIBS[name])
         except OSError:
             pytest.skip(f"{LIBS[name]} is not installed (scripts/setup.sh installs it)")
         t = load_target(SPEC, name)
@@ -92,7 +94,7 @@ def _gcc_layouts(real, name: str, tmp: Path) -> tuple[int, list[str]]:
     return len(checks), compare(checks, answers)
 
 
-@pytest.mark.parametrize("name", sorted(LIBS))
+@pytest.mark.parametrize("name", [*sorted(LIBS), "cuda"])
 def test_every_record_matches_gcc(real, name, tmp_path):
     n, bad = _gcc_layouts(real, name, tmp_path)
     assert n > 0 and bad == [], bad[:20]
@@ -166,3 +168,13 @@ def test_liburing_prep_functions_through_wrappers(real):
     assert sqe.user_data == 0xABCDEF
     uring.io_uring_prep_nop(ctypes.byref(sqe))
     assert sqe.opcode == uring.IORING_OP_NOP and sqe.fd == -1
+
+
+def test_cuda_unversioned_names_are_the_versioned_functions(real):
+    _, _, g, cu = real("cuda")
+    assert cu.cuMemAlloc is cu.cuMemAlloc_v2 and cu.cuCtxCreate is cu.cuCtxCreate_v2
+    assert cu.cuMemcpyHtoD is cu.cuMemcpyHtoD_v2  # `__CUDA_API_PTDS(cuMemcpyHtoD_v2)`
+    assert cu.cuCtxCreate_v3.__name__ == "cuCtxCreate_v3"  # `#define f f`: the function itself
+    aliases = [c.name for c in g.module.constants if c.value is None]
+    assert len(aliases) >= 69
+    assert not [ln for ln in g.report.splitlines() if "references undefined cu" in ln]

@@ -66,3 +66,9 @@ struct msg { int n; int data[]; };
 struct msg *msg_new(int n);
 int msg_sum(const struct msg *m);
 void msg_free(struct msg *m);
+
+/* cuda.h's other alias forms: a macro naming the function itself, one through a macro that
+   returns its argument. */
+#define scale_v2 scale_v2
+#define PASS_API(api) api
+#define scale_pass PASS_API(scale_v2)
