@@ -119,7 +119,7 @@ def test_typedef_chain_to_the_same_record_is_no_clash(api):
 
 
 def test_incomplete_enum_and_function_typedef_declaration(api):
-    assert ctypes.sizeof(api.with_enum_ptr) == 16
+    assert ctypes.sizeof(api.with_enum_ptr) == 24
     assert api.twice(21) == 42
 
 

@@ -38,9 +38,9 @@ typedef struct foo bar;
 typedef bar foo;
 int foo_a(foo *p);
 
-/* An enum declared, never defined: pointers to it are fine. */
+/* An enum declared, never defined: pointers to it are fine, and so is a function returning it. */
 enum never;
-struct with_enum_ptr { enum never *p; int n; };
+struct with_enum_ptr { enum never *p; int n; enum never_either (*f)(int); };
 
 /* A function declared through a function typedef. */
 typedef int unary(int);
