@@ -78,8 +78,8 @@ class AMDArch:
 
 _COMMON_PM4 = frozenset({"NOP", "SET_SH_REG", "DISPATCH_DIRECT", "WAIT_REG_MEM", "RELEASE_MEM",
                          "ACQUIRE_MEM", "INDIRECT_BUFFER", "EVENT_WRITE", "WRITE_DATA"})
-_COMMON_SDMA = frozenset({"NOP", "COPY_LINEAR", "FENCE", "TRAP", "POLL_REGMEM", "TIMESTAMP_GET",
-                          "TIMESTAMP_GET_GLOBAL"})
+_COMMON_SDMA = frozenset({"NOP", "COPY_LINEAR", "CONSTANT_FILL", "FENCE", "TRAP", "POLL_REGMEM",
+                          "TIMESTAMP_GET", "TIMESTAMP_GET_GLOBAL"})
 # Per CU: SGPRs, LDS and HWREG of the CWSR save area (amdkfd kfd_queue.c); the VGPR part differs.
 _CWSR_SGPR_LDS_HWREG_B = 0x4000 + 0x10000 + 0x1000
 

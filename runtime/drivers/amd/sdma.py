@@ -13,7 +13,7 @@ from runtime.drivers.amd.arch import AMDArch
 from runtime.drivers.amd.packets import packets_for
 from runtime.drivers.amd.pm4 import WaitFunc
 from runtime.hcq.errors import QueueError
-from runtime.hcq.queue import HWQueue, Value
+from runtime.hcq.queue import HWQueue, Value, check_fill
 from runtime.hcq.signal import TIMESTAMP_OFFSET_B
 
 if TYPE_CHECKING:
@@ -29,6 +29,9 @@ _M32 = 0xFFFFFFFF
 # 0x400000), so neither do we. The mock enforces the same limit.
 MAX_COPY_B = 0x400000
 POLL_INTERVAL = 4         # poll every 4 clocks (amdgpu and tinygrad)
+# CONSTANT_FILL's fill size: 2 writes dwords (libdrm's amdgpu SDMA tests fill 0xdeadbeaf so), 0
+# single bytes; COUNT is the byte count - 1 either way.
+FILL_DWORD, FILL_BYTE = 2, 0
 
 
 class SDMAEncoding:
@@ -38,7 +41,8 @@ class SDMAEncoding:
 
     __slots__ = ("arch", "copy_linear_dw", "fence_dw", "trap_dw", "poll_regmem_dw",
                  "timestamp_dw", "h_copy_linear", "h_fence", "h_trap", "h_poll_ge", "poll_dw5",
-                 "h_timestamp", "h_nop", "copy_count", "trap_int_context", "timestamp_addr_lo")
+                 "h_timestamp", "h_nop", "copy_count", "trap_int_context", "timestamp_addr_lo",
+                 "h_fill_dword", "h_fill_byte", "fill_count", "max_fill_B")
 
     def __init__(self, arch: AMDArch) -> None:
         self.arch = arch
@@ -61,6 +65,10 @@ class SDMAEncoding:
         self.copy_count = s.SDMA_PKT_COPY_LINEAR_COUNT_COUNT
         self.trap_int_context = s.SDMA_PKT_TRAP_INT_CONTEXT_INT_CONTEXT
         self.timestamp_addr_lo = s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_WRITE_ADDR_31_3
+        self.h_fill_dword = sd["CONSTANT_FILL"].encode(fillsize=FILL_DWORD)[0]
+        self.h_fill_byte = sd["CONSTANT_FILL"].encode(fillsize=FILL_BYTE)[0]
+        self.fill_count = s.SDMA_PKT_CONSTANT_FILL_COUNT_COUNT
+        self.max_fill_B = arch.sdma_fill_max_B
 
 
 _ENCODINGS: dict[str, SDMAEncoding] = {}
@@ -99,6 +107,26 @@ class SDMAQueue(HWQueue):
             sa, da = src + off, dst + off
             d.extend((h, count(n - 1), 0, sa & _M32, sa >> 32, da & _M32, da >> 32))
             off += n
+        return self
+
+    def fill(self, dst: int, pattern: int, size: int) -> "Self":
+        """CONSTANT_FILL packets: dword fills of the aligned middle, byte fills of an unaligned
+        head or tail (`HWQueue.fill`)."""
+        pattern = check_fill(dst, pattern, size)
+        d = self._d
+        k = self._k
+        head = min(-dst % 4, size)
+        body = (size - head) & ~3
+        pieces = [(dst, head, k.h_fill_byte)] if head else []
+        off = dst + head
+        while off < dst + head + body:
+            n = min(k.max_fill_B, dst + head + body - off)
+            pieces.append((off, n, k.h_fill_dword))
+            off += n
+        if size - head - body:
+            pieces.append((off, size - head - body, k.h_fill_byte))
+        for addr, n, header in pieces:
+            d.extend((header, addr & _M32, addr >> 32, pattern, k.fill_count(n - 1)))
         return self
 
     def signal(self, sig: "Signal", value: Value) -> "Self":
@@ -143,6 +171,14 @@ class SDMAQueue(HWQueue):
         k = self._k
         self._d.extend((k.h_timestamp, k.timestamp_addr_lo(va >> 3), va >> 32))
         return self
+
+    def describe_commands(self) -> list[str]:
+        """The SDMA packets, decoded (`runtime.drivers.amd.decode`)."""
+        from runtime.drivers.amd.decode import DecodeError, decode_sdma
+        try:
+            return [str(pk) for pk in decode_sdma(self._d, arch=self._k.arch)]
+        except DecodeError as e:
+            return [f"undecodable SDMA stream: {e}"]
 
     def _submit(self) -> None:
         self.device.copy_ring.put(self._d)

@@ -1,7 +1,7 @@
-"""The mock SDMA engine: COPY_LINEAR, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP, decoded with the
-packet descriptions of the GPU's architecture (runtime/drivers/amd/packets.py: the structs
-synthesised from sdma_v6_0_0_pkt_open.h for gfx11, from vega10_sdma_pkt_open.h for gfx942's SDMA
-4.4).
+"""The mock SDMA engine: COPY_LINEAR, CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP,
+decoded with the packet descriptions of the GPU's architecture (runtime/drivers/amd/packets.py: the
+structs synthesised from sdma_v6_0_0_pkt_open.h for gfx11, from vega10_sdma_pkt_open.h for gfx942's
+SDMA 4.4).
 
 Each described packet has a handler here; a packet the descriptions do not cover, or one with no
 handler, stops the queue with an error naming it. Pointers are u64 byte offsets (amdgpu
@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from runtime.drivers.amd.arch import ARCHS
 from runtime.drivers.amd.decode import describe_sdma
 from runtime.drivers.amd.packets import packets_for
+from runtime.drivers.amd.sdma import FILL_BYTE, FILL_DWORD
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
@@ -100,6 +103,26 @@ class SDMAProcessor(QueueProcessor):
         dst[:] = src.copy() if _overlap(f["src_addr"], f["dst_addr"], n) else src
         return True
 
+    def _constant_fill(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        # fillsize 2: the 32-bit data repeated (dword-aligned address and count); 0: its low byte.
+        n, addr, data, size = f["count"] + 1, f["dst_addr"], f["src_data"], f["fillsize"]
+        if n > self.arch.sdma_fill_max_B:
+            raise MockGPUError(f"{where}: CONSTANT_FILL of {n} B exceeds the "
+                               f"{self.arch.sdma_fill_max_B} B an SDMA fill packet of "
+                               f"{self.arch.name} may write")
+        if size == FILL_DWORD:
+            if addr % 4 or n % 4:
+                raise MockGPUError(f"{where}: dword CONSTANT_FILL of {n} B at {addr:#x} is not "
+                                   "dword aligned")
+            pattern = np.frombuffer(data.to_bytes(4, "little"), np.uint8)
+            self.gpu.mem.view(addr, n, "write")[:] = np.tile(pattern, n // 4)
+        elif size == FILL_BYTE:
+            self.gpu.mem.view(addr, n, "write")[:] = data & 0xFF
+        else:
+            raise MockGPUError(f"{where}: CONSTANT_FILL fill size {size} is not modelled (0: "
+                               "bytes, 2: dwords)")
+        return True
+
     def _fence(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
         addr = f["addr"]
         if addr % 4:
@@ -137,8 +160,8 @@ class SDMAProcessor(QueueProcessor):
         return True
 
     _handlers: dict[str, Callable[["SDMAProcessor", dict[str, int], list[int], str], bool]] = {
-        "COPY_LINEAR": _copy_linear, "FENCE": _fence, "TRAP": _trap,
-        "POLL_REGMEM": _poll_regmem, "TIMESTAMP_GET": _timestamp,
+        "COPY_LINEAR": _copy_linear, "CONSTANT_FILL": _constant_fill, "FENCE": _fence,
+        "TRAP": _trap, "POLL_REGMEM": _poll_regmem, "TIMESTAMP_GET": _timestamp,
         "TIMESTAMP_GET_GLOBAL": _timestamp, "NOP": _nop,
     }
 
