@@ -207,9 +207,10 @@ class _RecordMixin:
         keeps the record alive."""
         if count < 0:
             raise ValueError(f"count must be 0 or more, got {count}")
+        rec: "Any" = self  # a ctypes record (the mixin is only ever mixed into one)
         elem, offset = type(self)._flexible_field(name)
-        arr = (elem * count).from_address(ctypes.addressof(self) + offset)
-        arr._bindgen_record = self  # the memory is the record's
+        arr = (elem * count).from_address(ctypes.addressof(rec) + offset)
+        arr._bindgen_record = rec  # the memory is the record's
         return arr
 
     @classmethod
@@ -220,11 +221,12 @@ class _RecordMixin:
         if count < 0:
             raise ValueError(f"count must be 0 or more, got {count}")
         elem, offset = cls._flexible_field(name)
-        size = max(ctypes.sizeof(cls), offset + count * ctypes.sizeof(elem))
-        align = ctypes.alignment(cls)
+        rec: "Any" = cls  # a ctypes record class (the mixin is only ever mixed into one)
+        size = max(ctypes.sizeof(rec), offset + count * ctypes.sizeof(elem))
+        align = ctypes.alignment(rec)
         buf = (ctypes.c_uint8 * (size + align))()
         skip = -ctypes.addressof(buf) % align
-        return cls.from_buffer(buf, skip)
+        return rec.from_buffer(buf, skip)
 
     @classmethod
     def _layout_(

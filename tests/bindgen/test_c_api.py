@@ -169,3 +169,32 @@ def test_flexible_array_member_is_reachable(api):
     assert api.msg_sum(ctypes.byref(mine)) == 42
     with pytest.raises(TypeError, match="not a flexible array member"):
         mine.flexible("n", 1)
+
+
+def test_rename_patches_can_name_one_kind(capi, tmp_path):
+    """`struct st` and `st()` share a name in C; a rename with `kind` renames only one of them,
+    and a renamed function is still looked up by its C name."""
+    lib = capi[0].module.libraries[0][1][0]
+    _, mod = generate_headers(
+        tmp_path,
+        ["c_api.h"],
+        name="c_api_renamed",
+        libraries=[{"name": "capi", "candidates": [lib]}],
+        patches=[
+            {"rename": {"from": "struct_st", "to": "St", "kind": "record"}, "why": "test"},
+            {"rename": {"from": "st", "to": "st_call", "kind": "function"}, "why": "test"},
+        ],
+    )
+    assert not hasattr(mod, "struct_st") and not hasattr(mod, "st")
+    assert mod.st_call(ctypes.byref(mod.St(x=4))) == 8
+
+
+def test_float16_is_reported_not_a_crash(tmp_path):
+    d = tmp_path / "src"
+    d.mkdir()
+    (d / "half.h").write_text("struct h { _Float16 x; int y; };\nstruct ok { int a; };\n")
+    g, mod = generate_headers(tmp_path, ["half.h"], name="half", source_dir=d)
+    assert ctypes.sizeof(mod.ok) == 4 and not hasattr(mod, "h")
+    assert "record h: half.h:1: field h.x: type '_Float16': no ctypes type matches it" in (
+        g.report.replace("corpus:", "")
+    )

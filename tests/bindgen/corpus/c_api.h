@@ -2,6 +2,7 @@
    consts, tags beside ordinary identifiers, Python keywords, nested tags, typedef chains.
    Implemented in test_c_api.py, built with gcc into libcapi.so. */
 // probe: struct st, struct baz, struct outer, struct foo, struct with_enum_ptr, struct msg
+// probe-const: FLAG_X FLAG_TOP NEG
 
 /* Array parameters are pointers (C11 6.7.6.3p7). */
 int sum_arr(const int a[], int n);
