@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from runtime.hcq import registry
 from runtime.hcq.compiler import CompileCache, Compiler
 from runtime.hcq.device import Device, parse_device_name
-from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
+from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceForked,
+                                DeviceNotFound, HCQError,
                                 HCQMemoryError, IoctlError, ProgramError, QueueError,
                                 SignalTimeout)
 from runtime.hcq.device import PendingCopy
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
 
 __all__ = [
     "AMDDevice", "ArgSlot", "ArgumentError", "Buffer", "BufferSpec", "CompileCache", "Compiler",
-    "Device", "DeviceClosed", "DeviceFault", "DeviceNotFound", "Event", "Graph", "GraphCopy",
+    "Device", "DeviceClosed", "DeviceFault", "DeviceForked", "DeviceNotFound", "Event", "Graph", "GraphCopy",
     "GraphWait", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError", "KernArgs",
     "Launch", "MemKind", "NVDevice", "OSSeam", "PendingCopy", "Program", "ProgramError",
     "QueueError", "RealOS", "Signal", "SignalTimeout", "Stream", "TransferPath", "TransferReport",

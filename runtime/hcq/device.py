@@ -7,17 +7,25 @@ kernel-argument arena and (lazily) the pinned staging buffers for copies.
 Ordering: every submission the device makes itself (copies, launches, graph replays) waits for
 timeline value v-1 and signals v, so work is executed in submission order across the compute and
 copy engines. User-built queues are free to do otherwise.
+
+Threads: every submission is built and published under the device's `SubmitLock` (reentrant), so
+calls from several threads give what some serial order of them would; waits never hold it. Copies
+through the staging buffers hold a second lock for their whole length (they reuse those buffers).
+After fork() a device inherited from the parent refuses every use (`DeviceForked`).
 """
 from __future__ import annotations
 
 import collections
 import operator
+import os as _os
 import re
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
-                                HCQMemoryError, QueueError)
+from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceForked,
+                                DeviceNotFound, HCQError, HCQMemoryError, QueueError)
 from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, PoolStats,
                                 RingArena, SlotPool)
 from runtime.hcq.signal import SIGNAL_B, Signal
@@ -40,6 +48,52 @@ _DEVICE_NAME = re.compile(r"(mock-)?(amd|nv)(?::(0|[1-9][0-9]{0,3}))?", re.ASCII
 #: the mock machine has at most this many GPUs of each vendor
 MAX_MOCK_GPUS = 16
 _VENDOR_NAMES = {"amd": "AMD", "nv": "NVIDIA"}
+
+
+class SubmitLock:
+    """The lock every submission of a device is built and published under (reentrant).
+
+    `flags`, when a driver gives it, is a word array whose `flag_index` word gets bit 1 while a
+    thread holds the lock: a native launch path that does not take the lock (it runs under the
+    GIL without yielding) declines while the bit is set, so it never interleaves with a
+    submission being built in Python."""
+
+    __slots__ = ("_lock", "depth", "flags", "flag_index")
+
+    HELD = 2
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.depth = 0
+        self.flags: Any = None
+        self.flag_index = 0
+
+    def __enter__(self) -> "SubmitLock":
+        self._lock.acquire()
+        self.depth += 1
+        if self.depth == 1 and self.flags is not None:
+            self.flags[self.flag_index] |= self.HELD
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.flags is not None:
+            self.flags[self.flag_index] &= ~self.HELD
+        self._lock.release()
+
+
+# Devices open in this process, so that a forked child can mark the ones it inherited.
+_open_devices: "weakref.WeakSet[Device]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for dev in list(_open_devices):
+        dev._mark_forked()
+    _open_devices.clear()
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @dataclass(frozen=True)
@@ -87,6 +141,10 @@ class Device:
         self.pool_B = pool_B  # freed memory kept for reuse (see Allocator)
         self.timeline_value = 0  # last value handed out by next_timeline()
         self._fault: DeviceFault | None = None
+        self._forked = False
+        #: held while a submission is built and published (see the module docstring)
+        self._submit = SubmitLock()
+        self._copy_lock = threading.Lock()
         self._signal_pools: list[SlotPool] = []
         self._staging: list[list[Any]] = []  # [buffer, timeline value that frees it]
         self._arena: RingArena | None = None
@@ -101,6 +159,7 @@ class Device:
 
     def _init_core(self, allocator: Allocator) -> None:
         """Called by the driver once its hardware is open."""
+        _open_devices.add(self)
         self.allocator = allocator
         allocator.cache_limit_B = self.pool_B
         self.timeline_signal = self.new_signal(0)
@@ -112,20 +171,28 @@ class Device:
         """Allocates `size` bytes of device memory (VRAM by default) mapped at a GPU address.
         Freed memory of the same size and kind is reused without a driver call (see
         `pool_stats`); `size` 0 gives an empty buffer at address 0. Raises HCQMemoryError for a
-        size that is not a non-negative integer or that the device cannot provide."""
+        size that is not a non-negative integer or that the device cannot provide, and
+        ArgumentError for a `kind` that is not a MemKind."""
         self.check_usable()
-        return self.allocator.alloc(size, BufferSpec(kind, cpu_access, uncached, executable))
+        if type(kind) is not MemKind:
+            raise ArgumentError(f"alloc: kind must be a MemKind (MemKind.VRAM, MemKind.GTT, "
+                                f"MemKind.HOST), got {type(kind).__name__} {kind!r}")
+        with self._submit:
+            return self.allocator.alloc(size, BufferSpec(kind, bool(cpu_access), bool(uncached),
+                                                         bool(executable)))
 
     def free(self, buf: Buffer) -> None:
         """Frees a buffer from `alloc` (its memory goes to the pool for reuse). The caller makes
         sure the GPU no longer uses it."""
         if self.closed:
             raise DeviceClosed(f"{self.name} is closed")
+        self._check_process()
         peer = getattr(buf, "peer_of", None)
         if peer is not None and buf.device is self:
             raise HCQError(f"{buf!r} is a peer mapping of {peer!r}: unmap it with "
                            f"{self.name}.unmap_peer, or free the buffer on {peer.device.name}")
-        self.allocator.free(buf)
+        with self._submit:
+            self.allocator.free(buf)
 
     def pool_stats(self) -> PoolStats:
         """The caching allocator's hits, misses and cached bytes."""
@@ -134,31 +201,46 @@ class Device:
     def trim_pool(self) -> None:
         """Returns the memory cached by the allocator to the driver."""
         self.check_usable()
-        self.allocator.trim()
+        with self._submit:
+            self.allocator.trim()
 
     def new_signal(self, value: int = 0) -> Signal:
-        """A fresh 16-B signal in uncached memory, set to `value`."""
-        for pool in self._signal_pools:
-            if pool.free_count:
-                break
-        else:
-            buf = self.alloc(_SIGNAL_POOL_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
-            pool = SlotPool(buf, SIGNAL_B)
-            self._signal_pools.append(pool)
-        off = pool.take()
-        sig = Signal(self, pool.buf.slice(off, SIGNAL_B), off)
-        sig.value, sig.timestamp = value, 0
-        return sig
+        """A fresh 16-B signal in uncached memory, set to `value` (an integer from 0 to 2**64 - 1;
+        anything else is refused with ArgumentError before a slot is taken)."""
+        if type(value) is not int:
+            try:
+                value = operator.index(value)
+            except TypeError:
+                raise ArgumentError(f"new_signal: value must be an integer, got "
+                                    f"{type(value).__name__} {value!r}") from None
+        if not 0 <= value < 1 << 64:
+            raise ArgumentError(f"new_signal: value {value} is outside 0 to 2**64 - 1 (a signal "
+                                "is a 64-bit unsigned counter)")
+        self.check_usable()
+        with self._submit:
+            for pool in self._signal_pools:
+                if pool.free_count:
+                    break
+            else:
+                buf = self.alloc(_SIGNAL_POOL_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
+                pool = SlotPool(buf, SIGNAL_B)
+                self._signal_pools.append(pool)
+            off = pool.take()
+            sig = Signal(self, pool.buf.slice(off, SIGNAL_B), off)
+            sig.value, sig.timestamp = value, 0
+            return sig
 
     def _release_signal(self, sig: Signal) -> None:
-        for i, pool in enumerate(self._signal_pools):
-            if sig.buf.base is pool.buf:
-                pool.give(sig._pool_offset or 0)
-                # A pool whose signals all came back is returned (the first holds the timeline).
-                if i and pool.free_count == pool.capacity and not self.closed:
-                    del self._signal_pools[i]
-                    self.free(pool.buf)
-                return
+        with self._submit:
+            for i, pool in enumerate(self._signal_pools):
+                if sig.buf.base is pool.buf:
+                    pool.give(sig._pool_offset or 0)
+                    # A pool whose signals all came back is returned (the first holds the
+                    # timeline).
+                    if i and pool.free_count == pool.capacity and not self.closed:
+                        del self._signal_pools[i]
+                        self.free(pool.buf)
+                    return
 
     def alloc_kernargs(self, size: int) -> Buffer:
         """Memory for launch blocks (kernel arguments, and on NVIDIA the QMDs): written by the
@@ -168,7 +250,9 @@ class Device:
 
     def _kernarg_arena(self) -> RingArena:
         if self._arena is None:
-            self._arena = RingArena(self.alloc_kernargs(self.kernarg_arena_B))
+            with self._submit:
+                if self._arena is None:
+                    self._arena = RingArena(self.alloc_kernargs(self.kernarg_arena_B))
         return self._arena
 
     # ------------------------------------------------------------------ queues and programs
@@ -231,11 +315,13 @@ class Device:
         before building), then takes `v` as reserved. A queue that failed to build never gets
         here, and one the driver refuses before it reaches the hardware leaves the timeline as
         it was, so a refused launch cannot stall the device."""
-        if v != self.timeline_value + 1:
-            raise QueueError(f"timeline value {v} was built for, but {self.timeline_value + 1} is "
-                             "next (another submission came in between)")
-        q.submit()
-        self.timeline_value = v
+        with self._submit:
+            if v != self.timeline_value + 1:
+                raise QueueError(f"timeline value {v} was built for, but {self.timeline_value + 1} "
+                                 "is next (another submission came in between: build under "
+                                 "the device's _submit lock)")
+            q.submit()
+            self.timeline_value = v
         return v
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
@@ -244,7 +330,7 @@ class Device:
         the timeline may have faulted)."""
         self.check_usable()
         self.timeline_signal.wait(self.timeline_value, timeout_ms)
-        for s in self._streams:
+        for s in list(self._streams):
             s.timeline.wait(s.value, timeout_ms)
         self.check_fault()
 
@@ -254,13 +340,14 @@ class Device:
         `synchronize()` covers it."""
         from runtime.hcq.stream import Stream
         self.check_usable()
-        make_queue, release = self._stream_hw()
-        try:
-            s = Stream(self, make_queue, release)
-        except BaseException:
-            release()
-            raise
-        self._streams.append(s)
+        with self._submit:
+            make_queue, release = self._stream_hw()
+            try:
+                s = Stream(self, make_queue, release)
+            except BaseException:
+                release()
+                raise
+            self._streams.append(s)
         return s
 
     def record(self) -> "Event":
@@ -279,9 +366,11 @@ class Device:
         if event.signal.device is not self:
             raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal with "
                            f"{self.name}.map_signal first")
-        v = self.timeline_value + 1
-        q = self.compute_queue().wait(self.timeline_signal, v - 1).wait(event.signal, event.value)
-        self.submit_timeline(q.signal(self.timeline_signal, v), v)
+        with self._submit:
+            v = self.timeline_value + 1
+            q = self.compute_queue().wait(self.timeline_signal, v - 1).wait(event.signal,
+                                                                            event.value)
+            self.submit_timeline(q.signal(self.timeline_signal, v), v)
 
     def _stream_hw(self) -> "tuple[Callable[[], HWQueue], Callable[[], None]]":
         """Driver hook: a fresh hardware compute queue for a stream, as (a maker of command
@@ -290,6 +379,7 @@ class Device:
 
     # ------------------------------------------------------------------ copies
     def _staging_bufs(self) -> list[list[Any]]:
+        # Called with _copy_lock held: the buffers belong to one copy at a time.
         if not self._staging:
             # Two buffers: the CPU fills one while the copy engine drains the other.
             for _ in range(2):
@@ -306,6 +396,10 @@ class Device:
         self._check_range(dst, dst_offset, n, "copyin", "dst")
         if n == 0:
             return
+        with self._copy_lock:
+            self._copyin(dst, mv, dst_offset, n)
+
+    def _copyin(self, dst: Buffer, mv: memoryview, dst_offset: int, n: int) -> None:
         tl = self.timeline_signal
         off = 0
         step = self._copy_chunk(n)
@@ -343,6 +437,10 @@ class Device:
         self._check_range(src, src_offset, n, "copyout", "src")
         if n == 0:
             return
+        with self._copy_lock:
+            self._copyout(mv, src, src_offset, n)
+
+    def _copyout(self, mv: memoryview, src: Buffer, src_offset: int, n: int) -> None:
         tl = self.timeline_signal
         pending: collections.deque[tuple[list[Any], int, int, int]] = collections.deque()
         off = 0
@@ -382,10 +480,11 @@ class Device:
     def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
         """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
         copy queue; returns the value it signals. Drivers may replace it with a template."""
-        v = self.timeline_value + 1
-        tl = self.timeline_signal
-        q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
-        return self.submit_timeline(q, v)
+        with self._submit:
+            v = self.timeline_value + 1
+            tl = self.timeline_signal
+            q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
+            return self.submit_timeline(q, v)
 
     def _cycle(self, n: int, step: int) -> list[list[Any]]:
         stages = self._staging_bufs()
@@ -454,6 +553,10 @@ class Device:
         if base.peer_of is not None:
             raise HCQMemoryError(f"{buf!r} is itself a peer mapping on {base.device.name}: map "
                                  f"{base.peer_of!r} instead")
+        with self._submit:
+            return self._map_peer_locked(buf, base)
+
+    def _map_peer_locked(self, buf: Buffer, base: Buffer) -> Buffer:
         mapping = self._peer_maps.get(id(base))
         if mapping is None:
             other = base.device
@@ -517,11 +620,29 @@ class Device:
 
     # ------------------------------------------------------------------ faults and state
     def check_usable(self) -> None:
-        """Raises if the device was closed or has faulted (the same fault error every time)."""
+        """Raises if the device was closed, has faulted (a fresh DeviceFault each time, caused by
+        the first) or was inherited through fork (DeviceForked)."""
         if self._fault is not None:
-            raise self._fault
+            raise self._fault.again()
         if self.closed:
+            if self._forked:
+                self._check_process()
             raise DeviceClosed(f"{self.name} is closed")
+
+    def _check_process(self) -> None:
+        if self._forked:
+            raise DeviceForked(f"{self.name} was opened by the parent process and inherited "
+                               "through fork(); its queues and memory are the parent's. Open a "
+                               "device of its own in this process (open_device)")
+
+    def _mark_forked(self) -> None:
+        """In a forked child: the device refuses every use, and close() releases nothing (the
+        kernel objects are the parent's)."""
+        self._forked = True
+        self._submit = SubmitLock()  # the parent's lock may have been held by another thread
+        self._copy_lock = threading.Lock()
+        self.closed = True
+        self._release_lease = None
 
     def check_fault(self) -> None:
         """Asks the driver whether the GPU reported a fault; raises (and remembers) it if so."""
@@ -529,6 +650,7 @@ class Device:
             fault = self._poll_fault()
             if fault is not None:
                 self._fault = fault
+                raise fault
         self.check_usable()
 
     def _note_exception(self, e: BaseException) -> None:
@@ -578,6 +700,7 @@ class Device:
         the device made: queues, events, memory mappings and allocations, file descriptors."""
         if self.closed:
             return
+        _open_devices.discard(self)
         try:
             if self._fault is None:
                 try:
@@ -639,17 +762,22 @@ class PendingCopy:
     def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int) -> None:
         self.device, self._dst, self._pinned, self.value = device, dst, pinned, value
         self._finished = False
+        self._lock = threading.Lock()
 
     def done(self) -> bool:
         """True once the GPU part is complete (`wait()` then does not block)."""
         return self._finished or self.device.timeline_signal.value >= self.value
 
     def wait(self, timeout_ms: float | None = None) -> None:
-        """Blocks until the destination holds the data (idempotent)."""
+        """Blocks until the destination holds the data (idempotent; safe to call again after an
+        interrupted wait)."""
         if self._finished:
             return
         self.device.timeline_signal.wait(self.value, timeout_ms)
-        if len(self._dst):
-            self.device._host_copy(self._dst, self._pinned.cpu_view())
-        self._finished = True
-        self.device.free(self._pinned)  # back to the pool for the next copy
+        with self._lock:
+            if self._finished:
+                return
+            if len(self._dst):
+                self.device._host_copy(self._dst, self._pinned.cpu_view())
+            self._finished = True
+            self.device.free(self._pinned)  # back to the pool for the next copy

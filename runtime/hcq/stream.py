@@ -87,10 +87,11 @@ class Stream:
                local_size: Sequence[int] = (1, 1, 1)) -> Event:
         """Launches `prg` on this stream; returns the event of its completion."""
         self._check()
-        kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before any submit
-        q, v = self._begin(self._make_queue())
-        q.memory_barrier().exec(prg, kargs, global_size, local_size)
-        return self._finish(q, v)
+        with self.device._submit:
+            kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before submit
+            q, v = self._begin(self._make_queue())
+            q.memory_barrier().exec(prg, kargs, global_size, local_size)
+            return self._finish(q, v)
 
     def run(self, launch: "Launch") -> Event:
         """Launches a graph-style `Launch` (e.g. `TritonProgram.bind(...)`) on this stream."""
@@ -104,10 +105,11 @@ class Stream:
         dev = self.device
         dev._check_range(dst, dst_offset, size, "stream copy", "dst")
         dev._check_range(src, src_offset, size, "stream copy", "src")
-        q, v = self._begin(dev.copy_queue())
-        if size:
-            q.copy(dst.va + dst_offset, src.va + src_offset, size)
-        return self._finish(q, v)
+        with dev._submit:
+            q, v = self._begin(dev.copy_queue())
+            if size:
+                q.copy(dst.va + dst_offset, src.va + src_offset, size)
+            return self._finish(q, v)
 
     def record(self) -> Event:
         """The event of everything submitted to this stream so far."""
@@ -122,7 +124,8 @@ class Stream:
         if event.signal.device is not self.device:
             raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal "
                                f"with {self.device.name}.map_signal first")
-        self._waits.append(event)
+        with self.device._submit:
+            self._waits.append(event)
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
         """Blocks until this stream's work is done."""
@@ -140,8 +143,9 @@ class Stream:
                 if self.device._fault is None:
                     self.timeline.wait(self.value)
             finally:
-                self.device._streams.remove(self)
-                self._release()
+                with self.device._submit:
+                    self.device._streams.remove(self)
+                    self._release()
                 self.timeline.release()
 
     def __repr__(self) -> str:

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+import traceback
+
 import pytest
 
 _HAVE = importlib.util.find_spec("hcq_bindings.amd") is not None and all(
@@ -372,9 +374,17 @@ def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type:
     msg = str(ei.value)
     assert "unknown opcode 0xee" in msg and "compute queue 1 at ring dword 0" in msg
     assert "hardware exception" in msg
-    with pytest.raises(DeviceFault) as again:  # every later call raises the same error
-        dev.alloc(16)
-    assert again.value is ei.value
+    # Every later call raises a fresh error of the same report, caused by the first: re-raising
+    # one object would grow its traceback with every call.
+    first = ei.value
+    tb_lens = []
+    for _ in range(50):
+        with pytest.raises(DeviceFault) as again:
+            dev.alloc(16)
+        assert again.value is not first and again.value.__cause__ is first
+        assert str(again.value) == str(first)
+        tb_lens.append(len(traceback.format_exception(again.value)))
+    assert tb_lens[0] == tb_lens[-1]
 
 
 def test_misaligned_signal_address_is_refused(dev) -> None:  # type: ignore[no-untyped-def]
