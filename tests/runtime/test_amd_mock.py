@@ -363,6 +363,8 @@ def _raw_submit(dev, dwords) -> None:  # type: ignore[no-untyped-def]
     q = dev.compute_queue()
     extend_from(q, dwords)
     q.submit()
+    # Outside the timeline nothing waits for it: let the asynchronous mock GPU run it first.
+    dev.os.wait_idle()
 
 
 def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type: ignore
@@ -402,6 +404,7 @@ def test_unmapped_address_is_a_memory_fault(dev) -> None:  # type: ignore[no-unt
     from runtime.hcq import DeviceFault
     a = dev.alloc(4096)
     dev.copy_queue().copy(0xDEAD0000, a.va, 64).submit()
+    dev.os.wait_idle()
     with pytest.raises(DeviceFault) as ei:
         dev.synchronize()
     msg = str(ei.value)
@@ -438,6 +441,7 @@ def test_register_wait_and_nested_ib_are_refused(dev) -> None:  # type: ignore[n
     inner = dev.compute_queue().signal(s, 1).bind()
     outer = dev.compute_queue().call(inner).bind()
     dev.compute_queue().call(outer).submit()
+    dev.os.wait_idle()
     with pytest.raises(DeviceFault, match="INDIRECT_BUFFER inside an indirect buffer"):
         dev.synchronize()
 
@@ -506,6 +510,7 @@ def test_packets_the_descriptions_do_not_cover_stop_the_queue_naming_them() -> N
             q = d.copy_queue() if engine == "copy" else d.compute_queue()
             extend_from(q, dwords)
             q.submit()
+            d.os.wait_idle()
             with pytest.raises(DeviceFault, match=want):
                 d.synchronize(timeout_ms=2000)
         finally:

@@ -238,6 +238,7 @@ def test_signals_and_cross_queue_waits(dev: NVDevice) -> None:
     ka = prg.fill_kernargs((a, b, c, n), (4, 1, 1), (256, 1, 1))
     dev.compute_queue().wait(gate, 5).memory_barrier().exec(prg, ka, (4, 1, 1), (256, 1, 1)) \
         .signal(done, 1).submit()
+    dev.os.wait_idle()  # the GPU's thread has reached the acquire
     assert done.value == 0 and "semaphore acquire" in (dev.compute_channel.describe() + "".join(
         ch.describe() for ch in _gpu(dev).channels.values()))
     dev.copy_queue().copy(b.va, src.va, n * 4).signal(gate, 5).submit()

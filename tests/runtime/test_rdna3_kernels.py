@@ -57,9 +57,9 @@ class DriverDevice:
             pytest.skip(f"launch options {sorted(kw)} exist only in the interpreter's loader")
         grid3 = tuple(grid) + (1,) * (3 - len(grid))
         block3 = tuple(block) + (1,) * (3 - len(block))
-        before = len(self.gpu.dispatches)
+        before = self.gpu.dispatch_count
         prg(*args, global_size=grid3, local_size=block3, wait=True)
-        assert len(self.gpu.dispatches) == before + 1, "the dispatch did not reach the mock GPU"
+        assert self.gpu.dispatch_count == before + 1, "the dispatch did not reach the mock GPU"
         return self.gpu.dispatches[-1].stats
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import errno as E
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -126,6 +127,9 @@ class MockKfdDriver:
         #: every GPU pair has a PCIe P2P link in the topology (False: none has)
         self.p2p = p2p
         self.gpus: list[MockAMDGPU] = []
+        # Waits for events sleep on this (under the mock kernel's lock); the GPUs' threads wake
+        # them when they signal an event.
+        self.events_cv = threading.Condition(os.lock)
         for i in range(count):
             gpu = MockAMDGPU(self, node_id=i + 1, gpu_id=0x1000 + 0x111 * (i + 1),
                              render_minor=128 + i, vram_B=vram_B, max_copy_B=max_copy_B,
@@ -480,6 +484,7 @@ class MockKfdDriver:
         if ev is None or ev.event_type != kfd.KFD_IOC_EVENT_SIGNAL:
             raise OSError(E.EINVAL, f"no signal event {a.event_id}")
         ev.signaled = True
+        self.events_cv.notify_all()
 
     def _wait_events(self, a: Any) -> None:
         n = a.num_events
@@ -494,8 +499,9 @@ class MockKfdDriver:
             evs.append(ev)
         deadline = time.perf_counter() + a.timeout / 1000.0
         while True:
-            for gpu in self.gpus:  # blocked queues re-poll their waits
-                gpu.run()
+            for gpu in self.gpus:  # deterministic mode: blocked queues re-poll their waits here
+                if gpu.sync:
+                    gpu.run()
             fired = [ev.signaled for ev in evs]
             if (all(fired) if a.wait_for_all else any(fired)):
                 for d, ev in zip(data, evs):
@@ -509,6 +515,10 @@ class MockKfdDriver:
             if remaining <= 0:
                 a.wait_result = kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
                 return
+            if not all(gpu.sync for gpu in self.gpus):
+                # The GPUs' threads signal events under the lock and wake this wait.
+                self.events_cv.wait(min(remaining, 0.05))
+                continue
             # Nothing this thread can do advances the GPU; another CPU thread might.
             self.os.lock.release()
             try:
@@ -541,6 +551,7 @@ class MockKfdDriver:
         if int(slots[ctxid]) != UNSIGNALED_EVENT_SLOT:
             slots[ctxid] = UNSIGNALED_EVENT_SLOT  # acknowledge_signal
             ev.signaled = True
+            self.events_cv.notify_all()
 
     def raise_exception(self, gpu: MockAMDGPU, va: int | None) -> None:
         """A GPU fault: memory events get the faulting VA, hardware-exception events the hang."""
@@ -551,6 +562,7 @@ class MockKfdDriver:
             elif va is None and ev.event_type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
                 ev.exception = {"gpu_id": gpu.gpu_id}
                 ev.signaled = True
+        self.events_cv.notify_all()
 
 
 class KfdFile(MockFile):

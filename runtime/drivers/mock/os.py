@@ -19,6 +19,7 @@ import ctypes
 import errno as E
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -132,6 +133,8 @@ class MockOS(OSSeam):
         self.ioctl_count = 0
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
+        #: notified whenever a GPU's thread made progress (`sleep_for_gpu`)
+        self.gpu_progress = threading.Condition(threading.Lock())
         self.drivers: list[Any] = []
 
     # ------------------------------------------------------------------ construction
@@ -173,6 +176,26 @@ class MockOS(OSSeam):
                 raise KeyError(f"unknown ioctl {request!r}")
             request = by_name[request]
         self._injections.append(_Injection(int(request), errno, count, skip))
+
+    def sleep_for_gpu(self, timeout_s: float) -> None:
+        """Sleeps until some GPU of the machine made progress or `timeout_s` passes: how a driver
+        without interrupts waits for the mock without spinning (a spinning host would hold the
+        GIL the GPUs' threads need)."""
+        with self.gpu_progress:
+            self.gpu_progress.wait(timeout_s)
+
+    def wait_idle(self, timeout_s: float = 10.0) -> None:
+        """Blocks until every GPU of the machine has run what can run now (a test's way to let
+        the asynchronous GPUs catch up with work submitted outside any timeline)."""
+        gpus = [g for d in self.drivers for g in getattr(d, "gpus", ())]
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            with self.lock:
+                if all(g.idle() for g in gpus if hasattr(g, "idle")):
+                    return
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"the mock GPUs did not become idle in {timeout_s} s")
+            time.sleep(0.0005)
 
     def live_objects(self) -> dict[str, int]:
         """Kernel objects held: open files, mappings, and each driver's objects (buffers,
@@ -411,5 +434,10 @@ class _Locked:
         self._target, self._lock = target, lock
 
     def doorbell_rung(self, offset: int, value: int) -> None:
+        if getattr(self._target, "async_doorbell", False):
+            # The GPU runs on its own thread: the store only wakes it, and must not wait for
+            # the lock that thread holds while it executes.
+            self._target.doorbell_rung(offset, value)
+            return
         with self._lock:
             self._target.doorbell_rung(offset, value)
