@@ -157,6 +157,19 @@ class Device:
         self.allocator: Allocator
         self.timeline_signal: Signal
 
+    def _claim(self) -> None:
+        """Called by the driver before it opens anything: refuses a second open of the same GPU
+        in this process (the kernel drivers refuse it, less clearly) and names the open one."""
+        me = parse_device_name(self.name)
+        for other in list(_open_devices):
+            if other.closed or type(other) is not type(self) or \
+                    other.os.kernel is not self.os.kernel:
+                continue
+            if parse_device_name(other.name).index == me.index:
+                raise HCQError(f"{self.name}: this GPU is already open in this process as "
+                               f"{other!r}; use that device (any thread may) or close it first")
+        _open_devices.add(self)
+
     def _init_core(self, allocator: Allocator) -> None:
         """Called by the driver once its hardware is open."""
         _open_devices.add(self)
@@ -184,9 +197,9 @@ class Device:
     def free(self, buf: Buffer) -> None:
         """Frees a buffer from `alloc` (its memory goes to the pool for reuse). The caller makes
         sure the GPU no longer uses it."""
+        self._check_process()
         if self.closed:
             raise DeviceClosed(f"{self.name} is closed")
-        self._check_process()
         peer = getattr(buf, "peer_of", None)
         if peer is not None and buf.device is self:
             raise HCQError(f"{buf!r} is a peer mapping of {peer!r}: unmap it with "

@@ -347,6 +347,7 @@ class NVDevice(Device):
         #: launches go through the native helper (runtime/hcq/native.py) when it can be built
         self.launch_native = native.enabled()
         try:
+            self._claim()
             self._open(index)
         except BaseException:
             try:

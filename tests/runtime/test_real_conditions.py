@@ -1,0 +1,301 @@
+"""A device under real conditions: several threads at once, Ctrl-C in the middle of a wait, fork,
+and the asynchronous mock GPUs exposing a host that forgets to wait.
+
+Parametrised over the device contract's targets: the mock AMD GPU, the mock NVIDIA GPU and,
+marked `nvidia`, the real GPU (scripts/device_check.sh runs them). Interruptions are real signals
+(SIGINT sent to this process by a timer thread), delivered while the main thread waits for work
+held back by a gate signal that the test opens afterwards, so each run takes the same path.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+from runtime.hcq import Device, DeviceForked, Event, HCQError, Launch
+from tests.runtime.test_device_contract import N, TARGETS, Target
+
+pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                                reason="signals reach only the main thread")
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def target(request: pytest.FixtureRequest) -> Target:
+    t: Target = request.param()
+    return t
+
+
+@pytest.fixture
+def dev(target: Target) -> Iterator[Device]:
+    d = target.open()
+    yield d
+    d.close()
+
+
+def _launch(target: Target, d: Device, prg: Any, args: Callable[..., tuple[Any, ...]],
+            a: Any, b: Any, c: Any, wait: bool = False) -> Any:
+    return prg(*args(a, b, c, N), global_size=target.grid(N), local_size=target.local, wait=wait)
+
+
+def _read(d: Device, buf: Any, n: int = N) -> np.ndarray:
+    out = np.empty(n, np.float32)
+    d.copyout(out, buf)
+    return out
+
+
+# ------------------------------------------------------------------------------------ threads
+def test_threads_share_a_device(target: Target, dev: Device) -> None:
+    """Several threads use one device at once (allocation, copies, launches, graphs, streams,
+    signals, user queues); every result is what the thread's own serial order gives."""
+    prg, args = target.vadd(dev)
+    n_threads, n_ops = 4, 12
+    errors: list[BaseException] = []
+    start = threading.Barrier(n_threads)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            a, b, c = (dev.alloc(N * 4) for _ in range(3))
+            stream = dev.stream()
+            g = dev.graph([Launch(prg, args(a, b, c, N), target.grid(N), target.local)])
+            start.wait()
+            for i in range(n_ops):
+                x = np.full(N, seed * 100 + i, np.float32)
+                y = np.arange(N, dtype=np.float32)
+                op = rng.randrange(5)
+                if op == 0:     # copies and a launch on the device timeline
+                    dev.copyin(a, x)
+                    dev.copyin(b, y)
+                    _launch(target, dev, prg, args, a, b, c)
+                    np.testing.assert_array_equal(_read(dev, c), x + y)
+                elif op == 1:   # a graph replay
+                    dev.copyin(a, x)
+                    dev.copyin(b, y)
+                    g.replay(wait=True)
+                    np.testing.assert_array_equal(_read(dev, c), x + y)
+                elif op == 2:   # a stream of its own, ordered after the device's copies
+                    t = dev.alloc(N * 4)
+                    dev.copyin(a, x)
+                    stream.wait(dev.record())
+                    stream.copy(t, a, N * 4)
+                    stream.synchronize()
+                    np.testing.assert_array_equal(_read(dev, t), x)
+                    dev.free(t)
+                elif op == 3:   # a user queue signalling a signal of its own
+                    s = dev.new_signal(0)
+                    dev.compute_queue().signal(s, 7).submit()
+                    s.wait(7)
+                    s.release()
+                else:           # an asynchronous copy out
+                    dev.copyin(a, x)
+                    out = np.empty(N, np.float32)
+                    dev.copyout_async(out, a).wait()
+                    np.testing.assert_array_equal(out, x)
+            g.free()
+            stream.close()
+            for buf in (a, b, c):
+                dev.free(buf)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k + 1,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert not errors, errors
+    dev.synchronize()
+    assert dev.timeline_signal.value == dev.timeline_value
+
+
+def test_threads_launch_through_one_program(target: Target, dev: Device) -> None:
+    """Launches of one program from several threads (the launch fast path) interleave with
+    copies; the timeline counts every one and each thread's output is its own."""
+    prg, args = target.vadd(dev)
+    n_threads, n_launches = 4, 40
+    bufs = [[dev.alloc(N * 4) for _ in range(3)] for _ in range(n_threads)]
+    for k, (a, b, _) in enumerate(bufs):
+        dev.copyin(a, np.full(N, k, np.float32))
+        dev.copyin(b, np.ones(N, np.float32))
+    dev.synchronize()
+    before = dev.timeline_value
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        a, b, c = bufs[k]
+        try:
+            for i in range(n_launches):
+                _launch(target, dev, prg, args, a, b, c, wait=(i % 10 == 9))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    dev.synchronize()
+    assert dev.timeline_value == before + n_threads * n_launches
+    assert dev.timeline_signal.value == dev.timeline_value
+    for k, (_, _, c) in enumerate(bufs):
+        np.testing.assert_array_equal(_read(dev, c), np.full(N, k + 1, np.float32))
+
+
+# ------------------------------------------------------------------------------------ Ctrl-C
+class _CtrlC:
+    """Sends SIGINT to this process once the main thread has said it is about to wait."""
+
+    def __init__(self, delay_s: float = 0.05) -> None:
+        self.ready = threading.Event()
+        self._delay = delay_s
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        if self.ready.wait(30):
+            time.sleep(self._delay)  # the main thread is then blocked in the wait (gate closed)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def join(self) -> None:
+        self._t.join(timeout=30)
+
+
+def _gated(d: Device) -> Any:
+    """A closed gate the device timeline waits for: later submissions queue up behind it."""
+    gate = d.new_signal(0)
+    d.wait(Event(gate, 1))
+    return gate
+
+
+@pytest.mark.parametrize("where", ["synchronize", "launch-wait", "copyout", "pending-copy"])
+def test_ctrl_c_in_a_wait_loses_no_work(target: Target, dev: Device, where: str) -> None:
+    """SIGINT while the host waits for submitted work: KeyboardInterrupt reaches the caller, the
+    work still runs once its gate opens, the next synchronize() waits for it, and the device
+    stays usable."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is handled by someone else here")
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    x, y = np.arange(N, dtype=np.float32), np.full(N, 2, np.float32)
+    dev.copyin(a, x)
+    dev.copyin(b, y)
+    dev.synchronize()
+    gate = _gated(dev)
+    out = np.zeros(N, np.float32)
+    ctrl_c = _CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        if where == "synchronize":
+            _launch(target, dev, prg, args, a, b, c)
+            ctrl_c.ready.set()
+            dev.synchronize(timeout_ms=20_000)
+        elif where == "launch-wait":
+            ctrl_c.ready.set()
+            _launch(target, dev, prg, args, a, b, c, wait=True)
+        elif where == "copyout":
+            _launch(target, dev, prg, args, a, b, c)
+            ctrl_c.ready.set()
+            dev.copyout(out, c)
+        else:
+            _launch(target, dev, prg, args, a, b, c)
+            pending = dev.copyout_async(out, c)
+            ctrl_c.ready.set()
+            pending.wait(timeout_ms=20_000)
+    ctrl_c.join()
+    assert dev.timeline_signal.value < dev.timeline_value  # the work is still held back
+    gate.value = 1
+    dev.synchronize()
+    assert dev.timeline_signal.value == dev.timeline_value
+    if where == "pending-copy":
+        pending.wait()
+        np.testing.assert_array_equal(out, x + y)
+    np.testing.assert_array_equal(_read(dev, c), x + y)
+    _launch(target, dev, prg, args, c, b, a)  # and the device goes on
+    np.testing.assert_array_equal(_read(dev, a), x + 2 * y)
+    gate.release()
+
+
+def test_ctrl_c_from_a_timer_signal(target: Target, dev: Device) -> None:
+    """The same with the signal from the kernel's interval timer (SIGALRM made a Ctrl-C)."""
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no interval timers here")
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    gate = _gated(dev)
+    _launch(target, dev, prg, args, a, b, c)
+
+    def to_ctrl_c(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, to_ctrl_c)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            dev.synchronize(timeout_ms=20_000)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    gate.value = 1
+    dev.synchronize()
+    np.testing.assert_array_equal(_read(dev, c), np.full(N, 2, np.float32))
+
+
+# ------------------------------------------------------------------------------------ fork
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
+def test_a_forked_child_refuses_the_parents_device(target: Target, dev: Device) -> None:
+    """After fork the child's copy of the device refuses every use with DeviceForked (the queues
+    and memory are the parent's); the parent's device is untouched."""
+    if target.name == "nv":
+        pytest.skip("the child would have to open the real GPU again")
+    buf = dev.alloc(4096)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        code = 0
+        try:
+            for use in (lambda: dev.alloc(16), lambda: dev.copyin(buf, bytes(16)),
+                        dev.synchronize, lambda: dev.free(buf)):
+                try:
+                    use()
+                    code |= 1
+                except DeviceForked as e:
+                    if dev.name not in str(e) or "fork" not in str(e):
+                        code |= 2
+            dev.close()  # releases nothing of the parent's
+        except BaseException:
+            code |= 4
+        os.write(w, bytes([code]))
+        os._exit(0)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    got = os.read(r, 1)
+    os.close(r)
+    assert status == 0 and got == b"\x00", (status, got)
+    dev.copyin(buf, b"\x07" * 16)  # the parent's device goes on
+    out = bytearray(16)
+    dev.copyout(out, buf)
+    assert out == b"\x07" * 16
+
+
+# ------------------------------------------------------------------------------------ misc
+def test_a_second_open_of_the_same_gpu_names_the_open_device() -> None:
+    from runtime.hcq import open_device
+    d = open_device("mock-amd:1")
+    try:
+        with pytest.raises(HCQError, match=r"mock-amd:1: this GPU is already open in this "
+                                           r"process as AMDDevice\('mock-amd:1'"):
+            open_device("mock-amd:1")
+        d.alloc(16)  # the open device is unaffected
+    finally:
+        d.close()
+    open_device("mock-amd:1").close()  # and once closed it opens again
