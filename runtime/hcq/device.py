@@ -151,6 +151,9 @@ class Device:
         self._compiler: Any = None
         self._compile_cache: "CompileCache | None" = None
         self._streams: list["Stream"] = []
+        # What submitted work waits for besides the timeline (graph waits, device.wait events):
+        # key -> (what, signal, value), named in timeout reports while not reached
+        self._gates: dict[object, tuple[str, Signal, int]] = {}
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
@@ -363,11 +366,20 @@ class Device:
             self._streams.append(s)
         return s
 
-    def record(self) -> "Event":
+    def record(self, timing: bool = False) -> "Event":
         """The event of everything submitted on the device timeline so far (copies, launches,
-        graph replays)."""
-        from runtime.hcq.stream import Event
-        return Event(self.timeline_signal, self.timeline_value)
+        graph replays); with `timing`, a submission that stamps the GPU clock once that work is
+        done (see `Event.elapsed_time`)."""
+        from runtime.hcq.stream import Event, _stamp_signal, _timed
+        if not timing:
+            return Event(self.timeline_signal, self.timeline_value)
+        self.check_usable()
+        stamp = _stamp_signal(self)
+        with self._submit:
+            v = self.timeline_value + 1
+            q = self.compute_queue().wait(self.timeline_signal, v - 1).timestamp(stamp)
+            self.submit_timeline(q.signal(self.timeline_signal, v), v)
+        return _timed(Event(self.timeline_signal, v), stamp)
 
     def wait(self, event: "Event") -> None:
         """Makes the device timeline's later work wait for `event` (e.g. a stream's)."""
@@ -384,6 +396,8 @@ class Device:
             q = self.compute_queue().wait(self.timeline_signal, v - 1).wait(event.signal,
                                                                             event.value)
             self.submit_timeline(q.signal(self.timeline_signal, v), v)
+            self._gates[("wait", v)] = (f"{self.name}.wait({event!r}) (timeline value {v})",
+                                        event.signal, event.value)
 
     def _stream_hw(self) -> "tuple[Callable[[], HWQueue], Callable[[], None]]":
         """Driver hook: a fresh hardware compute queue for a stream, as (a maker of command
@@ -679,6 +693,16 @@ class Device:
         except ValueError:
             done = -1
         lines = [f"{self.name}: timeline completed {done} of {self.timeline_value} submitted"]
+        for key, (what, sig, want) in list(self._gates.items()):
+            try:
+                got = sig._u64[0]
+            except ValueError:
+                continue
+            if got >= want:
+                self._gates.pop(key, None)
+            else:
+                lines.append(f"  waiting for {what}: {sig!r} must reach {want} (it is {got}; "
+                             "nothing has set it yet)")
         lines += ["  " + ln for ln in self._describe_queues()]
         return "\n".join(lines)
 

@@ -15,7 +15,7 @@ the node and the argument): its memory may already belong to another allocation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence, Union, overload
 
 from runtime.hcq.errors import HCQError, ProgramError
 from runtime.hcq.memory import Buffer, round_up
@@ -76,6 +76,8 @@ class Graph:
         self._args_buf = device.alloc_kernargs(max(sum(sizes), 64))
         self._segments: list[HWQueue | list[GraphCopy]] = []
         self._wait_vars: list[tuple[HWQueue, Var]] = []
+        self._wait_nodes = [(i, n.signal) for i, n in enumerate(self.nodes)
+                            if isinstance(n, GraphWait)]
         try:
             self.kernargs = self._fill_args(sizes)
             self._build_segments()
@@ -170,6 +172,26 @@ class Graph:
             self._segments.append(copies)
 
     # -------------------------------------------------------------- replay
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = ...,
+               wait: Literal[False] = ..., timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> None: ...
+
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = ...,
+               *, wait: Literal[True], timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> float: ...
+
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None,
+               wait: Literal[True], timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> float: ...
+
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = ...,
+               wait: bool = ..., timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> float | None: ...
+
     def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = None,
                wait: bool = False, timeout_ms: float | None = None,
                wait_values: Mapping[int, int] | None = None) -> float | None:
@@ -188,6 +210,10 @@ class Graph:
                 self._apply_updates(updates or {}, wait_values or {})
             self._check_live()
             v = self._submit_segments(wait)
+            for wi, (body, var) in enumerate(self._wait_vars):
+                node, sig = self._wait_nodes[wi]
+                dev._gates[id(self), wi] = (f"graph node {node} (GraphWait {wi}, replay ending "
+                                            f"at timeline value {v})", sig, body._vals[var])
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)

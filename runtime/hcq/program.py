@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence, overload
 
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import Buffer
@@ -155,6 +155,21 @@ class Program:
     def check_launch(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]
                      ) -> None:
         """Raises ProgramError for a launch shape the hardware cannot run (drivers override)."""
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[False] = ..., timeout_ms: float | None = ...) -> None: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[True], timeout_ms: float | None = ...) -> float: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: bool = ..., timeout_ms: float | None = ...) -> float | None: ...
 
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),

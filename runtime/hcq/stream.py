@@ -15,11 +15,20 @@ dev.synchronize()                    # waits for the device timeline and every s
 ```
 
 An `Event` is a (signal, value) pair: `event.wait()` blocks the CPU, `stream.wait(event)` and
-`device.wait(event)` make the GPU wait.
+`device.wait(event)` make the GPU wait. `record(timing=True)` also stamps the GPU clock when the
+work before it is done, so that `end.elapsed_time(start)` measures what ran in between:
+
+```python
+start = s1.record(timing=True)
+s1.launch(prg_a, x, y, global_size=g, local_size=l)
+end = s1.record(timing=True)
+end.wait(); print(end.elapsed_time(start) * 1e6, "us")
+```
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from runtime.hcq.errors import DeviceClosed, HCQError
@@ -39,6 +48,26 @@ class Event:
 
     signal: "Signal"
     value: int
+    #: where a timing event's GPU clock stamp lands (`record(timing=True)`), else None
+    stamp: "Signal | None" = field(default=None, compare=False, repr=False)
+
+    def elapsed_time(self, start: "Event") -> float:
+        """Seconds of GPU clock from `start` to this event, both recorded with `timing=True` on
+        one device and both complete (raises HCQError otherwise, naming which)."""
+        if not isinstance(start, Event):
+            raise HCQError(f"elapsed_time takes the start Event, got {type(start).__name__}")
+        for what, ev in (("this event", self), ("the start event", start)):
+            if ev.stamp is None:
+                raise HCQError(f"elapsed_time: {what} {ev!r} has no timestamp: record it with "
+                               "record(timing=True)")
+            if not ev.query():
+                raise HCQError(f"elapsed_time: {what} {ev!r} has not happened yet: wait() for "
+                               "it first")
+        assert self.stamp is not None and start.stamp is not None
+        if self.stamp.device is not start.stamp.device:
+            raise HCQError(f"elapsed_time: the events are of {self.stamp.device.name} and "
+                           f"{start.stamp.device.name}, whose clocks differ")
+        return (self.stamp.timestamp - start.stamp.timestamp) / self.stamp.device.clock_hz
 
     def wait(self, timeout_ms: float | None = None) -> None:
         """Blocks the CPU until the event has happened."""
@@ -111,9 +140,17 @@ class Stream:
                 q.copy(dst.va + dst_offset, src.va + src_offset, size)
             return self._finish(q, v)
 
-    def record(self) -> Event:
-        """The event of everything submitted to this stream so far."""
-        return Event(self.timeline, self.value)
+    def record(self, timing: bool = False) -> Event:
+        """The event of everything submitted to this stream so far; with `timing`, a submission
+        that stamps the GPU clock once that work is done (see `Event.elapsed_time`)."""
+        if not timing:
+            return Event(self.timeline, self.value)
+        self._check()
+        stamp = _stamp_signal(self.device)
+        with self.device._submit:
+            q, v = self._begin(self._make_queue())
+            q.timestamp(stamp)
+            return _timed(self._finish(q, v), stamp)
 
     def wait(self, event: Event) -> None:
         """Makes this stream's next submission wait for `event` (of any stream or the device)."""
@@ -150,3 +187,14 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"Stream({self.device.name}, value={self.value})"
+
+
+def _stamp_signal(device: "Device") -> "Signal":
+    return device.new_signal(0)
+
+
+def _timed(ev: Event, stamp: "Signal") -> Event:
+    """`ev` carrying `stamp`; the stamp's slot goes back to its pool with the event."""
+    timed = Event(ev.signal, ev.value, stamp)
+    weakref.finalize(timed, stamp.release)
+    return timed

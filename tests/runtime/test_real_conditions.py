@@ -299,3 +299,74 @@ def test_a_second_open_of_the_same_gpu_names_the_open_device() -> None:
     finally:
         d.close()
     open_device("mock-amd:1").close()  # and once closed it opens again
+
+
+# ------------------------------------------------------------------------------------ gates
+def test_a_gate_that_never_opens_is_named_and_the_device_goes_on(target: Target,
+                                                                 dev: Device) -> None:
+    """A graph waiting for a signal nothing sets times out naming the graph node and the signal;
+    once the host sets it the held-back work runs and the device goes on."""
+    from runtime.hcq import GraphWait, SignalTimeout
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    gate = dev.new_signal(0)
+    g = dev.graph([GraphWait(gate, 1), Launch(prg, args(a, b, c, N), target.grid(N),
+                                              target.local)])
+    with pytest.raises(SignalTimeout) as e:
+        g.replay(wait=True, timeout_ms=300)
+    assert "waiting for graph node 0 (GraphWait 0" in str(e.value)
+    assert f"{gate!r} must reach 1" in str(e.value)
+    gate.value = 1
+    dev.synchronize()
+    np.testing.assert_array_equal(_read(dev, c), np.full(N, 2, np.float32))
+    assert "GraphWait" not in dev.describe_state()  # reached: no longer reported
+    g.replay(wait=True)
+    g.free()
+
+
+# ------------------------------------------------------------------------------------ a host that
+# forgets to wait: the mock GPUs run asynchronously, so these mistakes show as on hardware
+def test_reading_before_the_kernel_ran_sees_old_bytes(target: Target, dev: Device) -> None:
+    """A host that reads a kernel's output through a CPU mapping without waiting sees what was
+    there before (the kernel is held back by a gate, so this is deterministic), and `done()` of
+    an asynchronous copy stays False until the work has run."""
+    if target.name == "nv":
+        pytest.skip("device memory of the real GPU is not mapped here")
+    prg, args = target.vadd(dev)
+    a, b = (dev.alloc(N * 4) for _ in range(2))
+    c = dev.alloc(N * 4, cpu_access=True)
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    dev.synchronize()
+    gate = _gated(dev)
+    _launch(target, dev, prg, args, a, b, c)
+    out = np.zeros(N, np.float32)
+    pending = dev.copyout_async(out, c)
+    time.sleep(0.05)  # however long the host waits, the gate holds the work back
+    assert not pending.done()
+    assert not np.frombuffer(c.cpu_view(), np.float32).any()  # too early: nothing written yet
+    gate.value = 1
+    pending.wait()
+    np.testing.assert_array_equal(out, np.full(N, 2, np.float32))
+    np.testing.assert_array_equal(np.frombuffer(c.cpu_view(), np.float32), out)
+
+
+def test_a_host_write_racing_a_queued_kernel_changes_its_input(target: Target,
+                                                               dev: Device) -> None:
+    """The host writes a kernel's input through a CPU mapping after the launch but before the
+    kernel ran: the kernel sees the new bytes (the launch did not copy them), as on a GPU."""
+    if target.name == "nv":
+        pytest.skip("device memory of the real GPU is not mapped here")
+    prg, args = target.vadd(dev)
+    a = dev.alloc(N * 4, cpu_access=True)
+    b, c = (dev.alloc(N * 4) for _ in range(2))
+    a.cpu_view()[:] = np.ones(N, np.float32).tobytes()
+    dev.copyin(b, np.ones(N, np.float32))
+    dev.synchronize()
+    gate = _gated(dev)
+    _launch(target, dev, prg, args, a, b, c)
+    a.cpu_view()[:] = np.full(N, 5, np.float32).tobytes()  # the host forgot to wait
+    gate.value = 1
+    np.testing.assert_array_equal(_read(dev, c), np.full(N, 6, np.float32))

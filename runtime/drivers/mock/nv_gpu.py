@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
 USERMODE_B = 0x10000
 DOORBELL_B = 0x90
-USERD_GP_GET = rm.AmpereAControlGPFifo.GPGet.offset   # clc56f.h USERD layout
-USERD_GP_PUT = rm.AmpereAControlGPFifo.GPPut.offset
+USERD_GP_GET = int(getattr(rm.AmpereAControlGPFifo, "GPGet").offset)   # clc56f.h USERD layout
+USERD_GP_PUT = int(getattr(rm.AmpereAControlGPFifo, "GPPut").offset)
 XID_GR_EXCEPTION = 13
 XID_MMU_FAULT = 31
 XID_PB_ERROR = 32

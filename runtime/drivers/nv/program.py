@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence, overload
 
 import numpy as np
 
@@ -141,6 +141,21 @@ class NVProgram(Program):
             self.max_threads = min(self.max_threads, k.max_threads)
 
     # -------------------------------------------------------------- launching
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[False] = ..., timeout_ms: float | None = ...) -> None: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[True], timeout_ms: float | None = ...) -> float: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: bool = ..., timeout_ms: float | None = ...) -> float | None: ...
+
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  wait: bool = False, timeout_ms: float | None = None) -> float | None:
