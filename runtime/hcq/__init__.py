@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
 
 __all__ = [
     "AMDDevice", "ArgSlot", "ArgumentError", "Buffer", "BufferSpec", "CompileCache", "Compiler",
-    "Device", "DeviceClosed", "DeviceFault", "DeviceForked", "DeviceNotFound", "Event", "Graph", "GraphCopy",
-    "GraphWait", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError", "KernArgs",
+    "Device", "DeviceClosed", "DeviceFault", "DeviceForked", "DeviceNotFound", "Event", "Graph",
+    "GraphCopy", "GraphWait", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping", "IoctlError", "KernArgs",
     "Launch", "MemKind", "NVDevice", "OSSeam", "PendingCopy", "Program", "ProgramError",
     "QueueError", "RealOS", "Signal", "SignalTimeout", "Stream", "TransferPath", "TransferReport",
     "Var", "VarExpr", "open_device", "open_devices", "present_devices", "transfer", "wait_all",

@@ -370,3 +370,104 @@ def test_a_host_write_racing_a_queued_kernel_changes_its_input(target: Target,
     a.cpu_view()[:] = np.full(N, 5, np.float32).tobytes()  # the host forgot to wait
     gate.value = 1
     np.testing.assert_array_equal(_read(dev, c), np.full(N, 6, np.float32))
+
+
+# ------------------------------------------------------------------------------------ both modes
+def test_the_device_contract_holds_in_the_deterministic_mode() -> None:
+    """The suite runs against the asynchronous mocks; the device contract (on both mock GPUs) is
+    run again here with HCQ_MOCK_SYNC=1, where the queues run inside the doorbell write."""
+    import subprocess
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "HCQ_MOCK_SYNC": "1"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        "tests/runtime/test_device_contract.py", "-k", "mock",
+                        "tests/runtime/test_real_conditions.py::test_threads_share_a_device"],
+                       cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and "failed" not in r.stdout
+
+
+def test_the_deterministic_mode_runs_inside_the_doorbell() -> None:
+    from runtime.drivers.mock.amd_gpu import MockAMDGPU
+    from runtime.drivers.mock.engine import SYNC_ENV, sync_from_env
+    from runtime.drivers.mock.os import MockOS
+    old = os.environ.get(SYNC_ENV)
+    try:
+        os.environ[SYNC_ENV] = "1"
+        assert sync_from_env()
+        gpu: MockAMDGPU = MockOS.with_amd_gpus(1).drivers[0].gpus[0]
+        assert gpu.sync and not gpu.async_doorbell
+        os.environ[SYNC_ENV] = "0"
+        assert not MockOS.with_amd_gpus(1).drivers[0].gpus[0].sync
+    finally:
+        if old is None:
+            os.environ.pop(SYNC_ENV, None)
+        else:
+            os.environ[SYNC_ENV] = old
+
+
+# ------------------------------------------------------------------------------------ arguments
+def test_bad_arguments_are_refused_naming_them(target: Target, dev: Device) -> None:
+    from runtime.hcq import ArgumentError, ProgramError
+    for kind in (None, "vram", 3):
+        with pytest.raises(ArgumentError, match=f"kind must be a MemKind.*{kind!r}"):
+            dev.alloc(64, kind=kind)  # type: ignore[arg-type]
+    free_before = sum(p.free_count for p in dev._signal_pools)
+    for value in (-1, "x", 2.5, 2**64):
+        with pytest.raises(ArgumentError, match="new_signal: value"):
+            dev.new_signal(value)  # type: ignore[arg-type]
+    assert sum(p.free_count for p in dev._signal_pools) == free_before  # no slot leaked
+    buf = dev.alloc(64)
+    with pytest.raises(ArgumentError, match="slice: offset must be an integer.*0.5"):
+        buf.slice(0.5, 4)  # type: ignore[arg-type]
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    if target.name == "mock-amd":  # the code object says which parameters are pointers
+        with pytest.raises(ProgramError, match="argument 'arg1' is a pointer.*1.5"):
+            prg(a, 1.5, c, global_size=target.grid(N), local_size=target.local)
+        g = dev.graph([Launch(prg, args(a, b, c, N), target.grid(N), target.local)])
+        with pytest.raises(ProgramError, match="graph launch 0: argument 'arg2' is a pointer"):
+            g.replay({0: {0: b, 2: 1.5}})  # the first update is valid, the second is not
+        assert g.kernargs[0].view[:8].cast("Q")[0] == a.va  # nothing was applied
+        g.free()
+    assert dev.timeline_signal.value == dev.timeline_value or dev.synchronize() is None
+
+
+def test_a_graph_refuses_to_run_on_a_freed_buffer(target: Target, dev: Device) -> None:
+    from runtime.hcq import ProgramError
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    g = dev.graph([Launch(prg, args(a, b, c, N), target.grid(N), target.local)])
+    dev.free(c)
+    other = dev.alloc(N * 4)  # may take c's memory
+    dev.copyin(other, np.full(N, 9, np.float32))
+    with pytest.raises(ProgramError, match=r"graph node 0 \(launch 0 of \w+\) argument 2: "
+                                           r"Buffer.* was freed"):
+        g.replay()
+    g.replay({0: {2: other}})  # a live buffer in its place
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    g.replay(wait=True)
+    np.testing.assert_array_equal(_read(dev, other), np.full(N, 2, np.float32))
+    g.free()
+
+
+def test_elapsed_time_between_timing_events(target: Target, dev: Device) -> None:
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    start = dev.record(timing=True)
+    _launch(target, dev, prg, args, a, b, c)
+    end = dev.record(timing=True)
+    end.wait()
+    with pytest.raises(HCQError, match="the start event .* has no timestamp"):
+        end.elapsed_time(dev.record())
+    dt = end.elapsed_time(start)
+    assert 0 <= dt < 10.0
+    s = dev.stream()
+    s0 = s.record(timing=True)
+    s.launch(prg, *args(a, b, c, N), global_size=target.grid(N), local_size=target.local)
+    s1 = s.record(timing=True)
+    s.synchronize()
+    assert 0 <= s1.elapsed_time(s0) < 10.0
+    s.close()

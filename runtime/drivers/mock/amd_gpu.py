@@ -117,12 +117,9 @@ class MockAMDGPU:
             self.driver.os.log_kernel(f"mock amdgpu {self.gpu_id:#x}: doorbell {offset:#x} "
                                       f"rung with {value:#x} but no queue uses it (ignored)")
             return
-        if self.sync:
-            q.set_wptr(value)
-            return
         try:
             q.set_wptr(value)
-        except MockGPUError as e:  # on the GPU's thread: the queue faults, as hardware would
+        except MockGPUError as e:  # the queue faults, as hardware would; the store returns
             q._fault(str(e), e.va)
 
     def _engine_step(self) -> tuple[bool, bool, bool]:
