@@ -77,6 +77,26 @@ def _worker(args: tuple[Target, Project, Sources]) -> tuple[Generated | None, st
         return generate(t, srcs, project), None
     except BindgenError as e:
         return None, str(e)
+    except Exception as e:  # noqa: BLE001 -- a generator bug fails this target, not the run
+        return None, _internal_error(t, e)
+
+
+def _internal_error(t: Target, e: Exception) -> str:
+    """The message for an exception the generator did not expect: the target, the exception
+    and where it was raised (the innermost bindgen frame), so the rest of the run goes on and
+    the failure can be reported."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "bindgen" in f.filename]
+    where = ""
+    if frames:
+        f = frames[-1]
+        where = f" at {Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}"
+    return (
+        f"target {t.name}: internal error in the generator{where}: {type(e).__name__}: {e} "
+        "(a bindgen bug: please report it with the header that caused it; the other targets "
+        "were generated)"
+    )
 
 
 def _pooled(args: tuple[Target, Project, Sources]) -> tuple[Generated | None, str | None]:

@@ -36,6 +36,7 @@ class Decl:
     file_base: str = "x"  # the base name of its file, as clang read it
     namespace: bool = False  # declared inside a C++ namespace
     inline: str = ""  # functions: "static", "inline" or "static inline" (nothing exports it)
+    static: bool = False  # variables: ``static`` (each C file has its own; no library exports it)
     # An anonymous record nested in a record: the enclosing record's key, the name of its member
     # of this type ("" if that member is unnamed too, or if there is none), and its position among
     # the enclosing record's nested struct and union declarations.

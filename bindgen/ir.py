@@ -129,14 +129,22 @@ class Function:
     library: str | None = None
     loc: Location | None = None
     doc: str = ""
+    symbol: str = ""  # the C name the library exports, where the Python name differs
 
 
 @dataclass(frozen=True)
 class Var:
+    """A global variable: looked up in its library, or, for a ``static const`` one (``value``
+    not None), a module constant of the value clang computed, with its C type."""
+
     name: str
     type: Type
     library: str | None = None
     loc: Location | None = None
+    value: object = None  # static const: an int, a float or bytes
+    c_type: str = ""  # static const: the C type as written (``const VkFlags64``)
+    doc: str = ""
+    symbol: str = ""  # the C name the library exports, where the Python name differs
 
 
 @dataclass(frozen=True)

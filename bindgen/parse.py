@@ -223,7 +223,7 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         else []
     )
     tables = [(rule, _scan_table(files_in_order, skipped, rule)) for rule in target.macros.tables]
-    conv = _Converter(tu, paths)
+    conv = _Converter(tu, paths, target.language == "c")
     types, enum_consts, record_keys = conv.macro_context()
     return ParseResult(
         conv.declarations(),
@@ -239,6 +239,70 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
 
 def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _function_type(t: ci.Type) -> ci.Type:
+    """``t`` without typedefs and elaboration down to its function type (where it is one)."""
+    seen = 0
+    while seen < 64:
+        seen += 1
+        try:
+            k = t.kind
+        except ValueError:
+            return t
+        if k == TK.ELABORATED:
+            t = t.get_named_type()
+        elif k == TK.TYPEDEF:
+            t = t.get_declaration().underlying_typedef_type
+        else:
+            break
+    return t
+
+
+class _EvalKind:  # CXEvalResultKind
+    INT, FLOAT, STR = 1, 2, 4
+
+
+def _evaluate(c: ci.Cursor) -> object:
+    """The value of a variable's initializer as clang evaluates it (clang_Cursor_Evaluate): an
+    int (in the variable's own type's range: clang converts), a float, bytes (a string literal),
+    or None where it is not a constant."""
+    lib = ci.conf.lib
+    if not hasattr(lib, "clang_Cursor_Evaluate"):
+        return None
+    ev = lib.clang_Cursor_Evaluate
+    ev.argtypes, ev.restype = [ci.Cursor], ctypes.c_void_p
+    res = ev(c)
+    if not res:
+        return None
+    try:
+        kind_of = lib.clang_EvalResult_getKind
+        kind_of.argtypes, kind_of.restype = [ctypes.c_void_p], ctypes.c_int
+        kind = kind_of(res)
+        if kind == _EvalKind.INT:
+            unsigned = lib.clang_EvalResult_isUnsignedInt
+            unsigned.argtypes, unsigned.restype = [ctypes.c_void_p], ctypes.c_uint
+            if unsigned(res):
+                get = lib.clang_EvalResult_getAsUnsigned
+                get.argtypes, get.restype = [ctypes.c_void_p], ctypes.c_ulonglong
+            else:
+                get = lib.clang_EvalResult_getAsLongLong
+                get.argtypes, get.restype = [ctypes.c_void_p], ctypes.c_longlong
+            return int(get(res))
+        if kind == _EvalKind.FLOAT:
+            getd = lib.clang_EvalResult_getAsDouble
+            getd.argtypes, getd.restype = [ctypes.c_void_p], ctypes.c_double
+            return float(getd(res))
+        if kind == _EvalKind.STR:
+            gets = lib.clang_EvalResult_getAsStr
+            gets.argtypes, gets.restype = [ctypes.c_void_p], ctypes.c_char_p
+            raw = gets(res)
+            return None if raw is None else bytes(raw)
+        return None
+    finally:
+        dispose = lib.clang_EvalResult_dispose
+        dispose.argtypes, dispose.restype = [ctypes.c_void_p], None
+        dispose(res)
 
 
 _INLINE_WORDS = {"inline", "__inline", "__inline__"}
@@ -275,8 +339,9 @@ class _Converter:
     keeps and what they are called in Python is for the passes (``select``, ``naming``).
     """
 
-    def __init__(self, tu: ci.TranslationUnit, paths: _Paths) -> None:
+    def __init__(self, tu: ci.TranslationUnit, paths: _Paths, c_language: bool = True) -> None:
         self.tu, self.paths = tu, paths
+        self.c_language = c_language
         self.cursors: dict[str, ci.Cursor] = {}  # key → the cursor its conversion reads
         self.file_cache: dict[str, tuple[str | None, str]] = {}
         self.lines_cache: dict[str, list[str]] = {}
@@ -301,8 +366,23 @@ class _Converter:
                     self.cursors[key] = conv
                     self.info[key] = here if conv is c else self.fact(conv, kind, key, namespace)
                 self.top.append(here)
+                if kind == "record" and not namespace and self.c_language:
+                    # A struct, union or enum declared inside a record has file scope in C.
+                    self.index_nested(c)
             elif c.kind == CK.NAMESPACE:
                 self.index(c, True)
+
+    def index_nested(self, rec: ci.Cursor) -> None:
+        for c in rec.get_children():
+            if c.kind in _RECORD_KINDS or c.kind == CK.ENUM_DECL:
+                kind = _KINDS[c.kind]
+                if not _unnamed(c.spelling):
+                    key, conv = self.identity(c, kind)
+                    if key not in self.cursors:
+                        self.cursors[key] = conv
+                        self.info[key] = self.fact(conv, kind, key)
+                        self.top.append(self.info[key])
+                self.index_nested(c)
 
     # -- facts
     def shown(self, c: ci.Cursor) -> str | None:
@@ -404,6 +484,7 @@ class _Converter:
             base,
             namespace,
             _inline_kind(c) if kind == "function" else "",
+            kind == "variable" and c.storage_class == ci.StorageClass.STATIC,
             parent,
             member,
             nested,
@@ -426,10 +507,16 @@ class _Converter:
                     key, self.conv(c.underlying_typedef_type, uses), self.loc(c), self.doc(c)
                 )
             elif kind == "function":
-                ft = self.conv(c.type, uses)
+                # A function declared through a function typedef (`typedef int F(int); F g;`)
+                # has the typedef as its type: its signature is the typedef's.
+                ft = self.conv(_function_type(c.type), uses)
                 assert isinstance(ft, ir.FuncType)
                 params = tuple(a.spelling for a in c.get_arguments())
+                if len(params) != len(ft.params):
+                    params = tuple("" for _ in ft.params)
                 node = ir.Function(key, ft, params, None, self.loc(c), self.doc(c))
+            elif self.info[key].static:
+                node = self.static_variable(key, c, uses)
             else:
                 node = ir.Var(key, self.conv(c.type, uses), None, self.loc(c))
         except UnsupportedConstruct as e:
@@ -437,7 +524,13 @@ class _Converter:
         return Converted(node, tuple(uses), "", positions)
 
     def conv(self, t: ci.Type, uses: dict[str, None]) -> ir.Type:
-        k = t.kind
+        try:
+            k = t.kind
+        except ValueError:  # a type kind newer than these Python bindings (_Float16 in some)
+            raise UnsupportedConstruct(
+                f"type {t.spelling!r}: no ctypes type matches it (its kind is newer than "
+                "the libclang Python bindings)"
+            ) from None
         if k == TK.ELABORATED:
             return self.conv(t.get_named_type(), uses)
         if k == TK.TYPEDEF:
@@ -455,7 +548,7 @@ class _Converter:
             return ir.Array(self.conv(t.element_type, uses), None)
         if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
             args = (
-                tuple(self.conv(a, uses) for a in t.argument_types())
+                tuple(self.param(a, uses) for a in t.argument_types())
                 if k == TK.FUNCTIONPROTO
                 else ()
             )
@@ -471,6 +564,49 @@ class _Converter:
         if k in (TK.INT128, TK.UINT128):
             return ir.Array(ir.Prim("c_uint64", 8, 16), 2)
         raise UnsupportedConstruct(f"type {t.spelling!r} (kind {k.name})")
+
+    def param(self, t: ci.Type, uses: dict[str, None]) -> ir.Type:
+        """A parameter's type as C adjusts it (C11 6.7.6.3p7-8): an array of T is a pointer to
+        T (``int a[]``, ``int a[4]``, ``int m[][3]``, ``int *ps[]``, an array typedef), a
+        function is a pointer to it. Sizes written in brackets bind nothing: any pointer will do."""
+        bare = t
+        while True:
+            try:
+                k = bare.kind
+            except ValueError:
+                return self.conv(t, uses)
+            if k == TK.ELABORATED:
+                bare = bare.get_named_type()
+            elif k == TK.TYPEDEF:
+                bare = bare.get_declaration().underlying_typedef_type
+            else:
+                break
+        if k in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY, TK.VARIABLEARRAY, TK.DEPENDENTSIZEDARRAY):
+            return ir.Pointer(self.conv(bare.element_type, uses))
+        if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
+            return ir.Pointer(self.conv(t, uses))
+        return self.conv(t, uses)
+
+    def static_variable(self, key: str, c: ci.Cursor, uses: dict[str, None]) -> ir.Var:
+        """A ``static const`` variable: no library exports it, and its value is known when
+        the header is compiled, so it is bound as a constant of the value clang computes."""
+        where = self.loc(c)
+        t = c.type
+        while t.kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):  # an array's constness: its element's
+            t = t.element_type
+        if not t.is_const_qualified() and not t.get_canonical().is_const_qualified():
+            raise UnsupportedConstruct(
+                "static variable that is not const: each C file that includes the header has "
+                "its own copy, which no library exports"
+            )
+        value = _evaluate(c)
+        if value is None:
+            raise UnsupportedConstruct(
+                "static const variable whose initializer clang cannot evaluate to a number or "
+                "a string"
+            )
+        return ir.Var(key, self.conv(c.type, uses), None, where, value=value,
+                      c_type=f"static {c.type.spelling}", doc=self.doc(c))
 
     def ref(self, decl: ci.Cursor, kind: str, uses: dict[str, None]) -> ir.Named:
         key = self.key(decl, kind)
@@ -534,7 +670,15 @@ class _Converter:
     def enum(self, key: str, c: ci.Cursor) -> ir.Enum:
         ut = c.enum_type.get_canonical()
         _, signed, _ = _PRIMS.get(ut.kind, ("c_int32", True, False))
-        prim = ir.Prim(_INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(), signed)
+        if ut.get_size() < 0:
+            # Declared, never defined (`enum E;`, a GNU extension): an incomplete type that only
+            # pointers use. It is given unsigned int, the type gcc completes such an enum with
+            # when its values are not negative.
+            prim = ir.Prim("c_uint32", 4, 4, False)
+        else:
+            prim = ir.Prim(
+                _INT_NAMES[(ut.get_size(), signed)], ut.get_size(), ut.get_align(), signed
+            )
         consts = [ch for ch in c.get_children() if ch.kind == CK.ENUM_CONSTANT_DECL]
         return ir.Enum(
             key,

@@ -372,21 +372,32 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     for fn in m.functions:
         params = ", ".join(r.type(p) for p in fn.type.params)
         var = ", variadic=True" if fn.type.variadic else ""
+        sig = f"{fn.name}({', '.join(fn.param_names)}){_loc(fn.loc)}"
         stmt = (
-            f"{fn.name} = {r.lib_var(fn.library)}.function({fn.name!r}, {r.ret(fn.type.ret)}, "
-            f"[{params}]{var})"
+            f"{fn.name} = {r.lib_var(fn.library)}.function({fn.symbol or fn.name!r}, "
+            f"{r.ret(fn.type.ret)}, [{params}]{var})"
         )
-        doc = f"{fn.name}({', '.join(fn.param_names)}){_loc(fn.loc)}" + (
-            f": {fn.doc}" if fn.doc else ""
-        )
-        fns.chunks.append(_Chunk(wrap(stmt), (fn.name,), before=_comment_lines(doc)))
+        text = wrap(stmt)
+        if fn.doc:  # the header's comment, for help() and IDEs
+            text += f"\n{fn.name}.__doc__ = (\n{_docstring(fn.doc, '    ')}\n)"
+        fns.chunks.append(_Chunk(text, (fn.name,), before=_comment_lines(sig)))
+    statics = _Section("static const variables: the value clang computed, in their C type")
     for gvar in m.variables:
+        if gvar.value is not None:
+            doc = f"{gvar.c_type}{_loc(gvar.loc)}" + (f": {gvar.doc}" if gvar.doc else "")
+            statics.chunks.append(
+                _Chunk(wrap(f"{gvar.name} = {_value_text(gvar.value)}"), (gvar.name,),
+                       before=_comment_lines(doc))
+            )
+            continue
+        symbol = gvar.symbol or gvar.name
         text = (
             f"def {gvar.name}() -> 'Any':\n"
-            + wrap(f"    return {r.lib_var(gvar.library)}.variable({gvar.name!r}, {r.type(gvar.type)})")
+            + wrap(f"    return {r.lib_var(gvar.library)}.variable({symbol!r}, {r.type(gvar.type)})")
         )
         fns.chunks.append(_Chunk(text, (gvar.name,), gap=1))
     sections.append(fns)
+    sections.append(statics)
 
     consts = _Section("constants (object-like macros)")
     for c in m.constants:
@@ -427,6 +438,13 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         text = "\n".join([head, *lines, tail])
         lays.chunks.append(_Chunk(text, (rec.name,), layout=True, gap=1))
     return [s for s in sections if s.chunks]
+
+
+def _value_text(v: object) -> str:
+    """A static const's value as Python source: large integers in hex (they are mostly flags)."""
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0x100:
+        return hex(v)
+    return repr(v)
 
 
 def _defined_names(code: str) -> tuple[str, ...]:

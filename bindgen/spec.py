@@ -357,6 +357,10 @@ _PATCH_OPS = {
     "drop": ("pattern",),
     "extra": ("code",),
 }
+# What a rename's `kind` may name: the declaration kinds of a module (bindgen.ir.DECLARATION_KINDS).
+RENAME_KINDS = (
+    "record", "enum", "typedef", "function", "variable", "constant", "macro function", "ioctl",
+)
 _REMOVED_OPS = {
     "replace": "text patches on rendered code were removed: they made spec text into code. Use "
     "rename, alias, type or drop; `extra` is the one patch that adds code, explicitly",
@@ -450,7 +454,12 @@ def _patches(r: _Reader) -> tuple[Patch, ...]:
             # Names a patch defines become Python names: identifiers only, never code.
             idents = {"rename": ("to",), "alias": ("name", "to"), "type": ("record", "field", "to")}
             vals = [(k, br.ident(k) if k in idents[op] else br.str(k)) for k in _PATCH_OPS[op]]
-            br.done(_PATCH_OPS[op])
+            optional: tuple[str, ...] = ()
+            if op == "rename":  # one kind of declaration only, where C names two things alike
+                optional = ("kind",)
+                if "kind" in body.value:
+                    vals.append(("kind", br.str("kind", choices=RENAME_KINDS)))
+            br.done(_PATCH_OPS[op] + optional)
             args = tuple(vals)
         pr.done((op, "why"))
         if op == "drop":

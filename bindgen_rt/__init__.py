@@ -134,6 +134,30 @@ class IoctlRequest(int):
         return arg
 
 
+_TEXT_PARAM: "dict[str, Any]" = {}  # the c_char_p subclass below, made once (a cache)
+
+
+def _text_param(argtype: "Any") -> "Any":
+    """``argtype``, or for ``c_char_p`` a subclass that also takes ``str`` (encoded as UTF-8):
+    string macros are ``str``, and a ``const char *`` parameter takes them as C code does."""
+    import ctypes
+
+    if argtype is not ctypes.c_char_p:
+        return argtype
+    cls = _TEXT_PARAM.get("c_char_p")
+    if cls is None:
+
+        class c_char_p_text(ctypes.c_char_p):
+            @classmethod
+            def from_param(cls, obj: "Any") -> "Any":
+                if isinstance(obj, str):
+                    obj = obj.encode("utf-8")
+                return ctypes.c_char_p.from_param(obj)
+
+        cls = _TEXT_PARAM["c_char_p"] = c_char_p_text
+    return cls
+
+
 class Library:
     """A shared library loaded on first use.
 
@@ -166,9 +190,17 @@ class Library:
         return self._dll
 
     def function(
-        self, name: str, restype: "Any", argtypes: "Sequence[Any]", variadic: bool = False
+        self,
+        name: str,
+        restype: "Any",
+        argtypes: "Sequence[Any]",
+        variadic: bool = False,
     ) -> "Callable":
-        """A callable that resolves ``name`` on first call (so importing needs no library)."""
+        """A callable that resolves ``name`` on first call (so importing needs no library).
+
+        It shows its C signature as ``argtypes`` and ``restype``, as a ctypes function does
+        (``f.argtypes[0]`` is the type to build a callback or an array argument with); the
+        generated module sets its ``__doc__`` to the header's comment."""
         lib = self
         fn: list[Any] = []
 
@@ -177,11 +209,13 @@ class Library:
                 f = getattr(lib.dll(), name)
                 f.restype = restype
                 if not variadic:
-                    f.argtypes = list(argtypes)
+                    f.argtypes = [_text_param(a) for a in argtypes]
                 fn.append(f)
             return fn[0](*args)
 
         call.__name__ = call.__qualname__ = name
+        call.argtypes = tuple(argtypes)  # type: ignore[attr-defined]
+        call.restype = restype  # type: ignore[attr-defined]
         return call
 
     def variable(self, name: str, ctype: "Any") -> "Any":

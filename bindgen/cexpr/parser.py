@@ -179,6 +179,8 @@ class _Parser:
         if k == _NODE:
             self.pos += 1
             assert t.node is not None
+            if t.node.is_str and self._string_follows():
+                return self._concatenated(t.node)
             return t.node
         if k == _PUNCT:
             if t.text != "(":
@@ -197,8 +199,33 @@ class _Parser:
             while (n := self.toks[self.pos]).kind == _STR:
                 parts.append(n.text)
                 self.pos += 1
-            return _string(parts)
+            lit = _string(parts)
+            return self._concatenated(lit) if self._string_follows() else lit
         return self.tr.identifier(t.text, self.punct("("))
+
+    def _string_follows(self) -> bool:
+        """Whether the next token is a string: a literal, or a macro whose value is one."""
+        n = self.toks[self.pos]
+        return n.kind == _STR or (n.kind == _NODE and n.node is not None and n.node.is_str)
+
+    def _concatenated(self, first: _Node) -> _Node:
+        """``first`` and the strings right after it as one literal: adjacent string literals
+        concatenate (C11 5.1.1.2 phase 6), also where a macro expanded to one
+        (``"/dev/dri/" DRM_NAME "%d"``)."""
+        text = [str(first.value())]
+        while self._string_follows():
+            n = self.toks[self.pos]
+            self.pos += 1
+            if n.kind == _STR:
+                parts = [n.text]
+                while (m := self.toks[self.pos]).kind == _STR:
+                    parts.append(m.text)
+                    self.pos += 1
+                text.append(str(_string(parts).value()))
+            else:
+                assert n.node is not None
+                text.append(str(n.node.value()))
+        return _Lit("".join(text), None, is_str=True)
 
     def starts_type(self, k: int) -> bool:
         t = self.peek(k)

@@ -111,16 +111,28 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
     """Applies every IR-level patch of the target in spec order."""
     for p in t.patches:
         if p.op == "rename":
-            old, new = p.get("from"), p.get("to")
+            old, new, only = p.get("from"), p.get("to"), p.get("kind")
             names = _names(m)
             if old not in names:
                 raise PatchError(f"{_where(t, p)}: nothing named {old!r} to rename")
+            if only and not any(
+                it.name == old for _, kind, lst in m.declaration_lists() if kind == only
+                for it in lst
+            ):
+                raise PatchError(f"{_where(t, p)}: no {only} named {old!r} to rename")
             if new in names:
                 raise PatchError(f"{_where(t, p)}: {new!r} already exists")
-            for _, _, lst in m.declaration_lists():
+            for _, kind, lst in m.declaration_lists():
+                if only and kind != only:
+                    continue
                 for i, it in enumerate(lst):
                     if it.name == old:
                         lst[i] = dataclasses.replace(it, name=new)
+                        if isinstance(it, (ir.Function, ir.Var)) and not it.symbol:
+                            # the library still exports it under its C name
+                            lst[i] = dataclasses.replace(lst[i], symbol=old)
+            if only in ("function", "variable", "constant", "macro function", "ioctl"):
+                continue  # no type refers to these by name
             m.records = [
                 dataclasses.replace(
                     r,
@@ -136,12 +148,13 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
             m.ioctls = [
                 dataclasses.replace(io, arg=new if io.arg == old else io.arg) for io in m.ioctls
             ]
-            m.enums = [
-                dataclasses.replace(
-                    e, values=tuple((new if k == old else k, v) for k, v in e.values)
-                )
-                for e in m.enums
-            ]
+            if not only:  # an enumerator has no kind of its own to name
+                m.enums = [
+                    dataclasses.replace(
+                        e, values=tuple((new if k == old else k, v) for k, v in e.values)
+                    )
+                    for e in m.enums
+                ]
         elif p.op == "alias":
             name, to = p.get("name"), p.get("to")
             if name not in _names(m):

@@ -15,7 +15,9 @@ The rules, in order:
    Functions and variables are roots only at file scope (C++ namespaces mangle their symbols) and
    only when something can be bound: a ``static`` or ``inline`` function (C code no library
    exports), or any function or variable of a target without ``libraries``, is left out with the
-   reason.
+   reason. A ``static const`` variable needs no library: its value (clang evaluates the
+   initializer) is bound as a module constant; a ``static`` one that is not const, or whose value
+   is not a constant, is left out with the reason.
 2. *Closure.* Everything a root refers to is kept too, transitively: field and element types,
    typedef targets and signatures, through pointers as well. Nothing else is converted.
 3. *What cannot be represented.* A declaration that ctypes cannot express (a ``_Complex`` member,
@@ -33,6 +35,7 @@ pass sorts); ``Module.skipped`` lists what is left out in the order the walk fin
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 from typing import TYPE_CHECKING, Iterable
@@ -150,7 +153,7 @@ def _roots(t: Target, decls: Declarations, bindable: bool) -> Iterable[tuple[str
                     "exports it"
                 )
                 continue
-            if not bindable:
+            if not bindable and not d.static:  # a static variable needs no library (its value)
                 yield d.key, "no library declared for this target"
                 continue
         yield d.key, ""
@@ -284,6 +287,6 @@ class _Types:
 
 
 def _with_library(node: ir.Function | ir.Var, library: str | None) -> ir.Function | ir.Var:
-    if isinstance(node, ir.Function):
-        return ir.Function(node.name, node.type, node.param_names, library, node.loc, node.doc)
-    return ir.Var(node.name, node.type, library, node.loc)
+    if isinstance(node, ir.Var) and node.value is not None:
+        return node  # a static const: a value, from no library
+    return dataclasses.replace(node, library=library)

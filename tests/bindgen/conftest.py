@@ -200,6 +200,8 @@ def layout_checks(header: Path, module: types.ModuleType) -> tuple[list[Check], 
     checks: list[Check] = []
     for c_type in c_types:
         cls = getattr(module, py_name_of(c_type), None)
+        if not is_record(cls):  # a tag named like an ordinary identifier: `struct_NAME`
+            cls = getattr(module, "_".join(c_type.split()), None)
         assert is_record(cls), f"{header.name}: {c_type} is not a generated record ({cls!r})"
         checks += RecordWalker(c_type, cls, frozenset(scalars)).run()
     for name in consts:

@@ -455,6 +455,28 @@ def test_regen_failure_exits_1_and_keeps_the_old_file(proj, capsys):
     assert not [p for p in proj.gen.rglob("*") if p.name.endswith(".tmp")]
 
 
+def test_a_generator_crash_fails_its_target_only(proj, capsys, monkeypatch):
+    """An exception the generator did not expect (a bug) fails that target with a message naming
+    it; the other targets are still written."""
+    import bindgen.generate as generate_mod
+
+    real = generate_mod.parse_target
+
+    def crashing(target, roots):
+        if target.name == "beta":
+            raise KeyError((-1, True))
+        return real(target, roots)
+
+    monkeypatch.setattr(generate_mod, "parse_target", crashing)
+    assert proj.regen("--jobs", "1") == 1
+    cap = capsys.readouterr()
+    assert "FAIL  beta: target beta: internal error in the generator" in cap.err
+    assert "KeyError: (-1, True)" in cap.err and "Traceback" not in cap.err
+    assert "regen: 3 ok, 1 failed" in cap.out
+    written = proj.snapshot()
+    assert "cli/alpha.py" in written and "cli/beta.py" not in written
+
+
 def test_check_reports_a_failing_target_as_drift(proj, capsys):
     assert proj.regen("--jobs", "1") == 0
     h = proj.src / "t07_enums.h"

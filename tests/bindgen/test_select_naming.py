@@ -270,7 +270,8 @@ def test_names_follow_the_documented_rules(target_of):
         ("from_", ir.Named("anon_my_file_h_12", "record")),
         ("holder", ir.Named("class__anon1_lambda", "record"))]
     (f,) = m.functions
-    assert (f.name, f.param_names) == ("def", ("None_", "arg1"))  # the symbol keeps its C name
+    # a keyword gets its underscore; the symbol looked up in the library keeps its C name
+    assert (f.name, f.symbol, f.param_names) == ("def_", "def", ("None_", "arg1"))
     assert f.type.params[1] == ir.Pointer(ir.Named("from_", "typedef"))
     assert ctx.record_names == {"struct class": "class_", "class": "class_"}
 

@@ -1,0 +1,62 @@
+/* Functions, constants and names as a real C library declares them: array parameters, static
+   consts, tags beside ordinary identifiers, Python keywords, nested tags, typedef chains.
+   Implemented in test_c_api.py, built with gcc into libcapi.so. */
+// probe: struct st, struct baz, struct outer, struct foo, struct with_enum_ptr
+
+/* Array parameters are pointers (C11 6.7.6.3p7). */
+int sum_arr(const int a[], int n);
+int sum4(int a[4]);
+int sum_rows(int m[][3], int rows);
+int sum_ptrs(int *ps[], int n);
+typedef int vec3[3];
+int sum_vec(vec3 v);
+int apply(int f(int), int x);
+
+/* static consts: values known when the header is compiled, exported by no library. */
+static const unsigned long long FLAG_X = 0x2000ULL;
+static const unsigned long long FLAG_TOP = 0x8000000000000000ULL;
+static const int NEG = -5;
+static const double HALF = 0.5;
+static const char DEV_NAME[] = "card";
+static int counter_copy = 3; /* not const: each C file has its own */
+
+/* A tag and an ordinary identifier of one name (C keeps them apart, like struct stat/stat()). */
+struct st { int x; };
+int st(struct st *p);
+
+/* Python keywords as C names. */
+int lambda(int x);
+extern int as;
+
+/* A tag declared inside a record has file scope. */
+struct outer { struct baz { int x; } b; int y; };
+int baz_x(struct baz *p);
+
+/* Every name here denotes the same type. */
+struct foo { int a; };
+typedef struct foo bar;
+typedef bar foo;
+int foo_a(foo *p);
+
+/* An enum declared, never defined: pointers to it are fine. */
+enum never;
+struct with_enum_ptr { enum never *p; int n; };
+
+/* A function declared through a function typedef. */
+typedef int unary(int);
+unary twice;
+
+/* String macros built by concatenation, also through other macros. */
+#define DEV_DIR "/dev/dri"
+#define DEV_NAME_MACRO "card"
+#define DEV_PATH DEV_DIR "/" DEV_NAME_MACRO "%d"
+#define DEV_PATH_PREFIX "x:" DEV_PATH
+
+/* Macros that rename functions (cuda.h's unversioned names). */
+int scale_v2(int x);
+#define scale scale_v2
+#define scale_alias scale
+int add_v3(int a, int b);
+#define add(a, b) add_v3(a, b)
+#define add_swapped(a, b) add_v3(b, a)
+int str_len(const char *s);

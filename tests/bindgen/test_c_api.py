@@ -1,0 +1,143 @@
+"""C APIs as C means them, called through a gcc-built library: array parameters adjusted to
+pointers, ``static const`` variables as constants, tags beside ordinary identifiers of the same
+name, Python keywords as C names, tags nested in records, typedef chains, incomplete enums and
+functions declared through function typedefs. Layouts are compared with gcc."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from .conftest import CORPUS, compare, compile_c, generate_headers, requires_gcc, run_layout_probe
+
+pytestmark = [requires_gcc]
+
+IMPL = r"""
+#include "c_api.h"
+int sum_arr(const int a[], int n) { int t = 0; if (!a) return -1; for (int i = 0; i < n; i++)
+t += a[i]; return t; }
+int sum4(int a[4]) { return a[0] + a[1] + a[2] + a[3]; }
+int sum_rows(int m[][3], int rows) { int t = 0; for (int r = 0; r < rows; r++) t += m[r][0] * 100
++ m[r][1] * 10 + m[r][2]; return t; }
+int sum_ptrs(int *ps[], int n) { int t = 0; for (int i = 0; i < n; i++) t += *ps[i]; return t; }
+int sum_vec(vec3 v) { return v[0] + v[1] + v[2]; }
+int apply(int f(int), int x) { return f(x); }
+int st(struct st *p) { return p->x * 2; }
+int lambda(int x) { return x + 1000; }
+int as = 7;
+int baz_x(struct baz *p) { return p->x; }
+int foo_a(foo *p) { return p->a; }
+int twice(int x) { return 2 * x; }
+int str_len(const char *s) { int n = 0; if (!s) return -1; while (s[n]) n++; return n; }
+int scale_v2(int x) { return 2 * x; }
+int add_v3(int a, int b) { return a + b; }
+"""
+
+
+@pytest.fixture(scope="module")
+def capi(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("capi")
+    lib = compile_c(IMPL, tmp / "lib" / "libcapi.so", [CORPUS], shared=True)
+    g, mod = generate_headers(
+        tmp,
+        ["c_api.h"],
+        name="c_api",
+        libraries=[{"name": "capi", "candidates": [str(lib)]}],
+    )
+    return g, mod
+
+
+@pytest.fixture(scope="module")
+def api(capi):
+    return capi[1]
+
+
+def test_layouts_match_gcc(api, tmp_path):
+    checks, answers = run_layout_probe(CORPUS / "c_api.h", api, tmp_path)
+    assert len(checks) > 10 and compare(checks, answers) == []
+
+
+def test_array_parameters_are_pointers(api):
+    three = (ctypes.c_int * 3)(1, 2, 3)
+    assert api.sum_arr(three, 3) == 6
+    assert api.sum_arr(None, 0) == -1  # NULL is a valid pointer argument
+    assert api.sum_arr(ctypes.cast(three, ctypes.POINTER(ctypes.c_int)), 2) == 3
+    assert api.sum4((ctypes.c_int * 4)(1, 2, 3, 4)) == 10
+    assert api.sum4((ctypes.c_int * 8)(*range(8))) == 6  # any length: C never checks it
+    assert api.sum_vec(three) == 6
+
+
+def test_array_of_arrays_and_of_pointers(api):
+    rows = ((ctypes.c_int * 3) * 2)((1, 2, 3), (4, 5, 6))
+    assert api.sum_rows(rows, 2) == 123 + 456
+    a, b = ctypes.c_int(40), ctypes.c_int(2)
+    ptrs = (ctypes.POINTER(ctypes.c_int) * 2)(ctypes.pointer(a), ctypes.pointer(b))
+    assert api.sum_ptrs(ptrs, 2) == 42
+
+
+def test_function_parameter_is_a_function_pointer(api):
+    cb = api.apply.argtypes[0](lambda x: x * 3)
+    assert api.apply(cb, 14) == 42
+
+
+def test_static_consts_are_module_constants(api, capi):
+    assert api.FLAG_X == 0x2000
+    assert api.FLAG_TOP == 1 << 63
+    assert api.NEG == -5
+    assert api.HALF == 0.5
+    assert api.DEV_NAME == b"card"
+    assert "static const unsigned long long" in capi[0].text
+    assert not hasattr(api, "counter_copy")
+    assert "variable counter_copy: static variable that is not const" in capi[0].report
+
+
+def test_tag_and_function_of_one_name_are_both_usable(api):
+    assert isinstance(api.struct_st, type) and ctypes.sizeof(api.struct_st) == 4
+    assert api.st(ctypes.byref(api.struct_st(x=21))) == 42
+
+
+def test_python_keywords_keep_their_c_symbol(api):
+    assert api.lambda_(1) == 1001
+    assert api.as_().value == 7
+
+
+def test_tag_nested_in_a_record_has_file_scope(api):
+    assert api.baz_x(ctypes.byref(api.baz(x=5))) == 5
+    assert api.outer.b.offset == 0
+
+
+def test_typedef_chain_to_the_same_record_is_no_clash(api):
+    assert api.bar is api.foo
+    assert api.foo_a(ctypes.byref(api.foo(a=9))) == 9
+
+
+def test_incomplete_enum_and_function_typedef_declaration(api):
+    assert ctypes.sizeof(api.with_enum_ptr) == 16
+    assert api.twice(21) == 42
+
+
+def test_string_macros_concatenate_through_other_macros(api):
+    assert api.DEV_PATH == "/dev/dri/card%d"
+    assert api.DEV_PATH_PREFIX == "x:/dev/dri/card%d"
+
+
+def test_string_macros_pass_to_const_char_parameters(api):
+    assert api.str_len(api.DEV_PATH) == len("/dev/dri/card%d")  # str: encoded as UTF-8
+    assert api.str_len(b"abc") == 3
+    assert api.str_len("é") == 2
+    assert api.str_len(None) == -1
+
+
+def test_function_alias_macros_bind_the_function(api, capi):
+    assert api.scale is api.scale_v2 and api.scale(21) == 42
+    assert api.scale_alias is api.scale_v2
+    assert api.add is api.add_v3 and api.add(40, 2) == 42
+    # a macro that reorders its arguments is no alias: it is reported
+    assert "add_swapped" in capi[0].report and not hasattr(api, "add_swapped")
+
+
+def test_functions_show_their_signature_and_doc(api):
+    assert api.sum_rows.argtypes[0]._type_ is ctypes.c_int32 * 3
+    assert api.sum_ptrs.argtypes[0]._type_ is ctypes.POINTER(ctypes.c_int32)
+    assert "Array parameters are pointers" in api.sum_arr.__doc__
