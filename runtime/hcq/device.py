@@ -19,6 +19,7 @@ import collections
 import operator
 import os as _os
 import re
+import signal as _signal
 import threading
 import weakref
 from dataclasses import dataclass
@@ -81,9 +82,72 @@ class SubmitLock:
             self.flags[self.flag_index] &= ~self.HELD
         self._lock.release()
 
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return bool(self._lock._is_owned())  # type: ignore[attr-defined]
+
 
 # Devices open in this process, so that a forked child can mark the ones it inherited.
 _open_devices: "weakref.WeakSet[Device]" = weakref.WeakSet()
+# [a Ctrl-C arrived while the main thread held a device's SubmitLock (or was inside a mock kernel
+# call), it will be sent again after _REDELIVER_S]
+_deferred_interrupt = [False, False]
+_REDELIVER_S = 0.001
+
+
+def _interrupt_must_wait() -> bool:
+    """Whether this thread is publishing a submission (holds a device's SubmitLock) or is inside
+    a call into a device's OS seam that must complete (a mock kernel's ioctl)."""
+    for dev in list(_open_devices):
+        if dev._submit.held_here():
+            return True
+        seam = getattr(dev, "os", None)
+        if seam is not None and seam.busy_here():
+            return True
+    return False
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """SIGINT handler installed at the first device open (only over Python's default one): a
+    KeyboardInterrupt is raised as usual, except while the main thread is publishing a
+    submission or is inside a mock kernel's call: then it is raised once that is complete
+    (`deliver_deferred_interrupt`), so that no half-published work (commands in a ring but no
+    doorbell, a doorbell but no timeline value) is left behind, as a real system call completes
+    before the signal handler runs."""
+    try:
+        wait = _interrupt_must_wait()
+    except Exception:  # noqa: BLE001  (never let the handler itself fail)
+        wait = False
+    if wait:
+        # Sent again shortly (SIGINT to the main thread), until it lands outside such a
+        # section.
+        _deferred_interrupt[0] = True
+        if not _deferred_interrupt[1]:
+            _deferred_interrupt[1] = True
+            t = threading.Timer(_REDELIVER_S, _redeliver, (threading.main_thread().ident,))
+            t.daemon = True
+            t.start()
+        return
+    _deferred_interrupt[0] = False
+    _signal.default_int_handler(signum, frame)  # type: ignore[arg-type]
+
+
+def _redeliver(main: int) -> None:
+    _deferred_interrupt[1] = False
+    _signal.pthread_kill(main, _signal.SIGINT)
+
+
+def interrupt_pending() -> bool:
+    """Whether a Ctrl-C is being held back until a submission or kernel call completes (a long
+    wait inside a mock kernel call returns early then, as a real one would with EINTR)."""
+    return _deferred_interrupt[0]
+
+
+def _guard_sigint() -> None:
+    if hasattr(_signal, "pthread_kill") and \
+            threading.current_thread() is threading.main_thread() and \
+            _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _on_sigint)
 
 
 def _after_fork_in_child() -> None:
@@ -172,6 +236,7 @@ class Device:
                 raise HCQError(f"{self.name}: this GPU is already open in this process as "
                                f"{other!r}; use that device (any thread may) or close it first")
         _open_devices.add(self)
+        _guard_sigint()
 
     def _init_core(self, allocator: Allocator) -> None:
         """Called by the driver once its hardware is open."""

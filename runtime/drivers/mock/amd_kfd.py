@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import errno as E
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -24,7 +23,8 @@ from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
 from runtime.drivers.mock.amd_pm4 import PM4Processor
 from runtime.drivers.mock.amd_sdma import SDMAProcessor
 from runtime.drivers.mock.memory import PageFault
-from runtime.drivers.mock.os import MockFile, MockOS
+from runtime.drivers.mock.os import MockFile, MockOS, acquire_uninterrupted
+from runtime.hcq.device import interrupt_pending
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 # kfd_priv.h: mmap offsets carry a type in bits 63:62 and the gpu id in bits 61:46.
@@ -127,9 +127,6 @@ class MockKfdDriver:
         #: every GPU pair has a PCIe P2P link in the topology (False: none has)
         self.p2p = p2p
         self.gpus: list[MockAMDGPU] = []
-        # Waits for events sleep on this (under the mock kernel's lock); the GPUs' threads wake
-        # them when they signal an event.
-        self.events_cv = threading.Condition(os.lock)
         for i in range(count):
             gpu = MockAMDGPU(self, node_id=i + 1, gpu_id=0x1000 + 0x111 * (i + 1),
                              render_minor=128 + i, vram_B=vram_B, max_copy_B=max_copy_B,
@@ -484,7 +481,6 @@ class MockKfdDriver:
         if ev is None or ev.event_type != kfd.KFD_IOC_EVENT_SIGNAL:
             raise OSError(E.EINVAL, f"no signal event {a.event_id}")
         ev.signaled = True
-        self.events_cv.notify_all()
 
     def _wait_events(self, a: Any) -> None:
         n = a.num_events
@@ -515,16 +511,17 @@ class MockKfdDriver:
             if remaining <= 0:
                 a.wait_result = kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
                 return
-            if not all(gpu.sync for gpu in self.gpus):
-                # The GPUs' threads signal events under the lock and wake this wait.
-                self.events_cv.wait(min(remaining, 0.05))
-                continue
-            # Nothing this thread can do advances the GPU; another CPU thread might.
+            if interrupt_pending():
+                # A Ctrl-C came: the wait ends early (EINTR), and is raised as the call returns.
+                a.wait_result = kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
+                return
+            # Nothing this thread can do advances the GPU; the GPUs' threads (or, in the
+            # deterministic mode, another CPU thread) might.
             self.os.lock.release()
             try:
-                time.sleep(min(remaining, 0.002))
+                time.sleep(min(remaining, 0.0002 if not all(g.sync for g in self.gpus) else 0.002))
             finally:
-                self.os.lock.acquire()
+                acquire_uninterrupted(self.os.lock)
 
     @staticmethod
     def _fill_event_data(d: Any, ev: MockEvent) -> None:
@@ -551,7 +548,6 @@ class MockKfdDriver:
         if int(slots[ctxid]) != UNSIGNALED_EVENT_SLOT:
             slots[ctxid] = UNSIGNALED_EVENT_SLOT  # acknowledge_signal
             ev.signaled = True
-            self.events_cv.notify_all()
 
     def raise_exception(self, gpu: MockAMDGPU, va: int | None) -> None:
         """A GPU fault: memory events get the faulting VA, hardware-exception events the hang."""
@@ -562,7 +558,6 @@ class MockKfdDriver:
             elif va is None and ev.event_type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
                 ev.exception = {"gpu_id": gpu.gpu_id}
                 ev.signaled = True
-        self.events_cv.notify_all()
 
 
 class KfdFile(MockFile):

@@ -39,80 +39,72 @@ def sync_from_env() -> bool:
 class EngineThread:
     """Runs `step` on its own thread whenever kicked, and repeatedly while `step` says a queue is
     blocked. `step` is called with `lock` held and returns (progress made, some queue blocked,
-    some queue exists)."""
+    some queue exists).
+
+    `kick` may run on the main thread inside a doorbell store, where a Ctrl-C can strike between
+    any two statements: it only sets a flag and releases a lock used as a binary semaphore (a C
+    call each), so an interrupt there never leaves a lock held."""
 
     def __init__(self, name: str, lock: "threading.RLock",
-                 step: Callable[[], tuple[bool, bool, bool]],
-                 progress: "threading.Condition | None" = None) -> None:
+                 step: Callable[[], tuple[bool, bool, bool]]) -> None:
         self.name, self._lock, self._step = name, lock, step
-        self._cv = threading.Condition(threading.Lock())
+        self._wake = threading.Lock()
+        self._wake.acquire()  # held: no kick pending; released: a kick is pending
+        self._start_lock = threading.Lock()
         self._kicked = False
         self._thread: threading.Thread | None = None
         self._stopped = False
-        #: notified after every step that made progress, for host waiters (`wait_progress`)
-        self.progress = progress or threading.Condition(threading.Lock())
         self.steps = 0
 
     def kick(self) -> None:
         """Wakes the thread (starting it if needed): a doorbell was rung or state changed."""
-        with self._cv:
-            self._kicked = True
+        self._kicked = True
+        try:
+            self._wake.release()
+        except RuntimeError:
+            pass  # already woken
+        t = self._thread
+        if t is None or not t.is_alive():
+            self._start()
+
+    def _start(self) -> None:
+        with self._start_lock:
             t = self._thread
-            if t is None or not t.is_alive():
-                if self._stopped:
-                    return
+            if (t is None or not t.is_alive()) and not self._stopped:
                 t = self._thread = threading.Thread(target=self._loop, name=self.name,
                                                     daemon=True)
                 t.start()
-            else:
-                self._cv.notify()
 
     def stop(self) -> None:
         """Ends the thread (the machine is being dropped); later kicks do nothing."""
-        with self._cv:
-            self._stopped = True
-            self._cv.notify()
-            t = self._thread
+        self._stopped = True
+        self.kick()
+        t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout=5.0)
-
-    def wait_progress(self, timeout_s: float) -> None:
-        """Sleeps until the GPU makes progress or `timeout_s` passes (host waits on memory)."""
-        with self.progress:
-            self.progress.wait(timeout_s)
 
     def _loop(self) -> None:
         if hasattr(signal, "pthread_sigmask"):
             # Process-directed signals (Ctrl-C) then go to a host thread, never to the GPU's.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         poll = _POLL_MIN_S
-        while True:
-            with self._cv:
-                if self._stopped:
-                    self._thread = None
-                    return
-                self._kicked = False
+        while not self._stopped:
+            self._kicked = False
             with self._lock:
                 progress, blocked, alive = self._step()
                 self.steps += 1
-            if progress:
-                with self.progress:
-                    self.progress.notify_all()
-            with self._cv:
-                if self._stopped:
-                    self._thread = None
-                    return
-                if self._kicked:
-                    poll = _POLL_MIN_S
-                    continue
-                if progress:
-                    poll = _POLL_MIN_S
-                    continue
-                if blocked:
-                    self._cv.wait(poll)
-                    poll = min(poll * 2, _POLL_MAX_S)
-                    continue
-                if not alive:
-                    self._thread = None  # no queues: the next doorbell starts a new thread
-                    return
-                self._cv.wait()
+            if progress or self._kicked:
+                poll = _POLL_MIN_S
+                continue
+            if blocked:
+                self._wake.acquire(True, poll)
+                poll = min(poll * 2, _POLL_MAX_S)
+                continue
+            if not alive:
+                with self._start_lock:  # a kick after this sees no thread and starts one
+                    if not self._kicked:
+                        self._thread = None
+                        return
+                continue
+            self._wake.acquire()
+        self._thread = None

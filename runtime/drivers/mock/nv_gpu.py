@@ -554,7 +554,7 @@ class MockNVGPU:
             sm = self.generation.sm[0]
             self.sm_version = (sm // 10) << 8 | sm % 10
         self.engine = EngineThread(f"mock-nvidia{self.index}", self.driver.os.lock,
-                                   self._engine_step, getattr(self.driver.os, "gpu_progress", None))
+                                   self._engine_step)
 
     @property
     def async_doorbell(self) -> bool:

@@ -97,6 +97,9 @@ class _Injection:
     skip: int
 
 
+_HOST_POLL_S = 0.0002  # a host waiting for a mock GPU's thread checks this often
+
+
 class MockDoorbell(Doorbell):
     """A doorbell store that also runs the mock GPU synchronously."""
 
@@ -133,8 +136,6 @@ class MockOS(OSSeam):
         self.ioctl_count = 0
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
-        #: notified whenever a GPU's thread made progress (`sleep_for_gpu`)
-        self.gpu_progress = threading.Condition(threading.Lock())
         self.drivers: list[Any] = []
 
     # ------------------------------------------------------------------ construction
@@ -178,11 +179,10 @@ class MockOS(OSSeam):
         self._injections.append(_Injection(int(request), errno, count, skip))
 
     def sleep_for_gpu(self, timeout_s: float) -> None:
-        """Sleeps until some GPU of the machine made progress or `timeout_s` passes: how a driver
-        without interrupts waits for the mock without spinning (a spinning host would hold the
-        GIL the GPUs' threads need)."""
-        with self.gpu_progress:
-            self.gpu_progress.wait(timeout_s)
+        """Sleeps briefly (at most `timeout_s`): how a driver without interrupts waits for the
+        mock without spinning, since a spinning host would hold the GIL the GPUs' threads need.
+        A plain sleep, with no lock to leave held when a Ctrl-C interrupts it."""
+        time.sleep(min(timeout_s, _HOST_POLL_S))
 
     def wait_idle(self, timeout_s: float = 10.0) -> None:
         """Blocks until every GPU of the machine has run what can run now (a test's way to let
@@ -236,8 +236,17 @@ class MockOS(OSSeam):
             del self._fds[fd]
             f.close()
 
+    def busy_here(self) -> bool:
+        """Whether this thread is inside the mock kernel (holds its lock)."""
+        return bool(self.lock._is_owned())  # type: ignore[attr-defined]
+
     def ioctl(self, fd: int, request: int,
               arg: ctypes.Structure | ctypes.Array | int | None) -> int:
+        # A Ctrl-C during the call is held back until it returns (runtime.hcq.device._on_sigint).
+        return self._ioctl(fd, request, arg)
+
+    def _ioctl(self, fd: int, request: int,
+               arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         with self.lock:
             self.ioctl_count += 1
             f = self.file(fd)
@@ -425,6 +434,23 @@ class EventFd(MockFile):
 
 
 _EventFd = EventFd  # the name this class had first
+
+
+def acquire_uninterrupted(lock: Any) -> None:
+    """Takes `lock` (an RLock released for a while inside a mock kernel call) even when a
+    Ctrl-C strikes meanwhile, then raises that KeyboardInterrupt with the lock held, so the
+    call's `with` block releases it exactly once."""
+    interrupted = False
+    while True:
+        try:
+            lock.acquire()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+            if lock._is_owned():
+                break
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 class _Locked:
