@@ -77,6 +77,12 @@ def _worker(args: tuple[Target, Project, Sources]) -> tuple[Generated | None, st
         return generate(t, srcs, project), None
     except BindgenError as e:
         return None, str(e)
+    except MemoryError:
+        # What the target held is garbage now; the other targets and the summary can go on.
+        return None, (
+            f"target {t.name}: out of memory while generating it (its headers declare more than "
+            f"this machine can hold; narrow it with `keep`, or give the run more memory)"
+        )
     except Exception as e:  # noqa: BLE001 -- a generator bug fails this target, not the run
         return None, _internal_error(t, e)
 
@@ -112,6 +118,9 @@ def _die_with_parent(parent: int) -> None:
     import ctypes
     import signal
 
+    # Ctrl-C reaches the whole process group: the parent reports it once and shuts the pool
+    # down; a worker printing its own KeyboardInterrupt traceback would only add noise.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
@@ -231,6 +240,12 @@ def _run(
                 with lock:
                     done[mine.name] = r
             yield (t, *res)
+    except BaseException:
+        # Ctrl-C or a failure here: the workers (which ignore SIGINT) are stopped rather than
+        # waited for, so the run ends now, not when the largest target is done.
+        for proc in list((getattr(ex, "_processes", None) or {}).values()):
+            proc.kill()
+        raise
     finally:
         with lock:
             todo.clear()
@@ -320,7 +335,8 @@ def cmd_regen(
     quiet: bool = False,
     verbose: bool = False,
 ) -> int:
-    from .outputs import load_manifest, owned, save_manifest, write_target
+    from .errors import OutputError
+    from .outputs import load_manifest, owned, write_target
     from .sources import Sources
 
     failed = 0
@@ -346,17 +362,21 @@ def cmd_regen(
             failed += 1
             print(f"  FAIL  {t.name}: {err}", file=sys.stderr, flush=True)
             continue
+        def stale(rel: str, t: Target = t) -> bool:  # a file this target no longer writes
+            return owned(rel, [t.output]) and not rel.endswith("__init__.py")
+
         try:
-            changed, hashes = write_target(project.out, g.files())
-            for rel in [k for k in manifest if k not in hashes and owned(k, [t.output])]:
-                if not rel.endswith("__init__.py"):  # a file this target no longer writes
-                    del manifest[rel]
-            manifest.update(hashes)
-            save_manifest(project.out, manifest)
+            # The manifest is written with the files, as one set: all or nothing.
+            changed, _ = write_target(project.out, g.files(), manifest, stale)
         except OSError as e:  # an output root that is a file, a full or read-only disk
             failed += 1
             print(f"  FAIL  {t.name}: cannot write {project.shown(g.output)}: {e.strerror} "
                   f"({e.filename}); nothing of this target was replaced", file=sys.stderr,
+                  flush=True)
+            continue
+        except OutputError as e:
+            failed += 1
+            print(f"  FAIL  {t.name}: {e}; nothing of this target was written", file=sys.stderr,
                   flush=True)
             continue
         if not quiet:
@@ -573,6 +593,12 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # Every write is a set renamed into place at the end, and downloads unpack into a
+        # scratch folder the next run removes: nothing half-written is left to report.
+        print("\nbindgen: interrupted; targets not yet written keep their previous files",
+              file=sys.stderr, flush=True)
+        return 130
 
 
 def _main(argv: list[str] | None) -> int:

@@ -33,5 +33,9 @@ class PatchError(BindgenError):
     """A declarative patch did not apply (no match, unknown name, ...)."""
 
 
+class OutputError(BindgenError):
+    """A target's files cannot be written where the output root says (a linked folder, ...)."""
+
+
 class UnsupportedConstruct(BindgenError):
     """A C construct the generator cannot represent (listed in the target's report)."""

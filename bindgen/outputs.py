@@ -12,6 +12,9 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
+
+from .errors import OutputError
 
 MANIFEST = "bindgen.manifest"
 # The output root's own package files belong to the project, not to a target.
@@ -35,17 +38,29 @@ def load_manifest(out: Path) -> dict[str, str]:
     return entries
 
 
-def save_manifest(out: Path, entries: dict[str, str]) -> None:
-    text = _HEADER + "".join(f"{entries[k]}  {k}\n" for k in sorted(entries))
-    _replace_all([(out / MANIFEST, text.encode())])
+def _manifest_text(entries: dict[str, str]) -> bytes:
+    return (_HEADER + "".join(f"{entries[k]}  {k}\n" for k in sorted(entries))).encode()
 
 
-def write_target(out: Path, files: list[tuple[Path, str]]) -> tuple[bool, dict[str, str]]:
+def write_target(
+    out: Path,
+    files: list[tuple[Path, str]],
+    manifest: dict[str, str] | None = None,
+    stale: Callable[[str], bool] = lambda rel: False,
+) -> tuple[bool, dict[str, str]]:
     """Writes one target's files (and any missing package ``__init__.py``) as a set: every new
     text goes to a temporary file first, and only when all are written are they renamed into
-    place. Returns (whether anything changed, {path relative to ``out``: sha256})."""
+    place. With ``manifest`` (the output root's, as loaded), the manifest updated for these files
+    is part of the set, less the entries ``stale`` names (files the target no longer writes), so
+    a failure leaves both the files and the manifest as they were.
+
+    Returns (whether anything changed, {path relative to ``out``: sha256}). A folder between
+    ``out`` and a file that is a symbolic link is refused: writing through it would put the
+    file outside the output root."""
     writes: list[tuple[Path, bytes]] = []
     hashes: dict[str, str] = {}
+    for path, _ in files:
+        _refuse_links(out, path)
     for path, text in files:
         for parent in _packages_between(out, path):
             init = parent / "__init__.py"
@@ -56,8 +71,31 @@ def write_target(out: Path, files: list[tuple[Path, str]]) -> tuple[bool, dict[s
         hashes[path.relative_to(out).as_posix()] = _sha(data)
         if not path.is_file() or path.read_bytes() != data:
             writes.append((path, data))
+    changed = bool(writes)
+    entries: dict[str, str] = {}
+    if manifest is not None:
+        entries = {k: v for k, v in manifest.items() if k in hashes or not stale(k)}
+        entries.update(hashes)
+        text = _manifest_text(entries)
+        mpath = out / MANIFEST
+        if changed or not mpath.is_file() or mpath.read_bytes() != text:
+            writes.append((mpath, text))
     _replace_all(writes)
-    return bool(writes), hashes
+    if manifest is not None:  # in place: the caller's copy follows the file
+        manifest.clear()
+        manifest.update(entries)
+    return changed, hashes
+
+
+def _refuse_links(out: Path, path: Path) -> None:
+    folder = out
+    for part in path.parent.relative_to(out).parts:
+        folder = folder / part
+        if folder.is_symlink():
+            raise OutputError(
+                f"{folder} is a symbolic link (to {os.readlink(folder)}); bindgen writes only "
+                f"inside the output root {out}: replace the link with a folder"
+            )
 
 
 def _packages_between(out: Path, path: Path) -> list[Path]:

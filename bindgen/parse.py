@@ -237,6 +237,22 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     )
 
 
+def _raw_comment_bytes(c: ci.Cursor) -> bytes:
+    """The comment clang attaches to ``c``, as the bytes it spans in its file (the Python
+    binding decodes it as strict UTF-8)."""
+    fn = ci.conf.lib.clang_Cursor_getCommentRange
+    fn.argtypes, fn.restype = [ci.Cursor], ci.SourceRange
+    rng = fn(c)
+    if rng.start.file is None:
+        return b""
+    try:
+        with open(rng.start.file.name, "rb") as f:
+            f.seek(rng.start.offset)
+            return f.read(max(rng.end.offset - rng.start.offset, 0))
+    except OSError:
+        return b""
+
+
 def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
@@ -404,7 +420,10 @@ class _Converter:
         """The header's comment for ``c``: the one clang attaches, if it is on the declaration's
         own lines or ends on the line just above it (clang also attaches a comment separated by
         blank lines, such as a file's opening comment, which documents no declaration)."""
-        raw = c.raw_comment
+        try:
+            raw = c.raw_comment
+        except UnicodeDecodeError:  # a byte that is not UTF-8 in the comment (a Latin-1 name)
+            raw = _raw_comment_bytes(c).decode("utf-8", "replace")
         if not raw:
             return ""
         f = c.extent.start.file

@@ -183,6 +183,85 @@ def _compose(node: yaml.Node) -> _Node:
     )
 
 
+# Bounds on what a spec's YAML may make the loader build. A few hundred bytes of nested aliases
+# ("billion laughs") stand for billions of values, and deep nesting exhausts Python's stack; the
+# largest real spec holds a few hundred values, ten levels deep.
+_MAX_YAML_VALUES = 200_000
+_MAX_YAML_DEPTH = 64
+
+
+class _TooBig(Exception):
+    def __init__(self, line: int, what: str) -> None:
+        self.line, self.what = line, what
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """Composes a YAML document, counting the values it stands for with every alias expanded
+    (each anchored node measured once) and its nesting, and stopping at the bounds above."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._depth = 0
+        self._values = 0
+        self._measured: dict[int, tuple[int, int]] = {}  # id(node) → (values, depth) expanded
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        line = self.peek_event().start_mark.line + 1
+        if self.check_event(yaml.AliasEvent):
+            anchor = self.peek_event().anchor
+            if anchor in self.anchors:
+                values, depth = self._measure(self.anchors[anchor])
+                self._count(values, line)
+                if self._depth + depth > _MAX_YAML_DEPTH:
+                    raise _TooBig(line, f"alias *{anchor} nests values more than "
+                                        f"{_MAX_YAML_DEPTH} levels deep")
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        self._count(1, line)
+        self._depth += 1
+        if self._depth > _MAX_YAML_DEPTH:
+            raise _TooBig(line, f"values nested more than {_MAX_YAML_DEPTH} levels deep")
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
+
+    def _count(self, values: int, line: int) -> None:
+        self._values += values
+        if self._values > _MAX_YAML_VALUES:
+            raise _TooBig(line, f"the spec stands for more than {_MAX_YAML_VALUES:,} values with "
+                                "its aliases expanded; write them out, or use fewer aliases")
+
+    def _measure(self, node: yaml.Node) -> tuple[int, int]:
+        """(values, depth) of ``node`` with every alias in it expanded. Its own nesting is
+        bounded already, and each anchored node inside was measured when its alias was read."""
+        hit = self._measured.get(id(node))
+        if hit is not None:
+            return hit
+        values, depth = 1, 1
+        if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+            kids = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else [n for pair in node.value for n in pair]
+            )
+            for kid in kids:
+                v, d = self._measure(kid)
+                values += v
+                depth = max(depth, d + 1)
+                if values > _MAX_YAML_VALUES:
+                    break
+        self._measured[id(node)] = (values, depth)
+        return values, depth
+
+
+def _compose_bounded(text: str) -> yaml.Node | None:
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_node()  # type: ignore[no-any-return]
+    finally:
+        loader.dispose()
+
+
 class _DupKey(Exception):
     def __init__(self, key: str, line: int) -> None:
         self.key, self.line = key, line
@@ -561,10 +640,12 @@ def load_spec(
         raise SpecError(shown, line, "", f"not UTF-8 text (byte 0x{data[e.start]:02x}); save "
                                          "the spec as UTF-8") from None
     try:
-        node = yaml.compose(text)
+        node = _compose_bounded(text)
         root = _compose(node) if node is not None else None
     except _DupKey as e:
         raise SpecError(shown, e.line, e.key, "duplicate key")
+    except _TooBig as e:
+        raise SpecError(shown, e.line, "", e.what) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise SpecError(shown, mark.line + 1 if mark else None, "", f"invalid YAML: {e}")
@@ -683,6 +764,16 @@ def load_spec(
             targets.append(target)
         r.done(("group", "description", "matrix", "sources", "defaults", "targets"))
     pins = load_lock(path.parent) if pins is None else pins
+    for t in targets:
+        for s in t.sources:
+            pin = pins.get(s.identity())
+            if pin is not None and s.sha256 and s.sha256 != pin.archive_sha256:
+                raise SpecError(
+                    shown, s.line, f"sources.{s.name}.sha256",
+                    f"{s.sha256} is not the sha256 of {pin.archive} that bindgen.lock pins "
+                    f"({pin.archive_sha256}); correct one of them (`bindgen pin` checks the "
+                    "spec's against the package index)",
+                )
     if pins:
         targets = [
             replace(t, sources=tuple(replace(s, pin=pins.get(s.identity())) for s in t.sources))

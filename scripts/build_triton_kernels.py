@@ -2,10 +2,15 @@
 """Compiles the Triton kernels the runtime's Triton loader is tested with, ahead of time and without
 a GPU, for the H200 (cuda sm_90) and the mock AMD GPU (hip gfx1100, wave32), and writes each as
 the binary plus the metadata JSON `runtime.hcq.triton.save` writes (kernel name, the Triton
-signature in order, constants, dynamic shared memory, warps, scratch sizes).
+signature in order, constants, dynamic shared memory, warps, scratch sizes); CUDA kernels also get
+their PTX beside the cubin (what the mock NVIDIA GPU executes).
 
     pip install "triton==3.6.*"
     python scripts/build_triton_kernels.py            # -> tests/runtime/data/triton/{sm90,gfx1100}
+    python scripts/build_triton_kernels.py --targets sm90
+
+vector_add and softmax are also copied to runtime/hcq/examples/triton (shipped in the wheel for the
+examples of docs/runtime.md; a test checks the copies equal these).
 
 The outputs are committed, so tests need neither Triton nor a compiler. Kernels: vector add, fused
 softmax, layer norm, matmul with tl.dot, dropout with tl.rand.
@@ -18,6 +23,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "runtime" / "data" / "triton"
+EXAMPLES = ROOT / "runtime" / "hcq" / "examples" / "triton"
+SHIPPED = ("vector_add", "softmax")
 
 
 def kernels() -> dict[str, tuple[Any, dict[str, str], dict[str, Any]]]:
@@ -102,6 +109,8 @@ def kernels() -> dict[str, tuple[Any, dict[str, str], dict[str, Any]]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--targets", nargs="+", choices=("sm90", "gfx1100"),
+                    default=["sm90", "gfx1100"])
     args = ap.parse_args()
     import triton
     from triton.backends.compiler import GPUTarget
@@ -110,11 +119,16 @@ def main() -> int:
     from runtime.hcq.triton import save, spec_from_compiled
     targets = {"sm90": GPUTarget("cuda", 90, 32), "gfx1100": GPUTarget("hip", "gfx1100", 32)}
     for tdir, target in targets.items():
+        if tdir not in args.targets:
+            continue
         for name, (fn, sig, consts) in kernels().items():
             full = dict(sig, **{k: "constexpr" for k in consts if k not in sig})
             k = triton.compile(ASTSource(fn=fn, signature=full, constexprs=consts), target=target)
             binary, spec = spec_from_compiled(k)
-            save(args.out / tdir / name, binary, spec)
+            ptx = k.asm["ptx"] if target.backend == "cuda" else None
+            save(args.out / tdir / name, binary, spec, ptx)
+            if name in SHIPPED and args.out == OUT:
+                save(EXAMPLES / tdir / name, binary, spec, ptx)
             print(f"{tdir}/{name}: {len(binary)} B, shared {spec.shared} B, "
                   f"{spec.num_warps} warps, triton {triton.__version__}")
     return 0

@@ -19,6 +19,7 @@ from .tokens import (
     _IOC_DIR_BITS,
     _MARK,
     _MAX_EXPANSION,
+    _MAX_NESTING,
     _NODE,
     _NUM,
     _PLACEMARKER,
@@ -264,12 +265,42 @@ class _Preprocessor:
         def parse_full(self, toks: list[_Tok]) -> _Node: ...
         def _call_token(self, name: str, args: list[list[_Tok]]) -> _Tok | None: ...
 
+    # The work budget of the evaluation under way: (the translator's memo depth it belongs to,
+    # [tokens scanned so far, argument expansions nested in each other]); None outside any
+    # expansion. Each memo gets its own, so a macro first evaluated inside another one's expansion
+    # has the same outcome whoever reached it first.
+    _budget: tuple[int, list[int]] | None = None
+
     def expand(self, toks: list[_Tok], isolated: bool, mode2: bool) -> list[_Tok]:
         """Macro-expand ``toks`` completely (C11 6.10.3.4 rescanning, with hide sets).
 
         ``isolated``: the tokens are a macro argument, whose surroundings are not known yet.
         ``mode2``: translating a function body (emitted constants and functions stay names).
+
+        The work is bounded: an argument is expanded before substitution and again when the
+        result is rescanned, so a macro that passes calls of another as its arguments
+        (``F2(x) = F1(F1(x))``) costs four times the one before it. Scanning more than
+        ``_MAX_EXPANSION`` tokens for one definition, or arguments nested more than
+        ``_MAX_NESTING`` deep, fails naming the macro being expanded.
         """
+        saved = self._budget
+        depth = getattr(self, "depth", 0)
+        budget = saved if saved is not None and saved[0] == depth else (depth, [0, 0])
+        state = budget[1]
+        if state[1] >= _MAX_NESTING:
+            raise _Fail(f"macro arguments nested more than {_MAX_NESTING} deep")
+        self._budget = budget
+        state[1] += 1
+        try:
+            return self._expand(toks, isolated, mode2, state)
+        finally:
+            state[1] -= 1
+            self._budget = saved
+
+    def _expand(
+        self, toks: list[_Tok], isolated: bool, mode2: bool, work: list[int]
+    ) -> list[_Tok]:
+        work[0] += len(toks)
         out: list[_Tok] = []
         stack = toks[::-1]
         table = self.table
@@ -309,8 +340,12 @@ class _Preprocessor:
                         continue
                 repl = _with_hide(self.substitute(m, args, mode2), (t.hide & rparen.hide) | {name})
             pushed += len(repl)
-            if pushed > _MAX_EXPANSION:
-                raise _Fail("expansion too large")
+            work[0] += len(repl)
+            if pushed > _MAX_EXPANSION or work[0] > _MAX_EXPANSION:
+                raise _Fail(
+                    f"macro expansion scans more than {_MAX_EXPANSION:,} tokens (stopped in "
+                    f"{name}: macros that pass their own calls as arguments grow exponentially)"
+                )
             stack.extend(reversed(repl))
         return out
 

@@ -166,7 +166,8 @@ _IOCTL_DIRS = {
 _IOC_DIR_BITS = {"": 0, "W": 1, "R": 2, "WR": 3}  # _IOC_NONE, _IOC_WRITE, _IOC_READ
 
 _MAX_DEPTH = 100  # nested on-demand evaluations (only reached through ## -built names)
-_MAX_EXPANSION = 200_000  # tokens one expansion may produce (guards exponential macros)
+_MAX_EXPANSION = 200_000  # tokens one definition's expansion may scan (exponential macros)
+_MAX_NESTING = 64  # macro calls nested in each other's arguments (clear of Python's stack)
 
 _TOKEN_RE = re.compile(
     r"""

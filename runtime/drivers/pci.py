@@ -487,10 +487,17 @@ class SysfsPCIDevice(PCIDevice):
         except OSError as e:
             raise PCIError(f"{self.address}: cannot read {self.path}/resource: {e}") from e
         rows = []
-        for line in text.splitlines():
-            if line.strip():
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
                 start, end, flags = (int(x, 16) for x in line.split()[:3])
-                rows.append((start, end, flags))
+            except ValueError:  # too few columns, or not hex
+                start = end = -1
+            if start < 0 or end < 0 or (end and end < start):
+                raise PCIError(f"{self.address}: line {n} of {self.path}/resource is not "
+                               f"'START END FLAGS' in hex with START <= END: {line[:80]!r}")
+            rows.append((start, end, flags))
         return rows
 
     def bars(self) -> list[BarInfo]:

@@ -14,6 +14,7 @@ the node and the argument): its memory may already belong to another allocation.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Mapping, Sequence, Union, overload
 
@@ -209,7 +210,7 @@ class Graph:
                     dev.timeline_signal.wait(self._last, timeout_ms)
                 self._apply_updates(updates or {}, wait_values or {})
             self._check_live()
-            v = self._submit_segments(wait)
+            v, stamps = self._submit_segments(wait)
             for wi, (body, var) in enumerate(self._wait_vars):
                 node, sig = self._wait_nodes[wi]
                 dev._gates[id(self), wi] = (f"graph node {node} (GraphWait {wi}, replay ending "
@@ -217,7 +218,8 @@ class Graph:
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)
-        return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+        assert stamps is not None
+        return (stamps[1].timestamp - stamps[0].timestamp) / dev.clock_hz
 
     def _check_updates(self, updates: Mapping[int, Mapping[int, ArgValue]],
                        wait_values: Mapping[int, int]) -> None:
@@ -271,27 +273,35 @@ class Graph:
                                    "may belong to another allocation now). Pass a live buffer "
                                    "in replay's updates, or build a new graph")
 
-    def _submit_segments(self, wait: bool) -> int:
+    def _submit_segments(self, wait: bool) -> "tuple[int, tuple[Signal, Signal] | None]":
         dev = self.device
         tl = dev.timeline_signal
         last = len(self._segments) - 1
         v = self._last
+        trace = dev._trace
+        stamps = (self._t0, self._t1) if wait else None
+        if trace is not None:
+            h0, first = time.perf_counter(), dev.timeline_value + 1
+            stamps = trace.graph_signals() or stamps
         for i, seg in enumerate(self._segments):
             v = dev.timeline_value + 1  # taken once the submission is built (submit_timeline)
             q = (dev.copy_queue() if isinstance(seg, list) else dev.compute_queue()).wait(tl, v - 1)
-            if wait and i == 0:
-                q.timestamp(self._t0)
+            if stamps is not None and i == 0:
+                q.timestamp(stamps[0])
             if isinstance(seg, list):
                 for c in seg:
                     if c.size:
                         q.copy(c.dst.va + c.dst_offset, c.src.va + c.src_offset, c.size)
             else:
                 q.call(seg)
-            if wait and i == last:
-                q.timestamp(self._t1)
+            if stamps is not None and i == last:
+                q.timestamp(stamps[1])
             dev.submit_timeline(q.signal(tl, v), v)
         self._last = v
-        return v
+        if trace is not None:
+            trace.graph(self, first, v, h0, stamps if stamps is not (self._t0, self._t1) and
+                        trace.profiling else None)
+        return v, stamps
 
     def free(self) -> None:
         """Releases the graph's memory (after waiting for its last replay)."""

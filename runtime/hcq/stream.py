@@ -27,6 +27,7 @@ end.wait(); print(end.elapsed_time(start) * 1e6, "us")
 """
 from __future__ import annotations
 
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -91,6 +92,8 @@ class Stream:
         self.value = 0          # last value handed out on this stream's timeline
         self._waits: list[Event] = []
         self.closed = False
+        #: the stream's name in traces and logs
+        self.label = f"stream {len(device._streams) + 1}"
 
     def _check(self) -> None:
         if self.closed:
@@ -119,6 +122,24 @@ class Stream:
         with self.device._submit:
             kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before submit
             q, v = self._begin(self._make_queue())
+            trace = self.device._trace
+            if trace is not None:
+                stamps = trace.stream_signals()
+                q.memory_barrier()
+                if stamps is not None:
+                    q.timestamp(stamps[0])
+                q.exec(prg, kargs, global_size, local_size)
+                if stamps is not None:
+                    q.timestamp(stamps[1])
+                h0 = time.perf_counter()
+                trace.enter()
+                try:
+                    ev = self._finish(q, v)
+                finally:
+                    trace.leave()
+                trace.stream_launch(self.label, prg, args, global_size, local_size, stamps, v,
+                                    h0)
+                return ev
             q.memory_barrier().exec(prg, kargs, global_size, local_size)
             return self._finish(q, v)
 

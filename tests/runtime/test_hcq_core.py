@@ -30,6 +30,7 @@ class _Dev:
     closed = False
     clock_hz = 100e6
     _submit = SubmitLock()
+    _trace = None  # no profiler or debug log
 
     def check_usable(self) -> None:
         pass

@@ -14,8 +14,12 @@ channel's error notifier (hObjectError) gets info32 = the Xid, status 0xFFFF, an
 log the reason, naming the method or QMD field. Method offsets and QMD field positions come from
 `hcq_bindings.nv.classes` (the decoder is `runtime.drivers.nv.methods`, shared with error reports).
 
-Kernels are not executed (SASS is not emulated): a test may register a Python model for a program
-address (`register_kernel`), which is then called with the decoded launch; otherwise a launch only
+Kernels whose program address holds a PTX entry record (the image `runtime.drivers.nv.ptx` lays
+out; NVDevice compiles to PTX on this mock) run through the PTX interpreter
+(`runtime.drivers.mock.ptx`) with the QMD's grid, block and shared memory and constant bank 0, in
+time slices: a grid still running keeps its channel blocked at the launch, so a kernel that never
+ends cannot hang the host. SASS (a cubin) is not executed: a test may register a Python model for a
+program address (`register_kernel`), called with the decoded launch; otherwise such a launch only
 records what it would have run.
 """
 from __future__ import annotations
@@ -35,6 +39,7 @@ from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.engine import EngineThread, sync_from_env
 from runtime.drivers.mock.memory import MockMemory, PageFault
+from runtime.drivers.mock.ptx.launch import PtxLaunch
 from runtime.drivers.nv.generation import NVGeneration, generation_named
 from runtime.drivers.nv.methods import describe_method, fget
 
@@ -155,7 +160,12 @@ class Launch:
     shared_B: int
     cb0_va: int
     cb0: bytes
-    qmd: dict[str, int]
+    reader: "QmdReader"
+
+    @property
+    def qmd(self) -> dict[str, int]:
+        """The QMD's non-zero fields by name (decoded on first use)."""
+        return self.reader.nonzero()
 
     def param(self, offset: int, fmt: str, base: int = 0x210) -> Any:
         """A parameter from constant bank 0 (`offset` within the parameter block at `base`)."""
@@ -196,6 +206,7 @@ class MockChannel:
     # QMD releases of grids launched but not yet complete: the compute engine runs a grid while the
     # front end goes on with the methods after SEND_PCAS, so they land later (`complete_grids`)
     grid_releases: list[tuple[int, int]] = field(default_factory=list)
+    ptx: "PtxLaunch | None" = None   # a PTX grid that has not finished its time slices
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
@@ -426,7 +437,8 @@ class MockChannel:
         p = self.gpu.generation.copy.prefix + "_"
         names = ("OFFSET_IN_UPPER", "OFFSET_IN_LOWER", "OFFSET_OUT_UPPER", "OFFSET_OUT_LOWER",
                  "LINE_LENGTH_IN", "LINE_COUNT", "PITCH_IN", "PITCH_OUT", "SET_SEMAPHORE_A",
-                 "SET_SEMAPHORE_B", "SET_SEMAPHORE_PAYLOAD", "SET_SEMAPHORE_PAYLOAD_UPPER")
+                 "SET_SEMAPHORE_B", "SET_SEMAPHORE_PAYLOAD", "SET_SEMAPHORE_PAYLOAD_UPPER",
+                 "SET_REMAP_CONST_A", "SET_REMAP_CONST_B", "SET_REMAP_COMPONENTS")
         for n in names:
             if getattr(cl, p + n, None) == mthd:
                 self.ce[n] = data
@@ -450,6 +462,10 @@ class MockChannel:
             length = ce["LINE_LENGTH_IN"]
             lines = ce.get("LINE_COUNT", 1) if f("MULTI_LINE_ENABLE") else 1
             mem = self.gpu.mem
+            if f("REMAP_ENABLE"):
+                self._remap_fill(p, dst, length, lines)
+                self._copy_semaphore(p, f)
+                return
             for ln in range(lines):
                 s = src + ln * ce.get("PITCH_IN", 0)
                 d = dst + ln * ce.get("PITCH_OUT", 0)
@@ -457,6 +473,39 @@ class MockChannel:
                     chunk = mem.view(s, length, "copy read").copy()
                     mem.view(d, length, "copy write")[:] = chunk
             self.gpu.copied_B += length * lines
+        self._copy_semaphore(p, f)
+
+    def _remap_fill(self, p: str, dst: int, elements: int, lines: int) -> None:
+        """A remapped copy whose destination components all come from REMAP_CONST_A/B (a fill:
+        the source is not read). LINE_LENGTH_IN counts elements of NUM_DST_COMPONENTS
+        components of COMPONENT_SIZE bytes each."""
+        ce = self.ce
+        if "SET_REMAP_COMPONENTS" not in ce:
+            raise ChannelFault("LAUNCH_DMA with REMAP_ENABLE before SET_REMAP_COMPONENTS")
+        if lines != 1:
+            raise ChannelFault("a remapped multi-line copy is not modelled")
+        word = ce["SET_REMAP_COMPONENTS"]
+        g = lambda n: fget(getattr(cl, p + "SET_REMAP_COMPONENTS_" + n), word)  # noqa: E731
+        comp_B, n_dst = g("COMPONENT_SIZE") + 1, g("NUM_DST_COMPONENTS") + 1
+        consts = {getattr(cl, p + "SET_REMAP_COMPONENTS_DST_X_CONST_A"): "SET_REMAP_CONST_A",
+                  getattr(cl, p + "SET_REMAP_COMPONENTS_DST_X_CONST_B"): "SET_REMAP_CONST_B"}
+        element = b""
+        for name in ("DST_X", "DST_Y", "DST_Z", "DST_W")[:n_dst]:
+            sel = g(name)
+            if sel not in consts:
+                raise ChannelFault(f"remapped copy: {name} selects {sel} (only CONST_A/CONST_B, "
+                                   "a fill, is modelled)")
+            if consts[sel] not in ce:
+                raise ChannelFault(f"remapped copy before {consts[sel]} was set")
+            element += (ce[consts[sel]] & ((1 << (8 * comp_B)) - 1)).to_bytes(comp_B, "little")
+        n = elements * len(element)
+        if n:
+            view = self.gpu.mem.view(dst, n, "fill write")
+            view[:] = np.tile(np.frombuffer(element, np.uint8), elements)
+        self.gpu.filled_B += n
+
+    def _copy_semaphore(self, p: str, f: Callable[[str], int]) -> None:
+        ce = self.ce
         sem_type = f("SEMAPHORE_TYPE")
         if sem_type:
             va = (ce.get("SET_SEMAPHORE_A", 0) & 0x1FFFFFF) << 32 | ce.get("SET_SEMAPHORE_B", 0)
@@ -485,9 +534,8 @@ class QmdReader:
         self.num = int.from_bytes(data, "little")
 
     def get(self, name: str, index: int | None = None) -> int:
-        f = getattr(cl, f"{self.prefix}_{name}")
-        hi, lo = f(index) if index is not None else f
-        return (self.num >> lo) & ((1 << (hi - lo + 1)) - 1)
+        lo, mask = _field_range(self.prefix, name, index)
+        return (self.num >> lo) & mask
 
     def nonzero(self) -> dict[str, int]:
         out = {}
@@ -497,6 +545,24 @@ class QmdReader:
             if val:
                 out[name] = val
         return out
+
+
+@lru_cache(maxsize=None)
+def _field_range(prefix: str, name: str, index: int | None) -> tuple[int, int]:
+    """(low bit, mask) of a QMD field, from the generated table."""
+    f = getattr(cl, f"{prefix}_{name}")
+    hi, lo = f(index) if index is not None else f
+    return lo, (1 << (hi - lo + 1)) - 1
+
+
+@lru_cache(maxsize=None)
+def _allowed_bits(prefix: str, bits: int) -> int:
+    """Every bit of the fields a launch of this runtime may set (`_QMD_ALLOWED`)."""
+    out = 0
+    for name, hi, lo in _qmd_fields(prefix, bits):
+        if name.split("(")[0] in _QMD_ALLOWED:
+            out |= ((1 << (hi - lo + 1)) - 1) << lo
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -536,6 +602,8 @@ class MockNVGPU:
     tpc_per_gpc: int = 9
     sm_per_tpc: int = 2
     max_warps_per_sm: int = 64
+    sm_count: int = 132     # the SMs enabled on an H100/H200 SXM part (of the chip's 144)
+    sp_per_sm: int = 128
     mem: MockMemory = field(default_factory=MockMemory)
     vram_used: int = 0
     channels: dict[int, MockChannel] = field(default_factory=dict)   # by work-submit token
@@ -545,6 +613,7 @@ class MockNVGPU:
     keep_launches: int = 64
     launch_count: int = 0
     copied_B: int = 0
+    filled_B: int = 0
     _poller: threading.Thread | None = None
     #: deterministic mode: channels run inside the doorbell write (runtime.drivers.mock.engine)
     sync: bool = field(default_factory=sync_from_env)
@@ -657,15 +726,19 @@ class MockNVGPU:
 
     # ------------------------------------------------------------------ compute launches
     def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
-        """Decodes and checks the QMD at `qmd_va`, runs the kernel model, releases semaphores."""
+        """Decodes and checks the QMD at `qmd_va`, runs the kernel (a PTX image through the
+        interpreter, in time slices, or a registered model), releases semaphores."""
+        if ch.ptx is not None:  # the launch method again: the running grid's next time slice
+            ch.ptx.resume()
+            return
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
         prefix, size = lay.prefix, lay.size_B
         raw = self.mem.view(qmd_va, size, "QMD fetch").tobytes()
         q = QmdReader(prefix, raw)
-        fields = q.nonzero()
-        bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
-        if bad:
+        if q.num & ~_allowed_bits(prefix, size * 8):  # some field outside the allowed set is set
+            fields = q.nonzero()
+            bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
             raise ChannelFault(f"QMD at {qmd_va:#x} sets fields this runtime must leave zero: "
                                + ", ".join(f"{k}={fields.get(k, fields.get(k + '(0)', 0)):#x}"
                                            for k in bad), XID_GR_EXCEPTION)
@@ -679,20 +752,28 @@ class MockNVGPU:
         shared = q.get(lay.shared[0]) << lay.shared[1]
         prog = self._program(q, lay)
         launch = Launch(self, prog, grid, block, shared, cb0_va, cb0,  # type: ignore[arg-type]
-                        fields)
+                        q)
         self.launch_count += 1
         if self.keep_launches:
             self.launches.append(launch)
             del self.launches[:-self.keep_launches]
         model = self.kernels.get(prog)
-        if model is not None:
-            try:
-                model(launch)
-            except PageFault as e:
-                raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
         enable, upper, lower, payload_lo = lay.release
-        if q.get(enable, 0):  # lands when the grid completes (MockChannel.complete_grids)
-            ch.grid_releases.append((q.get(upper) << 32 | q.get(lower), q.get(payload_lo)))
+        # lands when the grid completes (MockChannel.complete_grids)
+        release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo)) if q.get(enable, 0) \
+            else None
+        if model is None:
+            ch.ptx = PtxLaunch.start(ch, launch, release)
+            if ch.ptx is not None:
+                ch.ptx.resume()
+                return
+        try:
+            if model is not None:
+                model(launch)
+        except PageFault as e:
+            raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
+        if release is not None:
+            ch.grid_releases.append(release)
 
     @staticmethod
     def _program(q: QmdReader, lay: QmdLayout) -> int:
