@@ -94,6 +94,9 @@ class DriverDevice:
         """The launch run by the interpreter itself with the driver's record (`dispatch_record`),
         so its KernelFault reaches the caller as it is (the mock GPU would report it as a
         device fault)."""
+        # The interpreter reads GPU memory directly: the code and arguments the driver copied there
+        # must have arrived (the mock GPU runs its queues asynchronously).
+        self.d.synchronize()
         rec = replace(self.dispatch_record(prg, args, grid, block), gws=gws)
         kw = {} if max_wave_instructions is None else \
             {"max_wave_instructions": max_wave_instructions}
