@@ -460,7 +460,7 @@ def test_gpu_fault_raises_device_fault_with_xid(dev: NVDevice) -> None:
     with pytest.raises(DeviceFault, match="Xid 31") as e:
         prg(x, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True, timeout_ms=3000)
     assert "page fault" in str(e.value) and "NVRM: Xid" in str(e.value)
-    with pytest.raises(DeviceFault):  # every later call raises the same error
+    with pytest.raises(DeviceFault):  # every later call raises a fresh one
         dev.alloc(64)
 
 
