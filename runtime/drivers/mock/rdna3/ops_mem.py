@@ -347,9 +347,10 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
         except PageFault:
             generic(g)
             return
-        arr = data[at:at + hi - lo + 4].view(dt)
+        arr: np.ndarray = data[at:at + hi - lo + 4].view(dt)
         src = g.v(vdata)[0][ex].view(dt)
         cmp = g.v(vdata + 1)[0][ex].view(dt) if has_cmp else None
+        old: np.ndarray | None
         if hi == lo and cmp is not None and op == "cmpswap":
             old = atomics.compare_swap_one(arr, 0, src, cmp)   # every lane on one address
         else:
