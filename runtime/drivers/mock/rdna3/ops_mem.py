@@ -238,20 +238,19 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
             generic(g)
             return
         S = g.s
-        off = g.v(vaddr)
-        lo, hi = int(off.min()), int(off.max())
-        start = (int(S(saddr)[0]) | int(S(saddr + 1)[0]) << 32) + imm + lo
-        rel = off - u32(lo)
-        if start & 3 or int(np.bitwise_or.reduce(rel, axis=None)) & 3:
+        off = g.v(vaddr)   # unsigned: the lanes lie in [start, start + max + nbytes)
+        start = (int(S(saddr)[0]) | int(S(saddr + 1)[0]) << 32) + imm
+        if (start | int(np.bitwise_or.reduce(off, axis=None))) & 3:
             generic(g)
             return
+        end = int(off.max()) + nbytes
         try:
-            data, at = g.m.mem.find(start, hi - lo + nbytes, access)
+            data, at = g.m.mem.find(start, end, access)
         except PageFault:
             generic(g)
             return
-        words = data[at:at + hi - lo + nbytes].view(u32)
-        idx = rel >> u32(2)
+        words = data[at:at + end].view(u32)
+        idx = off >> u32(2)
         if load:
             vals = [words.take(idx + u32(j) if j else idx) for j in range(ndw)]
             for j, v in enumerate(vals):
@@ -488,12 +487,18 @@ def _private_words(load: bool, ndw: int, vdst: int, vdata: int,
         words = m.scratch_words()
         sc = m.scratch
         assert sc is not None   # scratch_words raised otherwise
-        hi = int(act.max())
-        if int(act.min()) < 0 or int(np.bitwise_or.reduce(act, axis=None)) & 3 or \
-                ((hi >> 2) + ndw) * 128 > sc.wave_B or not words.size:
+        # One reduction checks all three: an OR of the offsets is at least their maximum, has
+        # bit 63 set if one is negative and bits 1:0 set if one is not dword aligned.
+        bits = int(np.bitwise_or.reduce(act, axis=None))
+        if bits < 0 or bits & 3 or not words.size or \
+                ((bits >> 2) + ndw) * 128 > sc.wave_B and \
+                ((int(act.max()) >> 2) + ndw) * 128 > sc.wave_B:
             generic(g)
             return
-        idx = (g.wave_ids() * (sc.wave_B >> 2))[:, None] + (off >> 2) * 32 + _LANE32
+        if g.n == 1:   # dword d of lane l: word slot + 32 d + l, and 32 d = 8 * offset
+            idx = off * 8 + (int(g.wave_ids()[0]) * (sc.wave_B >> 2) + _LANE32)
+        else:
+            idx = (g.wave_ids() * (sc.wave_B >> 2))[:, None] + (off >> 2) * 32 + _LANE32
         if load:
             vals = [words.take(idx + 32 * j if j else idx, mode="clip") for j in range(ndw)]
             for j, v in enumerate(vals):
@@ -515,6 +520,8 @@ def _scratch_offsets(inst: Inst) -> Callable[[Group], np.ndarray]:
     imm, saddr, vaddr, sve = f["offset"], f["saddr"], f["addr"], f["sve"]
 
     def offsets(g: Group) -> np.ndarray:
+        if sve and saddr in (NULL, 0x7F):   # the common form: a VGPR offset
+            return g.v(vaddr).view(np.int32).astype(np.int64) + imm
         off = np.full((g.n, 32), imm, dtype=np.int64)
         if saddr not in (NULL, 0x7F):
             off += g.s(saddr).astype(np.int32).astype(np.int64)[:, None]
