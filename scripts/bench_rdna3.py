@@ -5,18 +5,25 @@ on the same code objects and the same sizes, in one run.
 Cases (OpenCL C compiled once with clang-16 for gfx1100; Triton's from tests/runtime/data):
   axpb      c[i] = a[i] + b[i] * 2.0f, one element per lane, 256 per group (many waves)
   reduce    per-workgroup tree sum in LDS with barriers
+  dynlds    the same sum in LDS the launch provides (a __local pointer argument: dynamic LDS)
   loop      ONE wave, a 4096-iteration dependent loop (per-instruction overhead)
+  memloop   ONE wave, a loop that loads one float from global memory per iteration
+  scratch   ONE wave with a 700-int private array (scratch loads and stores in a loop)
   cas       float atomic add by every lane into one address: clang's compare-and-swap retry
-            loop under full contention, at 2^10 and 2^12 lanes (how the cost grows)
+            loop under full contention, at 2^10, 2^11 and 2^12 lanes (how the cost grows)
   triton    Triton 3.6's vector add on its buffer-op path (MUBUF)
-and, ours only, an empty kernel's launch + wait through the AMD runtime on the mock GPU.
+and, ours only, an empty kernel's launch + wait.
 
-For each: best-of-N wall time of ours and of the peer (tinygrad's test/mockgpu/amd/emu.py
-`run_asm`, run in a subprocess by scripts/rdna3_peer.py from a tinygrad checkout given with
---peer), their ratio, and our wave-instructions/s. The peer's output is checked against numpy
-like ours; a case it cannot run is reported with its error.
+Every kernel is launched through the AMD runtime on the mock GPU (AMDDevice("mock-amd:0"): the
+driver's code loading, kernel arguments and user SGPRs, the PM4 dispatch), as a program would.
+For each: best-of-N wall time and CPU time (time.process_time: every thread of the process) of
+ours and of the peer (tinygrad's test/mockgpu/amd/emu.py `run_asm`, run in a subprocess by
+scripts/rdna3_peer.py from a tinygrad checkout given with --peer), their ratio, and our
+wave-instructions/s. The peer's output is checked against numpy like ours; a case it cannot run
+is reported with its error. The load average before and after is printed with the table.
 
-    python scripts/bench_rdna3.py [--quick] [--peer /path/to/tinygrad] [--json FILE]
+    python scripts/bench_rdna3.py [--quick] [--peer /path/to/tinygrad] [--only CASE,...]
+                                  [--json FILE]
 `run(quick)` returns the rows for scripts/bench_hcq.py (ours only).
 """
 # No `from __future__ import annotations`: scripts/bench_hcq.py loads this file without
@@ -41,7 +48,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from runtime.drivers.amd.compiler import AMDCompiler  # noqa: E402
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice  # noqa: E402
 
 TRITON_DIR = ROOT / "tests" / "runtime" / "data" / "rdna3_real" / "triton"
 SOURCES = {
@@ -74,6 +80,34 @@ __kernel void loop(__global float *out, int n) {
 __kernel void cas(__global float *sum, __global const float *v) {
   __hip_atomic_fetch_add(sum, v[get_global_id(0)], __ATOMIC_RELAXED, 4);
 }""",
+    "dynlds": """
+__kernel void dynlds(__global const float *in, __global float *out, __local float *s) {
+  int lid = get_local_id(0);
+  s[lid] = in[get_global_id(0)];
+  __builtin_amdgcn_s_barrier();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (lid < k) s[lid] += s[lid + k];
+    __builtin_amdgcn_s_barrier();
+  }
+  if (lid == 0) out[get_group_id(0)] = s[0];
+}""",
+    "memloop": """
+__kernel void memloop(__global const float *x, __global float *out, int n) {
+  int i = get_global_id(0);
+  float acc = 0.0f;
+  for (int k = 0; k < n; k++) acc = acc * 0.5f + x[(k * 32 + i) & 4095];
+  out[i] = acc;
+}""",
+    "scratch": """
+__kernel void scratch(__global int *out, int n) {
+  int a[700];
+  int i = get_global_id(0);
+  for (int k = 0; k < 700; k++) a[k] = k ^ i;
+  int acc = 0;
+  for (int r = 0; r < n; r++)
+    for (int k = 0; k < 700; k += 7) acc += a[(k + r * 13 + i) % 700];
+  out[i] = acc;
+}""",
 }
 
 
@@ -100,10 +134,12 @@ class Row:
     size: str
     ours_ms: float
     peer_ms: float | None
-    ratio: float | None
+    ratio: float | None          # peer wall time / ours
     wave_instructions: int
     ours_wave_instr_per_s: float
     note: str = ""
+    ours_cpu_ms: float | None = None
+    peer_cpu_ms: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,36 +151,68 @@ def _loop_ref(n: int) -> np.ndarray:
     return acc
 
 
-def cases(quick: bool) -> list[Case]:
+def _memloop_ref(x: np.ndarray, n: int) -> np.ndarray:
+    acc = np.zeros(32, np.float32)
+    lane = np.arange(32)
+    for k in range(n):
+        acc = (acc * np.float32(0.5) + x[(k * 32 + lane) & 4095]).astype(np.float32)
+    return acc
+
+
+def _scratch_ref(n: int) -> np.ndarray:
+    lane = np.arange(32)
+    a = np.arange(700)[None, :] ^ lane[:, None]
+    acc = np.zeros(32, np.int64)
+    for r in range(n):
+        for k in range(0, 700, 7):
+            acc += a[lane, (k + r * 13 + lane) % 700]
+    return acc.astype(np.int32)
+
+
+def cases(quick: bool, only: set[str] | None = None) -> list[Case]:
     comp = AMDCompiler()
     missing = comp.available()
     if missing:
         raise SystemExit(f"bench_rdna3: {missing}")
-    co = {name: comp.compile(src) for name, src in SOURCES.items()}
+    co = {name: comp.compile(src) for name, src in SOURCES.items()
+          if only is None or name in only}
     rng = np.random.default_rng(0)
     out: list[Case] = []
     for lg in ([14, 16] if quick else [14, 16, 18]):
         n = 1 << lg
         a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
         want = (a.astype(np.float64) + b * 2.0).astype(np.float32)
-        out.append(Case("axpb", f"2^{lg}", co["axpb"], "axpb", [a, b, np.zeros(n, np.float32)],
-                        (n // 256, 1, 1), (256, 1, 1),
+        out.append(Case("axpb", f"2^{lg}", co.get("axpb", b""), "axpb",
+                        [a, b, np.zeros(n, np.float32)], (n // 256, 1, 1), (256, 1, 1),
                         lambda bufs, w=want: np.array_equal(bufs[2], w)))
         x = rng.standard_normal(n).astype(np.float32)
         ref = x.reshape(-1, 256).sum(1, dtype=np.float64)
-        out.append(Case("reduce", f"2^{lg}", co["reduce"], "reduce",
+        out.append(Case("reduce", f"2^{lg}", co.get("reduce", b""), "reduce",
                         [x, np.zeros(n // 256, np.float32), n], (n // 256, 1, 1), (256, 1, 1),
+                        lambda bufs, r=ref: np.allclose(bufs[1], r, rtol=1e-4, atol=1e-4)))
+        # the __local pointer argument is the LDS offset of the dynamic part: 0 (no static LDS)
+        out.append(Case("dynlds", f"2^{lg}", co.get("dynlds", b""), "dynlds",
+                        [x, np.zeros(n // 256, np.float32), 0], (n // 256, 1, 1), (256, 1, 1),
                         lambda bufs, r=ref: np.allclose(bufs[1], r, rtol=1e-4, atol=1e-4),
-                        dynamic_lds_B=0))
+                        dynamic_lds_B=256 * 4))
     loop_n = 4096
-    out.append(Case("loop", f"{loop_n} it", co["loop"], "loop", [np.zeros(32, np.float32), loop_n],
-                    (1, 1, 1), (32, 1, 1),
+    out.append(Case("loop", f"{loop_n} it", co.get("loop", b""), "loop",
+                    [np.zeros(32, np.float32), loop_n], (1, 1, 1), (32, 1, 1),
                     lambda bufs: np.array_equal(bufs[0], _loop_ref(loop_n))))
+    mem_n = 1024
+    xs = rng.standard_normal(4096).astype(np.float32)
+    out.append(Case("memloop", f"{mem_n} it", co.get("memloop", b""), "memloop",
+                    [xs, np.zeros(32, np.float32), mem_n], (1, 1, 1), (32, 1, 1),
+                    lambda bufs: np.array_equal(bufs[1], _memloop_ref(xs, mem_n))))
+    scr_n = 8
+    out.append(Case("scratch", f"700 int, {scr_n}x", co.get("scratch", b""), "scratch",
+                    [np.zeros(32, np.int32), scr_n], (1, 1, 1), (32, 1, 1),
+                    lambda bufs: np.array_equal(bufs[0], _scratch_ref(scr_n))))
     for lg in ([10, 12] if quick else [10, 11, 12]):
         n = 1 << lg
         v = np.ones(n, np.float32)
-        out.append(Case("cas", f"2^{lg} lanes", co["cas"], "cas", [np.zeros(1, np.float32), v],
-                        (n // 256, 1, 1), (256, 1, 1),
+        out.append(Case("cas", f"2^{lg} lanes", co.get("cas", b""), "cas",
+                        [np.zeros(1, np.float32), v], (n // 256, 1, 1), (256, 1, 1),
                         lambda bufs, n=n: float(bufs[0][0]) == n, repeats=1))
     tv = TRITON_DIR / "vector_add.hsaco"
     if tv.exists():
@@ -155,31 +223,68 @@ def cases(quick: bool) -> list[Case]:
                         [a, b, np.zeros(n, np.float32), n, 0, 0], (n // 1024, 1, 1),
                         (meta["num_warps"] * 32, 1, 1),
                         lambda bufs, w=a + b: np.array_equal(bufs[2], w)))
-    return out
+    return [c for c in out if only is None or c.name in only]
 
 
-def bench_ours(c: Case) -> tuple[float, int, bool]:
-    """(best seconds, wave-instructions, correct) on the interpreter through its test loader."""
-    dev = TestDevice()
-    k = dev.load(c.code, c.kernel)
-    best, stats, ok = float("inf"), None, True
-    for r in range(c.repeats + 1):   # the first run also decodes the program
-        bufs = [dev.upload(a) if isinstance(a, np.ndarray) else a for a in c.args]
-        t0 = time.perf_counter()
-        stats = dev.launch(k, bufs, c.grid, c.block, dynamic_lds_B=c.dynamic_lds_B) \
-            if c.dynamic_lds_B else dev.launch(k, bufs, c.grid, c.block)
-        dt = time.perf_counter() - t0
-        if r:
-            best = min(best, dt)
-        got = [dev.download(b, a.size, a.dtype) if isinstance(a, np.ndarray) else a
-               for a, b in zip(c.args, bufs)]
-        ok = ok and c.check(got)
-    assert stats is not None
-    return best, stats.wave_instructions, ok
+class MockRuntime:
+    """AMDDevice on a mock GPU this benchmark owns (its dispatch log gives the statistics)."""
+
+    def __init__(self) -> None:
+        from runtime.drivers.amd.device import AMDDevice
+        from runtime.drivers.mock.os import MockOS
+        mos = MockOS.with_amd_gpus(1)
+        self.gpu = mos.drivers[0].gpus[0]
+        self.dev = AMDDevice("mock-amd:0", os=mos)
+        self.dev.default_timeout_ms = 1_800_000
+
+    def close(self) -> None:
+        self.dev.close()
 
 
-def bench_peer(peer: Path, c: Case) -> float | str:
-    """Best seconds of the same code object on tinygrad's emulator, or why not."""
+def bench_ours(c: Case, rt: MockRuntime | None = None) -> tuple[float, float, int, bool]:
+    """(best wall seconds, best CPU seconds, wave-instructions, correct), launched through the
+    AMD runtime on the mock GPU."""
+    own = rt is None
+    rt = rt or MockRuntime()
+    try:
+        dev = rt.dev
+        prg = dev.program(c.code, c.kernel, dynamic_lds_B=c.dynamic_lds_B)
+        best = best_cpu = float("inf")
+        winst, ok = 0, True
+        bufs = [dev.alloc(max(a.nbytes, 4)) if isinstance(a, np.ndarray) else None
+                for a in c.args]
+        for r in range(c.repeats + 1):   # the first run also decodes the program
+            for a, b in zip(c.args, bufs):
+                if b is not None:
+                    dev.copyin(b, a.tobytes())
+            args = [b if b is not None else a for a, b in zip(c.args, bufs)]
+            t0, c0 = time.perf_counter(), time.process_time()
+            prg(*args, global_size=c.grid, local_size=c.block, wait=True)
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            if r:
+                best, best_cpu = min(best, dt), min(best_cpu, dc)
+            winst = rt.gpu.dispatches[-1].stats.wave_instructions
+            got = []
+            for a, b in zip(c.args, bufs):
+                if b is None:
+                    got.append(a)
+                    continue
+                out = np.empty_like(a)
+                dev.copyout(out, b)
+                got.append(out)
+            ok = ok and bool(c.check(got))
+        prg.free()
+        for b in bufs:
+            if b is not None:
+                dev.free(b)
+        return best, best_cpu, winst, ok
+    finally:
+        if own:
+            rt.close()
+
+
+def bench_peer(peer: Path, c: Case) -> tuple[float, float] | str:
+    """Best (wall, CPU) seconds of the same code object on tinygrad's emulator, or why not."""
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as tmp:
         clang = shutil.which("clang-16")
@@ -213,43 +318,53 @@ def bench_peer(peer: Path, c: Case) -> float | str:
         full = [next(it2) if isinstance(a, np.ndarray) else a for a in c.args]
         if not c.check(full):
             return "peer computed a wrong result"
-        return float(json.loads(res.stdout.strip().splitlines()[-1])["best"])
+        res_json = json.loads(res.stdout.strip().splitlines()[-1])
+        return float(res_json["best"]), float(res_json["best_cpu"])
 
 
-def bench_launch(n: int = 300) -> float:
-    """Empty kernel launch + wait through AMDDevice on the mock GPU, best of 5 rounds (s)."""
-    from runtime.drivers.amd.device import AMDDevice
-    dev = AMDDevice("mock-amd:0")
+def bench_launch(n: int = 300) -> tuple[float, float]:
+    """Empty kernel launch + wait through AMDDevice on the mock GPU: best of 5 rounds of n,
+    (wall, CPU) seconds per launch."""
+    rt = MockRuntime()
     try:
+        dev = rt.dev
         prg = dev.program(AMDCompiler().compile("__kernel void e(__global int *o) {}"), "e")
         o = dev.alloc(64)
         for _ in range(30):
             prg(o, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
-        best = float("inf")
+        best = best_cpu = float("inf")
         for _ in range(5):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(n):
                 prg(o, global_size=(1, 1, 1), local_size=(32, 1, 1), wait=True)
             best = min(best, (time.perf_counter() - t0) / n)
-        return best
+            best_cpu = min(best_cpu, (time.process_time() - c0) / n)
+        return best, best_cpu
     finally:
-        dev.close()
+        rt.close()
 
 
-def measure(quick: bool, peer: Path | None) -> list[Row]:
+def measure(quick: bool, peer: Path | None, only: set[str] | None = None) -> list[Row]:
     rows = []
-    for c in cases(quick):
-        best, winst, ok = bench_ours(c)
-        note = "" if ok else "OURS WRONG"
-        peer_s: float | str | None = bench_peer(peer, c) if peer is not None else None
-        pms = peer_s * 1e3 if isinstance(peer_s, float) else None
-        if isinstance(peer_s, str):
-            note = (note + "; " if note else "") + peer_s
-        rows.append(Row(c.name, c.size, best * 1e3, pms, (pms / (best * 1e3)) if pms else None,
-                        winst, winst / best, note))
-    lat = bench_launch(100 if quick else 300)
-    rows.append(Row("launch", "empty", lat * 1e3, None, None, 0, 0.0,
-                    f"{lat * 1e6:.0f} us per launch+wait (target <= 100 us)"))
+    rt = MockRuntime()
+    try:
+        for c in cases(quick, only):
+            best, cpu, winst, ok = bench_ours(c, rt)
+            note = "" if ok else "OURS WRONG"
+            peer_s = bench_peer(peer, c) if peer is not None else None
+            pms = pcpu = None
+            if isinstance(peer_s, tuple):
+                pms, pcpu = peer_s[0] * 1e3, peer_s[1] * 1e3
+            elif isinstance(peer_s, str):
+                note = (note + "; " if note else "") + peer_s
+            rows.append(Row(c.name, c.size, best * 1e3, pms, (pms / (best * 1e3)) if pms else None,
+                            winst, winst / best, note, cpu * 1e3, pcpu))
+    finally:
+        rt.close()
+    if only is None or "launch" in only:
+        lat, lat_cpu = bench_launch(100 if quick else 300)
+        rows.append(Row("launch", "empty", lat * 1e3, None, None, 0, 0.0,
+                        f"{lat * 1e6:.0f} us per launch+wait (target <= 60 us)", lat_cpu * 1e3))
     return rows
 
 
@@ -266,25 +381,35 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--quick", action="store_true", help="fewer sizes")
     ap.add_argument("--json", default="bench_rdna3.json", help="where to write the results")
     ap.add_argument("--peer", type=Path, help="a tinygrad checkout to run its emulator from")
+    ap.add_argument("--only", help="comma-separated cases to run (axpb,reduce,dynlds,loop,"
+                    "memloop,scratch,cas,triton,launch)")
     args = ap.parse_args(argv)
-    rows = measure(args.quick, args.peer)
-    print(f"{'case':7} {'size':11} {'ours ms':>9} {'peer ms':>9} {'peer/ours':>9} "
-          f"{'M wave-inst/s':>13}  note")
+    only = set(args.only.split(",")) if args.only else None
+    load0 = os.getloadavg()
+    rows = measure(args.quick, args.peer, only)
+    load1 = os.getloadavg()
+    print(f"{'case':7} {'size':15} {'ours ms':>9} {'cpu ms':>9} {'peer ms':>9} {'cpu ms':>9} "
+          f"{'peer/ours':>9} {'M wave-inst/s':>13}  note")
     for r in rows:
         peer = f"{r.peer_ms:9.1f}" if r.peer_ms is not None else f"{'-':>9}"
+        pcpu = f"{r.peer_cpu_ms:9.1f}" if r.peer_cpu_ms is not None else f"{'-':>9}"
+        ocpu = f"{r.ours_cpu_ms:9.2f}" if r.ours_cpu_ms is not None else f"{'-':>9}"
         ratio = f"{r.ratio:8.1f}x" if r.ratio is not None else f"{'-':>9}"
         rate = f"{r.ours_wave_instr_per_s / 1e6:13.3f}" if r.wave_instructions else f"{'-':>13}"
-        print(f"{r.case:7} {r.size:11} {r.ours_ms:9.2f} {peer} {ratio} {rate}  {r.note}")
+        print(f"{r.case:7} {r.size:15} {r.ours_ms:9.2f} {ocpu} {peer} {pcpu} {ratio} {rate}  "
+              f"{r.note}")
     meta = {"python": platform.python_version(), "numpy": np.__version__,
-            "machine": platform.machine(), "load": os.getloadavg()[0],
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "machine": platform.machine(), "load_before": load0, "load_after": load1,
+            "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     Path(args.json).write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]},
                                           indent=1))
-    print(f"load average {meta['load']:.1f} on {os.cpu_count()} cores; wrote {args.json}")
+    print(f"load average (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} before, "
+          f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} after, on {os.cpu_count()} cores; "
+          f"wrote {args.json}")
     return 0
 
 

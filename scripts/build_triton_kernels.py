@@ -7,6 +7,9 @@ signature in order, constants, dynamic shared memory, warps, scratch sizes).
     pip install "triton==3.6.*"
     python scripts/build_triton_kernels.py            # -> tests/runtime/data/triton/{sm90,gfx1100}
 
+vector_add and softmax are also copied to runtime/hcq/examples/triton (shipped in the wheel for the
+examples of docs/runtime.md; a test checks the copies equal these).
+
 The outputs are committed, so tests need neither Triton nor a compiler. Kernels: vector add, fused
 softmax, layer norm, matmul with tl.dot, dropout with tl.rand.
 """
@@ -18,6 +21,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "runtime" / "data" / "triton"
+EXAMPLES = ROOT / "runtime" / "hcq" / "examples" / "triton"
+SHIPPED = ("vector_add", "softmax")
 
 
 def kernels() -> dict[str, tuple[Any, dict[str, str], dict[str, Any]]]:
@@ -115,6 +120,8 @@ def main() -> int:
             k = triton.compile(ASTSource(fn=fn, signature=full, constexprs=consts), target=target)
             binary, spec = spec_from_compiled(k)
             save(args.out / tdir / name, binary, spec)
+            if name in SHIPPED and args.out == OUT:
+                save(EXAMPLES / tdir / name, binary, spec)
             print(f"{tdir}/{name}: {len(binary)} B, shared {spec.shared} B, "
                   f"{spec.num_warps} warps, triton {triton.__version__}")
     return 0

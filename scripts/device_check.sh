@@ -8,6 +8,9 @@
 #   4. the benchmark's NVIDIA section beside CUDA through CuPy and PyTorch (JSON in $OUT);
 #   5. GPU-to-GPU copies beside PyTorch and CuPy (scripts/bench_multi_gpu.py; two GPUs, JSON in $OUT);
 #   5b. where a launch's time goes (scripts/nv_latency_probe.py, JSON in $OUT);
+#   5c. device properties, mem_info, copy-engine fills and the profiler (test_engine_hw.py), fill
+#       bandwidth beside cudaMemset (scripts/bench_fill.py) and the profiler's cost per launch
+#       (scripts/bench_profile_cost.py), JSON in $OUT;
 #   6. the fault tests, last, each in a process of its own;
 #   7. the kernel log's NVRM lines.
 # Each step has its own time limit, so a hang costs at most that step. Logs go to $OUT.
@@ -96,6 +99,15 @@ echo "multi-GPU bench rc $?"
 step "launch latency probe"
 timeout 120 $PY scripts/nv_latency_probe.py --json "$OUT/probe.json"
 echo "probe rc $?"
+
+step "engine essentials: properties, mem_info, fills, profiler"
+timeout 200 $PY -m pytest tests/runtime/test_engine_hw.py -m nvidia -v -rs -s $TIMEOUT_FLAG \
+  -p no:cacheprovider 2>&1 | tee "$OUT/engine_tests.log" | grep -v "^$"
+echo "engine tests rc ${PIPESTATUS[0]}"
+timeout 200 $PY scripts/bench_fill.py --json "$OUT/bench_fill.json"
+echo "fill bench rc $?"
+timeout 200 $PY scripts/bench_profile_cost.py --rounds 2 --json "$OUT/bench_profile_cost.json"
+echo "profile cost rc $?"
 
 step "fault test (last, own process)"
 for f in tests/runtime/test_nv_hw.py tests/runtime/test_device_contract.py; do

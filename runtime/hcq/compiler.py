@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 #: environment variable naming the cache directory ("off" disables the cache)
 CACHE_ENV = "HCQ_COMPILE_CACHE"
+# identity_stamp() -> identity() of the compilers seen in this process (a droppable cache)
+_IDENTITIES: dict[str, str] = {}
 
 
 class Compiler(Protocol):
@@ -31,6 +33,10 @@ class Compiler(Protocol):
         """What besides the source and the call's options decides the output (tool and version,
         target, fixed flags): part of every cache key."""
         ...
+
+    # Optional: `identity_stamp() -> str`, cheap to compute (no subprocess: the tools' resolved
+    # paths, sizes and modification times plus the settings `identity` names); the cache then
+    # reuses the identity it computed for an unchanged stamp.
 
 
 def default_cache_dir() -> Path | None:
@@ -55,7 +61,7 @@ class CompileCache:
     def key(self, src: str, options: dict[str, Any]) -> str:
         """The cache key of one compilation."""
         if self._identity is None:
-            self._identity = self.compiler.identity()
+            self._identity = self._lookup_identity()
         blob = json.dumps([self._identity, src, sorted((k, repr(v)) for k, v in options.items())])
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -74,11 +80,43 @@ class CompileCache:
         else:
             if lib:
                 self.hits += 1
+                note = getattr(comp, "note_output", None)
+                if note is not None:  # what the compiler learns from a compilation (names)
+                    note(src, lib)
                 return lib
         self.misses += 1
         out: bytes = comp.compile(src, **options)
         self._store(path, out)
         return out
+
+    def _lookup_identity(self) -> str:
+        """The compiler's identity, without running it when it can say cheaply that nothing
+        changed: a compiler with `identity_stamp()` (its tools' paths, sizes and modification
+        times, and its settings) has the identity it computed for that stamp remembered, in this
+        process and in the cache directory, so a new process reads a small file instead of
+        asking the tools for their versions."""
+        stamp_fn = getattr(self.compiler, "identity_stamp", None)
+        if stamp_fn is None:
+            return self.compiler.identity()
+        stamp: str = stamp_fn()
+        path = None
+        if self.directory is not None:
+            digest = hashlib.sha256(stamp.encode()).hexdigest()
+            path = self.directory / "identity" / f"{digest}.txt"
+            try:
+                text = path.read_text()
+            except (OSError, UnicodeDecodeError):
+                pass
+            else:
+                stored_stamp, _, ident = text.partition("\n")
+                if stored_stamp == stamp and ident:
+                    _IDENTITIES[stamp] = ident
+                    return ident
+        ident = _IDENTITIES.get(stamp) or self.compiler.identity()
+        _IDENTITIES[stamp] = ident
+        if path is not None:
+            self._store(path, f"{stamp}\n{ident}".encode())
+        return ident
 
     @staticmethod
     def _store(path: Path, lib: bytes) -> None:

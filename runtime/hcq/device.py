@@ -14,8 +14,9 @@ import collections
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
+from runtime.hcq import profiler
 from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
                                 HCQMemoryError, QueueError)
 from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, PoolStats,
@@ -24,6 +25,7 @@ from runtime.hcq.signal import SIGNAL_B, Signal
 
 if TYPE_CHECKING:
     from runtime.hcq.compiler import CompileCache, Compiler
+    from runtime.hcq.profiler import Tracer
     from runtime.hcq.stream import Event, Stream
     from runtime.hcq.graph import Graph, Node
     from runtime.hcq.program import Program
@@ -69,6 +71,33 @@ def parse_device_name(name: str, vendor: str | None = None) -> DeviceName:
     return parsed
 
 
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What a device is, in one vendor-neutral record (`Device.properties`). Sizes in bytes,
+    clocks in Hz."""
+
+    vendor: str                         #: "AMD" or "NVIDIA"
+    name: str                           #: the product or chip name the driver reports
+    arch: str                           #: compiler target: "gfx1100", "sm_90"
+    compute_units: int                  #: AMD compute units / NVIDIA streaming multiprocessors
+    simd_width: int                     #: threads per wave (AMD) or warp (NVIDIA)
+    max_workgroup_size: int             #: threads per workgroup (CUDA block)
+    shared_memory_per_workgroup_B: int  #: LDS / shared memory one workgroup may use
+    max_clock_hz: float | None          #: shader clock's maximum; None where the driver says none
+    timestamp_hz: float                 #: clock of queue timestamps (`Device.clock_hz`)
+    memory_B: int                       #: device memory (VRAM) size
+    mock: bool                          #: a mock GPU: its times are the emulator's, not a GPU's
+
+
+class MemInfo(NamedTuple):
+    """Device memory as the kernel driver reports it (`Device.mem_info()`): `free, total =
+    dev.mem_info()`. Memory this process holds (the caching allocator's pool included) is not
+    free."""
+
+    free_B: int
+    total_B: int
+
+
 class Device:
     """Base class of GPU devices. See the module docstring for what drivers provide."""
 
@@ -96,6 +125,9 @@ class Device:
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
+        self._properties: DeviceProperties | None = None
+        #: the profiler's and debug log's hooks while either is on (runtime/hcq/profiler.py)
+        self._trace: Tracer | None = None
         self.allocator: Allocator
         self.timeline_signal: Signal
 
@@ -105,6 +137,31 @@ class Device:
         allocator.cache_limit_B = self.pool_B
         self.timeline_signal = self.new_signal(0)
         self.timeline_value = 0
+        profiler.attach(self)
+
+    # ------------------------------------------------------------------ description
+    @property
+    def properties(self) -> DeviceProperties:
+        """The device's vendor, name, architecture, compute units, wave width, workgroup limits,
+        clock and memory size (read from the driver once)."""
+        if self._properties is None:
+            self.check_usable()
+            self._properties = self._read_properties()
+        return self._properties
+
+    def mem_info(self) -> MemInfo:
+        """(free, total) device memory in bytes, asked of the kernel driver now (AMD:
+        AMDKFD_IOC_AVAILABLE_MEMORY and the topology's memory banks; NVIDIA: RM's FB info)."""
+        self.check_usable()
+        return self._mem_info()
+
+    def _read_properties(self) -> DeviceProperties:
+        """Driver hook: the `properties` record."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _read_properties")
+
+    def _mem_info(self) -> MemInfo:
+        """Driver hook: free and total device memory from the kernel driver."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _mem_info")
 
     # ------------------------------------------------------------------ memory
     def alloc(self, size: int, *, kind: MemKind = MemKind.VRAM, cpu_access: bool = False,
@@ -379,9 +436,48 @@ class Device:
             return
         self._submit_copy(dst.va + dst_offset, src.va + src_offset, size)
 
+    def fill(self, buf: Buffer, value: int, size: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        """Sets `size` bytes of `buf` from `offset` (default: to its end) on the copy engine (AMD
+        SDMA CONSTANT_FILL, NVIDIA copy-engine remap of a constant), asynchronously and ordered
+        like copies: after every earlier submission, before every later one. `width` 1: `value`
+        is a byte (0..255), as memset; `width` 4: `value` is a 32-bit pattern stored
+        little-endian in every 4 bytes (offset and size must be multiples of 4), as
+        cuMemsetD32."""
+        if size is None:
+            self.check_buffer(buf, "fill", "buf")
+            size = buf.size - offset
+        self._check_range(buf, offset, size, "fill", "buf")
+        if width not in (1, 4):
+            raise HCQMemoryError(f"fill: width must be 1 (a byte) or 4 (a 32-bit pattern), got "
+                                 f"{width!r}")
+        if type(value) is not int and not hasattr(value, "__index__"):
+            raise HCQMemoryError(f"fill: value must be an integer, got {type(value).__name__}")
+        value = operator.index(value)
+        if not 0 <= value < 1 << (8 * width):
+            raise HCQMemoryError(f"fill: value {value:#x} does not fit {width} byte(s)")
+        if width == 4 and (offset % 4 or size % 4 or buf.va % 4):
+            raise HCQMemoryError(f"fill: a 32-bit pattern needs offset and size multiples of 4, "
+                                 f"got offset {offset}, size {size}")
+        if size == 0:
+            return
+        pattern = value * 0x01010101 if width == 1 else value
+        self._submit_fill(buf.va + offset, pattern, size)
+
+    def _submit_fill(self, dst_va: int, pattern: int, size: int) -> int:
+        """Submits one timeline fill on the copy queue; returns the value it signals."""
+        if self._trace is not None:
+            return self._trace.copy(dst_va, 0, size, pattern)
+        v = self.timeline_value + 1
+        tl = self.timeline_signal
+        q = self.copy_queue().wait(tl, v - 1).fill(dst_va, pattern, size).signal(tl, v)
+        return self.submit_timeline(q, v)
+
     def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
         """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
         copy queue; returns the value it signals. Drivers may replace it with a template."""
+        if self._trace is not None:
+            return self._trace.copy(dst_va, src_va, size)
         v = self.timeline_value + 1
         tl = self.timeline_signal
         q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
@@ -578,6 +674,8 @@ class Device:
         the device made: queues, events, memory mappings and allocations, file descriptors."""
         if self.closed:
             return
+        if self._trace is not None:
+            profiler.detach(self)
         try:
             if self._fault is None:
                 try:

@@ -10,6 +10,7 @@ for) rewrites them in place, after the previous replay has finished reading them
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
@@ -180,25 +181,34 @@ class Graph:
         tl = dev.timeline_signal
         last = len(self._segments) - 1
         v = self._last
+        trace = dev._trace
+        stamps = (self._t0, self._t1) if wait else None
+        if trace is not None:
+            h0, first = time.perf_counter(), dev.timeline_value + 1
+            stamps = trace.graph_signals() or stamps
         for i, seg in enumerate(self._segments):
             v = dev.timeline_value + 1  # taken once the submission is built (submit_timeline)
             q = (dev.copy_queue() if isinstance(seg, list) else dev.compute_queue()).wait(tl, v - 1)
-            if wait and i == 0:
-                q.timestamp(self._t0)
+            if stamps is not None and i == 0:
+                q.timestamp(stamps[0])
             if isinstance(seg, list):
                 for c in seg:
                     if c.size:
                         q.copy(c.dst.va + c.dst_offset, c.src.va + c.src_offset, c.size)
             else:
                 q.call(seg)
-            if wait and i == last:
-                q.timestamp(self._t1)
+            if stamps is not None and i == last:
+                q.timestamp(stamps[1])
             dev.submit_timeline(q.signal(tl, v), v)
         self._last = v
+        if trace is not None:
+            trace.graph(self, first, v, h0, stamps if stamps is not (self._t0, self._t1) and
+                        trace.profiling else None)
         if not wait:
             return None
         tl.wait(v, timeout_ms)
-        return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+        assert stamps is not None
+        return (stamps[1].timestamp - stamps[0].timestamp) / dev.clock_hz
 
     def free(self) -> None:
         """Releases the graph's memory (after waiting for its last replay)."""

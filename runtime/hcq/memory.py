@@ -8,6 +8,7 @@ hooks of `Allocator` (`_alloc`, `_free`); the base class keeps the set of live b
 from __future__ import annotations
 
 import enum
+import logging
 import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,8 @@ from runtime.hcq.errors import ArgumentError, DeviceClosed, HCQError, HCQMemoryE
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
+
+_log = logging.getLogger("runtime.hcq")
 
 PAGE_B = 4096
 
@@ -165,6 +168,9 @@ class Allocator:
                 self.trim()
                 raw = self._alloc_hcq(rounded, spec)
             self.misses += 1
+            if _log.isEnabledFor(logging.DEBUG):  # a driver call: the pool's hits are not logged
+                _log.debug("%s: allocated %d B of %s at %#x from the driver", self.device.name,
+                           rounded, spec.kind.value, raw.va)
         # Callers see what they asked for; the driver's buffer keeps the rounded size.
         view = raw.view[:size] if raw.view is not None else None
         buf = Buffer(self.device, raw.va, size, spec, view, raw.handle)

@@ -155,6 +155,9 @@ class Program:
         a grid of `global_size` workgroups of `local_size` threads. With `wait`, blocks until done
         and returns the kernel's duration in seconds of GPU clock."""
         dev = self.device
+        if dev._trace is not None:
+            return dev._trace.launch(self, tuple(args) + tuple(vals), global_size, local_size,
+                                     wait, timeout_ms)
         dev.check_usable()
         kargs = self.fill_kernargs(tuple(args) + tuple(vals), global_size, local_size)
         # The timeline value is taken once the whole submission is built (submit_timeline).

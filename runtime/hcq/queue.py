@@ -125,6 +125,12 @@ class HWQueue:
         """Copies `size` bytes from GPU address `src` to `dst` (any alignment, any size)."""
         raise QueueError(f"{type(self).__name__} ({self.engine}) has no copy command")
 
+    def fill(self, dst: int, pattern: int, size: int) -> "Self":
+        """Writes the 32-bit little-endian `pattern` over `size` bytes at GPU address `dst` (the
+        byte at dst + i is byte i % 4 of the pattern). An unaligned `dst` or a size that is not a
+        multiple of 4 needs a pattern of four equal bytes (a byte fill)."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) has no fill command")
+
     # ------------------------------------------------------------------ submission
     def submit(self, var_vals: Mapping[Var, int] | None = None) -> "Self":
         """Binds `var_vals` (patching in place) and hands the commands to the hardware."""
@@ -141,7 +147,13 @@ class HWQueue:
         except Exception as e:  # a fault noticed while submitting poisons the device
             dev._note_exception(e)
             raise
+        if dev._trace is not None:
+            dev._trace.submitted(self)
         return self
+
+    def describe_commands(self) -> list[str]:
+        """The queue's commands decoded, one line each (drivers decode their streams)."""
+        return [f"{type(self).__name__}: {len(self._d)} dwords"]
 
     def call(self, body: "HWQueue") -> "Self":
         """Executes a bound queue's commands from this one (AMD: INDIRECT_BUFFER)."""
@@ -236,6 +248,18 @@ class HWQueue:
 def extend_from(queue: HWQueue, dwords: Iterable[int]) -> None:
     """Appends raw dwords (for tools and tests that splice prebuilt streams)."""
     queue._d.extend(dwords)
+
+
+def check_fill(dst: int, pattern: int, size: int) -> int:
+    """Validates a fill command's operands (see `HWQueue.fill`); returns the pattern."""
+    if size <= 0:
+        raise QueueError(f"fill size must be positive, got {size}")
+    if not 0 <= pattern <= _M32:
+        raise QueueError(f"fill pattern {pattern:#x} is not a 32-bit value")
+    if (dst % 4 or size % 4) and pattern != (pattern & 0xFF) * 0x01010101:
+        raise QueueError(f"fill of {size} B at {dst:#x} is not 4-byte aligned: only a byte "
+                         f"pattern (four equal bytes) may fill it, got {pattern:#010x}")
+    return pattern
 
 
 def as_tuple3(xs: Sequence[int] | int, what: str) -> tuple[int, int, int]:

@@ -87,6 +87,18 @@ class Signal:
         if u64[0] >= value:
             return
         dev = self.device
+        if dev._trace is not None:
+            t0 = time.perf_counter()
+            try:
+                self._block(value, timeout_ms)
+            finally:
+                dev._trace.waited(self, value, t0)
+            return
+        self._block(value, timeout_ms)
+
+    def _block(self, value: int, timeout_ms: float | None) -> None:
+        u64 = self._u64
+        dev = self.device
         if timeout_ms is None:
             timeout_ms = dev.default_timeout_ms
         start = time.perf_counter()

@@ -19,6 +19,7 @@ An `Event` is a (signal, value) pair: `event.wait()` blocks the CPU, `stream.wai
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -62,6 +63,8 @@ class Stream:
         self.value = 0          # last value handed out on this stream's timeline
         self._waits: list[Event] = []
         self.closed = False
+        #: the stream's name in traces and logs
+        self.label = f"stream {len(device._streams) + 1}"
 
     def _check(self) -> None:
         if self.closed:
@@ -89,6 +92,23 @@ class Stream:
         self._check()
         kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before any submit
         q, v = self._begin(self._make_queue())
+        trace = self.device._trace
+        if trace is not None:
+            stamps = trace.stream_signals()
+            q.memory_barrier()
+            if stamps is not None:
+                q.timestamp(stamps[0])
+            q.exec(prg, kargs, global_size, local_size)
+            if stamps is not None:
+                q.timestamp(stamps[1])
+            h0 = time.perf_counter()
+            trace.enter()
+            try:
+                ev = self._finish(q, v)
+            finally:
+                trace.leave()
+            trace.stream_launch(self.label, prg, args, global_size, local_size, stamps, v, h0)
+            return ev
         q.memory_barrier().exec(prg, kargs, global_size, local_size)
         return self._finish(q, v)
 

@@ -220,3 +220,20 @@ def load_triton(device: "Device", source: Any, spec: TritonSpec | None = None) -
         return TritonProgram(device, binary, spec)
     binary, spec = spec_from_compiled(source)
     return TritonProgram(device, binary, spec)
+
+
+#: Triton kernels shipped with the runtime for examples (docs/runtime.md): copies of what
+#: scripts/build_triton_kernels.py builds into tests/runtime/data/triton, per architecture
+EXAMPLES = Path(__file__).parent / "examples" / "triton"
+
+
+def load_example(device: "Device", name: str) -> TritonProgram:
+    """A Triton kernel shipped with the runtime ("vector_add", "softmax"), built for the
+    device's architecture (gfx1100 or sm_90)."""
+    arch = device.arch.replace("_", "")
+    path = EXAMPLES / arch / name
+    if not path.with_suffix(".json").is_file():
+        have = sorted(f"{p.parent.name}/{p.stem}" for p in EXAMPLES.glob("*/*.json"))
+        raise ProgramError(f"no example Triton kernel {name!r} for {device.arch} (shipped: "
+                           f"{', '.join(have)})")
+    return load_triton(device, path)

@@ -89,4 +89,15 @@ def test_installed_wheel_runs_the_demo_from_a_directory_with_an_unrelated_genera
         assert helper[0] == "runtime.drivers.nv._nvlaunch" and helper[1].startswith(str(site))
         assert not cache.exists()
     demo = _run([str(py), "-m", "runtime.hcq.demo", "mock-amd:0", "--n", "4096"], cwd=work, env=env)
-    assert demo.stdout.count(" ok  GPU time") == 2 and "demo: passed" in demo.stdout, demo.stdout
+    assert demo.stdout.count(" ok  interpreter time") == 2 and "demo: passed" in demo.stdout, \
+        demo.stdout
+    assert "times are the emulator's" in demo.stdout
+    # every example of docs/runtime.md, unmodified, from the installed wheel
+    from tests.runtime.test_docs_example import clean_env, doc_examples, run_example
+    for i, code in enumerate(doc_examples()):
+        where = work / f"example{i}"
+        where.mkdir()
+        ex_env = clean_env(where)
+        run_example(str(py), code, where, ex_env)
+        if "profile()" in code:
+            assert (where / "trace.json").is_file()

@@ -115,14 +115,19 @@ def test_clang_gws_barrier_runs_with_a_gws_range() -> None:
     """The same code object on the interpreter with a GWS range (DispatchRecord.gws): every
     wave initialises the count, three wait at the barrier, the fourth releases them."""
     from runtime.drivers.mock.rdna3.gws import GwsRange
-    from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
+
+    from .rdna3_device import DriverDevice
     co = _gws_code_object()
-    dev = TestDevice()
-    out = dev.upload(np.zeros(128, np.int32))
-    gws = GwsRange()
-    dev.launch(dev.load(co, "gws_barrier"), [out], (4,), (32,), gws=gws)
-    np.testing.assert_array_equal(dev.download(out, 128, np.int32), np.repeat([1, 2, 3, 4], 32))
-    assert gws.resources[0].flag == 1 and gws.resources[0].counter == 3
+    dev = DriverDevice()
+    try:
+        out = dev.upload(np.zeros(128, np.int32))
+        gws = GwsRange()
+        dev.launch(dev.load(co, "gws_barrier"), [out], (4,), (32,), gws=gws)
+        np.testing.assert_array_equal(dev.download(out, 128, np.int32),
+                                      np.repeat([1, 2, 3, 4], 32))
+        assert gws.resources[0].flag == 1 and gws.resources[0].counter == 3
+    finally:
+        dev.close()
 
 
 def test_the_audit_lists_gws_instructions_before_a_launch() -> None:

@@ -71,3 +71,66 @@ def test_a_queue_waiting_on_memory_is_not_reset(dev):
     assert "reset" not in str(ei.value)
     gate.value = 1
     done.wait(1, timeout_ms=1000)
+
+
+# Waves spinning in twelve different loops, the loop picked by the wave's number, so each place
+# holds waves scattered over the whole dispatch.
+SPIN_MANY = "#define SPIN(k) case k: while (flag[0] == 0) { out[i] += k + 1; } break;\n" + """
+__kernel void spin_many(__global const int *flag, __global int *out) {
+  int i = get_global_id(0);
+  switch ((i / 32) % 12) {
+    SPIN(0) SPIN(1) SPIN(2) SPIN(3) SPIN(4) SPIN(5) SPIN(6) SPIN(7) SPIN(8) SPIN(9) SPIN(10)
+    SPIN(11)
+  }
+}
+"""
+
+
+@needs_compiler
+def test_the_timeout_report_stays_short_with_many_groups_of_waves(dev):
+    """1024 waves at a dozen or more places: the report lists a bounded number of places, each
+    with a bounded list of wave ranges, and counts the rest."""
+    spin = dev.program(dev.compiler.compile(SPIN_MANY), "spin_many")
+    n = 1024 * 32
+    flag, out = dev.alloc(4), dev.alloc(4 * n)
+    dev.copyin(flag, bytes(4))
+    with pytest.raises(SignalTimeout) as ei:
+        spin(flag, out, global_size=(n // 256, 1, 1), local_size=(256, 1, 1), wait=True,
+             timeout_ms=300)
+    msg = str(ei.value)
+    report = msg[msg.index("DISPATCH_DIRECT of the kernel at"):]
+    report = report[:report.index("\n")] if "\n" in report else report
+    assert len(report) < 3000, report
+
+
+def test_describe_skips_empty_groups_merges_places_and_counts_the_rest():
+    """The report of a dispatch's waves, on a state set up by hand: 40 one-wave groups at 20
+    program counters, with scattered waves, and empty groups."""
+    from runtime.drivers.mock.memory import MockMemory
+    from runtime.drivers.mock.rdna3 import Dispatch, DispatchRecord
+    from runtime.drivers.mock.rdna3.machine import Group
+    from runtime.drivers.mock.rdna3.interp import DESCRIBE_MAX_PLACES
+    mem = MockMemory()
+    code_va = 0x10000
+    mem.map(code_va, 0x1000)
+    nop, branch_back = 0xBF800000, 0xBFA0FFFF - 30   # s_nop 0; s_branch to the first s_nop
+    mem.write(code_va, np.array([nop] * 30 + [branch_back], np.uint32).tobytes())
+    rec = DispatchRecord(code_va, rsrc1=0, rsrc2=0, rsrc3=0, user_sgprs=(), grid=(64, 1, 1),
+                         block=(32, 1, 1), lds_bytes=0)
+    run = Dispatch(rec, mem)
+    assert not run.advance(0.0)    # stops at its first look at the clock, waves running
+    m = run.machine
+    assert m is not None and m.n_waves == 64
+    running = list(run.groups)   # put back afterwards: the paused run still owns them
+    run.groups[:] = [Group(m, np.array([w, w + 32]), w % 20) for w in range(32)] + \
+        [Group(m, np.array([], dtype=np.int64), 3) for _ in range(100)]
+    text = run.describe()
+    places = text.split("; ")
+    assert len(places) == DESCRIBE_MAX_PLACES + 1
+    assert places[-1] == f"and waves at {20 - DESCRIBE_MAX_PLACES} other place(s)"
+    # pc 0 holds waves 0, 20, 32 and 52 (two groups merged into one line)
+    assert places[0].startswith("waves 0,20,32,52 of workgroups 0,20,32,52: pc 0x10000 s_nop 0")
+    assert "waves  " not in text and len(text) < 2000
+    run.groups[:] = [Group(m, np.arange(0, 64, 2), 5)]
+    assert run.describe().startswith("waves 0,2,4,6,8,10,12,14,... (32 in all) of workgroups ")
+    run.groups[:] = running

@@ -77,3 +77,51 @@ def test_a_corrupt_or_unwritable_cache_only_costs_a_compile(tmp_path: Path,
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     assert CompileCache(AMDCompiler(), blocked).compile(SRC)[:4] == b"\x7fELF"
+
+
+def test_a_cache_hit_runs_no_subprocess(tmp_path: Path, clang_calls: list[Any],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiler's identity (tool versions) is remembered for its stamp (tools' paths, sizes
+    and modification times, settings): a new process with the kernel cached runs no tool."""
+    import subprocess
+
+    from runtime.drivers.amd.compiler import AMDCompiler
+    from runtime.hcq import CompileCache
+    from runtime.hcq import compiler as core
+    lib = CompileCache(AMDCompiler(), tmp_path).compile(SRC)
+    monkeypatch.setattr(core, "_IDENTITIES", {})  # as in a new process
+
+    def no_subprocess(*a: object, **k: object) -> None:
+        raise AssertionError(f"subprocess on a cache hit: {a}")
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    again = CompileCache(AMDCompiler(), tmp_path)
+    assert again.compile(SRC) == lib and again.hits == 1
+    # A changed tool (another stamp) is asked for its version again.
+    monkeypatch.undo()
+    monkeypatch.setattr(core, "_IDENTITIES", {})
+    other = AMDCompiler(clang=str(tmp_path / "no-such-clang"))
+    assert other.identity_stamp() != AMDCompiler().identity_stamp()
+    assert "no-such-clang: missing" in other.identity_stamp()
+
+
+def test_the_first_cached_compile_of_a_new_process_is_fast(tmp_path: Path,
+                                                           clang_calls: list[Any]) -> None:
+    import os
+    import subprocess
+    import sys
+    from runtime.drivers.amd.compiler import AMDCompiler
+    from runtime.hcq import CompileCache
+    CompileCache(AMDCompiler(), tmp_path).compile(SRC)
+    code = ("import subprocess, time\nfrom runtime.drivers.amd.compiler import AMDCompiler\n"
+            "from runtime.hcq import CompileCache\n"
+            "def refuse(*a, **k):\n    raise SystemExit(f'a subprocess on a cache hit: {a}')\n"
+            "subprocess.Popen = refuse\n"
+            f"c = CompileCache(AMDCompiler(), {str(tmp_path)!r})\n"
+            "t = time.process_time(); c.compile(" + repr(SRC) + ")\n"
+            "print((time.process_time() - t) * 1e3, c.hits)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=120, check=True).stdout.split()
+    ms, hits = float(out[0]), int(out[1])
+    # CPU time of this process (other processes' load does not count): under 1 ms on an idle
+    # machine, where a subprocess (clang --version) alone would cost tens of ms.
+    assert hits == 1 and ms < 5, f"{ms:.2f} ms"

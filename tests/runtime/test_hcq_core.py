@@ -28,6 +28,7 @@ class _Dev:
     name = "fake:0"
     closed = False
     clock_hz = 100e6
+    _trace = None  # no profiler or debug log
 
     def check_usable(self) -> None:
         pass

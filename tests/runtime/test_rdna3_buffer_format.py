@@ -16,12 +16,13 @@ import subprocess
 import numpy as np
 import pytest
 
-from runtime.drivers.mock.rdna3 import KernelFault, opcode_coverage
+from runtime.drivers.mock.rdna3 import KernelFault
+from tools import rdna3_opcode_coverage as opcode_coverage
 from runtime.drivers.mock.rdna3.buffer_formats import FORMATS
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 from runtime.drivers.mock.rdna3.opcodes import TABLES
 
 from .test_rdna3_isa import assemble, pytestmark  # noqa: F401  (llvm-mc-16 needed)
+from .rdna3_device import RawDevice
 
 u32, f32, f16 = np.uint32, np.float32, np.float16
 LANES = 32
@@ -54,9 +55,9 @@ def word3(fmt: int, sel: tuple[int, int, int, int] = IDENT, oob: int = 3) -> int
 
 def run(body: str, data: np.ndarray, w3: int, *, num_records: int | None = None,
         stride: int = 0, sgprs: tuple[int, ...] = (), lds_bytes: int = 0
-        ) -> tuple[np.ndarray, TestDevice, int]:
+        ) -> tuple[np.ndarray, RawDevice, int]:
     """HEAD + body + TAIL on one wave; (v2..v5 per lane [32, 4], device, input VA)."""
-    dev = TestDevice()
+    dev = RawDevice()
     raw = np.ascontiguousarray(data).view(np.uint8)
     vin = dev.upload(raw)
     vout = dev.upload(np.zeros(LANES * 4, u32))
@@ -203,7 +204,7 @@ def test_waves_with_different_descriptors_convert_each_by_its_own():
     v_add_nc_u32 v12, s10, v12
     """
     b = (np.arange(LANES * 4) * 7 % 256).astype(np.uint8)
-    dev = TestDevice()
+    dev = RawDevice()
     vin = dev.upload(b)
     vout = dev.upload(np.zeros(2 * LANES * 4, u32))
     desc = [vin & 0xFFFFFFFF, vin >> 32, b.nbytes, word3(F8_8_8_8_UNORM)]
@@ -302,7 +303,7 @@ def test_store_format_unorm_snorm_rounding_and_saturation():
 
 def _run_with_table(body: str, data: np.ndarray, w3: int, table: np.ndarray) -> np.ndarray:
     """run() with a second input table (float32) at s[8:9]."""
-    dev = TestDevice()
+    dev = RawDevice()
     vin = dev.upload(np.ascontiguousarray(data).view(np.uint8))
     vt = dev.upload(table.view(u32))
     vout = dev.upload(np.zeros(LANES * 4, u32))
@@ -486,7 +487,7 @@ def test_buffer_load_lds_in_a_wave64():
     global_store_b32 v10, v2, s[0:1]
     s_endpgm
     """)   # no lane masks in it: the wave32 encoding is the wave64 one
-    dev = TestDevice()
+    dev = RawDevice()
     data = np.arange(64, dtype=u32) * 3 + 1
     vin, vout = dev.upload(data), dev.upload(np.zeros(64, u32))
     user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32,

@@ -23,6 +23,8 @@ import pytest
 
 from tests.runtime.test_rdna3_isa import WAVES, run
 
+from .rdna3_device import DriverDevice, RawDevice
+
 u32 = np.uint32
 f32 = np.float32
 EXECS = [0xFFFFFFFF, 0xFFFFFFFE, 0x55555555, 0x0F0F0F0F, 0xFFFF0000, 0x12345678, 0xFFFFFFFF,
@@ -281,8 +283,7 @@ def test_reserved_dpp_control_is_refused_by_name():
     # not assemble it for gfx1100.
     word = 0xFA | 2 << 17 | 1 << 9 | 0b0111111 << 25   # v_mov_b32 v2, DPP16
     dpp = 1 | 0x142 << 8 | 0xF << 24 | 0xF << 28
-    from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
-    dev = TestDevice()
+    dev = RawDevice()
     code = word.to_bytes(4, "little") + dpp.to_bytes(4, "little") + \
         (0xBFB00000).to_bytes(4, "little")
     with pytest.raises(KernelFault, match="DPP_CTRL 0x142"):
@@ -358,17 +359,19 @@ def test_clang_dpp_builtins_with_inactive_source_lanes():
     """clang-16's code for __builtin_amdgcn_update_dpp / permlanex16 (the `old` value lands
     where the ISA writes nothing), with a third of the lanes inactive."""
     from runtime.drivers.amd.compiler import AMDCompiler
-    from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
     if AMDCompiler().available() is not None:
         pytest.skip(f"OpenCL compiler unavailable: {AMDCompiler().available()}")
     co = AMDCompiler().compile(DPP_BUILTINS_CL)
     n = 64
     a = (np.random.default_rng(27).integers(0, 1000, n) * 2).astype(np.int32)
     a[::3] |= 1
-    dev = TestDevice()
-    pa, po = dev.upload(a), dev.upload(np.zeros(4 * n, np.int32))
-    dev.launch(dev.load(co, "dpp_ops"), [pa, po], (n // 32,), (32,))
-    got = dev.download(po, 4 * n, np.int32).reshape(n, 4)
+    dev = DriverDevice()
+    try:
+        pa, po = dev.upload(a), dev.upload(np.zeros(4 * n, np.int32))
+        dev.launch(dev.load(co, "dpp_ops"), [pa, po], (n // 32,), (32,))
+        got = dev.download(po, 4 * n, np.int32).reshape(n, 4)
+    finally:
+        dev.close()
     act = (a & 1) == 0
     want = np.full((n, 4), 7, np.int64)
     sel = 0x76543210 | 0xFEDCBA98 << 32

@@ -70,8 +70,9 @@ def test_decoder_matches_objdump_on_reference_kernels(name, tmp_path):
 
 @pytest.mark.skipif(shutil.which("llvm-mc-16") is None, reason="llvm-mc-16 not installed")
 def test_opcode_tables_match_llvm():
-    """opcodes.py is exactly what gen_opcodes.py derives from llvm-mc-16's disassembler."""
-    res = subprocess.run([sys.executable, "-m", "runtime.drivers.mock.rdna3.gen_opcodes",
+    """opcodes.py is exactly what tools/rdna3_gen_opcodes.py derives from llvm-mc-16's
+    disassembler."""
+    res = subprocess.run([sys.executable, "-m", "tools.rdna3_gen_opcodes",
                           "--check"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 

@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 
 from runtime.drivers.mock.rdna3 import machine
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 
 from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
                              _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
 from .test_rdna3_kernels import round_f32
+from .rdna3_device import RawDevice
 
 u32, f32 = np.uint32, np.float32
 
 
 def launch(code: bytes, x: np.ndarray, y: np.ndarray, waves: int) -> np.ndarray:
-    dev = TestDevice()
+    dev = RawDevice()
     vo = dev.alloc(4 * 32 * waves)
     vx, vy = dev.upload(x[:32 * waves].view(u32)), dev.upload(y[:32 * waves].view(u32))
     user = [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32, vy & 0xFFFFFFFF, vy >> 32]

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from runtime.drivers.mock.rdna3 import KernelFault
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 
 from .test_rdna3_isa import assemble, pytestmark  # noqa: F401  (llvm-mc-16 needed)
+from .rdna3_device import RawDevice
 
 u32 = np.uint32
 
@@ -49,8 +49,8 @@ def assemble_labels(text: str) -> bytes:
     return assemble("\n".join(out))
 
 
-def launch(body: str, *, waves: int = 1, user: tuple[int, ...] = (), **kw) -> TestDevice:
-    dev = TestDevice()
+def launch(body: str, *, waves: int = 1, user: tuple[int, ...] = (), **kw) -> RawDevice:
+    dev = RawDevice()
     dev.launch_raw(assemble_labels(body + "\ns_endpgm\n"), list(user), (waves,), (32,), **kw)
     return dev
 
@@ -74,7 +74,7 @@ def test_gds_memory_access_faults_naming_the_instruction(inst):
 
 def test_gds_access_with_no_active_lane_touches_nothing():
     """With EXEC empty no lane addresses GDS: the kernel goes on (its store after runs)."""
-    dev = TestDevice()
+    dev = RawDevice()
     out = dev.upload(np.zeros(1, u32))
     body = """
     s_mov_b32 s4, exec_lo
@@ -151,7 +151,7 @@ s_endpgm
 
 
 def run_gws(body: str, waves: int, gws: GwsRange, out_words: int = 8) -> np.ndarray:
-    dev = TestDevice()
+    dev = RawDevice()
     out = dev.upload(np.zeros(out_words, u32))
     dev.launch_raw(assemble_labels(body), [out & 0xFFFFFFFF, out >> 32], (waves,), (32,),
                    gws=gws)
@@ -319,7 +319,7 @@ def test_s_barrier_beside_queued_waves_passes_only_for_free_workgroups():
     ds_gws_sema_v gds
     s_endpgm
     """
-    dev = TestDevice()
+    dev = RawDevice()
     out = dev.upload(np.zeros(2, u32))
     gws = GwsRange()
     dev.launch_raw(assemble_labels(body), [out & 0xFFFFFFFF, out >> 32], (2,), (64,), gws=gws)
@@ -329,7 +329,7 @@ def test_s_barrier_beside_queued_waves_passes_only_for_free_workgroups():
 
 def test_gws_semaphore_in_wave64_kernels():
     """A wave64 is one wave to the GWS unit (its two 32-lane rows queue and pass together)."""
-    dev = TestDevice()
+    dev = RawDevice()
     out = dev.upload(np.zeros(8, u32))
     gws = GwsRange()
     dev.launch_raw(assemble_labels(PRODUCER_CONSUMER), [out & 0xFFFFFFFF, out >> 32], (2,),

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from runtime.drivers.mock.rdna3 import KernelFault
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
+
+from .rdna3_device import RawDevice
 
 pytestmark = pytest.mark.skipif(shutil.which("llvm-mc-16") is None,
                                 reason="llvm-mc-16 (Debian llvm-16) assembles these tests")
@@ -49,7 +50,7 @@ def assemble(text: str) -> bytes:
 
 
 def run(snippet: str, x: np.ndarray, y: np.ndarray, **kw) -> np.ndarray:
-    dev = TestDevice()
+    dev = RawDevice()
     code = assemble(PROLOGUE + snippet + EPILOGUE)
     vo = dev.alloc(4 * 32 * WAVES)
     vx, vy = dev.upload(x.view(u32)), dev.upload(y.view(u32))

@@ -1,11 +1,10 @@
 """Real gfx1100 kernels on the RDNA3 interpreter, each checked against numpy.
 
 Kernels come from tests/runtime/kernels_amd/*.cl (compiled here with clang-16/ld.lld-16) and from
-the prebuilt reference code objects in tests/runtime/data/amd_reference. Every test runs twice: through
-the interpreter's test loader (runtime/drivers/mock/rdna3/loader_for_tests.py) and through the real
-AMD driver on the mock GPU (AMDDevice("mock-amd:0"): code object loading, kernel arguments, PM4
-SET_SH_REG/DISPATCH_DIRECT, the mock's PM4 processor decoding the dispatch), so the runtime side
-(user SGPRs, LDS size, hidden arguments) is checked against the same numpy results.
+the prebuilt reference code objects in tests/runtime/data/amd_reference. Every test runs through
+the AMD driver on the mock GPU (AMDDevice("mock-amd:0"): code object loading, kernel arguments,
+PM4 SET_SH_REG/DISPATCH_DIRECT, the mock's PM4 processor decoding the dispatch), so the runtime
+side (user SGPRs, LDS size, hidden arguments) is checked against the same numpy results.
 """
 from __future__ import annotations
 
@@ -14,63 +13,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
-
+from .rdna3_device import DriverDevice
 from .rdna3_util import compiled, needs_compiler, reference
 
 f32, f64, i32, u32 = np.float32, np.float64, np.int32, np.uint32
 
 
-class DriverDevice:
-    """The test loader's interface (alloc/upload/download/load/launch) over the AMD driver."""
-
-    def __init__(self) -> None:
-        from runtime.drivers.amd.device import AMDDevice
-        from runtime.drivers.mock.os import MockOS
-        self.mos = MockOS.with_amd_gpus(1)
-        self.gpu = self.mos.drivers[0].gpus[0]
-        self.d = AMDDevice("mock-amd:0", os=self.mos)
-        self.d.default_timeout_ms = 600_000  # the interpreter is slow; a hang is a fault anyway
-
-    def alloc(self, nbytes: int):  # type: ignore[no-untyped-def]
-        return self.d.alloc(max(nbytes, 4))
-
-    def upload(self, arr):  # type: ignore[no-untyped-def]
-        data = arr.tobytes() if isinstance(arr, np.ndarray) else bytes(arr)
-        buf = self.alloc(len(data))
-        self.d.copyin(buf, data)
-        return buf
-
-    def download(self, buf, count: int, dtype):  # type: ignore[no-untyped-def]
-        out = np.empty(count, dtype=dtype)
-        self.d.copyout(out, buf)
-        return out
-
-    def load(self, code_object: bytes, name: str | None = None):  # type: ignore[no-untyped-def]
-        from runtime.drivers.amd.elf import parse
-        if name is None:
-            name = next(iter(parse(code_object).kernels))
-        return self.d.program(code_object, name)
-
-    def launch(self, prg, args, grid, block, **kw):  # type: ignore[no-untyped-def]
-        if kw:
-            pytest.skip(f"launch options {sorted(kw)} exist only in the interpreter's loader")
-        grid3 = tuple(grid) + (1,) * (3 - len(grid))
-        block3 = tuple(block) + (1,) * (3 - len(block))
-        before = len(self.gpu.dispatches)
-        prg(*args, global_size=grid3, local_size=block3, wait=True)
-        assert len(self.gpu.dispatches) == before + 1, "the dispatch did not reach the mock GPU"
-        return self.gpu.dispatches[-1].stats
-
-    def close(self) -> None:
-        self.d.close()
-
-
-@pytest.fixture(params=["interpreter-loader", "amd-driver"])
-def dev(request):  # type: ignore[no-untyped-def]
-    if request.param == "interpreter-loader":
-        yield TestDevice()
-        return
+@pytest.fixture
+def dev():  # type: ignore[no-untyped-def]
     d = DriverDevice()
     yield d
     d.close()

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from runtime.drivers.mock.rdna3 import KernelFault
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 from runtime.drivers.mock.rdna3.ops_ds import swizzle_lanes
 from runtime.drivers.mock.rdna3.ops_mem import PRIVATE_APERTURE, SHARED_APERTURE
 
 from .test_rdna3_isa import assemble, pytestmark  # noqa: F401  (llvm-mc-16 needed)
+from .rdna3_device import RawDevice
 
 u32 = np.uint32
 LANES = 32
@@ -39,9 +39,9 @@ def vsharp(base: int, num_records: int, *, stride: int = 0, oob: int = 3) -> lis
 
 def run(body: str, data: np.ndarray, *, desc: dict | None = None, sgprs: tuple[int, ...] = (),
         lds_bytes: int = 0, vgprs: int = 32, out_words: int = LANES,
-        scratch_per_lane_B: int = 0) -> tuple[np.ndarray, TestDevice, int]:
+        scratch_per_lane_B: int = 0) -> tuple[np.ndarray, RawDevice, int]:
     """Runs HEAD + body + TAIL for one wave; returns (output words, device, input VA)."""
-    dev = TestDevice()
+    dev = RawDevice()
     vin = dev.upload(data.view(u32))
     vout = dev.upload(np.full(out_words, 0xDEADBEEF, u32))
     d = vsharp(vin, **(desc or {"num_records": data.nbytes}))
@@ -199,7 +199,7 @@ def test_buffer_d16_loads_fill_one_half(data):
 
 
 def test_buffer_swizzled_descriptor_is_refused(data):
-    dev = TestDevice()
+    dev = RawDevice()
     vin = dev.upload(data)
     d = vsharp(vin, 256)
     d[1] |= 1 << 30   # SWIZZLE_ENABLE
@@ -517,7 +517,7 @@ def test_wave64_ballot_and_exec_halves():
     global_store_b32 v10, v2, s[0:1]
     s_endpgm
     """)
-    dev = TestDevice()
+    dev = RawDevice()
     vout = dev.upload(np.zeros(64, u32))
     st = dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (2,), (64,), wave64=True)
     lane = np.arange(64)
@@ -547,7 +547,7 @@ def test_wave64_readlane_writelane_readfirstlane_mbcnt():
     global_store_b32 v10, v2, s[0:1]
     s_endpgm
     """)
-    dev = TestDevice()
+    dev = RawDevice()
     vout = dev.upload(np.zeros(64, u32))
     dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (1,), (64,), wave64=True)
     lane = np.arange(64)
@@ -558,9 +558,46 @@ def test_wave64_readlane_writelane_readfirstlane_mbcnt():
 
 
 def test_wave64_cross_half_instructions_are_refused_by_name():
-    code = _assemble64("ds_bpermute_b32 v1, v0, v0\ns_endpgm\n")
+    code = _assemble64("ds_append v1\ns_endpgm\n")
     with pytest.raises(KernelFault, match="wave64 kernel"):
-        TestDevice().launch_raw(code, [], (1,), (64,), wave64=True)
+        RawDevice().launch_raw(code, [], (1,), (64,), wave64=True)
+
+
+def test_wave64_permute_and_bpermute_cross_the_halves():
+    """ds_permute_b32 sends each active lane's value to lane 63 - lane (lanes 40-47 inactive:
+    lanes 16-23 receive nothing, 0, and lanes 40-47 write nothing); ds_bpermute_b32 then reads
+    lane (lane + 17) & 63 of that with every lane active."""
+    code = _assemble64("""
+    v_lshlrev_b32 v10, 2, v0
+    v_sub_nc_u32 v2, 63, v0
+    v_lshlrev_b32 v2, 2, v2
+    v_add_nc_u32 v3, 100, v0
+    v_add_nc_u32 v4, 17, v0
+    v_lshlrev_b32 v4, 2, v4
+    s_mov_b32 s4, exec_lo
+    s_mov_b32 s5, exec_hi
+    s_mov_b32 exec_hi, 0xffff00ff
+    ds_permute_b32 v5, v2, v3
+    s_mov_b32 exec_lo, s4
+    s_mov_b32 exec_hi, s5
+    s_waitcnt lgkmcnt(0)
+    ds_bpermute_b32 v6, v4, v5
+    s_waitcnt lgkmcnt(0)
+    v_lshlrev_b32 v6, 16, v6
+    v_or_b32 v6, v6, v5
+    global_store_b32 v10, v6, s[0:1]
+    s_endpgm
+    """)
+    dev = RawDevice()
+    vout = dev.upload(np.zeros(64, u32))
+    dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (1,), (64,), wave64=True)
+    lane = np.arange(64)
+    src = 63 - lane
+    off = (lane >= 40) & (lane < 48)
+    # nothing from inactive senders; inactive receivers keep v5's old value (0)
+    sent = np.where(off[src] | off, 0, 100 + src)
+    read = sent[(lane + 17) & 63]
+    np.testing.assert_array_equal(dev.download(vout, 64, u32), (read << 16 | sent).astype(u32))
 
 
 def test_wave64_dpp_rows_and_permlanex16():
@@ -577,7 +614,7 @@ def test_wave64_dpp_rows_and_permlanex16():
     global_store_b32 v10, v2, s[0:1]
     s_endpgm
     """)
-    dev = TestDevice()
+    dev = RawDevice()
     vout = dev.upload(np.zeros(64, u32))
     dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (1,), (64,), wave64=True)
     lane = np.arange(64)

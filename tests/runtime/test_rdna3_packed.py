@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
 from tests.runtime.test_rdna3_isa import WAVES, assemble, run
+
+from .rdna3_device import RawDevice
 
 u16, u32, f16, f32 = np.uint16, np.uint32, np.float16, np.float32
 N = 32 * WAVES
@@ -275,7 +276,7 @@ def _wmma_run(asm: str, a_words: np.ndarray, b_words: np.ndarray, c_words: np.nd
     global_store_b128 v10, v[44:47], s[0:1] offset:16
     s_endpgm
     """
-    dev = TestDevice()
+    dev = RawDevice()
     out = dev.alloc(32 * 32)
     ptrs = [dev.upload(np.ascontiguousarray(w, dtype=u32)) for w in
             (a_words, b_words, c_words, d_init if d_init is not None else c_words)]
@@ -370,5 +371,5 @@ def test_wmma_with_a_partial_exec_is_refused_by_name():
     code = assemble("s_mov_b32 exec_lo, 0xffff\n"
                     "v_wmma_f32_16x16x16_f16 v[40:47], v[16:23], v[24:31], v[32:39]\ns_endpgm")
     with pytest.raises(KernelFault, match="EXEC not all ones") as e:
-        TestDevice().launch_raw(code, [], (1,), (32,), vgprs=64, tgid=(False,))
+        RawDevice().launch_raw(code, [], (1,), (32,), vgprs=64, tgid=(False,))
     assert e.value.instruction.startswith("v_wmma_f32_16x16x16_f16 v[40:47]")

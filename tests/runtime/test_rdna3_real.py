@@ -18,6 +18,7 @@ import pytest
 from runtime.drivers.mock.rdna3.audit import audit
 
 from . import test_rdna3_kernels as kernel_tests
+from .rdna3_device import DriverDevice
 
 DATA = Path(__file__).resolve().parent / "data" / "rdna3_real"
 TRITON = DATA / "triton"
@@ -218,9 +219,13 @@ CLANG_TESTS = {
 }
 
 
+# Kernels built at every -O level in both wave sizes, tested in test_rdna3_clang_matrix.
+MATRIX_KERNELS = ["bpermute_scan", "call_helper", "cas_hist", "dyn_lds"]
+
+
 def test_every_opencl_kernel_has_a_level_test():
-    assert sorted(CLANG_TESTS.values()) == sorted(p.stem for p in
-                                                  (DATA.parents[1] / "kernels_amd").glob("*.cl"))
+    assert sorted([*CLANG_TESTS.values(), *MATRIX_KERNELS]) == \
+        sorted(p.stem for p in (DATA.parents[1] / "kernels_amd").glob("*.cl"))
 
 
 # clang-16 -O0 miscompiles int_divshift's min(x, y) ^ max(x, y): at the join after max's
@@ -239,7 +244,7 @@ def test_clang_opt_levels(test, opt, monkeypatch, rng):
                         lambda name: (CLANG / f"{name}_{opt}.hsaco").read_bytes())
     fn = getattr(kernel_tests, test)
     fn = getattr(fn, "__wrapped__", fn)
-    dev = kernel_tests.DriverDevice()
+    dev = DriverDevice()
     try:
         kwargs = {"dev": dev, "rng": rng}
         params = inspect.signature(fn).parameters
@@ -285,13 +290,9 @@ def _w64(name: str) -> bytes:
     return (CLANG / f"{name}_w64.hsaco").read_bytes()
 
 
-@pytest.fixture(params=["interpreter-loader", "amd-driver"])
-def wdev(request):  # type: ignore[no-untyped-def]
-    from runtime.drivers.mock.rdna3.loader_for_tests import TestDevice
-    if request.param == "interpreter-loader":
-        yield TestDevice()
-        return
-    d = kernel_tests.DriverDevice()
+@pytest.fixture
+def wdev():  # type: ignore[no-untyped-def]
+    d = DriverDevice()
     yield d
     d.close()
 

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from runtime.drivers.mock.rdna3 import opcode_coverage
+from tools import rdna3_opcode_coverage as opcode_coverage
 from tests.runtime.test_rdna3_isa import WAVES, _ints, _s, run
 
 u32, f32 = np.uint32, np.float32

@@ -72,7 +72,7 @@ def _gfx11() -> AMDArch:
                                "RELEASE_MEM", "ACQUIRE_MEM", "INDIRECT_BUFFER", "EVENT_WRITE",
                                "WRITE_DATA"}),
         sdma_packets=frozenset({"NOP", "COPY_LINEAR", "FENCE", "TRAP", "POLL_REGMEM",
-                                "TIMESTAMP_GET", "TIMESTAMP_GET_GLOBAL"}),
+                                "TIMESTAMP_GET", "TIMESTAMP_GET_GLOBAL", "CONSTANT_FILL"}),
     )
 
 

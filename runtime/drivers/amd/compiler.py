@@ -1,8 +1,8 @@
 """OpenCL C → AMDHSA code object, with Debian's clang-16 and ld.lld-16.
 
 `AMDCompiler("gfx1100").compile(src)` runs
-  clang-16 -x cl -cl-std=CL2.0 -target amdgcn-amd-amdhsa -mcpu=ARCH -O2 -nogpulib
-           -include PRELUDE -c
+  clang-16 -x cl -cl-std=CL2.0 -cl-kernel-arg-info -target amdgcn-amd-amdhsa -mcpu=ARCH -O2
+           -nogpulib -include PRELUDE -c
   ld.lld-16 -shared
 and returns the linked code object's bytes. `-nogpulib`: Debian's rocm-device-libs (5.2) has no
 gfx1100, so the work-item functions, barriers, atomics and the math built-ins kernels use come from
@@ -12,6 +12,8 @@ code generation and the code-object defaults the rest of the runtime relies on.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -96,6 +98,10 @@ __OVL uint mad24(uint a, uint b, uint c) { return (a & 0xffffffu) * (b & 0xfffff
 __OVL float select(float a, float b, int c) { return c ? b : a; }
 __OVL int select(int a, int b, int c) { return c ? b : a; }
 """
+_PRELUDE_SHA = hashlib.sha256(OCL_PRELUDE.encode()).hexdigest()[:16]
+# -cl-kernel-arg-info: the code object's metadata names each argument (.name), so errors and
+# traces can say "argument 'n'" rather than "arg3".
+_FIXED_FLAGS = ("-x", "cl", "-cl-std=CL2.0", "-cl-kernel-arg-info")
 
 
 class CompileError(ProgramError):
@@ -125,7 +131,6 @@ class AMDCompiler:
     def identity(self) -> str:
         """The tools' versions, target, code-object version, flags and the prelude's hash (part
         of cache keys)."""
-        import hashlib
         versions = []
         for tool in (self.clang, self.lld):
             try:
@@ -134,9 +139,28 @@ class AMDCompiler:
             except OSError as e:
                 out = f"unavailable: {e}"
             versions.append(out.strip().splitlines()[0] if out.strip() else tool)
-        prelude = hashlib.sha256(OCL_PRELUDE.encode()).hexdigest()[:16]
         return " | ".join([*versions, self.arch, f"cov{self.cov}", self.opt,
-                           " ".join(self.extra_args), f"prelude {prelude}"])
+                           " ".join(self.extra_args), " ".join(_FIXED_FLAGS),
+                           f"prelude {_PRELUDE_SHA}"])
+
+    def identity_stamp(self) -> str:
+        """What `identity` depends on, without running the tools: their resolved paths, sizes
+        and modification times, and this compiler's settings (see `CompileCache`)."""
+        parts = []
+        for tool in (self.clang, self.lld):
+            found = shutil.which(tool)
+            if found is None:
+                parts.append(f"{tool}: missing")
+                continue
+            real = os.path.realpath(found)
+            try:
+                st = os.stat(real)
+            except OSError:
+                parts.append(f"{real}: unreadable")
+                continue
+            parts.append(f"{real}:{st.st_size}:{st.st_mtime_ns}")
+        return " | ".join([*parts, self.arch, f"cov{self.cov}", self.opt,
+                           " ".join(self.extra_args), " ".join(_FIXED_FLAGS), _PRELUDE_SHA])
 
     def compile(self, src: str, *, extra_args: tuple[str, ...] = ()) -> bytes:
         """OpenCL C source → AMDHSA code object bytes (ELF). Raises CompileError on failure."""
@@ -147,7 +171,7 @@ class AMDCompiler:
             d = Path(tmp)
             (d / "prelude.h").write_text(OCL_PRELUDE)
             (d / "kernel.cl").write_text(src)
-            cc = [self.clang, "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa",
+            cc = [self.clang, *_FIXED_FLAGS, "-target", "amdgcn-amd-amdhsa",
                   f"-mcpu={self.arch}", self.opt, "-nogpulib", f"-mcode-object-version={self.cov}",
                   "-include", str(d / "prelude.h"), *self.extra_args, *extra_args, "-c",
                   "-o", str(d / "kernel.o"), str(d / "kernel.cl")]

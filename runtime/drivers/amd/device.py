@@ -19,13 +19,14 @@ from hcq_bindings.linux import kfd_ioctl as kfd
 from runtime.drivers.amd import process
 from runtime.drivers.amd.arch import AMDArch, pick_arch
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
-from runtime.drivers.amd.kfd import Kfd, KfdNode, read_ip_bases, read_p2p_links, read_topology
+from runtime.drivers.amd.kfd import (TOPOLOGY, Kfd, KfdNode, read_ip_bases, read_mem_banks, read_p2p_links,
+                                     read_topology)
 from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
 from runtime.drivers.amd.program import AMDProgram
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.scratch import ScratchPool
 from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
-from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.device import Device, DeviceProperties, MemInfo, parse_device_name
 from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQMemoryError,
                                 IoctlError)
@@ -283,6 +284,39 @@ class AMDDevice(Device):
             ring_obj = HwRing(self, kind, q.queue_id, mem, bell, H_NOP, describe_sdma)
         self._rings.append(ring_obj)
         return ring_obj
+
+    # ------------------------------------------------------------------ description
+    def _read_properties(self) -> DeviceProperties:
+        """From the KFD topology node (kfd_topology.c's node properties)."""
+        props = self.node.properties
+        simd_per_cu = max(1, props.get("simd_per_cu", 2))
+        try:
+            name = self.os.read_sysfs(f"{TOPOLOGY}/{self.node.node_id}/name").strip()
+        except OSError:
+            name = ""
+        device_id = props.get("device_id", 0)
+        clock_mhz = props.get("max_engine_clk_fcompute", 0)
+        return DeviceProperties(
+            vendor="AMD", name=f"AMD {name or self.arch} (device {device_id:#06x})",
+            arch=self.arch, compute_units=props.get("simd_count", 0) // simd_per_cu,
+            simd_width=props.get("wave_front_size", 32),
+            # The dispatch packet's workgroup size limit (amd_hsa: 1024 work-items, all gfx9+).
+            max_workgroup_size=1024,
+            shared_memory_per_workgroup_B=props.get("lds_size_in_kb", 64) * 1024,
+            max_clock_hz=clock_mhz * 1e6 if clock_mhz else None, timestamp_hz=self.clock_hz,
+            memory_B=self._vram_total_B(), mock=not isinstance(self.os, RealOS))
+
+    def _vram_total_B(self) -> int:
+        # Frame-buffer heaps (HSA_MEM_HEAP_TYPE_FB_PUBLIC 1, FB_PRIVATE 2) of the node's memory
+        # banks; older topologies only give local_mem_size.
+        banks = read_mem_banks(self.os, self.node.node_id)
+        total = sum(b.get("size_in_bytes", 0) for b in banks if b.get("heap_type") in (1, 2))
+        return total or self.node.properties.get("local_mem_size", 0)
+
+    def _mem_info(self) -> MemInfo:
+        total = self._vram_total_B()
+        free = self.kfd.available_memory(self.node.gpu_id)
+        return MemInfo(min(free, total) if total else free, total)
 
     # ------------------------------------------------------------------ Device API
     def compute_queue(self) -> PM4Queue:

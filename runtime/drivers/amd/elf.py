@@ -18,6 +18,8 @@ ELFOSABI_AMDGPU_HSA = 64
 NT_AMDGPU_METADATA = 32
 SHT_SYMTAB, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 7, 8, 11
 PT_LOAD = 1
+STT_FUNC = 2
+MAX_IMAGE_B = 1 << 30   # a loaded image larger than this is a corrupt header, not code
 
 # kernel_code_properties bits (AMDHSAKernelDescriptor.h)
 KCP_PRIVATE_SEGMENT_BUFFER, KCP_DISPATCH_PTR, KCP_QUEUE_PTR, KCP_KERNARG_SEGMENT_PTR = 0, 1, 2, 3
@@ -110,6 +112,7 @@ class Symbol:
     value: int
     size: int
     shndx: int
+    is_function: bool = False   # STT_FUNC: kernels and the functions they call
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,16 @@ class CodeObject:
 
 def parse(data: bytes) -> CodeObject:
     """Parses an AMDHSA code object; raises ElfError naming the first problem found."""
-    data = bytes(data)
+    try:
+        return _parse(bytes(data))
+    except ElfError:
+        raise
+    except (struct.error, ValueError, IndexError, KeyError, TypeError, UnicodeDecodeError) as e:
+        # Offsets or sizes that point outside the file, strings without their terminator...
+        raise ElfError(f"malformed ELF file ({type(e).__name__}: {e})") from None
+
+
+def _parse(data: bytes) -> CodeObject:
     if len(data) < 64 or data[:4] != b"\x7fELF":
         raise ElfError("not an ELF file (bad magic)")
     if data[4] != 2 or data[5] != 1:
@@ -256,6 +268,11 @@ def parse(data: bytes) -> CodeObject:
         p_type, _, p_off, p_va, _, p_filesz, p_memsz, _ = struct.unpack_from(
             "<IIQQQQQQ", data, e_phoff + i * e_phentsize)
         if p_type == PT_LOAD:
+            if p_off + p_filesz > len(data) or p_filesz > p_memsz or \
+                    p_va + p_memsz > MAX_IMAGE_B:
+                raise ElfError(f"PT_LOAD segment {i} (offset {p_off:#x}, {p_filesz:#x} B in "
+                               f"the file, {p_memsz:#x} B at {p_va:#x}) does not fit the "
+                               f"{len(data)}-B file or a {MAX_IMAGE_B >> 20}-MiB image")
             loads.append((p_off, p_va, p_filesz, p_memsz))
     symbols = _symbols(data, sections)
     metadata = _metadata(data, sections)
@@ -294,11 +311,11 @@ def _symbols(data: bytes, sections: list[Section]) -> dict[str, Symbol]:
             continue
         strs = sections[s.link]
         for i in range(s.size // 24):
-            st_name, _, _, shndx, value, size = \
+            st_name, info, _, shndx, value, size = \
                 struct.unpack_from("<IBBHQQ", data, s.offset + i * 24)
             name = _cstr(data, strs.offset + st_name)
             if name:
-                out.setdefault(name, Symbol(name, value, size, shndx))
+                out.setdefault(name, Symbol(name, value, size, shndx, info & 0xF == STT_FUNC))
     return out
 
 

@@ -101,6 +101,25 @@ def read_topology(seam: OSSeam) -> list[KfdNode]:
     return nodes
 
 
+def read_mem_banks(seam: OSSeam, node_id: int) -> list[dict[str, int]]:
+    """The properties of node `node_id`'s memory banks (`mem_banks/N/properties`: heap_type,
+    size_in_bytes, width, mem_clk_max; kfd_topology.c); empty when the topology lists none."""
+    base = f"{TOPOLOGY}/{node_id}/mem_banks"
+    try:
+        names = seam.listdir(base)
+    except OSError:
+        return []
+    banks = []
+    for name in sorted((n for n in names if n.isdigit()), key=int):
+        props = {}
+        for line in seam.read_sysfs(f"{base}/{name}/properties").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                props[parts[0]] = int(parts[1])
+        banks.append(props)
+    return banks
+
+
 def read_p2p_links(seam: OSSeam, node_id: int) -> set[int]:
     """Nodes that node `node_id` reaches directly (PCIe P2P or XGMI): the `node_to` of each of its
     `p2p_links` in the KFD topology (kfd_topology.c); empty when it has none."""
@@ -157,6 +176,11 @@ class Kfd:
     def acquire_vm(self, drm_fd: int, gpu_id: int) -> None:
         """Makes the render node's GPU VM this process's KFD VM."""
         self.ioctl(kfd.AMDKFD_IOC_ACQUIRE_VM, drm_fd=drm_fd, gpu_id=gpu_id)
+
+    def available_memory(self, gpu_id: int) -> int:
+        """AMDKFD_IOC_AVAILABLE_MEMORY: bytes of VRAM this process may still allocate on the
+        GPU."""
+        return int(self.ioctl(kfd.AMDKFD_IOC_AVAILABLE_MEMORY, gpu_id=gpu_id).available)
 
     def alloc_memory(self, gpu_id: int, va: int, size: int, flags: int,
                      mmap_offset: int = 0) -> Any:

@@ -282,6 +282,7 @@ class SDMAPacket:
 SDMA: Mapping[str, SDMAPacket] = {pk.name: pk for pk in (
     SDMAPacket("NOP", s.SDMA_OP_NOP, None, s.SDMA_PKT_NOP, variable=True),
     SDMAPacket("COPY_LINEAR", s.SDMA_OP_COPY, s.SDMA_SUBOP_COPY_LINEAR, s.SDMA_PKT_COPY_LINEAR),
+    SDMAPacket("CONSTANT_FILL", s.SDMA_OP_CONST_FILL, None, s.SDMA_PKT_CONSTANT_FILL),
     SDMAPacket("FENCE", s.SDMA_OP_FENCE, None, s.SDMA_PKT_FENCE),
     SDMAPacket("TRAP", s.SDMA_OP_TRAP, None, s.SDMA_PKT_TRAP),
     SDMAPacket("POLL_REGMEM", s.SDMA_OP_POLL_REGMEM, None, s.SDMA_PKT_POLL_REGMEM),

@@ -287,6 +287,14 @@ class PM4Queue(HWQueue):
                 self.device.free(self._ib)
             self._ib = None
 
+    def describe_commands(self) -> list[str]:
+        """The PM4 packets, decoded (`runtime.drivers.amd.decode`)."""
+        from runtime.drivers.amd.decode import DecodeError, decode_pm4
+        try:
+            return [str(pk) for pk in decode_pm4(self._d, self.device.gc_bases[0])]
+        except DecodeError as e:
+            return [f"undecodable PM4 stream: {e}"]
+
     def _submit(self) -> None:
         ring = self.ring or self.device.compute_ring
         if self._ib is not None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from runtime.drivers.amd.packets import SDMA, s
 from runtime.drivers.amd.pm4 import WaitFunc
 from runtime.hcq.errors import QueueError
-from runtime.hcq.queue import HWQueue, Value
+from runtime.hcq.queue import HWQueue, Value, check_fill
 from runtime.hcq.signal import TIMESTAMP_OFFSET_B
 
 if TYPE_CHECKING:
@@ -40,6 +40,13 @@ POLL_REGMEM_DW = SDMA["POLL_REGMEM"].dwords
 TIMESTAMP_DW = SDMA["TIMESTAMP_GET_GLOBAL"].dwords
 
 H_COPY_LINEAR = SDMA["COPY_LINEAR"].encode()[0]
+# CONSTANT_FILL's fill size: 2 writes dwords (libdrm's amdgpu SDMA tests fill 0xdeadbeaf so), 0
+# single bytes; COUNT is the byte count - 1 either way.
+FILL_DWORD, FILL_BYTE = 2, 0
+H_FILL_DWORD = SDMA["CONSTANT_FILL"].encode(fillsize=FILL_DWORD)[0]
+H_FILL_BYTE = SDMA["CONSTANT_FILL"].encode(fillsize=FILL_BYTE)[0]
+# sdma_v6_0.c: sdma_v6_0_buffer_funcs.fill_max_bytes (a multiple of 4, so chunks stay aligned)
+MAX_FILL_B = 0x3FFFFFE0
 H_FENCE = SDMA["FENCE"].encode(mtype=FENCE_MTYPE_UC)[0]
 H_TRAP = SDMA["TRAP"].encode()[0]
 _POLL = SDMA["POLL_REGMEM"].encode(func=WaitFunc.GE, mem_poll=1, interval=POLL_INTERVAL,
@@ -72,6 +79,26 @@ class SDMAQueue(HWQueue):
             d.extend((H_COPY_LINEAR, s.SDMA_PKT_COPY_LINEAR_COUNT_COUNT(n - 1), 0,
                       sa & _M32, sa >> 32, da & _M32, da >> 32))
             off += n
+        return self
+
+    def fill(self, dst: int, pattern: int, size: int) -> "Self":
+        """CONSTANT_FILL packets: dword fills of the aligned middle, byte fills of an unaligned
+        head or tail (`HWQueue.fill`)."""
+        pattern = check_fill(dst, pattern, size)
+        d = self._d
+        head = min(-dst % 4, size)
+        body = (size - head) & ~3
+        pieces = [(dst, head, H_FILL_BYTE)] if head else []
+        off = dst + head
+        while off < dst + head + body:
+            n = min(MAX_FILL_B, dst + head + body - off)
+            pieces.append((off, n, H_FILL_DWORD))
+            off += n
+        if size - head - body:
+            pieces.append((off, size - head - body, H_FILL_BYTE))
+        for addr, n, header in pieces:
+            d.extend((header, addr & _M32, addr >> 32, pattern,
+                      s.SDMA_PKT_CONSTANT_FILL_COUNT_COUNT(n - 1)))
         return self
 
     def signal(self, sig: "Signal", value: Value) -> "Self":
@@ -115,6 +142,14 @@ class SDMAQueue(HWQueue):
                         s.SDMA_PKT_TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_WRITE_ADDR_31_3(va >> 3),
                         va >> 32))
         return self
+
+    def describe_commands(self) -> list[str]:
+        """The SDMA packets, decoded (`runtime.drivers.amd.decode`)."""
+        from runtime.drivers.amd.decode import DecodeError, decode_sdma
+        try:
+            return [str(pk) for pk in decode_sdma(self._d)]
+        except DecodeError as e:
+            return [f"undecodable SDMA stream: {e}"]
 
     def _submit(self) -> None:
         self.device.copy_ring.put(self._d)

@@ -148,6 +148,7 @@ class MockKfdDriver:
             int(kfd.AMDKFD_IOC_SET_EVENT): self._set_event,
             int(kfd.AMDKFD_IOC_WAIT_EVENTS): self._wait_events,
             int(kfd.AMDKFD_IOC_ALLOC_QUEUE_GWS): self._alloc_queue_gws,
+            int(kfd.AMDKFD_IOC_AVAILABLE_MEMORY): self._available_memory,
         }
         self._arg_types = {int(r): r.arg_type for r in (
             kfd.AMDKFD_IOC_GET_VERSION, kfd.AMDKFD_IOC_ACQUIRE_VM,
@@ -156,7 +157,7 @@ class MockKfdDriver:
             kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, kfd.AMDKFD_IOC_CREATE_QUEUE,
             kfd.AMDKFD_IOC_DESTROY_QUEUE, kfd.AMDKFD_IOC_CREATE_EVENT,
             kfd.AMDKFD_IOC_DESTROY_EVENT, kfd.AMDKFD_IOC_SET_EVENT, kfd.AMDKFD_IOC_WAIT_EVENTS,
-            kfd.AMDKFD_IOC_ALLOC_QUEUE_GWS)}
+            kfd.AMDKFD_IOC_ALLOC_QUEUE_GWS, kfd.AMDKFD_IOC_AVAILABLE_MEMORY)}
         # dir(), not vars(): the generated module defines its names on first use
         os.name_requests({int(v): v.name for v in (getattr(kfd, k) for k in dir(kfd)
                                                     if k.startswith("AMDKFD_IOC_"))
@@ -181,6 +182,10 @@ class MockKfdDriver:
             node = f"{TOPOLOGY}/{gpu.node_id}"
             fs[f"{node}/gpu_id"] = f"{gpu.gpu_id}\n"
             fs[f"{node}/name"] = f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}\n"
+            # One frame-buffer bank (kfd_topology.c's mem_banks/0: HSA_MEM_HEAP_TYPE_FB_PUBLIC).
+            fs[f"{node}/mem_banks/0/properties"] = (
+                f"heap_type 1\nsize_in_bytes {gpu.vram_B}\nflags 0\nwidth 384\n"
+                "mem_clk_max 1250\n")
             links = sorted(self.p2p_links(gpu))
             props["p2p_links_count"] = len(links)
             fs[f"{node}/properties"] = "".join(f"{k} {v}\n" for k, v in props.items())
@@ -269,6 +274,12 @@ class MockKfdDriver:
         if gpu.gpu_id not in self.proc.vms:
             raise OSError(E.EINVAL, f"GPU {gpu_id:#x}: ACQUIRE_VM first")
         return gpu
+
+    def _available_memory(self, a: Any) -> None:
+        # kfd_chardev.c: the process's device data must exist (ACQUIRE_VM made it); what is left
+        # of VRAM after every allocation.
+        gpu = self._vm_gpu(a.gpu_id)
+        a.available = gpu.vram_B - gpu.vram_used
 
     def _alloc(self, a: Any) -> None:
         gpu = self._vm_gpu(a.gpu_id)

@@ -1,4 +1,5 @@
-"""The mock SDMA v6 engine: COPY_LINEAR, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP, decoded with
+"""The mock SDMA v6 engine: COPY_LINEAR, CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP,
+decoded with
 the packet descriptions (runtime/drivers/amd/packets.py: the synthesised sdma_v6 structs).
 
 Each described packet has a handler here; a packet the descriptions do not cover, or one with no
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from runtime.drivers.amd.decode import describe_sdma
+from runtime.drivers.amd.sdma import FILL_BYTE, FILL_DWORD, MAX_FILL_B
 from runtime.drivers.amd.packets import SDMA, sdma_packet, sdma_unknown
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
@@ -90,6 +94,25 @@ class SDMAProcessor(QueueProcessor):
         dst[:] = src.copy() if _overlap(f["src_addr"], f["dst_addr"], n) else src
         return True
 
+    def _constant_fill(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
+        # fillsize 2: the 32-bit data repeated (dword-aligned address and count); 0: its low byte.
+        n, addr, data, size = f["count"] + 1, f["dst_addr"], f["src_data"], f["fillsize"]
+        if n > MAX_FILL_B:
+            raise MockGPUError(f"{where}: CONSTANT_FILL of {n} B exceeds the {MAX_FILL_B} B an "
+                               "SDMA 6 fill packet may write")
+        if size == FILL_DWORD:
+            if addr % 4 or n % 4:
+                raise MockGPUError(f"{where}: dword CONSTANT_FILL of {n} B at {addr:#x} is not "
+                                   "dword aligned")
+            pattern = np.frombuffer(data.to_bytes(4, "little"), np.uint8)
+            self.gpu.mem.view(addr, n, "write")[:] = np.tile(pattern, n // 4)
+        elif size == FILL_BYTE:
+            self.gpu.mem.view(addr, n, "write")[:] = data & 0xFF
+        else:
+            raise MockGPUError(f"{where}: CONSTANT_FILL fill size {size} is not modelled (0: "
+                               "bytes, 2: dwords)")
+        return True
+
     def _fence(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
         addr = f["addr"]
         if addr % 4:
@@ -127,7 +150,7 @@ class SDMAProcessor(QueueProcessor):
         return True
 
     _handlers: dict[str, Callable[["SDMAProcessor", dict[str, int], list[int], str], bool]] = {
-        "COPY_LINEAR": _copy_linear, "FENCE": _fence, "TRAP": _trap,
+        "COPY_LINEAR": _copy_linear, "CONSTANT_FILL": _constant_fill, "FENCE": _fence, "TRAP": _trap,
         "POLL_REGMEM": _poll_regmem, "TIMESTAMP_GET": _timestamp,
         "TIMESTAMP_GET_GLOBAL": _timestamp, "NOP": _nop,
     }

@@ -423,7 +423,8 @@ class MockChannel:
         p = self.gpu.generation.copy.prefix + "_"
         names = ("OFFSET_IN_UPPER", "OFFSET_IN_LOWER", "OFFSET_OUT_UPPER", "OFFSET_OUT_LOWER",
                  "LINE_LENGTH_IN", "LINE_COUNT", "PITCH_IN", "PITCH_OUT", "SET_SEMAPHORE_A",
-                 "SET_SEMAPHORE_B", "SET_SEMAPHORE_PAYLOAD", "SET_SEMAPHORE_PAYLOAD_UPPER")
+                 "SET_SEMAPHORE_B", "SET_SEMAPHORE_PAYLOAD", "SET_SEMAPHORE_PAYLOAD_UPPER",
+                 "SET_REMAP_CONST_A", "SET_REMAP_CONST_B", "SET_REMAP_COMPONENTS")
         for n in names:
             if getattr(cl, p + n, None) == mthd:
                 self.ce[n] = data
@@ -447,6 +448,10 @@ class MockChannel:
             length = ce["LINE_LENGTH_IN"]
             lines = ce.get("LINE_COUNT", 1) if f("MULTI_LINE_ENABLE") else 1
             mem = self.gpu.mem
+            if f("REMAP_ENABLE"):
+                self._remap_fill(p, dst, length, lines)
+                self._copy_semaphore(p, f)
+                return
             for ln in range(lines):
                 s = src + ln * ce.get("PITCH_IN", 0)
                 d = dst + ln * ce.get("PITCH_OUT", 0)
@@ -454,6 +459,39 @@ class MockChannel:
                     chunk = mem.view(s, length, "copy read").copy()
                     mem.view(d, length, "copy write")[:] = chunk
             self.gpu.copied_B += length * lines
+        self._copy_semaphore(p, f)
+
+    def _remap_fill(self, p: str, dst: int, elements: int, lines: int) -> None:
+        """A remapped copy whose destination components all come from REMAP_CONST_A/B (a fill:
+        the source is not read). LINE_LENGTH_IN counts elements of NUM_DST_COMPONENTS
+        components of COMPONENT_SIZE bytes each."""
+        ce = self.ce
+        if "SET_REMAP_COMPONENTS" not in ce:
+            raise ChannelFault("LAUNCH_DMA with REMAP_ENABLE before SET_REMAP_COMPONENTS")
+        if lines != 1:
+            raise ChannelFault("a remapped multi-line copy is not modelled")
+        word = ce["SET_REMAP_COMPONENTS"]
+        g = lambda n: fget(getattr(cl, p + "SET_REMAP_COMPONENTS_" + n), word)  # noqa: E731
+        comp_B, n_dst = g("COMPONENT_SIZE") + 1, g("NUM_DST_COMPONENTS") + 1
+        consts = {getattr(cl, p + "SET_REMAP_COMPONENTS_DST_X_CONST_A"): "SET_REMAP_CONST_A",
+                  getattr(cl, p + "SET_REMAP_COMPONENTS_DST_X_CONST_B"): "SET_REMAP_CONST_B"}
+        element = b""
+        for name in ("DST_X", "DST_Y", "DST_Z", "DST_W")[:n_dst]:
+            sel = g(name)
+            if sel not in consts:
+                raise ChannelFault(f"remapped copy: {name} selects {sel} (only CONST_A/CONST_B, "
+                                   "a fill, is modelled)")
+            if consts[sel] not in ce:
+                raise ChannelFault(f"remapped copy before {consts[sel]} was set")
+            element += (ce[consts[sel]] & ((1 << (8 * comp_B)) - 1)).to_bytes(comp_B, "little")
+        n = elements * len(element)
+        if n:
+            view = self.gpu.mem.view(dst, n, "fill write")
+            view[:] = np.tile(np.frombuffer(element, np.uint8), elements)
+        self.gpu.filled_B += n
+
+    def _copy_semaphore(self, p: str, f: Callable[[str], int]) -> None:
+        ce = self.ce
         sem_type = f("SEMAPHORE_TYPE")
         if sem_type:
             va = (ce.get("SET_SEMAPHORE_A", 0) & 0x1FFFFFF) << 32 | ce.get("SET_SEMAPHORE_B", 0)
@@ -533,6 +571,8 @@ class MockNVGPU:
     tpc_per_gpc: int = 9
     sm_per_tpc: int = 2
     max_warps_per_sm: int = 64
+    sm_count: int = 132     # the SMs enabled on an H100/H200 SXM part (of the chip's 144)
+    sp_per_sm: int = 128
     mem: MockMemory = field(default_factory=MockMemory)
     vram_used: int = 0
     channels: dict[int, MockChannel] = field(default_factory=dict)   # by work-submit token
@@ -542,6 +582,7 @@ class MockNVGPU:
     keep_launches: int = 64
     launch_count: int = 0
     copied_B: int = 0
+    filled_B: int = 0
     _poller: threading.Thread | None = None
 
     def __post_init__(self) -> None:

@@ -203,6 +203,8 @@ class MockNVDriver:
             rm.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE: self._ctl_schedule,
             rm.NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES: lambda o, p: None,
             rm.NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS: self._ctl_p2p_caps,
+            rm.NV2080_CTRL_CMD_FB_GET_INFO_V2: self._ctl_fb_info,
+            rm.NV2080_CTRL_CMD_GPU_GET_NAME_STRING: self._ctl_name_string,
         }
         self._control_types = {
             rm.NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2:
@@ -218,6 +220,8 @@ class MockNVDriver:
             rm.NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES:
                 rm.NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS,
             rm.NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS: rm.NV0000_CTRL_SYSTEM_GET_P2P_CAPS_PARAMS,
+            rm.NV2080_CTRL_CMD_FB_GET_INFO_V2: rm.NV2080_CTRL_FB_GET_INFO_V2_PARAMS,
+            rm.NV2080_CTRL_CMD_GPU_GET_NAME_STRING: rm.NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS,
         }
 
     # ------------------------------------------------------------------ device nodes
@@ -732,12 +736,40 @@ class MockNVDriver:
                   rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS: g.num_gpcs,
                   rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC: g.tpc_per_gpc,
                   rm.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC: g.sm_per_tpc,
-                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM: g.max_warps_per_sm}
+                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM: g.max_warps_per_sm,
+                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP: 32,
+                  # RM 580 answers 0 here on an H200 (and the CUDA cores in all below)
+                  rm.NV2080_CTRL_GR_INFO_INDEX_MAX_SP_PER_SM: 0,
+                  rm.NV2080_CTRL_GR_INFO_INDEX_GPU_CORE_COUNT: g.sm_count * g.sp_per_sm}
         infos = (rm.NV2080_CTRL_GR_INFO * a.grInfoListSize).from_address(a.grInfoList)
         for info in infos:
             if info.index not in values:
                 raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"GR info index {info.index}")
             info.data = values[info.index]
+
+    def _ctl_fb_info(self, o: MObj, a: Any) -> None:
+        # ctrl2080fb.h: sizes in KiB; the heap is what allocations come from.
+        g = o.gpu
+        if g is None:
+            raise RmFail(rm.NV_ERR_INVALID_OBJECT, "FB_GET_INFO_V2 is a subdevice control")
+        values = {rm.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE: g.vram_B >> 10,
+                  rm.NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE: g.vram_B >> 10,
+                  rm.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE: (g.vram_B - g.vram_used) >> 10}
+        if not 0 < a.fbInfoListSize <= len(a.fbInfoList):
+            raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"fbInfoListSize {a.fbInfoListSize}")
+        for info in a.fbInfoList[:a.fbInfoListSize]:
+            if info.index not in values:
+                raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, f"FB info index {info.index}")
+            info.data = values[info.index]
+
+    def _ctl_name_string(self, o: MObj, a: Any) -> None:
+        g = o.gpu
+        if g is None:
+            raise RmFail(rm.NV_ERR_INVALID_OBJECT, "GET_NAME_STRING is a subdevice control")
+        if a.gpuNameStringFlags != rm.NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII:
+            raise RmFail(rm.NV_ERR_INVALID_ARGUMENT, "only the ASCII name is modelled")
+        name = f"Mock NVIDIA {g.generation.name} GPU".encode()
+        ctypes.memmove(ctypes.addressof(a.gpuNameString), name + b"\0", len(name) + 1)
 
     def _ctl_token(self, o: MObj, a: Any) -> None:
         if o.hclass not in _GPFIFO_CLASSES:

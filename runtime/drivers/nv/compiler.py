@@ -101,6 +101,13 @@ class NVCompiler:
         major, minor = self.version()
         return f"nvrtc {major}.{minor} {self.arch} {' '.join(self.extra_options)}"
 
+    @staticmethod
+    def note_output(src: str, lib: bytes) -> None:
+        """Remembers the parameter names of `src`'s kernels for the cubin `lib` (a cubin has none;
+        programs loaded from it then name their arguments). `CompileCache` calls it on hits."""
+        from runtime.drivers.nv.cubin import remember_param_names
+        remember_param_names(src, lib)
+
     def _check(self, status: int, what: str, log: str = "") -> None:
         if status != self._nv.NVRTC_SUCCESS:
             name = self._nv.nvrtcGetErrorString(status)
@@ -127,6 +134,7 @@ class NVCompiler:
                                    "architecture?)", log)
             buf = ctypes.create_string_buffer(size.value)
             self._check(nv.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN")
+            self.note_output(src, buf.raw)
             return buf.raw
         finally:
             nv.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -17,6 +17,7 @@ e_flags[15:8]. Parsing errors are `ProgramError`s that name the bad value and wh
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 import struct
 from dataclasses import dataclass, field
@@ -405,3 +406,42 @@ def _product(xs: tuple[int, ...]) -> int:
     for x in xs:
         out *= max(x, 1)
     return out
+
+
+# ----------------------------------------------------------------------------- parameter names
+# cubin sha256 -> {kernel: parameter names}, for kernels compiled in this process (a droppable
+# cache: without it, parameters are called arg0, arg1, ...).
+_PARAM_NAMES: dict[bytes, dict[str, list[str]]] = {}
+_KERNEL_DECL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?'
+                          r"void\s+([A-Za-z_]\w*)\s*\(([^)]*)\)")
+_IDENT = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
+
+
+def param_names_from_source(src: str) -> dict[str, list[str]]:
+    """The parameter names of each `extern "C" __global__` kernel of CUDA C++ `src` (kernels
+    whose declaration this simple reading does not understand are left out)."""
+    out: dict[str, list[str]] = {}
+    for m in _KERNEL_DECL.finditer(src):
+        params = [p.split("=")[0].strip() for p in m.group(2).split(",")]
+        if params == [""] or params == ["void"]:
+            out[m.group(1)] = []
+            continue
+        names = [_IDENT.search(p) for p in params]
+        if all(names):
+            out[m.group(1)] = [n.group(1) for n in names if n is not None]
+    return out
+
+
+def remember_param_names(src: str, lib: bytes) -> None:
+    """Records the parameter names of the kernels of `src` for the cubin `lib` compiled from it
+    (`param_names_of` then finds them)."""
+    names = param_names_from_source(src)
+    if names:
+        _PARAM_NAMES[hashlib.sha256(lib).digest()] = names
+
+
+def param_names_of(lib: bytes, kernel: str) -> list[str] | None:
+    """The parameter names recorded for `kernel` of cubin `lib`, or None."""
+    if not _PARAM_NAMES:
+        return None
+    return _PARAM_NAMES.get(hashlib.sha256(lib).digest(), {}).get(kernel)

@@ -47,7 +47,7 @@ from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
-from runtime.hcq.device import Device, parse_device_name
+from runtime.hcq.device import Device, DeviceProperties, MemInfo, parse_device_name
 from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQError,
                                 HCQMemoryError, QueueError)
@@ -276,6 +276,15 @@ class GpuInfo:
     max_warps_per_sm: int
 
 
+# Shared memory one block may use (opt-in maximum), KiB, by SM version (CUDA programming guide,
+# "Technical Specifications per Compute Capability").
+_MAX_SHARED_PER_BLOCK_KiB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 103: 227,
+                             120: 99}
+# FP32 cores per SM by SM version (CUDA programming guide, "Arithmetic Instructions": 32-bit
+# floating-point add/multiply results per clock per SM).
+_CORES_PER_SM = {80: 64, 86: 128, 87: 128, 89: 128, 90: 128, 100: 128, 103: 128, 120: 128}
+
+
 class NVDevice(Device):
     """An NVIDIA GPU through RM and UVM. Names: "nv:N" (a real GPU), "mock-nv:N" (the mock GPU), or
     any name with an explicit `os` seam (a `NvMockOS` a test prepared).
@@ -502,6 +511,54 @@ class NVDevice(Device):
                                                           grInfoList=ctypes.addressof(infos)))
         return GpuInfo(*(x.data for x in infos))
 
+    # ------------------------------------------------------------------ description
+    def _read_properties(self) -> DeviceProperties:
+        """From RM: the name string, GR info (CUDA cores per SM and in all, warp size) and the FB
+        size; the per-block shared memory limit by SM version (CUDA programming guide)."""
+        name = rm.NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS(
+            gpuNameStringFlags=rm.NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII)
+        self.rm.control(self.subdevice, rm.NV2080_CTRL_CMD_GPU_GET_NAME_STRING, name)
+        text = ctypes.string_at(ctypes.addressof(name.gpuNameString),
+                                ctypes.sizeof(name.gpuNameString)).split(b"\0")[0]
+        cores, sp_per_sm, warp = self._gr_values(rm.NV2080_CTRL_GR_INFO_INDEX_GPU_CORE_COUNT,
+                                                 rm.NV2080_CTRL_GR_INFO_INDEX_MAX_SP_PER_SM,
+                                                 rm.NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP)
+        # RM 580 on an H200 reports MAX_SP_PER_SM as 0 (and 16896 cores): the cores per SM then
+        # come from the SM version. The litter values are the full chip's, not the enabled SMs.
+        per_sm = sp_per_sm or _CORES_PER_SM.get(self.sm, 0)
+        sms = cores // per_sm if cores and per_sm else \
+            self.gpu.num_gpcs * self.gpu.tpc_per_gpc * self.gpu.sm_per_tpc
+        return DeviceProperties(
+            vendor="NVIDIA", name=text.decode(errors="replace") or f"NVIDIA {self.arch}",
+            arch=self.arch, compute_units=sms, simd_width=warp or 32,
+            max_workgroup_size=self.gen.limits.max_block_threads,
+            shared_memory_per_workgroup_B=_MAX_SHARED_PER_BLOCK_KiB.get(self.sm, 48) * 1024,
+            # RM's clock controls are not among the generated bindings.
+            max_clock_hz=None, timestamp_hz=self.clock_hz,
+            memory_B=self._fb_values(rm.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE)[0] << 10,
+            mock=not isinstance(self.os, RealOS))
+
+    def _gr_values(self, *indices: int) -> list[int]:
+        infos = (rm.NV2080_CTRL_GR_INFO * len(indices))(
+            *[rm.NV2080_CTRL_GR_INFO(index=i) for i in indices])
+        self.rm.control(self.subdevice, rm.NV2080_CTRL_CMD_GR_GET_INFO,
+                        rm.NV2080_CTRL_GR_GET_INFO_PARAMS(grInfoListSize=len(indices),
+                                                          grInfoList=ctypes.addressof(infos)))
+        return [int(x.data) for x in infos]
+
+    def _fb_values(self, *indices: int) -> list[int]:
+        p = rm.NV2080_CTRL_FB_GET_INFO_V2_PARAMS(fbInfoListSize=len(indices))
+        for i, index in enumerate(indices):
+            p.fbInfoList[i].index = index
+        self.rm.control(self.subdevice, rm.NV2080_CTRL_CMD_FB_GET_INFO_V2, p)
+        return [int(p.fbInfoList[i].data) for i in range(len(indices))]
+
+    def _mem_info(self) -> MemInfo:
+        """RM's FB info: the heap's free KiB and the total RAM size."""
+        free_kib, total_kib = self._fb_values(rm.NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE,
+                                              rm.NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE)
+        return MemInfo(free_kib << 10, total_kib << 10)
+
     def _new_channel(self, name: str, offset: int, engine_class: int, subc: int,
                      area: Buffer | None = None) -> Channel:
         r, area = self.rm, area or self.gpfifo_area
@@ -650,6 +707,8 @@ class NVDevice(Device):
         """A timeline copy from the copy queue's own words for it, built once, with the addresses,
         length and timeline values patched in (what `Device._submit_copy` submits, without
         building a queue per copy)."""
+        if self._trace is not None:
+            return self._trace.copy(dst_va, src_va, size)
         if size > MAX_COPY_CHUNK_B or self.timeline_value + 1 > 0xFFFFFFFF:
             return super()._submit_copy(dst_va, src_va, size)
         t = self._copy_template or self._make_copy_template()

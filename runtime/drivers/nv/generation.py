@@ -98,6 +98,19 @@ class CopyMethods:
     LAUNCH_DMA_FLUSH_ENABLE_TRUE: int
     LAUNCH_DMA_SEMAPHORE_TYPE: tuple[int, int]
     LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_FOUR_WORD_SEMAPHORE: int
+    LAUNCH_DMA_REMAP_ENABLE: tuple[int, int]
+    LAUNCH_DMA_REMAP_ENABLE_TRUE: int
+    SET_REMAP_CONST_A: int
+    SET_REMAP_COMPONENTS: int
+    SET_REMAP_COMPONENTS_DST_X: tuple[int, int]
+    SET_REMAP_COMPONENTS_DST_X_CONST_A: int
+    SET_REMAP_COMPONENTS_COMPONENT_SIZE: tuple[int, int]
+    SET_REMAP_COMPONENTS_COMPONENT_SIZE_ONE: int
+    SET_REMAP_COMPONENTS_COMPONENT_SIZE_FOUR: int
+    SET_REMAP_COMPONENTS_NUM_SRC_COMPONENTS: tuple[int, int]
+    SET_REMAP_COMPONENTS_NUM_SRC_COMPONENTS_ONE: int
+    SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS: tuple[int, int]
+    SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS_ONE: int
 
     @property
     def copy_word(self) -> int:
@@ -106,6 +119,23 @@ class CopyMethods:
                     self.LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED) \
             | fval(self.LAUNCH_DMA_SRC_MEMORY_LAYOUT, self.LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH) \
             | fval(self.LAUNCH_DMA_DST_MEMORY_LAYOUT, self.LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
+
+    @property
+    def fill_word(self) -> int:
+        """LAUNCH_DMA of a fill: a copy whose destination components are remapped to a
+        constant (the source is not read)."""
+        return self.copy_word | fval(self.LAUNCH_DMA_REMAP_ENABLE,
+                                     self.LAUNCH_DMA_REMAP_ENABLE_TRUE)
+
+    def remap_const(self, component_size: int) -> int:
+        """SET_REMAP_COMPONENTS for one destination component of `component_size` (the
+        COMPONENT_SIZE value) taken from REMAP_CONST_A."""
+        return fval(self.SET_REMAP_COMPONENTS_DST_X, self.SET_REMAP_COMPONENTS_DST_X_CONST_A) \
+            | fval(self.SET_REMAP_COMPONENTS_COMPONENT_SIZE, component_size) \
+            | fval(self.SET_REMAP_COMPONENTS_NUM_SRC_COMPONENTS,
+                   self.SET_REMAP_COMPONENTS_NUM_SRC_COMPONENTS_ONE) \
+            | fval(self.SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS,
+                   self.SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS_ONE)
 
     @property
     def release_word(self) -> int:

@@ -86,8 +86,14 @@ class NVProgram(Program):
         self.param_size = k.param_size
         cb = self._cb0 = device.gen.cb0
         self.cb0_B = max(k.cbank0_size, self.param_base + self.param_size, cb.param_end + 8)
-        self.slots = tuple(ArgSlot(f"arg{p.ordinal}", p.offset, p.size,
-                                   "buffer" if p.size == 8 else "value") for p in k.params)
+        # Cubins carry no parameter names; those of a kernel NVRTC compiled here come from its
+        # source (cubin.param_names_of).
+        names = cubin.param_names_of(lib, name)
+        if names is None or len(names) != len(k.params):
+            names = [f"arg{p.ordinal}" for p in k.params]
+        self.slots = tuple(ArgSlot(names[i], p.offset, p.size,
+                                   "buffer" if p.size == 8 else "value")
+                           for i, p in enumerate(k.params))
         if k.params and max(p.offset + p.size for p in k.params) > self.param_size:
             raise ProgramError(f"{name}: parameters run past EIATTR_PARAM_CBANK's "
                                f"{self.param_size} B")
@@ -149,6 +155,9 @@ class NVProgram(Program):
         slot's two timestamps (`_wait_hot`). Arguments it cannot pack take the short path
         (`_launch_short`). The launcher of the last shape is found by identity of the size tuples
         (callers pass the same ones)."""
+        if self.nvdev._trace is not None:
+            return self.nvdev._trace.launch(self, args + tuple(vals), global_size, local_size,
+                                            wait, timeout_ms)
         last = self._last_shape
         hot: "ShapeLauncher | None"
         if global_size is last[0] and local_size is last[1] and not vals:
@@ -321,7 +330,9 @@ class NVProgram(Program):
         pb = self.param_base
         qo = self._write_block(view, va, cb0, qmd)
         if len(args) != len(self.slots):
-            raise ProgramError(f"{self.name} takes {len(self.slots)} arguments, got {len(args)}")
+            names = ", ".join(s.name for s in self.slots)
+            raise ProgramError(f"{self.name} takes {len(self.slots)} arguments ({names}), got "
+                               f"{len(args)}")
         types = tuple(map(type, args))
         if types not in self._packers:
             self._packers[types] = self.packer(types)

@@ -28,7 +28,7 @@ from runtime.drivers.nv.program import NVKernArgs, _pcas_methods
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
-from runtime.hcq.queue import HWQueue, Value, as_tuple3
+from runtime.hcq.queue import HWQueue, Value, as_tuple3, check_fill
 
 if TYPE_CHECKING:
     from typing import Self
@@ -121,6 +121,14 @@ class NVQueue(HWQueue):
         if start < len(self._d) or not parts:
             parts.append(self._d[start:])
         return parts
+
+    def describe_commands(self) -> list[str]:
+        """The methods of the queue's own words, decoded (calls of bound queues show as their
+        GPFIFO entries only)."""
+        from runtime.drivers.nv.methods import decode_pushbuffer
+        dev = self.device
+        return decode_pushbuffer(self._d, {SUBC_COMPUTE: dev.compute_class,
+                                           SUBC_COPY: dev.dma_class}, limit=256)
 
     def _submit(self) -> None:
         for _, body in self._calls:
@@ -228,6 +236,33 @@ class NVCopyQueue(NVQueue):
             d.extend(nvm(SUBC_COPY, m.LINE_LENGTH_IN, n))
             d.extend(nvm(SUBC_COPY, m.LAUNCH_DMA, m.copy_word))
             off += n
+        return self
+
+    def fill(self, dst: int, pattern: int, size: int) -> "Self":
+        """Fills as copies whose destination is remapped to REMAP_CONST_A (`HWQueue.fill`):
+        4-byte components over the aligned middle, 1-byte components over an unaligned head or
+        tail. The source address is the destination's (never read)."""
+        pattern = check_fill(dst, pattern, size)
+        d, m = self._d, self.device.gen.copy
+        head = min(-dst % 4, size)
+        body = (size - head) & ~3
+        pieces = [(dst, head, 1)] if head else []
+        off = dst + head
+        while off < dst + head + body:
+            n = min(MAX_COPY_CHUNK_B, dst + head + body - off)
+            pieces.append((off, n, 4))
+            off += n
+        if size - head - body:
+            pieces.append((off, size - head - body, 1))
+        for addr, n, unit in pieces:
+            comp = m.SET_REMAP_COMPONENTS_COMPONENT_SIZE_FOUR if unit == 4 else \
+                m.SET_REMAP_COMPONENTS_COMPONENT_SIZE_ONE
+            d.extend(nvm(SUBC_COPY, m.OFFSET_IN_UPPER, hi32(addr), lo32(addr), hi32(addr),
+                         lo32(addr)))
+            d.extend(nvm(SUBC_COPY, m.SET_REMAP_CONST_A, pattern))
+            d.extend(nvm(SUBC_COPY, m.SET_REMAP_COMPONENTS, m.remap_const(comp)))
+            d.extend(nvm(SUBC_COPY, m.LINE_LENGTH_IN, n // unit))
+            d.extend(nvm(SUBC_COPY, m.LAUNCH_DMA, m.fill_word))
         return self
 
     def signal(self, sig: "Signal", value: Value) -> "Self":

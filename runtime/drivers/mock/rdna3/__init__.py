@@ -7,18 +7,21 @@ Either fetches the code at `pgm_addr` from `mem`, runs every wave and returns `E
 (unknown or unsupported instructions, memory faults, bad state) raise `KernelFault` naming the
 instruction and its address; memory faults raise its subclass `PageFaultError`, whose `cause` is
 the MockMemory `PageFault`. `python -m runtime.drivers.mock.rdna3.audit CODE_OBJECT` lists, without
-running, every instruction of a code object the interpreter would refuse.
+running, every instruction of a code object the interpreter would refuse, charged to the
+function that holds it (exit 0: none, 1: some, 2: a file that cannot be audited).
 
 How it runs (interp.py): the waves of a batch of workgroups execute in lock step, one numpy
 operation per instruction over all lanes of all waves at the same program counter (VGPRs are
 [waves, 32] planes, SGPRs/SCC per-wave vectors, EXEC a [waves, 32] mask). Waves that branch
 differently split into groups, groups meet again at the lowest pending program counter, and
 barriers are where waiting groups are released together. Where lanes of several waves race on one
-address in a returning compare-and-swap (a float atomic add's retry loop), the first wave runs on
-alone and the others wait, one of the orders the hardware may pick, which keeps such loops linear
-in the number of lanes.
+address in a returning compare-and-swap (a float atomic add's retry loop), the waves go on one
+after another, one of the orders the hardware may pick: the group splits into single waves once,
+the first runs on and each of the others continues when nothing else can run, which keeps such
+loops linear in the number of lanes.
 
-Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by `gen_opcodes`),
+Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by the developer tool
+tools/rdna3_gen_opcodes.py, which also checks them),
 `disasm` (LLVM-syntax text, checked against llvm-objdump-16), `optypes` (operand types from
 mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave groups),
 `operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
@@ -27,9 +30,9 @@ permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_gds`/`ops_buffer` (M
 descriptors)/`ops_buffer_format` (format-converting MUBUF and MTBUF, loads into LDS;
 `buffer_formats` holds the data formats)/`mem_lanes`/`atomics` (instruction semantics),
 `gws` (the global wave sync unit), `ops_wave64`, `fp` (IEEE helpers: fused multiply-add, the
-division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks), `loader_for_tests` (what the AMD driver does before a
-dispatch, for tests without the driver), `opcode_coverage` (acceptance over LLVM's gfx1100
-opcode tables, a development tool), `audit`.
+division helpers), `liveness` (dead lane-mask results, EXEC-masked blocks), `audit` (the
+static check of a code object). tools/rdna3_opcode_coverage.py measures acceptance over LLVM's
+gfx1100 opcode tables (a developer tool, not shipped).
 
 Memory: GLOBAL/FLAT/SCRATCH/DS loads, stores and atomics in every width including the d16 and
 d16_hi forms; FLAT addresses in the shared and private apertures go to LDS and scratch; MUBUF
@@ -46,8 +49,11 @@ wave64 kernels (-mwavefrontsize64, DISPATCH_INITIATOR.CS_W32_EN clear) run as tw
 per wave, the way the hardware issues a wave64's VALU work: the SGPRs are the wave's, lane masks
 (EXEC, VCC, a compare's SGPR pair) keep lanes 0-31 in the low SGPR and 32-63 in the high one,
 EXEC/VCC tests look at both; readlane, readfirstlane, writelane and mbcnt have wave64 forms
-(`ops_wave64`). Instructions that move data across the two halves (permlane64,
-ds_(b)permute/swizzle/append, addtid, movrel) are refused in wave64 kernels.
+and so have ds_bpermute/ds_permute (`ops_wave64`). The other instructions that move data across
+the two halves (permlane64, ds_swizzle/append, addtid, movrel) are refused in wave64 kernels.
+
+Code is decoded from the entry point to the first s_code_end; a call or jump to an address
+outside it (a function the linker placed before the kernel) decodes the code there on first use.
 
 DS instructions with the GDS bit (`ops_gds`) behave as on a gfx11 KFD compute queue, which has
 no GDS memory, ordered-append counters or GWS range: GDS accesses, ds_ordered_count and the GS

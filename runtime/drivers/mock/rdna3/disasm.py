@@ -41,6 +41,11 @@ def sreg(n: int, width: int = 32) -> str:
     return _reg("s", n, width)
 
 
+_INLINE_F32_BITS = {0x3F000000: "0.5", 0xBF000000: "-0.5", 0x3F800000: "1.0",
+                    0xBF800000: "-1.0", 0x40000000: "2.0", 0xC0000000: "-2.0",
+                    0x40800000: "4.0", 0xC0800000: "-4.0", 0x3E22F983: "0.15915494"}
+
+
 def src(code: int, width: int, literal: int | None, typ: str = "b32") -> str:
     """A 9-bit (or 8-bit scalar) source operand."""
     if code >= VGPR0:
@@ -58,7 +63,16 @@ def src(code: int, width: int, literal: int | None, typ: str = "b32") -> str:
             return "0.15915494309189532"
         return _FLOAT_CONST[code]
     if code == LITERAL:
-        return f"{literal if literal is not None else 0:#x}"
+        lit = literal if literal is not None else 0
+        if width == 32:
+            # LLVM prints a 32-bit literal that an inline constant could have encoded as that
+            # constant (AMDGPUInstPrinter::printImmediate32): s_addc_u32 s1, s1, -1.
+            signed = lit - (1 << 32) if lit >= 1 << 31 else lit
+            if -16 <= signed <= 64:
+                return str(signed)
+            if lit in _INLINE_F32_BITS:
+                return _INLINE_F32_BITS[lit]
+        return f"{lit:#x}"
     return _SPECIAL.get(code, f"<src {code}>")
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -50,7 +50,13 @@ BATCH_MAX_WAVES = 1 << 12  # ~128K lanes: a batch's registers stay in cache
 
 @dataclass
 class Program:
-    """Decoded code from an entry address: instructions, their slots, address → index."""
+    """Decoded code: instructions, their slots, address → index.
+
+    Decoding starts at the entry point and runs to the first s_code_end. Code a jump or call
+    reaches outside what is decoded (a function the linker placed before the kernel) is decoded
+    on first use from that address on (`locate`) and appended as a further region; each region
+    ends in a slot that faults when execution runs off its end, or that continues at the known
+    instruction the region ran into. Within a region, indices follow addresses."""
 
     base: int
     raw: bytes
@@ -59,6 +65,8 @@ class Program:
     index: dict[int, int]
     dead: set[int]
     wave64: bool = False
+    # (address, bytes) of every decoded region after the entry's: revalidated with it
+    more: list[tuple[int, bytes]] = field(default_factory=list)
 
     def step(self, i: int) -> Step:
         s = self.steps[i]
@@ -72,6 +80,57 @@ class Program:
                 raise KernelFault(f"unsupported instruction ({type(e).__name__}: {e})",
                                   address=inst.addr, instruction=str(inst), cause=e) from None
         return s
+
+    def locate(self, addr: int, mem: MockMemory) -> int | None:
+        """The index of the instruction at `addr`, decoding the code there if it is outside
+        what is decoded so far; None where `addr` is not mapped or inside an instruction."""
+        idx = self.index.get(addr)
+        if idx is not None or not self.base - MAX_CODE_BYTES <= addr < self.base + MAX_CODE_BYTES:
+            return idx
+        if any(a <= addr < a + len(r) for a, r in [(self.base, self.raw), *self.more]):
+            return None   # inside a decoded instruction
+        try:
+            data, off = mem.find(addr, 4, "instruction fetch")
+        except PageFault:
+            return None
+        window = data[off:off + MAX_CODE_BYTES].tobytes()
+        insts: list[Inst] = []
+        pos, joins = 0, None
+        while pos < len(window):
+            joins = self.index.get(addr + pos)
+            if joins is not None:
+                break
+            inst = decode_one(window, pos, addr + pos)
+            if inst.name == "s_code_end":
+                break
+            insts.append(inst)
+            pos += inst.size
+        if not insts:
+            return None
+        if not self.more:
+            self._append_end(self.base + len(self.raw), None)   # the entry region's end
+        first = len(self.insts)
+        self.insts.extend(insts)
+        self.steps.extend([None] * len(insts))
+        self.index.update({inst.addr: first + i for i, inst in enumerate(insts)})
+        self.dead.update(first + i for i in dead_mask_writes(insts))
+        self.more.append((addr, window[:pos]))
+        self._append_end(addr + pos, joins)
+        return first
+
+    def _append_end(self, addr: int, joins: int | None) -> None:
+        """The slot after a region: continue at instruction `joins`, or fault."""
+        if joins is not None:
+            end = Inst(addr, 0, "SOPP", -1, "<continues at a decoded instruction>")
+            self.steps.append(Step(BRANCH, None, end, target=joins))
+        else:
+            end = Inst(addr, 0, "SOPP", -1, "<end of the decoded code>")
+
+            def past_end(g: Group) -> None:
+                raise KernelFault("execution ran past the end of the program (no s_endpgm)",
+                                  address=addr)
+            self.steps.append(Step(NEXT, past_end, end))
+        self.insts.append(end)
 
 
 def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
@@ -124,9 +183,9 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
 # Instructions whose result depends on lane numbers across the whole wave64 (not modelled:
 # the two 32-lane rows of a wave64 are separate planes).
 # (v_permlane16/x16 and DPP act within 16- and 32-lane groups, so rows run them as they are;
-# readlane, readfirstlane, writelane and mbcnt have wave64 forms in ops_wave64.)
+# readlane, readfirstlane, writelane, mbcnt and ds_(b)permute have wave64 forms in ops_wave64.)
 WAVE64_REFUSED = frozenset({
-    "v_permlane64_b32", "ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32", "ds_append",
+    "v_permlane64_b32", "ds_swizzle_b32", "ds_append",
     "ds_consume", "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
 
 
@@ -156,7 +215,7 @@ class ProgramCache:
         prog = self._progs.get(key)
         if prog is not None:
             try:
-                if mem.read(pgm_addr, len(prog.raw)) == prog.raw:
+                if all(mem.read(a, len(r)) == r for a, r in [(pgm_addr, prog.raw), *prog.more]):
                     self._progs.move_to_end(key)
                     return prog
             except PageFault:
@@ -299,6 +358,7 @@ def _batches(lay: Layout, d: DispatchRecord) -> int:
 
 
 # -- the scheduler -----------------------------------------------------------------------------
+DESCRIBE_MAX_PLACES = 8   # program counters (and states) a report lists
 CHECK_EVERY = 256   # instructions (of any group size) between looks at the clock
 
 
@@ -343,22 +403,34 @@ class Dispatch:
         return self.done
 
     def describe(self) -> str:
-        """Where the waves of the running batch are: per group of waves at one program counter,
-        the waves (and their workgroups), the address and the instruction."""
+        """Where the waves of the running batch are: per program counter and state (running,
+        at a barrier, waiting, queued), the waves there (and their workgroups), the address and
+        the instruction. Bounded: groups at one place are reported together, and past
+        DESCRIBE_MAX_PLACES places the rest are counted, not listed."""
         m = self.machine
         if self.done or m is None:
             return "no waves running"
-        lines = []
         wg0 = getattr(self, "_wg0", 0)
-        for g in sorted(self.groups, key=lambda h: h.pc):
-            ids = g.wave_ids()
-            inst = self.prog.insts[g.pc] if g.pc < len(self.prog.insts) else None
-            where = f"{inst.addr:#x} {inst}" if inst is not None else "past the end"
+        places: dict[tuple[int, str], list[np.ndarray]] = {}
+        for g in self.groups:
+            if not g.n:
+                continue
             state = " (at a barrier)" if g.at_barrier else " (waiting)" if g.parked else \
                 f" (queued at GWS resource {g.waiting.rid})" if g.waiting else ""
-            wgs = sorted({int(w) + wg0 for w in m.wave_wg[ids]})
-            lines.append(f"waves {_ranges(ids)} of workgroups {_ranges(np.array(wgs))}: "
+            places.setdefault((g.pc, state), []).append(g.wave_ids())
+        if not places:
+            return "no waves running"
+        lines = []
+        for (pc, state), id_lists in sorted(places.items())[:DESCRIBE_MAX_PLACES]:
+            ids = np.unique(np.concatenate(id_lists))
+            inst = self.prog.insts[pc] if pc < len(self.prog.insts) else None
+            where = f"{inst.addr:#x} {inst}" if inst is not None else "past the end"
+            wgs = np.unique(m.wave_wg[ids]) + wg0
+            lines.append(f"waves {_ranges(ids)} of workgroups {_ranges(wgs)}: "
                          f"pc {where}{state}")
+        more = len(places) - DESCRIBE_MAX_PLACES
+        if more > 0:
+            lines.append(f"and waves at {more} other place(s)")
         return "; ".join(lines)
 
     def _gws_stuck(self, groups: list[Group]) -> KernelFault:
@@ -413,9 +485,9 @@ class Dispatch:
             if not runnable:
                 parked = [g for g in groups if g.parked]
                 if parked:
-                    # Waves set aside at a contended atomic go on once nothing else can.
-                    for g in parked:
-                        g.parked = False
+                    # Waves set aside at a contended atomic go on, one at a time in the order
+                    # they were set aside, once nothing else can.
+                    parked[0].parked = False
                     continue
                 if self._gws_queued and any(g.waiting for g in groups):
                     if gws_unit.pass_free_barriers(groups):
@@ -447,7 +519,8 @@ class Dispatch:
         n_insts = len(prog.insts)
         steps = prog.steps
         n = g.n
-        waves = n // 2 if g.m.wave64 else n   # wave-instructions count waves, not rows
+        rows = 2 if g.m.wave64 else 1   # rows of one wave: a wave64 is two
+        waves = n // rows   # wave-instructions count waves, not rows
         stop = min(horizon, n_insts)
         # Counted locally and added to stats at each look at the clock and on the way out
         # (attribute updates per instruction are a good part of a one-wave step's cost);
@@ -491,14 +564,16 @@ class Dispatch:
                 elif kind == NOP:
                     pc += 1
                 elif kind == ATOMIC:
-                    if n > 1 and step.contended(g):  # type: ignore[misc]  # ATOMIC has one
-                        # Lanes of several waves race on one address: let the first wave run
-                        # on alone (one of the orders the hardware may pick), the others wait.
-                        first = np.zeros(n, dtype=bool)
-                        first[:2 if g.m.wave64 else 1] = True   # a wave64 is two rows
-                        a, rest = g.split(first, pc, pc)
-                        rest.parked = True
-                        return [a, rest]
+                    if n > rows and step.contended(g):  # type: ignore[misc]  # ATOMIC has one
+                        # Lanes of several waves race on one address: the waves go on one after
+                        # another (one of the orders the hardware may pick), the first now and
+                        # each of the others once nothing else can run. Split into single waves
+                        # once, so the whole race costs time linear in its waves.
+                        g.pc = pc
+                        waves_here = g.singles()
+                        for w in waves_here[1:]:
+                            w.parked = True
+                        return waves_here
                     try:
                         step.fn(g)  # type: ignore[misc]
                     except Exception as e:
@@ -544,7 +619,7 @@ class Dispatch:
                         return [a, rest]
                 else:  # JUMP
                     g.pc = pc
-                    return _jump(prog, g, step, _call(step, g))
+                    return _jump(prog, g, step, _call(step, g), self.mem)
         finally:
             stats.wave_instructions += count * waves
             stats.lane_instructions += lanes
@@ -552,12 +627,15 @@ class Dispatch:
             self.groups.remove(g)
 
 
-def _ranges(ids: np.ndarray) -> str:
-    """'0-3,7' for [0 1 2 3 7]."""
+def _ranges(ids: np.ndarray, most: int = 8) -> str:
+    """'0-3,7' for [0 1 2 3 7]; past `most` runs, '0-3,7,... (N in all)'."""
     out: list[str] = []
     vals = [int(v) for v in np.asarray(ids).reshape(-1)]
     i = 0
     while i < len(vals):
+        if len(out) == most:
+            out.append(f"... ({len(vals)} in all)")
+            break
         j = i
         while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
             j += 1
@@ -595,10 +673,11 @@ def _fault(step: Step, e: Exception) -> Exception:
     return e
 
 
-def _jump(prog: Program, g: Group, step: Step, targets: np.ndarray) -> list[Group]:
+def _jump(prog: Program, g: Group, step: Step, targets: np.ndarray,
+          mem: MockMemory) -> list[Group]:
     out = []
     for t in np.unique(targets):
-        idx = prog.index.get(int(t))
+        idx = prog.locate(int(t), mem)
         if idx is None:
             raise KernelFault(f"jump to {int(t):#x}, which is not an instruction of the program",
                               address=step.inst.addr, instruction=str(step.inst))

@@ -95,8 +95,27 @@ class Machine:
         # Private (scratch) memory: the dispatch's scratch backing memory (set by `execute`).
         self.scratch: ScratchSetup | None = None
         self._scratch_mem: np.ndarray | None = None
+        self._scratch_words: np.ndarray | None = None
         # The queue's GWS resources (DispatchRecord.gws; None: no GWS range).
         self.gws: GwsRange | None = None
+
+    def scratch_words(self) -> np.ndarray:
+        """The dispatch's scratch backing memory as uint32 words (slot after slot; see
+        scratch_view for the layout), raising the fault for a dispatch without any."""
+        sc = self.scratch
+        if sc is None or sc.wave_B == 0:
+            raise KernelFault("scratch access, but the dispatch has no private segment memory "
+                              "(COMPUTE_TMPRING_SIZE.WAVESIZE / COMPUTE_DISPATCH_SCRATCH_BASE are "
+                              "unset: the runtime must provide scratch for kernels with a "
+                              "private segment)")
+        if self._scratch_mem is None:
+            data, at = self.mem.find(sc.base_va, sc.slots * sc.wave_B, "scratch")
+            self._scratch_mem = data[at:at + sc.slots * sc.wave_B]
+        if self._scratch_words is None:
+            mem = self._scratch_mem
+            self._scratch_words = mem.view(np.uint32) if mem.ctypes.data % 4 == 0 else \
+                np.empty(0, np.uint32)
+        return self._scratch_words
 
     def scratch_view(self, lanes: np.ndarray, off: np.ndarray, size: int
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -350,6 +369,14 @@ class Group:
         ids = self.wave_ids()
         return (Group(self.m, _compact(ids[sel], self.m.n_waves), pc_sel),
                 Group(self.m, _compact(ids[~sel], self.m.n_waves), pc_rest))
+
+
+    def singles(self) -> list["Group"]:
+        """One group per wave (a wave64's two rows together), at this group's pc."""
+        self.flush()
+        ids = self.wave_ids()
+        rows = 2 if self.m.wave64 else 1
+        return [Group(self.m, slice(int(i), int(i) + rows), self.pc) for i in ids[::rows]]
 
 
 def merge(groups: list[Group]) -> Group:

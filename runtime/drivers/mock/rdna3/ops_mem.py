@@ -276,11 +276,14 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
 
 
 def waves_share_an_address(g: Group, addr: np.ndarray) -> bool:
-    """Whether two different waves' active lanes have the same address (addr [n, 32])."""
+    """Whether two different waves' active lanes have the same address (addr [n, 32]). The two
+    32-lane rows of a wave64 are one wave: its lanes are ordered among themselves."""
     a = ml.active(g, addr)
     if a.size < 2:
         return False
     w = np.nonzero(g.exec)[0]
+    if g.m.wave64:
+        w >>= 1
     order = np.lexsort((w, a))
     a, w = a[order], w[order]
     return bool(((a[1:] == a[:-1]) & (w[1:] != w[:-1])).any())
@@ -371,9 +374,52 @@ def _private_transfer(inst: Inst, op: MemOp, offsets: Callable[[Group], np.ndarr
         k = f["addr"] - f["vdst"]
         parts = parts[:k] + parts[k + 1:] + [parts[k]]
 
-    def run(g: Group) -> None:
+    def generic(g: Group) -> None:
         for p in parts:
             p(g)
+    if op.d16:
+        return generic
+    return _private_words(op.kind == "load", size // 4, f["vdst"], f["data"], offsets, generic)
+
+
+_LANE32 = np.arange(32, dtype=np.int64)[None, :]
+
+
+def _private_words(load: bool, ndw: int, vdst: int, vdata: int,
+                   offsets: Callable[[Group], np.ndarray], generic: Exec) -> Exec:
+    """A scratch load or store of whole dwords where every active lane's offset is dword
+    aligned and inside the slot: one gather or scatter per dword over the scratch words
+    (Machine.scratch_view's layout: dword d of lane l of the wave in row w is word
+    w * WAVESIZE / 4 + d * 32 + l). Anything else (a fault to report) takes `generic`."""
+    def run(g: Group) -> None:
+        off = offsets(g)
+        full = g.exec_full
+        act = off if full else off[g.exec]
+        if not act.size:
+            return
+        m = g.m
+        words = m.scratch_words()
+        sc = m.scratch
+        assert sc is not None   # scratch_words raised otherwise
+        hi = int(act.max())
+        if int(act.min()) < 0 or int(np.bitwise_or.reduce(act, axis=None)) & 3 or \
+                ((hi >> 2) + ndw) * 128 > sc.wave_B or not words.size:
+            generic(g)
+            return
+        idx = (g.wave_ids() * (sc.wave_B >> 2))[:, None] + (off >> 2) * 32 + _LANE32
+        if load:
+            vals = [words.take(idx + 32 * j if j else idx, mode="clip") for j in range(ndw)]
+            for j, v in enumerate(vals):
+                g.set_v(vdst + j, v)
+            return
+        if full:
+            for j in range(ndw):
+                words[idx + 32 * j if j else idx] = g.v(vdata + j)
+            return
+        ex = g.exec
+        sel = idx[ex]
+        for j in range(ndw):
+            words[sel + 32 * j if j else sel] = np.broadcast_to(g.v(vdata + j), ex.shape)[ex]
     return run
 
 

@@ -6,6 +6,9 @@ the even row, 32-63 in the odd one. These replace the wave32 implementations in 
   v_readfirstlane_b32  the lowest active lane of the 64 (lane 0 when none is active)
   v_readlane_b32       lane S1[5:0]; v_writelane_b32 writes lane S1[5:0] whatever EXEC is
   v_mbcnt_lo/hi_u32    bits of S0 below the lane's position among lanes 0-31 / 32-63
+  ds_bpermute_b32      each active lane reads VGPR data0 of lane ((addr + offset) >> 2) & 63
+                       (0 from an inactive lane); ds_permute_b32: each active lane writes its
+                       data0 to that lane (lanes nothing writes get 0)
 """
 from __future__ import annotations
 
@@ -81,7 +84,30 @@ def mbcnt(hi: bool) -> Callable[[Inst], Exec]:
     return make
 
 
+def permute(inst: Inst) -> Exec:
+    f = inst.f
+    back = inst.name == "ds_bpermute_b32"
+    off = u32(f["offset0"] | f["offset1"] << 8)
+    addr_r, data_r, dst = f["addr"], f["data0"], f["vdst"]
+
+    def run(g: Group) -> None:
+        n = g.n
+        lane = _pairs(((g.v(addr_r) + off) >> u32(2)) & u32(63), n)
+        ex = _pairs(g.exec, n)
+        data = np.where(ex, _pairs(g.v(data_r), n), u32(0))
+        waves = np.arange(n // 2)[:, None]
+        if back:
+            out = data[waves, lane]
+        else:
+            out = np.zeros((n // 2, 64), dtype=u32)
+            ww = np.broadcast_to(waves, (n // 2, 64))
+            out[ww[ex], lane[ex]] = data[ex]
+        g.set_v(dst, out.reshape(n, 32))
+    return run
+
+
 OPS: dict[str, Callable[[Inst], Exec]] = {
+    "ds_bpermute_b32": permute, "ds_permute_b32": permute,
     "v_readfirstlane_b32": readfirstlane, "v_readlane_b32": readlane,
     "v_writelane_b32": writelane, "v_mbcnt_lo_u32_b32": mbcnt(False),
     "v_mbcnt_hi_u32_b32": mbcnt(True)}

@@ -14,6 +14,8 @@ neither Triton nor clang.
   clang/NAME_O{0,2,3}.hsaco              tests/runtime/kernels_amd/NAME.cl with clang-16 at each
                                          -O level (the AMDCompiler flags the runtime uses)
   clang/NAME_w64.hsaco                   the same at -O2 with -mwavefrontsize64
+  clang/NAME_{w32,w64}_O{0,1,2,3,s}.hsaco the kernels of FULL_MATRIX at every -O level in both
+                                         wave sizes (instead of the three files above)
 
     python tests/runtime/data/rdna3_real/build.py [--triton-only | --clang-only]
 """
@@ -28,6 +30,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 CL_DIR = ROOT / "tests" / "runtime" / "kernels_amd"
 WAVE64 = ("vadd_f32", "reduce_lds", "atomics", "branches", "partial_wave")
+# Kernels whose bugs showed at one -O level or in one wave size only: built in every combination.
+FULL_MATRIX = ("bpermute_scan", "call_helper", "cas_hist", "dyn_lds")
+OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os")
 
 
 def build_triton() -> None:
@@ -155,6 +160,13 @@ def build_clang() -> None:
     out.mkdir(exist_ok=True)
     for cl in sorted(CL_DIR.glob("*.cl")):
         src = cl.read_text()
+        if cl.stem in FULL_MATRIX:
+            for wave, extra in (("w32", ()), ("w64", ("-mwavefrontsize64",))):
+                for opt in OPT_LEVELS:
+                    co = AMDCompiler(opt=opt, extra_args=extra).compile(src)
+                    (out / f"{cl.stem}_{wave}_{opt[1:]}.hsaco").write_bytes(co)
+            print(f"clang {cl.stem} (every -O level, wave32 and wave64)")
+            continue
         for opt in ("-O0", "-O2", "-O3"):
             (out / f"{cl.stem}_{opt[1:]}.hsaco").write_bytes(AMDCompiler(opt=opt).compile(src))
         if cl.stem in WAVE64:

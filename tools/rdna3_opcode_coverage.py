@@ -1,16 +1,16 @@
 """How many of LLVM's gfx1100 opcodes the interpreter executes, per encoding.
 
-Development tool: `python -m runtime.drivers.mock.rdna3.opcode_coverage [-v] [ROW ...]` prints
-`accepted/total` for every encoding of `opcodes.TABLES` (plus the DPP16/DPP8 forms of the
+Development tool (run from a checkout): `python -m tools.rdna3_opcode_coverage [-v] [ROW ...]`
+prints `accepted/total` for every encoding of `opcodes.TABLES` (plus the DPP16/DPP8 forms of the
 VOP1/VOP2/VOPC/VOP3/VOP3P opcodes that take them) and, with -v, each refused opcode and why.
 
 An opcode counts as accepted when one of the instruction words llvm-mc-16 decodes for it (the
-candidates of `gen_opcodes`, with a few more operand variants) compiles and its compiled slot
+candidates of `rdna3_gen_opcodes`, with a few more operand variants) compiles and its compiled slot
 runs once on one wave with random register contents. A memory access that faults (the random
 addresses map nothing) still counts: the semantics exist; so does a fault the ISA defines
 (s_trap without a trap handler) and the fault that stands for what a KFD compute queue's
-hardware does (a GDS access, a GWS op outside the queue's empty GWS range: `ops_gds`). Missing semantics, an unsupported operand or a "bad state"
-error is a refusal. MIMG is listed but not a goal (no image support in the mock).
+hardware does (a GDS access, a GWS op outside the queue's empty GWS range: `ops_gds`). Missing
+semantics, an unsupported operand or a "bad state" error is a refusal. MIMG is listed but not a goal (no image support in the mock).
 """
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ import numpy as np
 
 from runtime.drivers.mock.memory import MockMemory, PageFault
 
-from . import gen_opcodes as gen
-from .decode import EXEC_LO, M0
-from .errors import KernelFault, PageFaultError
-from .decode import decode_all
-from .interp import Program
-from .machine import ALL, Group, Machine
-from .opcodes import TABLES
+from runtime.drivers.mock.rdna3.decode import EXEC_LO, M0, decode_all
+from runtime.drivers.mock.rdna3.errors import KernelFault, PageFaultError
+from runtime.drivers.mock.rdna3.interp import Program
+from runtime.drivers.mock.rdna3.machine import ALL, Group, Machine
+from runtime.drivers.mock.rdna3.opcodes import TABLES
+
+from . import rdna3_gen_opcodes as gen
 
 V0 = 256
 # The DPP dwords (src0 v0): quad_perm:[3,2,1,0] row_mask:0xf bank_mask:0xf bound_ctrl:1, and

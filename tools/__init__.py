@@ -1,0 +1,1 @@
+"""Developer tools (not shipped in the wheel): run from a checkout as `python -m tools.NAME`."""
