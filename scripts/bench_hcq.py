@@ -6,11 +6,13 @@ Sections (each a function returning `Result`s, registered in `SECTIONS`):
   resubmission, signal round trips through the mock, launch + wait, graph replay, copies.
 - rdna3: the RDNA3 interpreter (scripts/bench_rdna3.py, `run(quick) -> list[dict|Result]`), when
   present.
+- mockkern: the committed Triton kernels on the mock AMD GPU (RDNA3 interpreter) and the mock
+  NVIDIA GPU (PTX interpreter) side by side, and an empty launch + wait on mock-nv.
 - nvidia: the NVIDIA driver on a real GPU (launch latency, back-to-back launches, graph replay,
   copy bandwidth), side by side with CUDA through CuPy and PyTorch measured in a subprocess
   (`bench_nvidia`; `--nv` is short for `--sections nvidia`).
 
-    python scripts/bench_hcq.py [--sections mock,rdna3] [--quick] [--json bench_hcq.json]
+    python scripts/bench_hcq.py [--sections mock,rdna3,mockkern] [--quick] [--json bench_hcq.json]
     python scripts/bench_hcq.py --nv --json $OUT/bench_nv.json
 """
 from __future__ import annotations
@@ -197,6 +199,78 @@ def bench_rdna3(quick: bool) -> list[Result]:
     for r in run(quick):
         res.append(r if isinstance(r, Result) else Result(**{"section": "rdna3", **dict(r)}))
     return res
+
+
+# -------------------------------------------------------------------------- mock kernels section
+def bench_mock_kernels(quick: bool) -> list[Result]:
+    """The committed Triton kernels on both mocks side by side (mock AMD: gfx1100 code through the
+    RDNA3 interpreter; mock NVIDIA: their PTX through the PTX interpreter), launch + wait of each
+    at the Triton-loader tests' sizes, and an empty launch + wait on mock-nv."""
+    import numpy as np
+
+    from runtime.hcq import open_device
+    from runtime.hcq.triton import load_triton
+    data = ROOT / "tests" / "runtime" / "data" / "triton"
+    reps = 3 if quick else 10
+    rng = np.random.default_rng(0)
+    n, R, C, M = 1000, 8, 100, 64
+    x = rng.standard_normal(n, dtype=np.float32)
+    m = rng.standard_normal((R, C), dtype=np.float32)
+    a = rng.standard_normal((M, M)).astype(np.float16)
+    times: dict[str, dict[str, float]] = {}
+    out: list[Result] = []
+    for name, tdir in (("mock-amd:0", "gfx1100"), ("mock-nv:0", "sm90")):
+        dev = open_device(name)
+        try:
+            def buf(arr: Any) -> Any:
+                b = dev.alloc(arr.nbytes)
+                dev.copyin(b, arr)
+                return b
+            X, MB, AB = buf(x), buf(m), buf(a)
+            O, MO, CO = dev.alloc(4 * n), dev.alloc(m.nbytes), dev.alloc(M * M * 4)
+            W = buf(np.ones(C, np.float32))
+            calls = {
+                "vector_add": lambda k: k(X, X, O, n, grid=(-(-n // 256),), wait=True),
+                "softmax": lambda k: k(MO, MB, C, C, C, grid=(R,), wait=True),
+                "layer_norm": lambda k: k(MB, MO, W, W, C, C, 1e-5, grid=(R,), wait=True),
+                "matmul": lambda k: k(AB, AB, CO, M, M, M, M, M, M, grid=(M // 32, M // 32),
+                                      wait=True),
+                "dropout": lambda k: k(X, O, n, 0.5, 123, grid=(-(-n // 256),), wait=True),
+            }
+            for kname, call in calls.items():
+                k = load_triton(dev, data / tdir / kname)
+                call(k)  # compile/warm up
+
+                def once(k: Any = k, call: Any = call) -> float:
+                    t = time.perf_counter()
+                    call(k)
+                    return time.perf_counter() - t
+                times.setdefault(kname, {})[name] = _best(once, reps)
+            if name == "mock-nv:0":
+                try:
+                    empty = dev.program(dev.compiler.compile(
+                        'extern "C" __global__ void empty() {}'), "empty")
+                    g, l1 = (1, 1, 1), (1, 1, 1)
+                    empty(global_size=g, local_size=l1, wait=True)
+
+                    def launch() -> float:
+                        t = time.perf_counter()
+                        empty(global_size=g, local_size=l1, wait=True)
+                        return time.perf_counter() - t
+                    out.append(Result("mockkern", "mock-nv empty launch+wait",
+                                      _best(launch, 200 if not quick else 50) * 1e6, "us",
+                                      "NVRTC PTX, grid 1x1; target <= 100 us"))
+                except Exception as e:  # noqa: BLE001 - NVRTC missing: report, go on
+                    out.append(Result("mockkern", "mock-nv empty launch+wait", 0, "",
+                                      f"skipped: {e}"))
+        finally:
+            dev.close()
+    for kname, t in times.items():
+        amd, nv = t["mock-amd:0"], t["mock-nv:0"]
+        out.append(Result("mockkern", f"triton {kname} mock-amd", amd * 1e3, "ms", "launch+wait"))
+        out.append(Result("mockkern", f"triton {kname} mock-nv", nv * 1e3, "ms",
+                          f"launch+wait, {nv / amd:.2f}x mock-amd (target <= 2x)"))
+    return out
 
 
 # ------------------------------------------------------------------------------- nvidia section
@@ -501,6 +575,7 @@ SECTIONS: dict[str, Callable[[bool], list[Result]]] = {
     "mock": bench_mock,
     "rdna3": bench_rdna3,
     "nvidia": bench_nvidia,
+    "mockkern": bench_mock_kernels,
 }
 
 

@@ -2,10 +2,12 @@
 """Compiles the Triton kernels the runtime's Triton loader is tested with, ahead of time and without
 a GPU, for the H200 (cuda sm_90) and the mock AMD GPU (hip gfx1100, wave32), and writes each as
 the binary plus the metadata JSON `runtime.hcq.triton.save` writes (kernel name, the Triton
-signature in order, constants, dynamic shared memory, warps, scratch sizes).
+signature in order, constants, dynamic shared memory, warps, scratch sizes); CUDA kernels also get
+their PTX beside the cubin (what the mock NVIDIA GPU executes).
 
     pip install "triton==3.6.*"
     python scripts/build_triton_kernels.py            # -> tests/runtime/data/triton/{sm90,gfx1100}
+    python scripts/build_triton_kernels.py --targets sm90
 
 vector_add and softmax are also copied to runtime/hcq/examples/triton (shipped in the wheel for the
 examples of docs/runtime.md; a test checks the copies equal these).
@@ -107,6 +109,8 @@ def kernels() -> dict[str, tuple[Any, dict[str, str], dict[str, Any]]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--targets", nargs="+", choices=("sm90", "gfx1100"),
+                    default=["sm90", "gfx1100"])
     args = ap.parse_args()
     import triton
     from triton.backends.compiler import GPUTarget
@@ -115,13 +119,16 @@ def main() -> int:
     from runtime.hcq.triton import save, spec_from_compiled
     targets = {"sm90": GPUTarget("cuda", 90, 32), "gfx1100": GPUTarget("hip", "gfx1100", 32)}
     for tdir, target in targets.items():
+        if tdir not in args.targets:
+            continue
         for name, (fn, sig, consts) in kernels().items():
             full = dict(sig, **{k: "constexpr" for k in consts if k not in sig})
             k = triton.compile(ASTSource(fn=fn, signature=full, constexprs=consts), target=target)
             binary, spec = spec_from_compiled(k)
-            save(args.out / tdir / name, binary, spec)
+            ptx = k.asm["ptx"] if target.backend == "cuda" else None
+            save(args.out / tdir / name, binary, spec, ptx)
             if name in SHIPPED and args.out == OUT:
-                save(EXAMPLES / tdir / name, binary, spec)
+                save(EXAMPLES / tdir / name, binary, spec, ptx)
             print(f"{tdir}/{name}: {len(binary)} B, shared {spec.shared} B, "
                   f"{spec.num_warps} warps, triton {triton.__version__}")
     return 0

@@ -53,7 +53,7 @@ else
   echo "setup: creating $VENV from $PY"
   "$PY" -m venv "$VENV"
 fi
-echo "setup: installing the project, the generator's and the tests' dependencies into $VENV (pip install -e .[bindgen,test])"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[bindgen,test]'
+echo "setup: installing the project, the generator's and the tests' dependencies and NVRTC into $VENV (pip install -e .[bindgen,test,nvrtc])"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[bindgen,test,nvrtc]'
 echo "setup: ok ($("$VENV/bin/python" -c 'import clang.cindex as c; c.Index.create(); print("libclang loads")'));" \
      "run everything through $VENV/bin (bindgen, python)"

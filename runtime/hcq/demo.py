@@ -3,8 +3,9 @@
 ``python -m runtime.hcq.demo [DEVICE] [--n N]`` lists the devices this machine offers and what each
 can run, then, on a device that executes kernels, compiles a vector add and a saxpy, launches them
 through the hardware queues, checks the results against numpy and prints how long each took on the
-GPU clock. On the NVIDIA mock, which models submission but does not execute kernel code, it checks
-what that mock does model: copies through the copy engine and completion signals.
+GPU clock (both mocks execute kernels: the AMD one RDNA3 code, the NVIDIA one PTX). On a device
+that does not execute kernel code it checks what it does model: copies through the copy engine and
+completion signals.
 ``--list`` stops after the list.
 """
 from __future__ import annotations
@@ -44,8 +45,8 @@ extern "C" __global__ void saxpy(float alpha, const float *x, float *y, int n) {
 # What each mock offers, for the list (real GPUs run everything).
 _MOCKS = {
     "mock-amd:0": "kernels (RDNA3 interpreter), copies, signals, queues, graphs",
-    "mock-nv:0": "copies, signals, queues and launch bookkeeping; kernels are not executed "
-                 "(SASS is not emulated)",
+    "mock-nv:0": "kernels (PTX interpreter: NVRTC compiles to PTX for it), copies, signals, "
+                 "queues, graphs",
 }
 
 

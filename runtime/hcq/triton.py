@@ -13,7 +13,7 @@ What Triton's launcher does and a plain `Program` does not:
 
 ```python
 from runtime.hcq.triton import load_triton
-add = load_triton(dev, "tests/runtime/data/triton/gfx1100/vector_add")   # .hsaco/.cubin + .json
+add = load_triton(dev, "tests/runtime/data/triton/gfx1100/vector_add")   # .hsaco/.cubin(.ptx) + .json
 add(x, y, out, n, grid=(triton.cdiv(n, 256),))
 ```
 """
@@ -99,18 +99,29 @@ def spec_from_compiled(kernel: Any) -> tuple[bytes, TritonSpec]:
         triton_version=str(getattr(md, "triton_version", "")))
 
 
-def save(path: Path | str, binary: bytes, spec: TritonSpec) -> None:
-    """Writes `path`.cubin/.hsaco and `path`.json."""
+def save(path: Path | str, binary: bytes, spec: TritonSpec, ptx: str | None = None) -> None:
+    """Writes `path`.cubin/.hsaco and `path`.json, and for a CUDA kernel its PTX as `path`.ptx
+    (what a GPU that executes PTX, the mock NVIDIA GPU, loads)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(BINARY_SUFFIX[spec.backend]).write_bytes(binary)
     path.with_suffix(".json").write_text(spec.to_json())
+    if ptx is not None:
+        path.with_suffix(".ptx").write_text(ptx)
 
 
-def load(path: Path | str) -> tuple[bytes, TritonSpec]:
-    """Reads what `save` wrote (`path` without suffix)."""
+def load(path: Path | str, code_format: str = "") -> tuple[bytes, TritonSpec]:
+    """Reads what `save` wrote (`path` without suffix): the binary, or with `code_format`
+    "ptx" the PTX beside it."""
     path = Path(path)
     spec = TritonSpec.from_json(path.with_suffix(".json").read_text())
+    if code_format == "ptx":
+        ptx = path.with_suffix(".ptx")
+        if not ptx.exists():
+            raise ProgramError(f"{spec.name}: the device runs PTX and there is no {ptx.name} "
+                               f"beside {path.name}{BINARY_SUFFIX[spec.backend]} (rebuild with "
+                               "scripts/build_triton_kernels.py, which saves it)")
+        return ptx.read_bytes(), spec
     return path.with_suffix(BINARY_SUFFIX[spec.backend]).read_bytes(), spec
 
 
@@ -215,10 +226,14 @@ def load_triton(device: "Device", source: Any, spec: TritonSpec | None = None) -
         if spec is None:
             raise ProgramError("load_triton(device, binary) needs the kernel's TritonSpec")
         return TritonProgram(device, bytes(source), spec)
+    # A GPU that executes PTX rather than SASS (the mock NVIDIA GPU) loads the kernel's PTX.
+    fmt = getattr(device, "code_format", "")
     if isinstance(source, (str, Path)):
-        binary, spec = load(source)
+        binary, spec = load(source, fmt)
         return TritonProgram(device, binary, spec)
     binary, spec = spec_from_compiled(source)
+    if fmt == "ptx" and spec.backend == "cuda":
+        binary = source.asm["ptx"].encode()
     return TritonProgram(device, binary, spec)
 
 

@@ -1,8 +1,8 @@
 """The device contract: what every driver promises, checked on each device the same way.
 
 Parametrised over the mock AMD GPU (kernels run by the RDNA3 interpreter), the mock NVIDIA GPU
-(kernels modelled in Python: the mock does not execute SASS) and, marked `nvidia`, the real GPU
-(NVRTC-compiled kernels). Covered: allocation, copies, launches, signals, user queues, graphs,
+(NVRTC-compiled PTX run by its PTX interpreter) and, marked `nvidia`, the real GPU (NVRTC-compiled
+cubins). Covered: allocation, copies, launches, signals, user queues, graphs,
 timeouts, faults and close. Vendor test files keep only what is vendor-specific.
 
 On the real GPU the fault test (`test_zz_fault_...`) runs last, in a pytest run of its own
@@ -60,13 +60,6 @@ def _mock_amd() -> Target:
     return Target("mock-amd", open_, vadd, leaks=lambda d: d.os.live_objects())  # type: ignore
 
 
-def _vadd_model(launch: Any) -> None:
-    a, b, c = (launch.param(o, "Q") for o in (0, 8, 16))
-    n = launch.param(24, "i")
-    launch.array(c, np.float32, n)[:] = launch.array(a, np.float32, n) \
-        + launch.array(b, np.float32, n)
-
-
 def _mock_nv() -> Target:
     from runtime.drivers.mock.nv_rm import NvMockOS
     from runtime.hcq import NVDevice
@@ -77,9 +70,9 @@ def _mock_nv() -> Target:
         return d
 
     def vadd(d: Device) -> tuple[Program, Callable[..., tuple[Any, ...]]]:
-        prg = d.program((DATA / "nv_kernels_cuda13.cubin").read_bytes(), "vadd")
-        d.os.nv.gpus[0].register_kernel(prg.prog_va, _vadd_model)  # type: ignore[attr-defined]
-        return prg, lambda a, b, c, n: (a, b, c, n)
+        # NVRTC compiles to PTX for the mock, which runs it through its PTX interpreter
+        lib = d.compiler.compile((DATA / "nv_kernels.cu").read_text(), "nv_kernels.cu")
+        return d.program(lib, "vadd"), lambda a, b, c, n: (a, b, c, n)
 
     return Target("mock-nv", open_, vadd, leaks=lambda d: d.os.live_objects())  # type: ignore
 

@@ -1,7 +1,7 @@
 """Triton kernels as programs (runtime.hcq.triton): Triton 3.6's own compiled kernels (committed,
 built by scripts/build_triton_kernels.py) called with the Triton kernel's arguments, on the mock
-AMD GPU against numpy, on the mock NVIDIA GPU for the launch layout, and on an H200 against
-PyTorch."""
+AMD GPU against numpy, on the mock NVIDIA GPU (their PTX, through its PTX interpreter) against
+numpy and for the launch layout, and on an H200 against PyTorch."""
 from __future__ import annotations
 
 import os
@@ -93,6 +93,28 @@ def test_triton_kernels_on_the_mock_amd_gpu(amd: Any) -> None:
     assert block == (128, 1, 1)  # num_warps 4 x wave32
 
 
+def test_triton_kernels_on_the_mock_nvidia_gpu() -> None:
+    """The committed sm_90 kernels' PTX, run by the mock NVIDIA GPU's PTX interpreter."""
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.nv.device import NVDevice
+    d = NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1))
+    d.default_timeout_ms = 60_000.0
+    try:
+        err = run_suite(d, DATA / "sm90", np.random.default_rng(0))
+        assert err["vector_add"] == 0.0 and err["dropout"] <= 1e-6, err
+        assert max(err.values()) < 1e-4, err
+        assert tuple(d.os.nv.gpus[0].launches[-1].block) == (128, 1, 1)  # type: ignore
+    finally:
+        d.close()
+
+
+def test_every_committed_ptx_is_fully_supported() -> None:
+    from runtime.drivers.mock.ptx.audit import audit
+    for name in KERNELS:
+        found, count = audit((DATA / "sm90" / f"{name}.ptx").read_text())
+        assert count > 0 and found == [], (name, found)
+
+
 def test_the_specs_match_their_binaries() -> None:
     for tdir in ("gfx1100", "sm90"):
         for name in KERNELS:
@@ -149,8 +171,8 @@ def test_a_kernel_for_the_other_vendor_is_refused(amd: Any) -> None:
 
 
 def test_the_nvidia_launch_layout_on_the_mock() -> None:
-    """On the mock NVIDIA GPU (which runs models, not SASS): the parameters land where the cubin
-    says, the hidden pointers are null, the block is num_warps x 32 and the QMD carries the
+    """On the mock NVIDIA GPU (with a Python model in place of the kernel): the parameters land
+    where the PTX's parameter layout says, the hidden pointers are null, the block is num_warps x 32 and the QMD carries the
     dynamic shared memory."""
     from runtime.drivers.mock.nv_rm import NvMockOS
     from runtime.drivers.nv.device import NVDevice

@@ -12,8 +12,12 @@ channel's error notifier (hObjectError) gets info32 = the Xid, status 0xFFFF, an
 log the reason, naming the method or QMD field. Method offsets and QMD field positions come from
 `hcq_bindings.nv.classes` (the decoder is `runtime.drivers.nv.methods`, shared with error reports).
 
-Kernels are not executed (SASS is not emulated): a test may register a Python model for a program
-address (`register_kernel`), which is then called with the decoded launch; otherwise a launch only
+Kernels whose program address holds a PTX entry record (the image `runtime.drivers.nv.ptx` lays
+out; NVDevice compiles to PTX on this mock) run through the PTX interpreter
+(`runtime.drivers.mock.ptx`) with the QMD's grid, block and shared memory and constant bank 0, in
+time slices: a grid still running keeps its channel blocked at the launch, so a kernel that never
+ends cannot hang the host. SASS (a cubin) is not executed: a test may register a Python model for a
+program address (`register_kernel`), called with the decoded launch; otherwise such a launch only
 records what it would have run.
 """
 from __future__ import annotations
@@ -32,6 +36,7 @@ from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.memory import MockMemory, PageFault
+from runtime.drivers.mock.ptx.launch import PtxLaunch
 from runtime.drivers.nv.generation import NVGeneration, generation_named
 from runtime.drivers.nv.methods import describe_method, fget
 
@@ -152,7 +157,12 @@ class Launch:
     shared_B: int
     cb0_va: int
     cb0: bytes
-    qmd: dict[str, int]
+    reader: "QmdReader"
+
+    @property
+    def qmd(self) -> dict[str, int]:
+        """The QMD's non-zero fields by name (decoded on first use)."""
+        return self.reader.nonzero()
 
     def param(self, offset: int, fmt: str, base: int = 0x210) -> Any:
         """A parameter from constant bank 0 (`offset` within the parameter block at `base`)."""
@@ -193,6 +203,7 @@ class MockChannel:
     # QMD releases of grids launched but not yet complete: the compute engine runs a grid while the
     # front end goes on with the methods after SEND_PCAS, so they land later (`complete_grids`)
     grid_releases: list[tuple[int, int]] = field(default_factory=list)
+    ptx: "PtxLaunch | None" = None   # a PTX grid that has not finished its time slices
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
@@ -520,9 +531,8 @@ class QmdReader:
         self.num = int.from_bytes(data, "little")
 
     def get(self, name: str, index: int | None = None) -> int:
-        f = getattr(cl, f"{self.prefix}_{name}")
-        hi, lo = f(index) if index is not None else f
-        return (self.num >> lo) & ((1 << (hi - lo + 1)) - 1)
+        lo, mask = _field_range(self.prefix, name, index)
+        return (self.num >> lo) & mask
 
     def nonzero(self) -> dict[str, int]:
         out = {}
@@ -532,6 +542,24 @@ class QmdReader:
             if val:
                 out[name] = val
         return out
+
+
+@lru_cache(maxsize=None)
+def _field_range(prefix: str, name: str, index: int | None) -> tuple[int, int]:
+    """(low bit, mask) of a QMD field, from the generated table."""
+    f = getattr(cl, f"{prefix}_{name}")
+    hi, lo = f(index) if index is not None else f
+    return lo, (1 << (hi - lo + 1)) - 1
+
+
+@lru_cache(maxsize=None)
+def _allowed_bits(prefix: str, bits: int) -> int:
+    """Every bit of the fields a launch of this runtime may set (`_QMD_ALLOWED`)."""
+    out = 0
+    for name, hi, lo in _qmd_fields(prefix, bits):
+        if name.split("(")[0] in _QMD_ALLOWED:
+            out |= ((1 << (hi - lo + 1)) - 1) << lo
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -668,15 +696,19 @@ class MockNVGPU:
 
     # ------------------------------------------------------------------ compute launches
     def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
-        """Decodes and checks the QMD at `qmd_va`, runs the kernel model, releases semaphores."""
+        """Decodes and checks the QMD at `qmd_va`, runs the kernel (a PTX image through the
+        interpreter, in time slices, or a registered model), releases semaphores."""
+        if ch.ptx is not None:  # the launch method again: the running grid's next time slice
+            ch.ptx.resume()
+            return
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
         prefix, size = lay.prefix, lay.size_B
         raw = self.mem.view(qmd_va, size, "QMD fetch").tobytes()
         q = QmdReader(prefix, raw)
-        fields = q.nonzero()
-        bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
-        if bad:
+        if q.num & ~_allowed_bits(prefix, size * 8):  # some field outside the allowed set is set
+            fields = q.nonzero()
+            bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
             raise ChannelFault(f"QMD at {qmd_va:#x} sets fields this runtime must leave zero: "
                                + ", ".join(f"{k}={fields.get(k, fields.get(k + '(0)', 0)):#x}"
                                            for k in bad), XID_GR_EXCEPTION)
@@ -690,20 +722,28 @@ class MockNVGPU:
         shared = q.get(lay.shared[0]) << lay.shared[1]
         prog = self._program(q, lay)
         launch = Launch(self, prog, grid, block, shared, cb0_va, cb0,  # type: ignore[arg-type]
-                        fields)
+                        q)
         self.launch_count += 1
         if self.keep_launches:
             self.launches.append(launch)
             del self.launches[:-self.keep_launches]
         model = self.kernels.get(prog)
-        if model is not None:
-            try:
-                model(launch)
-            except PageFault as e:
-                raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
         enable, upper, lower, payload_lo = lay.release
-        if q.get(enable, 0):  # lands when the grid completes (MockChannel.complete_grids)
-            ch.grid_releases.append((q.get(upper) << 32 | q.get(lower), q.get(payload_lo)))
+        # lands when the grid completes (MockChannel.complete_grids)
+        release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo)) if q.get(enable, 0) \
+            else None
+        if model is None:
+            ch.ptx = PtxLaunch.start(ch, launch, release)
+            if ch.ptx is not None:
+                ch.ptx.resume()
+                return
+        try:
+            if model is not None:
+                model(launch)
+        except PageFault as e:
+            raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
+        if release is not None:
+            ch.grid_releases.append(release)
 
     @staticmethod
     def _program(q: QmdReader, lay: QmdLayout) -> int:

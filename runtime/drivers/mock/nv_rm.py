@@ -113,9 +113,10 @@ class UvmVaSpace:
 class NvMockOS(MockOS):
     """MockOS plus what NVIDIA's device nodes need: UVM requests carry no size in their number."""
 
-    # The mock NVIDIA GPU does not emulate SASS: launches are decoded, checked and completed, but a
-    # kernel's own loads and stores never happen (runtime.drivers.mock.nv_gpu).
-    executes_kernels = False
+    # The mock NVIDIA GPU executes PTX, not SASS: NVDevice's compiler emits PTX for it, and the
+    # mock runs launches of PTX images through its interpreter (runtime.drivers.mock.ptx).
+    executes_kernels = True
+    nv_code_format = "ptx"
 
     @classmethod
     def with_nv_gpus(cls, count: int = 1, **gpu_kwargs: Any) -> "NvMockOS":

@@ -79,12 +79,17 @@ def find_nvrtc() -> str:
 
 
 class NVCompiler:
-    """NVRTC for one architecture ("sm_90"). `compile` returns a cubin."""
+    """NVRTC for one architecture ("sm_90"). `compile` returns a cubin, or with `output="ptx"`
+    PTX text for the architecture's virtual counterpart (compute_90): what a GPU that executes
+    PTX (the mock NVIDIA GPU) loads."""
 
-    def __init__(self, arch: str, extra_options: Sequence[str] = ()) -> None:
+    def __init__(self, arch: str, extra_options: Sequence[str] = (), output: str = "cubin") -> None:
         if not arch.startswith("sm_"):
             raise ArgumentError(f"arch must look like sm_90, got {arch!r}")
+        if output not in ("cubin", "ptx"):
+            raise ArgumentError(f"output must be 'cubin' or 'ptx', got {output!r}")
         self.arch = arch
+        self.output = output
         self.extra_options = tuple(extra_options)
         self.library = find_nvrtc()
         from hcq_bindings.cuda import nvrtc  # after find_nvrtc: the soname now resolves
@@ -99,7 +104,7 @@ class NVCompiler:
     def identity(self) -> str:
         """NVRTC's version, the architecture and the fixed options (part of cache keys)."""
         major, minor = self.version()
-        return f"nvrtc {major}.{minor} {self.arch} {' '.join(self.extra_options)}"
+        return f"nvrtc {major}.{minor} {self.arch} {self.output} {' '.join(self.extra_options)}"
 
     @staticmethod
     def note_output(src: str, lib: bytes) -> None:
@@ -115,19 +120,26 @@ class NVCompiler:
 
     def compile(self, src: str, name: str = "kernel.cu", options: Sequence[str] = ()) -> bytes:
         """Compiles CUDA C++ `src` to a cubin for this architecture (`-arch=sm_XX`, which makes
-        NVRTC emit SASS rather than PTX). Kernels should be `extern "C"` (plain ELF names)."""
+        NVRTC emit SASS rather than PTX), or to PTX text (`-arch=compute_XX`) when the compiler
+        was made with `output="ptx"`. Kernels should be `extern "C"` (plain ELF names)."""
         nv = self._nv
         prog = nv.nvrtcProgram()
         self._check(nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0,
                                           None, None), "nvrtcCreateProgram")
         try:
-            opts = [f"-arch={self.arch}", "-default-device", "-std=c++17",
+            arch = self.arch if self.output == "cubin" else "compute_" + self.arch[3:]
+            opts = [f"-arch={arch}", "-default-device", "-std=c++17",
                     *self.extra_options, *options]
             argv = (ctypes.c_char_p * len(opts))(*(o.encode() for o in opts))
             status = nv.nvrtcCompileProgram(prog, len(opts), argv)
             log = self._log(prog)
-            self._check(status, f"compiling {name} for {self.arch}", log)
+            self._check(status, f"compiling {name} for {arch}", log)
             size = nv.size_t()
+            if self.output == "ptx":
+                self._check(nv.nvrtcGetPTXSize(prog, ctypes.byref(size)), "nvrtcGetPTXSize")
+                buf = ctypes.create_string_buffer(size.value)
+                self._check(nv.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
+                return buf.value
             self._check(nv.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
             if size.value == 0:
                 raise CompileError(f"NVRTC produced no cubin for {self.arch} (is it a virtual "

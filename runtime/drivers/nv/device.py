@@ -752,7 +752,13 @@ class NVDevice(Device):
 
     def _make_compiler(self) -> "NVCompiler":
         from runtime.drivers.nv.compiler import NVCompiler
-        return NVCompiler(self.arch)
+        return NVCompiler(self.arch, output=self.code_format)
+
+    @property
+    def code_format(self) -> str:
+        """What this GPU's programs are: "cubin" (SASS), or "ptx" where the GPU executes PTX (the
+        mock, which says so through its OS seam); `compiler` and the Triton loader follow it."""
+        return str(getattr(self.os, "nv_code_format", "cubin"))
 
     def alloc_kernargs(self, size: int) -> Buffer:
         """Launch blocks (constant bank 0 and the QMD) live in VRAM the CPU writes through BAR1, as
@@ -891,7 +897,10 @@ class NVDevice(Device):
         return out
 
     def _describe_queues(self) -> list[str]:
-        return [ch.describe() for ch in self.channels]
+        # What the kernel reports about the GPU (the mock: a channel busy with a long grid, with
+        # its warps' positions).
+        return [ch.describe() for ch in self.channels] + [
+            f"kernel log: {ln}" for ln in self.os.kernel_log()[-4:]]
 
     # ------------------------------------------------------------------ teardown
     def _release_hw(self) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from runtime.drivers.nv import cubin
+from runtime.drivers.nv import cubin, ptx
 from runtime.drivers.nv.qmd import QMD, DwordField
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import Buffer, MemKind, round_up
@@ -57,7 +57,15 @@ class NVProgram(Program):
     def __init__(self, device: "NVDevice", lib: bytes, name: str, dynamic_smem_B: int = 0) -> None:
         super().__init__(device, name, lib)
         self.nvdev = device
-        cub = cubin.parse(lib)
+        #: the PTX module when `lib` is PTX text (a GPU that executes PTX: the mock)
+        self.ptx_module: "ptx.PtxModule | None" = None
+        if ptx.is_ptx(lib):
+            if device.code_format != "ptx":
+                raise ProgramError(f"{name}: this is PTX, and {device.name} runs SASS: compile "
+                                   "it to a cubin (dev.compiler does) for this GPU")
+            cub, self.ptx_module = ptx.load_info(lib, device.sm)
+        else:
+            cub = cubin.parse(lib)
         if cub.sm != device.sm:
             raise ProgramError(f"{name}: the cubin is for sm_{cub.sm}, the GPU is sm_{device.sm}")
         k = cub.kernels.get(name)
