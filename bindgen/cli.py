@@ -337,6 +337,20 @@ def cmd_show(t: Target, project: Project) -> int:
     return 0
 
 
+def shadowing_warnings(targets: list[Target], project: Project) -> list[str]:
+    """A warning for each top-level name under the output root that is also a standard Python
+    module (a group `zlib`): where the output root is on sys.path, `import zlib` finds the
+    bindings instead."""
+    tops = sorted({t.output.split("/", 1)[0].removesuffix(".py") for t in targets})
+    return [
+        f"  warning: {project.shown(project.out / top)} is named like Python's standard module "
+        f"{top}: wherever {project.shown(project.out)} is on sys.path, `import {top}` finds the "
+        "bindings instead; rename the group (or give its targets another `output`)"
+        for top in tops
+        if top in sys.stdlib_module_names
+    ]
+
+
 def cmd_regen(
     targets: list[Target],
     project: Project,
@@ -353,6 +367,8 @@ def cmd_regen(
 
     failed = 0
     total = time.perf_counter()
+    for line in shadowing_warnings(targets, project):
+        print(line, file=sys.stderr, flush=True)
     srcs = Sources(Path(cache) if cache else None, overrides)
     unavailable = _resolve_all(targets, srcs, overrides, required=not skip_unavailable)
     if skip_unavailable:
@@ -391,6 +407,15 @@ def cmd_regen(
             print(f"  FAIL  {t.name}: {e}; nothing of this target was written", file=sys.stderr,
                   flush=True)
             continue
+        if g.wrappers is not None:  # static inline functions: compile their wrappers here
+            from .wrappers import build
+
+            try:
+                build(g.wrappers, *g.wrappers_paths)
+            except BindgenError as e:
+                failed += 1
+                print(f"  FAIL  {t.name}: {e}", file=sys.stderr, flush=True)
+                continue
         if not quiet:
             print(
                 f"  {'wrote' if changed else 'same '} {t.name:<16} {g.seconds * 1000:7.0f} ms  "

@@ -27,6 +27,8 @@ from .project import Project
 from .project import defs_module as project_defs_module
 from .sources import Sources
 from .spec import Target
+from .wrappers import LIBRARY as WRAPPERS_LIBRARY
+from .wrappers import Wrappers, c_source, env_var, file_names
 
 
 
@@ -41,13 +43,23 @@ class Generated:
     checks: int
     defs: str | None = None  # lazy modules: the definitions module's text
     module: ir.Module | None = None  # the IR it was rendered from (for reports and probes)
+    wrappers: Wrappers | None = None  # static inline functions' wrappers (wrap_static_fns)
 
     def files(self) -> list[tuple[Path, str]]:
-        """Every file this target writes, with its text."""
+        """Every file this target writes, with its text (not the wrappers' shared object: a
+        build product of ``bindgen regen``, see ``bindgen.wrappers``)."""
         out = [(self.output, self.text), (self.report_path, self.report)]
         if self.defs is not None:
             out.append((defs_path(self.target, self.project), self.defs))
+        if self.wrappers is not None:
+            out.append((self.wrappers_paths[0], self.wrappers.c_text))
         return out
+
+    @property
+    def wrappers_paths(self) -> tuple[Path, Path]:
+        """(C file, shared object) of the wrappers, beside the module."""
+        c_name, so_name = file_names(self.target.output)
+        return self.output.with_name(c_name), self.output.with_name(so_name)
 
     @property
     def output(self) -> Path:
@@ -125,7 +137,7 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         fp,
         ih,
         hh,
-        {lib.name: lib.env for lib in t.libraries},
+        {lib.name: lib.env for lib in t.libraries} | {WRAPPERS_LIBRARY: env_var(t.name)},
         defs_module(t) if t.lazy else "",
     )
     rendered = render_module(m, info, lazy=t.lazy)
@@ -148,9 +160,46 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped"
     )
     report = render_report(m, info, headers)
+    wrappers = _wrappers(t, m, roots, info.spec_file)
+    if wrappers is not None:
+        c_name, so_name = file_names(t.output)
+        report += (
+            f"\n## static inline functions\n{len(_wrapped(m))} bound "
+            f"through {so_name}, which `bindgen regen` compiles from {c_name} (sha256 "
+            f"{wrappers.sha256})\n"
+        )
     return Generated(
-        t, project, text, report, counts, time.perf_counter() - start, checks, defs, m
+        t, project, text, report, counts, time.perf_counter() - start, checks, defs, m, wrappers
     )
+
+
+def _wrapped(m: ir.Module) -> list[ir.Function]:
+    return [f for f in m.functions if f.library == WRAPPERS_LIBRARY]
+
+
+def _wrappers(
+    t: Target, m: ir.Module, roots: dict[str, Path], spec_shown: str
+) -> Wrappers | None:
+    """The C file of the target's static inline functions' wrappers and how to compile it here
+    (None when it keeps none)."""
+    fns = _wrapped(m)
+    if not fns:
+        return None
+    includes: list[str] = []
+    dirs: list[str] = []
+    for h in t.headers:
+        root = roots[h.source]
+        dirs.append(str(root))
+        if "*" in h.path:
+            includes += [p.relative_to(root).as_posix() for p in sorted(root.glob(h.path))
+                         if p.is_file()]
+        else:
+            includes.append(h.path)
+    dirs += [str(roots[i.source] / i.path) for i in t.include_dirs]
+    defines = tuple(a for a in t.clang_args if a.startswith(("-D", "-U")) and len(a) > 2)
+    pre = tuple(str(roots[p.source] / p.path) for p in t.preinclude)
+    text = c_source(t.name, spec_shown, includes, fns)
+    return Wrappers(t.name, text, tuple(dict.fromkeys(dirs)), defines, pre)
 
 
 def _compiled(t: Target, label: str, src: str | bytes) -> CodeType:

@@ -130,6 +130,9 @@ class Function:
     loc: Location | None = None
     doc: str = ""
     symbol: str = ""  # the C name the library exports, where the Python name differs
+    # static inline functions: (return type, parameter types, inline kind) as C spells them, for
+    # the exported wrapper that bindgen.wrappers writes ("", (), "") for other functions
+    c_signature: tuple[str, tuple[str, ...], str] = ("", (), "")
 
 
 @dataclass(frozen=True)

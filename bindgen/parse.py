@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import ctypes
 import fnmatch
+import functools
 import hashlib
 import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,8 +103,55 @@ class _Paths:
         return None
 
 
+# The source name under which headers from clang's builtin folder are recorded.
+BUILTIN_SOURCE = "clang-builtin"
+_RESOURCE_ENV = "BINDGEN_CLANG_RESOURCE_DIR"
+
+
+@functools.lru_cache(maxsize=1)
+def clang_builtin_headers() -> Path | None:
+    """The folder of clang's own builtin headers (stddef.h, stdarg.h, stdatomic.h, the intrinsics
+    headers): ``$BINDGEN_CLANG_RESOURCE_DIR/include`` if set; else the resource folder of the
+    libclang in use (``<its lib folder>/clang/<version>/include``, present in a full LLVM
+    install); else that of the first of clang-18, clang-17, clang-16 and clang on PATH (beside
+    its binary, or ``-print-resource-dir``), since the libclang wheel ships none. Always the same order, so
+    the same machine always picks the same folder; the headers read from it are recorded with
+    their sha256 like any other (as ``clang-builtin:NAME``)."""
+    env = os.environ.get(_RESOURCE_ENV)
+    if env:
+        return Path(env) / "include" if (Path(env) / "include").is_dir() else None
+    try:
+        lib = Path(ci.conf.lib._name).resolve()  # type: ignore[attr-defined]
+        for inc in sorted(lib.parent.glob("clang/*/include"), reverse=True):
+            if (inc / "stddef.h").is_file():
+                return inc
+    except (AttributeError, OSError, TypeError):
+        pass
+    for exe in ("clang-18", "clang-17", "clang-16", "clang"):
+        path = shutil.which(exe)
+        if path is None:
+            continue
+        # An LLVM install keeps them at PREFIX/lib/clang/VERSION/include beside PREFIX/bin: read
+        # that first (starting clang to ask costs ~80 ms a process).
+        prefix = Path(path).resolve().parent.parent
+        found = sorted(prefix.glob("lib/clang/*/include/stddef.h"))
+        if len(found) == 1:
+            return found[0].parent
+        try:
+            out = subprocess.run([path, "-print-resource-dir"], capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out and (Path(out) / "include" / "stddef.h").is_file():
+            return Path(out) / "include"
+    return None
+
+
 def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
     """Parses the target's headers. ``roots`` maps each source name to its resolved folder."""
+    builtin = clang_builtin_headers()
+    if builtin is not None and BUILTIN_SOURCE not in roots:
+        roots = {**roots, BUILTIN_SOURCE: builtin}
     paths = _Paths(roots)
     header_files = []
 
@@ -137,6 +187,10 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
         if not d.is_dir():
             raise SourceError(f"{at(inc)}: include folder {inc} does not exist")
         args.append(f"-I{d}")
+    if builtin is not None and roots.get(BUILTIN_SOURCE) == builtin:
+        # clang's builtin headers, searched after every folder the spec names (as a compiler
+        # searches its own after -I): -nostdinc above dropped them with the system folders.
+        args += ["-isystem", str(builtin)]
     for pre in target.preinclude:
         f = roots[pre.source] / pre.path
         if not f.is_file():
@@ -533,7 +587,11 @@ class _Converter:
                 params = tuple(a.spelling for a in c.get_arguments())
                 if len(params) != len(ft.params):
                     params = tuple("" for _ in ft.params)
-                node = ir.Function(key, ft, params, None, self.loc(c), self.doc(c))
+                inline = self.info[key].inline
+                sig = self.c_signature(c, inline) if inline else ("", (), "")
+                node = ir.Function(
+                    key, ft, params, None, self.loc(c), self.doc(c), c_signature=sig
+                )
             elif self.info[key].static:
                 node = self.static_variable(key, c, uses)
             else:
@@ -605,6 +663,49 @@ class _Converter:
         if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
             return ir.Pointer(self.conv(t, uses))
         return self.conv(t, uses)
+
+    def c_signature(self, c: ci.Cursor, inline: str) -> tuple[str, tuple[str, ...], str]:
+        """(return type, parameter types, inline kind) of an inline function as C spells them,
+        for its exported wrapper (``bindgen.wrappers``); why it cannot be wrapped otherwise."""
+        if not self.has_body(c):
+            raise UnsupportedConstruct(
+                f"{inline} function declared but not defined in the header: nothing to wrap"
+            )
+        if c.type.kind == TK.FUNCTIONPROTO and c.type.is_function_variadic():
+            raise UnsupportedConstruct(
+                f"variadic {inline} function: a wrapper cannot pass its arguments on"
+            )
+        ret = c.result_type.spelling
+        params = tuple(a.type.spelling for a in c.get_arguments())
+        for s in (ret, *params):
+            if "(" in s or "[" in s:
+                raise UnsupportedConstruct(
+                    f"{inline} function with the type {s!r}, which a wrapper's declaration "
+                    "cannot spell"
+                )
+        return ret, params, inline
+
+    def has_body(self, c: ci.Cursor) -> bool:
+        """Whether a function's declaration is followed by its body (clang skips bodies, so
+        its extent ends at the parameter list): the next character that is not a space is
+        ``{``."""
+        end = c.extent.end
+        f = end.file
+        if f is None:
+            return False
+        lines = self.lines_cache.get(f.name)
+        if lines is None:
+            try:
+                lines = Path(f.name).read_text(errors="replace").split("\n")
+            except OSError:
+                lines = []
+            self.lines_cache[f.name] = lines
+        rest = lines[end.line - 1][end.column - 1 :] if end.line - 1 < len(lines) else ""
+        for line in [rest, *lines[end.line : end.line + 20]]:
+            text = line.strip()
+            if text:
+                return text.startswith("{")
+        return False
 
     def static_variable(self, key: str, c: ci.Cursor, uses: dict[str, None]) -> ir.Var:
         """A ``static const`` variable: no library exports it, and its value is known when

@@ -440,6 +440,20 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     return [s for s in sections if s.chunks]
 
 
+def _library_line(
+    r: _Ctx, name: str, cands: tuple[str, ...], env: str,
+    libraries: list[tuple[str, tuple[str, ...], str]],
+) -> str:
+    """``_lib_NAME = _rt.Library(...)``; a library beside the module (``./FILE``, the compiled
+    wrappers of static inline functions) is found from the module's file and needs the target's
+    other libraries loaded first."""
+    extra = ""
+    if any(c.startswith("./") for c in cands):
+        needs = "".join(f"{r.lib_var(n)}, " for n, c, _ in libraries if n != name)
+        extra = f", globals().get('__file__') or '', ({needs})"
+    return wrap(f"{r.lib_var(name)} = _rt.Library({name!r}, {tuple(cands)!r}, {env!r}{extra})")
+
+
 def _value_text(v: object) -> str:
     """A static const's value as Python source: large integers in hex (they are mostly flags)."""
     if isinstance(v, int) and not isinstance(v, bool) and v >= 0x100:
@@ -506,10 +520,7 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
             else f"{info.title}.", ""),
         ctypes_import=_import_line("ctypes", sorted(r.used)),
         helpers=helpers,
-        libraries=[
-            wrap(f"{r.lib_var(n)} = _rt.Library({n!r}, {tuple(c)!r}, {env!r})")
-            for n, c, env in libraries
-        ],
+        libraries=[_library_line(r, n, c, env, libraries) for n, c, env in libraries],
         typing_names=typing_names,
         ctypes_typing=ctypes_typing,
         lazy=lazy,

@@ -143,6 +143,7 @@ class Target:
     line: int = 0
     description: str = ""
     spec_shown: str = ""  # the spec file as messages show it (relative to the project root)
+    wrap_static_fns: bool = False  # static inline functions through compiled wrappers
 
 
 @dataclass(frozen=True)
@@ -428,6 +429,7 @@ _TARGET_KEYS = (
     "libraries",
     "patches",
     "lazy",
+    "wrap_static_fns",
 )
 _PATCH_OPS = {
     "rename": ("from", "to"),
@@ -752,6 +754,7 @@ def load_spec(
                 libraries=_libraries(t),
                 patches=_patches(t),
                 lazy=t.bool("lazy", False),
+                wrap_static_fns=t.bool("wrap_static_fns", False),
                 sources=tuple(sources[s] for s in sorted(used)),
                 line=tnode.line,
                 description=t.line_text("description", ""),

@@ -166,26 +166,50 @@ class Library:
     tried.
     """
 
-    def __init__(self, name: str, candidates: "Sequence[str]", env: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        candidates: "Sequence[str]",
+        env: str,
+        origin: str = "",
+        needs: "Sequence[Library]" = (),
+    ) -> None:
         self.name, self.candidates, self.env = name, tuple(candidates), env
+        # A candidate "./NAME" is a file beside ``origin`` (the generated module's file): the
+        # compiled wrappers of static inline functions. ``needs``: libraries whose symbols it
+        # uses, made global before it loads.
+        self.origin, self.needs = origin, tuple(needs)
         self._dll: Any = None
+        self._path = ""
 
     def dll(self) -> "Any":
         if self._dll is None:
             tried = []
-            paths = [_os.environ[self.env]] if _os.environ.get(self.env) else list(self.candidates)
+            paths = [_os.environ[self.env]] if _os.environ.get(self.env) else [
+                _os.path.join(_os.path.dirname(self.origin), c[2:]) if c.startswith("./") else c
+                for c in self.candidates
+            ]
             import ctypes  # here: a module that declares a library need not load ctypes
 
+            for lib in self.needs:
+                lib.dll()
+                ctypes.CDLL(lib._path, mode=ctypes.RTLD_GLOBAL)
             for path in paths:
                 try:
                     self._dll = ctypes.CDLL(path)
+                    self._path = path
                     break
                 except OSError as e:
                     tried.append(f"{path}: {e}")
             else:
+                hint = (
+                    "build it with `bindgen regen` for this target (it compiles the static inline "
+                    f"functions' wrappers) or set {self.env} to its path"
+                    if any(c.startswith("./") for c in self.candidates)
+                    else f"install it or set {self.env} to its path"
+                )
                 raise OSError(
-                    f"library {self.name} could not be loaded (tried: {'; '.join(tried)}); "
-                    f"install it or set {self.env} to its path"
+                    f"library {self.name} could not be loaded (tried: {'; '.join(tried)}); {hint}"
                 )
         return self._dll
 

@@ -189,6 +189,44 @@ class _RecordMixin:
         return f"{type(self).__name__}({', '.join(parts)})"
 
     @classmethod
+    def _flexible_field(cls, name: str) -> "tuple[Any, int]":
+        """(element type, byte offset) of the flexible array member ``name``."""
+        for f in cls.__bindgen_fields__:
+            if f[0] == name:
+                ctype = f[1]
+                if not (issubclass(ctype, ctypes.Array) and ctype._length_ == 0):
+                    raise TypeError(f"{cls.__name__}.{name} is not a flexible array member")
+                return ctype._type_, f[2] // 8
+        raise AttributeError(f"{cls.__name__} has no field {name!r}")
+
+    def flexible(self, name: str, count: int) -> "Any":
+        """The flexible array member ``name`` (``T name[];``) as an array of ``count`` elements,
+        sharing the record's memory: the record must sit at the start of memory with room for
+        them, as C's ``malloc(sizeof(struct s) + n * sizeof(T))`` gives (a record a C function
+        returned, or one made by :meth:`with_room`). ctypes cannot check that room; the array
+        keeps the record alive."""
+        if count < 0:
+            raise ValueError(f"count must be 0 or more, got {count}")
+        elem, offset = type(self)._flexible_field(name)
+        arr = (elem * count).from_address(ctypes.addressof(self) + offset)
+        arr._bindgen_record = self  # the memory is the record's
+        return arr
+
+    @classmethod
+    def with_room(cls, name: str, count: int) -> "Any":
+        """A zeroed record with room for ``count`` elements of its flexible array member
+        ``name`` (C's ``calloc(1, sizeof(struct s) + count * sizeof(T))``); reach them with
+        :meth:`flexible`."""
+        if count < 0:
+            raise ValueError(f"count must be 0 or more, got {count}")
+        elem, offset = cls._flexible_field(name)
+        size = max(ctypes.sizeof(cls), offset + count * ctypes.sizeof(elem))
+        align = ctypes.alignment(cls)
+        buf = (ctypes.c_uint8 * (size + align))()
+        skip = -ctypes.addressof(buf) % align
+        return cls.from_buffer(buf, skip)
+
+    @classmethod
     def _layout_(
         cls, size: int, align: int, fields: "Iterable[FieldSpec]", pointee: bool = False
     ) -> None:

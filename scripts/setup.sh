@@ -15,8 +15,10 @@ VENV=.venv
 need=()
 # ca-certificates: bindgen fetches wheels over HTTPS; git: its git sources (and their tests); g++:
 # the C++ header facts tests (nvrtc); xz-utils: the tests build multi-block xz archives.
+# libdrm2, libvulkan1, ocl-icd-libopencl1, zlib1g, liburing2: the real C libraries the bindgen
+# tests bind and call (tests/bindgen/test_real_libraries.py).
 for pkg in gcc libc6-dev libgcc-12-dev libstdc++-12-dev clang-16 lld-16 llvm-16 pciutils \
-           ca-certificates git g++ xz-utils; do
+           ca-certificates git g++ xz-utils libdrm2 libvulkan1 ocl-icd-libopencl1 zlib1g liburing2; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ "$PY" = /usr/bin/python3 ]; then

@@ -63,6 +63,13 @@ def _function_aliases(
         if md.params is None:
             while len(body) >= 3 and body[0] == "(" and body[-1] == ")":
                 body = body[1:-1]
+            if len(body) == 4 and body[1] == "(" and body[3] == ")":
+                # `__CUDA_API_PTDS(cuMemcpy_v2)`, through a macro that returns its argument
+                inner = defs.get(body[0])
+                if inner is not None and inner.params and len(inner.params) == 1 and list(
+                    inner.body
+                ) == [inner.params[0]]:
+                    return body[2]
             return body[0] if len(body) == 1 else None
         want = ["("] + [t for i, p in enumerate(md.params) for t in ([","] if i else []) + [p]]
         if len(body) >= 2 and body[1:] == want + [")"]:
@@ -80,7 +87,8 @@ def _function_aliases(
                 break
             nxt = defs.get(name)
             name = renamed(nxt) if nxt is not None and nxt.params is None else None
-        if name is not None and name in by_symbol:
+        # (`#define cuCtxCreate_v3 cuCtxCreate_v3` names the function itself: nothing to bind)
+        if name is not None and name in by_symbol and s.name not in by_symbol:
             out[s.name] = by_symbol[name]
     return out
 

@@ -172,7 +172,8 @@ def _tag_behind(t: ir.Type, typedefs: dict[str, ir.Typedef]) -> str:
 def _ordinary(m: ir.Module, decls: Declarations) -> frozenset[str]:
     """The C names of kept ordinary identifiers (functions, variables, enumerators, typedefs of a
     type other than the tag of the same name): a tag named like one makes way."""
-    out = {decls.info(x.name).spelling for x in (*m.functions, *m.variables)}
+    out = {decls.info(f.name).spelling for f in m.functions}
+    out.update(decls.info(v.name).spelling for v in m.variables)
     out.update(k for e in m.enums for k, _ in e.values)
     typedefs = {t.name: t for t in m.typedefs}
     for t in m.typedefs:
@@ -233,5 +234,6 @@ class _Renamer:
         assert isinstance(ft, ir.FuncType)
         params = tuple(param_name(p, i) for i, p in enumerate(f.param_names))
         return ir.Function(
-            self.names(f.name), ft, params, f.library, f.loc, f.doc, _symbol(f.name, decls)
+            self.names(f.name), ft, params, f.library, f.loc, f.doc,
+            f.symbol or _symbol(f.name, decls), f.c_signature,
         )

@@ -15,9 +15,11 @@ The rules, in order:
    Functions and variables are roots only at file scope (C++ namespaces mangle their symbols) and
    only when something can be bound: a ``static`` or ``inline`` function (C code no library
    exports), or any function or variable of a target without ``libraries``, is left out with the
-   reason. A ``static const`` variable needs no library: its value (clang evaluates the
-   initializer) is bound as a module constant; a ``static`` one that is not const, or whose value
-   is not a constant, is left out with the reason.
+   reason; with ``wrap_static_fns`` a ``static``/``inline`` function defined in the header is a
+   root too, bound through its exported wrapper (``bindgen.wrappers``). A ``static const``
+   variable needs no library: its value (clang evaluates the initializer) is bound as a module
+   constant; a ``static`` one that is not const, or whose value is not a constant, is left out
+   with the reason.
 2. *Closure.* Everything a root refers to is kept too, transitively: field and element types,
    typedef targets and signatures, through pointers as well. Nothing else is converted.
 3. *What cannot be represented.* A declaration that ctypes cannot express (a ``_Complex`` member,
@@ -40,7 +42,7 @@ import fnmatch
 import re
 from typing import TYPE_CHECKING, Iterable
 
-from .. import ir
+from .. import ir, wrappers
 from ..decls import Converted, Decl, Declarations
 from .naming import anonymous_enum_name
 
@@ -117,13 +119,22 @@ def select(ctx: Context) -> None:
                 f"{problem}: CPython's libffi passes it wrongly (a crash or a wrong value), so no "
                 "callable is emitted; call it through a C wrapper that takes a pointer",
             )
+    wrapped = False
     for key, conv in walk.reached.items():
         node = conv.node
         if node is None or key in failed or key in refused:
             continue
-        if isinstance(node, (ir.Function, ir.Var)):
+        if isinstance(node, ir.Function) and decls.info(key).inline:
+            node = dataclasses.replace(
+                node, library=wrappers.LIBRARY, symbol=decls.info(key).spelling + wrappers.SUFFIX
+            )
+            wrapped = True
+        elif isinstance(node, (ir.Function, ir.Var)):
             node = _with_library(node, library)
         getattr(m, _LISTS[decls.info(key).kind]).append(node)
+    if wrapped:
+        so = wrappers.file_names(t.output)[1]
+        m.libraries.append((wrappers.LIBRARY, (f"./{so}",)))
     for key in walk.finished:
         if key in failed or key in refused:
             d = decls.info(key)
@@ -148,9 +159,12 @@ def _roots(t: Target, decls: Declarations, bindable: bool) -> Iterable[tuple[str
             if d.namespace:
                 continue
             if d.inline:
+                if t.wrap_static_fns:  # bound through a compiled wrapper (bindgen.wrappers)
+                    yield d.key, ""
+                    continue
                 yield d.key, (
                     f"{d.inline} function: its body is C code in the header and no library "
-                    "exports it"
+                    "exports it (`wrap_static_fns: true` binds it through a compiled wrapper)"
                 )
                 continue
             if not bindable and not d.static:  # a static variable needs no library (its value)

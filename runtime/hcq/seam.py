@@ -95,6 +95,11 @@ class OSSeam(ABC):
     #: signals and submission bookkeeping; see `Device.executes_kernels`)
     executes_kernels: bool = True
 
+    def gpu_executes_kernels(self, device_path: str) -> bool:
+        """Whether the GPU behind the device node `device_path` executes kernel code (a mock
+        machine may mix GPUs that do with ones that do not)."""
+        return self.executes_kernels
+
     @property
     def kernel(self) -> object:
         """Which kernel this seam reaches: devices whose seams share one are GPUs of one process on

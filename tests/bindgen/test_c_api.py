@@ -32,6 +32,12 @@ int twice(int x) { return 2 * x; }
 int str_len(const char *s) { int n = 0; if (!s) return -1; while (s[n]) n++; return n; }
 int scale_v2(int x) { return 2 * x; }
 int add_v3(int a, int b) { return a + b; }
+#include <stdlib.h>
+struct msg *msg_new(int n) { struct msg *m = malloc(sizeof *m + n * sizeof(int)); m->n = n;
+for (int i = 0; i < n; i++) m->data[i] = 10 * i; return m; }
+int msg_sum(const struct msg *m) { int t = 0; for (int i = 0; i < m->n; i++) t += m->data[i];
+return t; }
+void msg_free(struct msg *m) { free(m); }
 """
 
 
@@ -113,7 +119,7 @@ def test_typedef_chain_to_the_same_record_is_no_clash(api):
 
 
 def test_incomplete_enum_and_function_typedef_declaration(api):
-    assert ctypes.sizeof(api.with_enum_ptr) == 16
+    assert ctypes.sizeof(api.with_enum_ptr) == 24
     assert api.twice(21) == 42
 
 
@@ -133,6 +139,7 @@ def test_function_alias_macros_bind_the_function(api, capi):
     assert api.scale is api.scale_v2 and api.scale(21) == 42
     assert api.scale_alias is api.scale_v2
     assert api.add is api.add_v3 and api.add(40, 2) == 42
+    assert api.scale_pass is api.scale_v2 and api.scale_v2.__name__ == "scale_v2"
     # a macro that reorders its arguments is no alias: it is reported
     assert "add_swapped" in capi[0].report and not hasattr(api, "add_swapped")
 
@@ -141,3 +148,24 @@ def test_functions_show_their_signature_and_doc(api):
     assert api.sum_rows.argtypes[0]._type_ is ctypes.c_int32 * 3
     assert api.sum_ptrs.argtypes[0]._type_ is ctypes.POINTER(ctypes.c_int32)
     assert "Array parameters are pointers" in api.sum_arr.__doc__
+
+
+def test_clang_builtin_headers_need_no_include_dirs(tmp_path):
+    g, mod = generate_headers(tmp_path, ["builtin_headers.h"], name="builtins")
+    assert ctypes.sizeof(mod.uses_builtins) == 24
+    assert "clang-builtin:stddef.h" in g.report and "clang-builtin:stdbool.h" in g.report
+
+
+def test_flexible_array_member_is_reachable(api):
+    m = api.msg_new(4)  # C fills data[i] = 10 * i
+    items = m.contents.flexible("data", m.contents.n)
+    assert list(items) == [0, 10, 20, 30]
+    items[3] = 5
+    assert api.msg_sum(m) == 35
+    api.msg_free(m)
+    mine = api.msg.with_room("data", 3)
+    mine.n = 3
+    mine.flexible("data", 3)[:] = [1, 2, 39]
+    assert api.msg_sum(ctypes.byref(mine)) == 42
+    with pytest.raises(TypeError, match="not a flexible array member"):
+        mine.flexible("n", 1)

@@ -183,7 +183,8 @@ def test_functions_and_variables_need_a_library_and_must_be_callable(target_of):
     assert m.functions == [] and m.variables == []
     why = {s.name: (s.what, s.reason) for s in m.skipped}
     assert why["g"] == ("inline function", "static inline function: its body is C code in the "
-                        "header and no library exports it")
+                        "header and no library exports it (`wrap_static_fns: true` binds it "
+                        "through a compiled wrapper)")
     assert why["f"] == ("function", "no library declared for this target")
     assert why["v"] == ("variable", "no library declared for this target")
     assert "ns" not in why  # C++ namespace functions are never roots

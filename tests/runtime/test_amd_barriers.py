@@ -51,7 +51,7 @@ def _without(q: Any, names: tuple[str, ...], gcr: int | None = None) -> array:
     """The queue's dwords minus the packets named (ACQUIRE_MEM only with GCR_CNTL `gcr`)."""
     from runtime.drivers.amd.decode import decode_pm4
     out = array("I")
-    for pkt in decode_pm4(q.dwords()):
+    for pkt in decode_pm4(q.dwords(), arch=q.device.gfx):
         if pkt.name in names and (gcr is None or pkt.fields.get("gcr_cntl") == gcr):
             continue
         out.extend(pkt.dwords)
@@ -70,20 +70,20 @@ def _submit_raw(d: Any, words: array) -> None:
 def test_every_dispatch_is_fenced_by_a_partial_flush_and_a_cache_invalidation(dev: Any,
                                                                              lib: bytes) -> None:
     from runtime.drivers.amd.decode import decode_pm4
-    from runtime.drivers.amd.pm4 import CS_PARTIAL_FLUSH_EVENT, GCR_DISPATCH
     fill, twice = dev.program(lib, "fill"), dev.program(lib, "twice")
     a, b = dev.alloc(4 * N), dev.alloc(4 * N)
     q = dev.compute_queue()
     _launch(dev, q, fill, a, 1)
     _launch(dev, q, twice, a, b)
-    names = [(p.name, p.fields) for p in decode_pm4(q.dwords())]
+    names = [(p.name, p.fields) for p in decode_pm4(q.dwords(), arch=dev.gfx)]
     disp = [i for i, (n, _) in enumerate(names) if n == "PACKET3_DISPATCH_DIRECT"]
     assert len(disp) == 2
     for i in disp:
         assert names[i + 1] == ("PACKET3_EVENT_WRITE", {"event_type": 7, "event_index": 4})
         before = [f for n, f in names[:i] if n == "PACKET3_ACQUIRE_MEM"]
-        assert before and before[-1]["gcr_cntl"] == GCR_DISPATCH == 0x3F0
-    assert CS_PARTIAL_FLUSH_EVENT == 0x407  # the guide's encoding
+        assert before and before[-1]["gcr_cntl"] == dev.gfx.acquire_mem_dispatch == 0x3F0
+    # EVENT_TYPE CS_PARTIAL_FLUSH (7), EVENT_INDEX 4
+    assert dev.pm4_encoding.cs_partial_flush_event == 0x407
 
 
 def test_dependent_dispatches_with_barriers_compute_the_right_result(dev: Any, lib: bytes) -> None:
@@ -113,14 +113,13 @@ def test_a_missing_partial_flush_is_a_hazard(dev: Any, lib: bytes, second: str,
 
 
 def test_a_missing_cache_invalidation_is_a_stale_read(dev: Any, lib: bytes) -> None:
-    from runtime.drivers.amd.pm4 import GCR_DISPATCH
     fill, twice = dev.program(lib, "fill"), dev.program(lib, "twice")
     a, b = dev.alloc(4 * N), dev.alloc(4 * N)
     q = dev.compute_queue()
     _launch(dev, q, fill, a, 1)
     _launch(dev, q, twice, a, b)
     with pytest.raises(DeviceFault, match="stale-cache hazard.*GLV_INV"):
-        _submit_raw(dev, _without(q, ("PACKET3_ACQUIRE_MEM",), GCR_DISPATCH))
+        _submit_raw(dev, _without(q, ("PACKET3_ACQUIRE_MEM",), dev.gfx.acquire_mem_dispatch))
 
 
 def test_independent_or_atomic_dispatches_need_no_barrier(dev: Any, lib: bytes) -> None:

@@ -42,37 +42,42 @@ def _golden() -> tuple[list[int], list[int]]:
 
 
 def test_headers_match_the_reference_values() -> None:
-    from runtime.drivers.amd import pm4, sdma
-    # Header values tinygrad emits for gfx1100 (REFERENCE.md, "Headers as TG emits them").
-    assert pm4.H_WAIT_REG_MEM == 0xC0053C00
-    assert pm4.H_ACQUIRE_MEM == 0xC0065800
-    assert pm4.H_DISPATCH_DIRECT == 0xC0031500
-    assert pm4.H_RELEASE_MEM == 0xC0064900
-    assert pm4.H_INDIRECT_BUFFER == 0xC0023F00
-    assert pm4.WAIT_GE_MEM == 0x15
-    assert pm4.DISPATCH_INITIATOR == 0x8005
-    assert pm4.RM_EOP_FLUSH == 0x70F514 and pm4.RM_EOP == 0x514
-    assert pm4.GCR_ALL == 0xC3F1
-    assert sdma.H_COPY_LINEAR == 0x1 and sdma.H_FENCE == 0x30005
-    assert sdma.H_POLL_GE == 0xD0000008 and sdma.POLL_DW5 == 0x0FFF0004
-    assert sdma.H_TIMESTAMP == 0x20D
-    assert (sdma.COPY_LINEAR_DW, sdma.FENCE_DW, sdma.TRAP_DW, sdma.POLL_REGMEM_DW,
-            sdma.TIMESTAMP_DW) == (7, 4, 2, 6, 3)
+    from runtime.drivers.amd.arch import GFX11
+    from runtime.drivers.amd.pm4 import pm4_encoding
+    from runtime.drivers.amd.sdma import sdma_encoding
+    pm4, sdma = pm4_encoding(GFX11), sdma_encoding(GFX11)
+    # Header values tinygrad emits for gfx1100.
+    assert pm4.h_wait_reg_mem == 0xC0053C00
+    assert pm4.h_acquire_mem == 0xC0065800
+    assert pm4.h_dispatch_direct == 0xC0031500
+    assert pm4.h_release_mem == 0xC0064900
+    assert pm4.h_indirect_buffer == 0xC0023F00
+    assert pm4.wait_ge_mem == 0x15
+    assert GFX11.dispatch_initiator == 0x8005
+    assert pm4.rm_eop_flush == 0x70F514 and pm4.rm_eop == 0x514
+    assert pm4.acquire_all[-1] == 0xC3F1
+    assert sdma.h_copy_linear == 0x1 and sdma.h_fence == 0x30005
+    assert sdma.h_poll_ge == 0xD0000008 and sdma.poll_dw5 == 0x0FFF0004
+    assert sdma.h_timestamp == 0x20D
+    assert (sdma.copy_linear_dw, sdma.fence_dw, sdma.trap_dw, sdma.poll_regmem_dw,
+            sdma.timestamp_dw) == (7, 4, 2, 6, 3)
 
 
 def test_golden_stream_decodes() -> None:
+    from runtime.drivers.amd.arch import GFX11
     from runtime.drivers.amd.decode import decode_pm4, decode_sdma
-    from runtime.drivers.mock.amd_kfd import GC_BASES
+    from runtime.drivers.mock.amd_kfd import PARTS
+    gc_base = PARTS["gfx1100"].ip[11][1][0]
     pm4_dw, sdma_dw = _golden()
-    names = [p.name for p in decode_pm4(pm4_dw, GC_BASES[0])]
+    names = [p.name for p in decode_pm4(pm4_dw, gc_base, arch=GFX11)]
     assert names[:4] == ["PACKET3_WAIT_REG_MEM"] * 2 + ["PACKET3_ACQUIRE_MEM"] * 2
     assert names[-4:] == ["PACKET3_DISPATCH_DIRECT", "PACKET3_EVENT_WRITE", "PACKET3_RELEASE_MEM",
                           "PACKET3_RELEASE_MEM"]
-    sh = decode_pm4(pm4_dw, GC_BASES[0])[4]
+    sh = decode_pm4(pm4_dw, gc_base, arch=GFX11)[4]
     assert sh.fields == {"COMPUTE_PGM_LO": 0x16, "COMPUTE_PGM_HI": 0x7D}
-    rel = decode_pm4(pm4_dw, GC_BASES[0])[-1]
+    rel = decode_pm4(pm4_dw, gc_base, arch=GFX11)[-1]
     assert rel.fields["int_sel"] == 2 and rel.fields["data"] == 1 and rel.fields["int_ctxid"] == 1
-    sd = decode_sdma(sdma_dw)
+    sd = decode_sdma(sdma_dw, arch=GFX11)
     assert [p.name for p in sd] == ["POLL_REGMEM", "COPY_LINEAR", "FENCE", "FENCE", "TRAP",
                                     "TIMESTAMP_GET_GLOBAL"]
     f = sd[1].fields  # every field of the synthesised SDMA_PKT_COPY_LINEAR, address halves joined
@@ -89,8 +94,8 @@ def test_pm4_launch_matches_tinygrad_packet_for_packet(dev) -> None:  # type: ig
     ka = prg.fill_kernargs(bufs, (4, 1, 1), (256, 1, 1))
     q = dev.compute_queue().wait(tl, 41).memory_barrier().exec(prg, ka, (4, 1, 1), (256, 1, 1)) \
         .signal(tl, 42)
-    ours = decode_pm4(q.dwords(), dev.gc_bases[0])
-    theirs = decode_pm4(_golden()[0], dev.gc_bases[0])
+    ours = decode_pm4(q.dwords(), dev.gc_bases[0], arch=dev.gfx)
+    theirs = decode_pm4(_golden()[0], dev.gc_bases[0], arch=dev.gfx)
     # Same wait, same dispatch shape, same register state (addresses differ: stand-ins there).
     assert ours[0].fields | {"addr": 0} == theirs[0].fields | {"addr": 0}
     assert ours[0].fields["addr"] == tl.va and ours[0].fields["reference"] == 41
@@ -123,7 +128,7 @@ def test_sdma_copy_splits_at_the_packet_limit(dev) -> None:  # type: ignore[no-u
     from runtime.drivers.amd.decode import decode_sdma
     from runtime.drivers.amd.sdma import MAX_COPY_B
     q = dev.copy_queue().copy(0x20000, 0x10003, 2 * MAX_COPY_B + 5)
-    pk = decode_sdma(q.dwords())
+    pk = decode_sdma(q.dwords(), arch=dev.gfx)
     assert [p.fields["count"] + 1 for p in pk] == [MAX_COPY_B, MAX_COPY_B, 5]
     assert [p.fields["src_addr"] for p in pk] == [0x10003 + k * MAX_COPY_B for k in range(3)]
     assert pk[-1].fields["dst_addr"] == 0x20000 + 2 * MAX_COPY_B
@@ -136,7 +141,7 @@ def test_sdma_signal_is_two_fences_and_a_trap(dev) -> None:  # type: ignore[no-u
     v = Var("v")
     q = dev.copy_queue().signal(s, v).timestamp(s).wait(s, 7)
     q.update({v: (3 << 32) | 9})
-    pk = decode_sdma(q.dwords())
+    pk = decode_sdma(q.dwords(), arch=dev.gfx)
     assert [p.name for p in pk] == ["FENCE", "FENCE", "FENCE", "TRAP", "TIMESTAMP_GET_GLOBAL",
                                     "POLL_REGMEM"]
     assert (pk[0].fields["addr"], pk[0].fields["data"]) == (s.va, 9)
@@ -154,11 +159,11 @@ def test_pm4_patch_points_and_32_bit_waits(dev) -> None:  # type: ignore[no-unty
     v = Var("v")
     q = dev.compute_queue().wait(s, v).signal(s, v + 1)
     q.update({v: 100})
-    pk = decode_pm4(q.dwords())
+    pk = decode_pm4(q.dwords(), arch=dev.gfx)
     assert pk[0].fields["reference"] == 100 and pk[1].fields["data"] == 101
     with pytest.raises(QueueError, match="32-bit"):  # the wait compares 32 bits: refused
         q.update({v: 1 << 32})
-    assert decode_pm4(q.dwords())[0].fields["reference"] == 100  # nothing was half-patched
+    assert decode_pm4(q.dwords(), arch=dev.gfx)[0].fields["reference"] == 100  # nothing was half-patched
     with pytest.raises(QueueError, match="32-bit"):
         dev.compute_queue().wait(s, 1 << 32)
 
@@ -176,14 +181,18 @@ def test_builder_throughput_is_a_hot_path(dev) -> None:  # type: ignore[no-untyp
 
 
 # ------------------------------------------------------------------------------------ packets
-def test_pm4_headers_are_computed_from_the_descriptions() -> None:
+@pytest.mark.parametrize("arch_name", ["gfx11", "gfx942"])
+def test_pm4_headers_are_computed_from_the_descriptions(arch_name: str) -> None:
     """Every described PM4 packet's header carries its payload count; the decoder reads it back
-    as that packet, with its named fields."""
+    as that packet, with its named fields (on every architecture)."""
+    from runtime.drivers.amd.arch import ARCHS
     from runtime.drivers.amd.decode import decode_pm4
-    from runtime.drivers.amd.packets import PM4
+    from runtime.drivers.amd.packets import packets_for
+    arch = next(a for a in ARCHS if a.name == arch_name)
+    PM4 = packets_for(arch).pm4
     for pk in PM4.values():
         n = pk.payload_dw + (1 if pk.variable else 0)
-        (got,) = decode_pm4([pk.header_for(n)] + [0] * n)
+        (got,) = decode_pm4([pk.header_for(n)] + [0] * n, arch=arch)
         assert got.name == f"PACKET3_{pk.name}" and len(got.dwords) == n + 1
         if not pk.variable:
             assert pk.header == pk.header_for(pk.payload_dw)
@@ -196,7 +205,9 @@ def test_sdma_builders_emit_the_synthesised_structs(dev) -> None:  # type: ignor
     fields (the builder fills addresses inline; headers, sizes and constant words come from the
     structs)."""
     from runtime.drivers.amd import sdma
-    from runtime.drivers.amd.packets import SDMA
+    from runtime.drivers.amd.packets import packets_for
+    SDMA = packets_for(dev.gfx).sdma
+    k = dev.sdma_encoding
     sig = dev.new_signal()
     q = dev.copy_queue().copy(0x2000_0040, 0x7_1000_0003, 4097).wait(sig, 9).timestamp(sig)
     d = q.dwords()
@@ -208,7 +219,7 @@ def test_sdma_builders_emit_the_synthesised_structs(dev) -> None:  # type: ignor
     ts = SDMA["TIMESTAMP_GET_GLOBAL"].encode(write_addr_31_3=(sig.timestamp_va & 0xFFFFFFFF) >> 3,
                                              write_addr_63_32=sig.timestamp_va >> 32)
     assert list(d) == list(copy) + list(poll) + list(ts)
-    assert (len(copy), len(poll), len(ts)) == (sdma.COPY_LINEAR_DW, sdma.POLL_REGMEM_DW,
-                                               sdma.TIMESTAMP_DW)
+    assert (len(copy), len(poll), len(ts)) == (k.copy_linear_dw, k.poll_regmem_dw,
+                                               k.timestamp_dw)
     with pytest.raises(ValueError, match="SDMA FENCE has no field colour"):
         SDMA["FENCE"].encode(colour=1)

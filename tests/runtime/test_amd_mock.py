@@ -366,7 +366,7 @@ def _raw_submit(dev, dwords) -> None:  # type: ignore[no-untyped-def]
 def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type: ignore
     from runtime.drivers.amd.packets import packet3
     from runtime.hcq import DeviceFault
-    _raw_submit(dev, [packet3(0xEE, 1), 0])
+    _raw_submit(dev, [packet3(dev.gfx.pm4, 0xEE, 1), 0])
     with pytest.raises(DeviceFault) as ei:
         dev.synchronize()
     msg = str(ei.value)
@@ -378,11 +378,11 @@ def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type:
 
 
 def test_misaligned_signal_address_is_refused(dev) -> None:  # type: ignore[no-untyped-def]
-    from runtime.drivers.amd import pm4
     from runtime.hcq import DeviceFault
     s = dev.new_signal()
     va = s.va + 4
-    _raw_submit(dev, [pm4.H_RELEASE_MEM, pm4.RM_EOP, pm4.RM_DATA64, va & 0xFFFFFFFF, va >> 32,
+    k = dev.pm4_encoding
+    _raw_submit(dev, [k.h_release_mem, k.rm_eop, k.rm_data64, va & 0xFFFFFFFF, va >> 32,
                       1, 0, 0])
     with pytest.raises(DeviceFault, match="RELEASE_MEM 64-bit address .* not 8-byte aligned"):
         dev.synchronize()
@@ -399,11 +399,11 @@ def test_unmapped_address_is_a_memory_fault(dev) -> None:  # type: ignore[no-unt
 
 
 def test_a_wait_that_can_never_complete_is_refused(dev) -> None:  # type: ignore[no-untyped-def]
-    from runtime.drivers.amd import pm4
     from runtime.hcq import DeviceFault
     s = dev.new_signal()
+    k = dev.pm4_encoding
     # (value & 0xff) >= 0x100 can never hold.
-    _raw_submit(dev, [pm4.H_WAIT_REG_MEM, pm4.WAIT_GE_MEM, s.va & 0xFFFFFFFF, s.va >> 32, 0x100,
+    _raw_submit(dev, [k.h_wait_reg_mem, k.wait_ge_mem, s.va & 0xFFFFFFFF, s.va >> 32, 0x100,
                       0xFF, 4])
     with pytest.raises(DeviceFault, match="can never complete"):
         dev.synchronize()
@@ -416,8 +416,8 @@ def test_write_data_and_event_write_execute(dev) -> None:  # type: ignore[no-unt
     from runtime.drivers.amd.pm4 import WRITE_DATA_DST_MEMORY
     s = dev.new_signal()
     ctl = p.WRITE_DATA_DST_SEL(WRITE_DATA_DST_MEMORY) | p.WR_CONFIRM
-    _raw_submit(dev, [packet3(p.PACKET3_WRITE_DATA, 5), ctl, s.va & 0xFFFFFFFF, s.va >> 32, 7, 1,
-                      packet3(p.PACKET3_EVENT_WRITE, 1), p.EVENT_TYPE(0x7) | p.EVENT_INDEX(4)])
+    _raw_submit(dev, [packet3(p, p.PACKET3_WRITE_DATA, 5), ctl, s.va & 0xFFFFFFFF, s.va >> 32, 7,
+                      1, packet3(p, p.PACKET3_EVENT_WRITE, 1), p.EVENT_TYPE(0x7) | p.EVENT_INDEX(4)])
     dev.synchronize()
     assert s.value == (1 << 32) | 7
 
@@ -460,9 +460,8 @@ def test_program_load_and_dispatch_record(dev, mos) -> None:  # type: ignore[no-
 
 def test_the_architecture_record_is_picked_from_the_topology() -> None:
     """The device takes its architecture record from the node's gfx_target_version, and the mock
-    runs by the same record; a part no record describes (gfx942, gfx1200) is refused by name
+    runs by the same record; a part no record describes (gfx90a, gfx1200) is refused by name
     before anything is sent to it."""
-    from runtime.drivers.amd import pm4
     from runtime.drivers.amd.arch import GFX11
     from runtime.drivers.mock.os import MockOS
     from runtime.hcq import AMDDevice, DeviceNotFound
@@ -470,10 +469,10 @@ def test_the_architecture_record_is_picked_from_the_topology() -> None:
     d = AMDDevice("amd:0", os=mos)
     try:
         assert d.gfx is GFX11 and d.arch == "gfx1100" and mos.drivers[0].gpus[0].arch is GFX11
-        assert pm4.p is GFX11.pm4 and pm4.DISPATCH_INITIATOR == GFX11.dispatch_initiator
+        assert d.pm4_encoding.arch is GFX11 and d.sdma_encoding.arch is GFX11
     finally:
         d.close()
-    for version, part in ((90402, "gfx942"), (120000, "gfx1200")):
+    for version, part in ((90010, "gfx90a"), (120000, "gfx1200")):
         other = MockOS.with_amd_gpus(1, gfx_target_version=version)
         with pytest.raises(DeviceNotFound, match=f"{part}.*no description.*arch.py"):
             AMDDevice("amd:0", os=other)
@@ -483,8 +482,10 @@ def test_the_architecture_record_is_picked_from_the_topology() -> None:
 def test_packets_the_descriptions_do_not_cover_stop_the_queue_naming_them() -> None:
     """The mock executes packets through their descriptions: an SDMA op none describes and a
     described PM4 packet of the wrong size are errors naming the packet (never a silent no-op)."""
-    from runtime.drivers.amd.packets import PM4, SDMA, s
+    from runtime.drivers.amd.arch import GFX11
+    from runtime.drivers.amd.packets import packets_for
     from runtime.hcq import AMDDevice, DeviceFault
+    PM4, SDMA, s = packets_for(GFX11).pm4, packets_for(GFX11).sdma, GFX11.sdma
     from runtime.hcq.queue import extend_from
     for engine, dwords, want in (
             ("copy", [s.SDMA_PKT_ATOMIC_HEADER_OP(s.SDMA_OP_ATOMIC), 0, 0, 0, 0, 0, 0, 0],

@@ -1,8 +1,10 @@
 """The device contract: what every driver promises, checked on each device the same way.
 
-Parametrised over the mock AMD GPU (kernels run by the RDNA3 interpreter), the mock NVIDIA GPU
-(NVRTC-compiled PTX run by its PTX interpreter) and, marked `nvidia`, the real GPU (NVRTC-compiled
-cubins). Covered: allocation, copies, launches, signals, user queues, graphs,
+Parametrised over the mock AMD gfx1100 GPU (kernels run by the RDNA3 interpreter), the mock AMD
+gfx942 GPU (MI300, CDNA3: GPU 1 of a machine whose GPU 0 is a gfx1100, so two architectures drive
+one process; kernels modelled in Python, since the mock does not execute CDNA3 code), the mock
+NVIDIA GPU (NVRTC-compiled PTX run by its PTX interpreter) and, marked `nvidia`, the real GPU
+(NVRTC-compiled cubins). Covered: allocation, copies, launches, signals, user queues, graphs,
 timeouts, faults and close. Vendor test files keep only what is vendor-specific.
 
 On the real GPU the fault test (`test_zz_fault_...`) runs last, in a pytest run of its own
@@ -60,6 +62,37 @@ def _mock_amd() -> Target:
     return Target("mock-amd", open_, vadd, leaks=lambda d: d.os.live_objects())  # type: ignore
 
 
+def _mock_amd_gfx942() -> Target:
+    from runtime.drivers.mock.os import MockOS
+    from runtime.hcq import AMDDevice
+
+    def open_() -> Device:
+        mos = MockOS.with_amd_gpus(2, archs=("gfx1100", "gfx942"))
+        d = AMDDevice("amd:1", os=mos)
+        d.default_timeout_ms = 5000.0
+        return d
+
+    def vadd(d: Device) -> tuple[Program, Callable[..., tuple[Any, ...]]]:
+        # CDNA3 code from clang-16 (gfx940, the CDNA3 target it knows)
+        prg: Any = d.program((DATA / "amd_reference" / "vector_add_gfx940.hsaco").read_bytes(),
+                             "vector_add")
+        gpu = d.os.drivers[0].gpus[1]  # type: ignore[attr-defined]
+        gpu.register_kernel(prg.pgm_va, _amd_vadd_model,
+                            prg.kd.user_sgpr_layout()["kernarg_segment_ptr"])
+        return prg, lambda a, b, c, n: (a, b, c)
+
+    return Target("mock-amd-gfx942", open_, vadd,
+                  leaks=lambda d: d.os.live_objects())  # type: ignore
+
+
+def _amd_vadd_model(launch: Any) -> None:
+    """vector_add.cl: c[i] = a[i] + b[i] for every work-item of the grid."""
+    a, b, c = (launch.param(o, "Q") for o in (0, 8, 16))
+    n = launch.grid[0] * launch.block[0]
+    launch.array(c, np.float32, n)[:] = launch.array(a, np.float32, n) \
+        + launch.array(b, np.float32, n)
+
+
 def _mock_nv() -> Target:
     from runtime.drivers.mock.nv_rm import NvMockOS
     from runtime.hcq import NVDevice
@@ -95,6 +128,7 @@ def _nv() -> Target:
 
 TARGETS = [
     pytest.param(_mock_amd, id="mock-amd"),
+    pytest.param(_mock_amd_gfx942, id="mock-amd-gfx942"),
     pytest.param(_mock_nv, id="mock-nv"),
     pytest.param(_nv, id="nv", marks=[
         pytest.mark.nvidia,

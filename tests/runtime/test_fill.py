@@ -15,9 +15,14 @@ from runtime.hcq import Device, HCQMemoryError, open_device
 SIZE = 4096
 
 
-@pytest.fixture(scope="module", params=["mock-amd:0", "mock-nv:0"])
+@pytest.fixture(scope="module", params=["mock-amd:0", "mock-amd-gfx942", "mock-nv:0"])
 def dev(request: pytest.FixtureRequest) -> Iterator[Device]:
-    d = open_device(request.param)
+    if request.param == "mock-amd-gfx942":  # SDMA 4.4's CONSTANT_FILL (22-bit COUNT)
+        from runtime.drivers.amd.device import AMDDevice
+        from runtime.drivers.mock.os import MockOS
+        d: Device = AMDDevice("amd:0", os=MockOS.with_amd_gpus(1, archs="gfx942"))
+    else:
+        d = open_device(request.param)
     yield d
     d.close()
 
@@ -101,7 +106,7 @@ def test_the_packets_decode_by_name() -> None:
         words = list(q._d)
         texts = []
         while words:
-            texts.append(describe_sdma(words))
+            texts.append(describe_sdma(words, arch=d.gfx))  # type: ignore[attr-defined]
             words = words[5:]
         assert len(texts) == 3 and all("CONSTANT_FILL" in t for t in texts), texts
         assert "fillsize=0x0 " in texts[0] and "fillsize=0x2 " in texts[1] and "count=0x7" in texts[1]

@@ -612,3 +612,269 @@ def test_float_rounding_modes_are_exact(dev: NVDevice) -> None:
                   _round32(Fr(_to_i32(i * 12345679 + 1)), "rz"), _round32(X / Y, "rn")]
         assert gf[i].view(np.uint32).tolist() == \
             np.array(want_f, np.float32).view(np.uint32).tolist(), (i, gf[i], want_f)
+
+
+MIXED = r"""
+extern "C" __global__ void generic_spaces(int* g, int* out) {
+  __shared__ int s[256];
+  int t = threadIdx.x;
+  s[t] = -1;
+  __syncthreads();
+  int* p = (t & 1) ? s : g + blockIdx.x * 256;   // one generic store, two state spaces
+  p[t] = t * 3 + blockIdx.x;
+  __syncthreads();
+  out[blockIdx.x * 256 + t] = s[t];
+}
+extern "C" __global__ void more_atomics(unsigned* ctr, float* fsum, double* dsum,
+                                        unsigned long long* mx, long long* mn, int* xch,
+                                        int* olds) {
+  __shared__ float sf;
+  int t = threadIdx.x;
+  if (t == 0) sf = 0.0f;
+  __syncthreads();
+  atomicInc(&ctr[0], 16u);
+  atomicDec(&ctr[1], 9u);
+  atomicAdd(&sf, (float)(t % 7));
+  atomicAdd(fsum, 0.5f);
+  atomicAdd(dsum, (double)t);
+  atomicMax(mx, (unsigned long long)t * 0x100000001ull);
+  atomicMin(mn, -(long long)t * 3);
+  olds[t] = atomicExch(xch, t + 1);
+  __syncthreads();
+  if (t == 0) fsum[1] = sf;
+}
+"""
+
+
+def test_generic_addresses_reach_shared_and_global(dev: NVDevice) -> None:
+    G, O = _up(dev, np.full(512, -7, np.int32)), dev.alloc(512 * 4)
+    _kernel(dev, MIXED, "generic_spaces")(G, O, global_size=(2, 1, 1), local_size=(256, 1, 1),
+                                          wait=True)
+    t = np.arange(256)
+    g = _down(dev, G, np.int32, 512).reshape(2, 256)
+    s = _down(dev, O, np.int32, 512).reshape(2, 256)
+    for b in range(2):
+        want = t * 3 + b
+        assert np.array_equal(g[b][t % 2 == 0], want[t % 2 == 0])
+        assert np.all(g[b][t % 2 == 1] == -7)
+        assert np.array_equal(s[b][t % 2 == 1], want[t % 2 == 1])
+        assert np.all(s[b][t % 2 == 0] == -1)
+
+
+def test_more_atomics_under_contention(dev: NVDevice) -> None:
+    n = 200
+    C, F = _up(dev, np.array([0, 0], np.uint32)), _up(dev, np.zeros(2, np.float32))
+    D, MX = _up(dev, np.zeros(1, np.float64)), _up(dev, np.zeros(1, np.uint64))
+    MN, X, OL = _up(dev, np.zeros(1, np.int64)), _up(dev, np.zeros(1, np.int32)), dev.alloc(4 * n)
+    _kernel(dev, MIXED, "more_atomics")(C, F, D, MX, MN, X, OL, global_size=(1, 1, 1),
+                                        local_size=(n, 1, 1), wait=True)
+    inc = dec = 0
+    for _ in range(n):
+        inc = 0 if inc >= 16 else inc + 1
+        dec = 9 if dec == 0 or dec > 9 else dec - 1
+    assert _down(dev, C, np.uint32, 2).tolist() == [inc, dec]
+    assert _down(dev, F, np.float32, 2).tolist() == [0.5 * n, float(sum(t % 7 for t in range(n)))]
+    assert _down(dev, D, np.float64, 1)[0] == sum(range(n))
+    assert _down(dev, MX, np.uint64, 1)[0] == (n - 1) * 0x100000001
+    assert _down(dev, MN, np.int64, 1)[0] == -(n - 1) * 3
+    olds, last = _down(dev, OL, np.int32, n), _down(dev, X, np.int32, 1)[0]
+    # every value was swapped out exactly once: the olds and the last value are 0..n
+    assert sorted(olds.tolist() + [int(last)]) == list(range(n + 1))
+
+
+def test_audit_finds_nothing_unsupported_in_the_suites_nvrtc_kernels() -> None:
+    _nvrtc()
+    from runtime.drivers.mock.ptx.audit import audit
+    from runtime.drivers.nv.compiler import NVCompiler
+    src = (DATA / "nv_kernels.cu").read_text() + FAULTS + WARP + DIVERGE + EXACT + MIXED + \
+        SHARED_ATOMICS
+    found, count = audit(NVCompiler("sm_90", output="ptx").compile(src).decode())
+    assert count > 500 and found == [], found
+
+
+TF32 = b""".version 8.0
+.target sm_80
+.address_size 64
+.visible .entry mma_tf32(.param .u64 pfrag, .param .u64 pout, .param .u64 pround)
+{
+  .reg .b32 %r<20>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [pfrag];
+  ld.param.u64 %rd2, [pout];
+  ld.param.u64 %rd3, [pround];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd4, %r1, 48;
+  add.s64 %rd5, %rd1, %rd4;
+  ld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd5];
+  ld.global.v2.b32 {%r6, %r7}, [%rd5+16];
+  ld.global.v4.b32 {%r8, %r9, %r10, %r11}, [%rd5+32];
+  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%r12, %r13, %r14, %r15},
+      {%r2, %r3, %r4, %r5}, {%r6, %r7}, {%r8, %r9, %r10, %r11};
+  mul.wide.u32 %rd4, %r1, 16;
+  add.s64 %rd6, %rd2, %rd4;
+  st.global.v4.b32 [%rd6], {%r12, %r13, %r14, %r15};
+  mul.wide.u32 %rd4, %r1, 4;
+  add.s64 %rd7, %rd3, %rd4;
+  ld.global.f32 %f1, [%rd7];
+  cvt.rna.tf32.f32 %r16, %f1;
+  st.global.b32 [%rd7], %r16;
+  ret;
+}
+"""
+
+
+def test_tf32_mma_and_rounding_follow_the_ptx_fragment_layout(mock: NVDevice) -> None:
+    """m16n8k8 tf32 fragments as the PTX ISA lays them out (lane = 4 * group + t: A rows g,
+    g + 8 and columns t, t + 4; B rows t, t + 4 of column g; C/D rows g, g + 8, columns 2t,
+    2t + 1), and cvt.rna.tf32.f32 rounding half away from zero to 10 mantissa bits."""
+    rng = np.random.default_rng(13)
+    # values exact in tf32 and small integers: the product is exact whatever the order
+    A = rng.integers(-8, 8, (16, 8)).astype(np.float32)
+    B = rng.integers(-8, 8, (8, 8)).astype(np.float32)
+    C = rng.integers(-100, 100, (16, 8)).astype(np.float32)
+    lane = np.arange(32)
+    g, t = lane >> 2, lane & 3
+    pad = np.zeros(32, np.float32)
+    frag = np.stack([A[g, t], A[g + 8, t], A[g, t + 4], A[g + 8, t + 4], B[t, g], B[t + 4, g],
+                     pad, pad, C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t],
+                     C[g + 8, 2 * t + 1]], axis=1)
+    x = np.array([1.0 + 2.0**-11, 1.0 + 2.0**-12, -(1.0 + 3 * 2.0**-11), 3.0e38, np.inf,
+                  -2.0**-130] + [0.1] * 26, np.float32)
+    F, O, X = _up(mock, frag.astype(np.float32)), mock.alloc(32 * 16), _up(mock, x)
+    mock.program(TF32, "mma_tf32")(F, O, X, global_size=(1, 1, 1), local_size=(32, 1, 1),
+                                   wait=True)
+    d = _down(mock, O, np.float32, 128).reshape(32, 4)
+    D = A @ B + C
+    assert np.array_equal(d, np.stack([D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t],
+                                       D[g + 8, 2 * t + 1]], axis=1))
+    b = x.view(np.uint32)
+    want = np.where((b & 0x7F800000) == 0x7F800000, b, (b + np.uint32(0x1000)) & 0xFFFFE000)
+    assert np.array_equal(_down(mock, X, np.uint32, 32), want.astype(np.uint32))
+    assert _down(mock, X, np.float32, 32)[0] == np.float32(1.0 + 2.0**-10)  # half: away from 0
+
+
+BARRED = r"""
+extern "C" __global__ void bar_reductions(const int* x, int* out) {
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  int v = x[i];
+  int c = __syncthreads_count(v > 0);
+  int a = __syncthreads_and(v > -50);
+  int o = __syncthreads_or(v == 42);
+  int extra = 0;
+  if (t < 64) extra = __mul24(v, 3) + __sad(v, t, 5) + __dp4a(v, 0x01020304, 1);
+  int acc = 0;
+  if (t % 3 == 0) for (int k = 0; k < (v & 7); k++) acc += k;   // threads arrive apart
+  int c2 = __syncthreads_count(acc > 3);
+  out[i * 4 + 0] = c + 1000 * c2; out[i * 4 + 1] = a; out[i * 4 + 2] = o;
+  out[i * 4 + 3] = extra;
+}
+"""
+
+
+def test_barrier_reductions_and_small_integer_ops(dev: NVDevice) -> None:
+    blocks, threads = 3, 128
+    x = np.random.default_rng(14).integers(-60, 60, blocks * threads).astype(np.int32)
+    x[5] = 42
+    X, O = _up(dev, x), dev.alloc(16 * x.size)
+    _kernel(dev, BARRED, "bar_reductions")(X, O, global_size=(blocks, 1, 1),
+                                           local_size=(threads, 1, 1), wait=True)
+    got = _down(dev, O, np.int32, 4 * x.size).reshape(blocks, threads, 4)
+    xb = x.reshape(blocks, threads)
+    for b in range(blocks):
+        t = np.arange(threads)
+        accs = np.where(t % 3 == 0, [sum(range(int(v) & 7)) for v in xb[b]], 0)
+        assert np.all(got[b, :, 0] == (xb[b] > 0).sum() + 1000 * (accs > 3).sum())
+        assert np.all(got[b, :, 1] == int((xb[b] > -50).all()))
+        assert np.all(got[b, :, 2] == int((xb[b] == 42).any()))
+        t = np.arange(threads)
+        v = xb[b].astype(np.int64)
+        vb = np.stack([(v >> (8 * k)) & 0xFF for k in range(4)], axis=1)
+        vb = np.where(vb >= 128, vb - 256, vb)                 # signed bytes
+        dp = (vb * np.array([4, 3, 2, 1])).sum(axis=1) + 1
+        want = v * 3 + np.abs(v - t) + 5 + dp
+        assert np.array_equal(got[b, :64, 3], want[:64].astype(np.int32))
+        assert np.all(got[b, 64:, 3] == 0)
+
+
+CALLS = r"""
+__device__ __noinline__ int helper(int a, int b) { return a * 3 + b; }
+__device__ __noinline__ float twice(float x) { return x * 2.0f; }
+struct P { int a; float b; };
+__device__ __noinline__ P mk(int i) { P p; p.a = i; p.b = i * 0.5f; return p; }
+__device__ __noinline__ int collatz(int v) {   // loops and early returns inside a callee
+  int n = 0;
+  while (v != 1) { if (n > 200) return -1; v = (v & 1) ? 3 * v + 1 : v / 2; n++; }
+  return n;
+}
+extern "C" __global__ void calls(int* out, float* f) {
+  int t = threadIdx.x;
+  int r = 0;
+  if (t & 1) r = helper(t, 7);                 // a call in divergent code
+  P p = mk(t);
+  out[t * 2] = r + p.a;
+  out[t * 2 + 1] = collatz(t + 1) + helper(collatz(t + 2), 1);
+  f[t] = twice(p.b);
+}
+"""
+RECURSIVE = """.version 8.0
+.target sm_90
+.address_size 64
+.func (.param .b32 f_ret) f(.param .b32 f_a)
+{
+  .reg .b32 %r<4>;
+  ld.param.b32 %r1, [f_a];
+  {
+  .param .b32 a;
+  .param .b32 r;
+  st.param.b32 [a], %r1;
+  call.uni (r), f, (a);
+  ld.param.b32 %r2, [r];
+  }
+  st.param.b32 [f_ret], %r2;
+  ret;
+}
+.visible .entry recursive(.param .u64 p)
+{
+  .reg .b32 %r<4>;
+  {
+  .param .b32 a;
+  .param .b32 r;
+  st.param.b32 [a], %r1;
+  call.uni (r), f, (a);
+  ld.param.b32 %r2, [r];
+  }
+  ret;
+}
+"""
+
+
+def _collatz(v: int) -> int:
+    n = 0
+    while v != 1:
+        if n > 200:
+            return -1
+        v = 3 * v + 1 if v & 1 else v // 2
+        n += 1
+    return n
+
+
+def test_device_function_calls(dev: NVDevice) -> None:
+    O, F = dev.alloc(4 * 2 * 64), dev.alloc(4 * 64)
+    _kernel(dev, CALLS, "calls")(O, F, global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True)
+    t = np.arange(64)
+    got = _down(dev, O, np.int32, 128).reshape(64, 2)
+    assert np.array_equal(got[:, 0], np.where(t & 1, t * 3 + 7, 0) + t)
+    assert got[:, 1].tolist() == [_collatz(i + 1) + _collatz(i + 2) * 3 + 1 for i in range(64)]
+    assert np.array_equal(_down(dev, F, np.float32, 64), (t * 0.5 * 2).astype(np.float32))
+
+
+def test_recursion_is_reported_unsupported() -> None:
+    _nvrtc()
+    from runtime.drivers.mock.ptx.audit import audit
+    from runtime.drivers.nv.compiler import NVCompiler
+    found, _ = audit(NVCompiler("sm_90", output="ptx").compile(CALLS).decode())
+    assert found == []
+    found, _ = audit(RECURSIVE)
+    assert len(found) == 1 and found[0].kernel == "recursive" and "recursion" in found[0].reason \
+        and found[0].line == 12, found

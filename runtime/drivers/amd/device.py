@@ -1,7 +1,8 @@
-"""AMDDevice: a gfx11 GPU driven through KFD (or the mock KFD), with a PM4 compute queue and an SDMA
-copy queue.
+"""AMDDevice: an AMD GPU driven through KFD (or the mock KFD), with a PM4 compute queue and an SDMA
+copy queue. What differs between architectures is the record `arch.pick_arch` chooses from the
+node's gfx_target_version (runtime/drivers/amd/arch.py).
 
-Bring-up (amd_kfd_pm4_rdna3.md section 1): topology from sysfs, open /dev/kfd and the render node,
+Bring-up: topology from sysfs, open /dev/kfd and the render node,
 GET_VERSION, ACQUIRE_VM, the event page and events, then the two user-mode queues with their
 doorbells. Teardown releases everything in reverse: queues, events, memory (unmap from the GPU,
 free, munmap), the doorbell mapping, then the descriptors.
@@ -19,13 +20,13 @@ from hcq_bindings.linux import kfd_ioctl as kfd
 from runtime.drivers.amd import process
 from runtime.drivers.amd.arch import AMDArch, pick_arch
 from runtime.drivers.amd.decode import describe_pm4, describe_sdma
-from runtime.drivers.amd.kfd import (TOPOLOGY, Kfd, KfdNode, read_ip_bases, read_mem_banks, read_p2p_links,
-                                     read_topology)
-from runtime.drivers.amd.pm4 import PM4Queue, ShRegs
+from runtime.drivers.amd.kfd import (TOPOLOGY, Kfd, KfdNode, read_ip_bases, read_mem_banks,
+                                     read_p2p_links, read_topology)
+from runtime.drivers.amd.pm4 import PM4Encoding, PM4Queue, ShRegs, pm4_encoding
 from runtime.drivers.amd.program import AMDProgram
 from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B, HwRing, QueueMemory
 from runtime.drivers.amd.scratch import ScratchPool
-from runtime.drivers.amd.sdma import H_NOP, MAX_COPY_B, SDMAQueue
+from runtime.drivers.amd.sdma import MAX_COPY_B, SDMAEncoding, SDMAQueue, sdma_encoding
 from runtime.hcq.device import Device, DeviceProperties, MemInfo, parse_device_name
 from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQMemoryError,
@@ -155,8 +156,10 @@ class KfdAllocator(Allocator):
 
 
 class AMDDevice(Device):
-    """An AMD gfx11 GPU through KFD. Names: "amd:N" (a real GPU), "mock-amd:N" (the mock GPU), or
-    any name with an explicit `os` seam (e.g. a `MockOS` prepared by a test)."""
+    """An AMD GPU through KFD, of any architecture arch.py describes (gfx11, gfx942). Names:
+    "amd:N" (a real GPU), "mock-amd:N" (a gfx1100 GPU of the shared mock machine), or any name
+    with an explicit `os` seam, e.g. a `MockOS.with_amd_gpus(2, archs=("gfx1100", "gfx942"))`
+    prepared by a test, whose GPUs may be of different architectures."""
 
     def __init__(self, name: str = "amd:0", *, os: OSSeam | None = None, ring_B: int = 1 << 20,
                  sdma_ring_B: int = 1 << 20, max_copy_B: int = MAX_COPY_B, **kwargs: Any) -> None:
@@ -205,6 +208,9 @@ class AMDDevice(Device):
         # The architecture is chosen once, from the node's gfx_target_version; what differs between
         # architectures is read from its record from here on.
         self.gfx: AMDArch = pick_arch(self.node.gfx_target_version, self.name)
+        # Its packet encodings, built once per architecture; every queue of this device binds them.
+        self.pm4_encoding: PM4Encoding = pm4_encoding(self.gfx)
+        self.sdma_encoding: SDMAEncoding = sdma_encoding(self.gfx)
         self.kfd = Kfd(self.os)
         minor = self.node.drm_render_minor
         self.drm_fd = self.os.open(f"/dev/dri/renderD{minor}", os.O_RDWR)
@@ -213,10 +219,10 @@ class AMDDevice(Device):
         try:
             self.gc_bases = read_ip_bases(self.os, minor, GC_HWID)
         except OSError:
-            # Kernels without ip_discovery in sysfs: the segment bases gfx11 parts report, as
-            # recorded in the generated register module (sienna_cichlid_ip_offset.h layout).
+            # Kernels without ip_discovery in sysfs: the segment bases the architecture's parts
+            # report, as recorded in its generated register module.
             self.gc_bases = list(self.gfx.gc.GC_SEGMENT_BASES)
-        self.sh_regs = ShRegs(self.gc_bases)
+        self.sh_regs = ShRegs(self.gc_bases, self.gfx)
         self._init_core(KfdAllocator(self))
         # Events: the process's event page (process.py: one per process, shared by its devices),
         # one auto-reset signal event (its mailbox is the page slot), and the memory-fault and
@@ -234,16 +240,20 @@ class AMDDevice(Device):
         self.compute_ring = self._create_queue("pm4", ring_B)
         self.copy_ring = self._create_queue("sdma", sdma_ring_B)
 
-    def _cwsr_sizes(self) -> tuple[int, int, int]:
-        """(ctx save/restore size, control stack size, debug area size) for this node."""
+    def _cwsr_sizes(self) -> tuple[int, int, int, int]:
+        """(ctx save/restore size, control stack size, debug area size) of one XCC of this node,
+        and the number of XCCs (each has its own save area). The sizes are amdkfd's
+        (kfd_queue.c kfd_queue_ctx_save_restore_size), which newer kernels require exactly."""
         props = self.node.properties
         simd_per_cu = max(1, props.get("simd_per_cu", 2))
-        cus = props.get("simd_count", 0) // simd_per_cu
-        waves = cus * props.get("max_waves_per_simd", 16) * simd_per_cu
-        ctl_stack = round_up(12 * waves + 48, PAGE_B)
+        xccs = max(1, props.get("num_xcc", 1))
+        cus = props.get("simd_count", 0) // simd_per_cu // xccs
+        waves = cus * self.gfx.cwsr_waves_per_cu
+        # the control stack's 40-byte header and 8 bytes after the waves' entries
+        ctl_stack = round_up(self.gfx.ctl_stack_per_wave_B * waves + 48, PAGE_B)
         wg_data = round_up(cus * self.gfx.cwsr_per_cu_B, PAGE_B)
         debug = round_up(waves * 32, 64)
-        return wg_data + ctl_stack, ctl_stack, debug
+        return wg_data + ctl_stack, ctl_stack, debug, xccs
 
     def _create_queue(self, kind: str, ring_B: int) -> HwRing:
         if ring_B < 1024 or ring_B & (ring_B - 1):
@@ -255,8 +265,8 @@ class AMDDevice(Device):
         fields: dict[str, Any] = {}
         if kind == "pm4":
             mem.eop = self.alloc(EOP_B, kind=MemKind.VRAM)
-            ctx_size, ctl_stack, debug = self._cwsr_sizes()
-            mem.ctx_save = self.alloc(ctx_size + debug, kind=MemKind.VRAM)
+            ctx_size, ctl_stack, debug, xccs = self._cwsr_sizes()
+            mem.ctx_save = self.alloc((ctx_size + debug) * xccs, kind=MemKind.VRAM)
             fields = dict(queue_type=kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, eop_buffer_address=mem.eop.va,
                           eop_buffer_size=EOP_B, ctx_save_restore_address=mem.ctx_save.va,
                           ctx_save_restore_size=ctx_size, ctl_stack_size=ctl_stack)
@@ -277,11 +287,13 @@ class AMDDevice(Device):
                                          f"{self._doorbell_map.offset:#x})")
         bell = self.os.doorbell(self._doorbell_map, q.doorbell_offset - base, 8)
         if kind == "pm4":
-            gc_base = self.gc_bases[0]
+            gc_base, arch = self.gc_bases[0], self.gfx
             ring_obj = HwRing(self, kind, q.queue_id, mem, bell, 0,
-                              lambda dws: describe_pm4(dws, gc_base))
+                              lambda dws: describe_pm4(dws, gc_base, arch=arch))
         else:
-            ring_obj = HwRing(self, kind, q.queue_id, mem, bell, H_NOP, describe_sdma)
+            arch = self.gfx
+            ring_obj = HwRing(self, kind, q.queue_id, mem, bell, self.sdma_encoding.h_nop,
+                              lambda dws: describe_sdma(dws, arch=arch))
         self._rings.append(ring_obj)
         return ring_obj
 
@@ -319,6 +331,12 @@ class AMDDevice(Device):
         return MemInfo(min(free, total) if total else free, total)
 
     # ------------------------------------------------------------------ Device API
+    @property
+    def executes_kernels(self) -> bool:
+        """Whether launched kernels really run on this GPU (a mock gfx942 checks and completes
+        dispatches without executing CDNA3 code)."""
+        return self.os.gpu_executes_kernels(f"/dev/dri/renderD{self.node.drm_render_minor}")
+
     def compute_queue(self) -> PM4Queue:
         """A new PM4 command builder for the compute ring."""
         return PM4Queue(self)
@@ -360,7 +378,8 @@ class AMDDevice(Device):
     def queue_descriptor(self) -> Buffer:
         """The compute queue's `amd_queue_t` (hsa.h), for kernels that enable the queue_ptr
         user SGPR (clang at -O0). It carries the scratch setup ROCr records there; the aperture
-        fields stay 0 (gfx11 code reads src_shared_base / src_private_base instead)."""
+        fields stay 0 (gfx11 and gfx942 code reads src_shared_base / src_private_base
+        instead)."""
         if self._queue_desc is None:
             self._queue_desc = self.alloc(ctypes.sizeof(hsa.amd_queue_t), kind=MemKind.GTT,
                                           cpu_access=True)
@@ -489,7 +508,8 @@ class AMDDevice(Device):
         for buf in self.allocator._live.values():
             if buf.va == va and buf.view is not None and buf.size >= 4 * n:
                 words = buf.view[:4 * n].cast("I").tolist()
-                return any(p.name == "PACKET3_WAIT_REG_MEM" for p in decode_pm4(words))
+                return any(p.name == "PACKET3_WAIT_REG_MEM"
+                           for p in decode_pm4(words, arch=self.gfx))
         return False
 
     def reset_compute_queue(self) -> None:

@@ -1,13 +1,15 @@
-"""PM4 type-3 command building for the gfx11 compute engine (MEC), from the generated bindings.
+"""PM4 type-3 command building for the compute engine (MEC), from the generated bindings of the
+device's architecture.
 
-Every header and field comes from `hcq_bindings.amd.pm4_gfx11` (nvd.h, soc15d.h, kfd_pm4_headers_ai.h)
-and `hcq_bindings.amd.gc_11_0_0` (register offsets and fields). Headers are computed once at import;
-the builder methods only `extend` a preallocated `array('I')` (the hot path: see
-scripts/bench_hcq.py).
+Every header and field comes from the architecture record's bindings (arch.py: nvd.h or soc15d.h,
+kfd_pm4_headers_ai.h, the GC register offsets and fields). `pm4_encoding(arch)` computes the
+headers and constant words once per architecture; a queue binds its device's encoding when it is
+made, and the builder methods only `extend` a preallocated `array('I')` with them (the hot path:
+see scripts/bench_hcq.py).
 
-The few encodings the headers give only as comments are named here, each citing its comment:
-`WaitFunc` (nvd.h, WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY` ("1 - mem"); the
-full cache-control bits and the dispatch initiator are the architecture record's (arch.py).
+The few encodings the headers give only as comments are named here, each citing its comment (the
+same in nvd.h and soc15d.h): `WaitFunc` (WAIT_REG_MEM "0 - always ... 6 - >"), `MEM_SPACE_MEMORY`
+("1 - mem"); the cache-control bits and the dispatch initiator are the architecture record's.
 """
 from __future__ import annotations
 
@@ -15,10 +17,8 @@ import enum
 from array import array
 from typing import TYPE_CHECKING, Sequence
 
-from hcq_bindings.amd import soc21_enum
-
-from runtime.drivers.amd.arch import GFX11
-from runtime.drivers.amd.packets import IB_SIZE_MASK, PM4
+from runtime.drivers.amd.arch import AMDArch
+from runtime.drivers.amd.packets import IB_SIZE_MASK, packets_for
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
     from runtime.hcq.signal import Signal
 
 _M32 = 0xFFFFFFFF
-# The gfx11 packet builder: its bindings, cache-control bits and initiator are the architecture
-# record's.
-ARCH = GFX11
-p, gc = ARCH.pm4, ARCH.gc
 
 
 class WaitFunc(enum.IntEnum):
@@ -57,59 +53,72 @@ OPERATION_WAIT, OPERATION_WR_WAIT_WR = 0, 1   # nvd.h: WAIT_REG_MEM_OPERATION
 WRITE_DATA_DST_MEMORY = 5                     # nvd.h: WRITE_DATA_DST_SEL "5 - memory (async)"
 EVENT_INDEX_PARTIAL_FLUSH = 4                 # nvd.h: EVENT_INDEX "4 - *S_PARTIAL_FLUSH"
 POLL_INTERVAL = 4                             # as amdgpu and tinygrad: poll every 4 clocks
-
-
-# ------------------------------------------------------------------ precomputed headers and fields
-# Headers come from the packet descriptions (packets.py): their payload counts are not typed here.
-H_WAIT_REG_MEM = PM4["WAIT_REG_MEM"].header
-H_RELEASE_MEM = PM4["RELEASE_MEM"].header
-H_ACQUIRE_MEM = PM4["ACQUIRE_MEM"].header
-H_DISPATCH_DIRECT = PM4["DISPATCH_DIRECT"].header
-H_INDIRECT_BUFFER = PM4["INDIRECT_BUFFER"].header
-H_EVENT_WRITE = PM4["EVENT_WRITE"].header
-
-WAIT_GE_MEM = p.WAIT_REG_MEM_FUNCTION(WaitFunc.GE) | p.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEMORY) \
-    | p.WAIT_REG_MEM_OPERATION(OPERATION_WAIT)
-
-# RELEASE_MEM dword 1: end-of-pipe cache flush with the architecture's GCR bits.
-_RM_GCR = ARCH.release_mem_gcr
-RM_EOP = p.PACKET3_RELEASE_MEM_EVENT_TYPE(p.CACHE_FLUSH_AND_INV_TS_EVENT) \
-    | p.PACKET3_RELEASE_MEM_EVENT_INDEX(p.event_index__mec_release_mem__end_of_pipe)
-RM_EOP_FLUSH = RM_EOP | _RM_GCR
-# RELEASE_MEM dword 2 variants.
-RM_DATA64 = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send_64_bit_data) \
-    | p.PACKET3_RELEASE_MEM_INT_SEL(p.int_sel__mec_release_mem__none)
-RM_CLOCK = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send_gpu_clock_counter) \
-    | p.PACKET3_RELEASE_MEM_INT_SEL(p.int_sel__mec_release_mem__none)
-RM_DATA32_IRQ = p.PACKET3_RELEASE_MEM_DATA_SEL(p.data_sel__mec_release_mem__send_32_bit_low) \
-    | p.PACKET3_RELEASE_MEM_INT_SEL(
-        p.int_sel__mec_release_mem__send_interrupt_after_write_confirm)
-
-# ACQUIRE_MEM GCR_CNTL: invalidate every cache level and write back the dirty ones.
-GCR_ALL = ARCH.acquire_mem_gcr
-
-# Before a dispatch: invalidate the per-CU vector and scalar caches and GL1 (write back and
-# invalidate GLM/GLK), not GL2, which every CU shares; tinygrad and the guide use this 0x3F0.
-GCR_DISPATCH = (p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1)
-                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
-                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1)
-                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
-                | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1))
-# After a dispatch: EVENT_WRITE CS_PARTIAL_FLUSH makes the command processor wait until the
-# dispatch's waves have finished before it starts the next one (soc21_enum.h, nvd.h EVENT_INDEX).
-CS_PARTIAL_FLUSH_EVENT = p.EVENT_TYPE(soc21_enum.CS_PARTIAL_FLUSH) \
-    | p.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH)
-
-# The two packets as prebuilt streams (exec extends the queue with them, the hot path).
-PRE_DISPATCH = array("I", (H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_DISPATCH))
-POST_DISPATCH = array("I", (H_EVENT_WRITE, CS_PARTIAL_FLUSH_EVENT))
-
-# DISPATCH_DIRECT initiator: start the shader, from (0,0,0), in the architecture's wave size.
-DISPATCH_INITIATOR = ARCH.dispatch_initiator
-
 # IB_SIZE is bits [19:0] of the last dword; the first field above it is PRE_ENB at bit 21 (nvd.h).
 IB_SIZE_MAX_DW = IB_SIZE_MASK
-H_SET_SH_REG_6 = PM4["SET_SH_REG"].header_for(7)
+
+
+class PM4Encoding:
+    """The headers and constant words of one architecture's PM4 commands, computed once
+    (`pm4_encoding(arch)`). Headers come from the packet descriptions (packets.py): their payload
+    counts are not typed here."""
+
+    __slots__ = ("arch", "h_wait_reg_mem", "h_release_mem", "h_acquire_mem", "h_dispatch_direct",
+                 "h_indirect_buffer", "h_event_write", "h_set_sh_reg_6", "ib_valid",
+                 "wait_ge_mem", "rm_eop", "rm_eop_flush", "rm_data64", "rm_clock",
+                 "rm_data32_irq", "acquire_all", "gcr_dispatch", "cs_partial_flush_event",
+                 "pre_dispatch", "post_dispatch")
+
+    def __init__(self, arch: AMDArch) -> None:
+        self.arch = arch
+        ps = packets_for(arch)
+        p, forms, pk = arch.pm4, ps.forms, ps.pm4
+        self.h_wait_reg_mem = pk["WAIT_REG_MEM"].header
+        self.h_release_mem = pk["RELEASE_MEM"].header
+        self.h_acquire_mem = pk["ACQUIRE_MEM"].header
+        self.h_dispatch_direct = pk["DISPATCH_DIRECT"].header
+        self.h_indirect_buffer = pk["INDIRECT_BUFFER"].header
+        self.h_event_write = pk["EVENT_WRITE"].header
+        self.h_set_sh_reg_6 = pk["SET_SH_REG"].header_for(7)
+        self.ib_valid = p.INDIRECT_BUFFER_VALID
+        self.wait_ge_mem = p.WAIT_REG_MEM_FUNCTION(WaitFunc.GE) \
+            | p.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEMORY) | p.WAIT_REG_MEM_OPERATION(OPERATION_WAIT)
+        # RELEASE_MEM dword 1: end of pipe, flushing with the architecture's cache bits.
+        self.rm_eop = forms.rm_event_type(p.CACHE_FLUSH_AND_INV_TS_EVENT) \
+            | forms.rm_event_index(p.event_index__mec_release_mem__end_of_pipe)
+        self.rm_eop_flush = self.rm_eop | arch.release_mem_gcr
+        # RELEASE_MEM dword 2 variants.
+        self.rm_data64 = forms.rm_data_sel(p.data_sel__mec_release_mem__send_64_bit_data) \
+            | forms.rm_int_sel(p.int_sel__mec_release_mem__none)
+        self.rm_clock = forms.rm_data_sel(p.data_sel__mec_release_mem__send_gpu_clock_counter) \
+            | forms.rm_int_sel(p.int_sel__mec_release_mem__none)
+        self.rm_data32_irq = forms.rm_data_sel(p.data_sel__mec_release_mem__send_32_bit_low) \
+            | forms.rm_int_sel(p.int_sel__mec_release_mem__send_interrupt_after_write_confirm)
+        # ACQUIRE_MEM over the whole address range: invalidate every cache level and write back
+        # the dirty ones.
+        self.acquire_all = array("I", (self.h_acquire_mem,
+                                       *forms.acquire_mem(arch.acquire_mem_all, POLL_INTERVAL)))
+        self.gcr_dispatch = arch.acquire_mem_dispatch
+        # After a dispatch: EVENT_WRITE CS_PARTIAL_FLUSH makes the command processor wait until
+        # the dispatch's waves have finished before it starts the next one (the hardware
+        # enumerations' event type, nvd.h/soc15d.h EVENT_INDEX).
+        self.cs_partial_flush_event = p.EVENT_TYPE(arch.enums.CS_PARTIAL_FLUSH) \
+            | p.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH)
+        # The two packets around a dispatch as prebuilt streams (exec extends the queue with
+        # them, the hot path).
+        self.pre_dispatch = array("I", (self.h_acquire_mem,
+                                        *forms.acquire_mem(self.gcr_dispatch, POLL_INTERVAL)))
+        self.post_dispatch = array("I", (self.h_event_write, self.cs_partial_flush_event))
+
+
+_ENCODINGS: dict[str, PM4Encoding] = {}
+
+
+def pm4_encoding(arch: AMDArch) -> PM4Encoding:
+    """The PM4 encoding of `arch`, built on first use (a cache: dropping it costs the rebuild)."""
+    enc = _ENCODINGS.get(arch.name)
+    if enc is None or enc.arch is not arch:
+        enc = _ENCODINGS[arch.name] = PM4Encoding(arch)
+    return enc
 
 
 class ShRegs:
@@ -120,8 +129,10 @@ class ShRegs:
     PACKET3_SET_SH_REG_START.
     """
 
-    def __init__(self, gc_bases: Sequence[int]) -> None:
+    def __init__(self, gc_bases: Sequence[int], arch: AMDArch) -> None:
         self.bases = tuple(gc_bases)
+        p, gc = arch.pm4, arch.gc
+        self._set_sh_reg = packets_for(arch).pm4["SET_SH_REG"]
 
         def idx(offset: int, base_idx: int) -> int:
             addr = offset + self.bases[base_idx]
@@ -158,7 +169,7 @@ class ShRegs:
 
     def set_sh_reg(self, index: int, *values: int) -> list[int]:
         """A complete SET_SH_REG packet writing `values` from register `index` on."""
-        return [PM4["SET_SH_REG"].header_for(1 + len(values)), index, *values]
+        return [self._set_sh_reg.header_for(1 + len(values)), index, *values]
 
 
 class PM4Queue(HWQueue):
@@ -171,6 +182,7 @@ class PM4Queue(HWQueue):
         self.device: AMDDevice = device
         self.ring = ring  # None: the device's compute ring (a stream has its own)
         self._ib: Buffer | None = None
+        self._k: PM4Encoding = device.pm4_encoding
 
     # -------------------------------------------------------------- commands
     def wait(self, sig: "Signal", value: Value) -> "Self":
@@ -178,8 +190,9 @@ class PM4Queue(HWQueue):
         val, var, add = self._resolve(value, 32)
         va = self._sig_va(sig)
         d = self._d
+        k = self._k
         n = len(d)
-        d.extend((H_WAIT_REG_MEM, WAIT_GE_MEM, va & _M32, va >> 32, val, _M32, POLL_INTERVAL))
+        d.extend((k.h_wait_reg_mem, k.wait_ge_mem, va & _M32, va >> 32, val, _M32, POLL_INTERVAL))
         if var is not None:
             self._patch(var, add, n + 4, -1, 32)
         return self
@@ -191,22 +204,24 @@ class PM4Queue(HWQueue):
         val, var, add = self._resolve(value)
         va = self._sig_va(sig)
         d = self._d
+        k = self._k
         n = len(d)
-        d.extend((H_RELEASE_MEM, RM_EOP_FLUSH, RM_DATA64, va & _M32, va >> 32, val & _M32,
+        d.extend((k.h_release_mem, k.rm_eop_flush, k.rm_data64, va & _M32, va >> 32, val & _M32,
                   val >> 32, 0))
         if var is not None:
             self._patch(var, add, n + 5, n + 6)
         ev = self.device.signal_event
         if ev is not None:
             mb = ev.mailbox_va
-            d.extend((H_RELEASE_MEM, RM_EOP, RM_DATA32_IRQ, mb & _M32, mb >> 32, ev.event_id, 0,
-                      ev.event_id))
+            d.extend((k.h_release_mem, k.rm_eop, k.rm_data32_irq, mb & _M32, mb >> 32,
+                      ev.event_id, 0, ev.event_id))
         return self
 
     def timestamp(self, sig: "Signal") -> "Self":
         """RELEASE_MEM with DATA_SEL = GPU clock into the signal's timestamp field."""
         va = self._sig_va(sig) + TIMESTAMP_OFFSET_B
-        self._d.extend((H_RELEASE_MEM, RM_EOP, RM_CLOCK, va & _M32, va >> 32, 0, 0, 0))
+        k = self._k
+        self._d.extend((k.h_release_mem, k.rm_eop, k.rm_clock, va & _M32, va >> 32, 0, 0, 0))
         return self
 
     def memory_barrier(self) -> "Self":
@@ -215,7 +230,7 @@ class PM4Queue(HWQueue):
         tinygrad also flushes HDP through NBIO registers; that matters only for CPU writes to VRAM
         through the BAR, which this runtime never does (kernel arguments, signals and staging live
         in system memory), and the NBIO register bindings are not generated."""
-        self._d.extend((H_ACQUIRE_MEM, 0, _M32, 0xFF, 0, 0, POLL_INTERVAL, GCR_ALL))
+        self._d.extend(self._k.acquire_all)
         return self
 
     def exec(  # type: ignore[override]  # takes this driver's programs only
@@ -228,12 +243,13 @@ class PM4Queue(HWQueue):
         The flush after and the invalidation before every dispatch order dispatches of one queue
         (or graph body): without them the command processor starts the next dispatch while the
         previous one's waves still run, and a dependent kernel may read stale or unwritten data
-        (tinygrad's sequence; the guide's section 2)."""
+        (tinygrad's sequence)."""
         gx, gy, gz = as_tuple3(global_size, "global_size")
         lx, ly, lz = as_tuple3(local_size, "local_size")
         prg.check_launch((gx, gy, gz), (lx, ly, lz))
         d = self._d
-        d.extend(PRE_DISPATCH)
+        k = self._k
+        d.extend(k.pre_dispatch)
         d.extend(prg.pm4_state)
         ptr = args.va if isinstance(args, KernArgs) else args
         val, var, add = self._resolve(ptr)
@@ -244,9 +260,9 @@ class PM4Queue(HWQueue):
             for slot, extra in prg.user_data_pointers:
                 self._patch(var, add + extra, n + slot, n + slot + 1)
         regs = self.device.sh_regs
-        d.extend((H_SET_SH_REG_6, regs.START_X, 0, 0, 0, lx, ly, lz))
-        d.extend((H_DISPATCH_DIRECT, gx, gy, gz, prg.dispatch_initiator))
-        d.extend(POST_DISPATCH)
+        d.extend((k.h_set_sh_reg_6, regs.START_X, 0, 0, 0, lx, ly, lz))
+        d.extend((k.h_dispatch_direct, gx, gy, gz, prg.dispatch_initiator))
+        d.extend(k.post_dispatch)
         return self
 
     def call(self, body: HWQueue) -> "Self":
@@ -255,8 +271,8 @@ class PM4Queue(HWQueue):
             raise QueueError("call() needs a PM4 queue that was bound with bind()")
         body._check_bound()
         va = body._ib.va
-        self._d.extend((H_INDIRECT_BUFFER, va & _M32, va >> 32,
-                        len(body._d) | p.INDIRECT_BUFFER_VALID))
+        k = self._k
+        self._d.extend((k.h_indirect_buffer, va & _M32, va >> 32, len(body._d) | k.ib_valid))
         return self
 
     # -------------------------------------------------------------- submission
@@ -291,7 +307,8 @@ class PM4Queue(HWQueue):
         """The PM4 packets, decoded (`runtime.drivers.amd.decode`)."""
         from runtime.drivers.amd.decode import DecodeError, decode_pm4
         try:
-            return [str(pk) for pk in decode_pm4(self._d, self.device.gc_bases[0])]
+            return [str(pk) for pk in decode_pm4(self._d, self.device.gc_bases[0],
+                                                 arch=self._k.arch)]
         except DecodeError as e:
             return [f"undecodable PM4 stream: {e}"]
 
@@ -300,7 +317,8 @@ class PM4Queue(HWQueue):
         if self._ib is not None:
             self._check_bound()
             va = self._ib.va
-            ring.put(array("I", (H_INDIRECT_BUFFER, va & _M32, va >> 32,
-                                 len(self._d) | p.INDIRECT_BUFFER_VALID)))
+            k = self._k
+            ring.put(array("I", (k.h_indirect_buffer, va & _M32, va >> 32,
+                                 len(self._d) | k.ib_valid)))
         else:
             ring.put(self._d)

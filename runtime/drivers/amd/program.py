@@ -23,9 +23,12 @@ from runtime.hcq.memory import MemKind, round_up
 from runtime.hcq.program import ArgSlot, KernArgs, Program
 
 if TYPE_CHECKING:
+    from runtime.drivers.amd.arch import AMDArch
     from runtime.drivers.amd.device import AMDDevice
 
 R_AMDGPU_RELATIVE64 = 13          # llvm/BinaryFormat/ELFRelocs/AMDGPU.def
+E_FLAGS_OFFSET = 0x30             # ELF64 header: e_flags
+EF_AMDGPU_MACH = 0x0FF            # llvm/BinaryFormat/ELF.h: the processor in e_flags
 SHT_RELA = 4
 DISPATCH_PACKET_B = ctypes.sizeof(hsa.hsa_kernel_dispatch_packet_t)
 MAX_LDS_B = 64 * 1024
@@ -38,7 +41,7 @@ _HIDDEN_SIZES = ("hidden_block_count_x", "hidden_block_count_y", "hidden_block_c
                  "hidden_group_size_x", "hidden_group_size_y", "hidden_group_size_z",
                  "hidden_remainder_x", "hidden_remainder_y", "hidden_remainder_z",
                  "hidden_grid_dims", "hidden_dynamic_lds_size")
-# gfx11 code addresses scratch through the hardware's per-wave base (architected flat
+# gfx11 and gfx940+ code addresses scratch through the hardware's per-wave base (architected flat
 # scratch); these inputs belong to older scratch setups and are refused.
 _UNSUPPORTED_USER_SGPRS = ("private_segment_buffer", "flat_scratch_init", "private_segment_size")
 
@@ -55,6 +58,35 @@ def apply_relocations(co: "elf.CodeObject", image: bytearray, base: int) -> None
                 raise ProgramError(f"unsupported relocation type {rtype} at {r_offset:#x} in "
                                    f"{sec.name} (only R_AMDGPU_RELATIVE64 is handled)")
             struct.pack_into("<Q", image, r_offset, base + r_addend)
+
+
+def check_target(lib: bytes, arch: "AMDArch", name: str) -> None:
+    """Refuses a code object built for a processor the architecture record does not cover (its
+    ELF header's EF_AMDGPU_MACH)."""
+    mach = struct.unpack_from("<I", lib, E_FLAGS_OFFSET)[0] & EF_AMDGPU_MACH
+    if mach not in arch.elf_machs:
+        have = ", ".join(f"{m:#05x}" for m in sorted(arch.elf_machs))
+        raise ProgramError(f"{name}: the code object is for EF_AMDGPU_MACH {mach:#05x}, not a "
+                           f"{arch.name} processor ({have}): compile it for the device's target")
+
+
+def accumulation_layout(kd: "elf.KernelDescriptor", arch: "AMDArch", name: str
+                        ) -> tuple[int | None, bool]:
+    """(first accumulation VGPR, TG_SPLIT) of a kernel for an architecture whose VGPRs and
+    accumulation registers share one file (gfx90a and later CDNA: COMPUTE_PGM_RSRC3.ACCUM_OFFSET
+    holds offset / 4 - 1, and RSRC1's VGPR count, in granules of 8, covers both); (None, False)
+    elsewhere. Refuses a descriptor whose accumulation registers start beyond its VGPRs."""
+    if not arch.unified_agprs:
+        return None, False
+    gc = arch.gc
+    offset = (((kd.rsrc3 & gc.COMPUTE_PGM_RSRC3__ACCUM_OFFSET_MASK)
+               >> gc.COMPUTE_PGM_RSRC3__ACCUM_OFFSET__SHIFT) + 1) * 4
+    vgprs = (((kd.rsrc1 & gc.COMPUTE_PGM_RSRC1__VGPRS_MASK)
+              >> gc.COMPUTE_PGM_RSRC1__VGPRS__SHIFT) + 1) * 8
+    if offset > vgprs:
+        raise ProgramError(f"{name}: RSRC3.ACCUM_OFFSET puts the accumulation registers at VGPR "
+                           f"{offset}, beyond the {vgprs} VGPRs RSRC1 allocates")
+    return offset, bool(kd.rsrc3 & gc.COMPUTE_PGM_RSRC3__TG_SPLIT_MASK)
 
 
 def scalar_kind(type_name: str) -> str:
@@ -78,7 +110,7 @@ _UNSIGNED_TYPES = frozenset(("bool", "uchar", "ushort", "uint", "ulong", "size_t
 
 
 class AMDProgram(Program):
-    """A kernel of an AMDHSA code object, ready to launch on a gfx11 compute queue."""
+    """A kernel of an AMDHSA code object, ready to launch on the device's compute queue."""
 
     def __init__(self, device: "AMDDevice", lib: bytes, name: str, *,
                  dynamic_lds_B: int = 0) -> None:
@@ -95,16 +127,21 @@ class AMDProgram(Program):
         self.kernel = kern
         kd = kern.kd
         self.kd = kd
-        # DISPATCH_INITIATOR: CS_W32_EN set for wave32 kernels, clear for wave64 ones
+        arch = device.gfx
+        check_target(lib, arch, name)
+        # DISPATCH_INITIATOR: the wave32 bit set for wave32 kernels, clear for wave64 ones
         # (-mwavefrontsize64), as the descriptor's ENABLE_WAVEFRONT_SIZE32 says.
-        initiator = device.gfx.dispatch_initiator
-        self.dispatch_initiator = initiator if kd.wave32 else \
-            initiator & ~device.gfx.gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
+        initiator = arch.dispatch_initiator
+        if kd.wave32 and not arch.initiator_wave32:
+            raise ProgramError(f"{name}: a wave32 kernel, but {arch.name} runs wave64 only")
+        self.dispatch_initiator = initiator | arch.initiator_wave32 if kd.wave32 else \
+            initiator & ~arch.initiator_wave32
         layout = kd.user_sgpr_layout()
         bad = [k for k in _UNSUPPORTED_USER_SGPRS if k in layout]
         if bad:
-            raise ProgramError(f"{name}: needs the user SGPRs {bad}, which gfx11 kernels do not "
-                               "use (this runtime provides architected flat scratch)")
+            raise ProgramError(f"{name}: needs the user SGPRs {bad}, which {arch.name} kernels "
+                               "do not use (this runtime provides architected flat scratch)")
+        self.accum_offset, self.tg_split = accumulation_layout(kd, arch, name)
         if dynamic_lds_B < 0:
             raise ProgramError(f"{name}: dynamic_lds_B must be >= 0, got {dynamic_lds_B}")
         self.lds_B = kern.group_segment_size + dynamic_lds_B

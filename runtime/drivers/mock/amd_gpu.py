@@ -14,9 +14,10 @@ on a real fault.
 """
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 
 if TYPE_CHECKING:
     from runtime.drivers.amd.arch import AMDArch
-    from runtime.drivers.mock.amd_kfd import MockKfdDriver
+    from runtime.drivers.mock.amd_kfd import MockKfdDriver, MockPart
 
 DOORBELL_SLICE_B = 0x2000
 
@@ -47,8 +48,41 @@ class DispatchLogEntry:
 
 
 @dataclass
+class KernelLaunch:
+    """One dispatch of a kernel the mock does not execute, as a kernel model receives it
+    (`MockAMDGPU.register_kernel`): the COMPUTE_* registers it was dispatched with, and helpers
+    to read its arguments and reach GPU memory."""
+
+    gpu: "MockAMDGPU"
+    pgm_addr: int
+    grid: tuple[int, int, int]               # workgroups
+    block: tuple[int, int, int]              # work-items per workgroup
+    user_data: tuple[int, ...]               # COMPUTE_USER_DATA_* (the user SGPRs)
+    kernarg_sgpr: int                        # the first user SGPR of the kernarg pointer
+
+    @property
+    def kernarg_va(self) -> int:
+        """The kernel-argument segment's address, from the user SGPR pair named at
+        registration."""
+        i = self.kernarg_sgpr
+        return self.user_data[i] | self.user_data[i + 1] << 32
+
+    def param(self, offset: int, fmt: str) -> Any:
+        """An argument at `offset` of the kernel-argument segment (`struct` format `fmt`)."""
+        size = struct.calcsize("<" + fmt)
+        raw = bytes(self.gpu.mem.view(self.kernarg_va + offset, size, "kernarg read"))
+        return struct.unpack("<" + fmt, raw)[0]
+
+    def array(self, va: int, dtype: Any, count: int) -> np.ndarray:
+        """`count` elements at GPU address `va` as a writable numpy view of GPU memory (an
+        unmapped address raises the page fault the queue reports)."""
+        dt = np.dtype(dtype)
+        return self.gpu.mem.view(va, count * dt.itemsize, "kernel access").view(dt)
+
+
+@dataclass
 class MockAMDGPU:
-    """One gfx1100 GPU of the mock machine."""
+    """One GPU of the mock machine, of the processor `part` names (amd_kfd.PARTS)."""
 
     driver: "MockKfdDriver"
     node_id: int
@@ -58,12 +92,31 @@ class MockAMDGPU:
     max_copy_B: int
     gc_bases: tuple[int, ...]
     arch: "AMDArch | None" = None   # the architecture record it runs by (amd_kfd.py)
+    part: "MockPart | None" = None  # what its topology node presents
+    gfx_target_version: int = 0
     mem: MockMemory = field(default_factory=MockMemory)
     doorbells: np.ndarray = field(default_factory=lambda: np.zeros(DOORBELL_SLICE_B, np.uint8))
     queues: dict[int, Any] = field(default_factory=dict)   # doorbell byte offset -> processor
     vram_used: int = 0
     dispatches: list[DispatchLogEntry] = field(default_factory=list)
     keep_dispatch_log: bool = True
+    # kernel models of a part whose kernels the mock does not execute: entry address ->
+    # (model, first user SGPR of the kernarg pointer)
+    kernels: dict[int, tuple[Callable[[KernelLaunch], None], int]] = \
+        field(default_factory=dict)
+
+    @property
+    def executes_kernels(self) -> bool:
+        """Whether dispatches run the kernel's code (the RDNA3 interpreter) rather than a
+        registered kernel model."""
+        return self.part is None or self.part.executes_kernels
+
+    def register_kernel(self, pgm_addr: int, model: Callable[[KernelLaunch], None],
+                        kernarg_sgpr: int) -> None:
+        """Runs `model` for every dispatch of the kernel whose code starts at `pgm_addr`, on a
+        part whose kernels the mock does not execute; `kernarg_sgpr` is the first user SGPR of
+        the kernarg pointer (the descriptor's user SGPR layout)."""
+        self.kernels[pgm_addr] = (model, kernarg_sgpr)
 
     # ------------------------------------------------------------------ clocks and interrupts
     @staticmethod

@@ -1,4 +1,7 @@
-"""The mock KFD: /dev/kfd, the render nodes and the sysfs topology of gfx1100 GPUs.
+"""The mock KFD: /dev/kfd, the render nodes and the sysfs topology of AMD GPUs: gfx1100 (RDNA3, whose
+kernels the RDNA3 interpreter executes) and gfx942 (MI300X, CDNA3: its queues, packets and
+dispatches are checked and completed, but kernel code is not executed; see `MockPart`). One mock
+machine may mix them: `MockOS.with_amd_gpus(2, archs=("gfx1100", "gfx942"))`.
 
 It answers the ioctls the AMD driver makes (argument structs and request numbers from the generated
 `kfd_ioctl` bindings) with the checks amdkfd makes (Linux 6.1 kfd_chardev.c, kfd_events.c,
@@ -12,13 +15,13 @@ import ctypes
 import errno as E
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from hcq_bindings.linux import kfd_ioctl as kfd
 
-from runtime.drivers.amd.arch import ARCHS, GFX11
+from runtime.drivers.amd.arch import GFX11, GFX942, find_arch
 from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
 from runtime.drivers.mock.amd_pm4 import PM4Processor
 from runtime.drivers.mock.amd_sdma import SDMAProcessor
@@ -34,22 +37,61 @@ UNSIGNALED_EVENT_SLOT = (1 << 64) - 1   # kfd_events.c
 FIRST_NONSIGNAL_EVENT_ID = 0x80000000   # kfd_events.c: KFD_FIRST_NONSIGNAL_EVENT_ID
 MIN_RING_B = 1024                       # kfd_chardev.c: KFD_MIN_QUEUE_RING_SIZE
 _PAGE = 4096
-# GC register segment bases the mock publishes in ip_discovery/die/0/11/0/base_addr: the ones the
-# generated register module records for gfx11 (sienna_cichlid_ip_offset.h's GC_BASE__INST0_SEG*).
-GC_BASES = tuple(GFX11.gc.GC_SEGMENT_BASES)
-GFX1100_PROPERTIES = {
-    "cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1, "caches_count": 206,
-    "io_links_count": 1, "p2p_links_count": 0, "cpu_core_id_base": 0, "simd_id_base": 2147487744,
-    "max_waves_per_simd": 16, "lds_size_in_kb": 64, "gds_size_in_kb": 0, "num_gws": 64,
-    "wave_front_size": 32, "array_count": 12, "simd_arrays_per_engine": 2, "cu_per_simd_array": 8,
-    "simd_per_cu": 2, "max_slots_scratch_cu": 32, "gfx_target_version": 110000, "vendor_id": 4098,
-    "device_id": 29772, "location_id": 768, "domain": 0, "drm_render_minor": 128,
-    "hive_id": 0, "num_sdma_engines": 2, "num_sdma_xgmi_engines": 0,
-    "num_sdma_queues_per_engine": 6,
-    "num_cp_queues": 8, "max_engine_clk_fcompute": 2482, "local_mem_size": 0, "fw_version": 2030,
-    "capability": 671588992, "debug_prop": 1495, "sdma_fw_version": 20, "unique_id": 0,
-    "num_xcc": 1, "max_engine_clk_ccompute": 2400,
-}
+
+
+@dataclass(frozen=True)
+class MockPart:
+    """What the mock presents for one processor: its KFD topology node properties, the IP versions
+    and register bases of its ip_discovery folder (hw_id -> (major, minor, revision), bases), and
+    whether the mock executes its kernels (a part it does not execute still has every queue,
+    packet and dispatch checked; a kernel model registered with `MockAMDGPU.register_kernel` then
+    stands in for the kernel, as on the mock NVIDIA GPU)."""
+
+    name: str
+    properties: dict[str, int]
+    ip: dict[int, tuple[tuple[int, int, int], tuple[int, ...]]]
+    executes_kernels: bool
+
+
+# ip_discovery hw_ids (soc15_hw_ip.h): GC 11, SDMA0 42, NBIF (NBIO) 108
+_GC, _SDMA0, _NBIO = 11, 42, 108
+PARTS: dict[str, MockPart] = {p.name: p for p in (
+    # A Radeon RX 7900 XTX's node (kfd_topology.c properties as amdkfd reports them). GC bases:
+    # the ones the generated register module records for gfx11 (sienna_cichlid_ip_offset.h's
+    # GC_BASE__INST0_SEG*).
+    MockPart("gfx1100", {
+        "cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1, "caches_count": 206,
+        "io_links_count": 1, "p2p_links_count": 0, "cpu_core_id_base": 0,
+        "simd_id_base": 2147487744, "max_waves_per_simd": 16, "lds_size_in_kb": 64,
+        "gds_size_in_kb": 0, "num_gws": 64, "wave_front_size": 32, "array_count": 12,
+        "simd_arrays_per_engine": 2, "cu_per_simd_array": 8, "simd_per_cu": 2,
+        "max_slots_scratch_cu": 32, "gfx_target_version": 110000, "vendor_id": 4098,
+        "device_id": 29772, "location_id": 768, "domain": 0, "drm_render_minor": 128,
+        "hive_id": 0, "num_sdma_engines": 2, "num_sdma_xgmi_engines": 0,
+        "num_sdma_queues_per_engine": 6, "num_cp_queues": 8, "max_engine_clk_fcompute": 2482,
+        "local_mem_size": 0, "fw_version": 2030, "capability": 671588992, "debug_prop": 1495,
+        "sdma_fw_version": 20, "unique_id": 0, "num_xcc": 1, "max_engine_clk_ccompute": 2400},
+        {_GC: ((11, 0, 0), tuple(GFX11.gc.GC_SEGMENT_BASES)), _SDMA0: ((6, 0, 0), (0x1260,)),
+         _NBIO: ((4, 3, 0), (0x0, 0x14, 0xD20, 0x10400))},
+        executes_kernels=True),
+    # An MI300X's node: 304 CUs in 8 XCCs (each XCC has its own CWSR save area), wave64, SDMA
+    # 4.4.2. GC bases: vega10_ip_offset.h's layout, recorded in the gc_9_4_3 module.
+    MockPart("gfx942", {
+        "cpu_cores_count": 0, "simd_count": 1216, "mem_banks_count": 1, "caches_count": 0,
+        "io_links_count": 1, "p2p_links_count": 0, "cpu_core_id_base": 0,
+        "simd_id_base": 2147488032, "max_waves_per_simd": 8, "lds_size_in_kb": 64,
+        "gds_size_in_kb": 0, "num_gws": 64, "wave_front_size": 64, "array_count": 32,
+        "simd_arrays_per_engine": 1, "cu_per_simd_array": 10, "simd_per_cu": 4,
+        "max_slots_scratch_cu": 32, "gfx_target_version": 90402, "vendor_id": 4098,
+        "device_id": 29857, "location_id": 768, "domain": 0, "drm_render_minor": 128,
+        "hive_id": 0, "num_sdma_engines": 2, "num_sdma_xgmi_engines": 14,
+        "num_sdma_queues_per_engine": 8, "num_cp_queues": 24, "max_engine_clk_fcompute": 2100,
+        "local_mem_size": 0, "fw_version": 177, "capability": 746400384, "debug_prop": 1495,
+        "sdma_fw_version": 22, "unique_id": 0, "num_xcc": 8, "max_engine_clk_ccompute": 2100},
+        {_GC: ((9, 4, 3), tuple(GFX942.gc.GC_SEGMENT_BASES)),
+         _SDMA0: ((4, 4, 2), (0x1260,)), _NBIO: ((7, 9, 0), (0x0, 0x14, 0xD20, 0x10400))},
+        executes_kernels=False),
+)}
 
 
 @dataclass
@@ -110,26 +152,35 @@ class _Process:
 
 
 class MockKfdDriver:
-    """The mock amdkfd + amdgpu for `count` gfx1100 GPUs, installed into a `MockOS`."""
+    """The mock amdkfd + amdgpu for `count` GPUs, installed into a `MockOS`. `archs` names the
+    processor of each GPU (a `PARTS` key), or one for all of them; `gfx_target_version` overrides
+    what the topology reports (a part no record describes, to test that the driver refuses it)."""
 
     def __init__(self, os: MockOS, count: int = 1, *, vram_B: int = 24 << 30,
                  max_copy_B: int = 0x400000, p2p: bool = True,
-                 gfx_target_version: int = GFX11.gfx_major * 10000, gws: bool = True) -> None:
+                 archs: str | Sequence[str] = "gfx1100", gfx_target_version: int | None = None,
+                 gws: bool = True) -> None:
         self.os = os
+        names = [archs] * count if isinstance(archs, str) else list(archs)
+        if len(names) != count or any(n not in PARTS for n in names):
+            raise ValueError(f"archs {archs!r}: give one of {sorted(PARTS)} per GPU ({count}) "
+                             "or one for all of them")
         #: GWS entries per GPU (topology num_gws): kfd_gws_init allocates the 64 on gfx11 with MES
         #: firmware 68 or later; False models older firmware (0, and ALLOC_QUEUE_GWS is ENODEV)
         self.num_gws = 64 if gws else 0
-        # What the topology reports, and the architecture record the mock GPUs run by (None for
-        # a part no record describes: the driver refuses it before anything runs).
-        self.gfx_target_version = gfx_target_version
-        arch = next((a for a in ARCHS if a.gfx_major == gfx_target_version // 10000), None)
         #: every GPU pair has a PCIe P2P link in the topology (False: none has)
         self.p2p = p2p
         self.gpus: list[MockAMDGPU] = []
-        for i in range(count):
+        for i, name in enumerate(names):
+            part = PARTS[name]
+            # What the topology reports, and the architecture record the mock GPU runs by (None
+            # for a part no record describes: the driver refuses it before anything runs).
+            version = gfx_target_version if gfx_target_version is not None else \
+                part.properties["gfx_target_version"]
             gpu = MockAMDGPU(self, node_id=i + 1, gpu_id=0x1000 + 0x111 * (i + 1),
                              render_minor=128 + i, vram_B=vram_B, max_copy_B=max_copy_B,
-                             gc_bases=GC_BASES, arch=arch)
+                             gc_bases=part.ip[_GC][1], arch=find_arch(version), part=part,
+                             gfx_target_version=version)
             self.gpus.append(gpu)
         self.proc = _Process()
         self.kfd_opens = 0
@@ -165,6 +216,7 @@ class MockKfdDriver:
         os.add_device("/dev/kfd", self._open_kfd)
         for gpu in self.gpus:
             os.add_device(f"/dev/dri/renderD{gpu.render_minor}", self._render_opener(gpu))
+            os.set_executes_kernels(f"/dev/dri/renderD{gpu.render_minor}", gpu.executes_kernels)
         os.add_counter(self.live_objects)
         self._build_sysfs()
 
@@ -175,8 +227,9 @@ class MockKfdDriver:
         fs[f"{TOPOLOGY}/0/name"] = "\n"
         fs[f"{TOPOLOGY}/0/properties"] = "cpu_cores_count 16\nsimd_count 0\nmem_banks_count 1\n"
         for gpu in self.gpus:
-            v = self.gfx_target_version
-            props = dict(GFX1100_PROPERTIES, drm_render_minor=gpu.render_minor,
+            v, part = gpu.gfx_target_version, gpu.part
+            assert part is not None  # every GPU this driver made has one
+            props = dict(part.properties, drm_render_minor=gpu.render_minor,
                          local_mem_size=gpu.vram_B, gfx_target_version=v,
                          num_gws=self.num_gws)
             node = f"{TOPOLOGY}/{gpu.node_id}"
@@ -197,8 +250,7 @@ class MockKfdDriver:
                 fs[f"{node}/p2p_links/{i}/properties"] = \
                     "".join(f"{k} {v}\n" for k, v in link.items())
             ip = f"/sys/class/drm/renderD{gpu.render_minor}/device/ip_discovery/die/0"
-            for hw_id, ver, bases in ((11, (11, 0, 0), GC_BASES), (42, (6, 0, 0), (0x1260,)),
-                                      (108, (4, 3, 0), (0x0, 0x14, 0xD20, 0x10400))):
+            for hw_id, (ver, bases) in part.ip.items():
                 for name, v in zip(("major", "minor", "revision"), ver):
                     fs[f"{ip}/{hw_id}/0/{name}"] = f"{v}\n"
                 fs[f"{ip}/{hw_id}/0/base_addr"] = "".join(f"0x{b:08X}\n" for b in bases)

@@ -1,8 +1,10 @@
 """The mock command processor (MEC) for PM4 compute queues.
 
 Consumes type-3 packets from the ring (and from one level of indirect buffers), decoding them with
-the generated PM4 bindings (through `runtime.drivers.amd.decode`). Supported: NOP, SET_SH_REG
-(COMPUTE_* state), DISPATCH_DIRECT (handed to the RDNA3 kernel executor as a `DispatchRecord`),
+the packet descriptions of the GPU's architecture (`runtime.drivers.amd.packets.packets_for`, from
+the generated PM4 bindings). Supported: NOP, SET_SH_REG (COMPUTE_* state), DISPATCH_DIRECT (on a
+part whose kernels the mock executes, handed to the RDNA3 kernel executor as a `DispatchRecord`;
+on another, its registers are checked and a registered kernel model runs, `KernelLaunch`),
 RELEASE_MEM (value, GPU clock, interrupt), WAIT_REG_MEM on memory, WRITE_DATA to memory, ACQUIRE_MEM,
 EVENT_WRITE and INDIRECT_BUFFER. Anything else is rejected.
 
@@ -19,14 +21,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from hcq_bindings.amd import soc21_enum
-
+from runtime.drivers.amd.arch import ARCHS
 from runtime.drivers.amd.decode import describe_pm4, pm4_fields
-from runtime.drivers.amd.packets import (PM4, PM4_BY_OPCODE, PM4_OPCODE_NAMES, gc, p,
-                                         split_pm4_header)
+from runtime.drivers.amd.packets import packets_for
 from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
                                               RecordingMemory)
-from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
+from runtime.drivers.mock.amd_gpu import (KernelLaunch, MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
 
@@ -37,22 +37,9 @@ _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
-SCRATCH_WAVESIZE_UNIT_B = 256  # COMPUTE_TMPRING_SIZE.WAVESIZE unit on gfx11
 DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatch
-# RELEASE_MEM selectors the MEC accepts (kfd_pm4_headers_ai.h enums).
-_DATA_SEL_OK = {p.data_sel__mec_release_mem__none, p.data_sel__mec_release_mem__send_32_bit_low,
-                p.data_sel__mec_release_mem__send_64_bit_data,
-                p.data_sel__mec_release_mem__send_gpu_clock_counter}
-_INT_SEL_OK = {p.int_sel__mec_release_mem__none, p.int_sel__mec_release_mem__send_interrupt_only,
-               p.int_sel__mec_release_mem__send_interrupt_after_write_confirm}
-_EOP_INDEX = {p.event_index__mec_release_mem__end_of_pipe,
-              p.event_index__mec_release_mem__shader_done}
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
 MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
-# Cache invalidations that make a finished dispatch's writes visible to the next one (per-CU vector
-# cache and GL1), in ACQUIRE_MEM's GCR_CNTL and in RELEASE_MEM's first dword.
-_ACQUIRE_INV = p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1) | p.PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1)
-_RELEASE_INV = p.PACKET3_RELEASE_MEM_GCR_GLV_INV | p.PACKET3_RELEASE_MEM_GCR_GL1_INV
 
 
 class PM4Processor(QueueProcessor):
@@ -63,6 +50,27 @@ class PM4Processor(QueueProcessor):
     def __init__(self, gpu: MockAMDGPU, queue_id: int, ring_va: int, ring_B: int, rptr_va: int,
                  wptr_va: int) -> None:
         super().__init__(gpu, queue_id, ring_va, ring_B, rptr_va, wptr_va)
+        arch = gpu.arch
+        assert arch is not None  # the driver opens no GPU of an undescribed architecture
+        # The architecture's packets and the selectors it accepts, bound once per queue.
+        self.arch = arch
+        self.packets = ps = packets_for(arch)
+        p = self.p = arch.pm4
+        self.gc = arch.gc
+        # RELEASE_MEM selectors the MEC accepts (kfd_pm4_headers_ai.h enums).
+        self._data_sel_ok = {p.data_sel__mec_release_mem__none,
+                             p.data_sel__mec_release_mem__send_32_bit_low,
+                             p.data_sel__mec_release_mem__send_64_bit_data,
+                             p.data_sel__mec_release_mem__send_gpu_clock_counter}
+        self._int_sel_ok = {p.int_sel__mec_release_mem__none,
+                            p.int_sel__mec_release_mem__send_interrupt_only,
+                            p.int_sel__mec_release_mem__send_interrupt_after_write_confirm}
+        self._eop_index = {p.event_index__mec_release_mem__end_of_pipe,
+                           p.event_index__mec_release_mem__shader_done}
+        # Cache invalidations that make a finished dispatch's writes visible to the next one (the
+        # per-CU caches), in ACQUIRE_MEM's cache-control dword and RELEASE_MEM's first dword.
+        self._acquire_inv, self._release_inv = arch.acquire_mem_inv, arch.release_mem_inv
+        self._acquire_cache_dw = ps.forms.acquire_mem_cache_dw
         self.sh: dict[int, int] = {}   # register offset (GC segment 0) -> value
         self.gc_base = gpu.gc_bases[0]
         # An indirect buffer being executed: (dwords, position, GPU address).
@@ -131,8 +139,8 @@ class PM4Processor(QueueProcessor):
             where = f"IB {va:#x} dword {pos}"
             size, op = self._header(dws[pos], where)
             if pos + size > len(dws):
-                raise MockGPUError(f"{where}: {describe_pm4(dws[pos:])} runs past the end of the "
-                                   f"{len(dws)}-dword indirect buffer")
+                raise MockGPUError(f"{where}: {self._describe(dws[pos:])} runs past the end of "
+                                   f"the {len(dws)}-dword indirect buffer")
             if not self._execute(dws[pos:pos + size], op, where, in_ib=True):
                 self._ib = (dws, pos, va)
                 return False
@@ -142,9 +150,10 @@ class PM4Processor(QueueProcessor):
     def _header(self, h: int, where: str) -> tuple[int, int]:
         """(size in dwords, opcode) of the packet whose header is `h`; opcode -1 for a type-2
         filler dword."""
+        p = self.p
         if h == p.CP_PACKET2:
             return 1, -1
-        typ, size, op = split_pm4_header(h)
+        typ, size, op = self.packets.split_pm4_header(h)
         if typ != p.PACKET_TYPE3:
             raise MockGPUError(f"{where}: header {h:#010x} is a type-{typ} packet; compute queues "
                                "take type-3 packets")
@@ -157,17 +166,19 @@ class PM4Processor(QueueProcessor):
         try:
             return self._execute_packet(pkt, op, where, in_ib)
         except PageFault as e:
-            raise MockGPUError(f"{where}: {e}\n  packet: {describe_pm4(pkt, self.gc_base)}",
-                               e.va) from None
+            raise MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va) from None
         except MockGPUError as e:
-            raise MockGPUError(f"{e}\n  packet: {describe_pm4(pkt, self.gc_base)}", e.va) from None
+            raise MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va) from None
+
+    def _describe(self, pkt: list[int]) -> str:
+        return describe_pm4(pkt, self.gc_base, arch=self.arch)
 
     def _execute_packet(self, pkt: list[int], op: int, where: str, in_ib: bool) -> bool:
         if op < 0:
             return True  # CP_PACKET2
-        pk = PM4_BY_OPCODE.get(op)
+        pk = self.packets.pm4_by_opcode.get(op)
         if pk is None:
-            known = PM4_OPCODE_NAMES.get(op)
+            known = self.packets.pm4_opcode_names.get(op)
             what = f"{known} ({op:#x}) is not supported on a compute queue" if known else \
                 f"unknown opcode {op:#x}"
             raise MockGPUError(f"{where}: {what} (header {pkt[0]:#010x})")
@@ -195,7 +206,7 @@ class PM4Processor(QueueProcessor):
         return self._wait_reg_mem(body, where)
 
     def _h_acquire_mem(self, body: list[int], where: str, in_ib: bool) -> bool:
-        if body[6] & _ACQUIRE_INV == _ACQUIRE_INV:
+        if body[self._acquire_cache_dw] & self._acquire_inv == self._acquire_inv:
             self.order.invalidate()
         return True
 
@@ -211,7 +222,8 @@ class PM4Processor(QueueProcessor):
         return True
 
     def _h_event_write(self, body: list[int], where: str, in_ib: bool) -> bool:
-        if PM4["EVENT_WRITE"].fields(body, 0)["event_type"] == soc21_enum.CS_PARTIAL_FLUSH:
+        if self.packets.pm4["EVENT_WRITE"].fields(body, 0)["event_type"] == \
+                self.arch.enums.CS_PARTIAL_FLUSH:
             self.order.partial_flush()
         return True
 
@@ -221,6 +233,7 @@ class PM4Processor(QueueProcessor):
     def _set_sh_reg(self, body: list[int], where: str) -> None:
         if len(body) < 2:
             raise MockGPUError(f"{where}: PACKET3_SET_SH_REG without values")
+        p = self.p
         index = body[0] & 0xFFFF
         addr = index + p.PACKET3_SET_SH_REG_START
         if addr + len(body) - 1 > p.PACKET3_SET_SH_REG_END:
@@ -236,6 +249,8 @@ class PM4Processor(QueueProcessor):
         """Runs the dispatch for up to DISPATCH_SLICE_S; False (the packet stays current) while
         it is not done, so a kernel that never ends cannot hang the host: the queue reports its
         waves' program counters and later calls continue it."""
+        if not self.gpu.executes_kernels:
+            return self._dispatch_model(body, where)
         try:
             from runtime.drivers.mock.rdna3 import Dispatch, KernelFault
         except ImportError as e:
@@ -277,17 +292,15 @@ class PM4Processor(QueueProcessor):
             raise MockGPUError(f"{where}: {e}") from None
         return True
 
-    def _dispatch_record(self, body: list[int], where: str) -> "DispatchRecord | None":
-        from runtime.drivers.mock.rdna3 import DispatchRecord
+    def _dispatch_regs(self, body: list[int], where: str) -> dict[str, Any] | None:
+        """The COMPUTE_* state a DISPATCH_DIRECT runs with, checked as the hardware would need it;
+        None for an empty grid."""
+        gc = self.gc
+        arch = self.arch
         gx, gy, gz, initiator = body
         if not initiator & gc.COMPUTE_DISPATCH_INITIATOR__COMPUTE_SHADER_EN_MASK:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT without COMPUTE_SHADER_EN")
-        arch = self.gpu.arch
-        assert arch is not None  # the driver opens no GPU of an undescribed architecture
-        if arch.wave_size != 32:
-            raise MockGPUError(f"{where}: the mock runs gfx11 (wave32 and wave64 dispatches) "
-                               f"only, not an architecture whose wave size is {arch.wave_size}")
-        wave64 = not initiator & gc.COMPUTE_DISPATCH_INITIATOR__CS_W32_EN_MASK
+        wave64 = not initiator & arch.initiator_wave32
         if 0 in (gx, gy, gz):
             return None
         pgm = ((self._reg(gc.regCOMPUTE_PGM_HI) << 32) | self._reg(gc.regCOMPUTE_PGM_LO)) << 8
@@ -309,6 +322,16 @@ class PM4Processor(QueueProcessor):
                >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * arch.lds_granule_B
         if lds > MAX_LDS_B:
             raise MockGPUError(f"{where}: RSRC2.LDS_SIZE asks for {lds} B of LDS (max {MAX_LDS_B})")
+        if arch.unified_agprs:
+            # ACCUM_OFFSET (offset / 4 - 1) must leave the accumulation registers inside the
+            # VGPRs RSRC1 allocates (granules of 8)
+            accum = (((rsrc3 & gc.COMPUTE_PGM_RSRC3__ACCUM_OFFSET_MASK)
+                      >> gc.COMPUTE_PGM_RSRC3__ACCUM_OFFSET__SHIFT) + 1) * 4
+            vgprs = (((rsrc1 & gc.COMPUTE_PGM_RSRC1__VGPRS_MASK)
+                      >> gc.COMPUTE_PGM_RSRC1__VGPRS__SHIFT) + 1) * 8
+            if accum > vgprs:
+                raise MockGPUError(f"{where}: RSRC3.ACCUM_OFFSET {accum} is beyond the {vgprs} "
+                                   "VGPRs of RSRC1")
         scratch = ((self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI) << 32)
                    | self._reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO)) << 8
         tmpring = self._reg(gc.regCOMPUTE_TMPRING_SIZE)
@@ -316,22 +339,67 @@ class PM4Processor(QueueProcessor):
             >> gc.COMPUTE_TMPRING_SIZE__WAVES__SHIFT
         wavesize = (tmpring & gc.COMPUTE_TMPRING_SIZE__WAVESIZE_MASK) \
             >> gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
-        return DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, (gx, gy, gz), block, lds, scratch,
-                              scratch_wave_B=wavesize * SCRATCH_WAVESIZE_UNIT_B,
-                              scratch_slots=waves, wave64=wave64)
+        if rsrc2 & gc.COMPUTE_PGM_RSRC2__SCRATCH_EN_MASK and waves and wavesize:
+            self.gpu.mem.find(scratch, waves * wavesize * arch.scratch_wave_unit_B, "scratch")
+        return {"pgm": pgm, "rsrc": (rsrc1, rsrc2, rsrc3), "user": user, "grid": (gx, gy, gz),
+                "block": block, "lds": lds, "scratch": scratch,
+                "scratch_wave_B": wavesize * arch.scratch_wave_unit_B, "scratch_slots": waves,
+                "wave64": wave64}
+
+    def _dispatch_record(self, body: list[int], where: str) -> "DispatchRecord | None":
+        from runtime.drivers.mock.rdna3 import DispatchRecord
+        arch = self.arch
+        if arch.wave_size != 32:
+            raise MockGPUError(f"{where}: the mock runs gfx11 (wave32 and wave64 dispatches) "
+                               f"only, not an architecture whose wave size is {arch.wave_size}")
+        r = self._dispatch_regs(body, where)
+        if r is None:
+            return None
+        rsrc1, rsrc2, rsrc3 = r["rsrc"]
+        return DispatchRecord(r["pgm"], rsrc1, rsrc2, rsrc3, r["user"], r["grid"], r["block"],
+                              r["lds"], r["scratch"], scratch_wave_B=r["scratch_wave_B"],
+                              scratch_slots=r["scratch_slots"], wave64=r["wave64"])
+
+    def _dispatch_model(self, body: list[int], where: str) -> bool:
+        """A dispatch on a part whose kernels the mock does not execute: its state is checked
+        like any dispatch's, then the kernel model registered for its entry point (if any) stands
+        in for the kernel; its memory accesses fault like a kernel's would."""
+        r = self._dispatch_regs(body, where)
+        if r is None:
+            return True
+        if not r["wave64"]:
+            raise MockGPUError(f"{where}: DISPATCH_DIRECT selects wave32, which {self.arch.name} "
+                               "does not run")
+        launch = None
+        model = self.gpu.kernels.get(r["pgm"])
+        if model is not None:
+            fn, kernarg_sgpr = model
+            if kernarg_sgpr + 2 > len(r["user"]):
+                raise MockGPUError(f"{where}: the kernel's kernarg pointer is user SGPR "
+                                   f"{kernarg_sgpr}, but RSRC2 loads {len(r['user'])}")
+            launch = KernelLaunch(self.gpu, r["pgm"], r["grid"], r["block"], r["user"],
+                                  kernarg_sgpr)
+            try:
+                fn(launch)
+            except PageFault as e:
+                raise MockGPUError(f"{where}: kernel at {r['pgm']:#x} faulted: {e}", e.va) \
+                    from None
+        self.gpu.record_dispatch(launch or r, None)
+        return True
 
     def _release_mem(self, body: list[int], where: str) -> None:
-        f = pm4_fields(p.PACKET3_RELEASE_MEM, body)
-        if f["event_index"] not in _EOP_INDEX:
+        p = self.p
+        f = pm4_fields(p.PACKET3_RELEASE_MEM, body, arch=self.arch)
+        if f["event_index"] not in self._eop_index:
             raise MockGPUError(f"{where}: RELEASE_MEM event_index {f['event_index']} is not "
                                "end-of-pipe or shader-done")
-        if f["data_sel"] not in _DATA_SEL_OK or f["int_sel"] not in _INT_SEL_OK:
+        if f["data_sel"] not in self._data_sel_ok or f["int_sel"] not in self._int_sel_ok:
             raise MockGPUError(f"{where}: RELEASE_MEM data_sel {f['data_sel']} / int_sel "
                                f"{f['int_sel']} not supported")
         addr, data_sel = f["addr"], f["data_sel"]
         if data_sel in (p.data_sel__mec_release_mem__send_32_bit_low,
                         p.data_sel__mec_release_mem__send_64_bit_data):
-            self.order.release(addr, body[0] & _RELEASE_INV == _RELEASE_INV)
+            self.order.release(addr, body[0] & self._release_inv == self._release_inv)
         if data_sel == p.data_sel__mec_release_mem__send_32_bit_low:
             self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
             self.gpu.mem.write_u32(addr, f["data"] & _M32)
@@ -345,7 +413,7 @@ class PM4Processor(QueueProcessor):
             self.gpu.interrupt(f["int_ctxid"])
 
     def _wait_reg_mem(self, body: list[int], where: str) -> bool:
-        f = pm4_fields(p.PACKET3_WAIT_REG_MEM, body)
+        f = pm4_fields(self.p.PACKET3_WAIT_REG_MEM, body, arch=self.arch)
         if f["mem_space"] != MEM_SPACE_MEMORY:
             raise MockGPUError(f"{where}: WAIT_REG_MEM on registers is not modelled by the mock")
         if f["operation"] != 0:
@@ -364,17 +432,17 @@ class PM4Processor(QueueProcessor):
     def _write_data(self, body: list[int], where: str) -> None:
         if len(body) < 4:
             raise MockGPUError(f"{where}: WRITE_DATA without data")
-        f = pm4_fields(p.PACKET3_WRITE_DATA, body)
+        f = pm4_fields(self.p.PACKET3_WRITE_DATA, body, arch=self.arch)
         if f["dst_sel"] not in WRITE_DATA_DST_MEMORY:
             raise MockGPUError(f"{where}: WRITE_DATA dst_sel {f['dst_sel']} is not memory")
         addr = f["addr"]
         self._aligned(addr, 4, "WRITE_DATA", where)
-        one_addr = bool(body[0] & p.WR_ONE_ADDR)
+        one_addr = bool(body[0] & self.p.WR_ONE_ADDR)
         for i, v in enumerate(body[3:]):
             self.gpu.mem.write_u32(addr if one_addr else addr + 4 * i, v)
 
     def _start_ib(self, body: list[int], where: str) -> None:
-        f = pm4_fields(p.PACKET3_INDIRECT_BUFFER, body)
+        f = pm4_fields(self.p.PACKET3_INDIRECT_BUFFER, body, arch=self.arch)
         if not f["valid"]:
             raise MockGPUError(f"{where}: INDIRECT_BUFFER without the VALID bit")
         va, size = f["ib_base"], f["ib_size"]
@@ -393,7 +461,7 @@ class PM4Processor(QueueProcessor):
         line = super().describe()
         if self.faulted is None and self.wptr_dw > self.rptr_dw:
             pkt = self.ring_dwords(self.rptr_dw, min(16, self.wptr_dw - self.rptr_dw))
-            line += f"; next: {describe_pm4(pkt, self.gc_base)}"
+            line += f"; next: {self._describe(pkt)}"
         return line
 
 
@@ -412,4 +480,5 @@ _PM4_HANDLERS: dict[str, Callable[[PM4Processor, list[int], str, bool], bool]] =
     "INDIRECT_BUFFER": PM4Processor._h_indirect_buffer,
     "EVENT_WRITE": PM4Processor._h_event_write, "NOP": PM4Processor._h_nop,
 }
-assert set(_PM4_HANDLERS) == set(PM4), "every described PM4 packet has a handler in the mock"
+# every described PM4 packet has a handler in the mock
+assert all(set(_PM4_HANDLERS) >= a.pm4_packets for a in ARCHS), "a PM4 packet without a handler"

@@ -1,12 +1,13 @@
-"""The mock SDMA v6 engine: COPY_LINEAR, CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP,
-decoded with
-the packet descriptions (runtime/drivers/amd/packets.py: the synthesised sdma_v6 structs).
+"""The mock SDMA engine: COPY_LINEAR, CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM, TIMESTAMP and NOP,
+decoded with the packet descriptions of the GPU's architecture (runtime/drivers/amd/packets.py: the
+structs synthesised from sdma_v6_0_0_pkt_open.h for gfx11, from vega10_sdma_pkt_open.h for gfx942's
+SDMA 4.4).
 
 Each described packet has a handler here; a packet the descriptions do not cover, or one with no
 handler, stops the queue with an error naming it. Pointers are u64 byte offsets (amdgpu
 sdma_v6_0.c); a packet must not straddle the ring end, which is why drivers pad the tail with NOPs.
-COPY_LINEAR moves at most `max_copy_B` bytes (4 MiB, the amdgpu driver's copy_max_bytes for SDMA
-6); larger counts are rejected like any malformed packet.
+COPY_LINEAR moves at most `max_copy_B` bytes (4 MiB, the amdgpu driver's copy_max_bytes for SDMA 4
+and 6); larger counts are rejected like any malformed packet.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from typing import Callable
 
 import numpy as np
 
+from runtime.drivers.amd.arch import ARCHS
 from runtime.drivers.amd.decode import describe_sdma
-from runtime.drivers.amd.sdma import FILL_BYTE, FILL_DWORD, MAX_FILL_B
-from runtime.drivers.amd.packets import SDMA, sdma_packet, sdma_unknown
+from runtime.drivers.amd.packets import packets_for
+from runtime.drivers.amd.sdma import FILL_BYTE, FILL_DWORD
 from runtime.drivers.mock.amd_gpu import (MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.memory import PageFault
@@ -34,6 +36,9 @@ class SDMAProcessor(QueueProcessor):
                  wptr_va: int) -> None:
         super().__init__(gpu, queue_id, ring_va, ring_B, rptr_va, wptr_va)
         self.max_copy_B = gpu.max_copy_B
+        assert gpu.arch is not None  # the driver opens no GPU of an undescribed architecture
+        self.arch = gpu.arch
+        self.packets = packets_for(gpu.arch)   # the architecture's packets, bound once
 
     def set_wptr(self, value: int) -> None:
         if value % 4:
@@ -49,12 +54,13 @@ class SDMAProcessor(QueueProcessor):
             pos = self.rptr_dw % self.size_dw
             h = int(self.ring[pos])
             where = f"ring byte {self.rptr_dw * 4:#x}"
-            pk = sdma_packet(h)
+            pk = self.packets.sdma_packet(h)
             if pk is None:
-                raise MockGPUError(f"{where}: {sdma_unknown(h)}")
+                raise MockGPUError(f"{where}: {self.packets.sdma_unknown(h)}")
             size = pk.size_of(h)
             if pos + size > self.size_dw:
-                raise MockGPUError(f"{where}: {describe_sdma([h])} straddles the end of the ring")
+                raise MockGPUError(f"{where}: {self._describe([h])} straddles the end of the "
+                                   "ring")
             if self.rptr_dw + size > self.wptr_dw:
                 return progress  # not fully published yet
             pkt = self.ring[pos:pos + size].tolist()
@@ -71,12 +77,15 @@ class SDMAProcessor(QueueProcessor):
         try:
             return self._execute_packet(pkt, where)
         except PageFault as e:
-            raise MockGPUError(f"{where}: {e}\n  packet: {describe_sdma(pkt)}", e.va) from None
+            raise MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va) from None
         except MockGPUError as e:
-            raise MockGPUError(f"{e}\n  packet: {describe_sdma(pkt)}", e.va) from None
+            raise MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va) from None
+
+    def _describe(self, pkt: list[int]) -> str:
+        return describe_sdma(pkt, arch=self.arch)
 
     def _execute_packet(self, pkt: list[int], where: str) -> bool:
-        pk = sdma_packet(pkt[0])
+        pk = self.packets.sdma_packet(pkt[0])
         assert pk is not None
         handler = self._handlers.get(pk.name)
         if handler is None:
@@ -87,7 +96,7 @@ class SDMAProcessor(QueueProcessor):
         n = f["count"] + 1
         if n > self.max_copy_B:
             raise MockGPUError(f"{where}: COPY_LINEAR of {n} B exceeds the {self.max_copy_B} B "
-                               "an SDMA 6 copy packet may move")
+                               "an SDMA copy packet may move")
         mem = self.gpu.mem
         src = mem.view(f["src_addr"], n, "read")
         dst = mem.view(f["dst_addr"], n, "write")
@@ -97,9 +106,10 @@ class SDMAProcessor(QueueProcessor):
     def _constant_fill(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
         # fillsize 2: the 32-bit data repeated (dword-aligned address and count); 0: its low byte.
         n, addr, data, size = f["count"] + 1, f["dst_addr"], f["src_data"], f["fillsize"]
-        if n > MAX_FILL_B:
-            raise MockGPUError(f"{where}: CONSTANT_FILL of {n} B exceeds the {MAX_FILL_B} B an "
-                               "SDMA 6 fill packet may write")
+        if n > self.arch.sdma_fill_max_B:
+            raise MockGPUError(f"{where}: CONSTANT_FILL of {n} B exceeds the "
+                               f"{self.arch.sdma_fill_max_B} B an SDMA fill packet of "
+                               f"{self.arch.name} may write")
         if size == FILL_DWORD:
             if addr % 4 or n % 4:
                 raise MockGPUError(f"{where}: dword CONSTANT_FILL of {n} B at {addr:#x} is not "
@@ -150,18 +160,22 @@ class SDMAProcessor(QueueProcessor):
         return True
 
     _handlers: dict[str, Callable[["SDMAProcessor", dict[str, int], list[int], str], bool]] = {
-        "COPY_LINEAR": _copy_linear, "CONSTANT_FILL": _constant_fill, "FENCE": _fence, "TRAP": _trap,
-        "POLL_REGMEM": _poll_regmem, "TIMESTAMP_GET": _timestamp,
+        "COPY_LINEAR": _copy_linear, "CONSTANT_FILL": _constant_fill, "FENCE": _fence,
+        "TRAP": _trap, "POLL_REGMEM": _poll_regmem, "TIMESTAMP_GET": _timestamp,
         "TIMESTAMP_GET_GLOBAL": _timestamp, "NOP": _nop,
     }
-    assert set(_handlers) == set(SDMA), "every described SDMA packet has a handler"
 
     def describe(self) -> str:
         line = super().describe()
         if self.faulted is None and self.wptr_dw > self.rptr_dw:
             pos = self.rptr_dw % self.size_dw
-            line += f"; next: {describe_sdma(self.ring[pos:pos + 8].tolist())}"
+            line += f"; next: {self._describe(self.ring[pos:pos + 8].tolist())}"
         return line
+
+
+# every described SDMA packet of every architecture has a handler
+assert all(set(SDMAProcessor._handlers) >= a.sdma_packets for a in ARCHS), \
+    "an SDMA packet without a handler"
 
 
 def _overlap(a: int, b: int, n: int) -> bool:

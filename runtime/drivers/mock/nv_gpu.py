@@ -529,9 +529,13 @@ class QmdReader:
     def __init__(self, prefix: str, data: bytes) -> None:
         self.prefix, self.data = prefix, data
         self.num = int.from_bytes(data, "little")
+        self.words = struct.unpack(f"<{len(data) // 4}I", data)
 
     def get(self, name: str, index: int | None = None) -> int:
         lo, mask = _field_range(self.prefix, name, index)
+        sh = lo & 31
+        if sh + mask.bit_length() <= 32:  # inside one dword (nearly every field)
+            return (self.words[lo >> 5] >> sh) & mask
         return (self.num >> lo) & mask
 
     def nonzero(self) -> dict[str, int]:

@@ -129,6 +129,7 @@ class MockOS(OSSeam):
         self._counters: list[Callable[[], dict[str, int]]] = []
         self._request_names: dict[int, str] = {}
         self._status: dict[str, str] = {}
+        self._executes: dict[str, bool] = {}  # device node -> its GPU executes kernels
         self.ioctl_count = 0
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
@@ -137,7 +138,9 @@ class MockOS(OSSeam):
     # ------------------------------------------------------------------ construction
     @classmethod
     def with_amd_gpus(cls, count: int = 1, **gpu_kwargs: Any) -> "MockOS":
-        """A mock machine with `count` gfx1100 GPUs behind a mock KFD."""
+        """A mock machine with `count` AMD GPUs behind a mock KFD: gfx1100 unless `archs` names
+        the processor of each (`archs=("gfx1100", "gfx942")`) or one for all (`archs="gfx942"`);
+        amd_kfd.PARTS lists them."""
         from runtime.drivers.mock.amd_kfd import MockKfdDriver
         mos = cls()
         mos.drivers.append(MockKfdDriver(mos, count, **gpu_kwargs))
@@ -146,6 +149,13 @@ class MockOS(OSSeam):
     def add_device(self, path: str, opener: Callable[[int], MockFile]) -> None:
         """Registers a device node; `opener(flags)` returns the file object."""
         self._devices[path] = opener
+
+    def set_executes_kernels(self, device_path: str, executes: bool) -> None:
+        """Tells the machine whether the GPU behind `device_path` executes kernel code."""
+        self._executes[device_path] = executes
+
+    def gpu_executes_kernels(self, device_path: str) -> bool:
+        return self._executes.get(device_path, self.executes_kernels)
 
     def add_counter(self, counter: Callable[[], dict[str, int]]) -> None:
         """Registers a function contributing to `live_objects`."""

@@ -56,6 +56,8 @@ _ENTRY = re.compile(r"(?:\.(?:visible|extern|weak)\s+)*\.entry\s+(?P<name>[\w$]+
                     r"(?:\((?P<params>[^)]*)\))?(?P<dirs>[^{;]*)(?P<end>[{;])")
 # `.ptr .global .align N` after the type describes the pointee, not the parameter.
 _PTR_ATTR = r"(?:\.ptr(?:\s+\.(?:global|const|local|shared))?(?:\s+\.align\s+\d+)?\s+)?"
+_FUNC = re.compile(r"(?:\.(?:visible|extern|weak)\s+)*\.func\s+(?:\((?P<rets>[^)]*)\)\s*)?"
+                   r"(?P<name>[\w$]+)\s*(?:\((?P<params>[^)]*)\))?")
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(?P<align>\d+)\s+)?\.(?P<type>\w+)\s+" + _PTR_ATTR
                     + r"(?P<name>[\w$]+)(?:\s*\[\s*(?P<count>\d+)\s*\])?")
 
@@ -99,6 +101,17 @@ class PtxEntry:
 
 
 @dataclass
+class PtxFunc:
+    """A device function (`.func`): its return and formal parameters and its body's text span
+    (None for a declaration without a body, such as `vprintf`)."""
+
+    name: str
+    returns: list[PtxParam]
+    params: list[PtxParam]
+    body: tuple[int, int] | None
+
+
+@dataclass
 class PtxModule:
     """A PTX module's declarations (`text` is the module with comments blanked out, same
     offsets as the source)."""
@@ -110,6 +123,7 @@ class PtxModule:
     entries: dict[str, PtxEntry]
     variables: dict[str, PtxVar]
     local_shared: dict[str, list[PtxVar]] = field(default_factory=dict)  # per entry
+    funcs: dict[str, PtxFunc] = field(default_factory=dict)
 
     def data_layout(self) -> tuple[dict[str, int], int]:
         """Offsets of the `.global` and `.const` variables in the data area, and its size."""
@@ -249,6 +263,16 @@ def parse_module(source: str) -> PtxModule:
                 raise ProgramError("PTX module: an initializer is not closed by ';'")
         stmt = text[pos:end + 1]
         m = _ENTRY.search(stmt) if ".entry" in stmt else None
+        fm = _FUNC.search(stmt) if ".func" in stmt and m is None else None
+        if fm is not None:
+            close = _matching_brace(text, brace) if end == brace else None
+            where = f"function {fm.group('name')}"
+            mod.funcs[fm.group("name")] = PtxFunc(
+                fm.group("name"), _params(fm.group("rets") or "", where),
+                _params(fm.group("params") or "", where),
+                (brace + 1, close) if close is not None else None)
+            pos = (close if close is not None else end) + 1
+            continue
         if end == brace:
             close = _matching_brace(text, brace)
             if m is not None:

@@ -1,7 +1,7 @@
 /* Functions, constants and names as a real C library declares them: array parameters, static
    consts, tags beside ordinary identifiers, Python keywords, nested tags, typedef chains.
    Implemented in test_c_api.py, built with gcc into libcapi.so. */
-// probe: struct st, struct baz, struct outer, struct foo, struct with_enum_ptr
+// probe: struct st, struct baz, struct outer, struct foo, struct with_enum_ptr, struct msg
 
 /* Array parameters are pointers (C11 6.7.6.3p7). */
 int sum_arr(const int a[], int n);
@@ -38,9 +38,9 @@ typedef struct foo bar;
 typedef bar foo;
 int foo_a(foo *p);
 
-/* An enum declared, never defined: pointers to it are fine. */
+/* An enum declared, never defined: pointers to it are fine, and so is a function returning it. */
 enum never;
-struct with_enum_ptr { enum never *p; int n; };
+struct with_enum_ptr { enum never *p; int n; enum never_either (*f)(int); };
 
 /* A function declared through a function typedef. */
 typedef int unary(int);
@@ -60,3 +60,15 @@ int add_v3(int a, int b);
 #define add(a, b) add_v3(a, b)
 #define add_swapped(a, b) add_v3(b, a)
 int str_len(const char *s);
+
+/* A flexible array member, filled by C and by Python. */
+struct msg { int n; int data[]; };
+struct msg *msg_new(int n);
+int msg_sum(const struct msg *m);
+void msg_free(struct msg *m);
+
+/* cuda.h's other alias forms: a macro naming the function itself, one through a macro that
+   returns its argument. */
+#define scale_v2 scale_v2
+#define PASS_API(api) api
+#define scale_pass PASS_API(scale_v2)

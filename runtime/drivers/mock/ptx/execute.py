@@ -18,8 +18,6 @@ that is not finished within its time slice returns, and `describe()` gives the w
 """
 from __future__ import annotations
 
-import math
-import struct
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from runtime.drivers.mock.memory import MockMemory, PageFault
+from runtime.drivers.mock.memory import MockMemory
 from runtime.drivers.mock.ptx import ops
 from runtime.drivers.mock.ptx.parse import Body, Instr
 from runtime.drivers.nv.ptx import PtxModule
@@ -111,6 +109,7 @@ class State:
         self.pc = np.zeros(n, np.int32)
         self.done = np.zeros(n, np.bool_)
         self.waiting = np.zeros(n, np.bool_)
+        self.bar_val = np.zeros(n, np.bool_)
         self.shared = np.zeros(nb * max(env.shared_B, 1), np.uint8)
         self.local_B = -(-kern.body.local_B // 16) * 16
         self.local = np.zeros(n * max(self.local_B, 1), np.uint8)
@@ -147,6 +146,8 @@ class Kernel:
         #: (instruction, reason) of each instruction the interpreter does not support: running
         #: one faults (the rest of the kernel still runs)
         self.unsupported: list[tuple[Instr, str]] = []
+        #: program counter -> (operation, predicate reader, destination writer) of bar.red
+        self.bar_reds: dict[int, tuple[str, Any, Any]] = {}
         compiled = [self._compile(ins, i) for i, ins in enumerate(body.instrs)]
         self.kinds = [c[0] for c in compiled]
         self.fns = [c[1] for c in compiled]
@@ -245,7 +246,7 @@ def run(st: State, deadline: float, shared_offsets: dict[str, int]) -> bool:
     with np.errstate(all="ignore"):
         while True:
             check += 1
-            if check & 1023 == 0 and time.perf_counter() > deadline:
+            if check & 63 == 0 and time.perf_counter() > deadline:
                 st.uniform_pc = upc
                 if upc is not None:
                     st.pc[st.index(live)] = upc
@@ -331,7 +332,13 @@ def run(st: State, deadline: float, shared_offsets: dict[str, int]) -> bool:
                 continue
             if kind == K_BAR:
                 ops.check_barrier(st, ins, sel)
+                red = kern.bar_reds.get(pc)
+                if red is not None:
+                    st.bar_val[sel] = red[1](st, sel)
                 if upc is not None:
+                    if red is not None:
+                        idx = st.index(sel)
+                        _bar_reduce(st, idx, np.full(len(idx), pc))
                     upc += 1  # every live thread arrives at once
                     continue
                 st.waiting[sel] = True
@@ -354,8 +361,26 @@ def _release_barriers(st: State) -> None:
     if not arrived.any():
         return
     rel = np.repeat(arrived, st.bt) & st.waiting
+    if st.kern.bar_reds:
+        idx = np.nonzero(rel)[0]
+        _bar_reduce(st, idx, st.pc[idx])
     st.pc[rel] += 1
     st.waiting[rel] = False
+
+
+def _bar_reduce(st: State, idx: np.ndarray, pcs: np.ndarray) -> None:
+    """The results of bar.red for threads `idx` (at program counters `pcs`) leaving a barrier:
+    the predicate's count, and, or or over the threads of their CTA that arrived (each thread's
+    own instruction says which)."""
+    cta = st.cta_local[idx]
+    count = np.bincount(cta, weights=st.bar_val[idx], minlength=st.nb).astype(np.uint32)
+    total = np.bincount(cta, minlength=st.nb).astype(np.uint32)
+    for pc, (op, _, write) in st.kern.bar_reds.items():
+        at = idx[pcs == pc]
+        if len(at) == 0:
+            continue
+        c, t = count[st.cta_local[at]], total[st.cta_local[at]]
+        write(st, at, c if op == "popc" else (c == t) if op == "and" else (c > 0))
 
 
 def _converged(st: State) -> int | None:
@@ -380,4 +405,4 @@ def fault_at(st: State, ins: Instr, sel: Any, bad: np.ndarray, what: str,
                     f"({st.thread_name(int(idx[k]))})", va)
 
 
-__all__ = ["Grid", "Kernel", "LaunchEnv", "PtxFault", "State", "fault_at", "math", "struct"]
+__all__ = ["Grid", "Kernel", "LaunchEnv", "PtxFault", "State", "fault_at"]

@@ -48,7 +48,7 @@ def grid_for(launch: "Launch") -> Grid | None:
 
 #: How long one step of the channel runs a grid before letting the host (and other channels) in:
 #: a kernel that never ends keeps its channel busy without hanging the caller.
-SLICE_S = 0.01
+SLICE_S = 0.05
 
 
 class PtxLaunch:

@@ -19,7 +19,7 @@ import numpy as np
 from runtime.drivers.mock.memory import PageFault
 from runtime.drivers.mock.ptx.ops import (WINDOW_B, Fn, Unsupported, _type, reader, writer)
 from runtime.drivers.mock.ptx.parse import Instr, Operand
-from runtime.drivers.mock.ptx.types import TYPES, PtxType, U
+from runtime.drivers.mock.ptx.types import TYPES, PtxType
 
 if TYPE_CHECKING:
     from runtime.drivers.mock.ptx.execute import Kernel, State
@@ -44,6 +44,15 @@ def _space(ins: Instr) -> str:
         if m.startswith("shared::"):
             return "shared"
     return "generic"
+
+
+def _param_space(k: "Kernel", space: str, o: Operand) -> str:
+    """A `.param` access to a call's argument or result (per-thread variables, inlined calls)
+    is a local-memory access."""
+    if space == "param" and o.kind == "addr" and o.base is not None and \
+            o.base.kind == "sym" and o.base.name in k.body.locals:
+        return "local"
+    return space
 
 
 def _vec(ins: Instr) -> int:
@@ -250,6 +259,7 @@ def op_ld(k: "Kernel", ins: Instr) -> Fn:
     if len(elems) != n:
         raise Unsupported(f"{ins.opcode}: {len(elems)} destinations for a .v{n} access")
     ws = [writer(k, e) for e in elems]
+    space = _param_space(k, space, ins.args[1])
     addr = address(k, ins.args[1], space)
     signed = t.kind == "s"
     sdt = np.dtype(f"i{t.size}") if signed else None
@@ -271,6 +281,7 @@ def op_st(k: "Kernel", ins: Instr) -> Fn:
         raise Unsupported(f"{ins.opcode}: {len(elems)} sources for a .v{n} access")
     store_t = TYPES[f"b{8 * t.size}"] if t.size in (1, 2, 4, 8) else t
     rs = [reader(k, e, store_t) for e in elems]
+    space = _param_space(k, space, ins.args[0])
     addr = address(k, ins.args[0], space)
 
     def f(st: "State", sel: Any) -> None:
@@ -327,9 +338,6 @@ def op_atom(k: "Kernel", ins: Instr) -> Fn:
         a = np.broadcast_to(np.asarray(addr(st, sel), np.uint64), (count,))
         b = np.broadcast_to(np.asarray(rb(st, sel), dt), (count,))
         c = np.broadcast_to(np.asarray(rc(st, sel), dt), (count,)) if rc is not None else None
-        if space == "generic" or space == "global":
-            # atomics on shared memory through generic addresses go to shared memory
-            pass
         parts = resolve(st, ins, sel, space, a, t.size, "atomic")
         olds = np.zeros(count, dt)
         for p in parts:
@@ -456,4 +464,4 @@ def op_cp(k: "Kernel", ins: Instr) -> Fn:
     return f
 
 
-__all__ = ["U", "load", "op_atom", "op_cp", "op_ld", "op_st", "resolve", "store"]
+__all__ = ["load", "op_atom", "op_cp", "op_ld", "op_st", "resolve", "store"]

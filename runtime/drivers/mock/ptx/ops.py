@@ -1,14 +1,14 @@
 """PTX instructions as numpy functions: `compile_instr` turns one parsed instruction into
-(control kind, function(state, threads), branch target). `SUPPORTED` lists the opcodes (first
-opcode word) it accepts; `unsupported_reason` says why a given instruction is not accepted (the
-audit tool's answer)."""
+(control kind, function(state, threads), branch target), or raises `Unsupported` saying why the
+interpreter cannot run it (the audit tool's answer). `ops_table()` maps the first word of an
+opcode to its compiler; each compiler reads its operands through `reader` / `writer`, which view
+a register's raw bits as the instruction's type."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from runtime.drivers.mock.memory import PageFault
 from runtime.drivers.mock.ptx import tensor
 from runtime.drivers.mock.ptx.parse import Instr, Operand
 from runtime.drivers.mock.ptx.types import (TYPES, PtxType, U, bf16_to_f32, f32_to_bf16,
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 Fn = Callable[["State", Any], None]
 ALL = slice(None)
 WINDOW_B = 1 << 32
-_REG_DTYPE: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
-              8: np.dtype(np.uint64)}
+_REG_DTYPE: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16),
+                                        4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 class Unsupported(Exception):
@@ -228,6 +228,14 @@ def compile_instr(k: "Kernel", ins: Instr, index: int) -> tuple[int, Fn, int]:
         return K_BAR, _nop, 0
     if op == "bar" and ins.mods[:1] == ("warp",):
         return K_NORMAL, _nop, 0
+    if op in ("bar", "barrier") and "red" in ins.mods:
+        # bar.red.{popc.u32,and.pred,or.pred} d, id, [count,] {!}p: a barrier whose threads
+        # reduce a predicate over the CTA (what __syncthreads_count/_and/_or compile to)
+        red = next((m for m in ins.mods if m in ("popc", "and", "or")), None)
+        if red is None or len(ins.args) != 3:
+            raise Unsupported(f"{ins.opcode} (only popc/and/or without a thread count)")
+        k.bar_reds[index] = (red, reader(k, ins.args[2], TYPES["pred"]), writer(k, ins.args[0]))
+        return K_BAR, _nop, 0
     f = ops_table().get(op)
     if f is None:
         raise Unsupported(f"{ins.opcode}")
@@ -941,6 +949,19 @@ def _op_cvt(k: "Kernel", ins: Instr) -> Fn:
     mods = set(ins.mods)
     mode = next((m for m in ins.mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi",
                                                "rna", "rs")), "")
+    if "tf32" in ins.mods and stype.name == "f32" and mode == "rna" and "satfinite" not in \
+            ins.mods:
+        # cvt.rna.tf32.f32: keep 10 mantissa bits, rounding half away from zero (NaN and
+        # infinity pass unchanged)
+        wt = writer(k, ins.args[0])
+        rt = reader(k, ins.args[1], TYPES["b32"])
+
+        def tf32(st: "State", sel: Any) -> None:
+            b = np.asarray(rt(st, sel)).astype(np.uint32)
+            special = (b & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+            r = (b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+            wt(st, sel, np.where(special, b, r))
+        return tf32
     if mode in ("rna", "rs"):
         raise Unsupported(ins.opcode)
     sat = "sat" in mods
@@ -1037,6 +1058,66 @@ def _op_cvta(k: "Kernel", ins: Instr) -> Fn:
     return f
 
 
+# ------------------------------------------------------------------------------ small integer ops
+def _op_sad(k: "Kernel", ins: Instr) -> Fn:
+    t = _type(ins)
+    return _alu(k, ins, 3, lambda a, b, c: (np.abs(np.asarray(a).astype(np.int64) - b)
+                                            + c).astype(t.dtype), t)
+
+
+def _int24(x: Any, signed: bool) -> Any:
+    x = np.asarray(x).astype(np.int64) & 0xFFFFFF
+    return np.where(x >= 1 << 23, x - (1 << 24), x) if signed else x
+
+
+def _op_mul24(k: "Kernel", ins: Instr) -> Fn:
+    t = _type(ins)
+    signed, hi = t.kind == "s", "hi" in ins.mods
+
+    def f(a: Any, b: Any, *c: Any) -> Any:
+        p = _int24(a, signed) * _int24(b, signed)
+        r = (p >> 16) if hi else p
+        if c:
+            r = r + np.asarray(c[0]).astype(np.int64)
+        return (r & 0xFFFFFFFF).astype(np.uint32).view(t.dtype)
+    return _alu(k, ins, 3 if ins.op == "mad24" else 2, f, t)
+
+
+def _bytes(x: Any, n: int, width: int, signed: bool) -> list[Any]:
+    x = np.asarray(x).astype(np.int64) & 0xFFFFFFFF
+    out = []
+    for i in range(n):
+        v = (x >> (width * i)) & ((1 << width) - 1)
+        out.append(np.where(v >= 1 << (width - 1), v - (1 << width), v) if signed else v)
+    return out
+
+
+def _op_dp(k: "Kernel", ins: Instr) -> Fn:
+    ts = _types(ins)
+    if len(ts) != 2:
+        raise Unsupported(ins.opcode)
+    at, bt = ts
+    four = ins.op == "dp4a"
+    hi = "hi" in ins.mods
+    w = writer(k, ins.args[0])
+    ra, rb = reader(k, ins.args[1], TYPES["b32"]), reader(k, ins.args[2], TYPES["b32"])
+    out_t = TYPES["s32"] if "s" in (at.kind, bt.kind) else TYPES["u32"]
+    rc = reader(k, ins.args[3], out_t)
+
+    def f(st: "State", sel: Any) -> None:
+        a, b = ra(st, sel), rb(st, sel)
+        if four:
+            pa, pb = _bytes(a, 4, 8, at.kind == "s"), _bytes(b, 4, 8, bt.kind == "s")
+        else:
+            pa = _bytes(a, 2, 16, at.kind == "s")
+            pb = _bytes(b, 4, 8, bt.kind == "s")[2 if hi else 0:][:2]
+        acc = np.asarray(rc(st, sel)).astype(np.int64)
+        for x, y in zip(pa, pb):
+            acc = acc + x * y
+        w(st, sel, (acc & 0xFFFFFFFF).astype(np.uint32).view(out_t.dtype))
+    return f
+
+
 # ------------------------------------------------------------------------------ registry
 def _op_isspacep(k: "Kernel", ins: Instr) -> Fn:
     space = ins.mods[0]
@@ -1080,7 +1161,8 @@ def _build() -> dict[str, Callable[["Kernel", Instr], Fn]]:
         "discard": lambda k, i: _nop, "createpolicy": m.op_createpolicy,
         "shfl": warp.op_shfl, "vote": warp.op_vote, "redux": warp.op_redux,
         "activemask": warp.op_activemask, "match": warp.op_match,
-        "nanosleep": lambda k, i: _nop,
+        "nanosleep": lambda k, i: _nop, "sad": _op_sad, "mul24": _op_mul24,
+        "mad24": _op_mul24, "dp4a": _op_dp, "dp2a": _op_dp,
         "mma": tensor.op_mma, "ldmatrix": tensor.op_ldmatrix, "cp": m.op_cp,
     }
     return t

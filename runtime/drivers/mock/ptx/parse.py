@@ -93,7 +93,8 @@ class Body:
 _NUM = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+[uU]?|0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|"
                   r"\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|0[bB][01]+|\d+[uU]?)")
 _REGDECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.(\w+)\s+(.*)")
-_LOCALDECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)\s*(?:\[\s*(\d+)\s*\])?")
+_LOCALDECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)"
+                        r"\s*(?:\[\s*(\d+)\s*\])?")
 
 
 def _split_top(s: str, sep: str = ",") -> list[str]:
@@ -101,9 +102,9 @@ def _split_top(s: str, sep: str = ",") -> list[str]:
     cur: list[str] = []
     depth = 0
     for c in s:
-        if c in "[{":
+        if c in "[{(":
             depth += 1
-        elif c in "]}":
+        elif c in "]})":
             depth -= 1
         if c == sep and depth == 0:
             out.append("".join(cur))
@@ -116,10 +117,31 @@ def _split_top(s: str, sep: str = ",") -> list[str]:
 
 
 class _Scopes:
+    """Register and symbol scopes: `{ }` blocks shadow outer declarations, and an inlined
+    function starts from a scope of its own (its registers, parameters and labels renamed)."""
+
     def __init__(self, body: Body) -> None:
         self.body = body
         self.stack: list[dict[str, int]] = [{}]
+        self.syms: list[dict[str, str]] = [{}]
         self.counter = 0
+        self.ret_label: str | None = None       # inside an inlined function: where ret goes
+        self.inlining: tuple[str, ...] = ()     # the functions being inlined (no recursion)
+
+    def declare_sym(self, name: str) -> str:
+        """A symbol (a `.param` or `.local` variable, a label) declared in the current scope:
+        its name unique in the kernel."""
+        self.counter += 1
+        unique = name if self.counter == 1 and len(self.stack) == 1 and not self.inlining \
+            else f"{name}@{self.counter}"
+        self.syms[-1][name] = unique
+        return unique
+
+    def lookup_sym(self, name: str) -> str:
+        for scope in reversed(self.syms):
+            if name in scope:
+                return scope[name]
+        return name
 
     def declare(self, name: str, type_: str) -> None:
         unique = name if len(self.stack) == 1 else f"{name}@{self.counter}"
@@ -135,11 +157,13 @@ class _Scopes:
     def push(self) -> None:
         self.counter += 1
         self.stack.append({})
+        self.syms.append({})
 
     def pop(self, line: int) -> None:
         if len(self.stack) == 1:
             raise PtxSyntaxError(f"line {line}: '}}' closes no scope")
         self.stack.pop()
+        self.syms.pop()
 
 
 def _number(tok: str) -> Operand | None:
@@ -184,6 +208,9 @@ def _operand(tok: str, sc: _Scopes, line: int) -> Operand:
             return Operand("addr", base=None, offset=int(base_s, 0) + int(off_s or "0", 0))
         base = _operand(base_s, sc, line) if base_s else None
         return Operand("addr", base=base, offset=int(off_s, 0) if off_s else 0)
+    if tok.startswith("(") and tok.endswith(")"):   # call's return and argument lists
+        return Operand("vec", elems=tuple(_operand(t, sc, line) for t in _split_top(tok[1:-1])),
+                       name="()")
     if "|" in tok:  # setp's and shfl's two destinations p|q
         return Operand("vec", elems=tuple(_operand(t, sc, line) for t in tok.split("|")),
                        name="|")
@@ -199,18 +226,29 @@ def _operand(tok: str, sc: _Scopes, line: int) -> Operand:
     if num is not None:
         return num
     if re.fullmatch(r"[\w$.]+", tok):
-        return Operand("sym", name=tok)
+        return Operand("sym", name=sc.lookup_sym(tok))
     raise PtxSyntaxError(f"line {line}: cannot read operand {tok!r}")
 
 
 def parse_body(mod: PtxModule, entry: str) -> Body:
-    """The instructions of kernel `entry` of a parsed module."""
+    """The instructions of kernel `entry` of a parsed module; calls of device functions are
+    inlined (their parameters become per-thread local memory, `ret` a branch to the call's
+    end), so control flow stays in code order. Recursive calls and calls of functions without a
+    body are left as unsupported `call` instructions."""
     e = mod.entries[entry]
-    start, end = e.body
-    text = mod.text
     body = Body(entry)
     sc = _Scopes(body)
+    _parse_span(mod, e.body[0], e.body[1], body, sc)
+    return body
+
+
+def _parse_span(mod: PtxModule, start: int, end: int, body: Body, sc: _Scopes) -> None:
+    text = mod.text
     line = text.count("\n", 0, start) + 1
+    # labels may be used before they are defined: an inlined body's are renamed up front
+    if sc.inlining:
+        for lab in re.findall(r"(?m)^\s*([\w$.]+)\s*:(?!:)", text[start:end]):
+            sc.declare_sym(lab)
     pos = start
     while pos < end:
         c = text[pos]
@@ -229,7 +267,7 @@ def parse_body(mod: PtxModule, entry: str) -> Body:
             continue
         m = re.match(r"([\w$.]+)\s*:(?!:)", text[pos:pos + 200])
         if m is not None and not text[pos:].startswith(("@", ".")):
-            body.labels[m.group(1)] = len(body.instrs)
+            body.labels[sc.lookup_sym(m.group(1))] = len(body.instrs)
             pos += m.end()
             line += m.group(0).count("\n")
             continue
@@ -245,7 +283,77 @@ def parse_body(mod: PtxModule, entry: str) -> Body:
         _statement(stmt.strip(), body, sc, line, mod)
         line += stmt.count("\n")
         pos = semi + 1
-    return body
+
+
+def _local(body: Body, sc: _Scopes, name: str, size: int, align: int) -> str:
+    """A per-thread variable in local memory (a `.local` array, a call's `.param`)."""
+    unique = sc.declare_sym(name)
+    off = -(-body.local_B // max(align, 1)) * max(align, 1)
+    body.locals[unique] = (off, size)
+    body.local_B = off + size
+    return unique
+
+
+def _copy(body: Body, sc: _Scopes, dst: str, src: str, size: int, line: int, text: str) -> None:
+    """Instructions copying `size` bytes from local variable `src` to `dst` (call arguments and
+    results), through a scratch register per width."""
+    pos = 0
+    while pos < size:
+        w = next(x for x in (8, 4, 2, 1) if size - pos >= x and pos % x == 0)
+        tname = f"%__copy{w}"
+        reg = sc.lookup(tname)
+        if reg is None:
+            sc.stack[0][tname] = reg = len(body.registers)
+            body.registers.append(Register(tname, f"b{8 * w}"))
+        t = f"b{8 * w}"
+        body.instrs.append(Instr("ld", ("local", t), (
+            Operand("reg", reg=reg), Operand("addr", base=Operand("sym", name=src), offset=pos)),
+            None, line, f"{text} (argument copy)"))
+        body.instrs.append(Instr("st", ("local", t), (
+            Operand("addr", base=Operand("sym", name=dst), offset=pos), Operand("reg", reg=reg)),
+            None, line, f"{text} (argument copy)"))
+        pos += w
+
+
+def _call(flat: str, guard: tuple[int, bool] | None, body: Body, sc: _Scopes, line: int,
+          mod: PtxModule) -> None:
+    opcode, _, rest = flat.partition(" ")
+    parts = _split_top(rest)
+    rets: list[str] = []
+    if parts and parts[0].startswith("("):
+        rets = [sc.lookup_sym(x) for x in _split_top(parts.pop(0)[1:-1])]
+    fname = parts.pop(0) if parts else ""
+    args = [sc.lookup_sym(x) for x in _split_top(parts.pop(0)[1:-1])] \
+        if parts and parts[0].startswith("(") else []
+    f = mod.funcs.get(fname)
+    why = None if f is not None and f.body is not None else "a function without a body"
+    if f is not None and fname in sc.inlining:
+        why = "recursion"
+    if guard is not None:
+        why = "a predicated call"
+    if why is not None or f is None or f.body is None:
+        body.instrs.append(Instr("call", tuple(opcode.split(".")[1:]) + (f"({why})",), (),
+                                 guard, line, flat))
+        return
+    # a scope of the callee's own: formals and labels renamed, registers fresh
+    saved = (sc.stack, sc.syms, sc.ret_label, sc.inlining)
+    sc.stack, sc.syms = [{}], [{}]
+    sc.inlining = sc.inlining + (fname,)
+    formals = [_local(body, sc, p.name, p.size, p.align) for p in f.params]
+    results = [_local(body, sc, p.name, p.size, p.align) for p in f.returns]
+    if len(args) != len(formals) or len(rets) > len(results):
+        sc.stack, sc.syms, sc.ret_label, sc.inlining = saved
+        raise PtxSyntaxError(f"line {line}: call of {fname} with {len(args)} arguments, it takes "
+                             f"{len(formals)}")
+    for a, p, fp in zip(args, formals, f.params):
+        _copy(body, sc, p, a, fp.size, line, flat)
+    sc.ret_label = sc.declare_sym("$__return")
+    _parse_span(mod, f.body[0], f.body[1], body, sc)
+    body.labels[sc.ret_label] = len(body.instrs)
+    copies = list(zip(rets, results, f.returns))
+    sc.stack, sc.syms, sc.ret_label, sc.inlining = saved
+    for r, res, fr in copies:
+        _copy(body, sc, r, res, fr.size, line, flat)
 
 
 def _statement(stmt: str, body: Body, sc: _Scopes, line: int, mod: PtxModule) -> None:
@@ -263,15 +371,13 @@ def _statement(stmt: str, body: Body, sc: _Scopes, line: int, mod: PtxModule) ->
             else:
                 sc.declare(part, type_)
         return
-    if flat.startswith(".local"):
-        m = _LOCALDECL.match(flat)
+    if flat.startswith((".local", ".param")):
+        m = _LOCALDECL.match(flat.replace(".param", ".local", 1))
         if m is None:
-            raise PtxSyntaxError(f"line {line}: cannot read local declaration {flat!r}")
+            raise PtxSyntaxError(f"line {line}: cannot read declaration {flat!r}")
         align = int(m.group(1) or TYPE_SIZE.get(m.group(2), 1))
         size = TYPE_SIZE.get(m.group(2), 1) * int(m.group(4) or 1)
-        off = -(-body.local_B // align) * align
-        body.locals[m.group(3)] = (off, size)
-        body.local_B = off + size
+        _local(body, sc, m.group(3), size, align)
         return
     if flat.startswith((".shared", ".pragma", ".loc", ".file", ".section", ".maxnreg",
                         ".maxntid", ".reqntid", ".minnctapersm", ".noreturn")):
@@ -288,6 +394,13 @@ def _statement(stmt: str, body: Body, sc: _Scopes, line: int, mod: PtxModule) ->
         guard = (idx, neg)
         flat = flat.strip()
     opcode, _, rest = flat.partition(" ")
+    if opcode.split(".")[0] == "call":
+        _call(flat, guard, body, sc, line, mod)
+        return
+    if opcode == "ret" and sc.ret_label is not None:
+        body.instrs.append(Instr("bra", (), (Operand("sym", name=sc.ret_label),), guard, line,
+                                 flat))
+        return
     parts = opcode.split(".")
     args = tuple(_operand(t, sc, line) for t in _split_top(rest)) if rest.strip() else ()
     body.instrs.append(Instr(parts[0], tuple(p for p in parts[1:] if p), args, guard, line,

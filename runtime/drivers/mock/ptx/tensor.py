@@ -42,6 +42,11 @@ def _whole_warps(st: "State", ins: Instr, sel: Any) -> np.ndarray:
     return idx.reshape(-1, 32)
 
 
+def _tf32(v: np.ndarray) -> np.ndarray:
+    """tf32 operands: the float32 bits with the 13 low mantissa bits ignored."""
+    return (v.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+
 def _halves(v: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """The two 16-bit halves of packed registers as float32 (low, high)."""
     v = v.astype(np.uint32)
@@ -95,7 +100,7 @@ def op_mma(k: "Kernel", ins: Instr) -> "Fn":
     def frag_a(regs: list[np.ndarray], w: int) -> np.ndarray:
         m = np.zeros((w, 16, kdim), np.float64)
         if at == "tf32":   # one element per register: rows g, g+8; cols t, t+4
-            f = [r.astype(np.uint32).view(np.float32).astype(np.float64) for r in regs]
+            f = [_tf32(r) for r in regs]
             m[:, _G, _T], m[:, _G + 8, _T] = f[0], f[1]
             m[:, _G, _T + 4], m[:, _G + 8, _T + 4] = f[2], f[3]
             return m
@@ -109,7 +114,7 @@ def op_mma(k: "Kernel", ins: Instr) -> "Fn":
     def frag_b(regs: list[np.ndarray], w: int) -> np.ndarray:
         m = np.zeros((w, kdim, 8), np.float64)
         if at == "tf32":
-            f = [r.astype(np.uint32).view(np.float32).astype(np.float64) for r in regs]
+            f = [_tf32(r) for r in regs]
             m[:, _T, _G], m[:, _T + 4, _G] = f[0], f[1]
             return m
         for i, r in enumerate(regs):

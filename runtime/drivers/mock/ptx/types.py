@@ -6,10 +6,12 @@ from typing import Any
 
 import numpy as np
 
-U: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
-     8: np.dtype(np.uint64)}
-S: dict[int, np.dtype[Any]] = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
-F: dict[int, np.dtype[Any]] = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+U: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16),
+                               4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+S: dict[int, np.dtype[Any]] = {1: np.dtype(np.int8), 2: np.dtype(np.int16),
+                               4: np.dtype(np.int32), 8: np.dtype(np.int64)}
+F: dict[int, np.dtype[Any]] = {2: np.dtype(np.float16), 4: np.dtype(np.float32),
+                               8: np.dtype(np.float64)}
 
 
 class PtxType:
