@@ -109,14 +109,38 @@ class State:
         self.pc = np.zeros(n, np.int32)
         self.done = np.zeros(n, np.bool_)
         self.waiting = np.zeros(n, np.bool_)
-        self.bar_val = np.zeros(n, np.bool_)
-        self.shared = np.zeros(nb * max(env.shared_B, 1), np.uint8)
         self.local_B = -(-kern.body.local_B // 16) * 16
-        self.local = np.zeros(n * max(self.local_B, 1), np.uint8)
+        self._shared: np.ndarray | None = None
+        self._local: np.ndarray | None = None
+        self._bar_val: np.ndarray | None = None
+        self.started = False    # whether any thread has run (then `done` may have exits)
         self.steps = 0
         self.cb0_array = np.frombuffer(env.cb0, np.uint8)
         self.uniform_pc: int | None = 0
         self.shared_offsets: dict[str, int] = {}
+
+    # Shared memory, local memory and the barrier-reduction values are made on first use: most
+    # kernels need only some of them, and a launch of a small grid is mostly this set-up.
+    @property
+    def shared(self) -> np.ndarray:
+        """The batch's shared memory: one launch-sized block per CTA."""
+        if self._shared is None:
+            self._shared = np.zeros(self.nb * max(self.env.shared_B, 1), np.uint8)
+        return self._shared
+
+    @property
+    def local(self) -> np.ndarray:
+        """The threads' local memory, `local_B` bytes each."""
+        if self._local is None:
+            self._local = np.zeros(self.n * max(self.local_B, 1), np.uint8)
+        return self._local
+
+    @property
+    def bar_val(self) -> np.ndarray:
+        """Each thread's predicate at a bar.red."""
+        if self._bar_val is None:
+            self._bar_val = np.zeros(self.n, np.bool_)
+        return self._bar_val
 
     def thread_name(self, i: int) -> str:
         """CTA and thread coordinates of thread `i` of the batch."""
@@ -148,6 +172,7 @@ class Kernel:
         self.unsupported: list[tuple[Instr, str]] = []
         #: program counter -> (operation, predicate reader, destination writer) of bar.red
         self.bar_reds: dict[int, tuple[str, Any, Any]] = {}
+        self._shared_offsets: dict[int, dict[str, int]] = {}
         compiled = [self._compile(ins, i) for i, ins in enumerate(body.instrs)]
         self.kinds = [c[0] for c in compiled]
         self.fns = [c[1] for c in compiled]
@@ -167,7 +192,12 @@ class Kernel:
             return K_NORMAL, ops.guarded(ins, refuse), 0
 
     def shared_offsets(self, shared_base: int) -> dict[str, int]:
-        return self.mod.shared_layout(self.name, shared_base)[0]
+        """Offsets of the kernel's shared variables for a layout starting at `shared_base`."""
+        got = self._shared_offsets.get(shared_base)
+        if got is None:
+            got = self._shared_offsets[shared_base] = \
+                self.mod.shared_layout(self.name, shared_base)[0]
+        return got
 
 
 class Grid:
@@ -240,7 +270,8 @@ def run(st: State, deadline: float, shared_offsets: dict[str, int]) -> bool:
     kern = st.kern
     fns, kinds, targets, instrs, n_ins = kern.fns, kern.kinds, kern.targets, kern.instrs, kern.n
     st.shared_offsets = shared_offsets
-    live: Any = ALL if not st.done.any() else np.nonzero(~st.done)[0]
+    live: Any = ALL if not st.started or not st.done.any() else np.nonzero(~st.done)[0]
+    st.started = True
     upc: int | None = st.uniform_pc
     check = 0
     with np.errstate(all="ignore"):
