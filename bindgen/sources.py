@@ -98,7 +98,9 @@ class Fetched:
 
 class Sources:
     """Finds or fetches each source once per run. Resolve every source in the parent process
-    before starting workers: they then only read the verified cache."""
+    before starting workers: they then only read the verified cache. Unpinned archives are
+    unpacked into this run's scratch folder, which is removed when this object is: keep it for
+    as long as the resolved folders are used."""
 
     def __init__(
         self,
