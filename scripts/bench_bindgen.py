@@ -225,9 +225,9 @@ PASS_TARGETS = {  # from the issues
     "nv_import_bc_ms": 10.0,
     "nv_import_nobc_ms": 30.0,
     "amd_import_ms": 10.0,
-    "kfd_ioctl_import_bc_ms": 3.0,  # issue 13: an eager module
-    "rm_580_import_bc_ms": 10.0,  # issue 13: a lazy module
-    "record_ops_vs_ctypes": 1.5,  # issue 13: bitfields and construction within 1.5x of ctypes
+    "kfd_ioctl_import_bc_ms": 3.0,  # an eager module
+    "rm_580_import_bc_ms": 10.0,  # a lazy module
+    "record_ops_vs_ctypes": 1.5,  # bitfields and construction within 1.5x of ctypes
 }
 
 
@@ -1071,7 +1071,7 @@ class Bench:
         vals: dict[str, dict[str, list[float]]] = {k: {} for k in trees if trees[k]}
         res: dict[str, Any] = {"names": len(names)}
         out["driver_names"] = res
-        # more rounds than an import gets: first use varies more (20-45 ms here)
+        # more rounds than an import gets: first use varies more
         for i in range(max(15, 2 * self.args.reps) + 1):
             for label in vals:
                 tree = trees[label]

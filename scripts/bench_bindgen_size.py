@@ -1,4 +1,4 @@
-"""bindgen's time and peak memory against header size (issue 14: memory must stay linear).
+"""bindgen's time and peak memory against header size (memory must stay linear in it).
 
 Generates headers of N structs, either chained (each points at the previous one: the case whose
 memory grew quadratically through ctypes' PEP 3118 pointer formats) or independent, optionally
@@ -8,7 +8,7 @@ result in another. Prints wall time and peak RSS (ru_maxrss) of both.
     .venv/bin/python scripts/bench_bindgen_size.py            # 1k, 10k, 50k; chained, independent
     .venv/bin/python scripts/bench_bindgen_size.py --sizes 1000 10000 --lazy
 
-Goal (issue 14, on a 2-core CI-class machine): 50,000 structs in < 60 s and < 2 GB peak.
+Goal (on a 2-core CI-class machine): 50,000 structs in < 60 s and < 2 GB peak.
 """
 
 from __future__ import annotations

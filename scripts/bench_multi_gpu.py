@@ -5,7 +5,7 @@ writes JSON.
 
 Figures, GPU 0 -> GPU 1, for 1 MiB to 1 GiB: bandwidth (best of N, wall clock from submission to
 the destination seeing the bytes, as the peers are timed: call, then synchronize), and the latency
-of a 4-byte copy (median of many). Targets (issue 19): bandwidth >= 90% of the better peer at every
+of a 4-byte copy (median of many). Targets: bandwidth >= 90% of the better peer at every
 size from 1 MiB; 4-byte latency no worse than the better peer. CUDA runs first, in a subprocess, so
 that libcuda and this runtime never share a process.
 

@@ -1,9 +1,8 @@
 """Errors of the HCQ runtime.
 
 One root, `HCQError`, so callers can catch everything the runtime raises; each subclass carries the
-structured facts a caller (or a test) needs rather than only a message. Style guide, section 5: no
-bare RuntimeError, no print-and-continue; after a device fault every later call raises the same
-error.
+structured facts a caller (or a test) needs rather than only a message. No bare RuntimeError, no
+print-and-continue; after a device fault every later call raises the same error.
 """
 from __future__ import annotations
 

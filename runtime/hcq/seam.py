@@ -2,8 +2,8 @@
 `OSSeam`.
 
 Drivers receive a seam object in their constructor and never touch `os`, `fcntl` or `mmap`
-themselves, so a mock can stand in for the kernel without patching anything global (style guide,
-section 2: tinygrad swaps its file interface by environment variable; we pass the seam instead).
+themselves, so a mock can stand in for the kernel without patching anything global (tinygrad swaps
+its file interface by environment variable; we pass the seam instead).
 `RealOS` talks to Linux; `runtime.drivers.mock.os.MockOS` implements the same contract over virtual
 devices.
 

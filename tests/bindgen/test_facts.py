@@ -119,7 +119,8 @@ def test_sdma_packets_against_gcc_and_the_documented_sizes(tmp_path: Path) -> No
     import ctypes
 
     sdma = _module("sdma_v6")
-    # dword counts documented for SDMA v6 (shared/guides/amd_kfd_pm4_rdna3.md, section 3)
+    # dword counts of the SDMA v6 packets: one past the last dword offset their field macros in
+    # sdma_v6_0_0_pkt_open.h name
     documented = {
         "COPY_LINEAR": 7,
         "FENCE": 4,
@@ -285,7 +286,7 @@ def test_nv_qmd_bit_ranges(tmp_path: Path) -> None:
         want[f"{n}.hi"], want[f"{n}.lo"] = getattr(cl, n)
     want[f"{idx}(3).hi"], want[f"{idx}(3).lo"] = getattr(cl, idx)(3)
     _compare(got, want)
-    assert cl.NVCBC0_QMDV04_00_PROGRAM_ADDRESS_LOWER == (1247, 1216)  # guide, section 1
+    assert cl.NVCBC0_QMDV04_00_PROGRAM_ADDRESS_LOWER == (1247, 1216)  # byte 0x98, unshifted
     assert re.match(r"NVC", idx)
 
 

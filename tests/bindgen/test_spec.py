@@ -383,7 +383,7 @@ def test_unsupported_member_type_is_reported_and_its_users_too(tmp_path):
 
 
 def test_system_source_without_package(tmp_path):
-    """A plain local folder is a ``system`` source without a ``package`` (issue 15); a missing
+    """A plain local folder is a ``system`` source without a ``package``; a missing
     folder then says to create it or supply it, not to install an empty package name."""
     from bindgen.errors import SourceError
     from bindgen.sources import Sources

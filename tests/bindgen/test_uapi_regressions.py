@@ -1,4 +1,4 @@
-"""Regressions from bindgen's sweep over the Linux uapi tree (issue 15), each a small header in
+"""Regressions from bindgen's sweep over the Linux uapi tree, each a small header in
 corpus/ with gcc as the truth: anonymous bitfields and packed unions (t20, also compared member by
 member in test_layout_gcc), function-like macro conversions, tag-renaming macros and command-line
 definitions, calls libffi gets wrong, inline functions, over-aligned records, and what a layout

@@ -1,7 +1,7 @@
 """Barriers between dependent AMD dispatches, and the mock that tells when one is missing.
 
 The builder ends every dispatch with EVENT_WRITE CS_PARTIAL_FLUSH and starts it with an ACQUIRE_MEM
-of the per-CU caches (tinygrad's and the guide's sequence). The mock models the dispatches of one
+of the per-CU caches (tinygrad's sequence). The mock models the dispatches of one
 queue as concurrent until such a barrier orders them and faults on a data race, so these tests
 remove barriers from real streams and expect the fault, and keep them and expect the results.
 """

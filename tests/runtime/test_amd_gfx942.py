@@ -307,3 +307,38 @@ def test_scratch_uses_the_gfx9_wavesize_unit(dev: Any) -> None:
         >> gc.COMPUTE_TMPRING_SIZE__WAVESIZE__SHIFT
     waves = sc.tmpring_size & gc.COMPUTE_TMPRING_SIZE__WAVES_MASK
     assert (sc.wave_B, wavesize, waves) == (64 * 64, 4, sc.waves)
+
+
+def test_the_mock_kfd_checks_the_cwsr_sizes_as_newer_kernels_do(dev: Any) -> None:
+    """CREATE_QUEUE on the gfx942 node refuses a save area of another size (amdkfd from 6.12
+    requires the node's sizes), and a save area too small for every XCC."""
+    from runtime.drivers.amd.ring import RPTR_OFFSET_B, WPTR_OFFSET_B
+    from runtime.drivers.mock.amd_kfd import cwsr_sizes
+    from runtime.hcq import IoctlError, MemKind
+    from hcq_bindings.linux import kfd_ioctl as kfd
+    cwsr, ctl, debug, xccs = cwsr_sizes(dev.node.properties)
+    assert dev._cwsr_sizes() == (cwsr, ctl, debug, xccs)   # what the driver sends
+    ring = dev.alloc(4096, kind=MemKind.GTT, cpu_access=True)
+    ptrs = dev.alloc(4096, kind=MemKind.GTT, cpu_access=True)
+    eop = dev.alloc(4096)
+    small = dev.alloc(cwsr + debug)   # one XCC's worth
+    big = dev.alloc((cwsr + debug) * xccs)
+
+    def create(save: Any, size: int) -> Any:
+        return dev.kfd.create_queue(
+            ring_base_address=ring.va, ring_size=4096, gpu_id=dev.node.gpu_id,
+            queue_percentage=kfd.KFD_MAX_QUEUE_PERCENTAGE, queue_priority=7,
+            write_pointer_address=ptrs.va + WPTR_OFFSET_B,
+            read_pointer_address=ptrs.va + RPTR_OFFSET_B,
+            queue_type=kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, eop_buffer_address=eop.va,
+            eop_buffer_size=4096, ctx_save_restore_address=save.va,
+            ctx_save_restore_size=size, ctl_stack_size=ctl)
+
+    with pytest.raises(IoctlError, match="EINVAL|errno 22|Invalid argument"):
+        create(big, cwsr + 4096)
+    with pytest.raises(IoctlError):
+        create(small, cwsr)
+    q = create(big, cwsr)
+    dev.kfd.destroy_queue(q.queue_id)
+    for b in (ring, ptrs, eop, small, big):
+        dev.free(b)

@@ -1,6 +1,6 @@
 """Misuse of the documented API, as a new user (or a fuzzer) would try it: every case gets a clear
 HCQError naming the bad argument, nothing half-done stays behind, and the device stays fully usable
-(copies work right after, close() is quick). Issue 16's list, one test per case; add new cases here.
+(copies work right after, close() is quick). One test per case; add new cases here.
 
 The "refused submission" cases run on both mock GPUs and check the invariant that matters most: a
 launch, copy or graph that is refused must not take a timeline value (or any other shared slot),

@@ -1,4 +1,4 @@
-"""Several GPUs in one process, on the mocks (issue 19): device groups sharing one mock machine,
+"""Several GPUs in one process, on the mocks: devices opened together on one mock machine,
 buffers that know their device, peer mappings through KFD and RM/UVM, cross-device waits, host waits
 on many signals, and `transfer` on each of its paths, byte for byte. The same tests on two real
 NVIDIA GPUs are in test_multi_gpu_hw.py."""

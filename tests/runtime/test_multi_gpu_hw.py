@@ -1,4 +1,4 @@
-"""Two NVIDIA GPUs of one machine (issue 19): a kernel on GPU 1 reading GPU 0's VRAM through a peer
+"""Two NVIDIA GPUs of one machine: a kernel on GPU 1 reading GPU 0's VRAM through a peer
 mapping, GPU↔GPU copies of 1 B to 1 GiB byte for byte on the peer and the bounce paths, and signal
 chains that bounce between the two GPUs' queues. The same logic runs on the mocks in CI
 (test_multi_device.py); these tests need the real hardware.

@@ -49,7 +49,7 @@ def test_qmd_fields_come_from_the_generated_tables() -> None:
     assert QMDV05.field("PROGRAM_ADDRESS_LOWER_SHIFTED4") == \
         cl.NVCEC0_QMDV05_00_PROGRAM_ADDRESS_LOWER_SHIFTED4
     with pytest.raises(KeyError):
-        QMDV04.field("SM_GLOBAL_CACHING_ENABLE")  # gone in V04 (guide section 1)
+        QMDV04.field("SM_GLOBAL_CACHING_ENABLE")  # gone in V04 (clcbc0qmd.h)
     assert QMDV04.size_B == 384 and QMDV03.size_B == 256 and QMDV05.size_B == 384
 
 
@@ -73,7 +73,7 @@ def _launch_qmd(q: type) -> bytes:
 def test_qmd_v04_matches_the_hopper_guide_positions() -> None:
     d = _launch_qmd(QMDV04)
     u32 = struct.unpack("<96I", d)
-    # guide section 1: program address unshifted at byte 0x98, grid at 0x80/0x84/0x88, block at
+    # clcbc0qmd.h: program address unshifted at byte 0x98, grid at 0x80/0x84/0x88, block at
     # 0x90/0x92/0x94, cb0 address >> 6 at byte 0xC0, versions at bits 583:576, QMD_TYPE 25:23.
     assert u32[0x98 // 4] == 0x3456_7800 and u32[0x9C // 4] & 0x1FFFFFF == 0x12
     assert u32[0x80 // 4] == 70000 and d[0x84] == 3 and d[0x88] == 2
@@ -161,7 +161,7 @@ def test_userd_and_doorbell_offsets_are_the_guides() -> None:
 
 def test_copy_engine_launch_words_are_the_verified_ones() -> None:
     from runtime.drivers.nv.generation import GENERATIONS
-    for g in GENERATIONS:  # guide section 5: tinygrad's, valid on C8B5 (the same in every header)
+    for g in GENERATIONS:  # tinygrad's, valid on C8B5 (the same in every header)
         assert (g.copy.copy_word, g.copy.release_word) == (0x182, 0x14), g.name
         assert g.compute.cache_invalidate == 0x1011, g.name
 

@@ -45,12 +45,38 @@ class MockPart:
     and register bases of its ip_discovery folder (hw_id -> (major, minor, revision), bases), and
     whether the mock executes its kernels (a part it does not execute still has every queue,
     packet and dispatch checked; a kernel model registered with `MockAMDGPU.register_kernel` then
-    stands in for the kernel, as on the mock NVIDIA GPU)."""
+    stands in for the kernel, as on the mock NVIDIA GPU). `checks_cwsr`: CREATE_QUEUE requires
+    the CWSR sizes amdkfd computes for the node, as kernels from 6.12 on do (`cwsr_sizes`)."""
 
     name: str
     properties: dict[str, int]
     ip: dict[int, tuple[tuple[int, int, int], tuple[int, ...]]]
     executes_kernels: bool
+    checks_cwsr: bool = False
+
+
+def cwsr_sizes(props: dict[str, int]) -> tuple[int, int, int, int]:
+    """(cwsr_size, ctl_stack_size, debug_memory_size, XCCs) of a topology node, as amdkfd's
+    kfd_queue_ctx_save_restore_size computes them (Linux 6.12 kfd_queue.c), written out here
+    independently of the driver so that the mock checks what the driver sends."""
+    v = props["gfx_target_version"]
+    xccs = max(1, props.get("num_xcc", 1))
+    cus = props["simd_count"] // props["simd_per_cu"] // xccs
+    if v < 100100:   # before GFX_VERSION_NAVI10
+        waves = min(cus * 40, props["array_count"] // props["simd_arrays_per_engine"] * 512)
+    else:
+        waves = cus * 32
+    if v // 100 * 100 == 90400 or v in (90010, 90008):
+        vgpr = 0x80000
+    elif v in (110000, 110001, 120000, 120001):
+        vgpr = 0x60000
+    else:
+        vgpr = 0x40000
+    page = _PAGE
+    wg_data = -(-cus * (vgpr + 0x4000 + 0x10000 + 0x1000) // page) * page
+    ctl = -(-(40 + waves * (12 if v >= 100100 else 8) + 8) // page) * page
+    debug = -(-waves * 32 // 64) * 64
+    return ctl + wg_data, ctl, debug, xccs
 
 
 # ip_discovery hw_ids (soc15_hw_ip.h): GC 11, SDMA0 42, NBIF (NBIO) 108
@@ -90,7 +116,7 @@ PARTS: dict[str, MockPart] = {p.name: p for p in (
         "sdma_fw_version": 22, "unique_id": 0, "num_xcc": 8, "max_engine_clk_ccompute": 2100},
         {_GC: ((9, 4, 3), tuple(GFX942.gc.GC_SEGMENT_BASES)),
          _SDMA0: ((4, 4, 2), (0x1260,)), _NBIO: ((7, 9, 0), (0x0, 0x14, 0xD20, 0x10400))},
-        executes_kernels=False),
+        executes_kernels=False, checks_cwsr=True),
 )}
 
 
@@ -455,6 +481,8 @@ class MockKfdDriver:
                 if a.ctx_save_restore_address:
                     gpu.mem.find(a.ctx_save_restore_address, max(a.ctx_save_restore_size, 1),
                                  "cwsr")
+                    if gpu.part is not None and gpu.part.checks_cwsr:
+                        self._check_cwsr(gpu, a)
         except PageFault as e:
             self.os.log_kernel(f"mock kfd: CREATE_QUEUE: {e}")
             raise OSError(E.EFAULT, str(e)) from None
@@ -477,6 +505,20 @@ class MockKfdDriver:
         a.queue_id = qid
         a.doorbell_offset = (KFD_MMAP_TYPE_DOORBELL << KFD_MMAP_TYPE_SHIFT) \
             | (gpu.gpu_id << KFD_MMAP_GPU_ID_SHIFT) | slot * 8
+
+    def _check_cwsr(self, gpu: MockAMDGPU, a: Any) -> None:
+        """kfd_queue_acquire_buffers: the save area's sizes are the node's, and its buffer holds
+        one save area and debug area per XCC."""
+        props = dict(gpu.part.properties) if gpu.part is not None else {}
+        props["gfx_target_version"] = gpu.gfx_target_version
+        cwsr, ctl, debug, xccs = cwsr_sizes(props)
+        if (a.ctx_save_restore_size, a.ctl_stack_size) != (cwsr, ctl):
+            self.os.log_kernel(f"mock kfd: CREATE_QUEUE: ctx_save_restore_size "
+                               f"{a.ctx_save_restore_size:#x} / ctl_stack_size "
+                               f"{a.ctl_stack_size:#x}, the node's are {cwsr:#x} / {ctl:#x}")
+            raise OSError(E.EINVAL, f"CWSR sizes {a.ctx_save_restore_size:#x}/"
+                                    f"{a.ctl_stack_size:#x} are not the node's {cwsr:#x}/{ctl:#x}")
+        gpu.mem.find(a.ctx_save_restore_address, (cwsr + debug) * xccs, "cwsr (every XCC)")
 
     def _destroy_queue(self, a: Any) -> None:
         q = self.proc.queues.pop(a.queue_id, None)

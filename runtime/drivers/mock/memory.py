@@ -98,8 +98,8 @@ class MockMemory:
             else payload.view(np.uint8).reshape(-1)
         self.view(va, len(src), "write")[:] = src
 
-    # struct reads and writes the backing buffer in place: 4-10x cheaper than numpy scalar
-    # views, and the command processors do several per packet. (numpy arrays have the buffer
+    # struct reads and writes the backing buffer in place: several times cheaper than numpy
+    # scalar views, and the command processors do several per packet. (numpy arrays have the buffer
     # protocol; numpy's stubs do not say so before Python 3.12, hence the arg-type ignores.)
     def read_u32(self, va: int) -> int:
         data, off = self.find(va, 4, "read")

@@ -8,7 +8,7 @@ keyed by the kernel's symbol), `.nv.constantN` (N != 0: e.g. bank 4 holds addres
 globals, filled by relocations), `.nv.global.init` / `.nv.global` (device globals).
 
 `.nv.info` records are {u8 format, u8 attribute, u16 size-or-value}; format 4 (SVAL) is followed by
-`size` payload bytes, the others carry their value in the header (guide section 3; Mesa nv_cubin.c).
+`size` payload bytes, the others carry their value in the header (Mesa nv_cubin.c).
 Barriers: `.text.k` sh_flags bits 20+ in the old ABI (ELF OSABI 0x33, CUDA <= 12), or the
 NUM_BARRIERS attribute in the new one (OSABI >= 0x41, CUDA 13), where the SM version moves to
 e_flags[15:8]. Parsing errors are `ProgramError`s that name the bad value and what was expected
@@ -35,11 +35,11 @@ SHF_ALLOC = 0x2
 OSABI_CUDA_V1 = 0x33   # CUDA <= 12 cubins: SM version in e_flags[7:0]
 OSABI_CUDA_V2 = 0x41   # CUDA 13 cubins: SM version in e_flags[15:8]
 SECTION_ALIGN_B = 128  # instruction fetch granularity; tinygrad aligns every section so
-RESERVED_SMEM_B = 0x400  # sm_90 reserves 1 KiB of shared memory per CTA (guide section 3)
+RESERVED_SMEM_B = 0x400  # sm_90 reserves 1 KiB of shared memory per CTA
 
 
 class EIAttr(enum.IntEnum):
-    """`.nv.info` attribute codes (EIATTR_*, as cuobjdump names them; guide section 3)."""
+    """`.nv.info` attribute codes (EIATTR_*, as cuobjdump names them)."""
 
     MAX_THREADS = 0x05
     PARAM_CBANK = 0x0A
@@ -377,7 +377,7 @@ def _kernels(cub: Cubin) -> None:
             elif rec.attr == EIAttr.CRS_STACK_SIZE:
                 k2.crs_stack_B = val
     for k in cub.kernels.values():
-        if not k.registers:  # fallback (guide section 3): `.text.<k>` sh_info >> 24
+        if not k.registers:  # fallback: the register count in `.text.<k>` sh_info >> 24
             k.registers = k.text.info >> 24
 
 

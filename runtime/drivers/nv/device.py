@@ -1,6 +1,6 @@
 """NVDevice: an NVIDIA GPU driven through the kernel driver's ioctls alone (RM + UVM), no libcuda.
 
-Bring-up (guide section 6, the sequence tinygrad 0.14 uses, with Hopper's classes):
+Bring-up (the sequence tinygrad 0.14 uses, with Hopper's classes):
  1. RM client on /dev/nvidiactl; driver version; UVM (two descriptors, INITIALIZE + MM_INITIALIZE).
  2. CARD_INFO, /dev/nvidiaN registered with REGISTER_FD; GPU_GET_ID_INFO_V2 for the device instance.
  3. NV01_DEVICE_0, NV20_SUBDEVICE_0, NV01_MEMORY_VIRTUAL; GET_CLASSLIST picks the usermode, GPFIFO,
@@ -72,11 +72,11 @@ HOST_COPY_SPLIT_B = 4 << 20       # staging copies at least this large use sever
 VA_HEAP_BASE = 0x10_0000_0000
 VA_HEAP_END = 0x100_0000_0000
 # Shared and local memory windows (tinygrad's addresses; 4 GiB aligned as Hopper requires) sit far
-# above the heap so no buffer lies inside them (guide section 7: Xid 13).
+# above the heap so no buffer lies inside them (an access to one there faults with Xid 13).
 SHARED_WINDOW = 0x7294_0000_0000
 LOCAL_WINDOW = 0x7293_0000_0000
 # SEND_SIGNALING_PCAS2_B action: invalidate any cached copy of the QMD, prefetch, copy, schedule
-# (what libcuda uses on H100, guide section 2); tinygrad's PREFETCH_SCHEDULE (9) also works there.
+# (what libcuda uses on H100); tinygrad's PREFETCH_SCHEDULE (9) also works there.
 DEFAULT_PCAS_ACTION = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
 assert all(g.compute.SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
            == DEFAULT_PCAS_ACTION for g in GENERATIONS)

@@ -147,8 +147,8 @@ class CopyMethods:
 
 @dataclass(frozen=True)
 class Cb0Layout:
-    """Constant bank 0's driver area (guide section 3: libcuda-research, redplait/denvdis,
-    tinygrad): byte offsets of what the driver writes before the parameters."""
+    """Constant bank 0's driver area (as libcuda-research, redplait/denvdis and tinygrad read
+    it): byte offsets of what the driver writes before the parameters."""
 
     block_dim: int = 0x00          # 3 x u32
     grid_dim: int = 0x0C           # 3 x u32

@@ -4,7 +4,7 @@ Submitting a command stream: copy its dwords into the channel's pushbuffer ring 
 reads), write one GPFIFO entry per segment (address + length, `methods.gp_entry`), publish the new
 put index in USERD's GP_PUT (0x8C in the channel's USERD page, clc56f.h `AmpereAControlGPFifo`),
 make those stores globally visible (they go to write-combined BAR memory), then write the channel's
-work-submit token to the usermode doorbell at +0x90 (guide section 4; clc661.h/clc361.h).
+work-submit token to the usermode doorbell at +0x90 (clc661.h/clc361.h).
 
 Ring space is reclaimed exactly: every submission ends with a host semaphore release (no wait for
 idle) of the submission's sequence number into the channel's progress word, which the host writes

@@ -3,7 +3,7 @@
 A launch block (the core's kernel-argument block) holds constant bank 0 followed by the QMD:
 
     +0                  cb0 driver area (blockDim, gridDim, shared/local windows, stack pointer,
-                        parameter-block bounds; guide section 3), then the parameters at
+                        parameter-block bounds: `Cb0Layout`), then the parameters at
                         EIATTR_PARAM_CBANK's offset (0x210 on sm_90)
     round_up(cb0, 256)  the QMD (SEND_PCAS_A takes its address >> 8)
 

@@ -7,8 +7,8 @@ and looked up in the version's table. What differs between versions (where the g
 an address is shifted, which fields exist) is expressed by overriding the few semantic setters; a
 generation's record (runtime/drivers/nv/generation.py) names its version.
 
-Field facts for Hopper follow shared/guides/nv_hopper_bringup.md, sections 1 and 0 (the field set
-verified on the H200).
+The Hopper field set is the one verified on the H200 (tests/runtime/test_nv_hw.py launches with
+it; test_nv_builders.py pins the byte positions).
 """
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ class QMD:
         return cls.carveouts_KiB()[-1] * 1024
 
     def set_common(self, *, sass_version: int) -> "QMD":
-        """The fields every launch of this runtime sets the same way (guide section 0)."""
+        """The fields every launch of this runtime sets the same way."""
         self.set_version()
         self.write(QMD_GROUP_ID=0x3F,
                    API_VISIBLE_CALL_LIMIT=self.value("API_VISIBLE_CALL_LIMIT_NO_CHECK"),
@@ -272,7 +272,7 @@ class QMD:
 
 def sm_config_value(carveouts_KiB: tuple[int, ...], shared_B: int) -> int:
     """The SM_CONFIG_SHARED_MEM_SIZE encoding (KiB / 4 + 1) of the smallest carveout that holds
-    `shared_B` bytes (guide section 1; tinygrad computes the same from its carveout list)."""
+    `shared_B` bytes (tinygrad computes the same from its carveout list)."""
     for kib in carveouts_KiB:
         if kib * 1024 >= shared_B:
             return kib // 4 + 1
@@ -327,7 +327,7 @@ class QMDV03(QMD):
 
 class QMDV04(QMD):
     """Hopper (clcbc0qmd.h, NVCBC0_QMDV04_00): 384 B; QMD_TYPE GRID_CTA; GRID_*; constant buffer
-    addresses >> 6 and sizes >> 4; program address unshifted (guide section 1)."""
+    addresses >> 6 and sizes >> 4; program address unshifted."""
 
     prefix = "NVCBC0_QMDV04_00"
     size_B = 384
@@ -355,7 +355,7 @@ class QMDV04(QMD):
 
     @classmethod
     def carveouts_KiB(cls) -> tuple[int, ...]:
-        # sm_90 carveouts up to 228 KiB (guide section 1; CUDA guide, compute capability 9.0).
+        # sm_90 carveouts up to 228 KiB (CUDA programming guide, compute capability 9.0).
         return (8, 16, 32, 64, 100, 132, 164, 196, 228)
 
     @classmethod

@@ -197,7 +197,7 @@ class NVComputeQueue(NVQueue):
 
     def setup(self, *, compute_class: int, shared_window: int, local_window: int) -> "Self":
         """Binds the compute class to its subchannel and sets the shared/local windows (once per
-        channel; the shared window is 4 GiB aligned on Hopper, guide section 2)."""
+        channel; the shared window is 4 GiB aligned on Hopper)."""
         d, m = self._d, self.device.gen.compute
         d.extend(nvm(SUBC_COMPUTE, cl.NVC56F_SET_OBJECT, compute_class))
         d.extend(nvm(SUBC_COMPUTE, m.SET_SHADER_LOCAL_MEMORY_WINDOW_A,

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# Constants as 0-d arrays: numpy takes a 0-d operand's fast path, a numpy scalar one costs
-# ~0.2 us more per call on small arrays.
+# Constants as 0-d arrays: numpy takes a 0-d operand's fast path, and a numpy scalar one costs
+# more per call on small arrays.
 F32_MIN_NORMAL = np.array(2.0 ** -126)
 _MID = np.array(0x10000000, dtype=np.uint64)
 _LOW29 = np.array(0x1FFFFFFF, dtype=np.uint64)
@@ -39,7 +39,7 @@ def _round_to_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Correctly rounded f32 fused multiply-add."""
-    # Same-dtype ufuncs on converted operands: numpy's mixed-dtype loops cost ~0.5 us a call.
+    # Same-dtype ufuncs on converted operands: numpy's mixed-dtype loops cost more per call.
     s = np.asarray(a).astype(np.float64)
     b64 = np.asarray(b).astype(np.float64)
     s = np.multiply(s, b64, out=s) if s.ndim and s.shape == b64.shape else s * b64

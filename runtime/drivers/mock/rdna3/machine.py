@@ -167,7 +167,7 @@ class Planes:
     `regs[k]` for k < 3 is the VGPR file [nvgpr, n, 32] viewed as uint32, int32 or float32
     (U32_PLANE, I32_PLANE, F32_PLANE); for k = 3 + those, the SGPRs in a shape that broadcasts
     against lanes: `regs[k][r, ...]` gives a 0-d array for one wave (numpy broadcasts a 0-d
-    operand at no cost, an [n, 1] one costs ~0.5 us per call) and [n, 1] otherwise. `s1` is the
+    operand at no cost, an [n, 1] one costs time on every call) and [n, 1] otherwise. `s1` is the
     one wave's SGPR row (None for several waves; scalar instructions of one wave run on numpy
     scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's written-VGPR set
     (see Machine)."""
@@ -191,7 +191,9 @@ SGPR_PLANES = 3   # regs[SGPR_PLANES + k]: the SGPRs viewed like VGPR plane k
 
 
 class Group:
-    """Waves at one program counter. `idx` selects them in the machine (a slice when it can).
+    """Waves at one program counter, stepped together: the interpreter's unit of execution, not a
+    workgroup (its waves may come from many workgroups, and it splits and merges as they diverge
+    and meet). `idx` selects them in the machine (a slice when it can).
 
     `planes`: typed register views when the waves are a slice of a wave32 machine (else None);
     `fast`: the same while EXEC has every lane set (VALU fast paths write whole planes)."""
@@ -287,7 +289,7 @@ class Group:
         if r == NULL:
             return
         # Stored read-only (as np.broadcast_to leaves it): masks are shared, never updated in
-        # place. A mask already [n, 32] gets a read-only view: broadcast_to costs ~1.4 us.
+        # place. A mask already [n, 32] gets a read-only view, cheaper than broadcast_to.
         if mask.shape == (self.n, 32):
             mask = mask.view()
             mask.flags.writeable = False
