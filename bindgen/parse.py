@@ -638,8 +638,9 @@ class _Converter:
             return self.ref(t.get_declaration(), "record", uses)
         if k == TK.ENUM:
             return self.ref(t.get_declaration(), "enum", uses)
-        if k in (TK.INT128, TK.UINT128):
-            return ir.Array(ir.Prim("c_uint64", 8, 16), 2)
+        if k in (TK.INT128, TK.UINT128):  # ctypes has none: bindgen_rt's, read as an int
+            signed = k == TK.INT128
+            return ir.Prim("_rt.c_int128" if signed else "_rt.c_uint128", 16, 16, signed)
         raise UnsupportedConstruct(f"type {t.spelling!r} (kind {k.name})")
 
     def param(self, t: ci.Type, uses: dict[str, None]) -> ir.Type:

@@ -93,7 +93,8 @@ class _Ctx:
     # -- ctypes spelling (what runs)
     def type(self, t: ir.Type) -> str:
         if isinstance(t, ir.Prim):
-            self.used.add(t.name)
+            if not t.name.startswith("_rt."):  # bindgen_rt's own (128-bit integers)
+                self.used.add(t.name)
             return t.name
         if isinstance(t, ir.Void):
             return "None"

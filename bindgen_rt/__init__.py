@@ -40,12 +40,14 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
     # What __getattr__ below loads on first use, spelled out for type checkers.
-    from .records import FieldSpec, Opaque, Struct, Union, func_ptr
+    from .records import FieldSpec, Opaque, Struct, Union, c_int128, c_uint128, func_ptr
 
 
 # Loaded on first use: a lazy generated module needs only bindgen_rt.lazy at import time.
 _PARTS = {
-    "bindgen_rt.records": ("Struct", "Union", "Opaque", "func_ptr", "FieldSpec"),
+    "bindgen_rt.records": (
+        "Struct", "Union", "Opaque", "func_ptr", "FieldSpec", "c_int128", "c_uint128"
+    ),
 }
 _WHERE = {name: mod for mod, names in _PARTS.items() for name in names}
 
@@ -56,6 +58,8 @@ __all__ = [
     "IoctlRequest",
     "Library",
     "FieldSpec",
+    "c_int128",
+    "c_uint128",
     "_c_div",
     "_c_mod",
     "_c_bool",

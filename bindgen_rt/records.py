@@ -19,6 +19,81 @@ from ctypes import alignment, sizeof
 FieldSpec = tuple  # (name, ctype, bit_offset, bit_width or None, signed, anonymous)
 
 
+if TYPE_CHECKING:
+    # mypy's ctypes plugin cannot type an Array subclass that has its own ``value``: checkers
+    # see a plain ctypes type of 16 bytes
+    _Words = ctypes.Structure
+else:
+    _Words = ctypes.Array
+
+
+class _Int128(_Words):
+    """A 128-bit integer (``__int128``, ``unsigned __int128``): ctypes has none, so its 16 bytes
+    are two 64-bit words; ``value`` (and ``int()``) reads and writes it as one Python int, wrapping
+    as C converts to the type. A record's field of this type reads and writes ints directly."""
+
+    _type_ = ctypes.c_uint64
+    _length_ = 2
+    _signed_ = False
+
+    def __init__(self, value: int = 0) -> None:
+        super().__init__()
+        self._set(value)
+
+    def _get(self) -> int:
+        raw = ctypes.string_at(ctypes.addressof(self), 16)
+        return int.from_bytes(raw, "little", signed=self._signed_)
+
+    def _set(self, v: int) -> None:
+        ctypes.memmove(ctypes.addressof(self), (int(v) & _MASK128).to_bytes(16, "little"), 16)
+
+    value = property(_get, _set)
+
+    def __int__(self) -> int:
+        return self._get()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value})"
+
+
+_MASK128 = (1 << 128) - 1
+
+
+class c_int128(_Int128):
+    _signed_ = True
+
+
+class c_uint128(_Int128):
+    _signed_ = False
+
+
+class _Int128Field:
+    """A record's 128-bit integer field, read and written as a Python int (ctypes' own field
+    would take only a ``c_int128``). ``offset`` and ``size`` as a ctypes field has them."""
+
+    __slots__ = ("name", "offset", "size", "signed")
+
+    def __init__(self, name: str, offset: int, signed: bool) -> None:
+        self.name, self.offset, self.size, self.signed = name, offset, 16, signed
+
+    def __get__(self, obj: "Any", cls: "Any" = None) -> "Any":
+        if obj is None:
+            return self
+        raw = ctypes.string_at(ctypes.addressof(obj) + self.offset, 16)
+        return int.from_bytes(raw, "little", signed=self.signed)
+
+    def __set__(self, obj: "Any", value: "Any") -> None:
+        data = (int(value) & _MASK128).to_bytes(16, "little")
+        ctypes.memmove(ctypes.addressof(obj) + self.offset, data, 16)
+
+
+def _int128_fields(cls: "Any", fields: "Sequence[Any]") -> None:
+    for f in fields:
+        t = f[1]
+        if isinstance(t, type) and issubclass(t, _Int128) and (len(f) < 4 or f[3] is None):
+            setattr(cls, f[0], _Int128Field(f[0], f[2] // 8, t._signed_))
+
+
 class _Forward:
     """Descriptor promoting ``inner`` of the anonymous member ``outer`` to the enclosing record."""
 
@@ -88,9 +163,11 @@ def _layout(
         from .placement import lay_out
 
         lay_out(cls, kind, size, align, [_norm(f) for f in fields], layout)
+        _int128_fields(cls, fields)
         return
     cls._fields_, anonymous = natural
     cls.__bindgen_layout__ = layout  # the rest of the bookkeeping follows on first use
+    _int128_fields(cls, fields)
     for outer, t in anonymous:
         for inner in getattr(t, "__bindgen_names__", ()):
             setattr(cls, inner, _Forward(outer, inner))
@@ -207,9 +284,10 @@ class _RecordMixin:
         keeps the record alive."""
         if count < 0:
             raise ValueError(f"count must be 0 or more, got {count}")
+        rec: "Any" = self  # a ctypes record (the mixin is only ever mixed into one)
         elem, offset = type(self)._flexible_field(name)
-        arr = (elem * count).from_address(ctypes.addressof(self) + offset)
-        arr._bindgen_record = self  # the memory is the record's
+        arr = (elem * count).from_address(ctypes.addressof(rec) + offset)
+        arr._bindgen_record = rec  # the memory is the record's
         return arr
 
     @classmethod
@@ -220,11 +298,12 @@ class _RecordMixin:
         if count < 0:
             raise ValueError(f"count must be 0 or more, got {count}")
         elem, offset = cls._flexible_field(name)
-        size = max(ctypes.sizeof(cls), offset + count * ctypes.sizeof(elem))
-        align = ctypes.alignment(cls)
+        rec: "Any" = cls  # a ctypes record class (the mixin is only ever mixed into one)
+        size = max(ctypes.sizeof(rec), offset + count * ctypes.sizeof(elem))
+        align = ctypes.alignment(rec)
         buf = (ctypes.c_uint8 * (size + align))()
         skip = -ctypes.addressof(buf) % align
-        return cls.from_buffer(buf, skip)
+        return rec.from_buffer(buf, skip)
 
     @classmethod
     def _layout_(

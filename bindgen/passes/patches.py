@@ -102,6 +102,12 @@ def _retype(t: ir.Type, old: str, new: str) -> ir.Type:
     return t
 
 
+def _retype_fn(t: ir.FuncType, old: str, new: str) -> ir.FuncType:
+    return ir.FuncType(
+        _retype(t.ret, old, new), tuple(_retype(p, old, new) for p in t.params), t.variadic
+    )
+
+
 def apply(ctx: Context) -> None:
     """The pass: see :func:`apply_ir_patches`."""
     apply_ir_patches(ctx.target, ctx.module)
@@ -144,6 +150,13 @@ def apply_ir_patches(t: Target, m: ir.Module) -> None:
             ]
             m.typedefs = [
                 dataclasses.replace(td, type=_retype(td.type, old, new)) for td in m.typedefs
+            ]
+            # (signatures name records too: `int st(struct st *)`)
+            m.functions = [
+                dataclasses.replace(fn, type=_retype_fn(fn.type, old, new)) for fn in m.functions
+            ]
+            m.variables = [
+                dataclasses.replace(v, type=_retype(v.type, old, new)) for v in m.variables
             ]
             m.ioctls = [
                 dataclasses.replace(io, arg=new if io.arg == old else io.arg) for io in m.ioctls

@@ -277,6 +277,8 @@ class _Types:
         t = self.strip(t)
         if isinstance(t, ir.Prim) and t.name == "c_longdouble":
             return "long double by value"
+        if isinstance(t, ir.Prim) and t.name in ("_rt.c_int128", "_rt.c_uint128"):
+            return "__int128 by value (libffi has no 128-bit integer type)"
         if isinstance(t, ir.Array):
             return self.problem(t.elem, seen)
         if not (isinstance(t, ir.Named) and t.name in self.records) or t.name in seen:

@@ -38,6 +38,10 @@ for (int i = 0; i < n; i++) m->data[i] = 10 * i; return m; }
 int msg_sum(const struct msg *m) { int t = 0; for (int i = 0; i < m->n; i++) t += m->data[i];
 return t; }
 void msg_free(struct msg *m) { free(m); }
+void wide_set(struct wide *w) { w->s = -((__int128)1 << 100) - 3; w->u = ((unsigned __int128)1 << 127)
++ 7; }
+unsigned long long wide_low(const struct wide *w) { return (unsigned long long)(w->s + w->u); }
+__int128 wide_by_value(__int128 x) { return x; }
 """
 
 
@@ -169,3 +173,49 @@ def test_flexible_array_member_is_reachable(api):
     assert api.msg_sum(ctypes.byref(mine)) == 42
     with pytest.raises(TypeError, match="not a flexible array member"):
         mine.flexible("n", 1)
+
+
+def test_rename_patches_can_name_one_kind(capi, tmp_path):
+    """`struct st` and `st()` share a name in C; a rename with `kind` renames only one of them,
+    and a renamed function is still looked up by its C name."""
+    lib = capi[0].module.libraries[0][1][0]
+    _, mod = generate_headers(
+        tmp_path,
+        ["c_api.h"],
+        name="c_api_renamed",
+        libraries=[{"name": "capi", "candidates": [lib]}],
+        patches=[
+            {"rename": {"from": "struct_st", "to": "St", "kind": "record"}, "why": "test"},
+            {"rename": {"from": "st", "to": "st_call", "kind": "function"}, "why": "test"},
+        ],
+    )
+    assert not hasattr(mod, "struct_st") and not hasattr(mod, "st")
+    assert mod.st_call(ctypes.byref(mod.St(x=4))) == 8
+
+
+def test_float16_is_reported_not_a_crash(tmp_path):
+    d = tmp_path / "src"
+    d.mkdir()
+    (d / "half.h").write_text("struct h { _Float16 x; int y; };\nstruct ok { int a; };\n")
+    g, mod = generate_headers(tmp_path, ["half.h"], name="half", source_dir=d)
+    assert ctypes.sizeof(mod.ok) == 4 and not hasattr(mod, "h")
+    assert "record h: half.h:1: field h.x: type '_Float16': no ctypes type matches it" in (
+        g.report.replace("corpus:", "")
+    )
+
+
+def test_int128_fields_are_python_ints(api, capi):
+    w = api.wide()
+    api.wide_set(ctypes.byref(w))
+    assert w.s == -(1 << 100) - 3 and w.u == (1 << 127) + 7
+    w.s, w.u = (1 << 90) + 5, 2
+    assert api.wide_low(ctypes.byref(w)) == 7  # C adds them: the low 64 bits are 5 + 2
+    w.u = -1  # converted as C converts to unsigned __int128
+    assert w.u == (1 << 128) - 1
+    assert api.wide(s=-2).s == -2
+    from bindgen_rt import c_int128, c_uint128
+
+    assert c_int128(-5).value == -5 and int(c_uint128(-1)) == (1 << 128) - 1
+    # by value, libffi has no 128-bit integer: reported, not emitted
+    assert not hasattr(api, "wide_by_value")
+    assert "function wide_by_value: __int128 by value" in capi[0].report

@@ -2,6 +2,9 @@
    consts, tags beside ordinary identifiers, Python keywords, nested tags, typedef chains.
    Implemented in test_c_api.py, built with gcc into libcapi.so. */
 // probe: struct st, struct baz, struct outer, struct foo, struct with_enum_ptr, struct msg
+// probe: struct wide
+// probe-scalar: s u
+// probe-const: FLAG_X FLAG_TOP NEG
 
 /* Array parameters are pointers (C11 6.7.6.3p7). */
 int sum_arr(const int a[], int n);
@@ -72,3 +75,9 @@ void msg_free(struct msg *m);
 #define scale_v2 scale_v2
 #define PASS_API(api) api
 #define scale_pass PASS_API(scale_v2)
+
+/* 128-bit integers: fields read and written as Python ints; by value, refused. */
+struct wide { __int128 s; unsigned __int128 u; };
+void wide_set(struct wide *w);
+unsigned long long wide_low(const struct wide *w);
+__int128 wide_by_value(__int128 x);
