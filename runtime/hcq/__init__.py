@@ -18,7 +18,8 @@ from runtime.hcq import registry
 from runtime.hcq.compiler import CompileCache, Compiler
 from runtime.hcq.device import (Device, DeviceName, DeviceProperties, MemInfo,
                                 parse_device_name)
-from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
+from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceForked,
+                                DeviceNotFound, HCQError,
                                 HCQMemoryError, IoctlError, ProgramError, QueueError,
                                 SignalTimeout)
 from runtime.hcq.device import PendingCopy
@@ -39,12 +40,13 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
 
 __all__ = [
     "AMDDevice", "ArgSlot", "ArgumentError", "Buffer", "BufferSpec", "CompileCache", "Compiler",
-    "Device", "DeviceClosed", "DeviceFault", "DeviceNotFound", "DeviceProperties", "Event",
-    "Graph", "GraphCopy", "GraphWait", "HCQError", "HCQMemoryError", "HWQueue", "HostMapping",
-    "IoctlError", "KernArgs", "KernelStats", "Launch", "MemInfo", "MemKind", "NVDevice", "OSSeam",
-    "PendingCopy", "Profile", "Program", "ProgramError", "QueueError", "RealOS", "Signal",
-    "SignalTimeout", "Stream", "TraceEvent", "TransferPath", "TransferReport", "Var", "VarExpr",
-    "open_device", "open_devices", "present_devices", "profile", "transfer", "wait_all",
+    "Device", "DeviceClosed", "DeviceFault", "DeviceForked", "DeviceNotFound",
+    "DeviceProperties", "Event", "Graph", "GraphCopy", "GraphWait", "HCQError", "HCQMemoryError",
+    "HWQueue", "HostMapping", "IoctlError", "KernArgs", "KernelStats", "Launch", "MemInfo",
+    "MemKind", "NVDevice", "OSSeam", "PendingCopy", "Profile", "Program", "ProgramError",
+    "QueueError", "RealOS", "Signal", "SignalTimeout", "Stream", "TraceEvent", "TransferPath",
+    "TransferReport", "Var", "VarExpr", "open_device", "open_devices", "present_devices",
+    "profile", "transfer", "wait_all",
 ]
 
 _DRIVERS = {"AMDDevice": "amd", "NVDevice": "nv"}

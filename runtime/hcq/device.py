@@ -7,18 +7,27 @@ kernel-argument arena and (lazily) the pinned staging buffers for copies.
 Ordering: every submission the device makes itself (copies, launches, graph replays) waits for
 timeline value v-1 and signals v, so work is executed in submission order across the compute and
 copy engines. User-built queues are free to do otherwise.
+
+Threads: every submission is built and published under the device's `SubmitLock` (reentrant), so
+calls from several threads give what some serial order of them would; waits never hold it. Copies
+through the staging buffers hold a second lock for their whole length (they reuse those buffers).
+After fork() a device inherited from the parent refuses every use (`DeviceForked`).
 """
 from __future__ import annotations
 
 import collections
 import operator
+import os as _os
 import re
+import signal as _signal
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from runtime.hcq import profiler
-from runtime.hcq.errors import (DeviceClosed, DeviceFault, DeviceNotFound, HCQError,
-                                HCQMemoryError, QueueError)
+from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceForked,
+                                DeviceNotFound, HCQError, HCQMemoryError, QueueError)
 from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, PoolStats,
                                 RingArena, SlotPool)
 from runtime.hcq.signal import SIGNAL_B, Signal
@@ -42,6 +51,115 @@ _DEVICE_NAME = re.compile(r"(mock-)?(amd|nv)(?::(0|[1-9][0-9]{0,3}))?", re.ASCII
 #: the mock machine has at most this many GPUs of each vendor
 MAX_MOCK_GPUS = 16
 _VENDOR_NAMES = {"amd": "AMD", "nv": "NVIDIA"}
+
+
+class SubmitLock:
+    """The lock every submission of a device is built and published under (reentrant).
+
+    `flags`, when a driver gives it, is a word array whose `flag_index` word gets bit 1 while a
+    thread holds the lock: a native launch path that does not take the lock (it runs under the
+    GIL without yielding) declines while the bit is set, so it never interleaves with a
+    submission being built in Python."""
+
+    __slots__ = ("_lock", "depth", "flags", "flag_index")
+
+    HELD = 2
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.depth = 0
+        self.flags: Any = None
+        self.flag_index = 0
+
+    def __enter__(self) -> "SubmitLock":
+        self._lock.acquire()
+        self.depth += 1
+        if self.depth == 1 and self.flags is not None:
+            self.flags[self.flag_index] |= self.HELD
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.flags is not None:
+            self.flags[self.flag_index] &= ~self.HELD
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return bool(self._lock._is_owned())  # type: ignore[attr-defined]
+
+
+# Devices open in this process, so that a forked child can mark the ones it inherited.
+_open_devices: "weakref.WeakSet[Device]" = weakref.WeakSet()
+# [a Ctrl-C arrived while the main thread held a device's SubmitLock (or was inside a mock kernel
+# call), it will be sent again after _REDELIVER_S]
+_deferred_interrupt = [False, False]
+_REDELIVER_S = 0.001
+
+
+def _interrupt_must_wait() -> bool:
+    """Whether this thread is publishing a submission (holds a device's SubmitLock) or is inside
+    a call into a device's OS seam that must complete (a mock kernel's ioctl)."""
+    for dev in list(_open_devices):
+        if dev._submit.held_here():
+            return True
+        seam = getattr(dev, "os", None)
+        if seam is not None and seam.busy_here():
+            return True
+    return False
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """SIGINT handler installed at the first device open (only over Python's default one): a
+    KeyboardInterrupt is raised as usual, except while the main thread is publishing a
+    submission or is inside a mock kernel's call: then it is raised once that is complete
+    (`deliver_deferred_interrupt`), so that no half-published work (commands in a ring but no
+    doorbell, a doorbell but no timeline value) is left behind, as a real system call completes
+    before the signal handler runs."""
+    try:
+        wait = _interrupt_must_wait()
+    except Exception:  # noqa: BLE001  (never let the handler itself fail)
+        wait = False
+    if wait:
+        # Sent again shortly (SIGINT to the main thread), until it lands outside such a
+        # section.
+        _deferred_interrupt[0] = True
+        if not _deferred_interrupt[1]:
+            _deferred_interrupt[1] = True
+            t = threading.Timer(_REDELIVER_S, _redeliver, (threading.main_thread().ident,))
+            t.daemon = True
+            t.start()
+        return
+    _deferred_interrupt[0] = False
+    _signal.default_int_handler(signum, frame)  # type: ignore[arg-type]
+
+
+def _redeliver(main: int) -> None:
+    _deferred_interrupt[1] = False
+    _signal.pthread_kill(main, _signal.SIGINT)
+
+
+def interrupt_pending() -> bool:
+    """Whether a Ctrl-C is being held back until a submission or kernel call completes (a long
+    wait inside a mock kernel call returns early then, as a real one would with EINTR)."""
+    return _deferred_interrupt[0]
+
+
+def _guard_sigint() -> None:
+    if hasattr(_signal, "pthread_kill") and \
+            threading.current_thread() is threading.main_thread() and \
+            _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _on_sigint)
+
+
+def _after_fork_in_child() -> None:
+    for dev in list(_open_devices):
+        dev._mark_forked()
+    _open_devices.clear()
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @dataclass(frozen=True)
@@ -116,12 +234,19 @@ class Device:
         self.pool_B = pool_B  # freed memory kept for reuse (see Allocator)
         self.timeline_value = 0  # last value handed out by next_timeline()
         self._fault: DeviceFault | None = None
+        self._forked = False
+        #: held while a submission is built and published (see the module docstring)
+        self._submit = SubmitLock()
+        self._copy_lock = threading.Lock()
         self._signal_pools: list[SlotPool] = []
         self._staging: list[list[Any]] = []  # [buffer, timeline value that frees it]
         self._arena: RingArena | None = None
         self._compiler: Any = None
         self._compile_cache: "CompileCache | None" = None
         self._streams: list["Stream"] = []
+        # What submitted work waits for besides the timeline (graph waits, device.wait events):
+        # key -> (what, signal, value), named in timeout reports while not reached
+        self._gates: dict[object, tuple[str, Signal, int]] = {}
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
@@ -131,8 +256,23 @@ class Device:
         self.allocator: Allocator
         self.timeline_signal: Signal
 
+    def _claim(self) -> None:
+        """Called by the driver before it opens anything: refuses a second open of the same GPU
+        in this process (the kernel drivers refuse it, less clearly) and names the open one."""
+        me = parse_device_name(self.name)
+        for other in list(_open_devices):
+            if other.closed or type(other) is not type(self) or \
+                    other.os.kernel is not self.os.kernel:
+                continue
+            if parse_device_name(other.name).index == me.index:
+                raise HCQError(f"{self.name}: this GPU is already open in this process as "
+                               f"{other!r}; use that device (any thread may) or close it first")
+        _open_devices.add(self)
+        _guard_sigint()
+
     def _init_core(self, allocator: Allocator) -> None:
         """Called by the driver once its hardware is open."""
+        _open_devices.add(self)
         self.allocator = allocator
         allocator.cache_limit_B = self.pool_B
         self.timeline_signal = self.new_signal(0)
@@ -169,20 +309,28 @@ class Device:
         """Allocates `size` bytes of device memory (VRAM by default) mapped at a GPU address.
         Freed memory of the same size and kind is reused without a driver call (see
         `pool_stats`); `size` 0 gives an empty buffer at address 0. Raises HCQMemoryError for a
-        size that is not a non-negative integer or that the device cannot provide."""
+        size that is not a non-negative integer or that the device cannot provide, and
+        ArgumentError for a `kind` that is not a MemKind."""
         self.check_usable()
-        return self.allocator.alloc(size, BufferSpec(kind, cpu_access, uncached, executable))
+        if type(kind) is not MemKind:
+            raise ArgumentError(f"alloc: kind must be a MemKind (MemKind.VRAM, MemKind.GTT, "
+                                f"MemKind.HOST), got {type(kind).__name__} {kind!r}")
+        with self._submit:
+            return self.allocator.alloc(size, BufferSpec(kind, bool(cpu_access), bool(uncached),
+                                                         bool(executable)))
 
     def free(self, buf: Buffer) -> None:
         """Frees a buffer from `alloc` (its memory goes to the pool for reuse). The caller makes
         sure the GPU no longer uses it."""
+        self._check_process()
         if self.closed:
             raise DeviceClosed(f"{self.name} is closed")
         peer = getattr(buf, "peer_of", None)
         if peer is not None and buf.device is self:
             raise HCQError(f"{buf!r} is a peer mapping of {peer!r}: unmap it with "
                            f"{self.name}.unmap_peer, or free the buffer on {peer.device.name}")
-        self.allocator.free(buf)
+        with self._submit:
+            self.allocator.free(buf)
 
     def pool_stats(self) -> PoolStats:
         """The caching allocator's hits, misses and cached bytes."""
@@ -191,31 +339,46 @@ class Device:
     def trim_pool(self) -> None:
         """Returns the memory cached by the allocator to the driver."""
         self.check_usable()
-        self.allocator.trim()
+        with self._submit:
+            self.allocator.trim()
 
     def new_signal(self, value: int = 0) -> Signal:
-        """A fresh 16-B signal in uncached memory, set to `value`."""
-        for pool in self._signal_pools:
-            if pool.free_count:
-                break
-        else:
-            buf = self.alloc(_SIGNAL_POOL_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
-            pool = SlotPool(buf, SIGNAL_B)
-            self._signal_pools.append(pool)
-        off = pool.take()
-        sig = Signal(self, pool.buf.slice(off, SIGNAL_B), off)
-        sig.value, sig.timestamp = value, 0
-        return sig
+        """A fresh 16-B signal in uncached memory, set to `value` (an integer from 0 to 2**64 - 1;
+        anything else is refused with ArgumentError before a slot is taken)."""
+        if type(value) is not int:
+            try:
+                value = operator.index(value)
+            except TypeError:
+                raise ArgumentError(f"new_signal: value must be an integer, got "
+                                    f"{type(value).__name__} {value!r}") from None
+        if not 0 <= value < 1 << 64:
+            raise ArgumentError(f"new_signal: value {value} is outside 0 to 2**64 - 1 (a signal "
+                                "is a 64-bit unsigned counter)")
+        self.check_usable()
+        with self._submit:
+            for pool in self._signal_pools:
+                if pool.free_count:
+                    break
+            else:
+                buf = self.alloc(_SIGNAL_POOL_B, kind=MemKind.GTT, cpu_access=True, uncached=True)
+                pool = SlotPool(buf, SIGNAL_B)
+                self._signal_pools.append(pool)
+            off = pool.take()
+            sig = Signal(self, pool.buf.slice(off, SIGNAL_B), off)
+            sig.value, sig.timestamp = value, 0
+            return sig
 
     def _release_signal(self, sig: Signal) -> None:
-        for i, pool in enumerate(self._signal_pools):
-            if sig.buf.base is pool.buf:
-                pool.give(sig._pool_offset or 0)
-                # A pool whose signals all came back is returned (the first holds the timeline).
-                if i and pool.free_count == pool.capacity and not self.closed:
-                    del self._signal_pools[i]
-                    self.free(pool.buf)
-                return
+        with self._submit:
+            for i, pool in enumerate(self._signal_pools):
+                if sig.buf.base is pool.buf:
+                    pool.give(sig._pool_offset or 0)
+                    # A pool whose signals all came back is returned (the first holds the
+                    # timeline).
+                    if i and pool.free_count == pool.capacity and not self.closed:
+                        del self._signal_pools[i]
+                        self.free(pool.buf)
+                    return
 
     def alloc_kernargs(self, size: int) -> Buffer:
         """Memory for launch blocks (kernel arguments, and on NVIDIA the QMDs): written by the
@@ -225,7 +388,9 @@ class Device:
 
     def _kernarg_arena(self) -> RingArena:
         if self._arena is None:
-            self._arena = RingArena(self.alloc_kernargs(self.kernarg_arena_B))
+            with self._submit:
+                if self._arena is None:
+                    self._arena = RingArena(self.alloc_kernargs(self.kernarg_arena_B))
         return self._arena
 
     # ------------------------------------------------------------------ queues and programs
@@ -288,11 +453,13 @@ class Device:
         before building), then takes `v` as reserved. A queue that failed to build never gets
         here, and one the driver refuses before it reaches the hardware leaves the timeline as
         it was, so a refused launch cannot stall the device."""
-        if v != self.timeline_value + 1:
-            raise QueueError(f"timeline value {v} was built for, but {self.timeline_value + 1} is "
-                             "next (another submission came in between)")
-        q.submit()
-        self.timeline_value = v
+        with self._submit:
+            if v != self.timeline_value + 1:
+                raise QueueError(f"timeline value {v} was built for, but {self.timeline_value + 1} "
+                                 "is next (another submission came in between: build under "
+                                 "the device's _submit lock)")
+            q.submit()
+            self.timeline_value = v
         return v
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
@@ -301,7 +468,7 @@ class Device:
         the timeline may have faulted)."""
         self.check_usable()
         self.timeline_signal.wait(self.timeline_value, timeout_ms)
-        for s in self._streams:
+        for s in list(self._streams):
             s.timeline.wait(s.value, timeout_ms)
         self.check_fault()
 
@@ -311,20 +478,30 @@ class Device:
         `synchronize()` covers it."""
         from runtime.hcq.stream import Stream
         self.check_usable()
-        make_queue, release = self._stream_hw()
-        try:
-            s = Stream(self, make_queue, release)
-        except BaseException:
-            release()
-            raise
-        self._streams.append(s)
+        with self._submit:
+            make_queue, release = self._stream_hw()
+            try:
+                s = Stream(self, make_queue, release)
+            except BaseException:
+                release()
+                raise
+            self._streams.append(s)
         return s
 
-    def record(self) -> "Event":
+    def record(self, timing: bool = False) -> "Event":
         """The event of everything submitted on the device timeline so far (copies, launches,
-        graph replays)."""
-        from runtime.hcq.stream import Event
-        return Event(self.timeline_signal, self.timeline_value)
+        graph replays); with `timing`, a submission that stamps the GPU clock once that work is
+        done (see `Event.elapsed_time`)."""
+        from runtime.hcq.stream import Event, _stamp_signal, _timed
+        if not timing:
+            return Event(self.timeline_signal, self.timeline_value)
+        self.check_usable()
+        stamp = _stamp_signal(self)
+        with self._submit:
+            v = self.timeline_value + 1
+            q = self.compute_queue().wait(self.timeline_signal, v - 1).timestamp(stamp)
+            self.submit_timeline(q.signal(self.timeline_signal, v), v)
+        return _timed(Event(self.timeline_signal, v), stamp)
 
     def wait(self, event: "Event") -> None:
         """Makes the device timeline's later work wait for `event` (e.g. a stream's)."""
@@ -336,9 +513,13 @@ class Device:
         if event.signal.device is not self:
             raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal with "
                            f"{self.name}.map_signal first")
-        v = self.timeline_value + 1
-        q = self.compute_queue().wait(self.timeline_signal, v - 1).wait(event.signal, event.value)
-        self.submit_timeline(q.signal(self.timeline_signal, v), v)
+        with self._submit:
+            v = self.timeline_value + 1
+            q = self.compute_queue().wait(self.timeline_signal, v - 1).wait(event.signal,
+                                                                            event.value)
+            self.submit_timeline(q.signal(self.timeline_signal, v), v)
+            self._gates[("wait", v)] = (f"{self.name}.wait({event!r}) (timeline value {v})",
+                                        event.signal, event.value)
 
     def _stream_hw(self) -> "tuple[Callable[[], HWQueue], Callable[[], None]]":
         """Driver hook: a fresh hardware compute queue for a stream, as (a maker of command
@@ -347,6 +528,7 @@ class Device:
 
     # ------------------------------------------------------------------ copies
     def _staging_bufs(self) -> list[list[Any]]:
+        # Called with _copy_lock held: the buffers belong to one copy at a time.
         if not self._staging:
             # Two buffers: the CPU fills one while the copy engine drains the other.
             for _ in range(2):
@@ -363,6 +545,10 @@ class Device:
         self._check_range(dst, dst_offset, n, "copyin", "dst")
         if n == 0:
             return
+        with self._copy_lock:
+            self._copyin(dst, mv, dst_offset, n)
+
+    def _copyin(self, dst: Buffer, mv: memoryview, dst_offset: int, n: int) -> None:
         tl = self.timeline_signal
         off = 0
         step = self._copy_chunk(n)
@@ -400,6 +586,10 @@ class Device:
         self._check_range(src, src_offset, n, "copyout", "src")
         if n == 0:
             return
+        with self._copy_lock:
+            self._copyout(mv, src, src_offset, n)
+
+    def _copyout(self, mv: memoryview, src: Buffer, src_offset: int, n: int) -> None:
         tl = self.timeline_signal
         pending: collections.deque[tuple[list[Any], int, int, int]] = collections.deque()
         off = 0
@@ -466,22 +656,24 @@ class Device:
 
     def _submit_fill(self, dst_va: int, pattern: int, size: int) -> int:
         """Submits one timeline fill on the copy queue; returns the value it signals."""
-        if self._trace is not None:
-            return self._trace.copy(dst_va, 0, size, pattern)
-        v = self.timeline_value + 1
-        tl = self.timeline_signal
-        q = self.copy_queue().wait(tl, v - 1).fill(dst_va, pattern, size).signal(tl, v)
-        return self.submit_timeline(q, v)
+        with self._submit:
+            if self._trace is not None:
+                return self._trace.copy(dst_va, 0, size, pattern)
+            v = self.timeline_value + 1
+            tl = self.timeline_signal
+            q = self.copy_queue().wait(tl, v - 1).fill(dst_va, pattern, size).signal(tl, v)
+            return self.submit_timeline(q, v)
 
     def _submit_copy(self, dst_va: int, src_va: int, size: int) -> int:
         """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
         copy queue; returns the value it signals. Drivers may replace it with a template."""
-        if self._trace is not None:
-            return self._trace.copy(dst_va, src_va, size)
-        v = self.timeline_value + 1
-        tl = self.timeline_signal
-        q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
-        return self.submit_timeline(q, v)
+        with self._submit:
+            if self._trace is not None:
+                return self._trace.copy(dst_va, src_va, size)
+            v = self.timeline_value + 1
+            tl = self.timeline_signal
+            q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
+            return self.submit_timeline(q, v)
 
     def _cycle(self, n: int, step: int) -> list[list[Any]]:
         stages = self._staging_bufs()
@@ -550,6 +742,10 @@ class Device:
         if base.peer_of is not None:
             raise HCQMemoryError(f"{buf!r} is itself a peer mapping on {base.device.name}: map "
                                  f"{base.peer_of!r} instead")
+        with self._submit:
+            return self._map_peer_locked(buf, base)
+
+    def _map_peer_locked(self, buf: Buffer, base: Buffer) -> Buffer:
         mapping = self._peer_maps.get(id(base))
         if mapping is None:
             other = base.device
@@ -613,11 +809,29 @@ class Device:
 
     # ------------------------------------------------------------------ faults and state
     def check_usable(self) -> None:
-        """Raises if the device was closed or has faulted (the same fault error every time)."""
+        """Raises if the device was closed, has faulted (a fresh DeviceFault each time, caused by
+        the first) or was inherited through fork (DeviceForked)."""
         if self._fault is not None:
-            raise self._fault
+            raise self._fault.again()
         if self.closed:
+            if self._forked:
+                self._check_process()
             raise DeviceClosed(f"{self.name} is closed")
+
+    def _check_process(self) -> None:
+        if self._forked:
+            raise DeviceForked(f"{self.name} was opened by the parent process and inherited "
+                               "through fork(); its queues and memory are the parent's. Open a "
+                               "device of its own in this process (open_device)")
+
+    def _mark_forked(self) -> None:
+        """In a forked child: the device refuses every use, and close() releases nothing (the
+        kernel objects are the parent's)."""
+        self._forked = True
+        self._submit = SubmitLock()  # the parent's lock may have been held by another thread
+        self._copy_lock = threading.Lock()
+        self.closed = True
+        self._release_lease = None
 
     def check_fault(self) -> None:
         """Asks the driver whether the GPU reported a fault; raises (and remembers) it if so."""
@@ -625,6 +839,7 @@ class Device:
             fault = self._poll_fault()
             if fault is not None:
                 self._fault = fault
+                raise fault
         self.check_usable()
 
     def _note_exception(self, e: BaseException) -> None:
@@ -640,6 +855,16 @@ class Device:
         except ValueError:
             done = -1
         lines = [f"{self.name}: timeline completed {done} of {self.timeline_value} submitted"]
+        for key, (what, sig, want) in list(self._gates.items()):
+            try:
+                got = sig._u64[0]
+            except ValueError:
+                continue
+            if got >= want:
+                self._gates.pop(key, None)
+            else:
+                lines.append(f"  waiting for {what}: {sig!r} must reach {want} (it is {got}; "
+                             "nothing has set it yet)")
         lines += ["  " + ln for ln in self._describe_queues()]
         return "\n".join(lines)
 
@@ -674,6 +899,7 @@ class Device:
         the device made: queues, events, memory mappings and allocations, file descriptors."""
         if self.closed:
             return
+        _open_devices.discard(self)
         if self._trace is not None:
             profiler.detach(self)
         try:
@@ -737,17 +963,22 @@ class PendingCopy:
     def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int) -> None:
         self.device, self._dst, self._pinned, self.value = device, dst, pinned, value
         self._finished = False
+        self._lock = threading.Lock()
 
     def done(self) -> bool:
         """True once the GPU part is complete (`wait()` then does not block)."""
         return self._finished or self.device.timeline_signal.value >= self.value
 
     def wait(self, timeout_ms: float | None = None) -> None:
-        """Blocks until the destination holds the data (idempotent)."""
+        """Blocks until the destination holds the data (idempotent; safe to call again after an
+        interrupted wait)."""
         if self._finished:
             return
         self.device.timeline_signal.wait(self.value, timeout_ms)
-        if len(self._dst):
-            self.device._host_copy(self._dst, self._pinned.cpu_view())
-        self._finished = True
-        self.device.free(self._pinned)  # back to the pool for the next copy
+        with self._lock:
+            if self._finished:
+                return
+            if len(self._dst):
+                self.device._host_copy(self._dst, self._pinned.cpu_view())
+            self._finished = True
+            self.device.free(self._pinned)  # back to the pool for the next copy

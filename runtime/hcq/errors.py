@@ -2,7 +2,8 @@
 
 One root, `HCQError`, so callers can catch everything the runtime raises; each subclass carries the
 structured facts a caller (or a test) needs rather than only a message. No bare RuntimeError, no
-print-and-continue; after a device fault every later call raises the same error.
+print-and-continue; after a device fault every later call raises a fresh `DeviceFault` whose
+`__cause__` is the original.
 """
 from __future__ import annotations
 
@@ -40,11 +41,27 @@ class IoctlError(HCQError, OSError):
 
 class DeviceFault(HCQError):
     """The GPU reported a fault (page fault, bad packet, kernel trap, hang). `report` is the full
-    text; once raised, the device is unusable and every later call raises this same error."""
+    text; once raised, the device is unusable and every later call raises a fresh copy of it
+    (`again()`), with the first as `__cause__`."""
 
     def __init__(self, device: str, report: str) -> None:
         self.device, self.report = device, report
         super().__init__(f"{device}: device fault: {report}")
+
+    def again(self) -> "DeviceFault":
+        """A new error of the same kind and report, chained to this one: re-raising one object
+        would grow its traceback with every call that hit it."""
+        e = DeviceFault.__new__(type(self))
+        e.device, e.report = self.device, self.report
+        e.args = self.args
+        e.__cause__ = self
+        return e
+
+
+class DeviceForked(HCQError):
+    """A device object was inherited through fork(): its queues and memory belong to the parent
+    process (KFD and the NVIDIA driver refuse a child's use of them too). Open a device of its own
+    in the child."""
 
 
 class SignalTimeout(HCQError, TimeoutError):

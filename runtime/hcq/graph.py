@@ -6,17 +6,21 @@ dispatches) bound to GPU memory (`HWQueue.bind`); a run of copies becomes one co
 submission. A replay submits each segment in order on the device timeline (wait for the previous
 value, `call` the body, AMD: one INDIRECT_BUFFER packet, or the copies; signal the next value), so
 a graph of launches only is one tiny submission. Updating arguments (and the values waits wait
-for) rewrites them in place, after the previous replay has finished reading them.
+for) rewrites them in place, after the previous replay has finished reading them; an update that
+is refused changes nothing.
+
+Lifetimes: a replay refuses to run once a buffer one of its nodes uses was freed (the error names
+the node and the argument): its memory may already belong to another allocation.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence, Union, overload
 
-from runtime.hcq.errors import ProgramError
+from runtime.hcq.errors import HCQError, ProgramError
 from runtime.hcq.memory import Buffer, round_up
-from runtime.hcq.program import ArgValue, KernArgs, Program
+from runtime.hcq.program import ArgValue, KernArgs, Program, write_arg
 from runtime.hcq.queue import HWQueue, Var, as_tuple3
 from runtime.hcq.signal import Signal
 
@@ -73,6 +77,8 @@ class Graph:
         self._args_buf = device.alloc_kernargs(max(sum(sizes), 64))
         self._segments: list[HWQueue | list[GraphCopy]] = []
         self._wait_vars: list[tuple[HWQueue, Var]] = []
+        self._wait_nodes = [(i, n.signal) for i, n in enumerate(self.nodes)
+                            if isinstance(n, GraphWait)]
         try:
             self.kernargs = self._fill_args(sizes)
             self._build_segments()
@@ -86,6 +92,19 @@ class Graph:
         self.body = bodies[0] if bodies else None  # the (first) bound compute body
         self._t0, self._t1 = device.new_signal(), device.new_signal()
         self._last = 0  # timeline value of the latest replay
+        # (what to call it in an error, buffer) for every buffer the nodes use
+        self._buffers: dict[tuple[int, int], tuple[str, Buffer]] = {}
+        li = 0
+        for i, n in enumerate(self.nodes):
+            if isinstance(n, Launch):
+                for ai, a in enumerate(n.args):
+                    if isinstance(a, Buffer):
+                        self._buffers[li, ai] = (f"graph node {i} (launch {li} of "
+                                                 f"{n.prg.name}) argument {ai}", a)
+                li += 1
+            elif isinstance(n, GraphCopy):
+                self._buffers[-1 - i, 0] = (f"graph node {i} (copy) dst", n.dst)
+                self._buffers[-1 - i, 1] = (f"graph node {i} (copy) src", n.src)
 
     # -------------------------------------------------------------- recording
     def _check_nodes(self) -> None:
@@ -154,6 +173,26 @@ class Graph:
             self._segments.append(copies)
 
     # -------------------------------------------------------------- replay
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = ...,
+               wait: Literal[False] = ..., timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> None: ...
+
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = ...,
+               *, wait: Literal[True], timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> float: ...
+
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None,
+               wait: Literal[True], timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> float: ...
+
+    @overload
+    def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = ...,
+               wait: bool = ..., timeout_ms: float | None = ...,
+               wait_values: Mapping[int, int] | None = ...) -> float | None: ...
+
     def replay(self, updates: Mapping[int, Mapping[int, ArgValue]] | None = None,
                wait: bool = False, timeout_ms: float | None = None,
                wait_values: Mapping[int, int] | None = None) -> float | None:
@@ -164,20 +203,78 @@ class Graph:
         dev = self.device
         dev.check_usable()
         if updates or wait_values:
-            for li in (updates or {}):
-                if not 0 <= li < len(self.kernargs):
-                    raise ProgramError(f"graph has {len(self.kernargs)} launches, no launch {li}")
-            for wi in (wait_values or {}):
-                if not 0 <= wi < len(self._wait_vars):
-                    raise ProgramError(f"graph has {len(self._wait_vars)} waits, no wait {wi}")
-            if self._last:  # the previous replay may still be reading these arguments
-                dev.timeline_signal.wait(self._last, timeout_ms)
-            for li, changes in (updates or {}).items():
-                for ai, value in changes.items():
-                    self.kernargs[li].set(ai, value)
-            for wi, value in (wait_values or {}).items():
+            self._check_updates(updates or {}, wait_values or {})
+        with dev._submit:
+            if updates or wait_values:
+                if self._last:  # the previous replay may still be reading these arguments
+                    dev.timeline_signal.wait(self._last, timeout_ms)
+                self._apply_updates(updates or {}, wait_values or {})
+            self._check_live()
+            v, stamps = self._submit_segments(wait)
+            for wi, (body, var) in enumerate(self._wait_vars):
+                node, sig = self._wait_nodes[wi]
+                dev._gates[id(self), wi] = (f"graph node {node} (GraphWait {wi}, replay ending "
+                                            f"at timeline value {v})", sig, body._vals[var])
+        if not wait:
+            return None
+        dev.timeline_signal.wait(v, timeout_ms)
+        assert stamps is not None
+        return (stamps[1].timestamp - stamps[0].timestamp) / dev.clock_hz
+
+    def _check_updates(self, updates: Mapping[int, Mapping[int, ArgValue]],
+                       wait_values: Mapping[int, int]) -> None:
+        """Validates every update before any is applied: a refused one changes nothing."""
+        for li, changes in updates.items():
+            if type(li) is not int or not 0 <= li < len(self.kernargs):
+                raise ProgramError(f"graph has {len(self.kernargs)} launches, no launch {li!r}")
+            ka = self.kernargs[li]
+            scratch = memoryview(bytearray(len(ka.view)))
+            for ai, value in changes.items():
+                if type(ai) is not int or not 0 <= ai < len(ka.slots):
+                    raise ProgramError(f"graph launch {li}: argument {ai!r} out of range (the "
+                                       f"kernel has {len(ka.slots)})")
+                try:
+                    write_arg(scratch, ka.slots[ai], value, self.device)
+                except ProgramError as e:
+                    raise ProgramError(f"graph launch {li}: {e}") from None
+        for wi, value in wait_values.items():
+            if type(wi) is not int or not 0 <= wi < len(self._wait_vars):
+                raise ProgramError(f"graph has {len(self._wait_vars)} waits, no wait {wi!r}")
+            if type(value) is not int or value < 0:
+                raise ProgramError(f"graph wait {wi}: the value must be an integer >= 0, got "
+                                   f"{value!r}")
+
+    def _apply_updates(self, updates: Mapping[int, Mapping[int, ArgValue]],
+                       wait_values: Mapping[int, int]) -> None:
+        undo: list[tuple[HWQueue, Var, int]] = []
+        try:
+            for wi, wv in wait_values.items():
                 body, var = self._wait_vars[wi]
-                body.update({var: value})
+                undo.append((body, var, body._vals[var]))
+                body.update({var: wv})
+        except HCQError:
+            for body, var, old in reversed(undo[:-1]):
+                body.update({var: old})
+            raise
+        for li, changes in updates.items():
+            for ai, value in changes.items():
+                self.kernargs[li].set(ai, value)
+                if isinstance(value, Buffer):
+                    name = self._buffers.get((li, ai), (f"graph launch {li} argument {ai}",
+                                                        value))[0]
+                    self._buffers[li, ai] = (name, value)
+                else:
+                    self._buffers.pop((li, ai), None)
+
+    def _check_live(self) -> None:
+        for name, buf in self._buffers.values():
+            if buf.freed or (buf.base is not None and buf.base.freed):
+                raise ProgramError(f"{name}: {buf!r} was freed; the graph cannot run (its memory "
+                                   "may belong to another allocation now). Pass a live buffer "
+                                   "in replay's updates, or build a new graph")
+
+    def _submit_segments(self, wait: bool) -> "tuple[int, tuple[Signal, Signal] | None]":
+        dev = self.device
         tl = dev.timeline_signal
         last = len(self._segments) - 1
         v = self._last
@@ -204,11 +301,7 @@ class Graph:
         if trace is not None:
             trace.graph(self, first, v, h0, stamps if stamps is not (self._t0, self._t1) and
                         trace.profiling else None)
-        if not wait:
-            return None
-        tl.wait(v, timeout_ms)
-        assert stamps is not None
-        return (stamps[1].timestamp - stamps[0].timestamp) / dev.clock_hz
+        return v, stamps
 
     def free(self) -> None:
         """Releases the graph's memory (after waiting for its last replay)."""

@@ -128,20 +128,22 @@ def _peer_copy(dst: Buffer, src: Buffer, size: int, dst_offset: int, src_offset:
     dd_tl_here = sd.map_signal(dd.timeline_signal)
     sd_tl_there = dd.map_signal(sd.timeline_signal)
     after = dd.timeline_value
-    v = sd.timeline_value + 1  # taken once the queue is built (Device.submit_timeline)
-    q = sd.copy_queue().wait(sd.timeline_signal, v - 1)
-    if after:
-        q.wait(dd_tl_here, after)  # earlier work of the destination device on `dst` is done
-    q.copy(peer_dst.va + dst_offset, src.va + src_offset, size)
-    sd.submit_timeline(q.signal(sd.timeline_signal, v), v)
+    with sd._submit:  # one device's lock at a time: two devices' locks could deadlock
+        v = sd.timeline_value + 1  # taken once the queue is built (Device.submit_timeline)
+        q = sd.copy_queue().wait(sd.timeline_signal, v - 1)
+        if after:
+            q.wait(dd_tl_here, after)  # earlier work of the destination device on `dst` is done
+        q.copy(peer_dst.va + dst_offset, src.va + src_offset, size)
+        sd.submit_timeline(q.signal(sd.timeline_signal, v), v)
     _barrier(dd, sd_tl_there, v)
 
 
 def _barrier(dev: "Device", other: "Signal", value: int) -> None:
     """Orders `dev`'s later submissions after `other` reaching `value` (a copy-queue wait)."""
-    w = dev.timeline_value + 1  # taken once the queue is built (Device.submit_timeline)
-    dev.submit_timeline(dev.copy_queue().wait(dev.timeline_signal, w - 1).wait(other, value)
-                        .signal(dev.timeline_signal, w), w)
+    with dev._submit:
+        w = dev.timeline_value + 1  # taken once the queue is built (Device.submit_timeline)
+        dev.submit_timeline(dev.copy_queue().wait(dev.timeline_signal, w - 1).wait(other, value)
+                            .signal(dev.timeline_signal, w), w)
 
 
 def _host_bounce(dst: Buffer, src: Buffer, size: int, dst_offset: int, src_offset: int) -> int:
@@ -158,16 +160,18 @@ def _host_bounce(dst: Buffer, src: Buffer, size: int, dst_offset: int, src_offse
         off = k = last = 0
         while off < size:
             n, s = min(chunk, size - off), k % len(stages)
-            v = sd.timeline_value + 1  # timeline values are taken once each queue is built
-            q = sd.copy_queue().wait(sd.timeline_signal, v - 1)
-            if busy[s]:
-                q.wait(dd_tl_here, busy[s])
-            q.copy(stages[s].va, src.va + src_offset + off, n).signal(sd.timeline_signal, v)
-            sd.submit_timeline(q, v)
-            last = dd.timeline_value + 1
-            q = dd.copy_queue().wait(dd.timeline_signal, last - 1).wait(sd_tl_there, v)
-            q.copy(dst.va + dst_offset + off, there[s].va, n).signal(dd.timeline_signal, last)
-            dd.submit_timeline(q, last)
+            with sd._submit:
+                v = sd.timeline_value + 1  # timeline values are taken once each queue is built
+                q = sd.copy_queue().wait(sd.timeline_signal, v - 1)
+                if busy[s]:
+                    q.wait(dd_tl_here, busy[s])
+                q.copy(stages[s].va, src.va + src_offset + off, n).signal(sd.timeline_signal, v)
+                sd.submit_timeline(q, v)
+            with dd._submit:
+                last = dd.timeline_value + 1
+                q = dd.copy_queue().wait(dd.timeline_signal, last - 1).wait(sd_tl_there, v)
+                q.copy(dst.va + dst_offset + off, there[s].va, n).signal(dd.timeline_signal, last)
+                dd.submit_timeline(q, last)
             busy[s] = last
             off, k = off + n, k + 1
         dd.timeline_signal.wait(last)

@@ -72,8 +72,17 @@ class Buffer:
 
     def slice(self, offset: int, size: int | None = None) -> "Buffer":
         """The sub-range [offset, offset+size) as a buffer sharing this one's memory."""
+        for what, x in (("offset", offset), ("size", size)):
+            if x is not None and type(x) is not int:
+                try:
+                    operator.index(x)
+                except TypeError:
+                    raise ArgumentError(f"slice: {what} must be an integer number of bytes, got "
+                                        f"{type(x).__name__} {x!r}") from None
+        offset = operator.index(offset)
         if size is None:
             size = self.size - offset
+        size = operator.index(size)
         if offset < 0 or size < 0 or offset + size > self.size:
             raise ArgumentError(f"slice [{offset:#x}, +{size:#x}) is outside a "
                              f"{self.size:#x}-B buffer")

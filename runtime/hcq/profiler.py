@@ -202,27 +202,28 @@ class Tracer:
         dev = prg.device
         h0 = time.perf_counter()
         dev.check_usable()
-        kargs = prg.fill_kernargs(tuple(args), global_size, local_size)
-        timed = self.profiling or wait
-        if timed:
-            self._ensure_clock()
-            s0, s1 = self._signals()
-        v = dev.timeline_value + 1
-        q = dev.compute_queue().wait(dev.timeline_signal, v - 1).memory_barrier()
-        if timed:
-            q.timestamp(s0)
-        q.exec(prg, kargs, global_size, local_size)
-        if timed:
-            q.timestamp(s1)
-        info = launch_args(prg, args, global_size, local_size)
-        if self.debug:
-            log.debug("%s compute: launch %s grid=%s block=%s -> timeline %d", dev.name,
-                      prg.name, info["grid"], info["block"], v)
-        self._depth += 1
-        try:
-            dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
-        finally:
-            self._depth -= 1
+        with dev._submit:  # built and published as one submission
+            kargs = prg.fill_kernargs(tuple(args), global_size, local_size)
+            timed = self.profiling or wait
+            if timed:
+                self._ensure_clock()
+                s0, s1 = self._signals()
+            v = dev.timeline_value + 1
+            q = dev.compute_queue().wait(dev.timeline_signal, v - 1).memory_barrier()
+            if timed:
+                q.timestamp(s0)
+            q.exec(prg, kargs, global_size, local_size)
+            if timed:
+                q.timestamp(s1)
+            info = launch_args(prg, args, global_size, local_size)
+            if self.debug:
+                log.debug("%s compute: launch %s grid=%s block=%s -> timeline %d", dev.name,
+                          prg.name, info["grid"], info["block"], v)
+            self._depth += 1
+            try:
+                dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
+            finally:
+                self._depth -= 1
         h1 = time.perf_counter()
         if self.profiling:
             self._host("submit", f"launch {prg.name}", h0, h1)
@@ -243,27 +244,28 @@ class Tracer:
         if self.profiling:
             self._ensure_clock()
             s0, s1 = self._signals()
-        v = dev.timeline_value + 1
-        tl = dev.timeline_signal
-        q = dev.copy_queue().wait(tl, v - 1)
-        if self.profiling:
-            q.timestamp(s0)
-        if fill is None:
-            q.copy(dst_va, src_va, size)
-        else:
-            q.fill(dst_va, fill, size)
-        if self.profiling:
-            q.timestamp(s1)
-        kind = "copy" if fill is None else "fill"
-        if self.debug:
-            what = f"{src_va:#x} -> {dst_va:#x}" if fill is None else \
-                f"{fill:#010x} -> {dst_va:#x}"
-            log.debug("%s copy: %s %d B %s -> timeline %d", dev.name, kind, size, what, v)
-        self._depth += 1
-        try:
-            dev.submit_timeline(q.signal(tl, v), v)
-        finally:
-            self._depth -= 1
+        with dev._submit:  # built and published as one submission
+            v = dev.timeline_value + 1
+            tl = dev.timeline_signal
+            q = dev.copy_queue().wait(tl, v - 1)
+            if self.profiling:
+                q.timestamp(s0)
+            if fill is None:
+                q.copy(dst_va, src_va, size)
+            else:
+                q.fill(dst_va, fill, size)
+            if self.profiling:
+                q.timestamp(s1)
+            kind = "copy" if fill is None else "fill"
+            if self.debug:
+                what = f"{src_va:#x} -> {dst_va:#x}" if fill is None else \
+                    f"{fill:#010x} -> {dst_va:#x}"
+                log.debug("%s copy: %s %d B %s -> timeline %d", dev.name, kind, size, what, v)
+            self._depth += 1
+            try:
+                dev.submit_timeline(q.signal(tl, v), v)
+            finally:
+                self._depth -= 1
         if self.profiling:
             self._host("submit", f"{kind} {size} B", h0, time.perf_counter())
             args: dict[str, Any] = {"bytes": size, "dst": f"{dst_va:#x}"}

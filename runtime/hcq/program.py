@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence, overload
 
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import Buffer
@@ -24,7 +24,9 @@ ArgValue = Buffer | int | float | bytes
 @dataclass(frozen=True)
 class ArgSlot:
     """One explicit kernel argument: byte `offset` and `size` in the argument block; `kind` is
-    "buffer" (a GPU address) or "value" (a scalar passed by value). `scalar` is what a value holds
+    "buffer" (a GPU address: a Buffer or an integer address, never a float), "value" (a scalar
+    passed by value), or "" where the code object does not say (a raw NVIDIA cubin's 8-B
+    parameter may be a pointer or a double). `scalar` is what a value holds
     when the code object says so: "i" (signed integer), "u" (unsigned), "f" (floating point), or
     "" when unknown (NVIDIA cubins carry no types: a float is then stored as IEEE bits)."""
 
@@ -67,6 +69,9 @@ def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue,
     an int outside the slot's range, a buffer of another device than `device`."""
     if getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):  # a numpy scalar
         kind = value.dtype.kind  # type: ignore[union-attr]
+        if kind not in "iub" and slot.kind == "buffer":
+            raise ProgramError(f"argument {slot.name!r} is a pointer: pass a Buffer (or an "
+                               f"integer address), got numpy {value.dtype} {value!r}")
         if kind == "f" and slot.scalar in ("i", "u"):
             raise ProgramError(f"argument {slot.name!r} is an integer, got numpy "
                                f"{value.dtype} {value!r}")  # type: ignore[union-attr]
@@ -89,6 +94,9 @@ def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue,
             raise ProgramError(f"argument {slot.name!r} is {slot.size} B; a buffer address needs 8")
         struct.pack_into("<Q", view, slot.offset, value.va)
     elif isinstance(value, float):
+        if slot.kind == "buffer":
+            raise ProgramError(f"argument {slot.name!r} is a pointer: pass a Buffer (or an "
+                               f"integer address), got the float {value!r}")
         if slot.scalar in ("i", "u"):
             raise ProgramError(f"argument {slot.name!r} is an integer, got the float {value!r}")
         fmt = {4: "<f", 8: "<d", 2: "<e"}.get(slot.size)
@@ -148,6 +156,21 @@ class Program:
                      ) -> None:
         """Raises ProgramError for a launch shape the hardware cannot run (drivers override)."""
 
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[False] = ..., timeout_ms: float | None = ...) -> None: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[True], timeout_ms: float | None = ...) -> float: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: bool = ..., timeout_ms: float | None = ...) -> float | None: ...
+
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  wait: bool = False, timeout_ms: float | None = None) -> float | None:
@@ -159,16 +182,17 @@ class Program:
             return dev._trace.launch(self, tuple(args) + tuple(vals), global_size, local_size,
                                      wait, timeout_ms)
         dev.check_usable()
-        kargs = self.fill_kernargs(tuple(args) + tuple(vals), global_size, local_size)
-        # The timeline value is taken once the whole submission is built (submit_timeline).
-        v = dev.timeline_value + 1
-        q = dev.compute_queue().wait(dev.timeline_signal, v - 1).memory_barrier()
-        if wait:
-            q.timestamp(self._t0)
-        q.exec(self, kargs, global_size, local_size)
-        if wait:
-            q.timestamp(self._t1)
-        dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
+        with dev._submit:
+            kargs = self.fill_kernargs(tuple(args) + tuple(vals), global_size, local_size)
+            # The timeline value is taken once the whole submission is built (submit_timeline).
+            v = dev.timeline_value + 1
+            q = dev.compute_queue().wait(dev.timeline_signal, v - 1).memory_barrier()
+            if wait:
+                q.timestamp(self._t0)
+            q.exec(self, kargs, global_size, local_size)
+            if wait:
+                q.timestamp(self._t1)
+            dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)

@@ -143,7 +143,8 @@ class HWQueue:
             names = ", ".join(sorted(v.name for v in missing))
             raise QueueError(f"submit with unbound variable(s): {names}")
         try:
-            self._submit()
+            with dev._submit:  # one submission reaches a ring at a time
+                self._submit()
         except Exception as e:  # a fault noticed while submitting poisons the device
             dev._note_exception(e)
             raise

@@ -107,6 +107,12 @@ class OSSeam(ABC):
         UVM VA spaces of one process). Each mock machine is its own kernel."""
         return self
 
+    def busy_here(self) -> bool:
+        """Whether the calling thread is inside a call of this seam that must complete before a
+        Ctrl-C is raised (a mock kernel's ioctl; a real system call completes or returns EINTR
+        by itself)."""
+        return False
+
     @abstractmethod
     def open(self, path: str, flags: int = os.O_RDWR) -> int:
         """Opens a device node or file; returns a file descriptor."""

@@ -15,12 +15,21 @@ dev.synchronize()                    # waits for the device timeline and every s
 ```
 
 An `Event` is a (signal, value) pair: `event.wait()` blocks the CPU, `stream.wait(event)` and
-`device.wait(event)` make the GPU wait.
+`device.wait(event)` make the GPU wait. `record(timing=True)` also stamps the GPU clock when the
+work before it is done, so that `end.elapsed_time(start)` measures what ran in between:
+
+```python
+start = s1.record(timing=True)
+s1.launch(prg_a, x, y, global_size=g, local_size=l)
+end = s1.record(timing=True)
+end.wait(); print(end.elapsed_time(start) * 1e6, "us")
+```
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from runtime.hcq.errors import DeviceClosed, HCQError
@@ -40,6 +49,26 @@ class Event:
 
     signal: "Signal"
     value: int
+    #: where a timing event's GPU clock stamp lands (`record(timing=True)`), else None
+    stamp: "Signal | None" = field(default=None, compare=False, repr=False)
+
+    def elapsed_time(self, start: "Event") -> float:
+        """Seconds of GPU clock from `start` to this event, both recorded with `timing=True` on
+        one device and both complete (raises HCQError otherwise, naming which)."""
+        if not isinstance(start, Event):
+            raise HCQError(f"elapsed_time takes the start Event, got {type(start).__name__}")
+        for what, ev in (("this event", self), ("the start event", start)):
+            if ev.stamp is None:
+                raise HCQError(f"elapsed_time: {what} {ev!r} has no timestamp: record it with "
+                               "record(timing=True)")
+            if not ev.query():
+                raise HCQError(f"elapsed_time: {what} {ev!r} has not happened yet: wait() for "
+                               "it first")
+        assert self.stamp is not None and start.stamp is not None
+        if self.stamp.device is not start.stamp.device:
+            raise HCQError(f"elapsed_time: the events are of {self.stamp.device.name} and "
+                           f"{start.stamp.device.name}, whose clocks differ")
+        return (self.stamp.timestamp - start.stamp.timestamp) / self.stamp.device.clock_hz
 
     def wait(self, timeout_ms: float | None = None) -> None:
         """Blocks the CPU until the event has happened."""
@@ -90,27 +119,29 @@ class Stream:
                local_size: Sequence[int] = (1, 1, 1)) -> Event:
         """Launches `prg` on this stream; returns the event of its completion."""
         self._check()
-        kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before any submit
-        q, v = self._begin(self._make_queue())
-        trace = self.device._trace
-        if trace is not None:
-            stamps = trace.stream_signals()
-            q.memory_barrier()
-            if stamps is not None:
-                q.timestamp(stamps[0])
-            q.exec(prg, kargs, global_size, local_size)
-            if stamps is not None:
-                q.timestamp(stamps[1])
-            h0 = time.perf_counter()
-            trace.enter()
-            try:
-                ev = self._finish(q, v)
-            finally:
-                trace.leave()
-            trace.stream_launch(self.label, prg, args, global_size, local_size, stamps, v, h0)
-            return ev
-        q.memory_barrier().exec(prg, kargs, global_size, local_size)
-        return self._finish(q, v)
+        with self.device._submit:
+            kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before submit
+            q, v = self._begin(self._make_queue())
+            trace = self.device._trace
+            if trace is not None:
+                stamps = trace.stream_signals()
+                q.memory_barrier()
+                if stamps is not None:
+                    q.timestamp(stamps[0])
+                q.exec(prg, kargs, global_size, local_size)
+                if stamps is not None:
+                    q.timestamp(stamps[1])
+                h0 = time.perf_counter()
+                trace.enter()
+                try:
+                    ev = self._finish(q, v)
+                finally:
+                    trace.leave()
+                trace.stream_launch(self.label, prg, args, global_size, local_size, stamps, v,
+                                    h0)
+                return ev
+            q.memory_barrier().exec(prg, kargs, global_size, local_size)
+            return self._finish(q, v)
 
     def run(self, launch: "Launch") -> Event:
         """Launches a graph-style `Launch` (e.g. `TritonProgram.bind(...)`) on this stream."""
@@ -124,14 +155,23 @@ class Stream:
         dev = self.device
         dev._check_range(dst, dst_offset, size, "stream copy", "dst")
         dev._check_range(src, src_offset, size, "stream copy", "src")
-        q, v = self._begin(dev.copy_queue())
-        if size:
-            q.copy(dst.va + dst_offset, src.va + src_offset, size)
-        return self._finish(q, v)
+        with dev._submit:
+            q, v = self._begin(dev.copy_queue())
+            if size:
+                q.copy(dst.va + dst_offset, src.va + src_offset, size)
+            return self._finish(q, v)
 
-    def record(self) -> Event:
-        """The event of everything submitted to this stream so far."""
-        return Event(self.timeline, self.value)
+    def record(self, timing: bool = False) -> Event:
+        """The event of everything submitted to this stream so far; with `timing`, a submission
+        that stamps the GPU clock once that work is done (see `Event.elapsed_time`)."""
+        if not timing:
+            return Event(self.timeline, self.value)
+        self._check()
+        stamp = _stamp_signal(self.device)
+        with self.device._submit:
+            q, v = self._begin(self._make_queue())
+            q.timestamp(stamp)
+            return _timed(self._finish(q, v), stamp)
 
     def wait(self, event: Event) -> None:
         """Makes this stream's next submission wait for `event` (of any stream or the device)."""
@@ -142,7 +182,8 @@ class Stream:
         if event.signal.device is not self.device:
             raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal "
                                f"with {self.device.name}.map_signal first")
-        self._waits.append(event)
+        with self.device._submit:
+            self._waits.append(event)
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
         """Blocks until this stream's work is done."""
@@ -160,9 +201,21 @@ class Stream:
                 if self.device._fault is None:
                     self.timeline.wait(self.value)
             finally:
-                self.device._streams.remove(self)
-                self._release()
+                with self.device._submit:
+                    self.device._streams.remove(self)
+                    self._release()
                 self.timeline.release()
 
     def __repr__(self) -> str:
         return f"Stream({self.device.name}, value={self.value})"
+
+
+def _stamp_signal(device: "Device") -> "Signal":
+    return device.new_signal(0)
+
+
+def _timed(ev: Event, stamp: "Signal") -> Event:
+    """`ev` carrying `stamp`; the stamp's slot goes back to its pool with the event."""
+    timed = Event(ev.signal, ev.value, stamp)
+    weakref.finalize(timed, stamp.release)
+    return timed

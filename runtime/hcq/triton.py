@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
 
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.program import ArgSlot, Program
@@ -157,6 +157,18 @@ class TritonProgram:
         self.program.slots = tuple(typed + hidden)
         self._call_params = [(n, t) for n, t in spec.signature if t != "constexpr"]
         self._drop = [i for i, (n, _) in enumerate(self._call_params) if n in spec.constants]
+
+    @overload
+    def __call__(self, *args: Any, grid: Sequence[int] = ..., wait: Literal[False] = ...,
+                 timeout_ms: float | None = ..., **constexprs: Any) -> None: ...
+
+    @overload
+    def __call__(self, *args: Any, grid: Sequence[int] = ..., wait: Literal[True],
+                 timeout_ms: float | None = ..., **constexprs: Any) -> float: ...
+
+    @overload
+    def __call__(self, *args: Any, grid: Sequence[int] = ..., wait: bool = ...,
+                 timeout_ms: float | None = ..., **constexprs: Any) -> float | None: ...
 
     def __call__(self, *args: Any, grid: Sequence[int] = (1, 1, 1), wait: bool = False,
                  timeout_ms: float | None = None, **constexprs: Any) -> float | None:

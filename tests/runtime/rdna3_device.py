@@ -83,9 +83,9 @@ class DriverDevice:
         if gws is not None or max_wave_instructions is not None:
             return self.interpret(prg, args, grid3, block3, gws=gws,
                                   max_wave_instructions=max_wave_instructions)
-        before = len(self.gpu.dispatches)
+        before = self.gpu.dispatch_count
         prg(*args, global_size=grid3, local_size=block3, wait=True)
-        assert len(self.gpu.dispatches) == before + 1, "the dispatch did not reach the GPU"
+        assert self.gpu.dispatch_count == before + 1, "the dispatch did not reach the GPU"
         return self.gpu.dispatches[-1].stats
 
     def interpret(self, prg, args: Sequence[Any], grid: Sequence[int],  # type: ignore
@@ -94,6 +94,9 @@ class DriverDevice:
         """The launch run by the interpreter itself with the driver's record (`dispatch_record`),
         so its KernelFault reaches the caller as it is (the mock GPU would report it as a
         device fault)."""
+        # The interpreter reads GPU memory directly: the code and arguments the driver copied there
+        # must have arrived (the mock GPU runs its queues asynchronously).
+        self.d.synchronize()
         rec = replace(self.dispatch_record(prg, args, grid, block), gws=gws)
         kw = {} if max_wave_instructions is None else \
             {"max_wave_instructions": max_wave_instructions}

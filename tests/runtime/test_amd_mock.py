@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+import traceback
+
 import pytest
 
 _HAVE = importlib.util.find_spec("hcq_bindings.amd") is not None and all(
@@ -361,6 +363,8 @@ def _raw_submit(dev, dwords) -> None:  # type: ignore[no-untyped-def]
     q = dev.compute_queue()
     extend_from(q, dwords)
     q.submit()
+    # Outside the timeline nothing waits for it: let the asynchronous mock GPU run it first.
+    dev.os.wait_idle()
 
 
 def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type: ignore
@@ -372,9 +376,17 @@ def test_unknown_opcode_is_refused_pointing_at_the_packet(dev) -> None:  # type:
     msg = str(ei.value)
     assert "unknown opcode 0xee" in msg and "compute queue 1 at ring dword 0" in msg
     assert "hardware exception" in msg
-    with pytest.raises(DeviceFault) as again:  # every later call raises the same error
-        dev.alloc(16)
-    assert again.value is ei.value
+    # Every later call raises a fresh error of the same report, caused by the first: re-raising
+    # one object would grow its traceback with every call.
+    first = ei.value
+    tb_lens = []
+    for _ in range(50):
+        with pytest.raises(DeviceFault) as again:
+            dev.alloc(16)
+        assert again.value is not first and again.value.__cause__ is first
+        assert str(again.value) == str(first)
+        tb_lens.append(len(traceback.format_exception(again.value)))
+    assert tb_lens[0] == tb_lens[-1]
 
 
 def test_misaligned_signal_address_is_refused(dev) -> None:  # type: ignore[no-untyped-def]
@@ -392,6 +404,7 @@ def test_unmapped_address_is_a_memory_fault(dev) -> None:  # type: ignore[no-unt
     from runtime.hcq import DeviceFault
     a = dev.alloc(4096)
     dev.copy_queue().copy(0xDEAD0000, a.va, 64).submit()
+    dev.os.wait_idle()
     with pytest.raises(DeviceFault) as ei:
         dev.synchronize()
     msg = str(ei.value)
@@ -428,6 +441,7 @@ def test_register_wait_and_nested_ib_are_refused(dev) -> None:  # type: ignore[n
     inner = dev.compute_queue().signal(s, 1).bind()
     outer = dev.compute_queue().call(inner).bind()
     dev.compute_queue().call(outer).submit()
+    dev.os.wait_idle()
     with pytest.raises(DeviceFault, match="INDIRECT_BUFFER inside an indirect buffer"):
         dev.synchronize()
 
@@ -497,6 +511,7 @@ def test_packets_the_descriptions_do_not_cover_stop_the_queue_naming_them() -> N
             q = d.copy_queue() if engine == "copy" else d.compute_queue()
             extend_from(q, dwords)
             q.submit()
+            d.os.wait_idle()
             with pytest.raises(DeviceFault, match=want):
                 d.synchronize(timeout_ms=2000)
         finally:

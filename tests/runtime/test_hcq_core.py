@@ -11,6 +11,7 @@ from array import array
 import numpy as np
 import pytest
 
+from runtime.hcq.device import SubmitLock
 from runtime.hcq.errors import (DeviceFault, HCQError, IoctlError, ProgramError, QueueError,
                                 SignalTimeout)
 from runtime.hcq.memory import (Allocator, Buffer, BufferSpec, MemKind, RingArena, SlotPool,
@@ -28,6 +29,7 @@ class _Dev:
     name = "fake:0"
     closed = False
     clock_hz = 100e6
+    _submit = SubmitLock()
     _trace = None  # no profiler or debug log
 
     def check_usable(self) -> None:

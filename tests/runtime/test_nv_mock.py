@@ -238,6 +238,7 @@ def test_signals_and_cross_queue_waits(dev: NVDevice) -> None:
     ka = prg.fill_kernargs((a, b, c, n), (4, 1, 1), (256, 1, 1))
     dev.compute_queue().wait(gate, 5).memory_barrier().exec(prg, ka, (4, 1, 1), (256, 1, 1)) \
         .signal(done, 1).submit()
+    dev.os.wait_idle()  # the GPU's thread has reached the acquire
     assert done.value == 0 and "semaphore acquire" in (dev.compute_channel.describe() + "".join(
         ch.describe() for ch in _gpu(dev).channels.values()))
     dev.copy_queue().copy(b.va, src.va, n * 4).signal(gate, 5).submit()
@@ -459,7 +460,7 @@ def test_gpu_fault_raises_device_fault_with_xid(dev: NVDevice) -> None:
     with pytest.raises(DeviceFault, match="Xid 31") as e:
         prg(x, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True, timeout_ms=3000)
     assert "page fault" in str(e.value) and "NVRM: Xid" in str(e.value)
-    with pytest.raises(DeviceFault):  # every later call raises the same error
+    with pytest.raises(DeviceFault):  # every later call raises a fresh one
         dev.alloc(64)
 
 

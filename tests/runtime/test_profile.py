@@ -161,7 +161,9 @@ def test_profile_env_var_writes_a_trace_of_the_whole_run(tmp_path: Path) -> None
                        timeout=120)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     doc = json.loads(path.read_text())
-    cats = [e["cat"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "submit"]
+    # (host waits that blocked are recorded too: how many depends on the asynchronous mock GPU)
+    cats = [e["cat"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] not in
+            ("submit", "wait")]
     assert cats == ["copy", "fill"], cats
 
 

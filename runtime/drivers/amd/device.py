@@ -189,6 +189,7 @@ class AMDDevice(Device):
         self.copy_ring: HwRing = None  # type: ignore[assignment]
         self._event_page: process.EventPage | None = None
         try:
+            self._claim()
             self._open(index, ring_B, sdma_ring_B)
         except BaseException:
             try:

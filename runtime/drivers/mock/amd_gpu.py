@@ -1,10 +1,12 @@
 """The mock AMD GPU: its memory, doorbells, clock, interrupts, fault reporting, and the queue
 processors (PM4 in `amd_pm4`, SDMA in `amd_sdma`) that consume the rings the driver writes.
 
-Queues run synchronously when their doorbell is rung and whenever the mock kernel lets the GPU make
-progress (every WAIT_EVENTS): each runnable queue executes packets until its ring is empty or it
-blocks on a wait; blocked queues are retried until no queue can move, so a signal written by one
-engine releases a wait on the other within the same call.
+Queues run on the GPU's own thread (`runtime.drivers.mock.engine`): a doorbell records the new
+write pointer and wakes it, and returns. Each pass runs every queue until its ring is empty, it
+blocks on a wait, or a dispatch has used its time slice; blocked queues are polled, so a signal
+written by one engine (or by the host) releases a wait on the other. In the deterministic mode
+(HCQ_MOCK_SYNC=1) the queues run inside the doorbell write and whenever the mock kernel lets the
+GPU make progress (every WAIT_EVENTS) instead.
 
 A packet real hardware would not accept (unknown opcode, misaligned or unmapped address, a wait that
 can never be satisfied, a malformed dispatch) stops its queue: the report, which names the queue,
@@ -14,6 +16,7 @@ on a real fault.
 """
 from __future__ import annotations
 
+import collections
 import struct
 import time
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from runtime.drivers.mock.engine import EngineThread, sync_from_env
 from runtime.drivers.mock.memory import MockMemory, PageFault
 
 if TYPE_CHECKING:
@@ -98,12 +102,17 @@ class MockAMDGPU:
     doorbells: np.ndarray = field(default_factory=lambda: np.zeros(DOORBELL_SLICE_B, np.uint8))
     queues: dict[int, Any] = field(default_factory=dict)   # doorbell byte offset -> processor
     vram_used: int = 0
+    #: the latest executed dispatches (at most `keep_dispatches`; `dispatch_count` counts all)
     dispatches: list[DispatchLogEntry] = field(default_factory=list)
     keep_dispatch_log: bool = True
     # kernel models of a part whose kernels the mock does not execute: entry address ->
     # (model, first user SGPR of the kernarg pointer)
     kernels: dict[int, tuple[Callable[[KernelLaunch], None], int]] = \
         field(default_factory=dict)
+    keep_dispatches: int = 256
+    dispatch_count: int = 0
+    #: deterministic mode: queues run inside the doorbell write (runtime.drivers.mock.engine)
+    sync: bool = field(default_factory=sync_from_env)
 
     @property
     def executes_kernels(self) -> bool:
@@ -117,6 +126,16 @@ class MockAMDGPU:
         part whose kernels the mock does not execute; `kernarg_sgpr` is the first user SGPR of
         the kernarg pointer (the descriptor's user SGPR layout)."""
         self.kernels[pgm_addr] = (model, kernarg_sgpr)
+
+    def __post_init__(self) -> None:
+        self._rung: collections.deque[tuple[int, int]] = collections.deque()
+        self.engine = EngineThread(f"mock-amdgpu-{self.gpu_id:#x}", self.driver.os.lock,
+                                   self._engine_step)
+
+    @property
+    def async_doorbell(self) -> bool:
+        """Whether a doorbell store returns before the GPU runs (no mock-kernel lock needed)."""
+        return not self.sync
 
     # ------------------------------------------------------------------ clocks and interrupts
     @staticmethod
@@ -136,14 +155,53 @@ class MockAMDGPU:
 
     # ------------------------------------------------------------------ queues
     def doorbell_rung(self, offset: int, value: int) -> None:
-        """A CPU store to a doorbell: update that queue's write pointer and run the GPU."""
+        """A CPU store to a doorbell: update that queue's write pointer and run the GPU (at once in
+        the deterministic mode, else on the GPU's thread)."""
+        if not self.sync:
+            self._rung.append((offset, value))
+            self.engine.kick()
+            return
+        self._apply_doorbell(offset, value)
+        self.run()
+
+    def _apply_doorbell(self, offset: int, value: int) -> None:
         q = self.queues.get(offset % DOORBELL_SLICE_B)
         if q is None:
             self.driver.os.log_kernel(f"mock amdgpu {self.gpu_id:#x}: doorbell {offset:#x} "
                                       f"rung with {value:#x} but no queue uses it (ignored)")
             return
-        q.set_wptr(value)
-        self.run()
+        try:
+            q.set_wptr(value)
+        except MockGPUError as e:  # the queue faults, as hardware would; the store returns
+            q._fault(str(e), e.va)
+
+    def _engine_step(self) -> tuple[bool, bool, bool]:
+        """One pass of the GPU's thread (under the mock kernel's lock): the doorbells rung since
+        the last, then every queue once."""
+        progress = False
+        while self._rung:
+            self._apply_doorbell(*self._rung.popleft())
+            progress = True
+        for q in list(self.queues.values()):
+            if q.step():
+                progress = True
+        blocked = running = False
+        for q in self.queues.values():
+            if q.faulted is None:
+                if getattr(q, "_running", None) is not None:
+                    running = True
+                elif q.blocked is not None or q.wptr_dw != q.rptr_dw:
+                    blocked = True
+        return progress or running, blocked, bool(self.queues)
+
+    def idle(self) -> bool:
+        """Nothing left that can run now: every queue is empty, faulted or waiting on memory
+        (call with the mock kernel's lock held)."""
+        if self._rung:
+            return False
+        return all(q.faulted is not None or q.wptr_dw == q.rptr_dw
+                   or (q.blocked is not None and getattr(q, "_running", None) is None)
+                   for q in self.queues.values())
 
     def run(self) -> None:
         """Runs every queue until none can make progress."""
@@ -155,8 +213,11 @@ class MockAMDGPU:
                     progress = True
 
     def record_dispatch(self, record: Any, stats: Any) -> None:
+        self.dispatch_count += 1
         if self.keep_dispatch_log:
             self.dispatches.append(DispatchLogEntry(record, stats))
+            if len(self.dispatches) > 2 * self.keep_dispatches:  # bounded, trimmed in batches
+                del self.dispatches[:-self.keep_dispatches]
 
 
 class QueueProcessor:

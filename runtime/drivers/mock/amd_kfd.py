@@ -26,7 +26,8 @@ from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
 from runtime.drivers.mock.amd_pm4 import PM4Processor
 from runtime.drivers.mock.amd_sdma import SDMAProcessor
 from runtime.drivers.mock.memory import PageFault
-from runtime.drivers.mock.os import MockFile, MockOS
+from runtime.drivers.mock.os import MockFile, MockOS, acquire_uninterrupted
+from runtime.hcq.device import interrupt_pending
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 # kfd_priv.h: mmap offsets carry a type in bits 63:62 and the gpu id in bits 61:46.
@@ -599,8 +600,9 @@ class MockKfdDriver:
             evs.append(ev)
         deadline = time.perf_counter() + a.timeout / 1000.0
         while True:
-            for gpu in self.gpus:  # blocked queues re-poll their waits
-                gpu.run()
+            for gpu in self.gpus:  # deterministic mode: blocked queues re-poll their waits here
+                if gpu.sync:
+                    gpu.run()
             fired = [ev.signaled for ev in evs]
             if (all(fired) if a.wait_for_all else any(fired)):
                 for d, ev in zip(data, evs):
@@ -614,12 +616,17 @@ class MockKfdDriver:
             if remaining <= 0:
                 a.wait_result = kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
                 return
-            # Nothing this thread can do advances the GPU; another CPU thread might.
+            if interrupt_pending():
+                # A Ctrl-C came: the wait ends early (EINTR), and is raised as the call returns.
+                a.wait_result = kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
+                return
+            # Nothing this thread can do advances the GPU; the GPUs' threads (or, in the
+            # deterministic mode, another CPU thread) might.
             self.os.lock.release()
             try:
-                time.sleep(min(remaining, 0.002))
+                time.sleep(min(remaining, 0.0002 if not all(g.sync for g in self.gpus) else 0.002))
             finally:
-                self.os.lock.acquire()
+                acquire_uninterrupted(self.os.lock)
 
     @staticmethod
     def _fill_event_data(d: Any, ev: MockEvent) -> None:

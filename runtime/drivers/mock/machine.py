@@ -30,6 +30,20 @@ _leases: dict[str, _Lease] = {}
 _lock = threading.Lock()
 
 
+def _forget_after_fork() -> None:
+    # A forked child gets copies of the parent's machines without their GPU threads, and maybe
+    # with a lock another thread held: it builds machines of its own.
+    global _lock
+    _lock = threading.Lock()
+    _leases.clear()
+
+
+import os as _os  # noqa: E402  (only for the fork hook)
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _build(vendor: str) -> MockOS:
     if vendor == "amd":
         return MockOS.with_amd_gpus(MOCK_GPUS)

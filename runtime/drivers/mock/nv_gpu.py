@@ -1,11 +1,13 @@
 """The mock NVIDIA GPU: memory, channels, and a GPFIFO processor that executes host semaphores, the
 copy engine and compute launches, decoding every QMD and checking the fields a driver sets.
 
-Channels run synchronously when their doorbell is rung (the token written at usermode + 0x90):
-each GPFIFO entry between GP_GET and USERD's GP_PUT is fetched from GPU memory and its methods are
-executed in order. A semaphore acquire that is not yet satisfied blocks the channel at that method;
-blocked channels are retried at every doorbell and by a poller thread (a real GPU keeps polling),
-so a CPU store to a signal releases the GPU within a millisecond.
+Channels run on the GPU's own thread (`runtime.drivers.mock.engine`), woken by their doorbell (the
+token written at usermode + 0x90), which returns at once: each GPFIFO entry between GP_GET and
+USERD's GP_PUT is fetched from GPU memory and its methods are executed in order. A semaphore
+acquire that is not yet satisfied blocks the channel at that method; blocked channels are polled
+(a real GPU keeps polling), so a CPU store to a signal releases the GPU within a millisecond. In
+the deterministic mode (HCQ_MOCK_SYNC=1) channels run inside the doorbell write, and a poller
+thread retries blocked ones.
 
 Anything real hardware would reject stops the channel with an RC error, as RM reports one: the
 channel's error notifier (hObjectError) gets info32 = the Xid, status 0xFFFF, and the mock kernel
@@ -35,6 +37,7 @@ import numpy as np
 from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
+from runtime.drivers.mock.engine import EngineThread, sync_from_env
 from runtime.drivers.mock.memory import MockMemory, PageFault
 from runtime.drivers.mock.ptx.launch import PtxLaunch
 from runtime.drivers.nv.generation import NVGeneration, generation_named
@@ -45,8 +48,8 @@ if TYPE_CHECKING:
 
 USERMODE_B = 0x10000
 DOORBELL_B = 0x90
-USERD_GP_GET = rm.AmpereAControlGPFifo.GPGet.offset   # clc56f.h USERD layout
-USERD_GP_PUT = rm.AmpereAControlGPFifo.GPPut.offset
+USERD_GP_GET = int(getattr(rm.AmpereAControlGPFifo, "GPGet").offset)   # clc56f.h USERD layout
+USERD_GP_PUT = int(getattr(rm.AmpereAControlGPFifo, "GPPut").offset)
 XID_GR_EXCEPTION = 13
 XID_MMU_FAULT = 31
 XID_PB_ERROR = 32
@@ -616,11 +619,34 @@ class MockNVGPU:
     copied_B: int = 0
     filled_B: int = 0
     _poller: threading.Thread | None = None
+    #: deterministic mode: channels run inside the doorbell write (runtime.drivers.mock.engine)
+    sync: bool = field(default_factory=sync_from_env)
 
     def __post_init__(self) -> None:
         if not self.sm_version:
             sm = self.generation.sm[0]
             self.sm_version = (sm // 10) << 8 | sm % 10
+        self.engine = EngineThread(f"mock-nvidia{self.index}", self.driver.os.lock,
+                                   self._engine_step)
+
+    @property
+    def async_doorbell(self) -> bool:
+        """Whether a doorbell store returns before the GPU runs (no mock-kernel lock needed)."""
+        return not self.sync
+
+    def _engine_step(self) -> tuple[bool, bool, bool]:
+        """One pass of the GPU's thread over its channels (under the mock kernel's lock)."""
+        progress = False
+        for ch in list(self.channels.values()):
+            if ch.step():
+                progress = True
+        blocked = any(ch.blocked and not ch.faulted for ch in self.channels.values())
+        return progress, blocked, bool(self.channels)
+
+    def idle(self) -> bool:
+        """Nothing left that can run now (call with the mock kernel's lock held)."""
+        return all(ch.faulted or ch.blocked or not ch.scheduled or ch.segment is None
+                   and ch.gp_get == ch.gp_put() for ch in self.channels.values())
 
     @property
     def compute_class(self) -> int:
@@ -658,7 +684,11 @@ class MockNVGPU:
         self.run()
 
     def run(self) -> None:
-        """Runs every channel until none can make progress; starts the poller if one is blocked."""
+        """Runs every channel until none can make progress (the GPU's thread does, when not in
+        the deterministic mode); starts the poller if one is blocked."""
+        if not self.sync:
+            self.engine.kick()
+            return
         self.run_once()
         if any(ch.blocked and not ch.faulted for ch in self.channels.values()):
             self._start_poller()

@@ -130,12 +130,12 @@ class NvMockOS(MockOS):
         """The mock NVIDIA driver installed into this machine."""
         return next(d for d in self.drivers if isinstance(d, MockNVDriver))
 
-    def ioctl(self, fd: int, request: int,
-              arg: ctypes.Structure | ctypes.Array | int | None) -> int:
+    def _ioctl(self, fd: int, request: int,
+               arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         req = int(request)
         with self.lock:
             if not isinstance(self._fds.get(fd), UvmFile):
-                return super().ioctl(fd, req, arg)
+                return super()._ioctl(fd, req, arg)
             # UVM: the request number is the command (its "size" bits mean nothing); the argument
             # size is the command's struct, which the UVM file checks.
             self.ioctl_count += 1

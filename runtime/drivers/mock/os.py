@@ -19,6 +19,7 @@ import ctypes
 import errno as E
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -94,6 +95,9 @@ class _Injection:
     errno: int
     remaining: int
     skip: int
+
+
+_HOST_POLL_S = 0.0002  # a host waiting for a mock GPU's thread checks this often
 
 
 class MockDoorbell(Doorbell):
@@ -184,6 +188,25 @@ class MockOS(OSSeam):
             request = by_name[request]
         self._injections.append(_Injection(int(request), errno, count, skip))
 
+    def sleep_for_gpu(self, timeout_s: float) -> None:
+        """Sleeps briefly (at most `timeout_s`): how a driver without interrupts waits for the
+        mock without spinning, since a spinning host would hold the GIL the GPUs' threads need.
+        A plain sleep, with no lock to leave held when a Ctrl-C interrupts it."""
+        time.sleep(min(timeout_s, _HOST_POLL_S))
+
+    def wait_idle(self, timeout_s: float = 10.0) -> None:
+        """Blocks until every GPU of the machine has run what can run now (a test's way to let
+        the asynchronous GPUs catch up with work submitted outside any timeline)."""
+        gpus = [g for d in self.drivers for g in getattr(d, "gpus", ())]
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            with self.lock:
+                if all(g.idle() for g in gpus if hasattr(g, "idle")):
+                    return
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"the mock GPUs did not become idle in {timeout_s} s")
+            time.sleep(0.0005)
+
     def live_objects(self) -> dict[str, int]:
         """Kernel objects held: open files, mappings, and each driver's objects (buffers,
         queues...)."""
@@ -223,8 +246,17 @@ class MockOS(OSSeam):
             del self._fds[fd]
             f.close()
 
+    def busy_here(self) -> bool:
+        """Whether this thread is inside the mock kernel (holds its lock)."""
+        return bool(self.lock._is_owned())  # type: ignore[attr-defined]
+
     def ioctl(self, fd: int, request: int,
               arg: ctypes.Structure | ctypes.Array | int | None) -> int:
+        # A Ctrl-C during the call is held back until it returns (runtime.hcq.device._on_sigint).
+        return self._ioctl(fd, request, arg)
+
+    def _ioctl(self, fd: int, request: int,
+               arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         with self.lock:
             self.ioctl_count += 1
             f = self.file(fd)
@@ -414,6 +446,23 @@ class EventFd(MockFile):
 _EventFd = EventFd  # the name this class had first
 
 
+def acquire_uninterrupted(lock: Any) -> None:
+    """Takes `lock` (an RLock released for a while inside a mock kernel call) even when a
+    Ctrl-C strikes meanwhile, then raises that KeyboardInterrupt with the lock held, so the
+    call's `with` block releases it exactly once."""
+    interrupted = False
+    while True:
+        try:
+            lock.acquire()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+            if lock._is_owned():
+                break
+    if interrupted:
+        raise KeyboardInterrupt
+
+
 class _Locked:
     """Runs a doorbell target under the mock's lock."""
 
@@ -421,5 +470,10 @@ class _Locked:
         self._target, self._lock = target, lock
 
     def doorbell_rung(self, offset: int, value: int) -> None:
+        if getattr(self._target, "async_doorbell", False):
+            # The GPU runs on its own thread: the store only wakes it, and must not wait for
+            # the lock that thread holds while it executes.
+            self._target.doorbell_rung(offset, value)
+            return
         with self._lock:
             self._target.doorbell_rung(offset, value)

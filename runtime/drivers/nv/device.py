@@ -47,7 +47,8 @@ from runtime.drivers.nv.queue import MAX_COPY_CHUNK_B, NVComputeQueue, NVCopyQue
 from runtime.drivers.nv.rm import NvRm, RmError
 from runtime.drivers.nv.uvm import Uvm
 from runtime.hcq import native
-from runtime.hcq.device import Device, DeviceProperties, MemInfo, parse_device_name
+from runtime.hcq.device import (Device, DeviceProperties, MemInfo, SubmitLock,
+                                parse_device_name)
 from runtime.hcq.registry import mock_seam
 from runtime.hcq.errors import (ArgumentError, DeviceFault, DeviceNotFound, HCQError,
                                 HCQMemoryError, QueueError)
@@ -313,6 +314,8 @@ class NVDevice(Device):
         kwargs.setdefault("kernarg_arena_B", 16 << 20)
         kwargs.setdefault("staging_B", 16 << 20)
         super().__init__(name, **kwargs)
+        # The native launch declines while another thread builds a submission (SubmitLock).
+        self._submit.flags, self._submit.flag_index = self.words, BLOCKED
         self._release_lease = release
         self.os = os
         self.pcas_action = pcas_action
@@ -354,6 +357,7 @@ class NVDevice(Device):
         #: launches go through the native helper (runtime/hcq/native.py) when it can be built
         self.launch_native = native.enabled()
         try:
+            self._claim()
             self._open(index)
         except BaseException:
             try:
@@ -382,7 +386,8 @@ class NVDevice(Device):
     @_fault.setter
     def _fault(self, fault: DeviceFault | None) -> None:
         self._fault_error = fault
-        self.words[BLOCKED] = int(fault is not None or self._closed)
+        self.words[BLOCKED] = (self.words[BLOCKED] & SubmitLock.HELD) | \
+            int(fault is not None or self._closed)
 
     @property  # type: ignore[override]
     def closed(self) -> bool:
@@ -392,7 +397,8 @@ class NVDevice(Device):
     @closed.setter
     def closed(self, value: bool) -> None:
         self._closed = value
-        self.words[BLOCKED] = int(value or self._fault_error is not None)
+        self.words[BLOCKED] = (self.words[BLOCKED] & SubmitLock.HELD) | \
+            int(value or self._fault_error is not None)
 
     # ------------------------------------------------------------------ bring-up
     def _open(self, index: int) -> None:
@@ -707,8 +713,12 @@ class NVDevice(Device):
         """A timeline copy from the copy queue's own words for it, built once, with the addresses,
         length and timeline values patched in (what `Device._submit_copy` submits, without
         building a queue per copy)."""
-        if self._trace is not None:
-            return self._trace.copy(dst_va, src_va, size)
+        with self._submit:
+            if self._trace is not None:
+                return self._trace.copy(dst_va, src_va, size)
+            return self._submit_copy_locked(dst_va, src_va, size)
+
+    def _submit_copy_locked(self, dst_va: int, src_va: int, size: int) -> int:
         if size > MAX_COPY_CHUNK_B or self.timeline_value + 1 > 0xFFFFFFFF:
             return super()._submit_copy(dst_va, src_va, size)
         t = self._copy_template or self._make_copy_template()
@@ -777,10 +787,11 @@ class NVDevice(Device):
                                  * g.sm_per_tpc, 0x8000)
         total = round_up(bytes_per_tpc * g.tpc_per_gpc * g.num_gpcs, 0x20000)
         new = self.alloc(total, kind=MemKind.VRAM)
-        v = self.timeline_value + 1
-        self.submit_timeline(NVComputeQueue(self).wait(self.timeline_signal, v - 1)
-                             .set_local_memory(new.va, bytes_per_tpc, 0xFF)
-                             .signal(self.timeline_signal, v), v)
+        with self._submit:
+            v = self.timeline_value + 1
+            self.submit_timeline(NVComputeQueue(self).wait(self.timeline_signal, v - 1)
+                                 .set_local_memory(new.va, bytes_per_tpc, 0xFF)
+                                 .signal(self.timeline_signal, v), v)
         self.synchronize()
         for ch in self._stream_channels:  # local memory is per channel state
             sig = self.new_signal(0)
@@ -835,6 +846,11 @@ class NVDevice(Device):
         # seen within a poll, which matters for latency and for copies of a few MiB), then give the
         # CPU away briefly. The core checks for faults between calls.
         u64 = sig._u64
+        sleep = getattr(self.os, "sleep_for_gpu", None)
+        if sleep is not None:  # a mock GPU running on a thread of this process
+            if u64[0] < value:
+                sleep(min(timeout_ms, 1.0) / 1000.0)
+            return
         end = time.perf_counter() + min(timeout_ms, 1.0) / 1000.0
         while time.perf_counter() < end:
             if u64[0] >= value:

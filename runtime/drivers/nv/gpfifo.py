@@ -39,8 +39,16 @@ if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
     from runtime.hcq.signal import Signal
 
-USERD_GP_GET_B = rm.AmpereAControlGPFifo.GPGet.offset  # clc56f.h USERD layout: 0x88
-USERD_GP_PUT_B = rm.AmpereAControlGPFifo.GPPut.offset  # 0x8C
+
+
+def field_offset(struct: type, name: str) -> int:
+    """Byte offset of field `name` of a generated struct. (Type checkers see a field as the
+    type of its value, not as the descriptor that carries the offset.)"""
+    return int(getattr(struct, name).offset)
+
+
+USERD_GP_GET_B = field_offset(rm.AmpereAControlGPFifo, "GPGet")  # clc56f.h USERD layout: 0x88
+USERD_GP_PUT_B = field_offset(rm.AmpereAControlGPFifo, "GPPut")  # 0x8C
 _GP_PUT_DW = USERD_GP_PUT_B // 4
 # The usermode doorbell: the work-submit token is written at NOTIFY_CHANNEL_PENDING (0x90).
 DOORBELL_OFFSET_B = rm.NVC361_NOTIFY_CHANNEL_PENDING

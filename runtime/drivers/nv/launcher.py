@@ -280,8 +280,15 @@ class ShapeLauncher:
         st, n, nmask = self.state, self.n, self.n - 1
         dw, cs, tlv = dev.words, ch.state, dev.timeline_signal._u64
         publish = ch.publish
+        guard = dev._submit
 
         def launch(args: "tuple[ArgValue, ...]") -> bool:
+            # Unlike the native launch (which the GIL keeps whole), Python may switch threads
+            # between these stores: take the device's submission lock.
+            with guard:
+                return launch_locked(args)
+
+        def launch_locked(args: "tuple[ArgValue, ...]") -> bool:
             if len(args) != nargs or tuple(map(type, args)) != types:
                 return False
             if buffers:
@@ -293,7 +300,7 @@ class ShapeLauncher:
                     vals[k] = bf.va
             else:
                 vals = args  # type: ignore[assignment]
-            if dw[BLOCKED]:
+            if dw[BLOCKED] & ~guard.HELD:
                 return False
             v = dw[TIMELINE_VALUE] + 1
             seq = cs[SEQ] + 1
@@ -335,7 +342,7 @@ class ShapeLauncher:
         if dev.closed:
             return
         last = max(self.state[:self.n])
-        if last and not dev.words[BLOCKED]:
+        if last and not dev.words[BLOCKED] & 1:
             dev.timeline_signal.wait(last)
         dev.launch_chunks.give(self.buf, self.chunk_off)
 

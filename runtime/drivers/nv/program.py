@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence, overload
 
 import numpy as np
 
@@ -95,12 +95,12 @@ class NVProgram(Program):
         cb = self._cb0 = device.gen.cb0
         self.cb0_B = max(k.cbank0_size, self.param_base + self.param_size, cb.param_end + 8)
         # Cubins carry no parameter names; those of a kernel NVRTC compiled here come from its
-        # source (cubin.param_names_of).
+        # source (cubin.param_names_of). Nor types: an 8-B parameter may be a pointer or a double.
         names = cubin.param_names_of(lib, name)
         if names is None or len(names) != len(k.params):
             names = [f"arg{p.ordinal}" for p in k.params]
         self.slots = tuple(ArgSlot(names[i], p.offset, p.size,
-                                   "buffer" if p.size == 8 else "value")
+                                   "" if p.size == 8 else "value")
                            for i, p in enumerate(k.params))
         if k.params and max(p.offset + p.size for p in k.params) > self.param_size:
             raise ProgramError(f"{name}: parameters run past EIATTR_PARAM_CBANK's "
@@ -154,6 +154,21 @@ class NVProgram(Program):
             self.max_threads = min(self.max_threads, k.max_threads)
 
     # -------------------------------------------------------------- launching
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[False] = ..., timeout_ms: float | None = ...) -> None: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[True], timeout_ms: float | None = ...) -> float: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: bool = ..., timeout_ms: float | None = ...) -> float | None: ...
+
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
                  global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  wait: bool = False, timeout_ms: float | None = None) -> float | None:
@@ -217,6 +232,17 @@ class NVProgram(Program):
         if vals:
             args = args + tuple(vals)
         dev.check_usable()
+        with dev._submit:
+            v = self._submit_short(args, global_size, local_size, wait)
+        if not wait:
+            return None
+        self._t1.wait(v, timeout_ms)
+        dev.check_fault()
+        return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+
+    def _submit_short(self, args: tuple[ArgValue, ...], global_size: Sequence[int],
+                      local_size: Sequence[int], wait: bool) -> int:
+        dev = self.nvdev
         va, view = (dev._arena or dev._kernarg_arena()).take(self._block_B, 64)
         # The timeline value is taken only once the block is written and the commands accepted: a
         # bad argument must not leave a value that nothing will ever signal.
@@ -238,11 +264,7 @@ class NVProgram(Program):
             raise
         dev.timeline_value = v
         ch.set_chain(None if wait else v)  # a timed launch ends with a host release, not the QMD's
-        if not wait:
-            return None
-        self._t1.wait(v, timeout_ms)
-        dev.check_fault()
-        return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+        return v
 
     def _timed_template(self) -> tuple[array, tuple[int, int, int]]:
         """The commands of a launch that waits and is timed, built once: acquire the previous
@@ -281,10 +303,11 @@ class NVProgram(Program):
             return None
         cb0, qmd = self._shape(global_size, local_size)
         n = slots_for(self, len(qmd))
-        hot = ShapeLauncher(self, cb0, qmd, n) if n else None
-        if len(self._hot) >= 64:
-            self._release_launchers()
-        self._hot[global_size, local_size] = hot  # type: ignore[index]
+        with self.nvdev._submit:
+            hot = ShapeLauncher(self, cb0, qmd, n) if n else None
+            if len(self._hot) >= 64:
+                self._release_launchers()
+            self._hot[global_size, local_size] = hot  # type: ignore[index]
         return hot
 
     def _release_launchers(self) -> None:
@@ -392,6 +415,9 @@ class NVProgram(Program):
             if slot.offset < pos:
                 return None
             fmt += f"{slot.offset - pos}x" if slot.offset > pos else ""
+            if slot.kind == "buffer" and t is not Buffer and not (
+                    t is int or issubclass(t, np.integer)):
+                return None  # a float for a pointer: the careful path refuses it
             if t is Buffer and slot.size == 8:
                 fmt += "Q"
             elif (t is int or issubclass(t, np.signedinteger)) and slot.size in (1, 2, 4, 8):

@@ -1,0 +1,110 @@
+"""The thread a mock GPU executes its queues on, so that it runs asynchronously to the host as
+hardware does.
+
+A doorbell only records the store and wakes the GPU's thread (`kick`), then returns: kernels and
+copies execute while the host goes on, and signals, `done()` and the read pointers change only
+when the work has finished. The thread takes the mock kernel's lock for each step of execution
+(one pass over the queues, or one slice of a long dispatch) and releases it in between, so that
+ioctls of the host are served meanwhile. While some queue is blocked (a wait on memory the host
+may write, a dispatch still running) it polls, backing off from a fraction of a millisecond to a
+few milliseconds; otherwise it sleeps until the next doorbell, and it ends once its GPU has no
+queues left (the next doorbell starts a new one).
+
+The thread never receives Ctrl-C (Python runs signal handlers on the main thread only), so an
+interrupted host wait never leaves a half-executed packet behind.
+
+Deterministic mode: with HCQ_MOCK_SYNC=1 in the environment when a mock machine is built (or
+`sync=True` given to its GPUs), no thread is started: a doorbell executes the queues before it
+returns and host waits run them, as the first mock did. Everything is then ordered and
+reproducible, which helps when debugging; races between host and GPU cannot show.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Callable
+
+#: environment variable selecting the deterministic (synchronous) mode for new mock machines
+SYNC_ENV = "HCQ_MOCK_SYNC"
+_POLL_MIN_S = 0.0002
+_POLL_MAX_S = 0.004
+
+
+def sync_from_env() -> bool:
+    """Whether HCQ_MOCK_SYNC asks for the deterministic mode ("1", "true", "yes")."""
+    return os.environ.get(SYNC_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class EngineThread:
+    """Runs `step` on its own thread whenever kicked, and repeatedly while `step` says a queue is
+    blocked. `step` is called with `lock` held and returns (progress made, some queue blocked,
+    some queue exists).
+
+    `kick` may run on the main thread inside a doorbell store, where a Ctrl-C can strike between
+    any two statements: it only sets a flag and releases a lock used as a binary semaphore (a C
+    call each), so an interrupt there never leaves a lock held."""
+
+    def __init__(self, name: str, lock: "threading.RLock",
+                 step: Callable[[], tuple[bool, bool, bool]]) -> None:
+        self.name, self._lock, self._step = name, lock, step
+        self._wake = threading.Lock()
+        self._wake.acquire()  # held: no kick pending; released: a kick is pending
+        self._start_lock = threading.Lock()
+        self._kicked = False
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.steps = 0
+
+    def kick(self) -> None:
+        """Wakes the thread (starting it if needed): a doorbell was rung or state changed."""
+        self._kicked = True
+        try:
+            self._wake.release()
+        except RuntimeError:
+            pass  # already woken
+        t = self._thread
+        if t is None or not t.is_alive():
+            self._start()
+
+    def _start(self) -> None:
+        with self._start_lock:
+            t = self._thread
+            if (t is None or not t.is_alive()) and not self._stopped:
+                t = self._thread = threading.Thread(target=self._loop, name=self.name,
+                                                    daemon=True)
+                t.start()
+
+    def stop(self) -> None:
+        """Ends the thread (the machine is being dropped); later kicks do nothing."""
+        self._stopped = True
+        self.kick()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=5.0)
+
+    def _loop(self) -> None:
+        if hasattr(signal, "pthread_sigmask"):
+            # Process-directed signals (Ctrl-C) then go to a host thread, never to the GPU's.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        poll = _POLL_MIN_S
+        while not self._stopped:
+            self._kicked = False
+            with self._lock:
+                progress, blocked, alive = self._step()
+                self.steps += 1
+            if progress or self._kicked:
+                poll = _POLL_MIN_S
+                continue
+            if blocked:
+                self._wake.acquire(True, poll)
+                poll = min(poll * 2, _POLL_MAX_S)
+                continue
+            if not alive:
+                with self._start_lock:  # a kick after this sees no thread and starts one
+                    if not self._kicked:
+                        self._thread = None
+                        return
+                continue
+            self._wake.acquire()
+        self._thread = None

@@ -1,0 +1,546 @@
+"""A device under real conditions: several threads at once, Ctrl-C in the middle of a wait, fork,
+and the asynchronous mock GPUs exposing a host that forgets to wait.
+
+Parametrised over the device contract's targets: the mock AMD GPU, the mock NVIDIA GPU and,
+marked `nvidia`, the real GPU (scripts/device_check.sh runs them). Interruptions are real signals
+(SIGINT sent to this process by a timer thread), delivered while the main thread waits for work
+held back by a gate signal that the test opens afterwards, so each run takes the same path.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+from runtime.hcq import Device, DeviceForked, Event, HCQError, Launch
+from runtime.hcq.device import _on_sigint
+from tests.runtime.test_device_contract import N, TARGETS, Target
+
+pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                                reason="signals reach only the main thread")
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def target(request: pytest.FixtureRequest) -> Target:
+    t: Target = request.param()
+    return t
+
+
+@pytest.fixture
+def dev(target: Target) -> Iterator[Device]:
+    d = target.open()
+    yield d
+    d.close()
+
+
+def _launch(target: Target, d: Device, prg: Any, args: Callable[..., tuple[Any, ...]],
+            a: Any, b: Any, c: Any, wait: bool = False) -> Any:
+    return prg(*args(a, b, c, N), global_size=target.grid(N), local_size=target.local, wait=wait)
+
+
+def _read(d: Device, buf: Any, n: int = N) -> np.ndarray:
+    out = np.empty(n, np.float32)
+    d.copyout(out, buf)
+    return out
+
+
+# ------------------------------------------------------------------------------------ threads
+def test_threads_share_a_device(target: Target, dev: Device) -> None:
+    """Several threads use one device at once (allocation, copies, launches, graphs, streams,
+    signals, user queues); every result is what the thread's own serial order gives."""
+    prg, args = target.vadd(dev)
+    n_threads, n_ops = 4, 12
+    errors: list[BaseException] = []
+    start = threading.Barrier(n_threads)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            a, b, c = (dev.alloc(N * 4) for _ in range(3))
+            stream = dev.stream()
+            g = dev.graph([Launch(prg, args(a, b, c, N), target.grid(N), target.local)])
+            start.wait()
+            for i in range(n_ops):
+                x = np.full(N, seed * 100 + i, np.float32)
+                y = np.arange(N, dtype=np.float32)
+                op = rng.randrange(5)
+                if op == 0:     # copies and a launch on the device timeline
+                    dev.copyin(a, x)
+                    dev.copyin(b, y)
+                    _launch(target, dev, prg, args, a, b, c)
+                    np.testing.assert_array_equal(_read(dev, c), x + y)
+                elif op == 1:   # a graph replay
+                    dev.copyin(a, x)
+                    dev.copyin(b, y)
+                    g.replay(wait=True)
+                    np.testing.assert_array_equal(_read(dev, c), x + y)
+                elif op == 2:   # a stream of its own, ordered after the device's copies
+                    t = dev.alloc(N * 4)
+                    dev.copyin(a, x)
+                    stream.wait(dev.record())
+                    stream.copy(t, a, N * 4)
+                    stream.synchronize()
+                    np.testing.assert_array_equal(_read(dev, t), x)
+                    dev.free(t)
+                elif op == 3:   # a user queue signalling a signal of its own
+                    s = dev.new_signal(0)
+                    dev.compute_queue().signal(s, 7).submit()
+                    s.wait(7)
+                    s.release()
+                else:           # an asynchronous copy out
+                    dev.copyin(a, x)
+                    out = np.empty(N, np.float32)
+                    dev.copyout_async(out, a).wait()
+                    np.testing.assert_array_equal(out, x)
+            g.free()
+            stream.close()
+            for buf in (a, b, c):
+                dev.free(buf)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k + 1,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert not errors, errors
+    dev.synchronize()
+    assert dev.timeline_signal.value == dev.timeline_value
+
+
+def test_threads_launch_through_one_program(target: Target, dev: Device) -> None:
+    """Launches of one program from several threads (the launch fast path) interleave with
+    copies; the timeline counts every one and each thread's output is its own."""
+    prg, args = target.vadd(dev)
+    n_threads, n_launches = 4, 40
+    bufs = [[dev.alloc(N * 4) for _ in range(3)] for _ in range(n_threads)]
+    for k, (a, b, _) in enumerate(bufs):
+        dev.copyin(a, np.full(N, k, np.float32))
+        dev.copyin(b, np.ones(N, np.float32))
+    dev.synchronize()
+    before = dev.timeline_value
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        a, b, c = bufs[k]
+        try:
+            for i in range(n_launches):
+                _launch(target, dev, prg, args, a, b, c, wait=(i % 10 == 9))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    dev.synchronize()
+    assert dev.timeline_value == before + n_threads * n_launches
+    assert dev.timeline_signal.value == dev.timeline_value
+    for k, (_, _, c) in enumerate(bufs):
+        np.testing.assert_array_equal(_read(dev, c), np.full(N, k + 1, np.float32))
+
+
+# ------------------------------------------------------------------------------------ Ctrl-C
+class _CtrlC:
+    """Sends SIGINT to this process once the main thread has said it is about to wait."""
+
+    def __init__(self, delay_s: float = 0.05) -> None:
+        self.ready = threading.Event()
+        self._delay = delay_s
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        if self.ready.wait(30):
+            time.sleep(self._delay)  # the main thread is then blocked in the wait (gate closed)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def join(self) -> None:
+        self._t.join(timeout=30)
+
+
+def _gated(d: Device) -> Any:
+    """A closed gate the device timeline waits for: later submissions queue up behind it."""
+    gate = d.new_signal(0)
+    d.wait(Event(gate, 1))
+    return gate
+
+
+@pytest.mark.parametrize("where", ["synchronize", "launch-wait", "copyout", "pending-copy"])
+def test_ctrl_c_in_a_wait_loses_no_work(target: Target, dev: Device, where: str) -> None:
+    """SIGINT while the host waits for submitted work: KeyboardInterrupt reaches the caller, the
+    work still runs once its gate opens, the next synchronize() waits for it, and the device
+    stays usable."""
+    if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, _on_sigint):
+        pytest.skip("SIGINT is handled by someone else here")
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    x, y = np.arange(N, dtype=np.float32), np.full(N, 2, np.float32)
+    dev.copyin(a, x)
+    dev.copyin(b, y)
+    dev.synchronize()
+    gate = _gated(dev)
+    out = np.zeros(N, np.float32)
+    ctrl_c = _CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        if where == "synchronize":
+            _launch(target, dev, prg, args, a, b, c)
+            ctrl_c.ready.set()
+            dev.synchronize(timeout_ms=20_000)
+        elif where == "launch-wait":
+            ctrl_c.ready.set()
+            _launch(target, dev, prg, args, a, b, c, wait=True)
+        elif where == "copyout":
+            _launch(target, dev, prg, args, a, b, c)
+            ctrl_c.ready.set()
+            dev.copyout(out, c)
+        else:
+            _launch(target, dev, prg, args, a, b, c)
+            pending = dev.copyout_async(out, c)
+            ctrl_c.ready.set()
+            pending.wait(timeout_ms=20_000)
+    ctrl_c.join()
+    assert dev.timeline_signal.value < dev.timeline_value  # the work is still held back
+    gate.value = 1
+    dev.synchronize()
+    assert dev.timeline_signal.value == dev.timeline_value
+    if where == "pending-copy":
+        pending.wait()
+        np.testing.assert_array_equal(out, x + y)
+    np.testing.assert_array_equal(_read(dev, c), x + y)
+    _launch(target, dev, prg, args, c, b, a)  # and the device goes on
+    np.testing.assert_array_equal(_read(dev, a), x + 2 * y)
+    gate.release()
+
+
+def test_a_storm_of_ctrl_c_leaves_the_device_consistent(target: Target, dev: Device) -> None:
+    """SIGINT every few milliseconds while the main thread launches, copies and replays a graph:
+    whatever each interrupted call got to do, the device stays consistent (no half-published
+    submission: the next synchronize() returns, the timeline accounts for every submission) and
+    works afterwards. A Ctrl-C that arrives while a submission is being published is raised once
+    it is complete. (The test's own bookkeeping runs with SIGINT blocked, so that only runtime
+    calls are interrupted.)"""
+    from runtime.hcq.device import interrupt_pending
+    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+        pytest.skip("SIGINT is handled by someone else here")
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    g = dev.graph([Launch(prg, args(a, b, c, N), target.grid(N), target.local)])
+    main = threading.main_thread().ident
+    assert main is not None
+    stop = threading.Event()
+    sent = [0]
+
+    def storm() -> None:
+        rng = random.Random(1)
+        while not stop.wait(rng.uniform(0.001, 0.004)):
+            signal.pthread_kill(main, signal.SIGINT)
+            sent[0] += 1
+
+    data = np.ones(N, np.float32)
+    out = np.empty(N, np.float32)
+    interrupted = 0
+
+    def exposed(fn: Callable[[], None]) -> bool:
+        """Runs `fn` with SIGINT deliverable; False if a KeyboardInterrupt ended it."""
+        try:
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                fn()
+            finally:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        except KeyboardInterrupt:
+            return False
+        return True
+
+    def ops() -> None:
+        dev.copyin(a, data)
+        _launch(target, dev, prg, args, a, b, c)
+        g.replay()
+        dev.copyout(out, c)
+
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    t = threading.Thread(target=storm, daemon=True)
+    try:
+        t.start()
+        deadline = time.perf_counter() + 1.5
+        while time.perf_counter() < deadline:
+            interrupted += not exposed(ops)
+        stop.set()
+        t.join(timeout=10)
+        quiet = 0
+        while quiet < 3:  # signals on their way, or held back and sent again, land here
+            ok = exposed(lambda: (time.sleep(0.02), dev.synchronize(timeout_ms=20_000)))
+            quiet = quiet + 1 if ok and not interrupt_pending() else 0
+            interrupted += not ok
+    finally:
+        stop.set()
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    assert sent[0] > 10 and interrupted > 0
+    assert dev.timeline_signal.value == dev.timeline_value
+    dev.copyin(a, np.full(N, 3, np.float32))
+    dev.copyin(b, np.full(N, 4, np.float32))
+    _launch(target, dev, prg, args, a, b, c)
+    np.testing.assert_array_equal(_read(dev, c), np.full(N, 7, np.float32))
+    g.free()
+
+
+def test_ctrl_c_from_a_timer_signal(target: Target, dev: Device) -> None:
+    """The same with the signal from the kernel's interval timer (SIGALRM made a Ctrl-C)."""
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no interval timers here")
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    gate = _gated(dev)
+    _launch(target, dev, prg, args, a, b, c)
+
+    def to_ctrl_c(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, to_ctrl_c)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            dev.synchronize(timeout_ms=20_000)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    gate.value = 1
+    dev.synchronize()
+    np.testing.assert_array_equal(_read(dev, c), np.full(N, 2, np.float32))
+
+
+# ------------------------------------------------------------------------------------ fork
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
+def test_a_forked_child_refuses_the_parents_device(target: Target, dev: Device) -> None:
+    """After fork the child's copy of the device refuses every use with DeviceForked (the queues
+    and memory are the parent's); the parent's device is untouched."""
+    if target.name == "nv":
+        pytest.skip("the child would have to open the real GPU again")
+    buf = dev.alloc(4096)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        code = 0
+        try:
+            for use in (lambda: dev.alloc(16), lambda: dev.copyin(buf, bytes(16)),
+                        dev.synchronize, lambda: dev.free(buf)):
+                try:
+                    use()
+                    code |= 1
+                except DeviceForked as e:
+                    if dev.name not in str(e) or "fork" not in str(e):
+                        code |= 2
+            dev.close()  # releases nothing of the parent's
+        except BaseException:
+            code |= 4
+        os.write(w, bytes([code]))
+        os._exit(0)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    got = os.read(r, 1)
+    os.close(r)
+    assert status == 0 and got == b"\x00", (status, got)
+    dev.copyin(buf, b"\x07" * 16)  # the parent's device goes on
+    out = bytearray(16)
+    dev.copyout(out, buf)
+    assert out == b"\x07" * 16
+
+
+# ------------------------------------------------------------------------------------ misc
+def test_a_second_open_of_the_same_gpu_names_the_open_device() -> None:
+    from runtime.hcq import open_device
+    d = open_device("mock-amd:1")
+    try:
+        with pytest.raises(HCQError, match=r"mock-amd:1: this GPU is already open in this "
+                                           r"process as AMDDevice\('mock-amd:1'"):
+            open_device("mock-amd:1")
+        d.alloc(16)  # the open device is unaffected
+    finally:
+        d.close()
+    open_device("mock-amd:1").close()  # and once closed it opens again
+
+
+# ------------------------------------------------------------------------------------ gates
+def test_a_gate_that_never_opens_is_named_and_the_device_goes_on(target: Target,
+                                                                 dev: Device) -> None:
+    """A graph waiting for a signal nothing sets times out naming the graph node and the signal;
+    once the host sets it the held-back work runs and the device goes on."""
+    from runtime.hcq import GraphWait, SignalTimeout
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    gate = dev.new_signal(0)
+    g = dev.graph([GraphWait(gate, 1), Launch(prg, args(a, b, c, N), target.grid(N),
+                                              target.local)])
+    with pytest.raises(SignalTimeout) as e:
+        g.replay(wait=True, timeout_ms=300)
+    assert "waiting for graph node 0 (GraphWait 0" in str(e.value)
+    assert f"{gate!r} must reach 1" in str(e.value)
+    gate.value = 1
+    dev.synchronize()
+    np.testing.assert_array_equal(_read(dev, c), np.full(N, 2, np.float32))
+    assert "GraphWait" not in dev.describe_state()  # reached: no longer reported
+    g.replay(wait=True)
+    g.free()
+
+
+# ------------------------------------------------------------------------------------ a host that
+# forgets to wait: the mock GPUs run asynchronously, so these mistakes show as on hardware
+def test_reading_before_the_kernel_ran_sees_old_bytes(target: Target, dev: Device) -> None:
+    """A host that reads a kernel's output through a CPU mapping without waiting sees what was
+    there before (the kernel is held back by a gate, so this is deterministic), and `done()` of
+    an asynchronous copy stays False until the work has run."""
+    if target.name == "nv":
+        pytest.skip("device memory of the real GPU is not mapped here")
+    prg, args = target.vadd(dev)
+    a, b = (dev.alloc(N * 4) for _ in range(2))
+    c = dev.alloc(N * 4, cpu_access=True)
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    dev.synchronize()
+    gate = _gated(dev)
+    _launch(target, dev, prg, args, a, b, c)
+    out = np.zeros(N, np.float32)
+    pending = dev.copyout_async(out, c)
+    time.sleep(0.05)  # however long the host waits, the gate holds the work back
+    assert not pending.done()
+    assert not np.frombuffer(c.cpu_view(), np.float32).any()  # too early: nothing written yet
+    gate.value = 1
+    pending.wait()
+    np.testing.assert_array_equal(out, np.full(N, 2, np.float32))
+    np.testing.assert_array_equal(np.frombuffer(c.cpu_view(), np.float32), out)
+
+
+def test_a_host_write_racing_a_queued_kernel_changes_its_input(target: Target,
+                                                               dev: Device) -> None:
+    """The host writes a kernel's input through a CPU mapping after the launch but before the
+    kernel ran: the kernel sees the new bytes (the launch did not copy them), as on a GPU."""
+    if target.name == "nv":
+        pytest.skip("device memory of the real GPU is not mapped here")
+    prg, args = target.vadd(dev)
+    a = dev.alloc(N * 4, cpu_access=True)
+    b, c = (dev.alloc(N * 4) for _ in range(2))
+    a.cpu_view()[:] = np.ones(N, np.float32).tobytes()
+    dev.copyin(b, np.ones(N, np.float32))
+    dev.synchronize()
+    gate = _gated(dev)
+    _launch(target, dev, prg, args, a, b, c)
+    a.cpu_view()[:] = np.full(N, 5, np.float32).tobytes()  # the host forgot to wait
+    gate.value = 1
+    np.testing.assert_array_equal(_read(dev, c), np.full(N, 6, np.float32))
+
+
+# ------------------------------------------------------------------------------------ both modes
+def test_the_device_contract_holds_in_the_deterministic_mode() -> None:
+    """The suite runs against the asynchronous mocks; the device contract (on both mock GPUs) is
+    run again here with HCQ_MOCK_SYNC=1, where the queues run inside the doorbell write."""
+    import subprocess
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "HCQ_MOCK_SYNC": "1"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        "tests/runtime/test_device_contract.py", "-k", "mock",
+                        "tests/runtime/test_real_conditions.py::test_threads_share_a_device"],
+                       cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and "failed" not in r.stdout
+
+
+def test_the_deterministic_mode_runs_inside_the_doorbell() -> None:
+    from runtime.drivers.mock.amd_gpu import MockAMDGPU
+    from runtime.drivers.mock.engine import SYNC_ENV, sync_from_env
+    from runtime.drivers.mock.os import MockOS
+    old = os.environ.get(SYNC_ENV)
+    try:
+        os.environ[SYNC_ENV] = "1"
+        assert sync_from_env()
+        gpu: MockAMDGPU = MockOS.with_amd_gpus(1).drivers[0].gpus[0]
+        assert gpu.sync and not gpu.async_doorbell
+        os.environ[SYNC_ENV] = "0"
+        assert not MockOS.with_amd_gpus(1).drivers[0].gpus[0].sync
+    finally:
+        if old is None:
+            os.environ.pop(SYNC_ENV, None)
+        else:
+            os.environ[SYNC_ENV] = old
+
+
+# ------------------------------------------------------------------------------------ arguments
+def test_bad_arguments_are_refused_naming_them(target: Target, dev: Device) -> None:
+    from runtime.hcq import ArgumentError, ProgramError
+    for kind in (None, "vram", 3):
+        with pytest.raises(ArgumentError, match=f"kind must be a MemKind.*{kind!r}"):
+            dev.alloc(64, kind=kind)  # type: ignore[arg-type]
+    free_before = sum(p.free_count for p in dev._signal_pools)
+    for value in (-1, "x", 2.5, 2**64):
+        with pytest.raises(ArgumentError, match="new_signal: value"):
+            dev.new_signal(value)  # type: ignore[arg-type]
+    assert sum(p.free_count for p in dev._signal_pools) == free_before  # no slot leaked
+    buf = dev.alloc(64)
+    with pytest.raises(ArgumentError, match="slice: offset must be an integer.*0.5"):
+        buf.slice(0.5, 4)  # type: ignore[arg-type]
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    if target.name == "mock-amd":  # the code object says which parameters are pointers
+        with pytest.raises(ProgramError, match="argument 'arg1' is a pointer.*1.5"):
+            prg(a, 1.5, c, global_size=target.grid(N), local_size=target.local)
+        g = dev.graph([Launch(prg, args(a, b, c, N), target.grid(N), target.local)])
+        with pytest.raises(ProgramError, match="graph launch 0: argument 'arg2' is a pointer"):
+            g.replay({0: {0: b, 2: 1.5}})  # the first update is valid, the second is not
+        assert g.kernargs[0].view[:8].cast("Q")[0] == a.va  # nothing was applied
+        g.free()
+    assert dev.timeline_signal.value == dev.timeline_value or dev.synchronize() is None
+
+
+def test_a_graph_refuses_to_run_on_a_freed_buffer(target: Target, dev: Device) -> None:
+    from runtime.hcq import ProgramError
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    g = dev.graph([Launch(prg, args(a, b, c, N), target.grid(N), target.local)])
+    dev.free(c)
+    other = dev.alloc(N * 4)  # may take c's memory
+    dev.copyin(other, np.full(N, 9, np.float32))
+    with pytest.raises(ProgramError, match=r"graph node 0 \(launch 0 of \w+\) argument 2: "
+                                           r"Buffer.* was freed"):
+        g.replay()
+    g.replay({0: {2: other}})  # a live buffer in its place
+    dev.copyin(a, np.ones(N, np.float32))
+    dev.copyin(b, np.ones(N, np.float32))
+    g.replay(wait=True)
+    np.testing.assert_array_equal(_read(dev, other), np.full(N, 2, np.float32))
+    g.free()
+
+
+def test_elapsed_time_between_timing_events(target: Target, dev: Device) -> None:
+    prg, args = target.vadd(dev)
+    a, b, c = (dev.alloc(N * 4) for _ in range(3))
+    start = dev.record(timing=True)
+    _launch(target, dev, prg, args, a, b, c)
+    end = dev.record(timing=True)
+    end.wait()
+    with pytest.raises(HCQError, match="the start event .* has no timestamp"):
+        end.elapsed_time(dev.record())
+    dt = end.elapsed_time(start)
+    assert 0 <= dt < 10.0
+    s = dev.stream()
+    s0 = s.record(timing=True)
+    s.launch(prg, *args(a, b, c, N), global_size=target.grid(N), local_size=target.local)
+    s1 = s.record(timing=True)
+    s.synchronize()
+    assert 0 <= s1.elapsed_time(s0) < 10.0
+    s.close()
