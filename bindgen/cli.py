@@ -12,7 +12,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .errors import BindgenError, SourceError
 from .project import Project, ProjectError, load_project
@@ -21,8 +21,11 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from .generate import Generated
+    from .pins import SourcePin
     from .sources import Sources
     from .spec import Source, Target
+
+_Say = Callable[[str], None]
 
 # Installed without the `bindgen` extra, the generator cannot run (the bindings and bindgen_rt can).
 _GENERATOR_DEPS = {"yaml": "pyyaml", "mako": "mako", "clang": "libclang"}
@@ -253,20 +256,29 @@ def _run(
 
 
 def _resolve_all(
-    targets: list[Target], srcs: Sources, overrides: dict[str, Path], required: bool
+    targets: list[Target],
+    srcs: Sources,
+    overrides: dict[str, Path],
+    required: bool,
+    say: _Say = print,
 ) -> dict[str, list[str]]:
     """Resolves every source once, before any worker starts (one download and unpack each).
-    Returns {target: [sources it cannot have]}; with ``required``, the first failure raises."""
+    Returns {target: [sources it cannot have]}; with ``required``, the first failure raises. A
+    cache entry that differs from its pins always raises: it is damage, not absence."""
+    from .errors import CacheError
+
     failed: dict[str, str] = {}
     for src in {s.name: s for t in targets for s in t.sources}.values():
         try:
             srcs.resolve(src)
+        except CacheError:
+            raise
         except SourceError as e:
             if required or src.name in overrides:  # asked for explicitly: not having it is an error
                 raise
             failed[src.name] = str(e)
     for name, why in sorted(failed.items()):
-        print(f"  unavailable source {name}: {why}", flush=True)
+        say(f"  unavailable source {name}: {why}")
     return {t.name: [s.name for s in t.sources if s.name in failed] for t in targets}
 
 
@@ -423,32 +435,83 @@ def cmd_regen(
     return 1 if failed else 0
 
 
-def cmd_pin(targets: list[Target], project: Project, cache: str | None) -> int:
-    """Downloads each debian/pypi source of ``targets`` whole, verifies it against its index and
-    records the files taken in the specs' lock file (later fetches read only those)."""
-    import tempfile
-
+def cmd_pin(
+    targets: list[Target], project: Project, cache: str | None, overrides: dict[str, Path]
+) -> int:
+    """Records in the specs' lock file the sha256 of every file ``targets`` take from debian,
+    pypi and git sources: debian and pypi archives are downloaded whole and verified against
+    their index (later fetches read only those files), git sources are exported from the
+    repository given with ``--source`` and verified against its blob ids. Cache entries are
+    then checked against these pins on every use."""
     from .fetch import mb
     from .pins import load_lock, save_lock
-    from .sources import Sources, _mk
+    from .sources import Sources
     from .spec import load_all
 
-    srcs = Sources(Path(cache) if cache else None)
-    todo = {s.identity(): s for t in targets for s in t.sources if s.kind in ("debian", "pypi")}
+    srcs = Sources(Path(cache) if cache else None, overrides)
+    todo = {s.identity(): s for t in targets for s in t.sources
+            if s.kind in ("debian", "pypi", "git")}
     pins = load_lock(project.specs)
     for ident, s in sorted(todo.items()):
-        with tempfile.TemporaryDirectory(dir=_mk(srcs.cache / "tmp")) as tmp:
-            got = srcs.fetch_whole(s, Path(tmp) / "x")
-        assert got.pin is not None
-        pins[ident] = got.pin
-        print(f"  pinned {s.name}: {got.pin.archive} ({mb(got.pin.archive_size)}, sha256 "
-              f"{got.pin.archive_sha256[:16]}...): {len(got.pin.files)} files")
+        if s.kind == "git":
+            pin = _pin_git(srcs, s)
+        else:
+            with srcs.scratch() as tmp:
+                got = srcs.fetch_whole(s, tmp / "x")
+            assert got.pin is not None
+            pin = got.pin
+        pins[ident] = pin
+        what = (f"commit {pin.archive_sha256[:16]}..." if s.kind == "git" else
+                f"{mb(pin.archive_size)}, sha256 {pin.archive_sha256[:16]}...")
+        print(f"  pinned {s.name}: {pin.archive} ({what}): {len(pin.files)} files")
     # Pins of sources no spec declares any more are dropped.
     declared = {s.identity() for t in load_all(project.specs, "") for s in t.sources}
     path = save_lock(project.specs, {k: v for k, v in pins.items() if k in declared})
     print(f"pin: {len(todo)} source(s) pinned in {project.shown(path)}")
     _sources_summary(srcs)
     return 0
+
+
+def _pin_git(srcs: Sources, s: Source) -> SourcePin:
+    """Pins the files of a git source, exported from the repository ``--source`` names (each
+    checked against the repository's blob id before its sha256 is recorded)."""
+    import dataclasses
+
+    from .pins import Member, SourcePin
+    from .sources import _git_blob, env_var, git_commit
+
+    repo = srcs.overrides.get(s.name) or os.environ.get(env_var(s.name))
+    if not repo:
+        raise _Usage(f"pinning git source {s.name} needs its repository: --source {s.name}=DIR "
+                     f"(a checkout or a bare mirror of {s.url})")
+    res = srcs.resolve(dataclasses.replace(s, pin=None))  # checked against the repository
+    assert res.pins is not None and res.git_blobs
+    files = []
+    for rel, blob in sorted(res.pins.items()):
+        path = res.root / rel
+        if _git_blob(path) != blob:
+            raise SourceError(f"source {s.name}: {rel} in {res.root} is not git's blob {blob}; "
+                              f"delete {res.root} and pin again")
+        data = path.read_bytes()
+        files.append(Member(rel, hashlib.sha256(data).hexdigest(), len(data), -1))
+    commit = git_commit(s, Path(repo))
+    return SourcePin(s.identity(), f"git {s.ref}", s.url, commit, 0, -1, 0, tuple(files))
+
+
+@dataclasses.dataclass
+class _Verdict:
+    """What ``check`` established about one target (one entry of ``--json``)."""
+
+    target: str
+    status: str  # "clean", "drift", "failed", "unverified" (sources unavailable)
+    checked: list[str] = dataclasses.field(default_factory=list)
+    not_checked: list[str] = dataclasses.field(default_factory=list)
+    unavailable_sources: list[str] = dataclasses.field(default_factory=list)
+    detail: str = ""
+
+
+_FILES_MATCH = "its files hash as bindgen.manifest lists"
+_REGENERATED = "regenerated from its spec and headers; output identical"
 
 
 def cmd_check(
@@ -458,100 +521,154 @@ def cmd_check(
     overrides: dict[str, Path],
     cache: str | None,
     jobs: int,
-    full_regen: bool = False,
+    fast: bool = False,
+    allow_unavailable: bool = False,
+    as_json: bool = False,
     quiet: bool = False,
     verbose: bool = False,
 ) -> int:
+    """Verifies the committed bindings: every target whose sources are available is
+    regenerated and compared byte for byte (``fast``: only where its fingerprint changed). A
+    target that cannot be verified (sources unavailable) fails the check unless
+    ``allow_unavailable``; ``as_json`` prints what was and was not checked as JSON on stdout."""
+    import json
+
+    from .errors import CacheError
     from .fingerprint import inputs_hash
     from .outputs import audit, owned
     from .sources import Sources
 
+    def say(line: str) -> None:  # with --json, stdout carries only the JSON document
+        print(line, file=sys.stderr if as_json else sys.stdout, flush=True)
+
     srcs = Sources(Path(cache) if cache else None, overrides)
-    drift: list[str] = []
-    unavailable = _resolve_all(targets, srcs, overrides, required=False)
-    full: list[tuple[Target, list[str]]] = [(t, []) for t in targets if not unavailable[t.name]]
-    partial = [(t, unavailable[t.name]) for t in targets if unavailable[t.name]]
+    verdicts: dict[str, _Verdict] = {}
+    try:
+        unavailable = _resolve_all(targets, srcs, overrides, required=False, say=say)
+    except CacheError as e:
+        say(f"  FAIL  {e}")
+        if as_json:
+            print(json.dumps({"ok": False, "error": str(e), "targets": []}, indent=1))
+        say("check: a cache entry differs from its pins (above); nothing was checked")
+        return 1
     problems = audit(project.out, [t.output for t in all_targets])
     for p in problems:
-        print(f"  DRIFT {project.shown(project.out)}/{p}")
-    for t, missing in partial:
-        out = project.output(t.output)
-        if not out.exists():
-            drift.append(t.name)
-            print(f"  DRIFT {t.name}: {project.shown(out)} is missing")
-            continue
-        m = re.search(r"^# inputs: (\w+)", out.read_text(), re.M)
-        want = inputs_hash(t)
-        if not m or m.group(1) != want:
-            drift.append(t.name)
-            print(
-                f"  DRIFT {t.name}: spec, templates or generator changed since "
-                f"{project.shown(out)} was written (recorded {m.group(1) if m else 'nothing'}, "
-                f"now {want});"
-                f" regenerate it where its sources are available"
-            )
-        else:
-            print(
-                f"  ok    {t.name}: fingerprint of spec+templates+generator and the files' "
-                f"hashes match; header drift NOT checked (sources unavailable here: "
-                f"{', '.join(missing)})"
-            )
+        say(f"  DRIFT {project.shown(project.out)}/{p}")
+
+    def tampered(t: Target) -> bool:
+        return any(owned(p.split(":", 1)[0], [t.output]) for p in problems)
+
     regen = []
-    for t, _ in full:
-        tampered = any(owned(p.split(":", 1)[0], [t.output]) for p in problems)
-        why = None if full_regen or tampered else _unchanged(t, project, srcs, inputs_hash(t))
+    for t in targets:
+        missing = unavailable[t.name]
+        v = verdicts[t.name] = _Verdict(t.name, "clean", unavailable_sources=missing)
+        if tampered(t):
+            v.status, v.detail = "drift", "files differ from bindgen.manifest (listed above)"
+        else:
+            v.checked.append(_FILES_MATCH)
+        if missing:
+            _check_unavailable(t, project, inputs_hash(t), v, say)
+            continue
+        why = None if tampered(t) or not fast else _unchanged(t, project, srcs, inputs_hash(t))
         if why is None:
             regen.append(t)
             if verbose:
-                print(f"  ..    {t.name}: regenerating (fingerprint changed, files edited or "
-                      "--full)")
-        elif not quiet:
-            print(f"  ok    {t.name}: {why}")
+                say(f"  ..    {t.name}: regenerating")
+        else:
+            v.checked.append(why)
+            v.not_checked.append("module bytes against a regeneration (--fast: the fingerprint "
+                                 "is unchanged, so bindgen.manifest vouches for them)")
+            if not quiet:
+                say(f"  ok    {t.name}: {why}; not regenerated (--fast)")
     for t, g, err in _run(regen, project, srcs, jobs):
+        v = verdicts[t.name]
         if g is None:  # (err says why)
-            drift.append(t.name)
-            print(f"  FAIL  {t.name}: {err}")
+            v.status, v.detail = "failed", err or ""
+            say(f"  FAIL  {t.name}: {err}")
             continue
-        diffs = []
-        for path, text in g.files():
-            old = path.read_text() if path.exists() else ""
-            if old != text:
-                rel = project.shown(path)
-                diffs.append(
-                    "".join(
-                        difflib.unified_diff(
-                            old.splitlines(True),
-                            text.splitlines(True),
-                            f"a/{rel} (committed)",
-                            f"b/{rel} (regenerated)",
-                            n=2,
-                        )
-                    )
-                )
+        diffs = _diffs(g, project)
         if diffs:
-            drift.append(t.name)
-            print(f"  DRIFT {t.name}:")
+            v.status, v.detail = "drift", "regenerated output differs:\n" + "\n".join(diffs)
+            say(f"  DRIFT {t.name}:")
             for d in diffs:
                 lines = d.splitlines()
-                print(
+                say(
                     "\n".join(lines[:200])
                     + (f"\n  ... {len(lines) - 200} more diff lines" if len(lines) > 200 else "")
                 )
-        elif not quiet:
-            print(f"  ok    {t.name}: regenerated output identical ({g.seconds * 1000:.0f} ms)")
-    if drift or problems:
-        if problems:
-            print(f"check: {len(problems)} file(s) under {project.shown(project.out)} differ from "
-                  "what bindgen wrote (listed above)")
-        if drift:
-            print(
-                f"check: drift in {len(drift)} target(s): {', '.join(drift)}; run `bindgen regen "
-                f"{' '.join(drift)}` and commit the result"
-            )
-        return 1
-    blind = f" ({len(partial)} checked without their headers: sources unavailable)" if partial else ""
-    print(f"check: {len(targets)} target(s) clean{blind}")
-    return 0
+            continue
+        v.checked.append(_REGENERATED)
+        if not quiet and v.status == "clean":
+            say(f"  ok    {t.name}: regenerated output identical ({g.seconds * 1000:.0f} ms)")
+    bad = [v.target for v in verdicts.values() if v.status in ("drift", "failed")]
+    blind = [v.target for v in verdicts.values() if v.status == "unverified"]
+    ok = not bad and not problems and (allow_unavailable or not blind)
+    if as_json:
+        print(json.dumps({
+            "ok": ok,
+            "allow_unavailable": allow_unavailable,
+            "manifest_problems": problems,
+            "targets": [dataclasses.asdict(verdicts[t.name]) for t in targets],
+        }, indent=1))
+    if problems:
+        say(f"check: {len(problems)} file(s) under {project.shown(project.out)} differ from "
+            "what bindgen wrote (listed above)")
+    if bad:
+        say(f"check: drift in {len(bad)} target(s): {', '.join(bad)}; run `bindgen regen "
+            f"{' '.join(bad)}` and commit the result")
+    if blind:
+        names = sorted({s for v in verdicts.values() for s in v.unavailable_sources})
+        head = "check: NOT verified" if not allow_unavailable else "check: allowed unverified"
+        say(f"{head}: {len(blind)} target(s) ({', '.join(blind)}): sources unavailable here "
+            f"({', '.join(names)}); only their manifest hashes and fingerprint inputs were "
+            "checked" + ("" if allow_unavailable else
+                         ". Give the sources (--source NAME=DIR), or pass --allow-unavailable "
+                         "where they cannot be had"))
+    if ok:
+        regenerated = sum(_REGENERATED in v.checked for v in verdicts.values())
+        quick = len(targets) - len(blind) - regenerated
+        print(f"check: {len(targets)} target(s) clean ({regenerated} verified by regeneration"
+              + (f", {quick} by fingerprint only (--fast)" if quick else "")
+              + (f", {len(blind)} unverified: sources unavailable" if blind else "") + ")",
+              file=sys.stderr if as_json else sys.stdout)
+    return 0 if ok else 1
+
+
+def _check_unavailable(t: Target, project: Project, want: str, v: _Verdict, say: _Say) -> None:
+    """What can be checked of ``t`` without its sources: the module's recorded inputs hash."""
+    out = project.output(t.output)
+    v.not_checked += ["headers (sources unavailable)", "module bytes against a regeneration"]
+    if not out.exists():
+        v.status, v.detail = "drift", f"{project.shown(out)} is missing"
+        say(f"  DRIFT {t.name}: {v.detail}")
+        return
+    m = re.search(r"^# inputs: (\w+)", out.read_text(), re.M)
+    if not m or m.group(1) != want:
+        v.status = "drift"
+        v.detail = (f"spec, templates or generator changed since {project.shown(out)} was "
+                    f"written (recorded {m.group(1) if m else 'nothing'}, now {want}); "
+                    "regenerate it where its sources are available")
+        say(f"  DRIFT {t.name}: {v.detail}")
+        return
+    v.checked.append("inputs fingerprint (spec entry, templates, generator) as recorded")
+    if v.status == "clean":
+        v.status = "unverified"
+    say(f"  NOT VERIFIED {t.name}: fingerprint of spec+templates+generator and the files' hashes "
+        f"match; header drift NOT checked and not regenerated (sources unavailable here: "
+        f"{', '.join(v.unavailable_sources)})")
+
+
+def _diffs(g: Generated, project: Project) -> list[str]:
+    diffs = []
+    for path, text in g.files():
+        old = path.read_text() if path.exists() else ""
+        if old != text:
+            rel = project.shown(path)
+            diffs.append("".join(difflib.unified_diff(
+                old.splitlines(True), text.splitlines(True),
+                f"a/{rel} (committed)", f"b/{rel} (regenerated)", n=2,
+            )))
+    return diffs
 
 
 def _unchanged(t: Target, project: Project, srcs: Sources, inputs: str) -> str | None:
@@ -576,12 +693,14 @@ def _unchanged(t: Target, project: Project, srcs: Sources, inputs: str) -> str |
         path = roots[name] / rel if name in roots else None
         if path is None or not path.is_file():
             return None
-        lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()} {shown}")
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        srcs.verify_read(name, rel, digest)
+        lines.append(f"{digest} {shown}")
     if hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32] != m.group(2):
         return None
     return (
         f"fingerprint unchanged (spec entry, generator and {len(lines)} headers hash as "
-        f"recorded; files as written), not regenerated"
+        f"recorded; files as written)"
     )
 
 
@@ -660,9 +779,25 @@ def _main(argv: list[str] | None) -> int:
         )
         if name == "check":
             p.add_argument(
-                "--full",
+                "--fast",
                 action="store_true",
-                help="regenerate every target, even those whose fingerprint is unchanged",
+                help="regenerate only targets whose fingerprint changed (the others' module "
+                "bytes are then vouched for by bindgen.manifest alone)",
+            )
+            p.add_argument(
+                "--full", action="store_true",
+                help="regenerate every target whose sources are available (the default)",
+            )
+            p.add_argument(
+                "--allow-unavailable",
+                action="store_true",
+                help="exit 0 even if targets could not be verified because their sources are "
+                "unavailable here (they are still listed; their manifest hashes and fingerprint "
+                "inputs are checked)",
+            )
+            p.add_argument(
+                "--json", action="store_true",
+                help="print what was and was not checked, per target, as JSON on stdout",
             )
         if name == "regen":
             p.add_argument(
@@ -671,10 +806,12 @@ def _main(argv: list[str] | None) -> int:
                 help="keep committed bindings of targets whose sources are unavailable",
             )
     p = sub.add_parser(
-        "pin", help="pin TARGET|GROUP|all: record the files of debian/pypi sources (lock file)"
+        "pin", help="pin TARGET|GROUP|all: record the files of debian/pypi/git sources (lock file)"
     )
     p.add_argument("targets", nargs="*", default=["all"])
     p.add_argument("--cache", default=None, help="source cache (default as for regen)")
+    p.add_argument("--source", action="append", default=[], metavar="NAME=DIR",
+                   help="a git source's repository (checkout or bare mirror) to pin it from")
     p = sub.add_parser("show", help="show a target's spec and last report summary")
     p.add_argument("target")
     try:
@@ -711,7 +848,7 @@ def _main(argv: list[str] | None) -> int:
             return 0
         targets = _targets(args.targets, all_targets)
         if args.cmd == "pin":
-            return cmd_pin(targets, project, args.cache)
+            return cmd_pin(targets, project, args.cache, _overrides(args.source, all_targets))
         overrides = _overrides(args.source, all_targets)
         if args.jobs < 1:
             raise _Usage("--jobs must be at least 1")
@@ -720,9 +857,11 @@ def _main(argv: list[str] | None) -> int:
                 targets, project, overrides, args.cache, args.jobs, args.skip_unavailable,
                 args.quiet, args.verbose,
             )
+        if args.fast and args.full:
+            raise _Usage("--fast and --full contradict each other")
         return cmd_check(
-            targets, all_targets, project, overrides, args.cache, args.jobs, args.full,
-            args.quiet, args.verbose,
+            targets, all_targets, project, overrides, args.cache, args.jobs, args.fast,
+            args.allow_unavailable, args.json, args.quiet, args.verbose,
         )
     except (_Usage, ProjectError) as e:
         print(f"bindgen: {e}", file=sys.stderr)

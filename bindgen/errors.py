@@ -21,6 +21,11 @@ class SourceError(BindgenError):
     """A header source cannot be had; the message says how to supply it."""
 
 
+class CacheError(SourceError):
+    """A cache entry is not what the pins say (changed, added or missing files, a link): it was
+    tampered with or damaged. Never a reason to skip a target; the message says what to delete."""
+
+
 class ClangError(BindgenError):
     """Clang reported errors while parsing a target's headers (each shown with its location)."""
 

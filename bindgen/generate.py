@@ -117,6 +117,9 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
     start = time.perf_counter()
     roots = {s.name: sources.resolve(s).root for s in t.sources}
     pr = parse_target(t, roots)
+    for h in pr.headers:  # every file clang read from a cache entry must be what its pins say
+        name, _, rel = h.shown.partition(":")
+        sources.verify_read(name, rel, h.sha256)
     ctx = Context(t, pr)
     run_all(ctx)
     m = ctx.module

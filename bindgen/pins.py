@@ -1,4 +1,4 @@
-"""Pins for partially fetched sources: the sha256 of every file taken, kept beside the spec.
+"""Pins for fetched sources: the sha256 of every file taken, kept beside the spec.
 
 A partial fetch (byte ranges of a wheel or a .deb) never holds the whole archive, so the archive's
 own hash cannot be checked. ``bindgen pin`` therefore downloads the whole archive once, checks it
@@ -6,6 +6,10 @@ against the hash its index publishes (apt's signed Packages file, PyPI's JSON in
 the spec's ``sha256`` where one is given, and records what it unpacked: each file's path, size,
 sha256 and position in the decompressed tar stream. Later fetches read only those positions and
 refuse any file whose bytes differ from its pin (docs/decisions.md: the trust chain).
+
+Git sources are pinned the same way from an export of their repository (each file checked against
+the repository's blob id first), so a cached export can be verified where the repository is not.
+Every cache entry of unpacked files is checked against these pins when it is read.
 """
 
 from __future__ import annotations
@@ -73,8 +77,9 @@ def save_lock(specs: Path, pins: dict[str, SourcePin]) -> Path:
     path = specs / LOCK
     out = [
         "{",
-        '"about": "sha256 of every file bindgen takes from partially fetched sources; '
-        'written by `bindgen pin`, see docs/decisions.md",',
+        '"about": "sha256 of every file bindgen takes from debian, pypi and git sources; '
+        'cache entries are checked against them; written by `bindgen pin`, see '
+        'docs/decisions.md",',
         '"sources": {',
     ]
     items = sorted(pins.items())

@@ -767,16 +767,15 @@ def load_spec(
             targets.append(target)
         r.done(("group", "description", "matrix", "sources", "defaults", "targets"))
     pins = load_lock(path.parent) if pins is None else pins
-    for t in targets:
-        for s in t.sources:
-            pin = pins.get(s.identity())
-            if pin is not None and s.sha256 and s.sha256 != pin.archive_sha256:
-                raise SpecError(
-                    shown, s.line, f"sources.{s.name}.sha256",
-                    f"{s.sha256} is not the sha256 of {pin.archive} that bindgen.lock pins "
-                    f"({pin.archive_sha256}); correct one of them (`bindgen pin` checks the "
-                    "spec's against the package index)",
-                )
+    for src in [s for tg in targets for s in tg.sources]:
+        pin = pins.get(src.identity())
+        if pin is not None and src.sha256 and src.sha256 != pin.archive_sha256:
+            raise SpecError(
+                shown, src.line, f"sources.{src.name}.sha256",
+                f"{src.sha256} is not the sha256 of {pin.archive} that bindgen.lock pins "
+                f"({pin.archive_sha256}); correct one of them (`bindgen pin` checks the "
+                "spec's against the package index)",
+            )
     if pins:
         targets = [
             replace(t, sources=tuple(replace(s, pin=pins.get(s.identity())) for s in t.sources))

@@ -100,15 +100,18 @@ def load_target(spec_path: Path, name: str | None = None):
     return next(t for t in sf.targets if t.name == name)
 
 
-def generate_target(target, specs_dir: Path, cache: Path, overrides: dict[str, Path] | None = None):
-    """Runs the real pipeline for ``target`` whose spec lives in ``specs_dir``."""
+def generate_target(target, specs_dir: Path, cache: Path, overrides: dict[str, Path] | None = None,
+                    sources=None):
+    """Runs the real pipeline for ``target`` whose spec lives in ``specs_dir``. Pass ``sources``
+    (a ``bindgen.sources.Sources``) to keep using the folders it resolved afterwards: unpinned
+    sources are unpacked into a scratch folder that lives as long as that object."""
     from bindgen.generate import generate
     from bindgen.project import Project
     from bindgen.sources import Sources
 
     root = specs_dir.parent
     project = Project(root=root, specs=specs_dir, out=root / "generated", package="generated")
-    return generate(target, Sources(cache, overrides), project)
+    return generate(target, sources or Sources(cache, overrides), project)
 
 
 def load_generated(g, name: str | None = None) -> types.ModuleType:

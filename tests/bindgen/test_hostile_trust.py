@@ -5,6 +5,7 @@ Each test failed before the fix it guards (the first battery is test_hostile.py)
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from bindgen import ir
 from bindgen.cexpr import CType, MacroContext, MacroDef, MacroOptions, tokenize, translate_macros
 from bindgen.errors import SpecError
 from bindgen.spec import load_spec
+
+from .test_hostile import server  # noqa: F401 - a fixture: a local HTTP server with Range
 
 # ---------------------------------------------------------------- bounded work: spec YAML
 
@@ -265,3 +268,271 @@ def test_sigint_is_one_line_and_exit_130(tmp_path):
     assert err.strip().splitlines() == [
         "bindgen: interrupted; targets not yet written keep their previous files"]
     assert not (tmp_path / "gen" / "testgrp" / "t.py").exists()
+
+
+# ---------------------------------------------------------------- the source cache trusts pins only
+
+
+def _pinned_deb(tmp_path, server, monkeypatch):
+    """A .deb source pinned as `bindgen pin` pins it, resolved once into the cache ``c``."""
+    import dataclasses
+
+    from .test_hostile import DEB_FILES, _deb_source, _sources
+
+    src, _, _ = _deb_source(tmp_path, server, DEB_FILES, monkeypatch=monkeypatch,
+                            members=("usr/include/*",))
+    pin = _sources(tmp_path / "c0")[0].fetch_whole(src, tmp_path / "w").pin
+    src = dataclasses.replace(src, pin=pin)
+    srcs, _ = _sources(tmp_path / "c")
+    return src, srcs, srcs.resolve(src).root
+
+
+def test_a_cached_header_rewritten_with_its_entry_manifest_is_refused_when_read(
+    tmp_path, server, monkeypatch
+):
+    """The entry's own manifest used to vouch for it: rewriting a header and the manifest's line
+    together was accepted, and regen emitted the forged text."""
+    import hashlib
+    import json
+
+    from bindgen.errors import CacheError
+    from bindgen.sources import MANIFEST
+
+    from .test_hostile import _sources
+
+    src, _, root = _pinned_deb(tmp_path, server, monkeypatch)
+    forged = b"struct a { long forged; };\n"
+    (root / "usr/include/pkg/a.h").write_bytes(forged)
+    manifest = json.loads((root / MANIFEST).read_text())
+    manifest["files"]["usr/include/pkg/a.h"] = [hashlib.sha256(forged).hexdigest(), len(forged)]
+    (root / MANIFEST).write_text(json.dumps(manifest))
+    srcs, _ = _sources(tmp_path / "c")
+    srcs.resolve(src)  # the folder's shape is right: the bytes are checked as they are read
+    srcs.verify_read("deb", "usr/include/pkg/b.h",
+                     hashlib.sha256((root / "usr/include/pkg/b.h").read_bytes()).hexdigest())
+    with pytest.raises(CacheError, match=r"usr/include/pkg/a.h in the cache entry .* is not what "
+                                         r"bindgen.lock pins .*delete"):
+        srcs.verify_read("deb", "usr/include/pkg/a.h", hashlib.sha256(forged).hexdigest())
+
+
+@pytest.mark.parametrize("how,msg", [
+    ("added", "is not pinned"),
+    ("removed", "is missing from the cache entry"),
+    ("file linked", "holds a link"),
+])
+def test_a_pinned_cache_entry_of_another_shape_is_refused(tmp_path, server, monkeypatch, how,
+                                                          msg):
+    from bindgen.errors import CacheError
+
+    from .test_hostile import _sources
+
+    src, _, root = _pinned_deb(tmp_path, server, monkeypatch)
+    a = root / "usr/include/pkg/a.h"
+    if how == "added":
+        (root / "usr/include/pkg/c.h").write_text("#define C 1\n")
+    elif how == "removed":
+        a.unlink()
+    else:
+        forged = tmp_path / "forged.h"
+        forged.write_text("struct a { long x; };\n")
+        a.unlink()
+        a.symlink_to(forged)
+    with pytest.raises(CacheError, match=msg):
+        _sources(tmp_path / "c")[0].resolve(src)
+
+
+@pytest.mark.parametrize("how", ["to a forged entry", "dangling", "to an empty folder", "a file"])
+def test_a_cache_entry_folder_that_is_a_link_or_a_file_is_refused(tmp_path, server, monkeypatch,
+                                                                   how):
+    """A linked entry folder was followed (a forged entry served); a dangling link was a
+    NotADirectoryError traceback."""
+    import shutil
+
+    from bindgen.errors import CacheError
+
+    from .test_hostile import _sources
+
+    src, _, root = _pinned_deb(tmp_path, server, monkeypatch)
+    forged = tmp_path / "forged"
+    shutil.copytree(root, forged)
+    shutil.rmtree(root)
+    if how == "to a forged entry":
+        root.symlink_to(forged)
+    elif how == "dangling":
+        root.symlink_to(tmp_path / "nowhere")
+    elif how == "to an empty folder":
+        (tmp_path / "empty").mkdir()
+        root.symlink_to(tmp_path / "empty")
+    else:
+        root.write_text("")
+    expect = "is not a folder" if how == "a file" else "is a symbolic link"
+    with pytest.raises(CacheError, match=f"the cache entry {root} {expect}"):
+        _sources(tmp_path / "c")[0].resolve(src)
+
+
+def test_a_linked_folder_above_the_entries_is_refused(tmp_path, server, monkeypatch):
+    import shutil
+
+    from bindgen.errors import CacheError
+
+    from .test_hostile import _sources
+
+    src, _, root = _pinned_deb(tmp_path, server, monkeypatch)
+    kind = root.parent
+    shutil.move(str(kind), str(tmp_path / "elsewhere"))
+    kind.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(CacheError, match=f"the cache entry {kind} is a symbolic link"):
+        _sources(tmp_path / "c")[0].resolve(src)
+
+
+def test_what_a_killed_download_left_is_removed_by_the_next_run(tmp_path):
+    """SIGKILL during a download left cache/tmp/tmpXXXX for good."""
+    import signal
+    import subprocess
+    import sys
+
+    from bindgen.sources import Sources
+
+    cache = tmp_path / "cache"
+    code = ("import sys, time; from pathlib import Path; from bindgen.sources import Sources\n"
+            "sc = Sources(Path(sys.argv[1])).scratch(); (sc.path / 'part').write_bytes(b'x' * 9)\n"
+            "print(sc.path, flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(cache)], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    killed = Path(proc.stdout.readline().strip())
+    live = Sources(cache).scratch()  # another run, still working
+    legacy = cache / "tmp" / "tmpabc123"  # what earlier versions left
+    legacy.mkdir()
+    (legacy / "x.deb").write_bytes(b"partial")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    old = time.time() - 3600
+    for p in (killed, live.path, legacy):
+        os.utime(p, (old, old))
+    with Sources(cache).scratch():  # the next run's first scratch folder cleans up
+        pass
+    assert not killed.exists() and not legacy.exists()
+    assert live.path.is_dir()  # locked by a live run: left alone
+    live.close()
+    assert list((cache / "tmp").iterdir()) == []
+
+
+# ---------------------------------------------------------------- `bindgen check` fails closed
+
+
+def _rewrite_with_manifest(proj, rel: str, new: str) -> None:
+    import hashlib
+
+    from bindgen.outputs import MANIFEST
+
+    path = proj.gen / rel
+    old_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.write_text(new)
+    m = proj.gen / MANIFEST
+    m.write_text(m.read_text().replace(old_sha, hashlib.sha256(new.encode()).hexdigest()))
+
+
+def test_check_sees_a_module_edited_together_with_its_manifest_line(proj, capsys):
+    """The manifest vouched for the module: editing both passed `check` (only --full saw it)."""
+    assert proj.regen("--jobs", "1") == 0
+    mod = proj.gen / "cli" / "alpha.py"
+    _rewrite_with_manifest(proj, "cli/alpha.py", mod.read_text() + "import os  # injected\n")
+    capsys.readouterr()
+    assert proj.check("--jobs", "1") == 1
+    out = capsys.readouterr().out
+    assert "DRIFT alpha:" in out and "+import os  # injected" not in out  # the diff: removed
+    assert "-import os  # injected" in out and "check: drift in 1 target(s): alpha" in out
+
+
+def test_check_json_lists_what_was_and_was_not_checked(proj, capsys):
+    import json
+
+    assert proj.regen("--jobs", "1") == 0
+    capsys.readouterr()
+    assert proj.check("--jobs", "1", "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["manifest_problems"] == []
+    alpha = next(v for v in doc["targets"] if v["target"] == "alpha")
+    assert alpha["status"] == "clean" and alpha["not_checked"] == []
+    assert "regenerated from its spec and headers; output identical" in alpha["checked"]
+
+    shutil.rmtree(proj.src)  # the headers are gone: nothing can be regenerated
+    assert proj.check("--jobs", "1", "--json") == 1
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["ok"] is False and {v["status"] for v in doc["targets"]} == {"unverified"}
+    alpha = next(v for v in doc["targets"] if v["target"] == "alpha")
+    assert alpha["unavailable_sources"] == ["corpus"]
+    assert "module bytes against a regeneration" in alpha["not_checked"]
+    assert "check: NOT verified: 4 target(s)" in cap.err
+    assert proj.check("--jobs", "1", "--json", "--allow-unavailable") == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_check_with_a_tampered_cache_fails_even_where_unavailable_sources_are_allowed(
+    tmp_path, server, monkeypatch, capsys
+):
+    """A source whose cache entry differs from its pins is damage, not absence: it used to be
+    reported as "checked without their headers" and pass."""
+    from bindgen.cli import main
+    from bindgen.pins import save_lock
+
+    from .conftest import write_spec
+
+    src, _, root = _pinned_deb(tmp_path, server, monkeypatch)
+    specs = tmp_path / "specs"
+    write_spec(specs, {"t": {"headers": ["deb:usr/include/pkg/a.h"]}},
+               sources={"deb": {"kind": "debian", "package": "pkg", "version": "1.0-1",
+                                "arch": "all", "members": ["usr/include/*"]}})
+    assert src.pin is not None
+    save_lock(specs, {src.identity(): src.pin})
+    base = ["--specs", str(specs), "--out", str(tmp_path / "gen")]
+    assert main([*base, "regen", "-j", "1", "--cache", str(tmp_path / "c")]) == 0
+    (root / "usr/include/pkg/extra.h").write_text("#define X 1\n")
+    capsys.readouterr()
+    assert main([*base, "check", "-j", "1", "--cache", str(tmp_path / "c"),
+                 "--allow-unavailable"]) == 1
+    out = capsys.readouterr().out
+    assert "extra.h in the cache entry" in out and "is not pinned" in out
+    (root / "usr/include/pkg/extra.h").unlink()
+    (root / "usr/include/pkg/a.h").write_text("struct a { long forged; };\n")
+    assert main([*base, "regen", "-j", "1", "--cache", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert "FAIL  t: source deb: usr/include/pkg/a.h in the cache entry" in err
+    assert "forged" not in (tmp_path / "gen" / "testgrp" / "t.py").read_text()
+
+
+def test_pinned_git_sources_are_verified_without_their_repository(tmp_path, capsys):
+    """`bindgen pin` records a git source's files (each checked against the repository's blob
+    id); a cached export is then checked against the lock where the repository is not given."""
+    from bindgen.cli import main
+    from bindgen.errors import CacheError
+
+    from .conftest import write_spec
+    from .test_hostile import _git_repo, _sources
+
+    repo = _git_repo(tmp_path)
+    specs = tmp_path / "specs"
+    write_spec(specs, {"t": {"headers": ["g:inc/g.h"]}},
+               sources={"g": {"kind": "git", "url": "https://example.invalid/r.git",
+                              "ref": "v1", "members": ["inc"]}})
+    base = ["--specs", str(specs), "--out", str(tmp_path / "gen")]
+    cache = ["--cache", str(tmp_path / "c")]
+    assert main([*base, "pin", *cache]) == 2  # a git source needs its repository
+    assert "pinning git source g needs its repository: --source g=DIR" in capsys.readouterr().err
+    assert main([*base, "pin", *cache, "--source", f"g={repo}"]) == 0
+    assert '"inc/g.h", "' in (specs / "bindgen.lock").read_text()
+    assert main([*base, "regen", "-j", "1", *cache]) == 0  # no repository: the lock verifies
+    assert main([*base, "check", "-j", "1", *cache]) == 0
+    from bindgen.spec import load_spec
+
+    src = load_spec(specs / "testgrp.yaml", specs).targets[0].sources[0]
+    srcs, _ = _sources(tmp_path / "c")
+    root = srcs.resolve(src).root
+    (root / "inc" / "g.h").write_text("struct g { long forged; };\n")
+    with pytest.raises(CacheError, match="inc/g.h in the cache entry .* is not what bindgen.lock"):
+        srcs.verify_read("g", "inc/g.h", "0" * 64)
+    capsys.readouterr()
+    assert main([*base, "check", "-j", "1", *cache]) == 1
+    assert "FAIL  t: source g: inc/g.h in the cache entry" in capsys.readouterr().out

@@ -46,6 +46,8 @@ LIBS = {
 def real(tmp_path_factory):
     root = tmp_path_factory.mktemp("reallibs")
     done: dict[str, tuple] = {}
+    # Unpinned sources are unpacked into a scratch folder that lives as long as their Sources.
+    alive: list[Sources] = []
 
     def get(name: str):
         if name in done:
@@ -57,11 +59,12 @@ def real(tmp_path_factory):
             pytest.skip(f"{LIBS[name]} is not installed (scripts/setup.sh installs it)")
         t = load_target(SPEC, name)
         srcs = Sources()
+        alive.append(srcs)
         try:
             roots = {s.name: srcs.resolve(s).root for s in t.sources}
         except SourceError as e:
             pytest.skip(f"headers of {name} are not available here: {e}")
-        g = generate_target(t, SPEC.parent, srcs.cache)
+        g = generate_target(t, SPEC.parent, srcs.cache, sources=srcs)
         mod = load_generated(g, f"bindgen_real_{name}")
         if g.wrappers is not None:
             c, so = root / f"{name}.static.c", root / f"{name}.static.so"

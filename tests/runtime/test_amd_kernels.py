@@ -109,3 +109,17 @@ def test_code_object_v5_hidden_arguments(dev) -> None:  # type: ignore[no-untype
     bc = dev.alloc(x.nbytes)
     prg(_buf(dev, x), _buf(dev, x), bc, global_size=(4, 1, 1), local_size=(128, 1, 1), wait=True)
     assert np.array_equal(_out(dev, bc, x), 2 * x)
+
+
+def test_kernel_without_arguments_loads_and_runs(dev) -> None:  # type: ignore[no-untyped-def]
+    # No kernel arguments and no dispatch pointer: the kernel loads no user SGPRs, and the
+    # dispatch carries no SET_SH_REG for them (the packet cannot be empty).
+    lib = dev.compile("__kernel void nothing(void) { }")
+    prg = dev.program(lib, "nothing")
+    assert prg.user_data_header.tolist() == [] and prg.user_data(0) == []
+    t = prg(global_size=(3, 1, 1), local_size=(64, 1, 1), wait=True)
+    assert t is not None and t >= 0
+    x = np.arange(8, dtype=np.float32)
+    bx, by = _buf(dev, x), _buf(dev, np.zeros(8, np.float32))
+    _prg(dev, "saxpy")(1.0, bx, by, 8, global_size=(1, 1, 1), local_size=(256, 1, 1), wait=True)
+    assert np.array_equal(_out(dev, by, x), x)

@@ -215,7 +215,9 @@ class AMDProgram(Program):
         self.user_data_pointers = tuple(ptrs)
         self.user_data_fixed = tuple(fixed)
         self._n_user = n_user
-        hdr = regs.set_sh_reg(regs.USER_DATA_0, *([0] * n_user))
+        # A kernel that loads no user SGPRs (no arguments, no dispatch pointer) gets no
+        # SET_SH_REG for them at all: the packet needs at least one register value.
+        hdr = regs.set_sh_reg(regs.USER_DATA_0, *([0] * n_user)) if n_user else []
         self.user_data_header = array("I", hdr[:2])
 
     # -------------------------------------------------------------- launch helpers
