@@ -622,3 +622,91 @@ def test_wave64_dpp_rows_and_permlanex16():
     other = lane ^ 16                                  # the other row of the 32-lane half
     np.testing.assert_array_equal(dev.download(vout, 64, u32),
                                   (shr + ((other + 1) << 8)).astype(u32))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_wave_global_gathers_and_scatters(seed):
+    """One full wave loading and storing through per-lane offsets (an SGPR base): aligned,
+    repeated and (odd seeds) unaligned ones, which the one-wave fast path hands to the general
+    one; values and the last-lane-wins order of repeated stores are the same either way."""
+    rng = np.random.default_rng(seed)
+    words = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(u32)
+    offs = rng.integers(0, 60, LANES) * 4 + (rng.integers(0, 4, LANES) if seed % 2 else 0)
+    offs[5] = offs[9]                                  # two lanes on one address
+    words[:LANES] = offs                               # the first words: the offsets
+    body = """
+    global_load_b32 v3, v10, s[2:3]
+    s_waitcnt vmcnt(0)
+    global_load_b32 v2, v3, s[2:3]
+    s_waitcnt vmcnt(0)
+    v_and_b32 v4, -4, v3
+    global_store_b32 v4, v0, s[2:3] offset:256
+    """
+    dev = RawDevice()
+    vin = dev.upload(np.concatenate([words, np.zeros(64, u32)]))
+    vout = dev.upload(np.zeros(LANES, u32))
+    user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32]
+    dev.launch_raw(assemble(HEAD + body + TAIL), user, (1,), (LANES,))
+    raw = words.view(np.uint8)
+    want = np.array([int.from_bytes(raw[o:o + 4].tobytes(), "little") for o in offs], u32)
+    np.testing.assert_array_equal(dev.download(vout, LANES, u32), want)
+    scattered = dev.download(vin + 256, 64, u32)
+    expect = np.zeros(64, u32)
+    for lane, o in enumerate(offs):                    # in lane order: the last lane wins
+        expect[o // 4] = lane
+    np.testing.assert_array_equal(scattered, expect)
+
+
+def test_one_wave_global_load_of_unmapped_memory_names_the_instruction():
+    from runtime.drivers.mock.rdna3 import PageFaultError
+    dev = RawDevice()
+    vout = dev.upload(np.zeros(LANES, u32))
+    far = vout + (1 << 30)
+    with pytest.raises(PageFaultError, match="global_load_b32"):
+        dev.launch_raw(assemble(HEAD + "global_load_b32 v2, v10, s[2:3]\n" + TAIL),
+                       [vout & 0xFFFFFFFF, vout >> 32, far & 0xFFFFFFFF, far >> 32], (1,),
+                       (LANES,))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_wave_global_atomics_in_lane_order(seed):
+    """One wave's returning atomic add and compare-and-swap on per-lane addresses with repeats
+    (every lane on one address for seed 0): the values each lane gets back and memory after,
+    in lane order."""
+    rng = np.random.default_rng(seed)
+    words = rng.integers(0, 50, 64).astype(u32)
+    offs = np.zeros(LANES, np.int64) if seed == 0 else rng.integers(0, 8, LANES) * 4
+    words[:LANES] = offs + 128                         # the first words: offsets into words 32+
+    body = """
+    global_load_b32 v3, v10, s[2:3]
+    s_waitcnt vmcnt(0)
+    v_add_nc_u32 v4, 1, v0
+    global_atomic_add_u32 v2, v3, v4, s[2:3] glc
+    s_waitcnt vmcnt(0)
+    v_mov_b32 v6, v2
+    v_add_nc_u32 v5, 1000, v0
+    global_atomic_cmpswap_b32 v7, v3, v[5:6], s[2:3] offset:64 glc
+    s_waitcnt vmcnt(0)
+    v_lshlrev_b32 v7, 16, v7
+    v_or_b32 v2, v2, v7
+    """
+    dev = RawDevice()
+    vin = dev.upload(words)
+    vout = dev.upload(np.zeros(LANES, u32))
+    user = [vout & 0xFFFFFFFF, vout >> 32, vin & 0xFFFFFFFF, vin >> 32]
+    dev.launch_raw(assemble(HEAD + body + TAIL), user, (1,), (LANES,))
+    mem = words.astype(np.int64).copy()
+    got_add = np.zeros(LANES, np.int64)
+    for lane in range(LANES):                          # the add, in lane order
+        w = (offs[lane] + 128) // 4
+        got_add[lane] = mem[w]
+        mem[w] += lane + 1
+    got_cas = np.zeros(LANES, np.int64)
+    for lane in range(LANES):                          # then the compare-and-swap 16 words on
+        w = (offs[lane] + 128 + 64) // 4
+        got_cas[lane] = mem[w]
+        if mem[w] == got_add[lane]:
+            mem[w] = 1000 + lane
+    want = (got_add & 0xFFFF) | (got_cas & 0xFFFF) << 16
+    np.testing.assert_array_equal(dev.download(vout, LANES, u32), want.astype(u32))
+    np.testing.assert_array_equal(dev.download(vin, 64, u32), mem.astype(u32))

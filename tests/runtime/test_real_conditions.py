@@ -327,7 +327,8 @@ def test_ctrl_c_from_a_timer_signal(target: Target, dev: Device) -> None:
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
 def test_a_forked_child_refuses_the_parents_device(target: Target, dev: Device) -> None:
     """After fork the child's copy of the device refuses every use with DeviceForked (the queues
-    and memory are the parent's); the parent's device is untouched."""
+    and memory are the parent's) and the child opens a device of its own; the parent's device is
+    untouched."""
     if target.name == "nv":
         pytest.skip("the child would have to open the real GPU again")
     buf = dev.alloc(4096)
@@ -345,6 +346,14 @@ def test_a_forked_child_refuses_the_parents_device(target: Target, dev: Device) 
                     if dev.name not in str(e) or "fork" not in str(e):
                         code |= 2
             dev.close()  # releases nothing of the parent's
+            from runtime.hcq import open_device
+            with open_device(f"mock-{target.name.split('-')[1]}:3") as own:  # a device of its own
+                b = own.alloc(64)
+                own.copyin(b, b"\x05" * 64)
+                got = bytearray(64)
+                own.copyout(got, b)
+                if got != b"\x05" * 64:
+                    code |= 8
         except BaseException:
             code |= 4
         os.write(w, bytes([code]))

@@ -122,7 +122,7 @@ def _compare_swap(arr: np.ndarray, idx: np.ndarray, src: np.ndarray, cmp: np.nda
     address, one success per pass) then cost two rounds per instruction, not one per lane."""
     n = len(idx)
     if idx[0] == idx.min() == idx.max():
-        return _compare_swap_one(arr, int(idx[0]), src, cmp)
+        return compare_swap_one(arr, int(idx[0]), src, cmp)
     order = np.argsort(idx, kind="stable")
     s_idx, s_src, s_cmp = idx[order], src[order], cmp[order]
     start = np.ones(n, dtype=bool)
@@ -152,8 +152,9 @@ def _compare_swap(arr: np.ndarray, idx: np.ndarray, src: np.ndarray, cmp: np.nda
     return out
 
 
-def _compare_swap_one(arr: np.ndarray, i: int, src: np.ndarray, cmp: np.ndarray) -> np.ndarray:
-    """_compare_swap when every lane has the same address (a contended retry loop)."""
+def compare_swap_one(arr: np.ndarray, i: int, src: np.ndarray, cmp: np.ndarray) -> np.ndarray:
+    """Compare-and-swap in lane order when every lane has the same address arr[i] (a contended
+    retry loop); the old value each lane sees."""
     n = len(src)
     old = np.empty(n, dtype=arr.dtype)
     cur = arr[i]

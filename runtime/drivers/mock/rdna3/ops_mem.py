@@ -202,6 +202,8 @@ def compile_flat(inst: Inst) -> Exec:
         glob = _transfer(inst, op.kind, op.typ, f["vdst"], f["data"],
                          _global_target(inst, size, access), op.d16)
         if seg == "global":
+            if size >= 4 and not op.d16 and f["saddr"] not in (NULL, 0x7F):
+                return _global_words_one_wave(inst, op.kind == "load", size // 4, glob)
             return glob
         from .ops_ds import lds_target  # ops_ds imports this module
         lds = _transfer(inst, op.kind, op.typ, f["vdst"], f["data"],
@@ -219,6 +221,44 @@ def compile_flat(inst: Inst) -> Exec:
                                  if op.kind == "atomic_cmpswap" else None)
         return _flat_dispatch(inst, glob, lds, None)
     raise KernelFault("unsupported instruction", address=inst.addr, instruction=str(inst))
+
+
+def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> Exec:
+    """GLOBAL_LOAD/STORE of whole dwords with an SGPR base, for one wave32 with every lane
+    active whose lanes are dword aligned and fall in one mapping (a one-wave loop's loads):
+    one gather or scatter over that mapping's words. Anything else, a fault included, takes
+    `generic`, which is the reference semantics."""
+    f = inst.f
+    imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
+    nbytes = 4 * ndw
+    access = "read" if load else "write"
+
+    def run(g: Group) -> None:
+        if g.n != 1 or g.fast is None:
+            generic(g)
+            return
+        S = g.s
+        off = g.v(vaddr)   # unsigned: the lanes lie in [start, start + max + nbytes)
+        start = (int(S(saddr)[0]) | int(S(saddr + 1)[0]) << 32) + imm
+        if (start | int(np.bitwise_or.reduce(off, axis=None))) & 3:
+            generic(g)
+            return
+        end = int(off.max()) + nbytes
+        try:
+            data, at = g.m.mem.find(start, end, access)
+        except PageFault:
+            generic(g)
+            return
+        words = data[at:at + end].view(u32)
+        idx = off >> u32(2)
+        if load:
+            vals = [words.take(idx + u32(j) if j else idx) for j in range(ndw)]
+            for j, v in enumerate(vals):
+                g.set_v(vdst + j, v)
+        else:
+            for j in range(ndw):
+                words[idx + u32(j) if j else idx] = g.v(vdata + j)
+    return run
 
 
 # -- FLAT: per-lane address spaces ---------------------------------------------------------------
@@ -271,8 +311,54 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
     vdst, vdata = f["vdst"], f["data"]
     has_cmp = op == "cmpswap"
     resolve = _global_target(inst, np.dtype(dt).itemsize, "atomic")
-    return atomic_exec(inst, op, dt, ndw, vdst, vdata, vdata + ndw if has_cmp else None, want,
-                       resolve)
+    generic = atomic_exec(inst, op, dt, ndw, vdst, vdata, vdata + ndw if has_cmp else None,
+                          want, resolve)
+    if ndw != 1 or f["saddr"] in (NULL, 0x7F):
+        return generic
+    return _global_atomic_one_wave(inst, op, dt, want, has_cmp, generic)
+
+
+def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: bool,
+                            generic: Exec) -> Exec:
+    """A 32-bit GLOBAL atomic with an SGPR base for one wave32 whose active lanes are dword
+    aligned and fall in one mapping (a compare-and-swap retry loop run one wave at a time):
+    atomics.rmw straight on that mapping's words, in lane order. Anything else, a fault
+    included, takes `generic`, the reference semantics."""
+    f = inst.f
+    imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
+
+    def run(g: Group) -> None:
+        if g.n != 1 or g.planes is None:
+            generic(g)
+            return
+        ex = g.exec[0]
+        off = g.v(vaddr)[0][ex]
+        if not off.size:
+            return
+        lo, hi = int(off.min()), int(off.max())
+        start = (int(g.s(saddr)[0]) | int(g.s(saddr + 1)[0]) << 32) + imm + lo
+        rel = off - u32(lo)
+        if start & 3 or int(np.bitwise_or.reduce(rel)) & 3:
+            generic(g)
+            return
+        try:
+            data, at = g.m.mem.find(start, hi - lo + 4, "atomic")
+        except PageFault:
+            generic(g)
+            return
+        arr: np.ndarray = data[at:at + hi - lo + 4].view(dt)
+        src = g.v(vdata)[0][ex].view(dt)
+        cmp = g.v(vdata + 1)[0][ex].view(dt) if has_cmp else None
+        old: np.ndarray | None
+        if hi == lo and cmp is not None and op == "cmpswap":
+            old = atomics.compare_swap_one(arr, 0, src, cmp)   # every lane on one address
+        else:
+            old = atomics.rmw(arr, (rel >> u32(2)).astype(np.int64), op, src, cmp, want)
+        if want and old is not None:
+            full = np.zeros((1, 32), dtype=u32)
+            full[0][ex] = old.view(u32)
+            g.set_v(vdst, full)
+    return run
 
 
 def waves_share_an_address(g: Group, addr: np.ndarray) -> bool:
@@ -401,12 +487,18 @@ def _private_words(load: bool, ndw: int, vdst: int, vdata: int,
         words = m.scratch_words()
         sc = m.scratch
         assert sc is not None   # scratch_words raised otherwise
-        hi = int(act.max())
-        if int(act.min()) < 0 or int(np.bitwise_or.reduce(act, axis=None)) & 3 or \
-                ((hi >> 2) + ndw) * 128 > sc.wave_B or not words.size:
+        # One reduction checks all three: an OR of the offsets is at least their maximum, has
+        # bit 63 set if one is negative and bits 1:0 set if one is not dword aligned.
+        bits = int(np.bitwise_or.reduce(act, axis=None))
+        if bits < 0 or bits & 3 or not words.size or \
+                ((bits >> 2) + ndw) * 128 > sc.wave_B and \
+                ((int(act.max()) >> 2) + ndw) * 128 > sc.wave_B:
             generic(g)
             return
-        idx = (g.wave_ids() * (sc.wave_B >> 2))[:, None] + (off >> 2) * 32 + _LANE32
+        if g.n == 1:   # dword d of lane l: word slot + 32 d + l, and 32 d = 8 * offset
+            idx = off * 8 + (int(g.wave_ids()[0]) * (sc.wave_B >> 2) + _LANE32)
+        else:
+            idx = (g.wave_ids() * (sc.wave_B >> 2))[:, None] + (off >> 2) * 32 + _LANE32
         if load:
             vals = [words.take(idx + 32 * j if j else idx, mode="clip") for j in range(ndw)]
             for j, v in enumerate(vals):
@@ -428,6 +520,8 @@ def _scratch_offsets(inst: Inst) -> Callable[[Group], np.ndarray]:
     imm, saddr, vaddr, sve = f["offset"], f["saddr"], f["addr"], f["sve"]
 
     def offsets(g: Group) -> np.ndarray:
+        if sve and saddr in (NULL, 0x7F):   # the common form: a VGPR offset
+            return g.v(vaddr).view(np.int32).astype(np.int64) + imm
         off = np.full((g.n, 32), imm, dtype=np.int64)
         if saddr not in (NULL, 0x7F):
             off += g.s(saddr).astype(np.int32).astype(np.int64)[:, None]
