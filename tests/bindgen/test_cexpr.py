@@ -883,6 +883,17 @@ def _timed(macros: list[MacroDef], emit: Callable[[str], bool]) -> tuple[MacroRe
     return res, best
 
 
+def _assert_linear(t_full: float, t_quarter: float, what: str) -> None:
+    """Linear work grows 4x from a quarter of the input to all of it, quadratic work 16x. The
+    ratio of two CPU times taken in one process does not depend on how fast or loaded the
+    machine is, where a fixed bound in seconds does; the loose absolute bound only catches
+    a hang-like slowdown."""
+    ratio = t_full / max(t_quarter, 1e-3)
+    assert ratio < 8.0, f"{what}: 4x the input took {ratio:.1f}x the time ({t_quarter:.2f} s -> " \
+        f"{t_full:.2f} s): not linear"
+    assert t_full < 20.0, f"{what} took {t_full:.2f} s"
+
+
 def _chain(n: int, body: str, reverse: bool = False) -> list[MacroDef]:
     ms = [MacroDef("M0", None, ("1",))]
     ms += [MacroDef(f"M{i}", None, tuple(tokenize(body.format(p=f"M{i - 1}"))))
@@ -897,35 +908,44 @@ def _chain(n: int, body: str, reverse: bool = False) -> list[MacroDef]:
 ])
 def test_linear_time_chains(body: str, reverse: bool) -> None:
     n = 20_000
-    macros = _chain(n, body, reverse)
-    res, dt = _timed(macros, lambda name: True)
+    res, dt = _timed(_chain(n, body, reverse), lambda name: True)
     assert values(res)[f"M{n - 1}"] == n
-    assert dt < 2.0, f"{n} chained macros took {dt:.2f} s"
+    _, dt4 = _timed(_chain(n // 4, body, reverse), lambda name: True)
+    _assert_linear(dt, dt4, f"{n} chained macros")
 
 
 def test_linear_time_only_last_emitted_and_doubling() -> None:
     n = 20_000
-    macros = _chain(n, "({p} + 1)", reverse=True)
-    res, dt = _timed(macros, lambda name: name == f"M{n - 1}")
-    assert values(res) == {f"M{n - 1}": n} and dt < 2.0
-    # Each macro uses the previous one twice: textual expansion would be 2**60 tokens.
+    res, dt = _timed(_chain(n, "({p} + 1)", reverse=True), lambda name: name == f"M{n - 1}")
+    assert values(res) == {f"M{n - 1}": n}
+    q = n // 4
+    _, dt4 = _timed(_chain(q, "({p} + 1)", reverse=True), lambda name: name == f"M{q - 1}")
+    _assert_linear(dt, dt4, f"{n} chained macros, the last emitted")
+
+    # Each macro uses the previous one twice: textual expansion would be 2**60 tokens, so any
+    # bound far above the milliseconds this takes tells the two apart.
     doubling = [MacroDef("D0", None, ("1ULL",))] + [
         MacroDef(f"D{i}", None, tuple(tokenize(f"(D{i - 1} + D{i - 1})"))) for i in range(1, 61)]
     res, dt = _timed(doubling, lambda name: True)
     assert values(res)["D60"] == 2**60 and dt < 1.0
 
 
-def test_linear_time_function_macros() -> None:
-    n = 3_000
+def _function_chain(n: int) -> list[MacroDef]:
     macros = [MacroDef("F0", ("x",), tuple(tokenize("((x) + 1)")))]
     macros += [MacroDef(f"F{i}", ("x",), tuple(tokenize(f"(F{i - 1}(x) + 1)")))
                for i in range(1, n)]
     macros += [MacroDef(f"C{i}", None, tuple(tokenize(f"F{i % 5}({i})"))) for i in range(n)]
-    res, dt = _timed(macros, lambda name: True)
+    return macros
+
+
+def test_linear_time_function_macros() -> None:
+    n = 3_000
+    res, dt = _timed(_function_chain(n), lambda name: True)
     assert len(res.functions) == n
     assert res.functions[-1].body == f"_c_ret(_c_op('+', _c_arg(F{n - 2}(x)), (1, 32, True)))"
     assert values(res)["C1234"] == 1234 + 1234 % 5 + 1
-    assert dt < 2.0, f"{n} chained function macros and {n} uses took {dt:.2f} s"
+    _, dt4 = _timed(_function_chain(n // 4), lambda name: True)
+    _assert_linear(dt, dt4, f"{n} chained function macros and {n} uses")
 
 
 # ---------------------------------------------------------------- cross-check with gcc
