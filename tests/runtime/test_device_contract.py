@@ -39,6 +39,7 @@ class Target:
     vadd: Callable[[Device], tuple[Program, Callable[..., tuple[Any, ...]]]]
     local: tuple[int, int, int] = (256, 1, 1)
     leaks: Callable[[Device], dict[str, int]] | None = None   # live kernel objects after close
+    exclusive: bool = False   # a real GPU opens once per process: a second open is refused
 
     def grid(self, n: int) -> tuple[int, int, int]:
         return (n // self.local[0], 1, 1)
@@ -123,7 +124,7 @@ def _nv() -> Target:
         lib = d.compiler.compile((DATA / "nv_kernels.cu").read_text(), "nv_kernels.cu")
         return d.program(lib, "vadd"), lambda a, b, c, n: (a, b, c, n)
 
-    return Target("nv", open_, vadd)
+    return Target("nv", open_, vadd, exclusive=True)
 
 
 TARGETS = [
@@ -143,12 +144,24 @@ def target(request: pytest.FixtureRequest) -> Target:
     return t
 
 
+_SHARED: dict[str, Device] = {}   # target name -> its open shared device
+
+
 @pytest.fixture(scope="module")
 def shared(target: Target) -> Iterator[Device]:
     """One device per target for the tests that leave it usable."""
-    d = target.open()
+    d = _SHARED[target.name] = target.open()
     yield d
+    _SHARED.pop(target.name, None)
     d.close()
+
+
+def _own(target: Target) -> Device:
+    """A device of the test's own. Where the target opens once per process, its shared device
+    is closed first: the tests that take their own device come last in this file."""
+    if target.exclusive and target.name in _SHARED:
+        _SHARED.pop(target.name).close()
+    return target.open()
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +270,7 @@ def test_graph_replay_with_patched_arguments(shared: Device, target: Target, vad
 
 # ------------------------------------------------------------------------------------ failures
 def test_a_timeout_reports_the_state_and_the_device_recovers(target: Target) -> None:
-    d = target.open()
+    d = _own(target)
     try:
         never = d.new_signal(0)
         v = d.next_timeline()
@@ -275,7 +288,7 @@ def test_a_timeout_reports_the_state_and_the_device_recovers(target: Target) -> 
 
 
 def test_close_releases_everything_and_refuses_later_use(target: Target) -> None:
-    d = target.open()
+    d = _own(target)
     prg, args = target.vadd(d)
     a = _up(d, np.ones(N, np.float32))
     prg(*args(a, a, a, N), global_size=target.grid(N), local_size=target.local)
@@ -290,7 +303,7 @@ def test_close_releases_everything_and_refuses_later_use(target: Target) -> None
 def test_zz_fault_poisons_the_device_and_close_still_works(target: Target) -> None:
     """A kernel writing to an unmapped address raises DeviceFault (every later call raises a fresh
     one of the same report, caused by the first), and close() still releases the device."""
-    d = target.open()
+    d = _own(target)
     try:
         prg, args = target.vadd(d)
         a = _up(d, np.ones(N, np.float32))
