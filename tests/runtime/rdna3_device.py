@@ -94,9 +94,6 @@ class DriverDevice:
         """The launch run by the interpreter itself with the driver's record (`dispatch_record`),
         so its KernelFault reaches the caller as it is (the mock GPU would report it as a
         device fault)."""
-        # The interpreter reads GPU memory directly: the code and arguments the driver copied there
-        # must have arrived (the mock GPU runs its queues asynchronously).
-        self.d.synchronize()
         rec = replace(self.dispatch_record(prg, args, grid, block), gws=gws)
         kw = {} if max_wave_instructions is None else \
             {"max_wave_instructions": max_wave_instructions}
@@ -106,7 +103,10 @@ class DriverDevice:
                         grid: Sequence[int], block: Sequence[int]) -> DispatchRecord:
         """The dispatch the driver would send for this launch: its kernel-argument block
         (written by the driver into its argument arena), its user SGPR values and register
-        words, as the PM4 processor decodes them from SET_SH_REG and DISPATCH_DIRECT."""
+        words, as the PM4 processor decodes them from SET_SH_REG and DISPATCH_DIRECT. Whoever
+        runs the record reads GPU memory directly, so the driver's copies (code, arguments,
+        uploads) must have arrived first: the mock GPU runs its queues asynchronously."""
+        self.d.synchronize()
         grid3, block3 = _dims(grid, block)
         gc = self.d.gfx.gc
         ka = prg.fill_kernargs(list(args), grid3, block3)
