@@ -48,9 +48,11 @@ across the wave's lanes).
 wave64 kernels (-mwavefrontsize64, DISPATCH_INITIATOR.CS_W32_EN clear) run as two 32-lane rows
 per wave, the way the hardware issues a wave64's VALU work: the SGPRs are the wave's, lane masks
 (EXEC, VCC, a compare's SGPR pair) keep lanes 0-31 in the low SGPR and 32-63 in the high one,
-EXEC/VCC tests look at both; readlane, readfirstlane, writelane and mbcnt have wave64 forms
-and so have ds_bpermute/ds_permute (`ops_wave64`). The other instructions that move data across
-the two halves (permlane64, ds_swizzle/append, addtid, movrel) are refused in wave64 kernels.
+EXEC/VCC tests look at both; readlane, readfirstlane, writelane, mbcnt, permlane64 and
+ds_bpermute/ds_permute have wave64 forms (`ops_wave64`), ds_append/ds_consume count the active
+lanes of both rows, and ds_swizzle's modes stay within a 32-lane half, as a row does. The other
+instructions that address lanes across the two halves (addtid, movrel) are refused in wave64
+kernels.
 
 Code is decoded from the entry point to the first s_code_end; a call or jump to an address
 outside it (a function the linker placed before the kernel) decodes the code there on first use.

@@ -182,11 +182,11 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
 
 # Instructions whose result depends on lane numbers across the whole wave64 (not modelled:
 # the two 32-lane rows of a wave64 are separate planes).
-# (v_permlane16/x16 and DPP act within 16- and 32-lane groups, so rows run them as they are;
-# readlane, readfirstlane, writelane, mbcnt and ds_(b)permute have wave64 forms in ops_wave64.)
+# (v_permlane16/x16, DPP and ds_swizzle act within 16- and 32-lane groups, so rows run them as
+# they are; ds_append/ds_consume count both rows; readlane, readfirstlane, writelane, mbcnt,
+# permlane64 and ds_(b)permute have wave64 forms in ops_wave64.)
 WAVE64_REFUSED = frozenset({
-    "v_permlane64_b32", "ds_swizzle_b32", "ds_append",
-    "ds_consume", "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
+    "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
 
 
 def decode_program(code: bytes, base: int) -> Program:

@@ -220,8 +220,9 @@ def _compile_swizzle(inst: Inst) -> Exec:
 
 
 def _compile_append(inst: Inst) -> Exec:
-    """DS_APPEND / DS_CONSUME: add (subtract) the number of active lanes to the LDS dword at
-    M0[15:0] + offset and return the value before to every active lane (ISA section 11)."""
+    """DS_APPEND / DS_CONSUME: add (subtract) the number of active lanes of the wave to the LDS
+    dword at M0[15:0] + offset and return the value before to every active lane (ISA section
+    11). A wave64 counts the active lanes of both its rows and bumps the counter once."""
     f = inst.f
     off = f["offset0"] | f["offset1"] << 8
     sign = 1 if inst.name == "ds_append" else -1
@@ -229,19 +230,21 @@ def _compile_append(inst: Inst) -> Exec:
 
     def run(g: Group) -> None:
         m = g.m
-        counts = np.count_nonzero(g.exec, axis=1)
-        addr = (m0_of(g) & u32(0xFFFF)) + u32(off)
-        olds = np.zeros(g.n, dtype=u32)
+        rows = 2 if m.wave64 else 1
+        counts = np.count_nonzero(g.exec, axis=1).reshape(-1, rows).sum(axis=1)
+        addr = ((m0_of(g) & u32(0xFFFF)) + u32(off))[::rows]   # the SGPRs are the wave's
+        lds_base = m.wave_lds_base[g.idx][::rows]
+        olds = np.zeros(len(counts), dtype=u32)
         for w in np.nonzero(counts)[0]:   # wave order: each wave's add sees the earlier ones
             a = int(addr[w])
             if a % 4 or a + 4 > m.lds_bytes:
                 raise PageFaultError(f"{inst.name} counter at LDS offset {a:#x} is misaligned or "
                                      f"beyond the {m.lds_bytes} B allocated",
                                      address=inst.addr, instruction=str(inst))
-            i = (int(m.wave_lds_base[g.idx][w]) + a) // 4
+            i = (int(lds_base[w]) + a) // 4
             olds[w] = m.lds32[i]
             m.lds32[i] = u32((int(olds[w]) + sign * int(counts[w])) & 0xFFFFFFFF)
-        g.set_v(vdst, np.broadcast_to(olds[:, None], (g.n, 32)))
+        g.set_v(vdst, np.broadcast_to(np.repeat(olds, rows)[:, None], (g.n, 32)))
     return run
 
 

@@ -9,6 +9,11 @@ the even row, 32-63 in the odd one. These replace the wave32 implementations in 
   ds_bpermute_b32      each active lane reads VGPR data0 of lane ((addr + offset) >> 2) & 63
                        (0 from an inactive lane); ds_permute_b32: each active lane writes its
                        data0 to that lane (lanes nothing writes get 0)
+  v_permlane64_b32     each active lane reads lane i ^ 32 of src0, active or not (the halves
+                       swap; in wave32 it is a no-op)
+ds_swizzle_b32 needs no wave64 form: its modes act within each 32-lane half (the bit-mask mode's
+source lane keeps bit 5, the quad-permute mode stays in a quad), which is a row. ds_append and
+ds_consume count the active lanes of both rows (ops_ds).
 """
 from __future__ import annotations
 
@@ -106,7 +111,18 @@ def permute(inst: Inst) -> Exec:
     return run
 
 
+def permlane64(inst: Inst) -> Exec:
+    r0, dst = reader(inst.f["src0"], "b32", inst), inst.f["vdst"]
+
+    def run(g: Group) -> None:
+        rows = np.broadcast_to(r0(g), (g.n, 32)).reshape(g.n // 2, 2, 32)
+        # a copy: the destination may be the source, and every lane reads the old value
+        g.set_v(dst, np.ascontiguousarray(rows[:, ::-1]).reshape(g.n, 32))
+    return run
+
+
 OPS: dict[str, Callable[[Inst], Exec]] = {
+    "v_permlane64_b32": permlane64,
     "ds_bpermute_b32": permute, "ds_permute_b32": permute,
     "v_readfirstlane_b32": readfirstlane, "v_readlane_b32": readlane,
     "v_writelane_b32": writelane, "v_mbcnt_lo_u32_b32": mbcnt(False),
