@@ -130,7 +130,8 @@ class MockAMDGPU:
     def __post_init__(self) -> None:
         self._rung: collections.deque[tuple[int, int]] = collections.deque()
         self.engine = EngineThread(f"mock-amdgpu-{self.gpu_id:#x}", self.driver.os.lock,
-                                   self._engine_step)
+                                   self._engine_step,
+                                   self.driver.os.wake_waiters)
 
     @property
     def async_doorbell(self) -> bool:

@@ -627,7 +627,8 @@ class MockNVGPU:
             sm = self.generation.sm[0]
             self.sm_version = (sm // 10) << 8 | sm % 10
         self.engine = EngineThread(f"mock-nvidia{self.index}", self.driver.os.lock,
-                                   self._engine_step)
+                                   self._engine_step,
+                                   self.driver.os.wake_waiters)
 
     @property
     def async_doorbell(self) -> bool:
@@ -706,6 +707,7 @@ class MockNVGPU:
                         self._poller = None
                         return
                     self.run_once()
+                self.driver.os.wake_waiters()
 
         self._poller = threading.Thread(target=poll, name=f"mock-nvidia{self.index}", daemon=True)
         self._poller.start()
