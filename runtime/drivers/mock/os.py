@@ -120,6 +120,7 @@ class MockOS(OSSeam):
     """The mock kernel. Build one with `MockOS.with_amd_gpus(n)` or install drivers yourself."""
 
     name: str = "mock"
+    gpus_in_process = True  # (OSSeam) the mock GPUs run on threads of this process
     sysfs: dict[str, str] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 
