@@ -193,7 +193,7 @@ class MockAMDGPU:
                     running = True
                 elif q.blocked is not None or q.wptr_dw != q.rptr_dw:
                     blocked = True
-        return progress or running, blocked, bool(self.queues)
+        return progress or running, blocked or running, bool(self.queues)
 
     def idle(self) -> bool:
         """Nothing left that can run now: every queue is empty, faulted or waiting on memory

@@ -40,8 +40,9 @@ def sync_from_env() -> bool:
 
 class EngineThread:
     """Runs `step` on its own thread whenever kicked, and repeatedly while `step` says a queue is
-    blocked. `step` is called with `lock` held and returns (progress made, some queue blocked,
-    some queue exists).
+    blocked. `step` is called with `lock` held and returns (progress made, some queue blocked or
+    still running a dispatch, some queue exists); a pass must leave every queue empty, blocked
+    or running.
 
     `kick` may run on the main thread inside a doorbell store, where a Ctrl-C can strike between
     any two statements: it only sets a flag and releases a lock used as a binary semaphore (a C
@@ -94,12 +95,16 @@ class EngineThread:
         poll = _POLL_MIN_S
         while not self._stopped:
             self._kicked = False
+            self._wake.acquire(False)  # this pass sees every doorbell rung so far
             with self._lock:
                 progress, blocked, alive = self._step()
                 self.steps += 1
             if progress and self._on_progress is not None:
                 self._on_progress()  # host waiters see the completion now, not at their next poll
-            if progress or self._kicked:
+            # A pass runs every queue until it is empty or blocked, so after one that made
+            # progress another is needed at once only if a queue is still blocked (the progress
+            # may release it) or a doorbell was rung meanwhile.
+            if self._kicked or (progress and blocked):
                 poll = _POLL_MIN_S
                 continue
             if blocked:
