@@ -328,7 +328,8 @@ class PM4Processor(QueueProcessor):
                                f"{MAX_THREADS} threads")
         n_user = (rsrc2 & gc.COMPUTE_PGM_RSRC2__USER_SGPR_MASK) \
             >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
-        user = tuple(self._reg(gc.regCOMPUTE_USER_DATA_0 + i) for i in range(n_user))
+        sh, user0 = self.sh, gc.regCOMPUTE_USER_DATA_0
+        user = tuple([sh.get(user0 + i, 0) for i in range(n_user)])
         lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK)
                >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * arch.lds_granule_B
         if lds > MAX_LDS_B:
