@@ -216,3 +216,20 @@ def test_code_written_over_a_launched_ptx_program_is_what_runs_next(nv: tuple[NV
     p1(out, wait=True)
     d.copyout(got, out)
     assert got[0] == 222
+
+
+def test_a_fault_check_right_after_a_wait_for_every_event_asks_no_second_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import runtime.drivers.amd.device as amd_device
+    monkeypatch.setattr(amd_device, "_EVENTS_FRESH_S", LONG_S)  # "right after", on any machine
+    d, _ = _amd()
+    try:
+        sig = d.new_signal(0)
+        d._sleep_for_signal(sig, 1, 0)  # type: ignore[attr-defined]  # every event, exceptions too
+        n = d.os.ioctl_count  # type: ignore[attr-defined]
+        d.check_fault()  # answered by that wait
+        assert d.os.ioctl_count == n  # type: ignore[attr-defined]
+        d.check_fault()  # the next one asks the kernel
+        assert d.os.ioctl_count == n + 1  # type: ignore[attr-defined]
+    finally:
+        d.close()
