@@ -631,16 +631,25 @@ class _QmdStatic:
     cb0_size: int
     cbufs: tuple[int, ...]      # the valid constant buffers
     release: bool               # release semaphore 0 enabled
+    # what constant bank 0 must start with (block and grid sizes, the channel's shared and local
+    # windows, the stack pointer), when bank 0 has room for it
+    cb0_head: bytes | None = None
 
 
-def _static_qmd(q: "QmdReader", lay: QmdLayout, program_va: int) -> _QmdStatic:
+def _static_qmd(q: "QmdReader", lay: QmdLayout, program_va: int,
+                ch: "MockChannel | None" = None) -> _QmdStatic:
     grid = (q.get(lay.grid[0]), q.get(lay.grid[1]), q.get(lay.grid[2]))
     block = (q.get("CTA_THREAD_DIMENSION0"), q.get("CTA_THREAD_DIMENSION1"),
              q.get("CTA_THREAD_DIMENSION2"))
-    return _QmdStatic(program_va, grid, block, q.get(lay.shared[0]) << lay.shared[1],
-                      q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) << 4,
+    cb0_size = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) << 4
+    head = None
+    if ch is not None and cb0_size >= 0x30 and ch.shared_window is not None \
+            and ch.local_window is not None:
+        head = struct.pack("<3I3IQQI", *block, *grid, ch.shared_window, ch.local_window,
+                           CB0_STACK_POINTER)
+    return _QmdStatic(program_va, grid, block, q.get(lay.shared[0]) << lay.shared[1], cb0_size,
                       tuple(i for i in range(8) if q.get("CONSTANT_BUFFER_VALID", i)),
-                      bool(q.get(lay.release[0], 0)))
+                      bool(q.get(lay.release[0], 0)), head)
 
 
 @lru_cache(maxsize=None)
@@ -840,17 +849,18 @@ class MockNVGPU:
             if errs:
                 raise ChannelFault(f"QMD at {qmd_va:#x} rejected: " + "; ".join(errs),
                                    XID_GR_EXCEPTION)
-            st = _static_qmd(q, lay, self._program(q, lay))
+            st = _static_qmd(q, lay, self._program(q, lay), ch)
             if len(self._qmd_cache) >= _QMD_CACHE_ENTRIES:
                 self._qmd_cache.clear()
             self._qmd_cache[key] = st
-        else:
+        cb0_va = (q.get(lay.cbuf[0], 0) << 32 | q.get(lay.cbuf[1], 0)) << lay.cbuf[2]
+        cb0 = self._cb0_if_valid(q, lay, st, cb0_va)
+        if cb0 is None:  # something is wrong: the full checks say what
             errs = self._check_qmd_dynamic(ch, q, lay, st)
             if errs:
                 raise ChannelFault(f"QMD at {qmd_va:#x} rejected: " + "; ".join(errs),
                                    XID_GR_EXCEPTION)
-        cb0_va = (q.get(lay.cbuf[0], 0) << 32 | q.get(lay.cbuf[1], 0)) << lay.cbuf[2]
-        cb0 = self.mem.read(cb0_va, st.cb0_size)
+            cb0 = self.mem.read(cb0_va, st.cb0_size)
         prog = st.program_va
         launch = Launch(self, prog, st.grid, st.block, st.shared_B, cb0_va, cb0, q)
         self.launch_count += 1
@@ -968,6 +978,28 @@ class MockNVGPU:
         if not e:
             e += self._check_qmd_dynamic(ch, q, lay, _static_qmd(q, lay, prog))
         return e
+
+    def _cb0_if_valid(self, q: QmdReader, lay: QmdLayout, st: "_QmdStatic",
+                      cb0_va: int) -> bytes | None:
+        """Constant bank 0 of a launch whose fixed QMD fields were checked, when the fields that
+        change from launch to launch pass `_check_qmd_dynamic`'s checks (the common case, checked
+        at less cost: bank 0 the only one, mapped, its launch header the one expected); else
+        None."""
+        if st.cbufs != (0,) or st.cb0_head is None:
+            return None
+        try:
+            data, off = self.mem.find(cb0_va, max(st.cb0_size, 1), "constant buffer 0")
+        except PageFault:
+            return None
+        cb0 = data[off:off + st.cb0_size].tobytes()
+        if not cb0.startswith(st.cb0_head):
+            return None
+        if lay.typed and st.release:
+            _, upper, lower, _ = lay.release
+            va = q.get(upper) << 32 | q.get(lower)
+            if va % 16 or not va:
+                return None
+        return cb0
 
     def _check_qmd_dynamic(self, ch: MockChannel, q: QmdReader, lay: QmdLayout,
                            st: "_QmdStatic") -> list[str]:
