@@ -84,3 +84,61 @@ def test_the_native_launch_and_the_python_launch_write_the_same_bytes(
     assert with_c.keys() == without.keys()
     for key in with_c:
         assert with_c[key] == without[key], key
+
+
+def test_the_launch_fence_is_one_method_every_route_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A different fence in `NVComputeQueue.launch_fence` (here the host's WFI) reaches the hot
+    path's segments, queues with several launches and graph bodies, and no route emits the old
+    one (the compute class's WAIT_FOR_IDLE) on its own; the launches still run in order."""
+    from hcq_bindings.nv import classes as cl
+
+    from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_HOST, decode_gp_entry, nvm
+    from runtime.drivers.nv.queue import NVComputeQueue
+    from runtime.hcq import Launch as GraphLaunch
+
+    def host_wfi(self: NVComputeQueue) -> NVComputeQueue:
+        self.words.extend(nvm(SUBC_HOST, cl.NVC56F_WFI, 0))
+        return self
+
+    monkeypatch.setattr(NVComputeQueue, "launch_fence", host_wfi)
+    mos = NvMockOS.with_nv_gpus(1)
+    d = NVDevice("mock-nv:0", os=mos)
+    try:
+        marker = nvm(SUBC_HOST, cl.NVC56F_WFI, 0)
+        old = nvm(SUBC_COMPUTE, d.gen.compute.WAIT_FOR_IDLE, 0)
+
+        def count(words: list[int], pattern: list[int]) -> int:
+            return sum(words[i:i + len(pattern)] == pattern for i in range(len(words)))
+
+        inc = d.program(CUBIN, "inc")
+        gpu = d.os.nv.gpus[0]  # type: ignore[attr-defined]
+        gpu.register_kernel(inc.prog_va, lambda L: L.array(L.param(0, "Q"), np.uint32,
+                                                           L.param(8, "i")).__iadd__(1))
+        x = d.alloc(256)
+        d.copyin(x, np.zeros(64, np.uint32))
+        for _ in range(3):  # hot path: the chained entries start at the fence
+            inc(x, 64, global_size=(1, 1, 1), local_size=(64, 1, 1))
+        hot = inc._hot[(1, 1, 1), (64, 1, 1)]
+        assert hot is not None
+        words = hot.buf.cpu_view().cast("I")
+        seg = words[hot.layout.acquire_idx[0] - 3:hot.layout.seq_idx[0] + 3].tolist()
+        assert count(seg, marker) == 1 and count(seg, old) == 0
+        fence_va = hot.segment_va(1) + 4 * 6  # past the acquire (six dwords)
+        assert decode_gp_entry(hot.layout.entry_chained[1])[0] == fence_va
+        ka = [inc.fill_kernargs((x, 64), (1, 1, 1), (64, 1, 1)) for _ in range(2)]
+        q = d.compute_queue()
+        for k in ka:
+            q.exec(inc, k, (1, 1, 1), (64, 1, 1))
+        assert count(q.dwords(), marker) == 1 and count(q.dwords(), old) == 0
+        g = d.graph([GraphLaunch(inc, (x, 64), (1, 1, 1), (64, 1, 1))] * 3)
+        bodies = [s for s in g._segments if isinstance(s, NVComputeQueue)]
+        assert len(bodies) == 1
+        assert count(bodies[0].dwords(), marker) == 2 and count(bodies[0].dwords(), old) == 0
+        g.replay(wait=True)
+        d.synchronize()
+        out = np.zeros(64, np.uint32)
+        d.copyout(out, x)
+        assert (out == 6).all()
+        g.free()
+    finally:
+        d.close()
