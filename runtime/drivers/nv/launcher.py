@@ -3,7 +3,7 @@ a launch that both of its executors follow.
 
 A launch of a program with a given grid and block (a "shape") that does not wait goes through a
 `ShapeLauncher`. It owns a chunk of CPU-visible VRAM holding N slots, each a complete launch block
-(the shape's cb0 driver area and timeline QMD from `NVProgram._launch_shape`, the one QMD builder,
+(the shape's cb0 driver area and timeline QMD from `NVProgram.launch_shape`, the one QMD builder,
 written by `NVProgram.block_template`) and a command segment (`queue.timeline_launch(fenced=True)`,
 the one command sequence of a timeline launch), both written once with every address they need:
 
@@ -34,7 +34,7 @@ in the same places (tests/runtime/test_nv_launch_paths.py runs one script of lau
 
 The launch fence is `NVComputeQueue.launch_fence` (queue.py): the segments get it from
 `timeline_launch`, queues and graph bodies from `exec`; changing how a dependent launch waits for
-the one before it is a change there (and in `NVProgram._launch_shape` for QMD-side mechanisms).
+the one before it is a change there (and in `NVProgram.launch_shape` for QMD-side mechanisms).
 
 When the previous timeline value was released by this compute channel's own launch (the usual
 case: launch after launch), the GPFIFO entry skips the acquire and starts at the fence: the

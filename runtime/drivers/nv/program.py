@@ -9,7 +9,7 @@ A launch block (the core's kernel-argument block) holds constant bank 0 followed
 
 The QMD template (every field that does not depend on the launch) and the cb0 driver area are built
 once per program, and a shape's cb0 and QMD (grid and block in both: `QMD.launch_fields`) once per
-shape (`_launch_shape`, the one QMD builder). Every route writes its launch block from them with
+shape (`launch_shape`, the one QMD builder). Every route writes its launch block from them with
 `_write_block` (two slice copies and the address-dependent stores): the queue path
 (`fill_kernargs`), the short path (`fill_fast`) and the hot path's slots (`block_template`).
 """
@@ -53,7 +53,7 @@ class NVKernArgs(KernArgs):
 
 @dataclass(frozen=True)
 class LaunchShape:
-    """One grid and block of a program, built once (`NVProgram._launch_shape`): the cb0 driver
+    """One grid and block of a program, built once (`NVProgram.launch_shape`): the cb0 driver
     area and the QMD, without a release (`qmd`: the queue path's, whose `signal` may fold into
     it) and releasing the device's timeline with payload 0 (`qmd_timeline`: the launch paths
     patch the payload)."""
@@ -293,7 +293,7 @@ class NVProgram(Program):
         from runtime.drivers.nv.launcher import ShapeLauncher, slots_for
         if type(global_size) is not tuple or type(local_size) is not tuple:
             return None
-        shape = self._launch_shape(global_size, local_size)
+        shape = self.launch_shape(global_size, local_size)
         n = slots_for(self, len(shape.qmd))
         with self.nvdev.submit_lock:
             hot = ShapeLauncher(self, shape, n) if n else None
@@ -349,7 +349,7 @@ class NVProgram(Program):
             global_size, local_size = tuple(global_size), tuple(local_size)
         shape = self._shapes.get((global_size, local_size))
         if shape is None:
-            shape = self._launch_shape(global_size, local_size)
+            shape = self.launch_shape(global_size, local_size)
         pb = self.param_base
         qo = self._write_block(view, va, shape.cb0, shape.qmd_timeline)
         if len(args) != len(self.slots):
@@ -383,13 +383,15 @@ class NVProgram(Program):
         _ONE_U32.pack_into(view, qo + self.payload_off, v)
         return va + qo
 
-    def _launch_shape(self, global_size: Sequence[int],
-                      local_size: Sequence[int]) -> LaunchShape:
+    def launch_shape(self, global_size: Sequence[int],
+                     local_size: Sequence[int]) -> LaunchShape:
         """THE QMD builder: validates a launch shape and builds its cb0 driver area and QMD (from
         the program's templates: grid and block in both), once per shape; every launch route
         writes its block from these (`_write_block`)."""
+        if type(global_size) is not tuple or type(local_size) is not tuple:
+            global_size, local_size = tuple(global_size), tuple(local_size)
         key = (global_size, local_size)
-        shape = self._shapes.get(key)  # type: ignore[arg-type]
+        shape = self._shapes.get(key)
         if shape is not None:
             return shape
         gsz, lsz = as_tuple3(global_size, "global_size"), as_tuple3(local_size, "local_size")
@@ -408,7 +410,7 @@ class NVProgram(Program):
         shape = LaunchShape(bytes(cb0), bytes(qmd), bytes(timeline))
         if len(self._shapes) > 64:
             self._shapes.clear()
-        self._shapes[key] = shape  # type: ignore[index]
+        self._shapes[key] = shape
         return shape
 
     def packer(self, types: tuple[type, ...]) -> "struct.Struct | None":
@@ -485,7 +487,7 @@ class NVProgram(Program):
 
     def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int]) -> KernArgs:
-        shape = self._launch_shape(global_size, local_size)
+        shape = self.launch_shape(global_size, local_size)
         # Stores only (no read-modify-write): the block may be write-combined device memory.
         qo = self._write_block(view, va, shape.cb0, shape.qmd)
         pb, qsz = self.param_base, len(shape.qmd)

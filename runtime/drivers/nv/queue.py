@@ -59,6 +59,11 @@ class NVQueue(HWQueue):
         in it; `dwords()` is a copy)."""
         return self._d
 
+    @property
+    def bound_va(self) -> int | None:
+        """GPU address of the commands' bound copy (`bind`), None while not bound."""
+        return None if self._bound_buf is None else self._bound_buf.va
+
     # -------------------------------------------------------------- host semaphores
     def host_semaphore(self, va: int, payload: int, execute: int) -> "Self":
         """One host SEM_EXECUTE method as given (`gpfifo.SEM_*`: release, acquire, with or without
@@ -93,7 +98,7 @@ class NVQueue(HWQueue):
     # -------------------------------------------------------------- binding and calls
     def call(self, body: HWQueue) -> "Self":
         """Executes a bound queue's commands (their own GPFIFO entry) at this point."""
-        if not isinstance(body, NVQueue) or body._bound_buf is None:
+        if not isinstance(body, NVQueue) or body.bound_va is None:
             raise QueueError("call() needs an NVIDIA queue that was bound with bind()")
         if body.channel is not self.channel:
             raise QueueError(f"a {body.channel.name} command buffer cannot run on the "
@@ -132,8 +137,8 @@ class NVQueue(HWQueue):
         for pos, body in self._calls:
             if pos > start:
                 parts.append(self._d[start:pos])
-            assert body._bound_buf is not None
-            parts.append((body._bound_buf.va, len(body._d)))
+            assert body.bound_va is not None
+            parts.append((body.bound_va, len(body)))
             start = pos
         if start < len(self._d) or not parts:
             parts.append(self._d[start:])
@@ -149,7 +154,7 @@ class NVQueue(HWQueue):
 
     def _submit(self) -> None:
         for _, body in self._calls:
-            if body._bound_buf is None:
+            if body.bound_va is None:
                 raise QueueError("a called command buffer was unbound before submission")
         self.channel.submit(self._parts())
 
@@ -218,7 +223,7 @@ class NVComputeQueue(NVQueue):
         segments (`timeline_launch(fenced=True)`), whose chained GPFIFO entries start at it.
         Today the compute class's WAIT_FOR_IDLE: the engine drains before the next grid starts.
         A cheaper dependency mechanism replaces this method's commands (and, if it lives in the
-        QMD, `NVProgram._launch_shape`, the one QMD builder); nothing else emits a fence."""
+        QMD, `NVProgram.launch_shape`, the one QMD builder); nothing else emits a fence."""
         self._d.extend(nvm(SUBC_COMPUTE, self.device.gen.compute.WAIT_FOR_IDLE, 0))
         return self
 
