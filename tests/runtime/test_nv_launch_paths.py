@@ -18,6 +18,7 @@ from runtime.drivers.mock.nv_rm import NvMockOS
 from runtime.drivers.nv.device import NVDevice
 from runtime.drivers.nv.launcher import native_helper
 from runtime.hcq import native
+from runtime.hcq.errors import ProgramError
 
 CUBIN = (Path(__file__).parent / "data" / "nv_kernels_cuda13.cubin").read_bytes()
 
@@ -51,6 +52,11 @@ def _script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, A
                 many(a, -3, 300, 70000, -(1 << 40), 1.5, 2.25, 7, -8, 3.125, -0.5, 200,
                      1 << 50, -12, 99, 0.75, -1e300, global_size=(1, 2, 1),
                      local_size=(32, 1, 1))
+            if i % 11 == 5:  # a float beyond a 4-byte slot: refused by name, nothing launched
+                with pytest.raises(ProgramError, match="4-B float argument 'arg5'"):
+                    many(a, -3, 300, 70000, -(1 << 40), 1e300, 2.25, 7, -8, 3.125, -0.5, 100,
+                         1 << 50, -12, 99, 0.75, -1e300, global_size=(1, 2, 1),
+                         local_size=(32, 1, 1))
             if i % 9 == 0:
                 inc(a, 0xFFFFFFFF, global_size=(1, 1, 1), local_size=(32, 1, 1))  # careful path
                 vadd(a, b, c, 5, global_size=(2, 1, 1), local_size=(64, 1, 1), wait=True)

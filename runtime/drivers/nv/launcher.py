@@ -338,7 +338,7 @@ class ShapeLauncher:
                 vals = args  # type: ignore[assignment]
             try:  # packed aside: a value that does not fit leaves the slot untouched
                 data = pack(*vals)
-            except struct.error:
+            except (struct.error, OverflowError):  # the careful path names the argument
                 return False
             # 2. admission
             if dw[BLOCKED] & ~guard.HELD:
