@@ -150,9 +150,8 @@ def _expected_cost(t: Target, srcs: Sources) -> int:
 
 
 # Workers only for a target this big (bytes of the headers it names): a forked worker and the
-# copy-on-write faults it causes on both sides cost ~50-100 ms of CPU, more than the targets of a
-# group of small ones could save (the linux group, 4 targets of 29-74 KB, 0.1 s or less each:
-# 0.41-1.04 s in one process against 0.49-1.11 s with a worker, alternating runs at load 3-5).
+# copy-on-write faults it causes on both sides cost more CPU than the targets of a group of small
+# ones could save (scripts/bench_bindgen.py measures both ways).
 _POOL_MIN_BYTES = 256 * 1024
 
 
@@ -287,7 +286,7 @@ def _sources_summary(srcs: Sources) -> None:
     from .sources import cache_size
 
     line = f"sources: {mb(srcs.downloaded)} downloaded in this run; cache {srcs.cache}"
-    if srcs.downloaded:  # it grew: how big it is now (walking a warm cache costs ~0.1 s)
+    if srcs.downloaded:  # it grew: how big it is now (walking a warm cache is not free)
         line += f" holds {mb(cache_size(srcs.cache))}"
     print(line)
 
@@ -705,7 +704,7 @@ def _unchanged(t: Target, project: Project, srcs: Sources, inputs: str) -> str |
 
 
 class _Version(argparse.Action):
-    """``--version``, computed only when asked for (importlib.metadata costs 20 ms)."""
+    """``--version``, computed only when asked for (importing importlib.metadata is not free)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
         print(_version())

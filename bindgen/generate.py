@@ -102,7 +102,7 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a target is generated: the IR, clang's cursors
     and the module text are hundreds of thousands of objects that all live until the end, and the
-    collector's passes over them cost 10-15% of a large target's time (rm_580: ~0.15 s) for no
+    collector's passes over them are a noticeable share of a large target's time, for no
     garbage. Whatever cycles a run leaves are collected after it, as usual."""
     was = gc.isenabled()
     gc.disable()
