@@ -43,7 +43,11 @@ class Named:
 
 @dataclass(frozen=True)
 class Pointer:
+    """A pointer; ``const``: the pointee is const-qualified (``const uint8_t *``), so a
+    function parameter of this type may be given read-only memory such as ``bytes``."""
+
     pointee: "Type"
+    const: bool = False
 
 
 @dataclass(frozen=True)

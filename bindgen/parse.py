@@ -375,6 +375,11 @@ def _evaluate(c: ci.Cursor) -> object:
         dispose(res)
 
 
+def _const(t: ci.Type) -> bool:
+    """Whether ``t`` is const, written on it or inside its typedef (``typedef const T ct``)."""
+    return t.is_const_qualified() or t.get_canonical().is_const_qualified()
+
+
 _INLINE_WORDS = {"inline", "__inline", "__inline__"}
 
 
@@ -623,7 +628,8 @@ class _Converter:
         if k == TK.VOID:
             return ir.Void()
         if k == TK.POINTER:
-            return ir.Pointer(self.conv(t.get_pointee(), uses))
+            pointee = t.get_pointee()
+            return ir.Pointer(self.conv(pointee, uses), _const(pointee))
         if k == TK.CONSTANTARRAY:
             return ir.Array(self.conv(t.element_type, uses), t.element_count)
         if k == TK.INCOMPLETEARRAY:
@@ -665,7 +671,8 @@ class _Converter:
             else:
                 break
         if k in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY, TK.VARIABLEARRAY, TK.DEPENDENTSIZEDARRAY):
-            return ir.Pointer(self.conv(bare.element_type, uses))
+            elem = bare.element_type
+            return ir.Pointer(self.conv(elem, uses), _const(elem))
         if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
             return ir.Pointer(self.conv(t, uses))
         return self.conv(t, uses)

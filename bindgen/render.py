@@ -131,6 +131,19 @@ class _Ctx:
             p = self.typedef_map[p.name].type
         return p
 
+    def const_bytes(self, t: ir.Type) -> bool:
+        """Whether ``t`` points to const bytes other than ``char`` (``const uint8_t *``, ``const
+        signed char *``): such a parameter also takes ``bytes`` (``char`` pointers are
+        ``c_char_p`` and ``void`` pointers ``c_void_p``, which take it already)."""
+        if not isinstance(t, ir.Pointer) or not t.const:
+            return False
+        p = t.pointee
+        for _ in range(64):
+            if not (isinstance(p, ir.Named) and p.kind == "typedef" and p.name in self.typedef_map):
+                break
+            p = self.typedef_map[p.name].type
+        return isinstance(p, ir.Prim) and p.name in ("c_uint8", "c_int8")
+
     def ret(self, t: ir.Type) -> str:
         return "None" if isinstance(t, ir.Void) else self.type(t)
 
@@ -373,6 +386,9 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     for fn in m.functions:
         params = ", ".join(r.type(p) for p in fn.type.params)
         var = ", variadic=True" if fn.type.variadic else ""
+        const = [i for i, p in enumerate(fn.type.params) if r.const_bytes(p)]
+        if const:
+            var += f", const_bytes={tuple(const)!r}"
         sig = f"{fn.name}({', '.join(fn.param_names)}){_loc(fn.loc)}"
         stmt = (
             f"{fn.name} = {r.lib_var(fn.library)}.function({fn.symbol or fn.name!r}, "

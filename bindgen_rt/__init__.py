@@ -162,6 +162,23 @@ def _text_param(argtype: "Any") -> "Any":
     return cls
 
 
+class _ConstBytes:
+    """A parameter type for a pointer to const bytes (``const uint8_t *``): what ``argtype``
+    takes, and also ``bytes`` and ``bytearray`` (C only reads through the pointer)."""
+
+    def __init__(self, argtype: "Any") -> None:
+        self.argtype = argtype
+
+    def from_param(self, obj: "Any") -> "Any":
+        import ctypes
+
+        if isinstance(obj, bytes):
+            return ctypes.c_char_p.from_param(obj)
+        if isinstance(obj, bytearray):
+            return (ctypes.c_char * len(obj)).from_buffer(obj)
+        return self.argtype.from_param(obj)
+
+
 class Library:
     """A shared library loaded on first use.
 
@@ -223,8 +240,13 @@ class Library:
         restype: "Any",
         argtypes: "Sequence[Any]",
         variadic: bool = False,
+        const_bytes: "Sequence[int]" = (),
     ) -> "Callable":
         """A callable that resolves ``name`` on first call (so importing needs no library).
+
+        ``const_bytes``: the positions of parameters that point to const bytes (``const uint8_t
+        *``): they also take ``bytes`` and ``bytearray``, as a ``const char *`` takes ``bytes``.
+        A pointer to bytes that are not const does not: C may write through it.
 
         It shows its C signature as ``argtypes`` and ``restype``, as a ctypes function does
         (``f.argtypes[0]`` is the type to build a callback or an array argument with); the
@@ -237,7 +259,10 @@ class Library:
                 f = getattr(lib.dll(), name)
                 f.restype = restype
                 if not variadic:
-                    f.argtypes = [_text_param(a) for a in argtypes]
+                    f.argtypes = [
+                        _ConstBytes(a) if i in const_bytes else _text_param(a)
+                        for i, a in enumerate(argtypes)
+                    ]
                 fn.append(f)
             return fn[0](*args)
 
