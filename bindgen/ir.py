@@ -115,6 +115,7 @@ class Enum:
     c_name: str = ""
     doc: str = ""
     value_docs: tuple[str, ...] = ()  # one per value ("" where the header has none)
+    py_class: str = ""  # "" (a plain int type), "IntEnum" or "IntFlag": pass enum_classes
 
 
 @dataclass(frozen=True)

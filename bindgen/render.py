@@ -99,6 +99,9 @@ class _Ctx:
         if isinstance(t, ir.Void):
             return "None"
         if isinstance(t, ir.Named):
+            en = self.enum_map.get(t.name) if t.kind == "enum" else None
+            if en is not None and en.py_class:  # the name is the enum class: C sees the integer
+                return self.type(en.underlying)
             return t.name
         if isinstance(t, ir.Pointer):
             p = self.through_functype_typedefs(t.pointee)
@@ -340,6 +343,9 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         r.used.add(en.underlying.name)
         what = en.c_name or "anonymous enum"
         doc = f"{what}{_loc(en.loc)}" + (f": {en.doc}" if en.doc else "")
+        if en.py_class:
+            enums.chunks += _enum_class(en, doc)
+            continue
         enums.chunks.append(
             _Chunk(f"{en.name} = {en.underlying.name}", (en.name,), before=_comment_lines(doc),
                    gap=1)
@@ -455,6 +461,37 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         text = "\n".join([head, *lines, tail])
         lays.chunks.append(_Chunk(text, (rec.name,), layout=True, gap=1))
     return [s for s in sections if s.chunks]
+
+
+def _enum_member(name: str) -> bool:
+    """Whether an enumerator can be a member of an enum class written in class syntax: not a
+    name Enum reserves (``_sunder_``, ``mro``) or one the class body would mangle (``__x``)."""
+    sunder = len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_" and name[-2] != "_"
+    return not (sunder or name.startswith("__") or name == "mro")
+
+
+def _enum_class(en: ir.Enum, doc: str) -> list[_Chunk]:
+    """An enum as ``class NAME(_rt.CEnum)`` (or ``CFlag``), one member per enumerator, and each
+    enumerator as a module constant naming its member (C code uses them unqualified)."""
+    base = "_rt.CFlag" if en.py_class == "IntFlag" else "_rt.CEnum"
+    ctype = f"{en.underlying.name}"
+    head = f"{en.name}, {en.py_class} over {ctype}: {doc}"
+    lines = [f"class {en.name}({base}):", _docstring(head, "    ")]
+    docs = en.value_docs or ("",) * len(en.values)
+    outside: list[_Chunk] = []
+    members: list[_Chunk] = []
+    for (k, v), vdoc in zip(en.values, docs):
+        if _enum_member(k):
+            before, stmt = _with_doc(f"    {k} = {v}", vdoc, "    ")
+            lines += [before, stmt] if before else [stmt]
+            members.append(_Chunk(f"{k} = {en.name}.{k}", (k,)))
+        else:  # a plain constant
+            before, stmt = _with_doc(f"{k} = {v}", vdoc)
+            outside.append(_Chunk(stmt, (k,), before=before))
+    after = [*members, *outside]
+    if after:
+        after[0].gap = 2
+    return [_Chunk("\n".join(lines), (en.name,), gap=2), *after]
 
 
 def _library_line(

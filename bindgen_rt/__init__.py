@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
     # What __getattr__ below loads on first use, spelled out for type checkers.
+    from .enums import CEnum, CFlag
     from .records import FieldSpec, Opaque, Struct, Union, c_int128, c_uint128, func_ptr
 
 
@@ -48,6 +49,7 @@ _PARTS = {
     "bindgen_rt.records": (
         "Struct", "Union", "Opaque", "func_ptr", "FieldSpec", "c_int128", "c_uint128"
     ),
+    "bindgen_rt.enums": ("CEnum", "CFlag"),
 }
 _WHERE = {name: mod for mod, names in _PARTS.items() for name in names}
 
@@ -55,6 +57,8 @@ __all__ = [
     "Struct",
     "Union",
     "Opaque",
+    "CEnum",
+    "CFlag",
     "IoctlRequest",
     "Library",
     "FieldSpec",
