@@ -141,6 +141,21 @@ class Function:
 
 
 @dataclass(frozen=True)
+class RecordValue:
+    """A ``static const`` record's value: (index in the record's ``fields``, value) of each field
+    that is not zero, in field order; the values are ints, floats and these value nodes."""
+
+    fields: tuple[tuple[int, object], ...]
+
+
+@dataclass(frozen=True)
+class ArrayValue:
+    """A ``static const`` array's value: its elements up to the last one that is not zero."""
+
+    items: tuple[object, ...]
+
+
+@dataclass(frozen=True)
 class Var:
     """A global variable: looked up in its library, or, for a ``static const`` one (``value``
     not None), a module constant of the value clang computed, with its C type."""
@@ -149,7 +164,7 @@ class Var:
     type: Type
     library: str | None = None
     loc: Location | None = None
-    value: object = None  # static const: an int, a float or bytes
+    value: object = None  # static const: an int, a float, bytes, a RecordValue or an ArrayValue
     c_type: str = ""  # static const: the C type as written (``const VkFlags64``)
     doc: str = ""
     symbol: str = ""  # the C name the library exports, where the Python name differs

@@ -29,6 +29,7 @@ from .decls import Converted, Decl, Declarations, Node
 from .docs import clean
 from .errors import ClangError, SourceError, UnsupportedConstruct
 from .spec import MacroTableRule, SourcePath, Target
+from .static_values import static_value
 
 CK = ci.CursorKind
 TK = ci.TypeKind
@@ -727,6 +728,8 @@ class _Converter:
                 "its own copy, which no library exports"
             )
         value = _evaluate(c)
+        if value is None and c.type.get_canonical().kind in (TK.RECORD, TK.CONSTANTARRAY):
+            value = static_value(c, _evaluate, _unnamed)
         if value is None:
             raise UnsupportedConstruct(
                 "static const variable whose initializer clang cannot evaluate to a number or "

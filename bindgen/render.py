@@ -409,7 +409,8 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         if gvar.value is not None:
             doc = f"{gvar.c_type}{_loc(gvar.loc)}" + (f": {gvar.doc}" if gvar.doc else "")
             statics.chunks.append(
-                _Chunk(wrap(f"{gvar.name} = {_value_text(gvar.value)}"), (gvar.name,),
+                _Chunk(wrap(f"{gvar.name} = {_static_text(r, gvar.type, gvar.value)}"),
+                       (gvar.name,),
                        before=_comment_lines(doc))
             )
             continue
@@ -506,6 +507,44 @@ def _library_line(
         needs = "".join(f"{r.lib_var(n)}, " for n, c, _ in libraries if n != name)
         extra = f", globals().get('__file__') or '', ({needs})"
     return wrap(f"{r.lib_var(name)} = _rt.Library({name!r}, {tuple(cands)!r}, {env!r}{extra})")
+
+
+def _static_text(r: _Ctx, t: ir.Type, v: object) -> str:
+    """A static const's value as Python source: a record is an instance of its class (the fields
+    that are not zero as keywords), an array a ctypes array (its elements up to the last that is
+    not zero; a ``char`` array as ``bytes``), so either passes to C as the C object would."""
+    rt = r.resolve(t)
+    if v == 0 and not isinstance(v, (ir.RecordValue, ir.ArrayValue)):  # an element left zero
+        if isinstance(rt, ir.Array):
+            v = ir.ArrayValue(())
+        elif isinstance(rt, ir.Named) and rt.name in r.records:
+            v = ir.RecordValue(())
+    if isinstance(v, ir.RecordValue) and isinstance(rt, ir.Named) and rt.name in r.records:
+        return f"{rt.name}({', '.join(_static_fields(r, rt.name, v))})"
+    if isinstance(v, ir.ArrayValue) and isinstance(rt, ir.Array):
+        elem = r.resolve(rt.elem)
+        if isinstance(elem, ir.Prim) and elem.name == "c_char":
+            return repr(bytes(x & 0xFF for x in v.items))  # type: ignore[operator]
+        items = ", ".join(_static_text(r, rt.elem, x) for x in v.items)
+        return f"{r.type(rt)}({items})"
+    if isinstance(rt, ir.Prim) and rt.name == "c_char" and isinstance(v, int):
+        return repr(bytes([v & 0xFF]))
+    return _value_text(v)
+
+
+def _static_fields(r: _Ctx, record: str, v: ir.RecordValue) -> list[str]:
+    """``name=value`` of a record value's fields; an anonymous member's are its promoted fields
+    (the names C code and the record's constructor use)."""
+    out: list[str] = []
+    rec = r.records[record]
+    for i, fv in v.fields:
+        f = rec.fields[i]
+        inner = r.resolve(f.type)
+        if f.anonymous and isinstance(fv, ir.RecordValue) and isinstance(inner, ir.Named):
+            out += _static_fields(r, inner.name, fv)
+        else:
+            out.append(f"{f.name}={_static_text(r, f.type, fv)}")
+    return out
 
 
 def _value_text(v: object) -> str:
