@@ -42,6 +42,7 @@ class RenderInfo:
     headers_hash: str
     library_envs: dict[str, str]
     defs_module: str = ""  # lazy targets: the definitions module's name (``_rm_580``)
+    static_build_id: str = ""  # wrap_static_fns: the build id its shared object must carry
 
 
 @dataclass
@@ -497,15 +498,15 @@ def _enum_class(en: ir.Enum, doc: str) -> list[_Chunk]:
 
 def _library_line(
     r: _Ctx, name: str, cands: tuple[str, ...], env: str,
-    libraries: list[tuple[str, tuple[str, ...], str]],
+    libraries: list[tuple[str, tuple[str, ...], str]], build_id: str,
 ) -> str:
     """``_lib_NAME = _rt.Library(...)``; a library beside the module (``./FILE``, the compiled
-    wrappers of static inline functions) is found from the module's file and needs the target's
-    other libraries loaded first."""
+    wrappers of static inline functions) is found from the module's file, needs the target's
+    other libraries loaded first and must carry the build id of this module's C file."""
     extra = ""
     if any(c.startswith("./") for c in cands):
         needs = "".join(f"{r.lib_var(n)}, " for n, c, _ in libraries if n != name)
-        extra = f", globals().get('__file__') or '', ({needs})"
+        extra = f", globals().get('__file__') or '', ({needs}), {build_id!r}"
     return wrap(f"{r.lib_var(name)} = _rt.Library({name!r}, {tuple(cands)!r}, {env!r}{extra})")
 
 
@@ -613,7 +614,10 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
             else f"{info.title}.", ""),
         ctypes_import=_import_line("ctypes", sorted(r.used)),
         helpers=helpers,
-        libraries=[_library_line(r, n, c, env, libraries) for n, c, env in libraries],
+        libraries=[
+            _library_line(r, n, c, env, libraries, info.static_build_id)
+            for n, c, env in libraries
+        ],
         typing_names=typing_names,
         ctypes_typing=ctypes_typing,
         lazy=lazy,

@@ -183,12 +183,34 @@ class _ConstBytes:
         return self.argtype.from_param(obj)
 
 
+STATIC_ID_MARK = b"bindgen-static-id:"  # before the build id in a wrappers' shared object
+
+
+def static_build_id(path: str) -> "str | None":
+    """The build id a static inline functions' shared object carries (``bindgen.wrappers``): the
+    hash of the C file, the compiler flags and the module's fingerprint it was built for; None
+    where the file has none (or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    at = data.find(STATIC_ID_MARK)
+    if at < 0:
+        return None
+    raw = data[at + len(STATIC_ID_MARK) : at + len(STATIC_ID_MARK) + 64]
+    return raw.decode("ascii", "replace")
+
+
 class Library:
     """A shared library loaded on first use.
 
     The path comes from the environment variable ``env`` when set, else the first of ``candidates``
     that loads. A missing library is reported when a function is first called, naming what was
-    tried.
+    tried. ``build_id``: a library beside the module (the compiled wrappers of static inline
+    functions) must carry this id, so one built from another C file, with other flags or for
+    another generation of the module is refused, saying how to rebuild it (the environment
+    variable's path is the user's choice and is not checked).
     """
 
     def __init__(
@@ -198,12 +220,13 @@ class Library:
         env: str,
         origin: str = "",
         needs: "Sequence[Library]" = (),
+        build_id: str = "",
     ) -> None:
         self.name, self.candidates, self.env = name, tuple(candidates), env
         # A candidate "./NAME" is a file beside ``origin`` (the generated module's file): the
         # compiled wrappers of static inline functions. ``needs``: libraries whose symbols it
         # uses, made global before it loads.
-        self.origin, self.needs = origin, tuple(needs)
+        self.origin, self.needs, self.build_id = origin, tuple(needs), build_id
         self._dll: Any = None
         self._path = ""
 
@@ -219,6 +242,16 @@ class Library:
             for lib in self.needs:
                 lib.dll()
                 ctypes.CDLL(lib._path, mode=ctypes.RTLD_GLOBAL)
+            if self.build_id and not _os.environ.get(self.env):
+                for path in paths:
+                    have = static_build_id(path) if _os.path.exists(path) else self.build_id
+                    if have != self.build_id:
+                        raise OSError(
+                            f"library {self.name}: {path} is stale: it was not built from the "
+                            f"C file beside it for this module (it carries build id "
+                            f"{have or 'none'}, the module needs {self.build_id}); rebuild it "
+                            "with `bindgen build-static` for this target"
+                        )
             for path in paths:
                 try:
                     self._dll = ctypes.CDLL(path)
@@ -228,8 +261,8 @@ class Library:
                     tried.append(f"{path}: {e}")
             else:
                 hint = (
-                    "build it with `bindgen regen` for this target (it compiles the static inline "
-                    f"functions' wrappers) or set {self.env} to its path"
+                    "build it with `bindgen build-static` for this target (it compiles the static "
+                    f"inline functions' wrappers) or set {self.env} to its path"
                     if any(c.startswith("./") for c in self.candidates)
                     else f"install it or set {self.env} to its path"
                 )
