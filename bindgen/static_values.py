@@ -74,6 +74,10 @@ class _Slot:
         if isinstance(have, _Slot):
             return have
         s = _Slot(self.member(i), unnamed)
+        if isinstance(have, ir.RecordValue):  # `.a = {1}, .a.y = 2`: a keeps its x
+            s.values.update(have.fields)
+        elif isinstance(have, ir.ArrayValue):
+            s.values.update(enumerate(have.items))
         self.put(i, s)
         return s
 
