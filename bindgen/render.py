@@ -476,8 +476,7 @@ def _enum_class(en: ir.Enum, doc: str) -> list[_Chunk]:
     """An enum as ``class NAME(_rt.CEnum)`` (or ``CFlag``), one member per enumerator, and each
     enumerator as a module constant naming its member (C code uses them unqualified)."""
     base = "_rt.CFlag" if en.py_class == "IntFlag" else "_rt.CEnum"
-    ctype = f"{en.underlying.name}"
-    head = f"{en.name}, {en.py_class} over {ctype}: {doc}"
+    head = f"{en.name}, {en.py_class} over {en.underlying.name}: {doc}"
     lines = [f"class {en.name}({base}):", _docstring(head, "    ")]
     docs = en.value_docs or ("",) * len(en.values)
     outside: list[_Chunk] = []

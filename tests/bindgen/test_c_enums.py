@@ -108,6 +108,13 @@ def test_default_stays_plain_integers(plain):
     assert "CEnum" not in plain[0].text and "import enum" not in plain[0].text
 
 
+def test_lazy_modules_make_enum_classes_on_first_use(built):
+    tmp, lib = built
+    _, m = _generate(tmp / "lazy", lib, "c_enums_lazy", enums="IntEnum", lazy=True)
+    assert m.GREEN is m.color.GREEN and m.color(42) == 42
+    assert m.next_color(m.RED) == m.GREEN
+
+
 def test_flag_enums_need_enum_classes(built, tmp_path):
     with pytest.raises(SpecError, match="flag_enums.*enums: IntEnum"):
         _generate(tmp_path, built[1], "c_enums_bad", flag_enums=["^access_"])

@@ -72,6 +72,13 @@ def test_constants_pass_to_c_by_pointer(built):
     assert (p[0].x, p[0].y) == (9, 0) and (p[1].x, p[1].y) == (4, 0)  # 4 starts PTS[3]
 
 
+def test_lazy_modules_make_them_on_first_use(built, tmp_path):
+    _, m = generate_headers(tmp_path, ["c_static.h"], name="c_static_lazy", lazy=True)
+    eager = built[1]
+    for name in ("BOX", "PTS", "ANON_DESIG", "FLAGS", "GRID"):
+        assert bytes(getattr(m, name)) == bytes(getattr(eager, name)), name
+
+
 def test_what_python_cannot_hold_is_reported(built):
     g, m, _ = built
     for name, reason in REFUSED.items():
