@@ -204,10 +204,10 @@ class _Reader:
             if path is None:
                 raise UnsupportedConstruct(f"a designator naming no field: .{d.spelling}")
             return path
-        i = self.evaluate(d)
-        if not isinstance(i, int) or not 0 <= i < slot.count:
+        at = self.evaluate(d)
+        if not isinstance(at, int) or not 0 <= at < slot.count:
             raise UnsupportedConstruct(f"an array designator out of range ({_text(d)!r})")
-        return [i]
+        return [at]
 
     def place(self, stack: list[list], c: ci.Cursor) -> None:
         while stack[-1][1] >= stack[-1][0].count:

@@ -1,6 +1,7 @@
 """Pass ``enum_classes``: what a C enum is in Python (the target's ``enums`` and ``flag_enums``).
 
-With ``enums: int`` (the default) nothing changes: the enum's name is its underlying ctypes integer
+Reads the target's ``enums`` and ``flag_enums`` and ``Module.enums``; writes each enum's
+``py_class``. With ``enums: int`` (the default) nothing changes: the enum's name is its underlying ctypes integer
 type and its enumerators are int constants. With ``enums: IntEnum`` every enum of the module is
 marked ``IntEnum``, or ``IntFlag`` where its Python name matches a ``flag_enums`` regex (run after
 ``patches``, so renamed names are the ones matched); the renderer then makes it an enum class
