@@ -369,7 +369,11 @@ class _Preprocessor:
                     if call is not None:
                         out.append(call)
                         continue
-                elif work[1] < _MAX_NESTING - 1:
+                elif work[1] < _MAX_NESTING - 1 and not (
+                    out and out[-1].kind == _ID and out[-1].text in _TAGS
+                ):
+                    # (after ``struct`` a name renaming a tag expands to the tag: see
+                    # ``_object_token``, which a call expanded on its own cannot see)
                     done = self._expand_call(m, args, hide, work)
                     if isinstance(done, _Tok):
                         out.append(done)
