@@ -7,12 +7,16 @@ Sections (each a function returning `Result`s, registered in `SECTIONS`):
 - rdna3: the RDNA3 interpreter (scripts/bench_rdna3.py, `run(quick) -> list[dict|Result]`), when
   present.
 - mockkern: the committed Triton kernels on the mock AMD GPU (RDNA3 interpreter) and the mock
-  NVIDIA GPU (PTX interpreter) side by side, and an empty launch + wait on mock-nv.
+  NVIDIA GPU (PTX interpreter) side by side.
+- mocklaunch: an empty kernel's launch + wait on both mocks, in the asynchronous mode (the GPU on
+  its own thread, the default) and the deterministic one (HCQ_MOCK_SYNC=1): median wall time and
+  CPU time (all threads) per launch, with the load average.
 - nvidia: the NVIDIA driver on a real GPU (launch latency, back-to-back launches, graph replay,
   copy bandwidth), side by side with CUDA through CuPy and PyTorch measured in a subprocess
   (`bench_nvidia`; `--nv` is short for `--sections nvidia`).
 
-    python scripts/bench_hcq.py [--sections mock,rdna3,mockkern] [--quick] [--json bench_hcq.json]
+    python scripts/bench_hcq.py [--sections mock,rdna3,mockkern,mocklaunch] [--quick]
+                                [--json bench_hcq.json]
     python scripts/bench_hcq.py --nv --json $OUT/bench_nv.json
 """
 from __future__ import annotations
@@ -205,7 +209,7 @@ def bench_rdna3(quick: bool) -> list[Result]:
 def bench_mock_kernels(quick: bool) -> list[Result]:
     """The committed Triton kernels on both mocks side by side (mock AMD: gfx1100 code through the
     RDNA3 interpreter; mock NVIDIA: their PTX through the PTX interpreter), launch + wait of each
-    at the Triton-loader tests' sizes, and an empty launch + wait on mock-nv."""
+    at the Triton-loader tests' sizes."""
     import numpy as np
 
     from runtime.hcq import open_device
@@ -246,23 +250,6 @@ def bench_mock_kernels(quick: bool) -> list[Result]:
                     call(k)
                     return time.perf_counter() - t
                 times.setdefault(kname, {})[name] = _best(once, reps)
-            if name == "mock-nv:0":
-                try:
-                    empty = dev.program(dev.compiler.compile(
-                        'extern "C" __global__ void empty() {}'), "empty")
-                    g, l1 = (1, 1, 1), (1, 1, 1)
-                    empty(global_size=g, local_size=l1, wait=True)
-
-                    def launch() -> float:
-                        t = time.perf_counter()
-                        empty(global_size=g, local_size=l1, wait=True)
-                        return time.perf_counter() - t
-                    out.append(Result("mockkern", "mock-nv empty launch+wait",
-                                      _best(launch, 200 if not quick else 50) * 1e6, "us",
-                                      "NVRTC PTX, grid 1x1; target <= 100 us"))
-                except Exception as e:  # noqa: BLE001 - NVRTC missing: report, go on
-                    out.append(Result("mockkern", "mock-nv empty launch+wait", 0, "",
-                                      f"skipped: {e}"))
         finally:
             dev.close()
     for kname, t in times.items():
@@ -270,6 +257,133 @@ def bench_mock_kernels(quick: bool) -> list[Result]:
         out.append(Result("mockkern", f"triton {kname} mock-amd", amd * 1e3, "ms", "launch+wait"))
         out.append(Result("mockkern", f"triton {kname} mock-nv", nv * 1e3, "ms",
                           f"launch+wait, {nv / amd:.2f}x mock-amd (target <= 2x)"))
+    return out
+
+
+# ------------------------------------------------------------------------ mock launch section
+def bench_mock_launch(quick: bool) -> list[Result]:
+    """An empty kernel's launch + wait on each mock (AMD: clang's gfx1100 code object of an empty
+    OpenCL kernel, one wave; NVIDIA: NVRTC's PTX of an empty kernel, one thread), in the
+    asynchronous mode and the deterministic one: the median wall time of single launches and the
+    CPU time per launch of every thread (the GPU's thread included), with the load average."""
+    import os
+
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.mock.os import MockOS
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq import AMDDevice
+
+    n = 100 if quick else 400
+    out: list[Result] = []
+    for vendor in ("amd", "nv"):
+        for sync in (False, True):
+            mode = "HCQ_MOCK_SYNC=1" if sync else "asynchronous"
+            label = f"mock-{vendor} empty launch+wait, {mode}"
+            mos: Any = MockOS.with_amd_gpus(1) if vendor == "amd" else NvMockOS.with_nv_gpus(1)
+            for d in mos.drivers:
+                for g in d.gpus:
+                    g.sync = sync
+            dev: Any = AMDDevice("amd:0", os=mos) if vendor == "amd" else \
+                NVDevice("mock-nv:0", os=mos)
+            try:
+                if vendor == "amd":
+                    prg = dev.program(dev.compiler.compile("__kernel void e(__global int *o) {}"),
+                                      "e")
+                    args: tuple[Any, ...] = (dev.alloc(64),)
+                    local = (32, 1, 1)
+                else:
+                    prg = dev.program(dev.compiler.compile(
+                        'extern "C" __global__ void empty() {}'), "empty")
+                    args, local = (), (1, 1, 1)
+                grid = (1, 1, 1)
+                for _ in range(30):
+                    prg(*args, global_size=grid, local_size=local, wait=True)
+                lat = []
+                c0 = time.process_time()
+                for _ in range(n):
+                    t = time.perf_counter()
+                    prg(*args, global_size=grid, local_size=local, wait=True)
+                    lat.append(time.perf_counter() - t)
+                cpu = (time.process_time() - c0) / n
+            except Exception as e:  # noqa: BLE001 - a compiler missing: report, go on
+                out.append(Result("mocklaunch", label, 0, "", f"skipped: {e}"))
+                continue
+            finally:
+                dev.close()
+            target = 60 if vendor == "amd" else 100
+            load = os.getloadavg()[0]
+            out.append(Result("mocklaunch", label, statistics.median(lat) * 1e6, "us",
+                              f"median wall; CPU {cpu * 1e6:.0f} us per launch (all threads); "
+                              f"load {load:.1f}; target <= {target} us"))
+    return out
+
+
+# -------------------------------------------------------------------------- NV launch CPU section
+def bench_nv_launch_cpu(quick: bool) -> list[Result]:
+    """What each NVIDIA launch route costs the CPU, on mock-nv with the compute channel's doorbell
+    silenced (the mock GPU never runs; between batches the CPU marks the batch complete itself),
+    so only building and publishing is timed: the hot path with the native helper and in Python,
+    the short path (`vals=`: a launch block from the arena, commands from the template), and the
+    queue path (the core's `Program.__call__`: fill_kernargs, a compute queue, submit)."""
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq.program import Program
+
+    class _Silent:  # a doorbell the mock GPU does not hear
+        def ring(self, token: int) -> None:
+            pass
+
+    dev = NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1))
+    out: list[Result] = []
+    try:
+        cubin = (ROOT / "tests" / "runtime" / "data" / "nv_kernels_cuda13.cubin").read_bytes()
+        prg = dev.program(cubin, "vadd")
+        a, b, c = (dev.alloc(4096) for _ in range(3))
+        dev.synchronize()
+        ch = dev.compute_channel
+        ch.doorbell = _Silent()  # type: ignore[assignment]
+        ch.publish = ch._make_publish()  # a benchmark's shortcut: rebind the silenced doorbell
+        g, l1 = (2, 1, 1), (64, 1, 1)
+        batch, reps = 16, (30 if quick else 200)
+
+        def complete() -> None:  # what the GPU would have written
+            dev.timeline_signal.value = dev.timeline_value
+            ch.progress.value = ch.seq
+
+        routes: dict[str, Callable[[], object]] = {
+            "hot path, native": lambda: prg(a, b, c, 100, global_size=g, local_size=l1),
+            "hot path, Python": lambda: prg(a, b, c, 100, global_size=g, local_size=l1),
+            "short path (vals=)": lambda: prg(a, b, c, vals=(100,), global_size=g,
+                                              local_size=l1),
+            "queue path (Program.__call__)": lambda: Program.__call__(
+                prg, a, b, c, 100, global_size=g, local_size=l1),
+        }
+        for name, fn in routes.items():
+            dev.launch_native = name != "hot path, Python"
+            complete()
+            prg._release_launchers()  # a fresh specialization for this setting
+            fn()
+            complete()
+            hot = prg._hot.get((g, l1))
+            if name == "hot path, native" and (
+                    hot is None or type(hot.fn).__name__ != "builtin_function_or_method"):
+                out.append(Result("nvcpu", name, 0, "", "skipped: no native launch helper"))
+                continue
+
+            def run(fn: Callable[[], object] = fn) -> float:
+                t = time.perf_counter()
+                for _ in range(batch):
+                    fn()
+                dt = time.perf_counter() - t
+                complete()
+                return dt / batch
+            for _ in range(3):
+                run()
+            out.append(Result("nvcpu", name, _best(run, reps) * 1e6, "us",
+                              "CPU per launch, mock-nv with a silent doorbell"))
+    finally:
+        dev.launch_native = True
+        dev.close()
     return out
 
 
@@ -576,6 +690,8 @@ SECTIONS: dict[str, Callable[[bool], list[Result]]] = {
     "rdna3": bench_rdna3,
     "nvidia": bench_nvidia,
     "mockkern": bench_mock_kernels,
+    "mocklaunch": bench_mock_launch,
+    "nvcpu": bench_nv_launch_cpu,
 }
 
 

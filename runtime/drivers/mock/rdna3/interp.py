@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -258,6 +258,10 @@ class Layout:
 
     @classmethod
     def of(cls, d: DispatchRecord) -> "Layout":
+        return _layout(d.grid, d.block, d.rsrc1, d.rsrc2, d.wave64)
+
+    @classmethod
+    def _compute(cls, d: "_Shape") -> "Layout":
         threads = d.block[0] * d.block[1] * d.block[2]
         if threads <= 0 or min(d.grid) < 0:
             raise KernelFault(f"bad dispatch size: grid {d.grid} block {d.block}")
@@ -274,6 +278,22 @@ class Layout:
                    tgid=(bool(d.rsrc2 >> 7 & 1), bool(d.rsrc2 >> 8 & 1), bool(d.rsrc2 >> 9 & 1)),
                    tg_size=bool(d.rsrc2 >> 10 & 1), scratch=bool(d.rsrc2 & 1),
                    tidig=d.rsrc2 >> 11 & 3)
+
+
+class _Shape(NamedTuple):
+    """What `Layout` is computed from (a launch repeated with one shape reuses it)."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    rsrc1: int
+    rsrc2: int
+    wave64: bool
+
+
+@lru_cache(maxsize=256)
+def _layout(grid: tuple[int, int, int], block: tuple[int, int, int], rsrc1: int, rsrc2: int,
+            wave64: bool) -> Layout:
+    return Layout._compute(_Shape(grid, block, rsrc1, rsrc2, wave64))
 
 
 @lru_cache(maxsize=64)
