@@ -74,6 +74,9 @@ class QmdLayout:
     program: tuple[str, str, int]           # program address: upper, lower, shift
     cbuf: tuple[str, str, int]              # constant buffer address: upper, lower, shift
     release: tuple[str, str, str, str]      # release 0: enable, address upper/lower, payload
+    # dependent QMDs: (enable, action, prefetch, pointer) field names and the index of the
+    # indexed ones, per slot
+    dependents: tuple[tuple[str, str, str, str, int | None], ...]
     typed: bool                             # QMD_MINOR_VERSION and QMD_TYPE exist (V04 on)
     reserved_smem_B: int                    # shared memory the driver reserves (sm_90 on)
     shared_window_align: int                # SET_SHADER_SHARED_MEMORY_WINDOW alignment
@@ -85,14 +88,18 @@ _V03 = QmdLayout(
     ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
     ("CONSTANT_BUFFER_ADDR_UPPER", "CONSTANT_BUFFER_ADDR_LOWER", 0),
     ("RELEASE0_ENABLE", "RELEASE0_ADDRESS_UPPER", "RELEASE0_ADDRESS_LOWER",
-     "RELEASE0_PAYLOAD_LOWER"), False, 0, 1)
+     "RELEASE0_PAYLOAD_LOWER"),
+    (("DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD0_PREFETCH",
+      "DEPENDENT_QMD0_POINTER", None),), False, 0, 1)
 _V04 = QmdLayout(
     "NVCBC0_QMDV04_00", 384, 58, ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "REGISTER_COUNT",
     ("SHARED_MEMORY_SIZE", 0), ("SHADER_LOCAL_MEMORY_HIGH_SIZE", 0),
     ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
     ("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", 6),
     ("RELEASE_ENABLE", "RELEASE_SEMAPHORE0_ADDR_UPPER", "RELEASE_SEMAPHORE0_ADDR_LOWER",
-     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER"), True, 1024, 1 << 32)
+     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER"),
+    tuple(("DEPENDENT_QMD_ENABLE", "DEPENDENT_QMD_ACTION", "DEPENDENT_QMD_PREFETCH",
+           f"DEPENDENT_QMD{i}_POINTER", i) for i in range(2)), True, 1024, 1 << 32)
 #: QMD version -> layout. Independent of the driver's QMD classes on purpose: the mock checks what
 #: the driver wrote. Which version a GPU reads comes from its generation record
 #: (runtime/drivers/nv/generation.py), as RM's class list comes from the chip.
@@ -126,6 +133,11 @@ _QMD_ALLOWED = {
     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", "RELEASE_SEMAPHORE0_PAYLOAD_UPPER",
     "RELEASE0_ADDRESS_LOWER", "RELEASE0_ADDRESS_UPPER", "RELEASE0_PAYLOAD_LOWER",
     "RELEASE0_PAYLOAD_UPPER",
+    # graph launches whose successor the compute engine schedules itself (action SCHEDULE only)
+    "DEPENDENT_QMD_ENABLE", "DEPENDENT_QMD_ACTION", "DEPENDENT_QMD_PREFETCH",
+    "DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD0_PREFETCH",
+    "DEPENDENT_QMD0_POINTER", "DEPENDENT_QMD1_ENABLE", "DEPENDENT_QMD1_ACTION",
+    "DEPENDENT_QMD1_PREFETCH", "DEPENDENT_QMD1_POINTER", "DEPENDENT_QMD_POINTER",
 }
 CB0_STACK_POINTER = 0xFFFDC0
 PCAS_ACTIONS_OK = {cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE,
@@ -207,6 +219,10 @@ class MockChannel:
     # front end goes on with the methods after SEND_PCAS, so they land later (`complete_grids`)
     grid_releases: list[tuple[int, int]] = field(default_factory=list)
     ptx: "PtxLaunch | None" = None   # a PTX grid that has not finished its time slices
+    ptx_dependents: list[int] = field(default_factory=list)  # what that grid schedules when done
+    # QMDs that completed grids scheduled (DEPENDENT_QMD action SCHEDULE), not yet started: the
+    # mock runs them before the front end goes on (one valid order of a graph's launches)
+    dependents: list[int] = field(default_factory=list)
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
@@ -734,7 +750,16 @@ class MockNVGPU:
         interpreter, in time slices, or a registered model), releases semaphores."""
         if ch.ptx is not None:  # the launch method again: the running grid's next time slice
             ch.ptx.resume()
-            return
+            ch.dependents += ch.ptx_dependents
+            ch.ptx_dependents = []
+        else:
+            self._start(ch, cls, qmd_va)
+        while ch.dependents:  # grids that completed grids scheduled, in order
+            self._start(ch, cls, ch.dependents.pop(0))
+
+    def _start(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
+        """Starts the grid of the QMD at `qmd_va` (and runs it to completion unless it is a PTX
+        grid that needs more time slices)."""
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
         prefix, size = lay.prefix, lay.size_B
@@ -766,10 +791,14 @@ class MockNVGPU:
         # lands when the grid completes (MockChannel.complete_grids)
         release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo)) if q.get(enable, 0) \
             else None
+        deps = self._dependents(q, lay, qmd_va)
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
-                ch.ptx.resume()
+                ch.ptx_dependents = deps
+                ch.ptx.resume()  # raises the channel's blocked signal while the grid runs
+                ch.dependents += deps
+                ch.ptx_dependents = []
                 return
         try:
             if model is not None:
@@ -778,6 +807,26 @@ class MockNVGPU:
             raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
         if release is not None:
             ch.grid_releases.append(release)
+        ch.dependents += deps
+
+    @staticmethod
+    def _dependents(q: QmdReader, lay: QmdLayout, qmd_va: int) -> list[int]:
+        """The QMDs this grid schedules when it completes (DEPENDENT_QMD slots enabled with
+        action SCHEDULE; any other action is not modelled and faults)."""
+        out = []
+        for enable, action, _prefetch, pointer, idx in lay.dependents:
+            if not q.get(enable, idx):
+                continue
+            act = q.get(action, idx)
+            if act != 1:  # QMD_SCHEDULE
+                raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD action {act} is not "
+                                   "modelled (only SCHEDULE)", XID_GR_EXCEPTION)
+            ptr = q.get(pointer) << 8
+            if not ptr:
+                raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD enabled with a null "
+                                   "pointer", XID_GR_EXCEPTION)
+            out.append(ptr)
+        return out
 
     @staticmethod
     def _program(q: QmdReader, lay: QmdLayout) -> int:
