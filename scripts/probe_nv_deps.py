@@ -6,7 +6,9 @@ Mechanisms (what sits between launch i and launch i+1 of a chain):
 - wfi_inv: WAIT_FOR_IDLE plus INVALIDATE_SHADER_CACHES_NO_WFI (the per-launch stream commands);
 - none: SEND_PCAS only; grids may overlap (a lower bound, not a correct chain);
 - qmd_schedule: QMD i names QMD i+1 as its dependent with action SCHEDULE: the compute engine
-  starts i+1 when i completes; only the first QMD is sent with SEND_PCAS;
+  starts i+1 when i completes; only the first QMD is sent with SEND_PCAS; qmd_schedule_gpu: the
+  same with CWD_MEMBAR_TYPE L1_MEMBAR (GPU scope) on every QMD but the last, and
+  qmd_schedule_nomembar with L1_NONE (a lower bound, not a correct chain);
 - qmd_counter: every QMD is sent, QMD i+1 carries DEPENDENCE_COUNTER 1 and QMD i decrements it
   when it completes (DEPENDENT_QMD action DECREMENT_DEPENDENCE): fan-in by counter;
 - sem_host: QMD i releases semaphore S = i+1 (its release slot 1), launch i+1 waits for it with the
@@ -51,7 +53,8 @@ extern "C" __global__ void step(const unsigned *src, unsigned *dst, int n) {
 }
 """
 
-GRAPH = ["wfi", "wfi_inv", "none", "sem_host", "sem_compute", "qmd_counter", "qmd_schedule"]
+GRAPH = ["wfi", "wfi_inv", "none", "sem_host", "sem_compute", "qmd_counter", "qmd_schedule",
+         "qmd_schedule_gpu", "qmd_schedule_nomembar"]
 STREAM = ["wfi_inv", "wfi", "none", "sem_host", "sem_compute"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 
@@ -93,7 +96,7 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     def fence(i: int) -> list[int]:
         """The commands before launch i (> 0) of the chain."""
         if mech == "wfi":
-            return wfi
+            return wfi[:]
         if mech == "wfi_inv":
             return wfi + inv
         if mech == "sem_host":
@@ -122,7 +125,11 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
             q = qcls(qb)
             if mech in ("sem_host", "sem_compute"):
                 q.set_release(1, sem.va, i + 1)
-            if mech == "qmd_schedule" and i + 1 < n:
+            if mech.startswith("qmd_schedule") and i + 1 < n:
+                if mech == "qmd_schedule_gpu":  # GPU-scope membar where a grid feeds a grid
+                    q.set("CWD_MEMBAR_TYPE", q.value("CWD_MEMBAR_TYPE_L1_MEMBAR"))
+                elif mech == "qmd_schedule_nomembar":
+                    q.set("CWD_MEMBAR_TYPE", q.value("CWD_MEMBAR_TYPE_L1_NONE"))
                 q.set("DEPENDENT_QMD_ENABLE", 1, 0)
                 q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE"), 0)
                 q.set("DEPENDENT_QMD_PREFETCH", 1, 0)
@@ -140,7 +147,7 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
             ka.qmd[:] = qb
             # the first launch invalidates the shader caches (as a graph body starts)
             c: list[int] = inv[:] if i == 0 else fence(i)
-            if mech != "qmd_schedule" or i == 0:
+            if not mech.startswith("qmd_schedule") or i == 0:
                 c += pcas(qva)
             cmds.append(c)
         return cmds, buf

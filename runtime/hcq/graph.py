@@ -142,6 +142,7 @@ class Graph:
         self._last = 0  # timeline value of the latest replay
         # (what to call it in an error, buffer) for every buffer the nodes use
         self._buffers: dict[tuple[int, int], tuple[str, Buffer]] = {}
+        self._distinct: list[tuple[str, Buffer]] | None = None  # one entry per buffer, cached
         li = 0
         for i, n in enumerate(self.nodes):
             if isinstance(n, Launch):
@@ -338,9 +339,16 @@ class Graph:
                     self._buffers[li, ai] = (name, value)
                 else:
                     self._buffers.pop((li, ai), None)
+                self._distinct = None
 
     def _check_live(self) -> None:
-        for name, buf in self._buffers.values():
+        distinct = self._distinct
+        if distinct is None:  # each buffer once (under the first name that uses it)
+            seen: dict[int, tuple[str, Buffer]] = {}
+            for name, buf in self._buffers.values():
+                seen.setdefault(id(buf), (name, buf))
+            distinct = self._distinct = list(seen.values())
+        for name, buf in distinct:
             if buf.freed or (buf.base is not None and buf.base.freed):
                 raise ProgramError(f"{name}: {buf!r} was freed; the graph cannot run (its memory "
                                    "may belong to another allocation now). Pass a live buffer "
