@@ -230,6 +230,25 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     out.update(chain_launches=want, chain_elements=n, chain_bad=bad, chain_ok=bad == 0,
                chain_wall_ms=statistics.median(r[0] for r in crow) * 1e3,
                chain_gpu_ms=statistics.median(r[3] for r in crow) * 1e3)
+    dev.free(body)
+    dev.free(kbuf)
+    # -- the same chain on host memory, read by the CPU as soon as the completion is seen: are
+    # the writes of every grid visible to the host then (the membar question)?
+    from runtime.hcq.memory import MemKind
+    nh = args.chain_elements // 8
+    ha, hb = (dev.alloc(4 * nh, kind=MemKind.HOST, cpu_access=True) for _ in range(2))
+    va, vb = (np.frombuffer(h.cpu_view(), np.uint32) for h in (ha, hb))
+    va[:] = 0
+    vb[:] = 0xDEAD
+    gh = ((nh + 255) // 256, 1, 1)
+    cmds, kbuf = build([(stp, (ha, hb, nh) if i % 2 == 0 else (hb, ha, nh), gh, (256, 1, 1))
+                        for i in range(args.chain)])
+    body, parts = bind(cmds)
+    hbad = 0
+    for r in range(args.chain_replays):
+        replay(parts)
+        hbad += int((va != args.chain * (r + 1)).sum())
+    out.update(host_chain_bad=hbad, host_chain_elements=nh)
     dev.close()
     print("JSON" + json.dumps(out), flush=True)
 
@@ -341,7 +360,8 @@ def main() -> int:
             print(f"{r['job']:24} {r['wall_ms']:8.3f} {r['gpu_last_ms']:8.3f} "
                   f"{r['gpu_idle_ms']:8.3f} {r['submit_ms']:8.3f}  {'ok' if r['inc_ok'] else 'BAD':>4}"
                   f"  {'ok' if r['chain_ok'] else 'BAD'} ({r['chain_bad']} wrong, "
-                  f"{r['chain_gpu_ms']:.2f} ms GPU)")
+                  f"{r['chain_gpu_ms']:.2f} ms GPU); host memory chain "
+                  f"{'ok' if r['host_chain_bad'] == 0 else 'BAD'} ({r['host_chain_bad']} wrong)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
