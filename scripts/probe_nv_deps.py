@@ -200,6 +200,7 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     # -- timing: N launches of inc (4 x 256) on one buffer
     x = dev.alloc(1024 * 4)
     dev.copyin(x, np.zeros(1024, np.uint32))
+    dev.synchronize()  # the probe submits to the channel directly, outside the device timeline
     cmds, kbuf = build([(inc, (x, 1024), (4, 1, 1), (256, 1, 1))] * args.n)
     body, parts = bind(cmds)
     rows = [replay(parts) for _ in range(args.reps)]
@@ -217,6 +218,7 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     a, b = dev.alloc(4 * n), dev.alloc(4 * n)
     dev.copyin(a, np.zeros(n, np.uint32))
     dev.copyin(b, np.full(n, 0xDEAD, np.uint32))
+    dev.synchronize()
     gs = ((n + 255) // 256, 1, 1)
     chain = [(stp, (a, b, n) if i % 2 == 0 else (b, a, n), gs, (256, 1, 1))
              for i in range(args.chain)]
