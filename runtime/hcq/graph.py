@@ -343,10 +343,10 @@ class Graph:
 
     def _check_live(self) -> None:
         distinct = self._distinct
-        if distinct is None:  # each buffer once (under the first name that uses it)
+        if distinct is None:  # each allocation once (slices live and die with their base)
             seen: dict[int, tuple[str, Buffer]] = {}
             for name, buf in self._buffers.values():
-                seen.setdefault(id(buf), (name, buf))
+                seen.setdefault(id(buf.base or buf), (name, buf))
             distinct = self._distinct = list(seen.values())
         for name, buf in distinct:
             if buf.freed or (buf.base is not None and buf.base.freed):

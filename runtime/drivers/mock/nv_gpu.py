@@ -858,14 +858,8 @@ class MockNVGPU:
                  "SM_GLOBAL_CACHING_ENABLE must be 1 on V03")
         want(q.get("SASS_VERSION") == self.sass_version,
              f"SASS_VERSION {q.get('SASS_VERSION'):#x}, the GPU runs {self.sass_version:#x}")
-        # GPU scope (L1_MEMBAR, 3) only where the grid schedules a dependent grid; otherwise the
-        # system scope (L1_SYSMEMBAR, 1) that makes the grid's writes visible to the host
-        linked = any(q.get(d[0], d[4]) for d in lay.dependents)
-        want(q.get("CWD_MEMBAR_TYPE") in ((1, 3) if linked else (1,)),
-             f"CWD_MEMBAR_TYPE is {q.get('CWD_MEMBAR_TYPE')}, expected L1_SYSMEMBAR (1)"
-             + (" or, for a grid with a dependent, L1_MEMBAR (3)" if linked else ""))
         for n, v in (("QMD_GROUP_ID", 0x3F), ("API_VISIBLE_CALL_LIMIT", 1), ("SAMPLER_INDEX", 1),
-                     ("INVALIDATE_TEXTURE_HEADER_CACHE", 1),
+                     ("CWD_MEMBAR_TYPE", 1), ("INVALIDATE_TEXTURE_HEADER_CACHE", 1),
                      ("INVALIDATE_TEXTURE_SAMPLER_CACHE", 1), ("INVALIDATE_TEXTURE_DATA_CACHE", 1),
                      ("INVALIDATE_SHADER_DATA_CACHE", 1)):
             want(q.get(n) == v, f"{n} is {q.get(n)}, expected {v}")

@@ -291,18 +291,11 @@ class NVDevice(Device):
     any name with an explicit `os` seam (a `NvMockOS` a test prepared).
 
     `pcas_action`: the SEND_SIGNALING_PCAS2_B action launches use (see DEFAULT_PCAS_ACTION);
-    `pushbuf_B` and `gpfifo_entries` size each channel's rings (small ones exercise wrap-around);
-    `link_membar`: the memory barrier of a grid whose QMD schedules its successor in a graph
-    (`NVComputeQueue.exec_after`): "gpu" (CWD_MEMBAR_TYPE L1_MEMBAR: its writes are visible to
-    every later grid; the last grid of a chain keeps the system-scope barrier, which makes them
-    visible to the host) or "system" (L1_SYSMEMBAR, as every other launch)."""
+    `pushbuf_B` and `gpfifo_entries` size each channel's rings (small ones exercise wrap-around)."""
 
     def __init__(self, name: str = "nv:0", *, os: OSSeam | None = None,
                  pcas_action: int = DEFAULT_PCAS_ACTION, pushbuf_B: int = PUSHBUF_B,
-                 gpfifo_entries: int = GPFIFO_ENTRIES, link_membar: str = "gpu",
-                 **kwargs: Any) -> None:
-        if link_membar not in ("gpu", "system"):
-            raise ArgumentError(f"link_membar must be 'gpu' or 'system', got {link_membar!r}")
+                 gpfifo_entries: int = GPFIFO_ENTRIES, **kwargs: Any) -> None:
         parsed = parse_device_name(name, "nv")
         index = parsed.index
         release = None
@@ -326,7 +319,6 @@ class NVDevice(Device):
         self._release_lease = release
         self.os = os
         self.pcas_action = pcas_action
-        self.link_membar = link_membar
         if gpfifo_entries & (gpfifo_entries - 1) or not 16 <= gpfifo_entries <= GPFIFO_ENTRIES:
             raise ArgumentError(f"gpfifo_entries must be a power of two in 16..{GPFIFO_ENTRIES}")
         self.pushbuf_B, self.gpfifo_entries = pushbuf_B, gpfifo_entries

@@ -220,13 +220,6 @@ class QMD:
         front end draining the engine as WAIT_FOR_IDLE does."""
         raise ProgramError(f"{self.prefix}: dependent QMDs are not supported")
 
-    def set_completion_membar(self, system: bool) -> "QMD":
-        """CWD_MEMBAR_TYPE: the barrier the compute engine issues when the grid completes,
-        L1_SYSMEMBAR (writes visible to the host and other engines, what every launch sets) or
-        L1_MEMBAR (visible on the GPU, enough for a grid's dependent grid)."""
-        return self.set("CWD_MEMBAR_TYPE", self.value(
-            "CWD_MEMBAR_TYPE_L1_SYSMEMBAR" if system else "CWD_MEMBAR_TYPE_L1_MEMBAR"))
-
     def _check_dependent(self, slot: int, qmd_va: int) -> None:
         if not 0 <= slot < self.dependent_slots:
             raise ProgramError(f"{self.prefix} has {self.dependent_slots} dependent QMD slots, "

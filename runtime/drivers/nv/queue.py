@@ -18,9 +18,8 @@ methods come from the device's generation record (`NVDevice.gen`, runtime/driver
   engine starts this one itself, with no command in the pushbuffer and no drain of the engine
   (the cheapest correct mechanism scripts/probe_nv_deps.py found; docs/benchmarks.md has figures).
   With no free slot, or a predecessor this queue did not launch, it falls back to a barrier.
-  The predecessor's completion barrier becomes GPU-scope (CWD_MEMBAR_TYPE L1_MEMBAR) unless the
-  device says otherwise (`NVDevice(link_membar="system")`): its successor runs on the same GPU, and
-  the chain's last grid keeps the system-scope barrier that makes every write visible to the host.
+  Every grid keeps the system-scope completion barrier (CWD_MEMBAR_TYPE L1_SYSMEMBAR): a GPU-scope
+  one on linked grids measured no faster.
 - copy: OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA (pitch to pitch, virtual addresses,
   non-pipelined), in chunks of at most 2 GiB.
 - call: a bound queue's commands become their own GPFIFO entry (a pushbuffer cannot call another).
@@ -273,8 +272,6 @@ class NVComputeQueue(NVQueue):
         assert isinstance(pred, NVKernArgs)
         q = qcls(bytearray(pred.qmd))
         q.set_dependent(slots, qmd_va)
-        if self.device.link_membar == "gpu":
-            q.set_completion_membar(system=False)
         pred.qmd[:] = q.data  # whole QMD at once: it may sit in write-combined memory
         self._dependents[pred.va] = slots + 1
         self._dependents[args.va] = 0
