@@ -2,7 +2,8 @@
 
 Nodes name their dependencies (`after`: node indices or names; by default the node before, so a
 plain list is a chain, as a CUDA stream would run it; `after=()` makes a node independent). A
-node starts after every node it depends on has finished; nothing else orders it.
+node starts after every node it depends on has finished; no other order is promised (nodes of
+different segments, or behind a wait, may still run one after another).
 
 Recording writes every launch's kernel arguments into one persistent block, puts the nodes in a
 dependency order (by depth, then by position) and cuts them into segments: a run of launches and
