@@ -44,6 +44,9 @@ class MockMemory:
     def __init__(self) -> None:
         self._bases: list[int] = []
         self._maps: list[Mapping] = []
+        #: changes whenever a mapping is added or removed: what was checked against the mappings
+        #: may be remembered under it
+        self.generation = 0
 
     # -- mapping management
     def map(self, va: int, size: int, data: np.ndarray | None = None) -> np.ndarray:
@@ -62,6 +65,7 @@ class MockMemory:
             raise ValueError(f"mapping at {va:#x} overlaps the one at {self._maps[i].va:#x}")
         self._bases.insert(i, va)
         self._maps.insert(i, Mapping(va, data))
+        self.generation += 1
         return data
 
     def unmap(self, va: int) -> None:
@@ -69,6 +73,7 @@ class MockMemory:
         if i == len(self._bases) or self._bases[i] != va:
             raise ValueError(f"no mapping starts at {va:#x}")
         del self._bases[i], self._maps[i]
+        self.generation += 1
 
     def mappings(self) -> list[Mapping]:
         return list(self._maps)
