@@ -248,6 +248,8 @@ class Device:
         # key -> (what, signal, value), named in timeout reports while not reached
         self._gates: dict[object, tuple[str, Signal, int]] = {}
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
+        # copyout_async copies whose GPU part may still read their source (under _submit)
+        self._pending_copies: "weakref.WeakSet[PendingCopy]" = weakref.WeakSet()
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
         self._properties: DeviceProperties | None = None
@@ -331,6 +333,8 @@ class Device:
                            f"{self.name}.unmap_peer, or free the buffer on {peer.device.name}")
         with self._submit:
             self.allocator.free(buf)
+            for p in list(self._pending_copies):
+                p._source_freed(buf)
 
     def pool_stats(self) -> PoolStats:
         """The caching allocator's hits, misses and cached bytes."""
@@ -569,13 +573,17 @@ class Device:
         n = len(mv)
         self._check_range(src, src_offset, n, "copyout_async", "src")
         pinned = self.alloc(n, kind=MemKind.GTT, cpu_access=True)
-        try:
-            v = self._submit_copy(pinned.va, src.va + src_offset, n) if n else \
-                self.timeline_value
-        except BaseException:
-            self.free(pinned)
-            raise
-        return PendingCopy(self, mv, pinned, v)
+        with self._submit:
+            try:
+                v = self._submit_copy(pinned.va, src.va + src_offset, n) if n else \
+                    self.timeline_value
+            except BaseException:
+                self.free(pinned)
+                raise
+            pending = PendingCopy(self, mv, pinned, v, src)
+            if n:
+                self._pending_copies.add(pending)
+        return pending
 
     def copyout(self, dst: Any, src: Buffer, src_offset: int = 0) -> None:
         """Copies `len(dst)` bytes from `src` at `src_offset` into a writable host buffer, through
@@ -958,12 +966,29 @@ def _host_bytes(obj: Any, op: str, what: str, writable: bool) -> memoryview:
 
 class PendingCopy:
     """A copy toward host memory in flight (`Device.copyout_async`): `wait()` fills the
-    destination, `done()` says whether the GPU has finished."""
+    destination, `done()` says whether the GPU has finished.
 
-    def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int) -> None:
+    Lifetime: the source buffer must stay allocated until the GPU has copied it. If it is freed
+    before that, `wait()` refuses with an HCQError naming the copy and the buffer (its memory may
+    already hold a later allocation's bytes) instead of handing back what it read."""
+
+    def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int,
+                 src: Buffer | None = None) -> None:
         self.device, self._dst, self._pinned, self.value = device, dst, pinned, value
+        self._src = src
+        self._freed_early: str | None = None  # repr of the source freed while in flight
         self._finished = False
         self._lock = threading.Lock()
+
+    def _source_freed(self, buf: Buffer) -> None:
+        """Called (under the device's submission lock) when `buf` is freed: noted if it is this
+        copy's source (or the buffer its source slices) and the GPU has not copied it yet."""
+        src = self._src
+        if src is None or (src is not buf and src.base is not buf):
+            return
+        if self.device.timeline_signal.value < self.value:
+            self._freed_early = repr(src)
+        self.device._pending_copies.discard(self)
 
     def done(self) -> bool:
         """True once the GPU part is complete (`wait()` then does not block)."""
@@ -973,12 +998,27 @@ class PendingCopy:
         """Blocks until the destination holds the data (idempotent; safe to call again after an
         interrupted wait)."""
         if self._finished:
+            self._check_source()
             return
         self.device.timeline_signal.wait(self.value, timeout_ms)
         with self._lock:
             if self._finished:
+                self._check_source()
                 return
-            if len(self._dst):
+            if len(self._dst) and self._freed_early is None:
                 self.device._host_copy(self._dst, self._pinned.cpu_view())
             self._finished = True
+            with self.device._submit:
+                self.device._pending_copies.discard(self)
             self.device.free(self._pinned)  # back to the pool for the next copy
+        self._check_source()
+
+    def _check_source(self) -> None:
+        if self._freed_early is not None:
+            raise HCQMemoryError(
+                f"{self!r}: its source {self._freed_early} was freed before the copy finished; "
+                "the memory may already hold another allocation's bytes, so the destination was "
+                "not filled (free a buffer only after wait() on the copies that read it)")
+
+    def __repr__(self) -> str:
+        return f"PendingCopy({self.device.name}, {len(self._dst)} B, timeline value {self.value})"

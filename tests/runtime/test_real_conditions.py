@@ -535,6 +535,42 @@ def test_a_graph_refuses_to_run_on_a_freed_buffer(target: Target, dev: Device) -
     g.free()
 
 
+def test_a_pending_copy_refuses_a_source_freed_while_in_flight(target: Target,
+                                                               dev: Device) -> None:
+    """A copy out whose source buffer is freed (and its memory handed to a new allocation that
+    the host fills) before the GPU copied it: wait() refuses, naming the copy and the buffer, and
+    leaves the destination alone; a source freed after the copy finished is fine."""
+    from runtime.hcq import HCQMemoryError
+    a, spare = dev.alloc(N * 4), dev.alloc(N * 4)
+    dev.copyin(a, np.full(N, 1, np.float32))
+    dev.synchronize()
+    gate = _gated(dev)
+    out = np.zeros(N, np.float32)
+    pending = dev.copyout_async(out, a.slice(0, N * 4))
+    a_repr = repr(a)
+    dev.free(a)
+    other = dev.alloc(N * 4)  # may take a's memory
+    dev.copyin(other, np.full(N, 9, np.float32))
+    gate.value = 1
+    for _ in range(2):  # and again: the refusal stays
+        with pytest.raises(HCQMemoryError) as e:
+            pending.wait()
+        assert f"PendingCopy({dev.name}, {N * 4} B, timeline value {pending.value})" \
+            in str(e.value)
+        assert "was freed before the copy finished" in str(e.value)
+        assert a_repr.split(",")[0] in str(e.value)
+    assert not out.any()
+    np.testing.assert_array_equal(_read(dev, other), np.full(N, 9, np.float32))
+    done = dev.copyout_async(out, other)  # freed once the GPU copied it: no complaint
+    dev.synchronize()
+    dev.free(other)
+    done.wait()
+    np.testing.assert_array_equal(out, np.full(N, 9, np.float32))
+    dev.free(spare)
+    assert not dev._pending_copies
+    gate.release()
+
+
 def test_elapsed_time_between_timing_events(target: Target, dev: Device) -> None:
     prg, args = target.vadd(dev)
     a, b, c = (dev.alloc(N * 4) for _ in range(3))
