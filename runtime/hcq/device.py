@@ -562,7 +562,8 @@ class Device:
             if busy:
                 tl.wait(busy)
             self._host_copy(buf.cpu_view()[:chunk], mv[off:off + chunk])
-            st[1] = self._submit_copy(dst.va + dst_offset + off, buf.va, chunk)
+            with self._submit:  # a Ctrl-C is held back until the staging buffer is busy
+                st[1] = self._submit_copy(dst.va + dst_offset + off, buf.va, chunk)
             off += chunk
 
     def copyout_async(self, dst: Any, src: Buffer, src_offset: int = 0) -> "PendingCopy":
@@ -611,7 +612,8 @@ class Device:
                 chunk = min(step, n - off)
                 if st[1]:
                     tl.wait(st[1])
-                v = st[1] = self._submit_copy(st[0].va, src.va + src_offset + off, chunk)
+                with self._submit:  # a Ctrl-C is held back until the staging buffer is busy
+                    v = st[1] = self._submit_copy(st[0].va, src.va + src_offset + off, chunk)
                 pending.append((st, off, chunk, v))
                 off += chunk
                 continue
@@ -1007,10 +1009,12 @@ class PendingCopy:
                 return
             if len(self._dst) and self._freed_early is None:
                 self.device._host_copy(self._dst, self._pinned.cpu_view())
-            self._finished = True
+            # Finished and the pinned memory given back as one step (a Ctrl-C is held back
+            # meanwhile): an interrupt between the two would leak the pinned buffer.
             with self.device._submit:
+                self._finished = True
                 self.device._pending_copies.discard(self)
-            self.device.free(self._pinned)  # back to the pool for the next copy
+                self.device.free(self._pinned)  # back to the pool for the next copy
         self._check_source()
 
     def _check_source(self) -> None:

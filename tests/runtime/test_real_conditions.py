@@ -296,6 +296,132 @@ def test_a_storm_of_ctrl_c_leaves_the_device_consistent(target: Target, dev: Dev
     g.free()
 
 
+def _ours() -> None:
+    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+        pytest.skip("SIGINT is handled by someone else here")
+
+
+def _ctrl_c_now() -> None:
+    """A real SIGINT to the main thread, delivered before this returns (the Python handler then
+    runs at the interpreter's next check)."""
+    main = threading.main_thread().ident
+    assert main is not None
+    signal.pthread_kill(main, signal.SIGINT)
+
+
+def _interrupted(fn: Callable[[], Any]) -> bool:
+    """Runs `fn`, then gives a Ctrl-C that was held back time to land; True if one did."""
+    try:
+        fn()
+        for _ in range(400):  # a held-back one is sent again about a millisecond later
+            time.sleep(0.005)
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+def test_ctrl_c_right_after_a_staged_copy_is_submitted(target: Target, dev: Device,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C that lands the moment a staged copy's submission returns, before the runtime
+    noted which timeline value frees the staging buffer, is held back until that is noted: the
+    next copy then waits for the staging buffer instead of overwriting it while the first copy
+    is still queued (behind a gate here)."""
+    _ours()
+    a, b = dev.alloc(N * 4), dev.alloc(N * 4)
+    x, y = np.full(N, 1, np.float32), np.full(N, 2, np.float32)
+    gate = _gated(dev)
+    submit_copy = dev._submit_copy
+    armed = [True]
+
+    def submit_then_ctrl_c(*args: Any) -> int:
+        v: int = submit_copy(*args)
+        if armed[0]:
+            armed[0] = False
+            _ctrl_c_now()
+        return v
+
+    monkeypatch.setattr(dev, "_submit_copy", submit_then_ctrl_c)
+    assert _interrupted(lambda: dev.copyin(a, x))
+
+    def open_gate() -> None:
+        gate.value = 1
+
+    opener = threading.Timer(0.2, open_gate)  # the second copy waits for the first one
+    opener.start()
+    dev.copyin(b, y)
+    opener.join()
+    np.testing.assert_array_equal(_read(dev, a), x)
+    np.testing.assert_array_equal(_read(dev, b), y)
+    gate.release()
+
+
+def test_ctrl_c_while_a_pending_copy_completes_leaks_nothing(target: Target, dev: Device,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A Ctrl-C as `PendingCopy.wait()` gives its pinned buffer back is held back until it is
+    back: the copy is complete, and no pinned memory is left allocated."""
+    _ours()
+    a = dev.alloc(N * 4)
+    x = np.arange(N, dtype=np.float32)
+    dev.copyin(a, x)
+    out = np.zeros(N, np.float32)
+    pending = dev.copyout_async(out, a)
+    live = dev.allocator.live_count  # a, the pinned buffer, and what the device keeps
+    free = dev.free
+
+    def ctrl_c_then_free(buf: Any) -> None:
+        if buf is pending._pinned:
+            _ctrl_c_now()
+        free(buf)
+
+    monkeypatch.setattr(dev, "free", ctrl_c_then_free)
+    assert _interrupted(pending.wait)
+    pending.wait()
+    np.testing.assert_array_equal(out, x)
+    assert dev.allocator.live_count == live - 1
+
+
+def test_ctrl_c_inside_the_mock_doorbell_of_a_native_launch(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The native NVIDIA launch rings the mock GPU's doorbell through a Python call, outside the
+    submission lock; on hardware that is one store, so a Ctrl-C landing inside it is held back
+    until the doorbell has been rung: the launch runs, and the device goes on."""
+    _ours()
+    from runtime.drivers.nv.launcher import native_helper
+    from tests.runtime.test_device_contract import _mock_nv
+    if native_helper() is None:
+        pytest.skip("the native launch helper is not available here")
+    t = _mock_nv()
+    d = t.open()
+    try:
+        d.launch_native = True  # type: ignore[attr-defined]
+        prg, args = t.vadd(d)
+        a, b, c = (d.alloc(N * 4) for _ in range(3))
+        d.copyin(a, np.full(N, 3, np.float32))
+        d.copyin(b, np.full(N, 4, np.float32))
+        _launch(t, d, prg, args, a, b, c, wait=True)  # the launcher is made: the native one
+        d.copyin(c, np.zeros(N, np.float32))
+        d.synchronize()
+        gpu = d.os.nv.gpus[0]  # type: ignore[attr-defined]
+        rung = gpu.doorbell_rung
+        seen: list[bool] = []
+
+        def ctrl_c_then_ring(offset: int, value: int) -> None:
+            if not seen:
+                seen.append(d._submit.held_here())
+                _ctrl_c_now()
+            rung(offset, value)
+
+        monkeypatch.setattr(gpu, "doorbell_rung", ctrl_c_then_ring)
+        assert _interrupted(lambda: _launch(t, d, prg, args, a, b, c))
+        assert seen == [False]  # rung by the native launch (the Python one holds the lock)
+        d.synchronize(timeout_ms=3000)
+        assert d.timeline_signal.value == d.timeline_value
+        np.testing.assert_array_equal(_read(d, c), np.full(N, 7, np.float32))
+    finally:
+        d.close()
+
+
 def test_ctrl_c_from_a_timer_signal(target: Target, dev: Device) -> None:
     """The same with the signal from the kernel's interval timer (SIGALRM made a Ctrl-C)."""
     if not hasattr(signal, "setitimer"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import errno as E
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -113,6 +114,9 @@ class MockDoorbell(Doorbell):
     def ring(self, value: int) -> None:
         self._plain.ring(value)
         self._target.doorbell_rung(self._offset, value)
+
+
+_RING_CODE = MockDoorbell.ring.__code__
 
 
 @dataclass
@@ -247,8 +251,18 @@ class MockOS(OSSeam):
             f.close()
 
     def busy_here(self) -> bool:
-        """Whether this thread is inside the mock kernel (holds its lock)."""
-        return bool(self.lock._is_owned())  # type: ignore[attr-defined]
+        """Whether this thread is inside the mock kernel (holds its lock) or inside a mock
+        doorbell store: on hardware that is one store instruction, so a Ctrl-C never lands in
+        the middle of it and leaves a submission published without its doorbell. (The native
+        launch calls the mock's doorbell from C, outside the device's submission lock.)"""
+        if self.lock._is_owned():  # type: ignore[attr-defined]
+            return True
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code is _RING_CODE:
+                return True
+            f = f.f_back  # type: ignore[assignment]
+        return False
 
     def ioctl(self, fd: int, request: int,
               arg: ctypes.Structure | ctypes.Array | int | None) -> int:
