@@ -23,7 +23,7 @@ import signal as _signal
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence, TypeVar
 
 from runtime.hcq import profiler
 from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceForked,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from runtime.hcq.queue import HWQueue
     from runtime.hcq.seam import OSSeam
 
+_T = TypeVar("_T")
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
 _PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipelining
 _PIPELINE_MAX_B = 4 << 20     # largest copy split so
@@ -61,7 +62,7 @@ class SubmitLock:
     GIL without yielding) declines while the bit is set, so it never interleaves with a
     submission being built in Python."""
 
-    __slots__ = ("_lock", "depth", "flags", "flag_index")
+    __slots__ = ("_lock", "depth", "flags", "flag_index", "waiting")
 
     HELD = 2
 
@@ -70,6 +71,8 @@ class SubmitLock:
         self.depth = 0
         self.flags: Any = None
         self.flag_index = 0
+        #: > 0 while the holder waits for room (`interruptible`)
+        self.waiting = 0
 
     def __enter__(self) -> "SubmitLock":
         self._lock.acquire()
@@ -88,6 +91,22 @@ class SubmitLock:
         """Whether the calling thread holds the lock."""
         return bool(self._lock._is_owned())  # type: ignore[attr-defined]
 
+    def interruptible(self, wait: Callable[[], _T]) -> _T:
+        """Runs `wait`, a wait for room made while building a submission (ring space, the
+        argument arena's wrap), such that a Ctrl-C during it is raised at once instead of being
+        held back until the wait ends. The caller guarantees that nothing of the submission it
+        builds has reached a ring yet and that every earlier submission made under this holding
+        of the lock is fully accounted for, so the interrupted call leaves nothing half done."""
+        if not self._lock._is_owned():  # type: ignore[attr-defined]
+            return wait()  # not inside a submission: nothing holds a Ctrl-C back
+        # No interpreter check point lies between the increment and the try, nor in the
+        # finally clause, so the count always returns to what it was.
+        self.waiting += 1
+        try:
+            return wait()
+        finally:
+            self.waiting -= 1
+
 
 # Devices open in this process, so that a forked child can mark the ones it inherited.
 _open_devices: "weakref.WeakSet[Device]" = weakref.WeakSet()
@@ -101,7 +120,7 @@ def _interrupt_must_wait() -> bool:
     """Whether this thread is publishing a submission (holds a device's SubmitLock) or is inside
     a call into a device's OS seam that must complete (a mock kernel's ioctl)."""
     for dev in list(_open_devices):
-        if dev._submit.held_here():
+        if dev._submit.held_here() and not dev._submit.waiting:
             return True
         seam = getattr(dev, "os", None)
         if seam is not None and seam.busy_here():

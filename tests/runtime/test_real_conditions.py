@@ -386,7 +386,6 @@ def test_ctrl_c_inside_the_mock_doorbell_of_a_native_launch(monkeypatch: pytest.
     """The native NVIDIA launch rings the mock GPU's doorbell through a Python call, outside the
     submission lock; on hardware that is one store, so a Ctrl-C landing inside it is held back
     until the doorbell has been rung: the launch runs, and the device goes on."""
-    _ours()
     from runtime.drivers.nv.launcher import native_helper
     from tests.runtime.test_device_contract import _mock_nv
     if native_helper() is None:
@@ -394,6 +393,7 @@ def test_ctrl_c_inside_the_mock_doorbell_of_a_native_launch(monkeypatch: pytest.
     t = _mock_nv()
     d = t.open()
     try:
+        _ours()  # (the first device opened installs the handler)
         d.launch_native = True  # type: ignore[attr-defined]
         prg, args = t.vadd(d)
         a, b, c = (d.alloc(N * 4) for _ in range(3))
@@ -418,6 +418,67 @@ def test_ctrl_c_inside_the_mock_doorbell_of_a_native_launch(monkeypatch: pytest.
         d.synchronize(timeout_ms=3000)
         assert d.timeline_signal.value == d.timeline_value
         np.testing.assert_array_equal(_read(d, c), np.full(N, 7, np.float32))
+    finally:
+        d.close()
+
+
+def _small_device(vendor: str, room: str) -> Device:
+    """A mock device whose copy ring (room "ring") or kernel-argument arena ("arena") fills up
+    after a few submissions."""
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.mock.os import MockOS
+    from runtime.hcq import AMDDevice, NVDevice
+    arena = {"kernarg_arena_B": 4096} if room == "arena" else {}
+    if vendor == "amd":
+        return AMDDevice("mock-amd:0", os=MockOS.with_amd_gpus(1), sdma_ring_B=4096, **arena)
+    return NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1), gpfifo_entries=16,
+                    pushbuf_B=8192, **arena)
+
+
+@pytest.mark.parametrize("vendor,room", [("amd", "ring"), ("nv", "ring"), ("amd", "arena")])
+def test_ctrl_c_while_a_submission_waits_for_room(vendor: str, room: str) -> None:
+    """The timeline is held back by a gate and the host submits until a submission has to wait,
+    holding the submission lock, for ring space (copy-engine fills) or for the argument arena to
+    wrap (launches). A Ctrl-C then is raised at once, not when the wait gives up; the device is
+    consistent (the waiting submission left nothing behind) and goes on once the gate opens."""
+    from tests.runtime.test_device_contract import _mock_amd, _mock_nv
+    t = (_mock_amd if vendor == "amd" else _mock_nv)()
+    d = _small_device(vendor, room)
+    try:
+        _ours()  # (the first device opened installs the handler)
+        d.default_timeout_ms = 10_000.0  # how long a held-back Ctrl-C would wait
+        prg, args = t.vadd(d)
+        a, b, c = (d.alloc(N * 4) for _ in range(3))
+        d.copyin(a, np.full(N, 1, np.float32))
+        d.copyin(b, np.full(N, 2, np.float32))
+        d.synchronize()
+        gate = _gated(d)
+        sent = [0.0]
+
+        def ctrl_c_once_stuck() -> None:
+            last = -1
+            while d.timeline_value != last:  # the host stopped getting submissions through
+                last = d.timeline_value
+                time.sleep(0.2)
+            sent[0] = time.perf_counter()
+            _ctrl_c_now()
+
+        sender = threading.Thread(target=ctrl_c_once_stuck, daemon=True)
+        sender.start()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(100_000):
+                if room == "ring":
+                    d.fill(c, 0)
+                else:
+                    _launch(t, d, prg, args, a, b, c)
+        assert sent[0] and time.perf_counter() - sent[0] < 3.0
+        sender.join()
+        assert d.timeline_signal.value < d.timeline_value  # the gate still holds the work
+        gate.value = 1
+        d.synchronize()
+        assert d.timeline_signal.value == d.timeline_value
+        _launch(t, d, prg, args, a, b, c)
+        np.testing.assert_array_equal(_read(d, c), np.full(N, 3, np.float32))
     finally:
         d.close()
 

@@ -247,7 +247,13 @@ class Channel:
 
     def wait_space(self, pb_need_end: int, gp_need: int) -> None:
         """Waits until the pushbuffer may grow to `pb_need_end` and `gp_need` more GPFIFO entries
-        fit; raises QueueError when the GPU consumes nothing for the device's timeout."""
+        fit; raises QueueError when the GPU consumes nothing for the device's timeout. A Ctrl-C
+        during the wait is raised at once: the submission waiting for room has published nothing
+        (pushbuffer words it stored past the last GPFIFO entry are never read, and are taken
+        back with the next submission's space)."""
+        self.device._submit.interruptible(lambda: self._wait_space(pb_need_end, gp_need))
+
+    def _wait_space(self, pb_need_end: int, gp_need: int) -> None:
         dev, st = self.device, self.state
         deadline = None
         while pb_need_end > st[PB_FREE_UNTIL] or st[GP_PUT] + gp_need > st[GP_FREE_UNTIL]:
