@@ -4,7 +4,8 @@
 #   2. smoke: bring-up, one NVRTC vector add, teardown (with a watchdog; retried with tinygrad's
 #      PCAS action 9 if the default launch action fails, and then used for the rest);
 #   3. every `nvidia`-marked test (test_nv_hw.py, the device contract in test_device_contract.py,
-#      threads and Ctrl-C in test_real_conditions.py) except the fault tests (pytest -m nvidia -x, per-test timeout);
+#      threads and Ctrl-C in test_real_conditions.py, the NVRTC and PTX kernels that the mock also
+#      runs, the Triton loader) except the fault tests (pytest -m nvidia -x, per-test timeout);
 #   4. the benchmark's NVIDIA section beside CUDA through CuPy and PyTorch (JSON in $OUT);
 #   5. GPU-to-GPU copies beside PyTorch and CuPy (scripts/bench_multi_gpu.py; two GPUs, JSON in $OUT);
 #   5b. where a launch's time goes (scripts/nv_latency_probe.py, JSON in $OUT);
@@ -83,8 +84,9 @@ if [ $rc -ne 0 ]; then
 fi
 
 step "nvidia tests"
-timeout 390 $PY -m pytest tests/runtime/test_nv_hw.py tests/runtime/test_device_contract.py \
-  tests/runtime/test_real_conditions.py -m nvidia -x -v -rs -s $TIMEOUT_FLAG -p no:cacheprovider -k "not zz_fault" 2>&1 \
+timeout 480 $PY -m pytest tests/runtime/test_nv_hw.py tests/runtime/test_device_contract.py \
+  tests/runtime/test_real_conditions.py tests/runtime/test_ptx_nvrtc.py tests/runtime/test_ptx_interp.py \
+  tests/runtime/test_triton_loader.py -m nvidia -x -v -rs -s $TIMEOUT_FLAG -p no:cacheprovider -k "not zz_fault" 2>&1 \
   | tee "$OUT/tests.log" | grep -v "^$"
 echo "tests rc ${PIPESTATUS[0]}"
 

@@ -8,6 +8,9 @@ instruction limit) does `launch` hand the interpreter a `DispatchRecord` itself,
 driver's own program (its kernel-argument block, user SGPR values and register words);
 test_rdna3_device checks that record against what the PM4 processor decodes.
 
+`ArrayDevice`: the same mock GPU for tests that pass numpy arrays in and out of launches made
+with the driver's own `program()` (Buffers as arguments).
+
 `RawDevice`: bare machine code (no code object, no kernel arguments) on a MockMemory, for
 instruction-level tests: the registers are given by the test.
 """
@@ -31,6 +34,29 @@ def _dims(grid: Sequence[int], block: Sequence[int]
     g = tuple(grid) + (1,) * (3 - len(grid))
     b = tuple(block) + (1,) * (3 - len(block))
     return (g[0], g[1], g[2]), (b[0], b[1], b[2])
+
+
+class ArrayDevice:
+    """AMDDevice("mock-amd:0") with numpy put/get; `d` is the device for `program()`."""
+
+    def __init__(self, timeout_ms: float = 60_000) -> None:
+        from runtime.drivers.amd.device import AMDDevice
+        self.d = AMDDevice("mock-amd:0")
+        # A hang must fail the test, not stall it: far above what the kernels need.
+        self.d.default_timeout_ms = timeout_ms
+
+    def put(self, a: np.ndarray) -> Any:
+        buf = self.d.alloc(max(a.nbytes, 4))
+        self.d.copyin(buf, np.ascontiguousarray(a).tobytes())
+        return buf
+
+    def get(self, buf: Any, n: int, dt: Any) -> np.ndarray:
+        out = np.empty(n, dtype=dt)
+        self.d.copyout(out, buf)
+        return out
+
+    def close(self) -> None:
+        self.d.close()
 
 
 class DriverDevice:

@@ -2,7 +2,8 @@
 mock NVIDIA GPU through the PTX interpreter (NVDevice compiles to PTX there), and, marked
 `nvidia`, on the real GPU from the same source. Every kernel is checked against numpy; integer and
 exactly rounded float kernels are compared bit for bit, so where both targets run, the H200 and
-the mock give the same bits."""
+the mock give the same bits. Sizes are per target: small enough for the interpreter on the mock,
+large enough to fill the H200 on the real GPU (`big`)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from runtime.hcq import NVDevice
+from runtime.hcq.device import parse_device_name
 
 SRC = (Path(__file__).parent / "data" / "nv_kernels.cu").read_text()
 HAVE_NV = os.path.exists("/dev/nvidiactl") and os.path.exists("/dev/nvidia-uvm")
@@ -43,6 +45,12 @@ def dev(request: pytest.FixtureRequest) -> Iterator[NVDevice]:
     d.default_timeout_ms = 20_000.0
     yield d
     d.close()
+
+
+@pytest.fixture(scope="module")
+def big(dev: NVDevice) -> bool:
+    """True on a real GPU, where the tests use sizes that fill it."""
+    return not parse_device_name(dev.name).mock
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +94,8 @@ def test_inc(dev: NVDevice, lib: bytes) -> None:
     assert np.array_equal(_down(dev, X, np.uint32, 300), want)
 
 
-def test_2d_grid_not_a_block_multiple(dev: NVDevice, lib: bytes) -> None:
-    h, w = 33, 51
+def test_2d_grid_not_a_block_multiple(dev: NVDevice, lib: bytes, big: bool) -> None:
+    h, w = (333, 517) if big else (33, 51)
     x = np.random.default_rng(2).random((h, w), dtype=np.float32)
     X, Y = _up(dev, x), dev.alloc(x.nbytes)
     _run(dev, lib, "transpose_scale", (X, Y, w, h, 2.5), ((w + 15) // 16, (h + 15) // 16, 1),
@@ -95,8 +103,8 @@ def test_2d_grid_not_a_block_multiple(dev: NVDevice, lib: bytes) -> None:
     assert np.array_equal(_down(dev, Y, np.float32, h * w).reshape(w, h), x.T * np.float32(2.5))
 
 
-def test_3d_grid(dev: NVDevice, lib: bytes) -> None:
-    nx, ny, nz = 17, 11, 5
+def test_3d_grid(dev: NVDevice, lib: bytes, big: bool) -> None:
+    nx, ny, nz = (37, 21, 13) if big else (17, 11, 5)
     O = dev.alloc(nx * ny * nz * 4)
     _run(dev, lib, "grid3d", (O, nx, ny, nz), ((nx + 7) // 8, (ny + 3) // 4, (nz + 1) // 2),
          (8, 4, 2))
@@ -105,15 +113,17 @@ def test_3d_grid(dev: NVDevice, lib: bytes) -> None:
     assert np.array_equal(_down(dev, O, np.uint32, want.size), want)
 
 
-def test_shared_memory_with_barriers(dev: NVDevice, lib: bytes) -> None:
-    x = np.arange(256 * 6, dtype=np.int32) * 7 - 5
+def test_shared_memory_with_barriers(dev: NVDevice, lib: bytes, big: bool) -> None:
+    blocks = 40 if big else 6
+    x = np.arange(256 * blocks, dtype=np.int32) * 7 - 5
     X, Y = _up(dev, x), dev.alloc(x.nbytes)
-    _run(dev, lib, "block_reverse", (X, Y), (6, 1, 1), (256, 1, 1))
-    assert np.array_equal(_down(dev, Y, np.int32, x.size), x.reshape(6, 256)[:, ::-1].reshape(-1))
+    _run(dev, lib, "block_reverse", (X, Y), (blocks, 1, 1), (256, 1, 1))
+    want = x.reshape(blocks, 256)[:, ::-1].reshape(-1)
+    assert np.array_equal(_down(dev, Y, np.int32, x.size), want)
 
 
-def test_dynamic_shared_memory_reduction(dev: NVDevice, lib: bytes) -> None:
-    n, bs = 5000, 512
+def test_dynamic_shared_memory_reduction(dev: NVDevice, lib: bytes, big: bool) -> None:
+    n, bs = (100_000 if big else 5000), 512
     x = np.random.default_rng(3).integers(-8, 8, n).astype(np.float32)
     blocks = (n + bs - 1) // bs
     X, O = _up(dev, x), dev.alloc(blocks * 4)
@@ -130,8 +140,8 @@ def test_many_parameters(dev: NVDevice, lib: bytes) -> None:
     assert _down(dev, O, np.float64, 16).tolist() == [float(a) for a in args]
 
 
-def test_atomics_under_contention(dev: NVDevice, lib: bytes) -> None:
-    n = 1000
+def test_atomics_under_contention(dev: NVDevice, lib: bytes, big: bool) -> None:
+    n = 200_000 if big else 1000
     keys = np.random.default_rng(4).integers(0, 1 << 20, n).astype(np.uint32)
     K = _up(dev, keys)
     H, M, F = _up(dev, np.zeros(64, np.uint32)), _up(dev, np.zeros(1, np.int32)), \
@@ -142,8 +152,8 @@ def test_atomics_under_contention(dev: NVDevice, lib: bytes) -> None:
     assert _down(dev, F, np.float32, 1)[0] == float(n)
 
 
-def test_double_precision_fma(dev: NVDevice, lib: bytes) -> None:
-    n = 1234
+def test_double_precision_fma(dev: NVDevice, lib: bytes, big: bool) -> None:
+    n = 12345 if big else 1234
     x, y = np.random.default_rng(5).random(n), np.random.default_rng(6).random(n)
     X, Y = _up(dev, x), _up(dev, y)
     _run(dev, lib, "daxpy", (0.3, X, Y, n), ((n + 127) // 128, 1, 1), (128, 1, 1))
@@ -159,8 +169,8 @@ def test_device_globals(dev: NVDevice, lib: bytes) -> None:
     assert np.array_equal(_down(dev, O, np.int32, n), table[idx & 7] * 10 + np.arange(n))
 
 
-def test_constant_memory(dev: NVDevice, lib: bytes) -> None:
-    n = 1024
+def test_constant_memory(dev: NVDevice, lib: bytes, big: bool) -> None:
+    n = 4096 if big else 1024
     x = np.linspace(-2, 2, n, dtype=np.float32)
     X, Y = _up(dev, x), dev.alloc(n * 4)
     _run(dev, lib, "poly", (X, Y, n), (n // 256, 1, 1), (256, 1, 1))
@@ -168,8 +178,8 @@ def test_constant_memory(dev: NVDevice, lib: bytes) -> None:
     assert np.allclose(_down(dev, Y, np.float32, n), want, rtol=1e-6, atol=1e-6)
 
 
-def test_local_memory(dev: NVDevice, lib: bytes) -> None:
-    n = 500
+def test_local_memory(dev: NVDevice, lib: bytes, big: bool) -> None:
+    n = 10_000 if big else 500
     idx = np.random.default_rng(8).integers(0, 10_000, n).astype(np.int32)
     I, O = _up(dev, idx), dev.alloc(n * 4)
     _run(dev, lib, "local_array", (I, O, n), ((n + 127) // 128, 1, 1), (128, 1, 1))
@@ -185,11 +195,11 @@ def test_warp_shuffle(dev: NVDevice, lib: bytes) -> None:
     assert np.array_equal(_down(dev, O, np.int32, 64), x.reshape(64, 32).sum(1))
 
 
-def test_grid_stride_loop(dev: NVDevice, lib: bytes) -> None:
-    n = 30_001
+def test_grid_stride_loop(dev: NVDevice, lib: bytes, big: bool) -> None:
+    n, blocks = (3_000_001, 132) if big else (30_001, 13)
     x = np.random.default_rng(10).random(n, dtype=np.float32)
     X = _up(dev, x)
-    _run(dev, lib, "scale_stride", (X, n, 3.0), (13, 1, 1), (256, 1, 1))
+    _run(dev, lib, "scale_stride", (X, n, 3.0), (blocks, 1, 1), (256, 1, 1))
     assert np.array_equal(_down(dev, X, np.float32, n), x * np.float32(3.0))
 
 

@@ -18,6 +18,7 @@ import pytest
 from runtime.drivers.amd import elf
 from runtime.drivers.mock.rdna3.audit import audit, functions, main as audit_main
 from runtime.drivers.mock.rdna3.decode import decode_one
+from .rdna3_device import ArrayDevice
 
 CLANG = Path(__file__).resolve().parent / "data" / "rdna3_real" / "clang"
 BUILDS = [(w, o) for w in ("w32", "w64") for o in ("O0", "O1", "O2", "O3", "Os")]
@@ -29,31 +30,11 @@ def code(name: str, wave: str, opt: str) -> bytes:
     return (CLANG / f"{name}_{wave}_{opt}.hsaco").read_bytes()
 
 
-class Dev:
-    """A mock AMD device through the runtime (code loading, kernel arguments, PM4 dispatch)."""
-
-    def __init__(self) -> None:
-        from runtime.drivers.amd.device import AMDDevice
-        self.d = AMDDevice("mock-amd:0")
-        # A hang must fail the test, not stall it: far above what these kernels need.
-        self.d.default_timeout_ms = 60_000
-
-    def put(self, a: np.ndarray):  # type: ignore[no-untyped-def]
-        buf = self.d.alloc(max(a.nbytes, 4))
-        self.d.copyin(buf, np.ascontiguousarray(a).tobytes())
-        return buf
-
-    def get(self, buf, n: int, dt) -> np.ndarray:  # type: ignore[no-untyped-def]
-        out = np.empty(n, dtype=dt)
-        self.d.copyout(out, buf)
-        return out
-
-
 @pytest.fixture
 def dev():  # type: ignore[no-untyped-def]
-    d = Dev()
+    d = ArrayDevice()
     yield d
-    d.d.close()
+    d.close()
 
 
 @pytest.mark.parametrize(("wave", "opt"), BUILDS, ids=IDS)

@@ -18,7 +18,7 @@ import pytest
 from runtime.drivers.mock.rdna3.audit import audit
 
 from . import test_rdna3_kernels as kernel_tests
-from .rdna3_device import DriverDevice
+from .rdna3_device import ArrayDevice, DriverDevice
 
 DATA = Path(__file__).resolve().parent / "data" / "rdna3_real"
 TRITON = DATA / "triton"
@@ -32,24 +32,12 @@ def ulp_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want32))))
 
 
-class Runner:
+class Runner(ArrayDevice):
     """A mock AMD device with Triton-style launches (hidden trailing pointer arguments, dynamic
     LDS from the metadata's `shared`)."""
 
     def __init__(self) -> None:
-        from runtime.drivers.amd.device import AMDDevice
-        self.d = AMDDevice("mock-amd:0")
-        self.d.default_timeout_ms = 600_000
-
-    def put(self, a: np.ndarray):  # type: ignore[no-untyped-def]
-        buf = self.d.alloc(max(a.nbytes, 4))
-        self.d.copyin(buf, np.ascontiguousarray(a).tobytes())
-        return buf
-
-    def get(self, buf, n: int, dt) -> np.ndarray:  # type: ignore[no-untyped-def]
-        out = np.empty(n, dtype=dt)
-        self.d.copyout(out, buf)
-        return out
+        super().__init__(timeout_ms=600_000)
 
     def triton(self, name: str, args: list, grid: tuple[int, ...]) -> None:  # type: ignore[type-arg]
         meta = json.loads((TRITON / f"{name}.json").read_text())
@@ -62,9 +50,6 @@ class Runner:
         grid3 = tuple(grid) + (1,) * (3 - len(grid))
         prg(*args, 0, 0, global_size=grid3, local_size=(meta["num_warps"] * 32, 1, 1),
             wait=True)
-
-    def close(self) -> None:
-        self.d.close()
 
 
 @pytest.fixture
