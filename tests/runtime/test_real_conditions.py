@@ -600,7 +600,8 @@ def test_a_gate_that_never_opens_is_named_and_the_device_goes_on(target: Target,
 def test_reading_before_the_kernel_ran_sees_old_bytes(target: Target, dev: Device) -> None:
     """A host that reads a kernel's output through a CPU mapping without waiting sees what was
     there before (the kernel is held back by a gate, so this is deterministic), and `done()` of
-    an asynchronous copy stays False until the work has run."""
+    an asynchronous copy stays False until the work has run. (A read leaves no trace the mock
+    could report as a hazard: the stale value is what shows.)"""
     if target.name == "nv":
         pytest.skip("device memory of the real GPU is not mapped here")
     prg, args = target.vadd(dev)
@@ -625,7 +626,10 @@ def test_reading_before_the_kernel_ran_sees_old_bytes(target: Target, dev: Devic
 def test_a_host_write_racing_a_queued_kernel_changes_its_input(target: Target,
                                                                dev: Device) -> None:
     """The host writes a kernel's input through a CPU mapping after the launch but before the
-    kernel ran: the kernel sees the new bytes (the launch did not copy them), as on a GPU."""
+    kernel ran: the kernel sees the new bytes (the launch did not copy them), as on a GPU, and
+    the mock, which sees the kernel queued behind the gate, reports the race as a HostHazard
+    naming the buffer and the kernel."""
+    from runtime.drivers.mock.host_races import HostHazard
     if target.name == "nv":
         pytest.skip("device memory of the real GPU is not mapped here")
     prg, args = target.vadd(dev)
@@ -636,9 +640,47 @@ def test_a_host_write_racing_a_queued_kernel_changes_its_input(target: Target,
     dev.synchronize()
     gate = _gated(dev)
     _launch(target, dev, prg, args, a, b, c)
+    dev.os.wait_idle()  # type: ignore[attr-defined]  (the GPU has seen the launch)
     a.cpu_view()[:] = np.full(N, 5, np.float32).tobytes()  # the host forgot to wait
-    gate.value = 1
+    kernel = "kernel vadd" if target.name == "mock-nv" else f"the kernel at {prg.pgm_va:#x}"
+    with pytest.warns(HostHazard, match=rf"allocation at {a.va:#x} \(\+{N * 4:#x}\) while "
+                                        rf"{kernel} .*was queued"):
+        gate.value = 1
+        dev.synchronize()
     np.testing.assert_array_equal(_read(dev, c), np.full(N, 6, np.float32))
+    assert any(f"{a.va:#x}" in h for h in dev.os.host_races.hazards)  # type: ignore[attr-defined]
+
+
+def test_a_host_write_racing_a_running_kernel_is_reported() -> None:
+    """A kernel that polls a flag the host then sets (through its CPU mapping) while the kernel
+    runs: the kernel sees it and ends, and the mock AMD GPU, which runs the kernel in time
+    slices, reports the host's write as a HostHazard naming the flag's buffer and the kernel.
+    (A deliberate flag like this one is reported too: the mock cannot tell it from a race.)"""
+    from runtime.drivers.mock.host_races import HostHazard
+    from runtime.drivers.amd.compiler import AMDCompiler
+    from runtime.hcq import AMDDevice
+    from tests.runtime.test_amd_mock_hang import SPIN
+    missing = AMDCompiler().available()
+    if missing is not None:
+        pytest.skip(f"OpenCL compiler unavailable: {missing}")
+    d = AMDDevice("mock-amd:0")
+    try:
+        spin = d.program(d.compiler.compile(SPIN), "spin")
+        flag, out = d.alloc(4, cpu_access=True), d.alloc(4 * 64)
+        d.copyin(out, bytes(4 * 64))
+        flag.cpu_view()[:] = bytes(4)
+        spin(flag, out, global_size=(2, 1, 1), local_size=(32, 1, 1))
+        deadline = time.perf_counter() + 30
+        while not any("running for" in ln for ln in d.os.kernel_log()):
+            assert time.perf_counter() < deadline, "the kernel never ran a time slice"
+            time.sleep(0.005)  # polls the mock's status until the kernel has run a slice
+        with pytest.warns(HostHazard, match=rf"allocation at {flag.va:#x} \(\+0x1000\) "
+                                            rf"while the kernel at {spin.pgm_va:#x} .*was "
+                                            "running"):
+            flag.cpu_view()[:] = (1).to_bytes(4, "little")
+            d.synchronize(timeout_ms=20_000)
+    finally:
+        d.close()
 
 
 # ------------------------------------------------------------------------------------ both modes

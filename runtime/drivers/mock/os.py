@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from runtime.drivers.mock.host_races import HostRaces
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, Doorbell, HostMapping,
                               MappedDoorbell, OSSeam)
 
@@ -142,6 +143,8 @@ class MockOS(OSSeam):
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
         self.drivers: list[Any] = []
+        #: host writes racing the machine's kernels (runtime/drivers/mock/host_races.py)
+        self.host_races = HostRaces()
 
     # ------------------------------------------------------------------ construction
     @classmethod
