@@ -273,6 +273,75 @@ def bench_mock_kernels(quick: bool) -> list[Result]:
     return out
 
 
+# -------------------------------------------------------------------------- NV launch CPU section
+def bench_nv_launch_cpu(quick: bool) -> list[Result]:
+    """What each NVIDIA launch route costs the CPU, on mock-nv with the compute channel's doorbell
+    silenced (the mock GPU never runs; between batches the CPU marks the batch complete itself),
+    so only building and publishing is timed: the hot path with the native helper and in Python,
+    the short path (`vals=`: a launch block from the arena, commands from the template), and the
+    queue path (the core's `Program.__call__`: fill_kernargs, a compute queue, submit)."""
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq.program import Program
+
+    class _Silent:  # a doorbell the mock GPU does not hear
+        def ring(self, token: int) -> None:
+            pass
+
+    dev = NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1))
+    out: list[Result] = []
+    try:
+        cubin = (ROOT / "tests" / "runtime" / "data" / "nv_kernels_cuda13.cubin").read_bytes()
+        prg = dev.program(cubin, "vadd")
+        a, b, c = (dev.alloc(4096) for _ in range(3))
+        dev.synchronize()
+        ch = dev.compute_channel
+        ch.doorbell = _Silent()  # type: ignore[assignment]
+        ch.publish = ch._make_publish()  # a benchmark's shortcut: rebind the silenced doorbell
+        g, l1 = (2, 1, 1), (64, 1, 1)
+        batch, reps = 16, (30 if quick else 200)
+
+        def complete() -> None:  # what the GPU would have written
+            dev.timeline_signal.value = dev.timeline_value
+            ch.progress.value = ch.seq
+
+        routes: dict[str, Callable[[], object]] = {
+            "hot path, native": lambda: prg(a, b, c, 100, global_size=g, local_size=l1),
+            "hot path, Python": lambda: prg(a, b, c, 100, global_size=g, local_size=l1),
+            "short path (vals=)": lambda: prg(a, b, c, vals=(100,), global_size=g,
+                                              local_size=l1),
+            "queue path (Program.__call__)": lambda: Program.__call__(
+                prg, a, b, c, 100, global_size=g, local_size=l1),
+        }
+        for name, fn in routes.items():
+            dev.launch_native = name != "hot path, Python"
+            complete()
+            prg._release_launchers()  # a fresh specialization for this setting
+            fn()
+            complete()
+            hot = prg._hot.get((g, l1))
+            if name == "hot path, native" and (
+                    hot is None or type(hot.fn).__name__ != "builtin_function_or_method"):
+                out.append(Result("nvcpu", name, 0, "", "skipped: no native launch helper"))
+                continue
+
+            def run(fn: Callable[[], object] = fn) -> float:
+                t = time.perf_counter()
+                for _ in range(batch):
+                    fn()
+                dt = time.perf_counter() - t
+                complete()
+                return dt / batch
+            for _ in range(3):
+                run()
+            out.append(Result("nvcpu", name, _best(run, reps) * 1e6, "us",
+                              "CPU per launch, mock-nv with a silent doorbell"))
+    finally:
+        dev.launch_native = True
+        dev.close()
+    return out
+
+
 # ------------------------------------------------------------------------------- nvidia section
 _NV_SRC = r"""
 extern "C" __global__ void inc(unsigned int* x, int n) {
@@ -576,6 +645,7 @@ SECTIONS: dict[str, Callable[[bool], list[Result]]] = {
     "rdna3": bench_rdna3,
     "nvidia": bench_nvidia,
     "mockkern": bench_mock_kernels,
+    "nvcpu": bench_nv_launch_cpu,
 }
 
 

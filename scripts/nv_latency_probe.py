@@ -56,7 +56,7 @@ def main() -> int:
     x = dev.alloc(4096)
     dev.copyin(x, np.zeros(1024, np.uint32))
     tl, ch = dev.timeline_signal, dev.compute_channel
-    arena = dev._kernarg_arena()
+    arena = dev.kernarg_arena()
     qcls = dev.qmd_class
     A = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE
     ACTIONS = {"IPCS": A, "PS": cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE,

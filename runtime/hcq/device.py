@@ -409,7 +409,9 @@ class Device:
         system memory slowly returns CPU-visible VRAM instead."""
         return self.alloc(size, kind=MemKind.GTT, cpu_access=True, uncached=True)
 
-    def _kernarg_arena(self) -> RingArena:
+    def kernarg_arena(self) -> RingArena:
+        """The ring of launch blocks (kernel arguments) that launches without a prebuilt block
+        take from, made on first use."""
         if self._arena is None:
             with self._submit:
                 if self._arena is None:
@@ -871,9 +873,16 @@ class Device:
                 raise fault
         self.check_usable()
 
-    def _note_exception(self, e: BaseException) -> None:
+    def note_submit_error(self, e: BaseException) -> None:
+        """Called by a submission route that raised `e` while publishing: a DeviceFault noticed
+        then becomes the device's fault, so every later call refuses with it."""
         if isinstance(e, DeviceFault) and self._fault is None:
             self._fault = e
+
+    @property
+    def submit_lock(self) -> SubmitLock:
+        """The lock every submission is built and published under (`SubmitLock`)."""
+        return self._submit
 
     def describe_state(self) -> str:
         """Human-readable state for timeout and fault reports."""

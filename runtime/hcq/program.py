@@ -144,7 +144,7 @@ class Program:
         gsz, lsz = as_tuple3(global_size, "global_size"), as_tuple3(local_size, "local_size")
         self.check_launch(gsz, lsz)
         if block is None:
-            block = self.device._kernarg_arena().take(self._kernargs_size(), 64)
+            block = self.device.kernarg_arena().take(self._kernargs_size(), 64)
         va, view = block
         kargs = self._fill_block(va, view, gsz, lsz)
         kargs.device = self.device

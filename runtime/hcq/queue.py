@@ -146,7 +146,7 @@ class HWQueue:
             with dev._submit:  # one submission reaches a ring at a time
                 self._submit()
         except Exception as e:  # a fault noticed while submitting poisons the device
-            dev._note_exception(e)
+            dev.note_submit_error(e)
             raise
         if dev._trace is not None:
             dev._trace.submitted(self)

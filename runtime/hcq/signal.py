@@ -46,6 +46,13 @@ class Signal:
         return self.buf.va
 
     @property
+    def value_view(self) -> memoryview:
+        """The signal's memory as two unsigned 64-bit words (value, timestamp), read and written
+        in place: for launch paths that compare the value without a call (and native helpers,
+        which keep a pointer to it)."""
+        return self._u64
+
+    @property
     def timestamp_va(self) -> int:
         """GPU address of the 64-bit timestamp."""
         return self.buf.va + TIMESTAMP_OFFSET_B

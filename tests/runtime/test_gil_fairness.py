@@ -79,7 +79,7 @@ def test_the_store_fence_keeps_the_gil() -> None:
 
 class _Signal:
     def __init__(self) -> None:
-        self._u64 = [0]
+        self.value_view = [0]
 
 
 class _NoMockOS:

@@ -35,7 +35,7 @@ class _Dev:
     def check_usable(self) -> None:
         pass
 
-    def _note_exception(self, e: BaseException) -> None:
+    def note_submit_error(self, e: BaseException) -> None:
         pass
 
 

@@ -61,12 +61,12 @@ def test_wait_true_is_one_timed_submission_returning_gpu_time(dev: Any) -> None:
     assert isinstance(t, float) and t >= 0.0
     assert dev.compute_channel.seq == before + 1  # one submission, not a queue per launch
     # through the shape's launch slots; the timed template is only the short path's
-    assert prg._timed is None and prg._hot[(1, 1, 1), (32, 1, 1)] is not None
+    assert prg._timed_commands is None and prg._hot[(1, 1, 1), (32, 1, 1)] is not None
     assert dev.timeline_signal.value == dev.timeline_value
     # Sizes as lists take the short path: one submission from the prebuilt timed command stream.
     t = prg(buf, 4, global_size=[1, 1, 1], local_size=[32, 1, 1], wait=True)
     assert isinstance(t, float) and t >= 0.0
-    assert dev.compute_channel.seq == before + 2 and prg._timed is not None
+    assert dev.compute_channel.seq == before + 2 and prg._timed_commands is not None
     assert dev.timeline_signal.value == dev.timeline_value
     # The next fast launch and a copy order themselves after it.
     prg(buf, 4, global_size=(1, 1, 1), local_size=(32, 1, 1))

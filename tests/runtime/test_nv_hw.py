@@ -123,7 +123,7 @@ def test_wait_returns_the_grid_time_from_the_slot_timestamps(dev) -> None:  # ty
     long = [prg(200_000, out, global_size=shape[0], local_size=shape[1], wait=True)
             for _ in range(5)]
     spun = int(_down(dev, out, np.uint64, 1)[0])
-    assert prg._timed is None and prg._hot[shape] is not None
+    assert prg._timed_commands is None and prg._hot[shape] is not None
     assert all(0 < t < 50e-6 for t in short), short
     assert spun >= 200_000 and all(200e-6 <= t < 2e-3 for t in long), (spun, long)
     print(f"\nwait=True GPU time: empty {sorted(short)[10] * 1e6:.2f} us, "

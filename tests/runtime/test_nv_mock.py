@@ -299,7 +299,8 @@ def test_a_launch_that_waits_takes_the_slot_ring_and_times_the_grid(dev: NVDevic
     times = [prg(a, b, c, n, global_size=shape[0], local_size=shape[1], wait=True)
              for _ in range(3)]
     assert gpu.launch_count == before + 3 and prg._hot[shape] is not None
-    assert prg._timed is None, "a waiting launch must not take the short path's timed template"
+    assert prg._timed_commands is None, \
+        "a waiting launch must not take the short path's timed template"
     tl, progress = dev.timeline_signal, dev.compute_channel.progress
     assert tl.value == dev.timeline_value and progress.value == dev.compute_channel.seq
     assert all(t is not None and 0 < t < 0.05 for t in times), times
@@ -517,7 +518,6 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
 
     from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64, SEM_RELEASE_TS, host_semaphore
     from runtime.drivers.nv.methods import SUBC_COMPUTE, decode_gp_entry, nvm
-    from runtime.drivers.nv.program import _pcas_methods
     prg = dev.program(CUBIN, "vadd")
     _gpu(dev).register_kernel(prg.prog_va, _vadd_model)
     n = 300
@@ -549,8 +549,10 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
                + nvm(SUBC_COMPUTE, cl.NVCBC0_WAIT_FOR_IDLE, 0)
                + nvm(SUBC_COMPUTE, cl.NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
                      dev.gen.compute.cache_invalidate)
-               + _pcas_methods(dev, qmd_va) + host_semaphore(ch.progress.va, seqs[i],
-                                                             SEM_RELEASE_TS))
+               + nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_PCAS_A, qmd_va >> 8)
+               + nvm(SUBC_COMPUTE, cl.NVCBC0_SEND_SIGNALING_PCAS2_B,
+                     dev.gen.compute.pcas_action(dev.pcas_action))
+               + host_semaphore(ch.progress.va, seqs[i], SEM_RELEASE_TS))
         va, nd = decode_gp_entry(ch.ring[gp[i] & mask])
         skip = 0 if i == 0 else 6  # later launches start at WAIT_FOR_IDLE
         assert (va, nd) == (sva + 4 * skip, len(seg) - skip)

@@ -1,6 +1,11 @@
-/* The NVIDIA launch hot path in C: one launch through the next slot of a shape's launcher
- * (runtime/drivers/nv/launcher.py), with the submission protocol of the channel
- * (runtime/drivers/nv/gpfifo.py `Channel`) without the interpreter's per-statement cost.
+/* The NVIDIA launch hot path in C: an accelerator of the launch that runtime/drivers/nv/launcher.py
+ * describes (its module docstring, steps 1-5) and executes in Python (`ShapeLauncher._python`):
+ * one launch through the next slot of a shape's launcher, with the submission protocol of the
+ * channel (runtime/drivers/nv/gpfifo.py `Channel.publish`), without the interpreter's
+ * per-statement cost. It decides nothing of its own: where it writes is the launcher's
+ * `SlotLayout` (make()'s settings of the same names), what it writes is fixed by the commands the
+ * launcher built, and tests/runtime/test_nv_launch_paths.py checks that both executors leave the
+ * same bytes in the same places.
  *
  * State is shared through explicit structures, never through Python attributes: the channel's
  * words (`channel_state`, gpfifo.CHANNEL_WORDS), the device's words (`device_state`,
@@ -27,7 +32,7 @@
 #ifndef HCQ_SOURCE_SHA256
 #define HCQ_SOURCE_SHA256 ""  /* setup.py defines it when it builds the wheel's copy */
 #endif
-#define ABI 3
+#define ABI 4
 
 /* gpfifo.CHANNEL_WORDS, in order */
 typedef struct {
@@ -59,9 +64,11 @@ typedef struct {
     uint64_t *ringp;
     uint32_t *userdp;
     uint8_t *bellp;
-    Py_ssize_t n, nargs, pbase, pay, gp_put_dw, bell_width;
+    Py_ssize_t n, nargs, gp_put_dw, bell_width;
     uint64_t mask, token;
-    Py_ssize_t block_off[MAX_SLOTS], acq_idx[MAX_SLOTS], seq_idx[MAX_SLOTS];
+    /* SlotLayout: byte offset of each slot's parameters, dword indices of its payloads */
+    Py_ssize_t param_off[MAX_SLOTS], payload_idx[MAX_SLOTS], acq_idx[MAX_SLOTS],
+        seq_idx[MAX_SLOTS];
     uint64_t ent_a[MAX_SLOTS], ent_c[MAX_SLOTS];
     int kind[MAX_ARGS];
     Py_ssize_t off[MAX_ARGS];
@@ -121,6 +128,7 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     launcher *L = (launcher *)PyCapsule_GetPointer(self, "nvlaunch");
     if (!L) return NULL;
     if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != L->nargs) Py_RETURN_FALSE;
+    /* 1. arguments */
     union { uint64_t u; int64_t i; double d; float f; } val[MAX_ARGS];
     for (Py_ssize_t a = 0; a < L->nargs; a++) {
         PyObject *o = PyTuple_GET_ITEM(args, a);
@@ -169,6 +177,7 @@ static PyObject *launch(PyObject *self, PyObject *args) {
             }
         }
     }
+    /* 2. admission */
     device_state *D = L->dev;
     channel_state *C = L->ch;
     if (D->blocked) Py_RETURN_FALSE;  /* the short path raises the device's error */
@@ -178,10 +187,10 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     if (L->st[i] > *L->tlv) Py_RETURN_FALSE;  /* the slot's previous launch is still running */
     uint64_t put = C->gp_put;
     if (put >= C->gp_free_until) Py_RETURN_FALSE;
-    /* -- the stores the GPU reads: the slot */
-    uint8_t *blk = L->base + L->block_off[i];
+    /* 3. the slot's stores, and the dependency */
+    uint8_t *params = L->base + L->param_off[i];
     for (Py_ssize_t a = 0; a < L->nargs; a++) {
-        uint8_t *p = blk + L->pbase + L->off[a];
+        uint8_t *p = params + L->off[a];
         switch (L->kind[a]) {
         case K_BUF: case K_I64: memcpy(p, &val[a].u, 8); break;
         case K_I32: { int32_t x = (int32_t)val[a].i; memcpy(p, &x, 4); break; }
@@ -191,17 +200,22 @@ static PyObject *launch(PyObject *self, PyObject *args) {
         case K_F64: memcpy(p, &val[a].d, 8); break;
         }
     }
-    uint32_t *words = (uint32_t *)L->base;
-    *(volatile uint32_t *)(blk + L->pay) = (uint32_t)v;
-    ((volatile uint32_t *)words)[L->seq_idx[i]] = (uint32_t)seq;
+    volatile uint32_t *words = (volatile uint32_t *)L->base;
+    words[L->payload_idx[i]] = (uint32_t)v;
+    words[L->seq_idx[i]] = (uint32_t)seq;
     uint64_t entry;
     if (C->chain_value == v - 1) {
         entry = L->ent_c[i];
     } else {
-        ((volatile uint32_t *)words)[L->acq_idx[i]] = (uint32_t)(v - 1);
+        words[L->acq_idx[i]] = (uint32_t)(v - 1);
         entry = L->ent_a[i];
     }
-    /* -- publish (Channel.publish): entry, record, state, GP_PUT, fence, doorbell */
+    /* 4. the books */
+    C->chain_value = v;
+    D->timeline_value = v;
+    L->st[i] = v;
+    L->st[L->n] = (uint64_t)((i + 1) % L->n);
+    /* 5. publish (Channel.publish): entry, record, seq, GP_PUT, USERD, fence, doorbell */
     ((volatile uint64_t *)L->ringp)[put & L->mask] = entry;
     put += 1;
     uint64_t r = 2 * (seq & L->mask);
@@ -209,10 +223,6 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     L->rec[r + 1] = put;
     C->seq = seq;
     C->gp_put = put;
-    C->chain_value = v;
-    D->timeline_value = v;
-    L->st[i] = v;
-    L->st[L->n] = (uint64_t)((i + 1) % L->n);
     ((volatile uint32_t *)L->userdp)[L->gp_put_dw] = (uint32_t)(put & L->mask);
     store_fence();
     if (L->bell_fn) {
@@ -269,21 +279,21 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
     (void)mod;
     static char *names[] = {"chunk", "slots", "device_words", "channel_words", "records",
                             "timeline", "ring", "userd", "doorbell", "n_slots", "entries",
-                            "param_base", "payload_off", "gp_put_dw", "token", "doorbell_index",
-                            "doorbell_width", "block_offs", "acquire_idx", "seq_idx",
+                            "gp_put_dw", "token", "doorbell_index", "doorbell_width",
+                            "param_offs", "payload_idx", "acquire_idx", "seq_idx",
                             "entry_acquire", "entry_chained", "kinds", "arg_offs", "buffer_type",
                             "owner", "on_error", NULL};
-    PyObject *chunk, *slots, *dw, *cw, *rec, *tl, *ring, *userd, *bell, *offs, *acq, *seqs, *ea,
-        *ec, *kinds, *poffs, *btype, *owner, *on_error;
-    Py_ssize_t n, pbase, pay, gp_put_dw, bell_index, bell_width;
+    PyObject *chunk, *slots, *dw, *cw, *rec, *tl, *ring, *userd, *bell, *pars, *pays, *acq, *seqs,
+        *ea, *ec, *kinds, *poffs, *btype, *owner, *on_error;
+    Py_ssize_t n, gp_put_dw, bell_index, bell_width;
     unsigned long long entries, token;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOnKnnnKnnOOOOOOOOOO", names, &chunk,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOnKnKnnOOOOOOOOOOO", names, &chunk,
                                      &slots, &dw, &cw, &rec, &tl, &ring, &userd, &bell, &n,
-                                     &entries, &pbase, &pay, &gp_put_dw, &token, &bell_index,
-                                     &bell_width, &offs, &acq, &seqs, &ea, &ec, &kinds, &poffs,
+                                     &entries, &gp_put_dw, &token, &bell_index, &bell_width,
+                                     &pars, &pays, &acq, &seqs, &ea, &ec, &kinds, &poffs,
                                      &btype, &owner, &on_error))
         return NULL;
-    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 27) {
+    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 26) {
         PyErr_SetString(PyExc_TypeError, "make() takes every setting, by keyword");
         return NULL;
     }
@@ -301,8 +311,6 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
     }
     L->n = n;
     L->mask = entries - 1;
-    L->pbase = pbase;
-    L->pay = pay;
     L->gp_put_dw = gp_put_dw;
     L->token = token;
     L->bell_width = bell_width;
@@ -331,7 +339,8 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
             goto fail;
         L->bellp = (uint8_t *)p + bell_index * bell_width;
     }
-    if (get_ints(offs, n, L->block_off, NULL, "block_offs") < 0 ||
+    if (get_ints(pars, n, L->param_off, NULL, "param_offs") < 0 ||
+        get_ints(pays, n, L->payload_idx, NULL, "payload_idx") < 0 ||
         get_ints(acq, n, L->acq_idx, NULL, "acquire_idx") < 0 ||
         get_ints(seqs, n, L->seq_idx, NULL, "seq_idx") < 0 ||
         get_ints(ea, n, NULL, L->ent_a, "entry_acquire") < 0 ||
@@ -355,14 +364,14 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
     }
     Py_ssize_t len = L->view[V_CHUNK].len;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (L->block_off[i] < 0 || L->block_off[i] + pay + 4 > len ||
+        if (L->param_off[i] < 0 || L->payload_idx[i] < 0 || (L->payload_idx[i] + 1) * 4 > len ||
             L->acq_idx[i] < 0 || (L->acq_idx[i] + 1) * 4 > len ||
             L->seq_idx[i] < 0 || (L->seq_idx[i] + 1) * 4 > len) {
             PyErr_SetString(PyExc_ValueError, "a slot lies outside the chunk");
             goto fail;
         }
         for (Py_ssize_t a = 0; a < L->nargs; a++)
-            if (L->off[a] < 0 || L->block_off[i] + pbase + L->off[a] + 8 > len) {
+            if (L->off[a] < 0 || L->param_off[i] + L->off[a] + 8 > len) {
                 PyErr_SetString(PyExc_ValueError, "an argument lies outside the chunk");
                 goto fail;
             }

@@ -400,6 +400,12 @@ class NVDevice(Device):
         self.words[BLOCKED] = (self.words[BLOCKED] & SubmitLock.HELD) | \
             int(value or self._fault_error is not None)
 
+    @property
+    def may_submit(self) -> bool:
+        """Whether the device takes work (not faulted, not closed): one word the launch paths
+        read (`words`)."""
+        return not self.words[BLOCKED] & 1
+
     # ------------------------------------------------------------------ bring-up
     def _open(self, index: int) -> None:
         self.rm = NvRm(self.os)
@@ -731,7 +737,7 @@ class NVDevice(Device):
         try:
             self.copy_channel.submit_one(w)
         except Exception as e:
-            self._note_exception(e)  # a fault noticed while submitting poisons the device
+            self.note_submit_error(e)  # a fault noticed while submitting poisons the device
             raise
         self.timeline_value = v
         return v
@@ -743,7 +749,7 @@ class NVDevice(Device):
         q = self.copy_queue().wait(tl, marks[0]).copy((marks[3] << 32) | marks[4],
                                                       (marks[1] << 32) | marks[2], marks[5]) \
             .signal(tl, marks[6])
-        words = q._d
+        words = q.words
         pos = tuple(words.index(m) for m in marks)
         if any(words.count(m) != 1 for m in marks):
             raise QueueError("copy template: a marker value occurs twice")
@@ -848,7 +854,7 @@ class NVDevice(Device):
         # it to a waiting thread at every switch interval. Releasing it briefly here (a zero
         # sleep) would do the opposite: the waiting thread wakes, finds it taken again and
         # starts its interval over, so a long wait would starve every other thread.
-        u64 = sig._u64
+        u64 = sig.value_view
         sleep = getattr(self.os, "sleep_for_gpu", None)
         if sleep is not None:  # a mock GPU running on a thread of this process
             if u64[0] < value:

@@ -1,21 +1,43 @@
-"""The NVIDIA launch hot path: per-shape rings of prebuilt launch slots.
+"""The NVIDIA launch hot path: per-shape rings of prebuilt launch slots, and the one description of
+a launch that both of its executors follow.
 
 A launch of a program with a given grid and block (a "shape") that does not wait goes through a
 `ShapeLauncher`. It owns a chunk of CPU-visible VRAM holding N slots, each a complete launch block
-(constant bank 0 driver area, parameters, QMD releasing the device timeline) and a command segment,
-both written once with every address they need:
+(the shape's cb0 driver area and timeline QMD from `NVProgram.launch_shape`, the one QMD builder,
+written by `NVProgram.block_template`) and a command segment (`queue.timeline_launch(fenced=True)`,
+the one command sequence of a timeline launch), both written once with every address they need:
 
-    acquire timeline >= v-1 | WAIT_FOR_IDLE | INVALIDATE_SHADER_CACHES | SEND_PCAS(QMD) | progress
+    acquire timeline >= v-1 | LAUNCH FENCE | INVALIDATE_SHADER_CACHES | SEND_PCAS(QMD) | progress
 
-A launch fills the next slot: one packed store of the arguments, the QMD's release payload, the
-acquire payload and the channel's progress sequence number; then the channel's publish step
-(`Channel.publish`: GPFIFO entry pointing at the segment, in-flight record, state words, GP_PUT,
-store fence, doorbell). The launch is _nvlaunch.c's `launch` where that module can be had, else
-the same steps in Python (`ShapeLauncher._python`); both read and write the channel's and the
-device's shared state words (gpfifo.CHANNEL_WORDS, DEVICE_WORDS) and nothing else of theirs.
+Where each launch writes is data computed once (`SlotLayout`). What a launch does, in order:
+
+  1. arguments: the types match the specialization; buffers are live and of this device; every
+     value packs into its slot (else decline: the careful path raises the right error);
+  2. admission: the device may submit (`DEVICE_WORDS` blocked is clear, and no other thread is
+     building a submission), v = timeline value + 1 and seq = channel seq + 1 fit 32 bits, the
+     next slot's previous launch is complete (its value <= the timeline signal), one GPFIFO entry
+     is free (else decline; `ShapeLauncher.dispatch` makes room and tries again);
+  3. the slot's stores: the parameters, the QMD's release payload v, the progress payload seq;
+     then the dependency: when the channel's last launch released v-1 (`chain_value`), the entry
+     starts at the LAUNCH FENCE (`entry_chained`: the channel's order and the fence imply v-1);
+     otherwise the acquire's payload v-1 is stored and the entry starts at the acquire;
+  4. the books: chain value v, timeline value v, the slot's value v, the next slot;
+  5. publish (`Channel.publish`): GPFIFO entry, in-flight record, seq, GP_PUT, USERD GP_PUT,
+     store fence, doorbell. A failure of the doorbell (the mock's fault report) becomes the
+     device's fault (`Device.note_submit_error`).
+
+A declined launch has stored nothing the GPU reads. The executors: `ShapeLauncher._python` and
+_nvlaunch.c's `launch` (the accelerator, used where it can be built and `NVDevice.launch_native`
+is set; HCQ_NATIVE=0 turns it off everywhere). They share the channel's and the device's state
+words (gpfifo.CHANNEL_WORDS, DEVICE_WORDS) and the launcher's slot words, and leave the same bytes
+in the same places (tests/runtime/test_nv_launch_paths.py runs one script of launches both ways).
+
+The launch fence is `NVComputeQueue.launch_fence` (queue.py): the segments get it from
+`timeline_launch`, queues and graph bodies from `exec`; changing how a dependent launch waits for
+the one before it is a change there (and in `NVProgram.launch_shape` for QMD-side mechanisms).
 
 When the previous timeline value was released by this compute channel's own launch (the usual
-case: launch after launch), the GPFIFO entry skips the acquire and starts at WAIT_FOR_IDLE: the
+case: launch after launch), the GPFIFO entry skips the acquire and starts at the fence: the
 channel's own completion order already implies v-1, and the acquire's poll of system memory costs
 about a microsecond on the H200 (scripts/nv_latency_probe.py measures it). A slot is reused only
 once the timeline shows its previous launch complete; the PCAS action invalidates any copy of the
@@ -30,6 +52,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from dataclasses import dataclass
 
 import numpy as np
 from pathlib import Path
@@ -37,10 +60,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, BLOCKED, CHAIN_VALUE, CHANNEL_WORDS,
-                                       DEVICE_WORDS, GP_FREE_UNTIL, GP_PUT, SEM_ACQUIRE_GEQ_64,
-                                       SEM_PAYLOAD_LO_DW, SEM_RELEASE_TS, SEQ, TIMELINE_VALUE,
-                                       host_semaphore)
-from runtime.drivers.nv.methods import SUBC_COMPUTE, gp_entry, nvm
+                                       DEVICE_WORDS, GP_FREE_UNTIL, GP_PUT, SEM_PAYLOAD_LO_DW, SEQ,
+                                       TIMELINE_VALUE)
+from runtime.drivers.nv.methods import gp_entry
 from runtime.hcq import native
 from runtime.hcq.memory import Buffer, MemKind, SlotPool, round_up
 from runtime.hcq.seam import MappedDoorbell
@@ -48,7 +70,7 @@ from runtime.hcq.seam import MappedDoorbell
 if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
     from runtime.drivers.nv.gpfifo import Channel
-    from runtime.drivers.nv.program import NVProgram
+    from runtime.drivers.nv.program import LaunchShape, NVProgram
     from runtime.hcq.program import ArgValue
 
 _M32 = 0xFFFFFFFF
@@ -57,9 +79,7 @@ BACKING_B = 2 << 20         # VRAM carved into chunks
 MAX_SLOTS = 32
 MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
-_ACQ_DW = 6                 # the acquire's dwords at the start of a segment
-_TRAILER_DW = 6             # the progress release's dwords at its end
-NATIVE_ABI = 3             # _nvlaunch.c's ABI: the make() settings and the shared words
+NATIVE_ABI = 4             # _nvlaunch.c's ABI: the make() settings and the shared words
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
                  (float, 4): 5, (float, 8): 6}
@@ -133,13 +153,29 @@ def _doorbell(ch: "Channel") -> tuple[Any, int, int, int]:
     return db.ring, 0, 4, ch.token
 
 
+@dataclass(frozen=True)
+class SlotLayout:
+    """Where the launches of one `ShapeLauncher` write, in its backing buffer's CPU view: byte
+    offsets of each slot's parameters, dword indices of the payloads a launch patches, and each
+    slot's two GPFIFO entries. Both executors take exactly these (the C helper as `make`'s
+    settings of the same names)."""
+
+    param_offs: tuple[int, ...]      # byte offset of slot i's parameter area
+    payload_idx: tuple[int, ...]     # dword: its QMD's release payload (the timeline value v)
+    acquire_idx: tuple[int, ...]     # dword: its segment's acquire payload (v - 1)
+    seq_idx: tuple[int, ...]         # dword: its segment's progress payload (the sequence number)
+    entry_acquire: tuple[int, ...]   # GPFIFO entry of the whole segment
+    entry_chained: tuple[int, ...]   # GPFIFO entry from the launch fence on
+
+
 class ShapeLauncher:
     """Launches of one program with one grid and block (module docstring). `fn(args)` is the
     launch specialized for the last argument types seen; it returns False, having changed nothing
     the GPU sees, when the arguments need another specialization (`dispatch`) or the careful
     path."""
 
-    def __init__(self, prg: "NVProgram", cb0: bytes, qmd: bytes, n_slots: int) -> None:
+    def __init__(self, prg: "NVProgram", shape: "LaunchShape", n_slots: int) -> None:
+        from runtime.drivers.nv.queue import timeline_launch
         dev = prg.nvdev
         self.prg, self.device = prg, dev
         self.fn: Callable[[tuple[ArgValue, ...]], bool] = _never
@@ -149,36 +185,35 @@ class ShapeLauncher:
         # Timeline value each slot's last launch releases, then the next slot's index.
         self.state = array("Q", [0] * (n_slots + 1))
         qo = self.qo = prg.qmd_offset(0)
-        stride = block_stride(prg, len(qmd))
+        stride = block_stride(prg, len(shape.qmd_timeline))
         seg0 = n_slots * stride
         base = self.buf.va + self.chunk_off
         view = self.buf.cpu_view()[self.chunk_off:self.chunk_off + CHUNK_B]
-        tl, ch = dev.timeline_signal, dev.compute_channel
-        segment = (host_semaphore(tl.va, 0, SEM_ACQUIRE_GEQ_64)
-                   + nvm(SUBC_COMPUTE, dev.gen.compute.WAIT_FOR_IDLE, 0)
-                   + list(prg.launch_template(tl.va)[_ACQ_DW:])   # invalidate, PCAS A/B
-                   # with the front end's time: a launch that waits reports GPU time from it
-                   + host_semaphore(ch.progress.va, 0, SEM_RELEASE_TS))
-        pcas = prg.pcas_pos + 2   # PCAS_A's data dword: the template has no WAIT_FOR_IDLE
+        cmds = timeline_launch(dev, fenced=True, progress=dev.compute_channel.progress)
+        segment = cmds.words
         n_dw = len(segment)
-        assert n_dw * 4 <= SEGMENT_STRIDE_B
-        self.block_offs, self.acq_idx, self.seq_idx = [], [], []
-        self.entry_acquire, self.entry_chained = [], []
+        assert n_dw * 4 <= SEGMENT_STRIDE_B and cmds.progress is not None
+        assert (qo + prg.payload_off) % 4 == 0
+        self.block_offs: list[int] = []
+        lay: dict[str, list[int]] = {f: [] for f in SlotLayout.__dataclass_fields__}
         words = self.buf.cpu_view().cast("I")
         for i in range(n_slots):
             boff = i * stride
             bva = base + boff
-            view[boff:boff + qo + len(qmd)] = prg.block_template(bva, cb0, qmd)
+            view[boff:boff + qo + len(shape.qmd_timeline)] = prg.block_template(bva, shape)
             soff = seg0 + i * SEGMENT_STRIDE_B
-            seg = list(segment)
-            seg[pcas] = (bva + qo) >> 8
+            seg = segment[:]
+            seg[cmds.qmd] = (bva + qo) >> 8
             w0 = (self.chunk_off + soff) // 4
-            words[w0:w0 + n_dw] = array("I", seg)
+            words[w0:w0 + n_dw] = seg
             self.block_offs.append(self.chunk_off + boff)
-            self.acq_idx.append(w0 + SEM_PAYLOAD_LO_DW)
-            self.seq_idx.append(w0 + n_dw - _TRAILER_DW + SEM_PAYLOAD_LO_DW)
-            self.entry_acquire.append(gp_entry(base + soff, n_dw))
-            self.entry_chained.append(gp_entry(base + soff + 4 * _ACQ_DW, n_dw - _ACQ_DW))
+            lay["param_offs"].append(self.chunk_off + boff + prg.param_base)
+            lay["payload_idx"].append((self.chunk_off + boff + qo + prg.payload_off) // 4)
+            lay["acquire_idx"].append(w0 + cmds.acquire)
+            lay["seq_idx"].append(w0 + cmds.progress)
+            lay["entry_acquire"].append(gp_entry(base + soff, n_dw))
+            lay["entry_chained"].append(gp_entry(base + soff + 4 * cmds.fence, n_dw - cmds.fence))
+        self.layout = SlotLayout(**{k: tuple(v) for k, v in lay.items()})
 
     def block_va(self, i: int) -> int:
         """GPU address of slot `i`'s launch block."""
@@ -186,7 +221,7 @@ class ShapeLauncher:
 
     def segment_va(self, i: int) -> int:
         """GPU address of slot `i`'s command segment (its acquire)."""
-        return self.buf.va + 4 * (self.acq_idx[i] - SEM_PAYLOAD_LO_DW)
+        return self.buf.va + 4 * (self.layout.acquire_idx[i] - SEM_PAYLOAD_LO_DW)
 
     # ------------------------------------------------------------------ dispatch
     def dispatch(self, args: "tuple[ArgValue, ...]") -> bool:
@@ -194,7 +229,7 @@ class ShapeLauncher:
         first making room (waiting for the next slot's previous launch, or for GPFIFO space)
         when the specialization declines for lack of it."""
         dev = self.device
-        if dev.words[BLOCKED]:
+        if not dev.may_submit:
             return False  # the short path raises the device's error
         types = tuple(map(type, args))
         fn = self._specs[types] if types in self._specs else self._specialize(types)
@@ -216,7 +251,7 @@ class ShapeLauncher:
             try:
                 ch.wait_space(ch.pb_put, 1)
             except Exception as e:
-                dev._note_exception(e)
+                dev.note_submit_error(e)
                 raise
 
     def _specialize(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
@@ -235,6 +270,7 @@ class ShapeLauncher:
         return fn
 
     def _native(self, types: tuple[type, ...]) -> "Callable[..., bool] | None":
+        """The launch of the module docstring by _nvlaunch.c, given the same layout and state."""
         kinds = []
         for slot, t in zip(self.prg.slots, types):
             k = _native_kind(t, slot.size)
@@ -244,43 +280,42 @@ class ShapeLauncher:
         mod = native_helper()
         if mod is None:
             return None
-        dev, prg = self.device, self.prg
+        dev = self.device
         ch = dev.compute_channel
         bell, index, width, token = _doorbell(ch)
         # Fresh views ([:]) for the helper to hold: its buffer exports then never stop the
         # device's own views from being released when the device closes.
         if isinstance(bell, memoryview):
             bell = bell[:]
+        lay = self.layout
         return mod.make(  # type: ignore[no-any-return]
             chunk=self.buf.cpu_view()[:], slots=self.state, device_words=dev.words,
-            channel_words=ch.state, records=ch.records, timeline=dev.timeline_signal._u64[:],
+            channel_words=ch.state, records=ch.records, timeline=dev.timeline_signal.value_view[:],
             ring=ch.ring[:], userd=ch.userd[:], doorbell=bell, n_slots=self.n,
-            entries=ch.entries, param_base=prg.param_base,
-            payload_off=self.qo + prg.payload_off, gp_put_dw=_GP_PUT_DW, token=token,
-            doorbell_index=index, doorbell_width=width, block_offs=tuple(self.block_offs),
-            acquire_idx=tuple(self.acq_idx), seq_idx=tuple(self.seq_idx),
-            entry_acquire=tuple(self.entry_acquire), entry_chained=tuple(self.entry_chained),
-            kinds=tuple(kinds), arg_offs=tuple(s.offset for s in prg.slots), buffer_type=Buffer,
-            owner=dev, on_error=dev._note_exception)
+            entries=ch.entries, gp_put_dw=_GP_PUT_DW, token=token, doorbell_index=index,
+            doorbell_width=width, param_offs=lay.param_offs, payload_idx=lay.payload_idx,
+            acquire_idx=lay.acquire_idx, seq_idx=lay.seq_idx, entry_acquire=lay.entry_acquire,
+            entry_chained=lay.entry_chained, kinds=tuple(kinds),
+            arg_offs=tuple(s.offset for s in self.prg.slots), buffer_type=Buffer, owner=dev,
+            on_error=dev.note_submit_error)
 
     def _python(self, types: tuple[type, ...], p: struct.Struct) -> "Callable[..., bool]":
-        """The launch in Python: what _nvlaunch.c does, step for step, on the same state."""
-        prg, dev = self.prg, self.device
+        """The launch of the module docstring in Python, on the same layout and state as the
+        native one (steps numbered as there)."""
+        dev = self.device
         ch = dev.compute_channel
         nargs = len(types)
         buffers = tuple(i for i, t in enumerate(types) if t is Buffer)
-        pack = p.pack_into
+        pack, psize = p.pack, p.size
         amv = self.buf.cpu_view()
         words = amv.cast("I")
-        pbase, pay = prg.param_base, self.qo + prg.payload_off
-        assert pay % 4 == 0 and all(o % 4 == 0 for o in self.block_offs)
-        payw = [(o + pay) // 4 for o in self.block_offs]  # the release payload's dword
-        offs, acq, seqs = self.block_offs, self.acq_idx, self.seq_idx
-        ent_a, ent_c = self.entry_acquire, self.entry_chained
+        lay = self.layout
+        poffs, payw, acq, seqs = lay.param_offs, lay.payload_idx, lay.acquire_idx, lay.seq_idx
+        ent_a, ent_c = lay.entry_acquire, lay.entry_chained
         st, n, nmask = self.state, self.n, self.n - 1
-        dw, cs, tlv = dev.words, ch.state, dev.timeline_signal._u64
+        dw, cs, tlv = dev.words, ch.state, dev.timeline_signal.value_view
         publish = ch.publish
-        guard = dev._submit
+        guard = dev.submit_lock
 
         def launch(args: "tuple[ArgValue, ...]") -> bool:
             # Unlike the native launch (which the GIL keeps whole), Python may switch threads
@@ -289,6 +324,7 @@ class ShapeLauncher:
                 return launch_locked(args)
 
         def launch_locked(args: "tuple[ArgValue, ...]") -> bool:
+            # 1. arguments
             if len(args) != nargs or tuple(map(type, args)) != types:
                 return False
             if buffers:
@@ -300,6 +336,11 @@ class ShapeLauncher:
                     vals[k] = bf.va
             else:
                 vals = args  # type: ignore[assignment]
+            try:  # packed aside: a value that does not fit leaves the slot untouched
+                data = pack(*vals)
+            except struct.error:
+                return False
+            # 2. admission
             if dw[BLOCKED] & ~guard.HELD:
                 return False
             v = dw[TIMELINE_VALUE] + 1
@@ -309,11 +350,9 @@ class ShapeLauncher:
             i = st[n]
             if st[i] > tlv[0] or cs[GP_PUT] >= cs[GP_FREE_UNTIL]:
                 return False
-            o = offs[i]
-            try:
-                pack(amv, o + pbase, *vals)
-            except struct.error:
-                return False
+            # 3. the slot's stores, and the dependency
+            o = poffs[i]
+            amv[o:o + psize] = data
             words[payw[i]] = v
             words[seqs[i]] = seq
             if cs[CHAIN_VALUE] == v - 1:
@@ -321,14 +360,16 @@ class ShapeLauncher:
             else:
                 words[acq[i]] = v - 1
                 entry = ent_a[i]
+            # 4. the books
             cs[CHAIN_VALUE] = v
             dw[TIMELINE_VALUE] = v
             st[i] = v
             st[n] = (i + 1) & nmask
+            # 5. publish
             try:
                 publish(seq, entry)
             except Exception as e:
-                dev._note_exception(e)  # a fault seen while submitting poisons the device
+                dev.note_submit_error(e)
                 raise
             return True
 
@@ -342,7 +383,7 @@ class ShapeLauncher:
         if dev.closed:
             return
         last = max(self.state[:self.n])
-        if last and not dev.words[BLOCKED] & 1:
+        if last and dev.may_submit:
             dev.timeline_signal.wait(last)
         dev.launch_chunks.give(self.buf, self.chunk_off)
 

@@ -8,8 +8,10 @@ A launch block (the core's kernel-argument block) holds constant bank 0 followed
     round_up(cb0, 256)  the QMD (SEND_PCAS_A takes its address >> 8)
 
 The QMD template (every field that does not depend on the launch) and the cb0 driver area are built
-once per program; a launch copies both and patches grid, block and the constant-buffer address
-(`QMD.launch_fields`), so filling a block costs two slice copies and a few packed stores.
+once per program, and a shape's cb0 and QMD (grid and block in both: `QMD.launch_fields`) once per
+shape (`launch_shape`, the one QMD builder). Every route writes its launch block from them with
+`_write_block` (two slice copies and the address-dependent stores): the queue path
+(`fill_kernargs`), the short path (`fill_fast`) and the hot path's slots (`block_template`).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from runtime.hcq.queue import as_tuple3
 if TYPE_CHECKING:
     from runtime.drivers.nv.device import NVDevice
     from runtime.drivers.nv.launcher import ShapeLauncher
+    from runtime.drivers.nv.queue import LaunchCommands
 
 _M32 = 0xFFFFFFFF
 # Constant bank 0's layout and the launch limits are the generation record's (NVDevice.gen:
@@ -46,6 +49,18 @@ class NVKernArgs(KernArgs):
     """A launch block: `view` covers the parameters (what `KernArgs.set` writes), `qmd` the QMD."""
 
     qmd: memoryview = field(default=memoryview(b""), repr=False)
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """One grid and block of a program, built once (`NVProgram.launch_shape`): the cb0 driver
+    area and the QMD, without a release (`qmd`: the queue path's, whose `signal` may fold into
+    it) and releasing the device's timeline with payload 0 (`qmd_timeline`: the launch paths
+    patch the payload)."""
+
+    cb0: bytes
+    qmd: bytes
+    qmd_timeline: bytes
 
 
 class NVProgram(Program):
@@ -133,23 +148,21 @@ class NVProgram(Program):
             & ~(hi.mask << hi.shift) & _M32
         self._launch_packs = [(struct.Struct(_field_fmt(f)), 4 * f.index + f.shift // 8, f.mask)
                               for f in qcls.launch_fields()]
-        self._checked: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
-        self._pb_cache: tuple[int, array] | None = None
-        self._timed: tuple[array, tuple[int, int, int]] | None = None
-        #: where SEND_PCAS_A's data (the QMD address >> 8) sits in `launch_template`'s words
-        self.pcas_pos = 0
+        self._short_commands: "LaunchCommands | None" = None
+        self._timed_commands: "LaunchCommands | None" = None
         self._qmd_words = array("I", self.qmd_template)
         self._release_fields = qcls.release_fields(0)
         #: byte offset in the QMD of its release payload (the timeline value a launch releases)
         self.payload_off = 4 * self._release_fields[3].index
         self._cb0_lo_off, self._cb0_hi_off = 4 * lo.index, 4 * hi.index
         self._block_B = self._kernargs_size()
-        self._shapes: dict[tuple[Sequence[int], Sequence[int]], tuple[bytes, bytes]] = {}
+        self._shapes: dict[tuple[Sequence[int], Sequence[int]], LaunchShape] = {}
         self._packers: dict[tuple[type, ...], "struct.Struct | None"] = {}
         self._hot: dict[object, "ShapeLauncher | None"] = {}
         self._last_shape: tuple[object, object, ShapeLauncher] = (None, None, None)  # type: ignore
         # Registers are allocated per warp in units of 256 (tinygrad): a CTA must fit the 64K file.
-        self.max_threads = ((device.gen.limits.registers_per_sm // round_up(max(1, k.registers) * 32, 256)) // 4) * 4 * 32
+        warp_regs = round_up(max(1, k.registers) * 32, 256)
+        self.max_threads = (device.gen.limits.registers_per_sm // warp_regs) // 4 * 4 * 32
         if k.max_threads:
             self.max_threads = min(self.max_threads, k.max_threads)
 
@@ -178,7 +191,7 @@ class NVProgram(Program):
         slot's two timestamps (`_wait_hot`). Arguments it cannot pack take the short path
         (`_launch_short`). The launcher of the last shape is found by identity of the size tuples
         (callers pass the same ones)."""
-        if self.nvdev._trace is not None:
+        if self.nvdev._trace is not None:  # the profiler's hook (the core's Program does too)
             return self.nvdev._trace.launch(self, args + tuple(vals), global_size, local_size,
                                             wait, timeout_ms)
         last = self._last_shape
@@ -207,7 +220,7 @@ class NVProgram(Program):
         """The shape's launcher (made on first use), or None when the launch takes the short
         path (it has `vals`, the device is unusable, or the sizes are lists)."""
         dev = self.nvdev
-        if vals or dev._fault is not None or dev.closed:
+        if vals or not dev.may_submit:
             return None
         try:
             hot = self._hot[global_size, local_size]  # type: ignore[index]
@@ -232,7 +245,7 @@ class NVProgram(Program):
         if vals:
             args = args + tuple(vals)
         dev.check_usable()
-        with dev._submit:
+        with dev.submit_lock:
             v = self._submit_short(args, global_size, local_size, wait)
         if not wait:
             return None
@@ -243,56 +256,35 @@ class NVProgram(Program):
     def _submit_short(self, args: tuple[ArgValue, ...], global_size: Sequence[int],
                       local_size: Sequence[int], wait: bool) -> int:
         dev = self.nvdev
-        va, view = (dev._arena or dev._kernarg_arena()).take(self._block_B, 64)
+        va, view = dev.kernarg_arena().take(self._block_B, 64)
         # The timeline value is taken only once the block is written and the commands accepted: a
         # bad argument must not leave a value that nothing will ever signal.
         v = dev.timeline_value + 1
         qmd_va = self.fill_fast(va, view, args, global_size, local_size, v)
-        if wait:
-            words, (acq, pcas, t1) = self._timed_template()
-            words = words[:]
-            words[t1] = v  # the end timestamp's release carries the value waited for
-        else:
-            words, acq, pcas = self.launch_template(dev.timeline_signal.va)[:], 3, self.pcas_pos
-        words[acq] = v - 1
-        words[pcas] = qmd_va >> 8
+        c = self._timed_template() if wait else self.launch_template()
+        words = c.words[:]
+        if c.t1 is not None:
+            words[c.t1] = v  # the end timestamp's release carries the value waited for
+        words[c.acquire] = v - 1
+        words[c.qmd] = qmd_va >> 8
         ch = dev.compute_channel
         try:
             ch.submit_one(words)
         except Exception as e:
-            dev._note_exception(e)  # a fault noticed while submitting poisons the device
+            dev.note_submit_error(e)
             raise
         dev.timeline_value = v
         ch.set_chain(None if wait else v)  # a timed launch ends with a host release, not the QMD's
         return v
 
-    def _timed_template(self) -> tuple[array, tuple[int, int, int]]:
-        """The commands of a launch that waits and is timed, built once: acquire the previous
-        timeline value, invalidate caches, timestamp t0 (a host release with timestamp; the
-        acquire already ordered it after earlier work, so no wait for idle), SEND_PCAS (the QMD
-        releases the timeline value), then t1: a host release after idle, with timestamp,
-        carrying the value the CPU polls for (no interrupt: the CPU polls). Returns the words and
-        the positions of the acquire value, the QMD address and t1's value."""
-        if self._timed is not None:
-            return self._timed
-        from hcq_bindings.nv import classes as cl
-
-        from runtime.drivers.nv.gpfifo import SEM_RELEASE_64, SEM_RELEASE_WFI_TS, host_semaphore
-        from runtime.drivers.nv.methods import fval
-        from runtime.drivers.nv.queue import NVComputeQueue
-        release_ts = SEM_RELEASE_64 | fval(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP,
-                                           cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN)
-        marks = (0x3A3A3A3, 0x4B4B4B4)
-        q = NVComputeQueue(self.nvdev)
-        q.wait(self.nvdev.timeline_signal, marks[0]).memory_barrier()
-        q._d.extend(host_semaphore(self._t0.va, 0, release_ts))
-        pcas = len(q._d) + 1
-        q._d.extend(_pcas_methods(self.nvdev, 0))
-        q._d.extend(host_semaphore(self._t1.va, marks[1], SEM_RELEASE_WFI_TS))
-        words = q._d
-        acq, t1 = words.index(marks[0]), words.index(marks[1])
-        self._timed = (words, (acq, pcas, t1))
-        return self._timed
+    def _timed_template(self) -> "LaunchCommands":
+        """The commands of a launch that waits and is timed, built once (`queue.timeline_launch`
+        with the program's t0 and t1 signals): GPU time is t1's timestamp minus t0's."""
+        if self._timed_commands is None:
+            from runtime.drivers.nv.queue import timeline_launch
+            self._timed_commands = timeline_launch(self.nvdev, fenced=False,
+                                                   timed=(self._t0, self._t1))
+        return self._timed_commands
 
     def _make_hot(self, global_size: Sequence[int],
                   local_size: Sequence[int]) -> "ShapeLauncher | None":
@@ -301,10 +293,10 @@ class NVProgram(Program):
         from runtime.drivers.nv.launcher import ShapeLauncher, slots_for
         if type(global_size) is not tuple or type(local_size) is not tuple:
             return None
-        cb0, qmd = self._shape(global_size, local_size)
-        n = slots_for(self, len(qmd))
-        with self.nvdev._submit:
-            hot = ShapeLauncher(self, cb0, qmd, n) if n else None
+        shape = self.launch_shape(global_size, local_size)
+        n = slots_for(self, len(shape.qmd))
+        with self.nvdev.submit_lock:
+            hot = ShapeLauncher(self, shape, n) if n else None
             if len(self._hot) >= 64:
                 self._release_launchers()
             self._hot[global_size, local_size] = hot  # type: ignore[index]
@@ -317,11 +309,12 @@ class NVProgram(Program):
                 hot.release()
         self._hot.clear()
 
-    def block_template(self, va: int, cb0: bytes, qmd: bytes) -> bytes:
-        """A launch block for the 256-aligned address `va` with zeroed parameters: the shape's cb0
-        driver area with the parameter bounds, and its QMD with constant bank 0's address."""
-        blk = bytearray(self.qmd_offset(va) + len(qmd))
-        self._write_block(memoryview(blk), va, cb0, qmd)
+    def block_template(self, va: int, shape: LaunchShape) -> bytes:
+        """A timeline launch block for the 256-aligned address `va` with zeroed parameters and
+        payload: the shape's cb0 driver area with the parameter bounds, and its timeline QMD with
+        constant bank 0's address."""
+        blk = bytearray(self.qmd_offset(va) + len(shape.qmd_timeline))
+        self._write_block(memoryview(blk), va, shape.cb0, shape.qmd_timeline)
         return bytes(blk)
 
     def _write_block(self, view: memoryview, va: int, cb0: bytes, qmd: bytes) -> int:
@@ -356,10 +349,9 @@ class NVProgram(Program):
             global_size, local_size = tuple(global_size), tuple(local_size)
         shape = self._shapes.get((global_size, local_size))
         if shape is None:
-            shape = self._shape(global_size, local_size)
-        cb0, qmd = shape
+            shape = self.launch_shape(global_size, local_size)
         pb = self.param_base
-        qo = self._write_block(view, va, cb0, qmd)
+        qo = self._write_block(view, va, shape.cb0, shape.qmd_timeline)
         if len(args) != len(self.slots):
             names = ", ".join(s.name for s in self.slots)
             raise ProgramError(f"{self.name} takes {len(self.slots)} arguments ({names}), got "
@@ -391,21 +383,35 @@ class NVProgram(Program):
         _ONE_U32.pack_into(view, qo + self.payload_off, v)
         return va + qo
 
-    def _shape(self, global_size: Sequence[int], local_size: Sequence[int]) -> tuple[bytes, bytes]:
-        """Validates a launch shape and builds its cb0 driver area and QMD (release of the device's
-        timeline enabled, payload 0) once."""
+    def launch_shape(self, global_size: Sequence[int],
+                     local_size: Sequence[int]) -> LaunchShape:
+        """THE QMD builder: validates a launch shape and builds its cb0 driver area and QMD (from
+        the program's templates: grid and block in both), once per shape; every launch route
+        writes its block from these (`_write_block`)."""
+        if type(global_size) is not tuple or type(local_size) is not tuple:
+            global_size, local_size = tuple(global_size), tuple(local_size)
+        key = (global_size, local_size)
+        shape = self._shapes.get(key)
+        if shape is not None:
+            return shape
         gsz, lsz = as_tuple3(global_size, "global_size"), as_tuple3(local_size, "local_size")
-        tmp = bytearray(self._block_B + 256)
-        base = self.nvdev.timeline_signal.va & ~0xFF  # any 256-aligned address: offsets only
-        ka = self._fill_block(base, memoryview(tmp), gsz, lsz)
-        assert isinstance(ka, NVKernArgs)
-        self.write_release(ka.qmd, self.nvdev.timeline_signal.va, 0)
-        cb0 = bytes(tmp[:self.param_base])
-        qmd = bytes(ka.qmd)
+        self.check_launch(gsz, lsz)
+        for (_, _, mask), v in zip(self._launch_packs, (*gsz, *lsz)):
+            if v > mask:
+                raise ProgramError(f"{self.name}: launch dimension {v} does not fit its "
+                                   f"{mask.bit_length()}-bit QMD field")
+        cb0 = bytearray(self.cb0_template)
+        struct.pack_into("<6I", cb0, self._cb0.block_dim, *lsz, *gsz)
+        qmd = bytearray(self.qmd_template)
+        for (st, off, _), v in zip(self._launch_packs, (*gsz, *lsz)):
+            st.pack_into(qmd, off, v)
+        timeline = bytearray(qmd)
+        self.write_release(memoryview(timeline), self.nvdev.timeline_signal.va, 0)
+        shape = LaunchShape(bytes(cb0), bytes(qmd), bytes(timeline))
         if len(self._shapes) > 64:
             self._shapes.clear()
-        self._shapes[(global_size, local_size)] = (cb0, qmd)  # type: ignore[index]
-        return cb0, qmd
+        self._shapes[key] = shape
+        return shape
 
     def packer(self, types: tuple[type, ...]) -> "struct.Struct | None":
         """One struct that stores all arguments of these types at their slots, or None when some
@@ -437,23 +443,19 @@ class NVProgram(Program):
         the QMD's release fields, from the template."""
         tl = self.nvdev.timeline_signal
         self.write_release(kargs.qmd, tl.va, v)
-        words = self.launch_template(tl.va)[:]
-        words[3] = (v - 1) & _M32
-        words[self.pcas_pos] = (kargs.va + self.qmd_offset(kargs.va)) >> 8
+        c = self.launch_template()
+        words = c.words[:]
+        words[c.acquire] = (v - 1) & _M32
+        words[c.qmd] = (kargs.va + self.qmd_offset(kargs.va)) >> 8
         return words
 
-    def launch_template(self, tl_va: int) -> array:
-        """The commands of a timeline launch with zeroed payloads: acquire of the timeline at
-        `tl_va`, cache invalidation, SEND_PCAS (its data at `pcas_pos`); built once."""
-        t = self._pb_cache
-        if t is None or t[0] != tl_va:
-            from runtime.drivers.nv.queue import NVComputeQueue
-            q = NVComputeQueue(self.nvdev)
-            q.wait(self.nvdev.timeline_signal, 0).memory_barrier()
-            self.pcas_pos = len(q._d) + 1
-            q._d.extend(_pcas_methods(self.nvdev, 0))
-            t = self._pb_cache = (tl_va, q._d)
-        return t[1]
+    def launch_template(self) -> "LaunchCommands":
+        """The commands of a timeline launch with zeroed payloads (`queue.timeline_launch`
+        without fence: the acquire orders it), built once."""
+        if self._short_commands is None:
+            from runtime.drivers.nv.queue import timeline_launch
+            self._short_commands = timeline_launch(self.nvdev, fenced=False)
+        return self._short_commands
 
     # -------------------------------------------------------------- launch block
     def qmd_offset(self, block_va: int) -> int:
@@ -485,25 +487,10 @@ class NVProgram(Program):
 
     def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int]) -> KernArgs:
-        shape = (global_size, local_size)
-        if shape not in self._checked:  # validated once per launch shape
-            self.check_launch(global_size, local_size)
-            for (_, _, mask), v in zip(self._launch_packs, (*global_size, *local_size)):
-                if v > mask:
-                    raise ProgramError(f"{self.name}: launch dimension {v} does not fit its "
-                                       f"{mask.bit_length()}-bit QMD field")
-            self._checked.add(shape)
-        pb = self.param_base
-        view[:pb] = self.cb0_template
-        struct.pack_into("<6I", view, self._cb0.block_dim, *local_size, *global_size)
-        struct.pack_into("<QQ", view, self._cb0.param_start, va + pb, va + pb + self.param_size)
-        qo = self.qmd_offset(va)
-        qsz = self.qmd_class.size_B
-        view[qo:qo + qsz] = self.qmd_template
+        shape = self.launch_shape(global_size, local_size)
         # Stores only (no read-modify-write): the block may be write-combined device memory.
-        for (st, off, _), v in zip(self._launch_packs, (*global_size, *local_size)):
-            st.pack_into(view, qo + off, v)
-        self._write_cb0_address(view, qo, va)
+        qo = self._write_block(view, va, shape.cb0, shape.qmd)
+        pb, qsz = self.param_base, len(shape.qmd)
         return NVKernArgs(va, view[pb:pb + self.param_size], self.slots, self.device,
                           view[qo:qo + qsz])
 
@@ -527,14 +514,6 @@ class NVProgram(Program):
         self.device.free(self.lib_buf)
         self._t0.release()
         self._t1.release()
-
-
-def _pcas_methods(device: "NVDevice", qmd_va: int) -> list[int]:
-    """SEND_PCAS_A (QMD address >> 8) and SEND_SIGNALING_PCAS2_B with the device's action."""
-    from runtime.drivers.nv.methods import SUBC_COMPUTE, nvm
-    m = device.gen.compute
-    return nvm(SUBC_COMPUTE, m.SEND_PCAS_A, qmd_va >> 8) + nvm(
-        SUBC_COMPUTE, m.SEND_SIGNALING_PCAS2_B, m.pcas_action(device.pcas_action))
 
 
 _ONE_U32 = struct.Struct("<I")

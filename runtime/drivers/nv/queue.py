@@ -7,9 +7,10 @@ methods come from the device's generation record (`NVDevice.gen`, runtime/driver
   semaphore (written when the grid completes, no wait-for-idle in the channel); otherwise a host
   release with WFI and a timestamp (payload at +0, GPU time in ns at +8, as `Signal` lays them out).
   Copy: the copy engine's semaphore (FLUSH_ENABLE, four-word release: 32-bit payload and timestamp).
-- exec: SEND_PCAS_A = QMD address >> 8, then SEND_SIGNALING_PCAS2_B with the device's PCAS action.
-  Launches that follow one another in a queue are separated by the compute class's WAIT_FOR_IDLE,
-  so a queue (and a graph body) runs its kernels in order, as a CUDA stream does.
+- exec: SEND_PCAS_A = QMD address >> 8, then SEND_SIGNALING_PCAS2_B with the device's PCAS action
+  (`send_pcas`). Launches that follow one another in a queue are separated by the launch fence
+  (`NVComputeQueue.launch_fence`: the compute class's WAIT_FOR_IDLE), so a queue (and a graph
+  body) runs its kernels in order, as a CUDA stream does.
 - copy: OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA (pitch to pitch, virtual addresses,
   non-pipelined), in chunks of at most 2 GiB.
 - call: a bound queue's commands become their own GPFIFO entry (a pushbuffer cannot call another).
@@ -17,14 +18,15 @@ methods come from the device's generation record (`NVDevice.gen`, runtime/driver
 from __future__ import annotations
 
 from array import array
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from hcq_bindings.nv import classes as cl
 
-from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_RELEASE_WFI_TS, Channel,
-                                       host_semaphore)
+from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW, SEM_RELEASE_TS,
+                                       SEM_RELEASE_WFI_TS, Channel, host_semaphore)
 from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, hi32, lo32, nvm
-from runtime.drivers.nv.program import NVKernArgs, _pcas_methods
+from runtime.drivers.nv.program import NVKernArgs
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
@@ -50,7 +52,27 @@ class NVQueue(HWQueue):
         self._calls: list[tuple[int, NVQueue]] = []   # (dword position, bound body)
         self._bound_buf: Buffer | None = None
 
+    # -------------------------------------------------------------- the stream
+    @property
+    def words(self) -> array:
+        """The commands built so far, as the array the queue appends to (templates read positions
+        in it; `dwords()` is a copy)."""
+        return self._d
+
+    @property
+    def bound_va(self) -> int | None:
+        """GPU address of the commands' bound copy (`bind`), None while not bound."""
+        return None if self._bound_buf is None else self._bound_buf.va
+
     # -------------------------------------------------------------- host semaphores
+    def host_semaphore(self, va: int, payload: int, execute: int) -> "Self":
+        """One host SEM_EXECUTE method as given (`gpfifo.SEM_*`: release, acquire, with or without
+        wait for idle and timestamp); its payload's low dword is `SEM_PAYLOAD_LO_DW` words in.
+        For launch templates, whose payloads are patched per launch."""
+        self._d.extend(host_semaphore(va, payload, execute))
+        self._after_host_method()
+        return self
+
     def wait(self, sig: "Signal", value: Value) -> "Self":
         """Host acquire: stall the channel until the 64-bit value at `sig` >= `value`."""
         val, var, add = self._resolve(value)
@@ -76,7 +98,7 @@ class NVQueue(HWQueue):
     # -------------------------------------------------------------- binding and calls
     def call(self, body: HWQueue) -> "Self":
         """Executes a bound queue's commands (their own GPFIFO entry) at this point."""
-        if not isinstance(body, NVQueue) or body._bound_buf is None:
+        if not isinstance(body, NVQueue) or body.bound_va is None:
             raise QueueError("call() needs an NVIDIA queue that was bound with bind()")
         if body.channel is not self.channel:
             raise QueueError(f"a {body.channel.name} command buffer cannot run on the "
@@ -115,8 +137,8 @@ class NVQueue(HWQueue):
         for pos, body in self._calls:
             if pos > start:
                 parts.append(self._d[start:pos])
-            assert body._bound_buf is not None
-            parts.append((body._bound_buf.va, len(body._d)))
+            assert body.bound_va is not None
+            parts.append((body.bound_va, len(body)))
             start = pos
         if start < len(self._d) or not parts:
             parts.append(self._d[start:])
@@ -132,7 +154,7 @@ class NVQueue(HWQueue):
 
     def _submit(self) -> None:
         for _, body in self._calls:
-            if body._bound_buf is None:
+            if body.bound_va is None:
                 raise QueueError("a called command buffer was unbound before submission")
         self.channel.submit(self._parts())
 
@@ -187,12 +209,31 @@ class NVComputeQueue(NVQueue):
         qmd_va = args.va + qo
         if qmd_va >= 1 << 40:
             raise QueueError(f"QMD at {qmd_va:#x}: SEND_PCAS_A takes a 40-bit address")
-        d = self._d
         if self._launches_since_sync:
-            d.extend(nvm(SUBC_COMPUTE, self.device.gen.compute.WAIT_FOR_IDLE, 0))
-        d.extend(_pcas_methods(self.device, qmd_va))
+            self.launch_fence()
+        self.send_pcas(qmd_va)
         self._last_launch = (prg, args) if isinstance(args, NVKernArgs) else None
         self._launches_since_sync += 1
+        return self
+
+    def launch_fence(self) -> "Self":
+        """THE LAUNCH FENCE: what orders a launch after the launch before it on the same channel,
+        so that it sees every write of that grid. Every route emits it from here: `exec` between
+        the launches of a queue (and so graph bodies), and the hot path's prebuilt command
+        segments (`timeline_launch(fenced=True)`), whose chained GPFIFO entries start at it.
+        Today the compute class's WAIT_FOR_IDLE: the engine drains before the next grid starts.
+        A cheaper dependency mechanism replaces this method's commands (and, if it lives in the
+        QMD, `NVProgram.launch_shape`, the one QMD builder); nothing else emits a fence."""
+        self._d.extend(nvm(SUBC_COMPUTE, self.device.gen.compute.WAIT_FOR_IDLE, 0))
+        return self
+
+    def send_pcas(self, qmd_va: int) -> "Self":
+        """SEND_PCAS_A (the QMD's address >> 8; its data dword is the second word) and
+        SEND_SIGNALING_PCAS2_B with the device's PCAS action: starts the grid the QMD describes."""
+        m = self.device.gen.compute
+        self._d.extend(nvm(SUBC_COMPUTE, m.SEND_PCAS_A, qmd_va >> 8))
+        self._d.extend(nvm(SUBC_COMPUTE, m.SEND_SIGNALING_PCAS2_B,
+                           m.pcas_action(self.device.pcas_action)))
         return self
 
     def setup(self, *, compute_class: int, shared_window: int, local_window: int) -> "Self":
@@ -213,6 +254,56 @@ class NVComputeQueue(NVQueue):
         d.extend(nvm(SUBC_COMPUTE, m.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A,
                      hi32(bytes_per_tpc), lo32(bytes_per_tpc), max_sm_count))
         return self
+
+
+@dataclass(frozen=True)
+class LaunchCommands:
+    """The commands of one timeline launch, built once with zero payloads, and the dword positions
+    a launch patches (`timeline_launch`)."""
+
+    words: array
+    acquire: int            # the acquire's payload: the previous timeline value
+    fence: int              # where the launch fence starts (a chained GPFIFO entry starts here)
+    qmd: int                # SEND_PCAS_A's data: the QMD's address >> 8
+    t1: int | None          # a timed launch's end release payload: the value waited for
+    progress: int | None    # the progress release's payload: the submission's sequence number
+
+
+def timeline_launch(device: "NVDevice", *, fenced: bool,
+                    timed: "tuple[Signal, Signal] | None" = None,
+                    progress: "Signal | None" = None) -> LaunchCommands:
+    """THE command sequence of a launch on the device's timeline, for every route that launches
+    from a template (the hot path's slot segments, the short path, the timed path):
+
+        acquire timeline >= v-1 | [launch fence] | invalidate shader caches | [t0: release with
+        timestamp] | SEND_PCAS (the QMD releases v when the grid completes) | [t1: release v
+        after idle, with timestamp] | [progress: release seq with timestamp]
+
+    `fenced` adds the launch fence (`NVComputeQueue.launch_fence`) after the acquire, so an entry
+    may start there when the channel's own previous launch released v-1 (no acquire needed).
+    `timed` = (t0, t1) signals the GPU time is read from; `progress` the channel's progress
+    signal, for segments that carry their own progress release (the hot path's: the channel's
+    trailer is left out of those). The queue path emits the same commands through the same
+    NVComputeQueue methods (`Program.__call__`: wait, memory_barrier, exec, signal)."""
+    q = NVComputeQueue(device)
+    q.wait(device.timeline_signal, 0)
+    acquire, fence = SEM_PAYLOAD_LO_DW, len(q)
+    if fenced:
+        q.launch_fence()
+    q.memory_barrier()
+    if timed is not None:
+        # the acquire already ordered it after earlier work: no wait for idle
+        q.host_semaphore(timed[0].va, 0, SEM_RELEASE_TS)
+    qmd = len(q) + 1
+    q.send_pcas(0)
+    t1 = p = None
+    if timed is not None:  # the CPU polls this value: no interrupt
+        t1 = len(q) + SEM_PAYLOAD_LO_DW
+        q.host_semaphore(timed[1].va, 0, SEM_RELEASE_WFI_TS)
+    if progress is not None:  # with the front end's time, when SEND_PCAS has been issued
+        p = len(q) + SEM_PAYLOAD_LO_DW
+        q.host_semaphore(progress.va, 0, SEM_RELEASE_TS)
+    return LaunchCommands(q.words, acquire, fence, qmd, t1, p)
 
 
 class NVCopyQueue(NVQueue):
