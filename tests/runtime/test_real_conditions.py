@@ -658,12 +658,13 @@ def test_a_host_write_racing_a_running_kernel_is_reported() -> None:
     (A deliberate flag like this one is reported too: the mock cannot tell it from a race.)"""
     from runtime.drivers.mock.host_races import HostHazard
     from runtime.drivers.amd.compiler import AMDCompiler
+    from runtime.drivers.mock.os import MockOS
     from runtime.hcq import AMDDevice
     from tests.runtime.test_amd_mock_hang import SPIN
     missing = AMDCompiler().available()
     if missing is not None:
         pytest.skip(f"OpenCL compiler unavailable: {missing}")
-    d = AMDDevice("mock-amd:0")
+    d = AMDDevice("amd:0", os=MockOS.with_amd_gpus(1))  # a machine of its own: a clean log
     try:
         spin = d.program(d.compiler.compile(SPIN), "spin")
         flag, out = d.alloc(4, cpu_access=True), d.alloc(4 * 64)

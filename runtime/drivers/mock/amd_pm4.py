@@ -25,7 +25,7 @@ from runtime.drivers.amd.arch import ARCHS
 from runtime.drivers.amd.decode import describe_pm4, pm4_fields
 from runtime.drivers.amd.packets import packets_for
 from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
-                                              RecordingMemory)
+                                              RecordingMemory, merge)
 from runtime.drivers.mock.amd_gpu import (KernelLaunch, MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.host_races import pointers_in
@@ -288,14 +288,15 @@ class PM4Processor(QueueProcessor):
             raise _kernel_fault(where, run.record.pgm_addr, e) from None
         if races is not None:
             races.gpu_wrote()
+            rm = self._running_mem
             if not done:
                 ptrs, blocks = self._arg_pointers(run.record.user_sgprs)
                 races.paused(key, self._kernel_name(run.record.pgm_addr, where), ptrs,
-                             self.gpu.mem, blocks)
+                             self.gpu.mem, blocks, _written(rm))
             elif races.watching(key):
-                rm = self._running_mem
                 races.finished(key, None if rm.unbounded else
-                               rm.ranges["read"] + rm.ranges["write"] + rm.ranges["atomic"])
+                               rm.ranges["read"] + rm.ranges["write"] + rm.ranges["atomic"],
+                               _written(rm))
         if not done:
             t = time.perf_counter() - self._running_since
             self.blocked = f"{where}: DISPATCH_DIRECT of the kernel at " \
@@ -548,6 +549,11 @@ class PM4Processor(QueueProcessor):
             line += f"; next: {self._describe(pkt)}"
         return line
 
+
+
+def _written(rm: RecordingMemory) -> "list[tuple[int, int]] | None":
+    """The byte ranges a dispatch wrote so far (merged), None when they are not bounded."""
+    return None if rm.unbounded else merge(rm.ranges["write"] + rm.ranges["atomic"])
 
 
 def _kernel_fault(where: str, pgm: int, e: Exception) -> MockGPUError:

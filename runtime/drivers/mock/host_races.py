@@ -115,39 +115,67 @@ class HostRaces:
         allocations that changed since they were looked at, with no engine running meanwhile,
         are noted as the host's."""
         w = self._watches.get(key)
-        if w is None or w.epoch != self.epoch:
+        if w is None:
             return
+        if w.epoch != self.epoch:
+            w.epoch = -1  # other engines ran: the copies say nothing about the host now
+            return
+        self._note_changes(w, ())
+        for r in w.regions:
+            r.copy[:] = r.data
+        w.stores = len(self._stores)
+
+    def _note_changes(self, w: _Watch, written: Ranges) -> None:
+        """Notes the bytes of `w`'s allocations that differ from its copies, leaving out what
+        the kernel itself wrote (`written`) and small GPU stores."""
         stores = self._stores[w.stores:]
         for r in w.regions:
-            diff = np.flatnonzero(r.data != r.copy)
-            if not len(diff):
+            diff = r.data != r.copy
+            for lo, hi in written:
+                a, b = max(lo - r.va, 0), min(hi - r.va, len(diff))
+                if a < b:
+                    diff[a:b] = False
+            pos = np.flatnonzero(diff)
+            if not len(pos):
                 continue
-            lo, hi = r.va + int(diff[0]), r.va + int(diff[-1]) + 1
+            lo, hi = r.va + int(pos[0]), r.va + int(pos[-1]) + 1
             if any(s_lo < hi and lo < s_hi for s_lo, s_hi in stores):
                 continue  # a signal the GPU wrote lies in there: not the host's for certain
             w.changed.append((lo, hi))
             w.states.append(w.state)
 
+    def _slice_ran(self, w: _Watch, written: Ranges | None) -> None:
+        """After a time slice of the kernel: when the kernel's own step was the only engine
+        work since `resume` and its writes are known, the other changes are the host's (made
+        while the slice ran)."""
+        if written is not None and w.epoch >= 0 and self.epoch == w.epoch + 1:
+            self._note_changes(w, written)
+
     def paused(self, key: Hashable, kernel: str, pointers: Iterable[int], mem: MockMemory,
-               skip_va: Iterable[int] = ()) -> None:
-        """The kernel ran a time slice and has more to run: its allocations are looked at again
-        (its own writes are not the host's)."""
+               skip_va: Iterable[int] = (), written: Ranges | None = None) -> None:
+        """The kernel ran a time slice (having written `written`, when known) and has more to
+        run: its allocations are looked at again (its own writes are not the host's)."""
         w = self._watches.get(key)
         if w is None:
             self.watch(key, kernel, pointers, mem, "running", skip_va)
             return
+        w.state = "running"
+        self._slice_ran(w, written)
         for r in w.regions:
             r.copy[:] = r.data
-        w.state, w.epoch, w.stores = "running", self.epoch, len(self._stores)
+        w.epoch, w.stores = self.epoch, len(self._stores)
 
-    def finished(self, key: Hashable, touched: Ranges | None = None) -> None:
+    def finished(self, key: Hashable, touched: Ranges | None = None,
+                 written: Ranges | None = None) -> None:
         """The kernel is done: what the host wrote meanwhile is reported (only bytes within
-        `touched`, the ranges the kernel read or wrote, when the GPU knows them)."""
+        `touched`, the ranges the kernel read or wrote, when the GPU knows them; `written`, the
+        ones it wrote, lets writes during its last slice be seen too)."""
         w = self._watches.pop(key, None)
         if not self._watches:
             self._stores.clear()
         if w is None:
             return
+        self._slice_ran(w, written)
         for (lo, hi), state in zip(w.changed, w.states):
             if touched is not None:
                 hit = [(max(lo, t_lo), min(hi, t_hi)) for t_lo, t_hi in touched

@@ -699,6 +699,8 @@ class MockNVGPU:
     copied_B: int = 0
     filled_B: int = 0
     _poller: threading.Thread | None = None
+    # a doorbell was rung that the GPU's thread has not yet acted on (not idle meanwhile)
+    _rung: bool = False
     #: deterministic mode: channels run inside the doorbell write (runtime.drivers.mock.engine)
     sync: bool = field(default_factory=sync_from_env)
 
@@ -718,6 +720,7 @@ class MockNVGPU:
     def _engine_step(self) -> tuple[bool, bool, bool]:
         """One pass of the GPU's thread over its channels (under the mock kernel's lock)."""
         progress = False
+        self._rung = False
         for ch in list(self.channels.values()):
             if ch.step():
                 progress = True
@@ -726,6 +729,8 @@ class MockNVGPU:
 
     def idle(self) -> bool:
         """Nothing left that can run now (call with the mock kernel's lock held)."""
+        if self._rung:
+            return False
         return all(ch.faulted or ch.blocked or not ch.scheduled or ch.segment is None
                    and ch.gp_get == ch.gp_put() for ch in self.channels.values())
 
@@ -768,6 +773,7 @@ class MockNVGPU:
         """Runs every channel until none can make progress (the GPU's thread does, when not in
         the deterministic mode); starts the poller if one is blocked."""
         if not self.sync:
+            self._rung = True
             self.engine.kick()
             return
         self.run_once()
