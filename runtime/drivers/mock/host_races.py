@@ -120,7 +120,7 @@ class HostRaces:
         if w.epoch != self.epoch:
             w.epoch = -1  # other engines ran: the copies say nothing about the host now
             return
-        self._note_changes(w, ())
+        self._note_changes(w, [])
         for r in w.regions:
             r.copy[:] = r.data
         w.stores = len(self._stores)
