@@ -7,12 +7,19 @@ Sections (each a function returning `Result`s, registered in `SECTIONS`):
 - rdna3: the RDNA3 interpreter (scripts/bench_rdna3.py, `run(quick) -> list[dict|Result]`), when
   present.
 - mockkern: the committed Triton kernels on the mock AMD GPU (RDNA3 interpreter) and the mock
-  NVIDIA GPU (PTX interpreter) side by side, and an empty launch + wait on mock-nv.
+  NVIDIA GPU (PTX interpreter) side by side.
+- mocklaunch: an empty kernel's launch + wait on both mocks, in the asynchronous mode (the GPU on
+  its own thread, the default) and the deterministic one (HCQ_MOCK_SYNC=1): median wall time and
+  CPU time (all threads) per launch, with the load average.
+- nvcpu: the CPU cost per launch of each NVIDIA launch route (hot path with the C helper and in
+  Python, short path, queue path) on mock-nv with the doorbell silenced, so that only building
+  and publishing is timed (`bench_nv_launch_cpu`).
 - nvidia: the NVIDIA driver on a real GPU (launch latency, back-to-back launches, graph replay,
   copy bandwidth), side by side with CUDA through CuPy and PyTorch measured in a subprocess
   (`bench_nvidia`; `--nv` is short for `--sections nvidia`).
 
-    python scripts/bench_hcq.py [--sections mock,rdna3,mockkern] [--quick] [--json bench_hcq.json]
+    python scripts/bench_hcq.py [--sections mock,rdna3,mockkern,mocklaunch,nvcpu] [--quick]
+                                [--json bench_hcq.json]
     python scripts/bench_hcq.py --nv --json $OUT/bench_nv.json
 """
 from __future__ import annotations
@@ -205,7 +212,7 @@ def bench_rdna3(quick: bool) -> list[Result]:
 def bench_mock_kernels(quick: bool) -> list[Result]:
     """The committed Triton kernels on both mocks side by side (mock AMD: gfx1100 code through the
     RDNA3 interpreter; mock NVIDIA: their PTX through the PTX interpreter), launch + wait of each
-    at the Triton-loader tests' sizes, and an empty launch + wait on mock-nv."""
+    at the Triton-loader tests' sizes."""
     import numpy as np
 
     from runtime.hcq import open_device
@@ -246,23 +253,6 @@ def bench_mock_kernels(quick: bool) -> list[Result]:
                     call(k)
                     return time.perf_counter() - t
                 times.setdefault(kname, {})[name] = _best(once, reps)
-            if name == "mock-nv:0":
-                try:
-                    empty = dev.program(dev.compiler.compile(
-                        'extern "C" __global__ void empty() {}'), "empty")
-                    g, l1 = (1, 1, 1), (1, 1, 1)
-                    empty(global_size=g, local_size=l1, wait=True)
-
-                    def launch() -> float:
-                        t = time.perf_counter()
-                        empty(global_size=g, local_size=l1, wait=True)
-                        return time.perf_counter() - t
-                    out.append(Result("mockkern", "mock-nv empty launch+wait",
-                                      _best(launch, 200 if not quick else 50) * 1e6, "us",
-                                      "NVRTC PTX, grid 1x1; target <= 100 us"))
-                except Exception as e:  # noqa: BLE001 - NVRTC missing: report, go on
-                    out.append(Result("mockkern", "mock-nv empty launch+wait", 0, "",
-                                      f"skipped: {e}"))
         finally:
             dev.close()
     for kname, t in times.items():
@@ -270,6 +260,64 @@ def bench_mock_kernels(quick: bool) -> list[Result]:
         out.append(Result("mockkern", f"triton {kname} mock-amd", amd * 1e3, "ms", "launch+wait"))
         out.append(Result("mockkern", f"triton {kname} mock-nv", nv * 1e3, "ms",
                           f"launch+wait, {nv / amd:.2f}x mock-amd (target <= 2x)"))
+    return out
+
+
+# ------------------------------------------------------------------------ mock launch section
+def bench_mock_launch(quick: bool) -> list[Result]:
+    """An empty kernel's launch + wait on each mock (AMD: clang's gfx1100 code object of an empty
+    OpenCL kernel, one wave; NVIDIA: NVRTC's PTX of an empty kernel, one thread), in the
+    asynchronous mode and the deterministic one: the median wall time of single launches and the
+    CPU time per launch of every thread (the GPU's thread included), with the load average."""
+    import os
+
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.mock.os import MockOS
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq import AMDDevice
+
+    n = 100 if quick else 400
+    out: list[Result] = []
+    for vendor in ("amd", "nv"):
+        for sync in (False, True):
+            mode = "HCQ_MOCK_SYNC=1" if sync else "asynchronous"
+            label = f"mock-{vendor} empty launch+wait, {mode}"
+            mos: Any = MockOS.with_amd_gpus(1) if vendor == "amd" else NvMockOS.with_nv_gpus(1)
+            for d in mos.drivers:
+                for g in d.gpus:
+                    g.sync = sync
+            dev: Any = AMDDevice("amd:0", os=mos) if vendor == "amd" else \
+                NVDevice("mock-nv:0", os=mos)
+            try:
+                if vendor == "amd":
+                    prg = dev.program(dev.compiler.compile("__kernel void e(__global int *o) {}"),
+                                      "e")
+                    args: tuple[Any, ...] = (dev.alloc(64),)
+                    local = (32, 1, 1)
+                else:
+                    prg = dev.program(dev.compiler.compile(
+                        'extern "C" __global__ void empty() {}'), "empty")
+                    args, local = (), (1, 1, 1)
+                grid = (1, 1, 1)
+                for _ in range(30):
+                    prg(*args, global_size=grid, local_size=local, wait=True)
+                lat = []
+                c0 = time.process_time()
+                for _ in range(n):
+                    t = time.perf_counter()
+                    prg(*args, global_size=grid, local_size=local, wait=True)
+                    lat.append(time.perf_counter() - t)
+                cpu = (time.process_time() - c0) / n
+            except Exception as e:  # noqa: BLE001 - a compiler missing: report, go on
+                out.append(Result("mocklaunch", label, 0, "", f"skipped: {e}"))
+                continue
+            finally:
+                dev.close()
+            target = 60 if vendor == "amd" else 100
+            load = os.getloadavg()[0]
+            out.append(Result("mocklaunch", label, statistics.median(lat) * 1e6, "us",
+                              f"median wall; CPU {cpu * 1e6:.0f} us per launch (all threads); "
+                              f"load {load:.1f}; target <= {target} us"))
     return out
 
 
@@ -645,6 +693,7 @@ SECTIONS: dict[str, Callable[[bool], list[Result]]] = {
     "rdna3": bench_rdna3,
     "nvidia": bench_nvidia,
     "mockkern": bench_mock_kernels,
+    "mocklaunch": bench_mock_launch,
     "nvcpu": bench_nv_launch_cpu,
 }
 

@@ -30,7 +30,7 @@ from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, Device
                                 DeviceNotFound, HCQError, HCQMemoryError, QueueError)
 from runtime.hcq.memory import (PAGE_B, Allocator, Buffer, BufferSpec, MemKind, PoolStats,
                                 RingArena, SlotPool)
-from runtime.hcq.signal import SIGNAL_B, Signal
+from runtime.hcq.signal import SIGNAL_B, SPIN_S, Signal
 
 if TYPE_CHECKING:
     from runtime.hcq.compiler import CompileCache, Compiler
@@ -242,6 +242,9 @@ class Device:
     default_timeout_ms: float = 30_000.0
     #: the operating-system seam the driver talks through (set by each driver's constructor)
     os: OSSeam
+    #: how long a wait polls before it sleeps (runtime.hcq.signal); `_init_core` sets it from the
+    #: seam
+    _wait_spin_s: float = SPIN_S
 
     def __init__(self, name: str, *, staging_B: int = 8 << 20,
                  kernarg_arena_B: int = 1 << 20, pool_B: int = 256 << 20) -> None:
@@ -296,6 +299,8 @@ class Device:
         _open_devices.add(self)
         self.allocator = allocator
         allocator.cache_limit_B = self.pool_B
+        # No polling where the GPU runs on a thread of this process and needs the GIL a poll holds.
+        self._wait_spin_s = 0.0 if self.os.gpus_in_process else SPIN_S
         self.timeline_signal = self.new_signal(0)
         self.timeline_value = 0
         profiler.attach(self)

@@ -36,7 +36,6 @@ BOUNCE_CHUNK_B = 8 << 20
 # Longest kernel sleep of `wait_all` between checks: the signal's device may not be the one whose
 # interrupt announces it (a view made by map_signal), so waits are re-checked this often.
 _WAIT_SLICE_MS = 5.0
-_SPIN_S = 50e-6
 
 
 class TransferPath(enum.Enum):
@@ -210,7 +209,8 @@ def wait_all(waits: Iterable[tuple["Signal", int]], timeout_ms: float | None = N
         timeout_ms = max(d.default_timeout_ms for d in devices)
     start = time.perf_counter()
     deadline = start + timeout_ms / 1000.0
-    while pending and time.perf_counter() < start + _SPIN_S:
+    spin_s = min(d._wait_spin_s for d in devices)
+    while pending and time.perf_counter() < start + spin_s:
         pending = [(s, v) for s, v in pending if s.value < v]
     while pending:
         for d in devices:

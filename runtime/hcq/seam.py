@@ -94,6 +94,10 @@ class OSSeam(ABC):
     #: whether the GPUs behind this seam execute kernel code (a mock may model only memory, copies,
     #: signals and submission bookkeeping; see `Device.executes_kernels`)
     executes_kernels: bool = True
+    #: whether the GPUs behind this seam run on threads of this process (a mock GPU): a waiter
+    #: then sleeps at once instead of spinning first, since a spinning host thread holds the GIL
+    #: that the GPU's thread needs to finish the work waited for
+    gpus_in_process: bool = False
 
     def gpu_executes_kernels(self, device_path: str) -> bool:
         """Whether the GPU behind the device node `device_path` executes kernel code (a mock

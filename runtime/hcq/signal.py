@@ -21,8 +21,9 @@ SIGNAL_B = 16
 #: offset of the timestamp inside a signal
 TIMESTAMP_OFFSET_B = 8
 # How long a waiter polls before it asks the kernel to sleep: a launch of a small kernel completes
-# in tens of microseconds on real hardware, and a syscall round trip costs about as much.
-_SPIN_S = 50e-6
+# in tens of microseconds on real hardware, and a syscall round trip costs about as much. A device
+# whose GPU runs on a thread of this process (a mock) does not spin (`Device._wait_spin_s`).
+SPIN_S = 50e-6
 _POLLS = range(32)
 # Longest single kernel sleep, so that device faults and Ctrl-C are noticed promptly.
 _SLEEP_SLICE_MS = 200
@@ -110,7 +111,7 @@ class Signal:
             timeout_ms = dev.default_timeout_ms
         start = time.perf_counter()
         deadline = start + timeout_ms / 1000.0
-        spin_end = start + _SPIN_S
+        spin_end = start + dev._wait_spin_s
         # Poll between clock reads: a read of the value costs a few tens of ns, the clock more,
         # and a completion is then seen within one read of happening.
         while True:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, cast
 
@@ -43,6 +44,9 @@ GC_HWID = 11                  # soc15_hw_ip.h: GC_HWID
 EVENT_SLOT_B = 8
 DOORBELL_MAP_B = 0x2000       # the process's doorbell slice (2 pages), tinygrad maps it once
 EOP_B = 0x1000
+# A fault check this soon after a wait for every event (exception events included) returned takes
+# that wait's answer instead of asking the kernel again.
+_EVENTS_FRESH_S = 200e-6
 QUEUE_PRIORITY = 7            # middle of 0..KFD_MAX_QUEUE_PRIORITY, as tinygrad
 
 
@@ -180,6 +184,7 @@ class AMDDevice(Device):
         self.drm_fd = -1
         self.signal_event: KfdEvent | None = None
         self._events: list[KfdEvent] = []
+        self._events_seen_at = 0.0  # when a wait for every event last returned (perf_counter)
         self._rings: list[HwRing] = []
         self._ring_mem: list[QueueMemory] = []
         self._doorbell_map: HostMapping | None = None
@@ -433,6 +438,8 @@ class AMDDevice(Device):
         result, data = self.kfd.wait_events(event_ids, int(timeout_ms))
         if result == kfd.KFD_IOC_WAIT_RESULT_FAIL:
             raise IoctlError("AMDKFD_IOC_WAIT_EVENTS", 5, "wait_result FAIL")
+        if result == kfd.KFD_IOC_WAIT_RESULT_TIMEOUT:
+            return  # no event fired: none carries exception data
         by_id = {e.event_id: e for e in self._events}
         for eid, d in zip(event_ids, data):
             fault = self._fault_from(by_id[eid], d)
@@ -463,13 +470,20 @@ class AMDDevice(Device):
         return DeviceFault(self.name, report + "\n" + self.describe_state())
 
     def _poll_fault(self) -> DeviceFault | None:
+        if time.perf_counter() - self._events_seen_at < _EVENTS_FRESH_S:
+            # A wait for every event (the exception events among them) returned just now: what
+            # it saw is the answer (a wait's check right after its sleep costs no second ioctl).
+            self._events_seen_at = 0.0
+            return self._fault
         ids = [e.event_id for e in self._events if e is not self.signal_event]
         if ids:
             self._wait_events(ids, 0)
         return self._fault
 
     def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
+        self._events_seen_at = 0.0
         self._wait_events([e.event_id for e in self._events], timeout_ms)
+        self._events_seen_at = time.perf_counter()
 
     def _idle_wait(self, timeout_ms: float) -> None:
         """Sleeps until the GPU interrupts (any event) or `timeout_ms` passes."""

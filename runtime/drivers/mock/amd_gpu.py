@@ -134,7 +134,8 @@ class MockAMDGPU:
         self._rung: collections.deque[tuple[int, int]] = collections.deque()
         self.mem.races = getattr(self.driver.os, "host_races", None)
         self.engine = EngineThread(f"mock-amdgpu-{self.gpu_id:#x}", self.driver.os.lock,
-                                   self._engine_step)
+                                   self._engine_step,
+                                   self.driver.os.wake_waiters)
 
     @property
     def async_doorbell(self) -> bool:
@@ -196,7 +197,7 @@ class MockAMDGPU:
                     running = True
                 elif q.blocked is not None or q.wptr_dw != q.rptr_dw:
                     blocked = True
-        return progress or running, blocked, bool(self.queues)
+        return progress or running, blocked or running, bool(self.queues)
 
     def idle(self) -> bool:
         """Nothing left that can run now: every queue is empty, faulted or waiting on memory
@@ -283,15 +284,20 @@ def check_wait_possible(func: int, ref: int, mask: int, where: str) -> None:
     Functions as in nvd.h's WAIT_REG_MEM_FUNCTION comment: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6
     >."""
     masked_max = mask
-    impossible = {
-        1: ref == 0,                       # (v & mask) < 0
-        3: bool(ref & ~mask & 0xFFFFFFFF),  # bits outside the mask can never match
-        4: mask == 0 and ref == 0,         # 0 != 0
-        5: ref > masked_max,               # (v & mask) >= ref > mask
-        6: ref >= masked_max,              # (v & mask) > ref >= mask
-    }.get(func, False)
     if func > 6:
         raise MockGPUError(f"{where}: compare function {func} does not exist (0..6)")
+    if func == 1:
+        impossible = ref == 0                       # (v & mask) < 0
+    elif func == 3:
+        impossible = bool(ref & ~mask & 0xFFFFFFFF)  # bits outside the mask can never match
+    elif func == 4:
+        impossible = mask == 0 and ref == 0         # 0 != 0
+    elif func == 5:
+        impossible = ref > masked_max               # (v & mask) >= ref > mask
+    elif func == 6:
+        impossible = ref >= masked_max              # (v & mask) > ref >= mask
+    else:
+        impossible = False
     if impossible:
         raise MockGPUError(f"{where}: the wait can never complete: (value & {mask:#x}) "
                            f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}")

@@ -38,6 +38,8 @@ UNSIGNALED_EVENT_SLOT = (1 << 64) - 1   # kfd_events.c
 FIRST_NONSIGNAL_EVENT_ID = 0x80000000   # kfd_events.c: KFD_FIRST_NONSIGNAL_EVENT_ID
 MIN_RING_B = 1024                       # kfd_chardev.c: KFD_MIN_QUEUE_RING_SIZE
 _PAGE = 4096
+# longest sleep of a WAIT_EVENTS between checks for events set by another host thread and Ctrl-C
+_WAIT_SLICE_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -621,10 +623,15 @@ class MockKfdDriver:
                 a.wait_result = kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
                 return
             # Nothing this thread can do advances the GPU; the GPUs' threads (or, in the
-            # deterministic mode, another CPU thread) might.
+            # deterministic mode, another CPU thread) might. A GPU's thread wakes this one after
+            # each pass that changed something; the slice bounds how late an event set by
+            # another host thread, or a Ctrl-C, is seen.
+            def ready(evs: list[MockEvent] = evs, every: bool = bool(a.wait_for_all)) -> bool:
+                return all(ev.signaled for ev in evs) if every else \
+                    any(ev.signaled for ev in evs)
             self.os.lock.release()
             try:
-                time.sleep(min(remaining, 0.0002 if not all(g.sync for g in self.gpus) else 0.002))
+                self.os.sleep_for_gpu(min(remaining, _WAIT_SLICE_S), ready)
             finally:
                 acquire_uninterrupted(self.os.lock)
 

@@ -87,6 +87,11 @@ class PM4Processor(QueueProcessor):
         # (queued dispatches, for host_races).
         self._scanned_dw = 0
         self._scan_sh: dict[int, int] = {}
+        # opcode -> (description, handler) of every packet the queue executes
+        self._handlers = {pk.opcode: (pk, _PM4_HANDLERS[pk.name]) for pk in ps.pm4.values()}
+        self._f_release_mem = ps.pm4["RELEASE_MEM"].fields
+        self._f_wait_reg_mem = ps.pm4["WAIT_REG_MEM"].fields
+        self._f_event_write = ps.pm4["EVENT_WRITE"].fields
 
     def set_wptr(self, value: int) -> None:
         if value < self.wptr_dw:
@@ -107,6 +112,9 @@ class PM4Processor(QueueProcessor):
 
     def _fetch(self) -> bool:
         progress = False
+        # The published dwords, read once (a list: the packets are sliced from it).
+        dws: list[int] = []
+        base = self.rptr_dw
         while True:
             if self._ib is not None:
                 if not self._run_ib():
@@ -115,17 +123,19 @@ class PM4Processor(QueueProcessor):
                 self._advance(self._ib_packet_size)
                 self._ib = None
                 continue
-            avail = self.wptr_dw - self.rptr_dw
+            pos = self.rptr_dw
+            avail = self.wptr_dw - pos
             if avail <= 0:
                 self.blocked = None
                 return progress
-            h = int(self.ring[self.rptr_dw % self.size_dw])
-            where = f"ring dword {self.rptr_dw}"
-            size, op = self._header(h, where)
+            if pos - base >= len(dws):
+                dws, base = self.ring_dwords(pos, avail), pos
+            at = pos - base
+            where = f"ring dword {pos}"
+            size, op = self._header(dws[at], where)
             if size > avail:
                 return progress  # the rest of the packet is not published yet
-            pkt = self.ring_dwords(self.rptr_dw, size)
-            if not self._execute(pkt, op, where, in_ib=False):
+            if not self._execute(dws[at:at + size], op, where, in_ib=False):
                 return progress
             if self._ib is not None:  # INDIRECT_BUFFER started: run it before moving on
                 self._ib_packet_size = size
@@ -182,19 +192,20 @@ class PM4Processor(QueueProcessor):
     def _execute_packet(self, pkt: list[int], op: int, where: str, in_ib: bool) -> bool:
         if op < 0:
             return True  # CP_PACKET2
-        pk = self.packets.pm4_by_opcode.get(op)
-        if pk is None:
+        hit = self._handlers.get(op)
+        if hit is None:
             known = self.packets.pm4_opcode_names.get(op)
             what = f"{known} ({op:#x}) is not supported on a compute queue" if known else \
                 f"unknown opcode {op:#x}"
             raise MockGPUError(f"{where}: {what} (header {pkt[0]:#010x})")
+        pk, handler = hit
         body = pkt[1:]
         n = len(body)
         if n != pk.payload_dw and not (pk.variable and n > pk.payload_dw):
             bad = pk.check(n)
             if bad:
                 raise MockGPUError(f"{where}: {bad}")
-        return _PM4_HANDLERS[pk.name](self, body, where, in_ib)
+        return handler(self, body, where, in_ib)  # type: ignore[no-any-return]
 
     # Handlers by packet (runtime/drivers/amd/packets.py), each (body, where, in_ib) -> done.
     def _h_set_sh_reg(self, body: list[int], where: str, in_ib: bool) -> bool:
@@ -228,7 +239,7 @@ class PM4Processor(QueueProcessor):
         return True
 
     def _h_event_write(self, body: list[int], where: str, in_ib: bool) -> bool:
-        if self.packets.pm4["EVENT_WRITE"].fields(body, 0)["event_type"] == \
+        if self._f_event_write(body, 0)["event_type"] == \
                 self.arch.enums.CS_PARTIAL_FLUSH:
             self.order.partial_flush()
         return True
@@ -340,7 +351,8 @@ class PM4Processor(QueueProcessor):
                                f"{MAX_THREADS} threads")
         n_user = (rsrc2 & gc.COMPUTE_PGM_RSRC2__USER_SGPR_MASK) \
             >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
-        user = tuple(self._reg(gc.regCOMPUTE_USER_DATA_0 + i) for i in range(n_user))
+        sh, user0 = self.sh, gc.regCOMPUTE_USER_DATA_0
+        user = tuple([sh.get(user0 + i, 0) for i in range(n_user)])
         lds = ((rsrc2 & gc.COMPUTE_PGM_RSRC2__LDS_SIZE_MASK)
                >> gc.COMPUTE_PGM_RSRC2__LDS_SIZE__SHIFT) * arch.lds_granule_B
         if lds > MAX_LDS_B:
@@ -421,7 +433,7 @@ class PM4Processor(QueueProcessor):
 
     def _release_mem(self, body: list[int], where: str) -> None:
         p = self.p
-        f = pm4_fields(p.PACKET3_RELEASE_MEM, body, arch=self.arch)
+        f = self._f_release_mem(body, 0)
         if f["event_index"] not in self._eop_index:
             raise MockGPUError(f"{where}: RELEASE_MEM event_index {f['event_index']} is not "
                                "end-of-pipe or shader-done")
@@ -445,7 +457,7 @@ class PM4Processor(QueueProcessor):
             self.gpu.interrupt(f["int_ctxid"])
 
     def _wait_reg_mem(self, body: list[int], where: str) -> bool:
-        f = pm4_fields(self.p.PACKET3_WAIT_REG_MEM, body, arch=self.arch)
+        f = self._f_wait_reg_mem(body, 0)
         if f["mem_space"] != MEM_SPACE_MEMORY:
             raise MockGPUError(f"{where}: WAIT_REG_MEM on registers is not modelled by the mock")
         if f["operation"] != 0:

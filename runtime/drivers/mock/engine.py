@@ -8,7 +8,9 @@ when the work has finished. The thread takes the mock kernel's lock for each ste
 ioctls of the host are served meanwhile. While some queue is blocked (a wait on memory the host
 may write, a dispatch still running) it polls, backing off from a fraction of a millisecond to a
 few milliseconds; otherwise it sleeps until the next doorbell, and it ends once its GPU has no
-queues left (the next doorbell starts a new one).
+queues left (the next doorbell starts a new one). After each pass that changed something it wakes
+the host threads waiting for the GPU (`MockOS.wake_waiters`), so a waiter blocks instead of
+polling and sees a completion at once.
 
 The thread never receives Ctrl-C (Python runs signal handlers on the main thread only), so an
 interrupted host wait never leaves a half-executed packet behind.
@@ -38,16 +40,19 @@ def sync_from_env() -> bool:
 
 class EngineThread:
     """Runs `step` on its own thread whenever kicked, and repeatedly while `step` says a queue is
-    blocked. `step` is called with `lock` held and returns (progress made, some queue blocked,
-    some queue exists).
+    blocked. `step` is called with `lock` held and returns (progress made, some queue blocked or
+    still running a dispatch, some queue exists); a pass must leave every queue empty, blocked
+    or running.
 
     `kick` may run on the main thread inside a doorbell store, where a Ctrl-C can strike between
     any two statements: it only sets a flag and releases a lock used as a binary semaphore (a C
     call each), so an interrupt there never leaves a lock held."""
 
     def __init__(self, name: str, lock: "threading.RLock",
-                 step: Callable[[], tuple[bool, bool, bool]]) -> None:
+                 step: Callable[[], tuple[bool, bool, bool]],
+                 on_progress: Callable[[], None] | None = None) -> None:
         self.name, self._lock, self._step = name, lock, step
+        self._on_progress = on_progress
         self._wake = threading.Lock()
         self._wake.acquire()  # held: no kick pending; released: a kick is pending
         self._start_lock = threading.Lock()
@@ -90,10 +95,16 @@ class EngineThread:
         poll = _POLL_MIN_S
         while not self._stopped:
             self._kicked = False
+            self._wake.acquire(False)  # this pass sees every doorbell rung so far
             with self._lock:
                 progress, blocked, alive = self._step()
                 self.steps += 1
-            if progress or self._kicked:
+            if progress and self._on_progress is not None:
+                self._on_progress()  # host waiters see the completion now, not at their next poll
+            # A pass runs every queue until it is empty or blocked, so after one that made
+            # progress another is needed at once only if a queue is still blocked (the progress
+            # may release it) or a doorbell was rung meanwhile.
+            if self._kicked or (progress and blocked):
                 poll = _POLL_MIN_S
                 continue
             if blocked:

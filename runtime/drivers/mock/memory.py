@@ -47,6 +47,9 @@ class MockMemory:
         self._maps: list[Mapping] = []
         #: the machine's host-race watch (host_races.HostRaces), told of every store made here
         self.races: Any = None
+        #: changes whenever a mapping is added or removed: what was checked against the mappings
+        #: may be remembered under it
+        self.generation = 0
 
     # -- mapping management
     def map(self, va: int, size: int, data: np.ndarray | None = None) -> np.ndarray:
@@ -65,6 +68,7 @@ class MockMemory:
             raise ValueError(f"mapping at {va:#x} overlaps the one at {self._maps[i].va:#x}")
         self._bases.insert(i, va)
         self._maps.insert(i, Mapping(va, data))
+        self.generation += 1
         return data
 
     def unmap(self, va: int) -> None:
@@ -72,6 +76,7 @@ class MockMemory:
         if i == len(self._bases) or self._bases[i] != va:
             raise ValueError(f"no mapping starts at {va:#x}")
         del self._bases[i], self._maps[i]
+        self.generation += 1
 
     def mappings(self) -> list[Mapping]:
         return list(self._maps)

@@ -55,6 +55,8 @@ XID_GR_EXCEPTION = 13
 XID_MMU_FAULT = 31
 XID_PB_ERROR = 32
 _M32 = 0xFFFFFFFF
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
 
 # QMD version -> (field prefix, size in bytes, max SM config). Independent of the driver's QMD
 # classes on purpose: the mock checks what the driver wrote. Which version a GPU reads, and its
@@ -129,6 +131,8 @@ _QMD_ALLOWED = {
     "RELEASE0_PAYLOAD_UPPER",
 }
 CB0_STACK_POINTER = 0xFFFDC0
+# distinct checked QMDs a GPU remembers (a droppable cache, emptied when full)
+_QMD_CACHE_ENTRIES = 256
 PCAS_ACTIONS_OK = {cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE,
                    cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE,
                    cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE}
@@ -256,11 +260,12 @@ class MockChannel:
         self.grid_releases.clear()
 
     # ------------------------------------------------------------------ pointers
+    # struct reads and writes the numpy backing in place, several times cheaper than a view
     def gp_put(self) -> int:
-        return int(self.userd[USERD_GP_PUT:USERD_GP_PUT + 4].view(np.uint32)[0])
+        return _U32.unpack_from(self.userd, USERD_GP_PUT)[0]  # type: ignore[arg-type,no-any-return]
 
     def _store_get(self) -> None:
-        self.userd[USERD_GP_GET:USERD_GP_GET + 4].view(np.uint32)[0] = self.gp_get
+        _U32.pack_into(self.userd, USERD_GP_GET, self.gp_get)  # type: ignore[arg-type]
 
     def describe(self) -> str:
         state = self.faulted or (f"blocked: {self.blocked}" if self.blocked else "idle")
@@ -280,7 +285,7 @@ class MockChannel:
                         raise ChannelFault(f"GP_PUT {put} is outside the {self.entries}-entry ring")
                     if self.gp_get == put:
                         return progress
-                    entry = int(self.ring[self.gp_get * 8:self.gp_get * 8 + 8].view(np.uint64)[0])
+                    entry = _U64.unpack_from(self.ring, self.gp_get * 8)[0]  # type: ignore
                     e1 = entry >> 32
                     va = fget(cl.NVC56F_GP_ENTRY0_GET, entry & _M32) << 2 \
                         | fget(cl.NVC56F_GP_ENTRY1_GET_HI, e1) << 32
@@ -357,42 +362,41 @@ class MockChannel:
         assert seg is not None
         i = self.seg_pos
         n = len(seg)
+        method = self._method
         while i < n:
             hdr = seg[i]
             if hdr == cl.NVC56F_DMA_NOP:
                 i += 1
                 continue
-            op = fget(cl.NVC56F_DMA_SEC_OP, hdr)
-            subc = fget(cl.NVC56F_DMA_INCR_SUBCHANNEL, hdr)
-            mthd = fget(cl.NVC56F_DMA_INCR_ADDRESS, hdr) << 2
+            op, subc, mthd, count = _pb_header(hdr)
             if op == cl.NVC56F_DMA_SEC_OP_IMMD_DATA_METHOD:
-                data = [fget(cl.NVC56F_DMA_IMMD_DATA, hdr)]
+                data = [count]  # the header carries the data
                 step = 0
-            elif op in (cl.NVC56F_DMA_SEC_OP_INC_METHOD, cl.NVC56F_DMA_SEC_OP_NON_INC_METHOD,
-                        cl.NVC56F_DMA_SEC_OP_ONE_INC):
-                count = fget(cl.NVC56F_DMA_INCR_COUNT, hdr)
+            elif op < 0:
+                raise ChannelFault(f"unknown pushbuffer opcode {-op - 1} in header {hdr:#010x} "
+                                   f"at dword {i}")
+            else:
                 if i + 1 + count > n:
                     raise ChannelFault(f"method header {hdr:#010x} at dword {i} promises {count} "
                                        f"dwords, the segment has {n - i - 1} left")
                 data = seg[i + 1:i + 1 + count]
                 step = count
-            else:
-                raise ChannelFault(f"unknown pushbuffer opcode {op} in header {hdr:#010x} at "
-                                   f"dword {i}")
             # A blocked acquire resumes at its header: re-executing the methods before it in the
             # same header is harmless for the SEM_* data methods this runtime groups with it.
-            for k, d in enumerate(data):
+            try:
                 if op == cl.NVC56F_DMA_SEC_OP_INC_METHOD:
-                    m = mthd + 4 * k
+                    for d in data:
+                        method(subc, mthd, d)
+                        mthd += 4
                 elif op == cl.NVC56F_DMA_SEC_OP_ONE_INC:
-                    m = mthd + 4 * min(k, 1)
+                    for k, d in enumerate(data):
+                        method(subc, mthd + 4 * min(k, 1), d)
                 else:
-                    m = mthd
-                try:
-                    self._method(subc, m, d)
-                except _Blocked:
-                    self.seg_pos = i
-                    raise
+                    for d in data:
+                        method(subc, mthd, d)
+            except _Blocked:
+                self.seg_pos = i
+                raise
             self.blocked = None
             i += 1 + step
             self.seg_pos = i
@@ -475,28 +479,27 @@ class MockChannel:
     # ------------------------------------------------------------------ compute
     def _compute(self, cls: int, mthd: int, data: int) -> None:
         p = self.gpu.generation.compute.prefix + "_"
-        c = lambda n: getattr(cl, p + n)  # noqa: E731 - method offsets of this class
-        if mthd == c("SET_SHADER_LOCAL_MEMORY_WINDOW_A"):
+        entry = _compute_methods(p).get(mthd)
+        if entry is None:
+            raise ChannelFault(f"compute method {describe_method(cls, mthd, data)} is not modelled")
+        kind, slot = entry
+        if kind == "LOCAL_WINDOW_A":
             self.local_window = (data << 32) | ((self.local_window or 0) & _M32)
-        elif mthd == c("SET_SHADER_LOCAL_MEMORY_WINDOW_B"):
+        elif kind == "LOCAL_WINDOW_B":
             self.local_window = ((self.local_window or 0) & ~_M32) | data
-        elif mthd == c("SET_SHADER_SHARED_MEMORY_WINDOW_A"):
+        elif kind == "SHARED_WINDOW_A":
             self.shared_window = (data << 32) | ((self.shared_window or 0) & _M32)
-        elif mthd == c("SET_SHADER_SHARED_MEMORY_WINDOW_B"):
+        elif kind == "SHARED_WINDOW_B":
             self.shared_window = ((self.shared_window or 0) & ~_M32) | data
-        elif mthd in (c("SET_SHADER_LOCAL_MEMORY_A"), c("SET_SHADER_LOCAL_MEMORY_B")):
-            self.slm[(mthd - c("SET_SHADER_LOCAL_MEMORY_A")) // 4] = data
-        elif mthd in (c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"),
-                      c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B"),
-                      c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C")):
-            self.slm[2 + (mthd - c("SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A")) // 4] = data
-        elif mthd == c("WAIT_FOR_IDLE"):
+        elif kind == "SLM":
+            self.slm[slot] = data
+        elif kind == "WAIT_FOR_IDLE":
             self.complete_grids()
-        elif mthd == c("INVALIDATE_SHADER_CACHES_NO_WFI"):
+        elif kind == "INVALIDATE":
             pass
-        elif mthd == c("SEND_PCAS_A"):
+        elif kind == "SEND_PCAS_A":
             self.pcas_a = data
-        elif mthd == c("SEND_SIGNALING_PCAS2_B"):
+        else:  # SEND_SIGNALING_PCAS2_B
             action = fget(getattr(cl, p + "SEND_SIGNALING_PCAS2_B_PCAS_ACTION"), data)
             if action not in PCAS_ACTIONS_OK:
                 raise ChannelFault(f"SEND_SIGNALING_PCAS2_B action {action} does not schedule a "
@@ -505,8 +508,6 @@ class MockChannel:
                 raise ChannelFault("SEND_SIGNALING_PCAS2_B without SEND_PCAS_A")
             self.gpu.launch(self, cls, self.pcas_a << 8)
             self.pcas_a = None
-        else:
-            raise ChannelFault(f"compute method {describe_method(cls, mthd, data)} is not modelled")
 
     # ------------------------------------------------------------------ copy engine
     def _copy(self, cls: int, mthd: int, data: int) -> None:
@@ -649,6 +650,88 @@ def _allowed_bits(prefix: str, bits: int) -> int:
     return out
 
 
+@lru_cache(maxsize=4096)
+def _pb_header(hdr: int) -> tuple[int, int, int, int]:
+    """A pushbuffer method header: (opcode, subchannel, method offset, count or immediate data);
+    the opcode is -(opcode + 1) for one the mock does not know (cached: a channel executes the
+    same few headers over and over)."""
+    op = fget(cl.NVC56F_DMA_SEC_OP, hdr)
+    subc = fget(cl.NVC56F_DMA_INCR_SUBCHANNEL, hdr)
+    mthd = fget(cl.NVC56F_DMA_INCR_ADDRESS, hdr) << 2
+    if op == cl.NVC56F_DMA_SEC_OP_IMMD_DATA_METHOD:
+        return op, subc, mthd, fget(cl.NVC56F_DMA_IMMD_DATA, hdr)
+    if op in (cl.NVC56F_DMA_SEC_OP_INC_METHOD, cl.NVC56F_DMA_SEC_OP_NON_INC_METHOD,
+              cl.NVC56F_DMA_SEC_OP_ONE_INC):
+        return op, subc, mthd, fget(cl.NVC56F_DMA_INCR_COUNT, hdr)
+    return -op - 1, subc, mthd, 0
+
+
+@lru_cache(maxsize=None)
+def _compute_methods(p: str) -> dict[int, tuple[str, int]]:
+    """The compute class's methods the mock executes (`p`: the class's name prefix): method
+    offset -> (what it does, index in `MockChannel.slm` for the shader-local-memory ones)."""
+    c = lambda n: getattr(cl, p + n)  # noqa: E731 - method offsets of this class
+    out = {c(n): (kind, 0) for n, kind in (
+        ("SET_SHADER_LOCAL_MEMORY_WINDOW_A", "LOCAL_WINDOW_A"),
+        ("SET_SHADER_LOCAL_MEMORY_WINDOW_B", "LOCAL_WINDOW_B"),
+        ("SET_SHADER_SHARED_MEMORY_WINDOW_A", "SHARED_WINDOW_A"),
+        ("SET_SHADER_SHARED_MEMORY_WINDOW_B", "SHARED_WINDOW_B"),
+        ("WAIT_FOR_IDLE", "WAIT_FOR_IDLE"), ("INVALIDATE_SHADER_CACHES_NO_WFI", "INVALIDATE"),
+        ("SEND_PCAS_A", "SEND_PCAS_A"), ("SEND_SIGNALING_PCAS2_B", "SEND_SIGNALING_PCAS2_B"))}
+    # A B NT_A NT_B NT_C, in that order in `MockChannel.slm`
+    for i, n in enumerate(("SET_SHADER_LOCAL_MEMORY_A", "SET_SHADER_LOCAL_MEMORY_B",
+                           "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A",
+                           "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B",
+                           "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C")):
+        out[c(n)] = ("SLM", i)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _static_bits(prefix: str, bits: int) -> int:
+    """The allowed fields that stay the same from one launch of a kernel to the next: all but the
+    constant-buffer addresses and the release semaphores' addresses and payloads."""
+    out = _allowed_bits(prefix, bits)
+    for name, hi, lo in _qmd_fields(prefix, bits):
+        base = name.split("(")[0]
+        if base.startswith("CONSTANT_BUFFER_ADDR_") or (
+                base.startswith("RELEASE") and ("_ADDR" in base or "_PAYLOAD" in base)):
+            out &= ~(((1 << (hi - lo + 1)) - 1) << lo)
+    return out
+
+
+@dataclass(frozen=True)
+class _QmdStatic:
+    """What a checked QMD launches, from its fields that stay the same from launch to launch."""
+
+    program_va: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_B: int
+    cb0_size: int
+    cbufs: tuple[int, ...]      # the valid constant buffers
+    release: bool               # release semaphore 0 enabled
+    # what constant bank 0 must start with (block and grid sizes, the channel's shared and local
+    # windows, the stack pointer), when bank 0 has room for it
+    cb0_head: bytes | None = None
+
+
+def _static_qmd(q: "QmdReader", lay: QmdLayout, program_va: int,
+                ch: "MockChannel | None" = None) -> _QmdStatic:
+    grid = (q.get(lay.grid[0]), q.get(lay.grid[1]), q.get(lay.grid[2]))
+    block = (q.get("CTA_THREAD_DIMENSION0"), q.get("CTA_THREAD_DIMENSION1"),
+             q.get("CTA_THREAD_DIMENSION2"))
+    cb0_size = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) << 4
+    head = None
+    if ch is not None and cb0_size >= 0x30 and ch.shared_window is not None \
+            and ch.local_window is not None:
+        head = struct.pack("<3I3IQQI", *block, *grid, ch.shared_window, ch.local_window,
+                           CB0_STACK_POINTER)
+    return _QmdStatic(program_va, grid, block, q.get(lay.shared[0]) << lay.shared[1], cb0_size,
+                      tuple(i for i in range(8) if q.get("CONSTANT_BUFFER_VALID", i)),
+                      bool(q.get(lay.release[0], 0)), head)
+
+
 @lru_cache(maxsize=None)
 def _qmd_fields(prefix: str, bits: int) -> tuple[tuple[str, int, int], ...]:
     """Every field of a QMD version (indexed ones expanded), from the generated table."""
@@ -709,8 +792,14 @@ class MockNVGPU:
             sm = self.generation.sm[0]
             self.sm_version = (sm // 10) << 8 | sm % 10
         self.mem.races = getattr(self.driver.os, "host_races", None)
+        #: program address -> (entry record, module text, compiled kernel) of the PTX programs
+        #: launched (runtime.drivers.mock.ptx.launch.grid_for; a droppable cache)
+        self.ptx_programs: dict[int, tuple[bytes, bytes, Any]] = {}
+        # (static QMD bits, channel windows, mappings) -> what a checked QMD launches
+        self._qmd_cache: dict[tuple[Any, ...], _QmdStatic] = {}
         self.engine = EngineThread(f"mock-nvidia{self.index}", self.driver.os.lock,
-                                   self._engine_step)
+                                   self._engine_step,
+                                   self.driver.os.wake_waiters)
 
     @property
     def async_doorbell(self) -> bool:
@@ -793,6 +882,7 @@ class MockNVGPU:
                         self._poller = None
                         return
                     self.run_once()
+                self.driver.os.wake_waiters()
 
         self._poller = threading.Thread(target=poll, name=f"mock-nvidia{self.index}", daemon=True)
         self._poller.start()
@@ -818,13 +908,18 @@ class MockNVGPU:
     # ------------------------------------------------------------------ compute launches
     def launch(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
         """Decodes and checks the QMD at `qmd_va`, runs the kernel (a PTX image through the
-        interpreter, in time slices, or a registered model), releases semaphores."""
+        interpreter, in time slices, or a registered model), releases semaphores.
+
+        The checks of the fields that stay the same from one launch of a kernel to the next (all
+        but the constant-buffer addresses and the release's address and payload) are done once
+        per distinct QMD, channel state and set of mappings (`_static_qmd`); the others, and the
+        contents of constant bank 0, are checked at every launch."""
         races = self.mem.races
-        key = (id(ch), qmd_va)
+        race_key = (id(ch), qmd_va)
         if races is not None:
-            races.resume(key)  # host writes since it was queued, or since its last slice
+            races.resume(race_key)  # host writes since it was queued, or since its last slice
         if ch.ptx is not None:  # the launch method again: the running grid's next time slice
-            self._run_slice(ch, key)
+            self._run_slice(ch, race_key)
             return
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
@@ -837,41 +932,54 @@ class MockNVGPU:
             raise ChannelFault(f"QMD at {qmd_va:#x} sets fields this runtime must leave zero: "
                                + ", ".join(f"{k}={fields.get(k, fields.get(k + '(0)', 0)):#x}"
                                            for k in bad), XID_GR_EXCEPTION)
-        errs = self._check_qmd(ch, q, major, lay)
-        if errs:
-            raise ChannelFault(f"QMD at {qmd_va:#x} rejected: " + "; ".join(errs), XID_GR_EXCEPTION)
-        grid = tuple(q.get(n) for n in lay.grid)
-        block = tuple(q.get(f"CTA_THREAD_DIMENSION{i}") for i in range(3))
-        cb0_va, cb0_size = self._cbuf(q, lay, 0)
-        cb0 = self.mem.read(cb0_va, cb0_size)
-        shared = q.get(lay.shared[0]) << lay.shared[1]
-        prog = self._program(q, lay)
-        launch = Launch(self, prog, grid, block, shared, cb0_va, cb0,  # type: ignore[arg-type]
-                        q)
+        key = (q.num & _static_bits(prefix, size * 8), ch.shared_window, ch.local_window,
+               tuple(ch.slm), self.mem.generation)
+        st = self._qmd_cache.get(key)
+        if st is None:
+            errs = self._check_qmd(ch, q, major, lay)
+            if errs:
+                raise ChannelFault(f"QMD at {qmd_va:#x} rejected: " + "; ".join(errs),
+                                   XID_GR_EXCEPTION)
+            st = _static_qmd(q, lay, self._program(q, lay), ch)
+            if len(self._qmd_cache) >= _QMD_CACHE_ENTRIES:
+                self._qmd_cache.clear()
+            self._qmd_cache[key] = st
+        cb0_va = (q.get(lay.cbuf[0], 0) << 32 | q.get(lay.cbuf[1], 0)) << lay.cbuf[2]
+        cb0 = self._cb0_if_valid(q, lay, st, cb0_va)
+        if cb0 is None:  # something is wrong: the full checks say what
+            errs = self._check_qmd_dynamic(ch, q, lay, st)
+            if errs:
+                raise ChannelFault(f"QMD at {qmd_va:#x} rejected: " + "; ".join(errs),
+                                   XID_GR_EXCEPTION)
+            cb0 = self.mem.read(cb0_va, st.cb0_size)
+        prog = st.program_va
+        launch = Launch(self, prog, st.grid, st.block, st.shared_B, cb0_va, cb0, q)
         self.launch_count += 1
         if self.keep_launches:
             self.launches.append(launch)
-            del self.launches[:-self.keep_launches]
+            if len(self.launches) > 2 * self.keep_launches:  # bounded, trimmed in batches
+                del self.launches[:-self.keep_launches]
         model = self.kernels.get(prog)
-        enable, upper, lower, payload_lo = lay.release
         # lands when the grid completes (MockChannel.complete_grids)
-        release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo)) if q.get(enable, 0) \
-            else None
+        release = None
+        if st.release:
+            _, upper, lower, payload_lo = lay.release
+            release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo))
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
-                self._run_slice(ch, key)
+                self._run_slice(ch, race_key)
                 return
         try:
             if model is not None:
                 model(launch)
         except PageFault as e:
             if races is not None:
-                races.forget(key)
+                races.forget(race_key)
             raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
         if races is not None:
             races.gpu_wrote()
-            races.finished(key)
+            races.finished(race_key)
         if release is not None:
             ch.grid_releases.append(release)
 
@@ -991,26 +1099,9 @@ class MockNVGPU:
         want(q.get("CONSTANT_BUFFER_VALID", 0) == 1, "constant buffer 0 is not valid")
         want(q.get("CONSTANT_BUFFER_INVALIDATE", 0) == 1, "constant buffer 0 is not invalidated")
         for i in range(8):
-            if not q.get("CONSTANT_BUFFER_VALID", i):
-                continue
-            va, size = self._cbuf(q, lay, i)
-            want(size > 0, f"constant buffer {i} has size 0")
-            try:
-                self.mem.find(va, max(size, 1), f"constant buffer {i}")
-            except PageFault:
-                e.append(f"constant buffer {i} [{va:#x}, +{size:#x}) is not mapped")
-        cb0_va, cb0_size = self._cbuf(q, lay, 0)
-        if cb0_size >= 0x30 and not e:
-            cb0 = self.mem.read(cb0_va, 0x30)
-            bd, gd = struct.unpack_from("<3I", cb0, 0), struct.unpack_from("<3I", cb0, 0xC)
-            want(list(bd) == block, f"cb0 blockDim {bd} != QMD block {block}")
-            want(list(gd) == grid, f"cb0 gridDim {gd} != QMD grid {grid}")
-            sw, lw, sp = struct.unpack_from("<QQI", cb0, 0x18)
-            want(sw == ch.shared_window, f"cb0 shared window {sw:#x} != the channel's "
-                 f"{ch.shared_window}")
-            want(lw == ch.local_window,
-                 f"cb0 local window {lw:#x} != the channel's {ch.local_window}")
-            want(sp == CB0_STACK_POINTER, f"cb0 stack pointer {sp:#x}")
+            if q.get("CONSTANT_BUFFER_VALID", i):
+                want(q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", i) > 0,
+                     f"constant buffer {i} has size 0")
         # windows and local memory
         want(ch.shared_window is not None and ch.local_window is not None,
              "launch before SET_SHADER_SHARED/LOCAL_MEMORY_WINDOW")
@@ -1031,9 +1122,64 @@ class MockNVGPU:
                     self.mem.find(slm_va, per_tpc * self.tpc_per_gpc * self.num_gpcs, "SLM")
                 except PageFault:
                     e.append(f"shader local memory at {slm_va:#x} is not mapped for all TPCs")
+        if not e:
+            e += self._check_qmd_dynamic(ch, q, lay, _static_qmd(q, lay, prog))
+        return e
+
+    def _cb0_if_valid(self, q: QmdReader, lay: QmdLayout, st: "_QmdStatic",
+                      cb0_va: int) -> bytes | None:
+        """Constant bank 0 of a launch whose fixed QMD fields were checked, when the fields that
+        change from launch to launch pass `_check_qmd_dynamic`'s checks (the common case, checked
+        at less cost: bank 0 the only one, mapped, its launch header the one expected); else
+        None."""
+        if st.cbufs != (0,) or st.cb0_head is None:
+            return None
+        try:
+            data, off = self.mem.find(cb0_va, max(st.cb0_size, 1), "constant buffer 0")
+        except PageFault:
+            return None
+        cb0 = data[off:off + st.cb0_size].tobytes()
+        if not cb0.startswith(st.cb0_head):
+            return None
+        if lay.typed and st.release:
+            _, upper, lower, _ = lay.release
+            va = q.get(upper) << 32 | q.get(lower)
+            if va % 16 or not va:
+                return None
+        return cb0
+
+    def _check_qmd_dynamic(self, ch: MockChannel, q: QmdReader, lay: QmdLayout,
+                           st: "_QmdStatic") -> list[str]:
+        """The checks of the fields that change from launch to launch: the constant buffers'
+        addresses (mapped), constant bank 0's launch header, the release semaphore's address."""
+        e: list[str] = []
+
+        def want(cond: bool, msg: str) -> None:
+            if not cond:
+                e.append(msg)
+
+        for i in st.cbufs:
+            va, size = self._cbuf(q, lay, i)
+            try:
+                self.mem.find(va, max(size, 1), f"constant buffer {i}")
+            except PageFault:
+                e.append(f"constant buffer {i} [{va:#x}, +{size:#x}) is not mapped")
+        cb0_va, cb0_size = self._cbuf(q, lay, 0)
+        if cb0_size >= 0x30 and not e:
+            block, grid = list(st.block), list(st.grid)
+            cb0 = self.mem.read(cb0_va, 0x30)
+            bd, gd = struct.unpack_from("<3I", cb0, 0), struct.unpack_from("<3I", cb0, 0xC)
+            want(list(bd) == block, f"cb0 blockDim {bd} != QMD block {block}")
+            want(list(gd) == grid, f"cb0 gridDim {gd} != QMD grid {grid}")
+            sw, lw, sp = struct.unpack_from("<QQI", cb0, 0x18)
+            want(sw == ch.shared_window, f"cb0 shared window {sw:#x} != the channel's "
+                 f"{ch.shared_window}")
+            want(lw == ch.local_window,
+                 f"cb0 local window {lw:#x} != the channel's {ch.local_window}")
+            want(sp == CB0_STACK_POINTER, f"cb0 stack pointer {sp:#x}")
         # release semaphore
-        enable, upper, lower, _ = lay.release
-        if lay.typed and q.get(enable, 0):
+        _, upper, lower, _ = lay.release
+        if lay.typed and st.release:
             va = q.get(upper) << 32 | q.get(lower)
             want(va % 16 == 0 and va != 0, f"release semaphore at {va:#x} is not 16-byte aligned")
         return e

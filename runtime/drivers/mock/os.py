@@ -125,6 +125,7 @@ class MockOS(OSSeam):
     """The mock kernel. Build one with `MockOS.with_amd_gpus(n)` or install drivers yourself."""
 
     name: str = "mock"
+    gpus_in_process = True  # (OSSeam) the mock GPUs run on threads of this process
     sysfs: dict[str, str] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 
@@ -145,6 +146,8 @@ class MockOS(OSSeam):
         self.drivers: list[Any] = []
         #: host writes racing the machine's kernels (runtime/drivers/mock/host_races.py)
         self.host_races = HostRaces()
+        # host threads sleeping until a GPU makes progress (`sleep_for_gpu`), each on its own lock
+        self._gpu_waiters: set[threading.Lock] = set()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -195,11 +198,37 @@ class MockOS(OSSeam):
             request = by_name[request]
         self._injections.append(_Injection(int(request), errno, count, skip))
 
-    def sleep_for_gpu(self, timeout_s: float) -> None:
-        """Sleeps briefly (at most `timeout_s`): how a driver without interrupts waits for the
-        mock without spinning, since a spinning host would hold the GIL the GPUs' threads need.
-        A plain sleep, with no lock to leave held when a Ctrl-C interrupts it."""
-        time.sleep(min(timeout_s, _HOST_POLL_S))
+    def sleep_for_gpu(self, timeout_s: float, ready: Callable[[], bool] | None = None) -> None:
+        """Sleeps until a GPU of this machine makes progress, `ready()` holds, or `timeout_s`
+        passes: how a driver without interrupts waits for the mock without spinning, since a
+        spinning host would hold the GIL the GPUs' threads need. The wake-up is the GPUs' own
+        (`wake_waiters`, after each pass that changed something), so a completion is seen as soon
+        as the GPU's thread lets go of the GIL, not at the next poll. Without `ready` it sleeps
+        at most a fraction of a millisecond. The waiter blocks on a lock of its own, so a Ctrl-C
+        that strikes meanwhile leaves no shared lock held."""
+        if ready is None:
+            time.sleep(min(timeout_s, _HOST_POLL_S))
+            return
+        me = threading.Lock()
+        me.acquire()
+        waiters = self._gpu_waiters
+        waiters.add(me)  # before the check: progress made after it releases `me`
+        try:
+            if not ready():
+                me.acquire(True, max(timeout_s, 0.0))
+        finally:
+            waiters.discard(me)
+
+    def wake_waiters(self) -> None:
+        """Wakes every host thread in `sleep_for_gpu` (a GPU of this machine changed memory,
+        queue state or events). Cheap when nobody waits; callable with or without the mock
+        kernel's lock."""
+        if self._gpu_waiters:
+            for w in list(self._gpu_waiters):
+                try:
+                    w.release()
+                except RuntimeError:
+                    pass  # woken already
 
     def wait_idle(self, timeout_s: float = 10.0) -> None:
         """Blocks until every GPU of the machine has run what can run now (a test's way to let

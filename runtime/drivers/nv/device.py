@@ -856,9 +856,8 @@ class NVDevice(Device):
         # starts its interval over, so a long wait would starve every other thread.
         u64 = sig.value_view
         sleep = getattr(self.os, "sleep_for_gpu", None)
-        if sleep is not None:  # a mock GPU running on a thread of this process
-            if u64[0] < value:
-                sleep(min(timeout_ms, 1.0) / 1000.0)
+        if sleep is not None:  # a mock GPU running on a thread of this process: it wakes us
+            sleep(min(timeout_ms, 1.0) / 1000.0, lambda: u64[0] >= value)
             return
         end = time.perf_counter() + min(timeout_ms, 1.0) / 1000.0
         while time.perf_counter() < end:

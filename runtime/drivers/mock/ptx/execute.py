@@ -86,10 +86,23 @@ def _thread_layout(block: tuple[int, int, int], nb: int) -> tuple[Any, ...]:
     return out
 
 
+@lru_cache(maxsize=64)
+def _cta_layout(grid: tuple[int, int, int], bt: int, start: int,
+                stop: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per-thread linear CTA index and %ctaid of the CTAs [start, stop) of `grid`, `bt` threads
+    each (shared, read-only): a launch repeated with one shape reuses them."""
+    cta = np.repeat(np.arange(start, stop, dtype=np.int64), bt)
+    gx, gy, _ = grid
+    ctaid = (cta % gx, (cta // gx) % gy, cta // (gx * gy))
+    for a in (cta, *ctaid):
+        a.flags.writeable = False
+    return cta, ctaid
+
+
 class State:
     """The threads of one batch of CTAs."""
 
-    def __init__(self, kern: "Kernel", env: LaunchEnv, ctas: np.ndarray) -> None:
+    def __init__(self, kern: "Kernel", env: LaunchEnv, ctas: range) -> None:
         self.kern, self.env = kern, env
         bx, by, bz = env.block
         self.bt = bt = bx * by * bz
@@ -97,9 +110,8 @@ class State:
         self.n = n = nb * bt
         lay = _thread_layout(env.block, nb)
         self.t, self.cta_local, self.tid, self.lane, self.gidx, self.warp_base = lay
-        self.cta = np.repeat(ctas.astype(np.int64), bt)    # linear CTA index in the grid
-        gx, gy, _ = env.grid
-        self.ctaid = (self.cta % gx, (self.cta // gx) % gy, self.cta // (gx * gy))
+        # linear CTA index in the grid, and %ctaid
+        self.cta, self.ctaid = _cta_layout(env.grid, bt, ctas.start, ctas.stop)
         # one block of zeroed rows per register width (a few allocations, not one per register)
         self.R: list[np.ndarray] = [np.empty(0)] * len(kern.reg_dtypes)
         for dt, regs in kern.reg_groups.items():
@@ -208,7 +220,7 @@ class Grid:
         bt = env.block[0] * env.block[1] * env.block[2]
         total = env.grid[0] * env.grid[1] * env.grid[2]
         per = max(1, MAX_BATCH_THREADS // max(bt, 1))
-        self.batches = [np.arange(s, min(s + per, total)) for s in range(0, total, per)]
+        self.batches = [range(s, min(s + per, total)) for s in range(0, total, per)]
         self.state: State | None = None
         self.shared_offsets = kern.shared_offsets(env.shared_base)
         if env.static_end > env.shared_B:

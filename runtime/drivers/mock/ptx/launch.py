@@ -20,24 +20,36 @@ if TYPE_CHECKING:
 def grid_for(launch: "Launch") -> Grid | None:
     """The grid a launch runs, or None when its program address holds no PTX entry record (a
     cubin's SASS, which the mock does not execute). Raises `PtxFault` for a module the
-    interpreter cannot run."""
+    interpreter cannot run.
+
+    The kernel compiled for a program address is remembered by the GPU (`MockNVGPU.ptx_programs`)
+    with the entry record and module text it came from; a launch reads both again and reuses it
+    only when they are unchanged, so code written over a program is what runs next."""
     gpu = launch.gpu
     mem = gpu.mem
     head = mem.read(launch.program_va, ENTRY_HEADER.size)
     if head[:4] != b"\x7fPTX":
         return None
     nlen = struct.unpack_from("<H", head, 6)[0]
-    rec = read_entry_record(mem.read(launch.program_va, ENTRY_HEADER.size + nlen))
+    raw = mem.read(launch.program_va, ENTRY_HEADER.size + nlen)
+    rec = read_entry_record(raw)
     if rec is None:
         raise PtxFault(f"program at {launch.program_va:#x}: a PTX entry record of an unknown "
                        "version")
     name, msize, data_off, rel, shared_base, static_end = rec
     image_va = launch.program_va + rel
-    text = mem.read(image_va, msize).rstrip(b"\0")
-    try:
-        kern = kernel_for(text, name)
-    except (Unsupported, PtxSyntaxError, KeyError) as e:
-        raise PtxFault(f"kernel {name}: the PTX interpreter cannot run it: {e}") from None
+    text = mem.read(image_va, msize)
+    known = gpu.ptx_programs.get(launch.program_va)
+    if known is not None and known[0] == raw and known[1] == text:
+        kern = known[2]
+    else:
+        try:
+            kern = kernel_for(text.rstrip(b"\0"), name)
+        except (Unsupported, PtxSyntaxError, KeyError) as e:
+            raise PtxFault(f"kernel {name}: the PTX interpreter cannot run it: {e}") from None
+        if len(gpu.ptx_programs) >= _PROGRAMS_KEPT:
+            gpu.ptx_programs.clear()
+        gpu.ptx_programs[launch.program_va] = (raw, text, kern)
     cb = gpu.generation.cb0
     shared_window, local_window = struct.unpack_from("<QQ", launch.cb0, cb.shared_window)
     env = LaunchEnv(mem, launch.grid, launch.block, launch.shared_B, launch.cb0,
@@ -45,6 +57,9 @@ def grid_for(launch: "Launch") -> Grid | None:
                     image_va + data_off, shared_base, static_end, clock_ns=gpu.clock_ns)
     return Grid(kern, env)
 
+
+# program addresses whose compiled kernel a GPU remembers (a droppable cache, emptied when full)
+_PROGRAMS_KEPT = 256
 
 #: How long one step of the channel runs a grid before letting the host (and other channels) in:
 #: a kernel that never ends keeps its channel busy without hanging the caller.
@@ -59,7 +74,12 @@ class PtxLaunch:
     def __init__(self, ch: "MockChannel", grid: Grid, release: tuple[int, int] | None) -> None:
         self.ch, self.grid, self.release = ch, grid, release
         self.started = time.perf_counter()
-        self.key = f"nvidia{ch.gpu.index}-channel{ch.chid}"
+        self.status_set = False   # whether the mock kernel's standing status names this grid
+
+    @property
+    def key(self) -> str:
+        """The mock kernel status this grid sets while it runs for more than one slice."""
+        return f"nvidia{self.ch.gpu.index}-channel{self.ch.chid}"
 
     @classmethod
     def start(cls, ch: "MockChannel", launch: "Launch",
@@ -82,7 +102,8 @@ class PtxLaunch:
             done = self.grid.advance(SLICE_S)
         except PtxFault as e:
             self.ch.ptx = None
-            os_.clear_kernel_status(self.key)
+            if self.status_set:
+                os_.clear_kernel_status(self.key)
             raise ChannelFault(str(e), XID_GR_EXCEPTION if e.va is None else XID_MMU_FAULT,
                                e.va) from None
         if not done:
@@ -90,8 +111,10 @@ class PtxLaunch:
             what = f"kernel {self.grid.kern.name} running for {t:.2f} s: {self.grid.describe()}"
             os_.set_kernel_status(self.key, f"mock nvidia{self.ch.gpu.index}: channel "
                                   f"{self.ch.chid}: {what}")
+            self.status_set = True
             raise _Blocked(what)
         self.ch.ptx = None
-        os_.clear_kernel_status(self.key)
+        if self.status_set:
+            os_.clear_kernel_status(self.key)
         if self.release is not None:
             self.ch.grid_releases.append(self.release)

@@ -1,0 +1,235 @@
+"""How a host waits for an asynchronous mock GPU, and what a mock launch costs besides the kernel.
+
+A waiter blocks until the GPU's thread says it made progress (no polling), the GPU's thread runs
+one pass per doorbell, waits on a mock device do not spin (a spinning host holds the GIL the GPU's
+thread needs), and what the mocks remember between launches (checked QMDs, compiled PTX kernels)
+is checked again when the memory it came from changes. Both mocks are forced into the
+asynchronous mode here, whatever HCQ_MOCK_SYNC says.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from runtime.drivers.mock.nv_rm import NvMockOS
+from runtime.drivers.mock.os import MockOS
+from runtime.drivers.nv.device import NVDevice
+from runtime.hcq import AMDDevice, Device, DeviceFault
+from runtime.hcq.signal import SPIN_S
+
+DATA = Path(__file__).parent / "data"
+CUBIN = (DATA / "nv_kernels_cuda13.cubin").read_bytes()
+# Far longer than any wait here takes: a waiter that is not woken fails by the clock.
+LONG_S = 30.0
+
+
+def _async(mos: MockOS) -> MockOS:
+    for d in mos.drivers:
+        for g in d.gpus:
+            g.sync = False
+    return mos
+
+
+def _amd() -> tuple[Device, Any]:
+    mos = _async(MockOS.with_amd_gpus(1))
+    d = AMDDevice("amd:0", os=mos)
+    d.default_timeout_ms = 10_000.0
+    return d, mos.drivers[0].gpus[0]
+
+
+def _nv() -> tuple[Device, Any]:
+    mos = _async(NvMockOS.with_nv_gpus(1))
+    d = NVDevice("mock-nv:0", os=mos)
+    d.default_timeout_ms = 10_000.0
+    return d, mos.drivers[0].gpus[0]
+
+
+@pytest.fixture(params=["amd", "nv"])
+def dev_gpu(request: pytest.FixtureRequest) -> Iterator[tuple[Device, Any]]:
+    d, gpu = (_amd if request.param == "amd" else _nv)()
+    yield d, gpu
+    d.close()
+
+
+def _pending_signal(d: Device) -> tuple[Any, int]:
+    """A signal the GPU will set to 1 once the work queued before it (a wait for a gate the host
+    opens) has run."""
+    gate, sig = d.new_signal(0), d.new_signal(0)
+    d.compute_queue().wait(gate, 1).signal(sig, 1).submit()
+    return gate, sig
+
+
+# ------------------------------------------------------------------ the waiter's wake-up
+def test_sleep_for_gpu_returns_at_once_when_ready() -> None:
+    mos = MockOS()
+    t = time.perf_counter()
+    mos.sleep_for_gpu(LONG_S, lambda: True)
+    assert time.perf_counter() - t < LONG_S / 2
+
+
+def test_wake_waiters_releases_a_sleeping_host_thread() -> None:
+    mos = MockOS()
+    done = threading.Event()
+    flag = [False]
+
+    def waiter() -> None:
+        mos.sleep_for_gpu(LONG_S, lambda: flag[0])
+        done.set()
+
+    th = threading.Thread(target=waiter, daemon=True)
+    th.start()
+    while not mos._gpu_waiters:  # the waiter is registered (and about to block)
+        time.sleep(0.001)
+    flag[0] = True
+    mos.wake_waiters()
+    assert done.wait(LONG_S / 2), "the waiter slept on although it was woken"
+    th.join()
+    assert not mos._gpu_waiters
+
+
+def test_progress_made_before_the_waiter_blocks_is_not_lost() -> None:
+    # The GPU finishes between the waiter's registration and its block: ready() sees it then.
+    mos = MockOS()
+    flag = [False]
+
+    def ready() -> bool:
+        flag[0] = True  # "the GPU finished just now", before the waiter would block
+        mos.wake_waiters()
+        return False
+
+    t = time.perf_counter()
+    mos.sleep_for_gpu(LONG_S, ready)
+    assert time.perf_counter() - t < LONG_S / 2 and flag[0]
+
+
+def test_the_gpu_thread_wakes_a_waiter_when_the_work_is_done(dev_gpu: tuple[Device, Any]
+                                                             ) -> None:
+    d, gpu = dev_gpu
+    gate, sig = _pending_signal(d)
+    d.os.wait_idle()  # type: ignore[attr-defined]
+    assert sig.value == 0  # held back by the gate
+    gate.value = 1
+    # A host store releases the queue at the GPU's next poll; the GPU then wakes this thread.
+    t = time.perf_counter()
+    d.os.sleep_for_gpu(LONG_S, lambda: sig.value >= 1)  # type: ignore[attr-defined]
+    assert sig.value == 1 and time.perf_counter() - t < LONG_S / 2
+
+
+def test_a_launch_and_wait_runs_one_gpu_pass_per_doorbell(dev_gpu: tuple[Device, Any]) -> None:
+    d, gpu = dev_gpu
+    sig = d.new_signal(0)
+    for i in range(5):  # warm: queues made, caches filled
+        d.compute_queue().signal(sig, i + 1).submit()
+        sig.wait(i + 1)
+    n, before = 40, gpu.engine.steps
+    for i in range(5, 5 + n):
+        d.compute_queue().signal(sig, i + 1).submit()
+        sig.wait(i + 1)
+    # One pass each (two before: a pass that made progress was always followed by an empty one);
+    # a doorbell rung while a pass runs may add one.
+    assert gpu.engine.steps - before <= n * 3 // 2
+
+
+def test_waits_on_a_mock_device_do_not_spin(dev_gpu: tuple[Device, Any]) -> None:
+    d, _ = dev_gpu
+    assert d._wait_spin_s == 0.0
+    assert Device._wait_spin_s == SPIN_S  # a device on a real seam polls first
+
+
+# ------------------------------------------------------------------ what the NVIDIA mock remembers
+@pytest.fixture
+def nv() -> Iterator[tuple[NVDevice, Any]]:
+    d, gpu = _nv()
+    yield d, gpu  # type: ignore[misc]
+    d.close()
+
+
+def _launch_block(d: NVDevice, gpu: Any) -> tuple[Any, Any]:
+    prg: Any = d.program(CUBIN, "vadd")
+    gpu.register_kernel(prg.prog_va, lambda launch: None)
+    a = d.alloc(64)
+    ka = prg.fill_kernargs((a, a, a, 1), (1, 1, 1), (32, 1, 1))
+    return prg, ka
+
+
+def _submit(d: NVDevice, prg: Any, ka: Any) -> None:
+    v = d.next_timeline()
+    # after the work before it (the upload of the program on the copy channel)
+    d.compute_queue().wait(d.timeline_signal, v - 1).exec(prg, ka, (1, 1, 1), (32, 1, 1)) \
+        .signal(d.timeline_signal, v).submit()
+    d.synchronize(timeout_ms=5000)
+
+
+def test_a_remembered_qmd_still_has_its_constant_bank_checked(nv: tuple[NVDevice, Any]) -> None:
+    d, gpu = nv
+    prg, ka = _launch_block(d, gpu)
+    _submit(d, prg, ka)
+    _submit(d, prg, ka)  # the same QMD again: its fixed fields were checked once
+    gpu.mem.write_u32(gpu.launches[-1].cb0_va, 7)  # cb0's blockDim.x no longer the QMD's
+    with pytest.raises(DeviceFault, match=r"cb0 blockDim \(7, 1, 1\)"):
+        _submit(d, prg, ka)
+
+
+def test_a_remembered_qmd_is_checked_again_when_the_mappings_change(nv: tuple[NVDevice, Any]
+                                                                    ) -> None:
+    d, gpu = nv
+    prg, ka = _launch_block(d, gpu)
+    _submit(d, prg, ka)
+    m = next(m for m in gpu.mem.mappings() if m.va <= prg.prog_va < m.end)
+    gpu.mem.unmap(m.va)  # the program's memory is gone (as after a free)
+    try:
+        with pytest.raises(DeviceFault, match="program address .* is not mapped"):
+            _submit(d, prg, ka)
+    finally:
+        gpu.mem.map(m.va, len(m.data), m.data)  # for the driver's own free at close
+
+
+def _nvrtc_missing() -> str | None:
+    try:
+        from runtime.drivers.nv.compiler import find_nvrtc
+        find_nvrtc()
+    except Exception as e:  # noqa: BLE001 - any reason NVRTC cannot load
+        return str(e)
+    return None
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason="NVRTC is not installed")
+def test_code_written_over_a_launched_ptx_program_is_what_runs_next(nv: tuple[NVDevice, Any]
+                                                                    ) -> None:
+    d, gpu = nv
+    src = 'extern "C" __global__ void put(unsigned int *x) {{ x[0] = {}u; }}'
+    p1: Any = d.program(d.compiler.compile(src.format(111)), "put")
+    p2: Any = d.program(d.compiler.compile(src.format(222)), "put")
+    out = d.alloc(64)
+    got = np.zeros(1, np.uint32)
+    p1(out, wait=True)
+    d.copyout(got, out)
+    assert got[0] == 111
+    n = p1.lib_buf.size
+    assert p2.lib_buf.size == n and p2.prog_va - p2.lib_buf.va == p1.prog_va - p1.lib_buf.va
+    gpu.mem.write(p1.lib_buf.va, gpu.mem.read(p2.lib_buf.va, n))  # p2's image over p1's
+    p1(out, wait=True)
+    d.copyout(got, out)
+    assert got[0] == 222
+
+
+def test_a_fault_check_right_after_a_wait_for_every_event_asks_no_second_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import runtime.drivers.amd.device as amd_device
+    monkeypatch.setattr(amd_device, "_EVENTS_FRESH_S", LONG_S)  # "right after", on any machine
+    d, _ = _amd()
+    try:
+        sig = d.new_signal(0)
+        d._sleep_for_signal(sig, 1, 0)  # type: ignore[attr-defined]  # every event, exceptions too
+        n = d.os.ioctl_count  # type: ignore[attr-defined]
+        d.check_fault()  # answered by that wait
+        assert d.os.ioctl_count == n  # type: ignore[attr-defined]
+        d.check_fault()  # the next one asks the kernel
+        assert d.os.ioctl_count == n + 1  # type: ignore[attr-defined]
+    finally:
+        d.close()
