@@ -13,7 +13,9 @@ runs on. The watched allocations (the ones its argument pointers fall into, up t
 each) are copied then and compared when the kernel continues; bytes that changed although no
 engine of the machine ran meanwhile (nothing but small semaphore and signal stores, which are
 logged and left out) were written by the host. On the AMD mock, which records the byte ranges each
-dispatch touches (amd_hazards.RecordingMemory), only changes within those ranges are reported.
+dispatch touches (amd_hazards.RecordingMemory), only changes within those ranges are reported,
+and a write made while a time slice ran is seen too (bytes that changed which the dispatch did not
+write itself); the NVIDIA mock sees what changed between slices only.
 
 What it cannot see: a host read (a plain load leaves no trace: a read too early shows as a stale
 value), writes while some other engine also ran (the comparison is skipped then rather than
