@@ -302,3 +302,22 @@ def test_one_wave_compare_and_swap_on_one_address(monkeypatch):
     assert fmem == smem == 8
     np.testing.assert_array_equal(slow, want)
     np.testing.assert_array_equal(fast, want)
+
+
+def test_nops_stepped_over_still_count():
+    """s_waitcnt/s_delay_alu/s_nop after an instruction are stepped over at once: ExecStats
+    counts them as executed, with the lanes active after that instruction (v_cmpx narrows EXEC
+    to 8 lanes before two of them)."""
+    code = assemble("""
+    v_mov_b32 v1, 0
+    s_waitcnt vmcnt(0)
+    s_delay_alu instid0(VALU_DEP_1)
+    v_cmpx_gt_u32_e32 8, v0
+    s_nop 0
+    s_waitcnt lgkmcnt(0)
+    v_add_nc_u32 v1, 1, v1
+    s_endpgm
+    """)
+    st = RawDevice().launch_raw(code, [], (1,), (32,))
+    assert st.wave_instructions == 8   # s_endpgm included
+    assert st.lane_instructions == 32 * 4 + 8 * 4

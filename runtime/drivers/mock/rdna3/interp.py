@@ -81,7 +81,27 @@ class Program:
             except (KeyError, ValueError, IndexError, TypeError) as e:
                 raise KernelFault(f"unsupported instruction ({type(e).__name__}: {e})",
                                   address=inst.addr, instruction=str(inst), cause=e) from None
+            if s.kind == NEXT:
+                s.skip = self._nops_after(i)
         return s
+
+    def _nops_after(self, i: int) -> int:
+        """How many NOP slots follow slot i (compiled now; an instruction that does not compile
+        ends the run, and faults only if it is reached)."""
+        j = i + 1
+        while j < len(self.insts):
+            s = self.steps[j]
+            if s is None:
+                if self.insts[j].name.startswith("<"):
+                    break
+                try:
+                    s = self.steps[j] = _compile(self.insts[j], j in self.dead, self)
+                except (KernelFault, KeyError, ValueError, IndexError, TypeError):
+                    break
+            if s.kind != NOP:
+                break
+            j += 1
+        return j - i - 1
 
     def locate(self, addr: int, mem: MockMemory) -> int | None:
         """The index of the instruction at `addr`, decoding the code there if it is outside
@@ -582,7 +602,13 @@ class Dispatch:
                         step.fn(g)  # type: ignore[misc]  # NEXT steps always carry one
                     except Exception as e:
                         raise _fault(step, e) from None
-                    pc += 1
+                    skip = step.skip
+                    if skip:   # the NOPs after it: executed, as far as anyone can tell
+                        pc += 1 + skip
+                        count += skip
+                        lanes += skip * g.active
+                    else:
+                        pc += 1
                 elif kind == NOP:
                     pc += 1
                 elif kind == ATOMIC:

@@ -12,9 +12,10 @@ never pack or unpack at all.
 """
 from __future__ import annotations
 
+import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -63,16 +64,38 @@ def one_wave_mask(word: int) -> tuple[np.ndarray, int]:
     return got
 
 
-_LANES_OF_WORDS: dict[int, tuple[int, ...]] = {}
+_LANES_OF_WORDS: dict[int, tuple[tuple[int, ...], Callable[[list[int]], tuple[int, ...]]]] = {}
 
 
-def one_wave_lanes(word: int) -> tuple[int, ...]:
-    """The lanes set in a 32-bit lane mask, in lane order."""
+class _Pick1:
+    """The value of one lane as a 1-tuple (itemgetter of one index gives the bare value); none
+    for a negative lane."""
+
+    __slots__ = ("lane",)
+
+    def __init__(self, lane: int) -> None:
+        self.lane = lane
+
+    def __call__(self, vals: list[int]) -> tuple[int, ...]:
+        return (vals[self.lane],) if self.lane >= 0 else ()
+
+
+def one_wave_lanes(word: int) -> tuple[tuple[int, ...], Callable[[list[int]], tuple[int, ...]]]:
+    """The lanes set in a 32-bit lane mask, in lane order, and a function that picks those
+    lanes' values (in that order) out of a list of 32."""
     got = _LANES_OF_WORDS.get(word)
     if got is None:
         if len(_LANES_OF_WORDS) >= _MASK_CACHE_MAX:
             _LANES_OF_WORDS.clear()
-        got = _LANES_OF_WORDS[word] = tuple(i for i in range(32) if word >> i & 1)
+        lanes = tuple(i for i in range(32) if word >> i & 1)
+        pick: Callable[[list[int]], tuple[int, ...]]
+        if len(lanes) == 1:
+            pick = _Pick1(lanes[0])
+        elif lanes:
+            pick = operator.itemgetter(*lanes)
+        else:
+            pick = _Pick1(-1)
+        got = _LANES_OF_WORDS[word] = (lanes, pick)
     return got
 
 
@@ -357,6 +380,17 @@ class WaveSet:
 
     def set_s(self, r: int, val: np.ndarray | np.generic) -> None:
         if r == NULL:
+            return
+        if self.w1 >= 0 and isinstance(val, np.generic):   # one wave32 wave, a scalar value
+            m = self.m
+            m.S[r, self.w1] = val
+            m.dirty_s.add(r)
+            if self.dirty:
+                self.dirty.discard(r)
+            if r == EXEC_LO:
+                self._load_exec()
+            else:
+                self.lanes.pop(r, None)
             return
         wave64 = self.m.wave64
         base = r & ~1 if wave64 else r

@@ -384,38 +384,41 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     dword (a retry loop's lanes racing on one counter): the lanes swap in lane order on Python
     ints, each seeing the value the lanes before it left. False (nothing done) otherwise."""
     w = g.w1
-    if w < 0:
+    P = g.planes
+    if w < 0 or P is None:
         return False
-    lanes = one_wave_lanes(one_wave_word(g.exec))
-    if not lanes:
+    lanes, pick = one_wave_lanes(one_wave_word(g.exec))
+    n = len(lanes)
+    if not n:
         return True
-    m = g.m
-    V, S = m.V, m.S
-    offs = V[vaddr, w].tolist()
-    off = offs[lanes[0]]
-    for ln in lanes:
-        if offs[ln] != off:
-            return False
-    if saddr in g.dirty:
-        g.s(saddr)
+    A = P.views
+    offs = pick(A[0, vaddr].tolist()[0])
+    off = offs[0]
+    if offs.count(off) != n:
+        return False
+    if g.dirty:
+        g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
+        g.s(saddr + 1)
+    S = g.m.S
     va = (int(S[saddr, w]) | int(S[saddr + 1, w]) << 32) + imm + off
     if va & 3:
         return False
     try:
-        data, at = m.mem.find(va, 4, "atomic")
+        data, at = g.m.mem.find(va, 4, "atomic")
     except PageFault:
         return False
-    srcs, cmps = V[vdata, w].tolist(), V[vdata + 1, w].tolist()
+    srcs, cmps = pick(A[0, vdata].tolist()[0]), pick(A[0, vdata + 1].tolist()[0])
+    dst = A[0, vdst]
+    out = dst.tolist()[0]
     cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
-    olds = []
-    for ln in lanes:
-        olds.append(cur)
-        if cmps[ln] == cur:
-            cur = srcs[ln]
+    for ln, src, cmp in zip(lanes, srcs, cmps):
+        out[ln] = cur
+        if cmp == cur:
+            cur = src
     _U32.pack_into(data, at, cur)  # type: ignore[arg-type]
     if want:
-        m.dirty_v.add(vdst)
-        V[vdst, w].put(lanes, olds)
+        P.dirty_v.add(vdst)
+        dst[0] = out
     return True
 
 

@@ -47,6 +47,9 @@ class Step:
     # Compare-and-swap with return: whether lanes of several of the wave set's waves hit one
     # address (the scheduler then runs the waves one after another; see interp.py).
     contended: Callable | None = None
+    # NEXT: how many NOP slots (s_waitcnt, s_delay_alu, s_clause, ...) follow it; the scheduler
+    # steps over them at once, counting them as executed
+    skip: int = 0
 
 
 def _unsupported(inst: Inst, why: str = "") -> KernelFault:
