@@ -30,7 +30,7 @@ import time
 import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.engine import EngineThread, sync_from_env
+from runtime.drivers.mock.host_races import pointers_among, pointers_in
 from runtime.drivers.mock.memory import MockMemory, PageFault
 from runtime.drivers.mock.ptx.launch import PtxLaunch
 from runtime.drivers.nv.generation import NVGeneration, generation_named
@@ -76,6 +77,9 @@ class QmdLayout:
     program: tuple[str, str, int]           # program address: upper, lower, shift
     cbuf: tuple[str, str, int]              # constant buffer address: upper, lower, shift
     release: tuple[str, str, str, str]      # release 0: enable, address upper/lower, payload
+    # dependent QMDs: (enable, action, prefetch, pointer) field names and the index of the
+    # indexed ones, per slot
+    dependents: tuple[tuple[str, str, str, str, int | None], ...]
     typed: bool                             # QMD_MINOR_VERSION and QMD_TYPE exist (V04 on)
     reserved_smem_B: int                    # shared memory the driver reserves (sm_90 on)
     shared_window_align: int                # SET_SHADER_SHARED_MEMORY_WINDOW alignment
@@ -87,14 +91,18 @@ _V03 = QmdLayout(
     ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
     ("CONSTANT_BUFFER_ADDR_UPPER", "CONSTANT_BUFFER_ADDR_LOWER", 0),
     ("RELEASE0_ENABLE", "RELEASE0_ADDRESS_UPPER", "RELEASE0_ADDRESS_LOWER",
-     "RELEASE0_PAYLOAD_LOWER"), False, 0, 1)
+     "RELEASE0_PAYLOAD_LOWER"),
+    (("DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD0_PREFETCH",
+      "DEPENDENT_QMD0_POINTER", None),), False, 0, 1)
 _V04 = QmdLayout(
     "NVCBC0_QMDV04_00", 384, 58, ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "REGISTER_COUNT",
     ("SHARED_MEMORY_SIZE", 0), ("SHADER_LOCAL_MEMORY_HIGH_SIZE", 0),
     ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
     ("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", 6),
     ("RELEASE_ENABLE", "RELEASE_SEMAPHORE0_ADDR_UPPER", "RELEASE_SEMAPHORE0_ADDR_LOWER",
-     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER"), True, 1024, 1 << 32)
+     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER"),
+    tuple(("DEPENDENT_QMD_ENABLE", "DEPENDENT_QMD_ACTION", "DEPENDENT_QMD_PREFETCH",
+           f"DEPENDENT_QMD{i}_POINTER", i) for i in range(2)), True, 1024, 1 << 32)
 #: QMD version -> layout. Independent of the driver's QMD classes on purpose: the mock checks what
 #: the driver wrote. Which version a GPU reads comes from its generation record
 #: (runtime/drivers/nv/generation.py), as RM's class list comes from the chip.
@@ -128,6 +136,11 @@ _QMD_ALLOWED = {
     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", "RELEASE_SEMAPHORE0_PAYLOAD_UPPER",
     "RELEASE0_ADDRESS_LOWER", "RELEASE0_ADDRESS_UPPER", "RELEASE0_PAYLOAD_LOWER",
     "RELEASE0_PAYLOAD_UPPER",
+    # graph launches whose successor the compute engine schedules itself (action SCHEDULE only)
+    "DEPENDENT_QMD_ENABLE", "DEPENDENT_QMD_ACTION", "DEPENDENT_QMD_PREFETCH",
+    "DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD0_PREFETCH",
+    "DEPENDENT_QMD0_POINTER", "DEPENDENT_QMD1_ENABLE", "DEPENDENT_QMD1_ACTION",
+    "DEPENDENT_QMD1_PREFETCH", "DEPENDENT_QMD1_POINTER", "DEPENDENT_QMD_POINTER",
 }
 CB0_STACK_POINTER = 0xFFFDC0
 # distinct checked QMDs a GPU remembers (a droppable cache, emptied when full)
@@ -181,6 +194,37 @@ class Launch:
         return self.gpu.mem.view(va, count * dt.itemsize, "kernel access").view(dt)
 
 
+def _methods(seg: list[int], i: int) -> Iterator[tuple[int, int, int]]:
+    """(subchannel, method, data) of a pushbuffer segment from dword `i`, as the channel would
+    execute them (a malformed header ends the walk: the channel reports it when it gets
+    there)."""
+    n = len(seg)
+    while i < n:
+        hdr = seg[i]
+        if hdr == cl.NVC56F_DMA_NOP:
+            i += 1
+            continue
+        op = fget(cl.NVC56F_DMA_SEC_OP, hdr)
+        subc = fget(cl.NVC56F_DMA_INCR_SUBCHANNEL, hdr)
+        mthd = fget(cl.NVC56F_DMA_INCR_ADDRESS, hdr) << 2
+        if op == cl.NVC56F_DMA_SEC_OP_IMMD_DATA_METHOD:
+            yield subc, mthd, fget(cl.NVC56F_DMA_IMMD_DATA, hdr)
+            i += 1
+            continue
+        if op not in (cl.NVC56F_DMA_SEC_OP_INC_METHOD, cl.NVC56F_DMA_SEC_OP_NON_INC_METHOD,
+                      cl.NVC56F_DMA_SEC_OP_ONE_INC):
+            return
+        count = fget(cl.NVC56F_DMA_INCR_COUNT, hdr)
+        for k, d in enumerate(seg[i + 1:i + 1 + count]):
+            if op == cl.NVC56F_DMA_SEC_OP_INC_METHOD:
+                yield subc, mthd + 4 * k, d
+            elif op == cl.NVC56F_DMA_SEC_OP_ONE_INC:
+                yield subc, mthd + 4 * min(k, 1), d
+            else:
+                yield subc, mthd, d
+        i += 1 + count
+
+
 @dataclass
 class MockChannel:
     """One GPFIFO channel as the GPU sees it."""
@@ -211,9 +255,16 @@ class MockChannel:
     # front end goes on with the methods after SEND_PCAS, so they land later (`complete_grids`)
     grid_releases: list[tuple[int, int]] = field(default_factory=list)
     ptx: "PtxLaunch | None" = None   # a PTX grid that has not finished its time slices
+    ptx_dependents: list[int] = field(default_factory=list)  # what that grid schedules when done
+    ptx_key: tuple[int, int] = (0, 0)  # that grid's key for host_races: (channel id, QMD address)
+    # QMDs that completed grids scheduled (DEPENDENT_QMD action SCHEDULE), not yet started: the
+    # mock runs them before the front end goes on (one valid order of a graph's launches)
+    dependents: list[int] = field(default_factory=list)
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
+    # (GP_GET, segment position, GP_PUT) when the ring was last read ahead (host_races)
+    _scanned: tuple[int, int, int] = (-1, -1, -1)
 
     def complete_grids(self) -> None:
         """Completes the launched grids: their QMD releases (four-word structures: the payload and
@@ -270,12 +321,54 @@ class MockChannel:
                 progress = True
         except _Blocked as b:
             self.blocked = str(b)
+            if self.ptx is None and self.gpu.mem.races is not None:
+                self._watch_queued()
             return progress
         except PageFault as e:
             self._fault(str(e), XID_MMU_FAULT, e.va)
         except ChannelFault as e:
             self._fault(str(e), e.xid, e.va)
         return progress
+
+    def _watch_queued(self) -> None:
+        """The channel waits: the launches already in the ring behind the wait are queued
+        kernels, whose memory host_races watches from now on. Reads the pushbuffer ahead without
+        executing anything."""
+        put = self.gp_put()
+        if self._scanned == (self.gp_get, self.seg_pos, put) or put >= self.entries:
+            return
+        self._scanned = (self.gp_get, self.seg_pos, put)
+        gen = self.gpu.generation
+        p = gen.compute.prefix + "_"
+        pcas_a_m = getattr(cl, p + "SEND_PCAS_A")
+        pcas_b_m = getattr(cl, p + "SEND_SIGNALING_PCAS2_B")
+        subc_class, pcas_a = dict(self.subc_class), self.pcas_a
+        segs: list[tuple[list[int], int]] = []
+        if self.segment is not None:
+            segs.append((self.segment, self.seg_pos))
+        g = (self.gp_get + 1) % self.entries if self.segment is not None else self.gp_get
+        while g != put:
+            entry = int(self.ring[g * 8:g * 8 + 8].view(np.uint64)[0])
+            e1 = entry >> 32
+            va = fget(cl.NVC56F_GP_ENTRY0_GET, entry & _M32) << 2 \
+                | fget(cl.NVC56F_GP_ENTRY1_GET_HI, e1) << 32
+            n = fget(cl.NVC56F_GP_ENTRY1_LENGTH, e1)
+            try:
+                segs.append((self.gpu.mem.view(va, n * 4, "").view(np.uint32).tolist(), 0))
+            except PageFault:
+                break  # the channel faults there when it gets to it
+            g = (g + 1) % self.entries
+        for seg, i in segs:
+            for subc, mthd, data in _methods(seg, i):
+                if mthd == cl.NVC56F_SET_OBJECT:
+                    subc_class[subc] = fget(cl.NVC56F_SET_OBJECT_NVCLASS, data)
+                elif subc_class.get(subc) != gen.compute_class:
+                    continue
+                elif mthd == pcas_a_m:
+                    pcas_a = data
+                elif mthd == pcas_b_m and pcas_a is not None:
+                    self.gpu.watch_launch(self, pcas_a << 8)
+                    pcas_a = None
 
     def _fault(self, msg: str, xid: int, va: int | None) -> None:
         self.faulted = f"channel {self.chid} at GPFIFO entry {self.gp_get}: {msg}"
@@ -474,6 +567,8 @@ class MockChannel:
                     chunk = mem.view(s, length, "copy read").copy()
                     mem.view(d, length, "copy write")[:] = chunk
             self.gpu.copied_B += length * lines
+            if mem.races is not None:
+                mem.races.gpu_wrote()
         self._copy_semaphore(p, f)
 
     def _remap_fill(self, p: str, dst: int, elements: int, lines: int) -> None:
@@ -503,6 +598,8 @@ class MockChannel:
         if n:
             view = self.gpu.mem.view(dst, n, "fill write")
             view[:] = np.tile(np.frombuffer(element, np.uint8), elements)
+            if self.gpu.mem.races is not None:
+                self.gpu.mem.races.gpu_wrote()
         self.gpu.filled_B += n
 
     def _copy_semaphore(self, p: str, f: Callable[[str], int]) -> None:
@@ -610,12 +707,14 @@ def _compute_methods(p: str) -> dict[int, tuple[str, int]]:
 @lru_cache(maxsize=None)
 def _static_bits(prefix: str, bits: int) -> int:
     """The allowed fields that stay the same from one launch of a kernel to the next: all but the
-    constant-buffer addresses and the release semaphores' addresses and payloads."""
+    constant-buffer addresses, the release semaphores' addresses and payloads, and the dependent
+    QMD pointers (a graph's launches of one kernel differ in them; `_dependents` reads them)."""
     out = _allowed_bits(prefix, bits)
     for name, hi, lo in _qmd_fields(prefix, bits):
         base = name.split("(")[0]
         if base.startswith("CONSTANT_BUFFER_ADDR_") or (
-                base.startswith("RELEASE") and ("_ADDR" in base or "_PAYLOAD" in base)):
+                base.startswith("RELEASE") and ("_ADDR" in base or "_PAYLOAD" in base)) or (
+                base.startswith("DEPENDENT_QMD") and base.endswith("POINTER")):
             out &= ~(((1 << (hi - lo + 1)) - 1) << lo)
     return out
 
@@ -702,6 +801,8 @@ class MockNVGPU:
     copied_B: int = 0
     filled_B: int = 0
     _poller: threading.Thread | None = None
+    # a doorbell was rung that the GPU's thread has not yet acted on (not idle meanwhile)
+    _rung: bool = False
     #: deterministic mode: channels run inside the doorbell write (runtime.drivers.mock.engine)
     sync: bool = field(default_factory=sync_from_env)
 
@@ -709,6 +810,7 @@ class MockNVGPU:
         if not self.sm_version:
             sm = self.generation.sm[0]
             self.sm_version = (sm // 10) << 8 | sm % 10
+        self.mem.races = getattr(self.driver.os, "host_races", None)
         #: program address -> (entry record, module text, compiled kernel) of the PTX programs
         #: launched (runtime.drivers.mock.ptx.launch.grid_for; a droppable cache)
         self.ptx_programs: dict[int, tuple[bytes, bytes, Any]] = {}
@@ -726,6 +828,7 @@ class MockNVGPU:
     def _engine_step(self) -> tuple[bool, bool, bool]:
         """One pass of the GPU's thread over its channels (under the mock kernel's lock)."""
         progress = False
+        self._rung = False
         for ch in list(self.channels.values()):
             if ch.step():
                 progress = True
@@ -734,6 +837,8 @@ class MockNVGPU:
 
     def idle(self) -> bool:
         """Nothing left that can run now (call with the mock kernel's lock held)."""
+        if self._rung:
+            return False
         return all(ch.faulted or ch.blocked or not ch.scheduled or ch.segment is None
                    and ch.gp_get == ch.gp_put() for ch in self.channels.values())
 
@@ -776,6 +881,7 @@ class MockNVGPU:
         """Runs every channel until none can make progress (the GPU's thread does, when not in
         the deterministic mode); starts the poller if one is blocked."""
         if not self.sync:
+            self._rung = True
             self.engine.kick()
             return
         self.run_once()
@@ -827,9 +933,25 @@ class MockNVGPU:
         but the constant-buffer addresses and the release's address and payload) are done once
         per distinct QMD, channel state and set of mappings (`_static_qmd`); the others, and the
         contents of constant bank 0, are checked at every launch."""
+        races = self.mem.races
         if ch.ptx is not None:  # the launch method again: the running grid's next time slice
-            ch.ptx.resume()
-            return
+            if races is not None:
+                races.resume(ch.ptx_key)  # host writes since its last slice
+            self._run_slice(ch, ch.ptx_key)
+            ch.dependents += ch.ptx_dependents
+            ch.ptx_dependents = []
+        else:
+            self._start(ch, cls, qmd_va)
+        while ch.dependents:  # grids that completed grids scheduled, in order
+            self._start(ch, cls, ch.dependents.pop(0))
+
+    def _start(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
+        """Starts the grid of the QMD at `qmd_va` (and runs it to completion unless it is a PTX
+        grid that needs more time slices)."""
+        races = self.mem.races
+        race_key = (id(ch), qmd_va)
+        if races is not None:
+            races.resume(race_key)  # host writes since it was queued
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
         prefix, size = lay.prefix, lay.size_B
@@ -874,18 +996,98 @@ class MockNVGPU:
         if st.release:
             _, upper, lower, payload_lo = lay.release
             release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo))
+        deps = self._dependents(q, lay, qmd_va)
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
-                ch.ptx.resume()
+                ch.ptx_dependents, ch.ptx_key = deps, race_key
+                self._run_slice(ch, race_key)  # raises the channel's blocked signal meanwhile
+                ch.dependents += deps
+                ch.ptx_dependents = []
                 return
         try:
             if model is not None:
                 model(launch)
         except PageFault as e:
+            if races is not None:
+                races.forget(race_key)
             raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
+        if races is not None:
+            races.gpu_wrote()
+            races.finished(race_key)
         if release is not None:
             ch.grid_releases.append(release)
+        ch.dependents += deps
+
+    @staticmethod
+    def _dependents(q: QmdReader, lay: QmdLayout, qmd_va: int) -> list[int]:
+        """The QMDs this grid schedules when it completes (DEPENDENT_QMD slots enabled with
+        action SCHEDULE; any other action is not modelled and faults)."""
+        out = []
+        for enable, action, _prefetch, pointer, idx in lay.dependents:
+            if not q.get(enable, idx):
+                continue
+            act = q.get(action, idx)
+            if act != 1:  # QMD_SCHEDULE
+                raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD action {act} is not "
+                                   "modelled (only SCHEDULE)", XID_GR_EXCEPTION)
+            ptr = q.get(pointer) << 8
+            if not ptr:
+                raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD enabled with a null "
+                                   "pointer", XID_GR_EXCEPTION)
+            out.append(ptr)
+        return out
+
+    def _run_slice(self, ch: MockChannel, key: tuple[int, int]) -> None:
+        """The next time slice of the channel's PTX grid (host_races told what ran)."""
+        races, ptx = self.mem.races, ch.ptx
+        assert ptx is not None
+        try:
+            ptx.resume()
+        except _Blocked:
+            if races is not None:
+                races.gpu_wrote()
+                env = ptx.grid.env
+                races.paused(key, f"kernel {ptx.grid.kern.name} (channel {ch.chid})",
+                             pointers_among(self.mem, env.cb0[env.param_base:]), self.mem,
+                             (key[1],))
+            raise
+        except ChannelFault:
+            if races is not None:
+                races.forget(key)
+            raise
+        if races is not None:
+            races.gpu_wrote()
+            races.finished(key)
+
+    def watch_launch(self, ch: MockChannel, qmd_va: int) -> None:
+        """A launch queued on `ch` behind a wait: host_races watches what its parameters point
+        to."""
+        lay = QMD_LAYOUT[self.generation.qmd.major]
+        try:
+            q = QmdReader(lay.prefix, self.mem.view(qmd_va, lay.size_B, "").tobytes())
+            cb0_va, cb0_size = self._cbuf(q, lay, 0)
+            prog = self._program(q, lay)
+        except PageFault:
+            return  # the launch faults when the channel gets to it
+        base = self.generation.param_base
+        self.mem.races.watch((id(ch), qmd_va), self._kernel_label(prog, ch),
+                             pointers_in(self.mem, [(cb0_va + base, cb0_size - base)]), self.mem,
+                             "queued", (cb0_va, qmd_va))
+
+    def _kernel_label(self, prog: int, ch: MockChannel) -> str:
+        """"kernel NAME (channel N)" for a PTX image, else its address."""
+        from runtime.drivers.nv.ptx import ENTRY_HEADER, read_entry_record
+        try:
+            head = self.mem.read(prog, ENTRY_HEADER.size)
+            if head[:4] == b"\x7fPTX":
+                nlen = struct.unpack_from("<H", head, 6)[0]
+                rec = read_entry_record(self.mem.read(prog, ENTRY_HEADER.size + nlen))
+                if rec is not None:
+                    return f"kernel {rec[0]} (channel {ch.chid})"
+        except PageFault:
+            pass
+        return f"the kernel at {prog:#x} (channel {ch.chid})"
 
     @staticmethod
     def _program(q: QmdReader, lay: QmdLayout) -> int:
