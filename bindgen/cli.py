@@ -1,4 +1,4 @@
-"""``bindgen list | regen | check | show``. Exit codes: 0 ok, 1 drift or failure, 2 bad usage."""
+"""``bindgen list | regen | check | pin | build-static | show``. Exit codes: 0 ok, 1 drift or failure, 2 bad usage."""
 
 from __future__ import annotations
 
@@ -150,9 +150,8 @@ def _expected_cost(t: Target, srcs: Sources) -> int:
 
 
 # Workers only for a target this big (bytes of the headers it names): a forked worker and the
-# copy-on-write faults it causes on both sides cost ~50-100 ms of CPU, more than the targets of a
-# group of small ones could save (the linux group, 4 targets of 29-74 KB, 0.1 s or less each:
-# 0.41-1.04 s in one process against 0.49-1.11 s with a worker, alternating runs at load 3-5).
+# copy-on-write faults it causes on both sides cost more CPU than the targets of a group of small
+# ones could save (scripts/bench_bindgen.py measures both ways).
 _POOL_MIN_BYTES = 256 * 1024
 
 
@@ -287,7 +286,7 @@ def _sources_summary(srcs: Sources) -> None:
     from .sources import cache_size
 
     line = f"sources: {mb(srcs.downloaded)} downloaded in this run; cache {srcs.cache}"
-    if srcs.downloaded:  # it grew: how big it is now (walking a warm cache costs ~0.1 s)
+    if srcs.downloaded:  # it grew: how big it is now (walking a warm cache is not free)
         line += f" holds {mb(cache_size(srcs.cache))}"
     print(line)
 
@@ -503,7 +502,7 @@ class _Verdict:
     """What ``check`` established about one target (one entry of ``--json``)."""
 
     target: str
-    status: str  # "clean", "drift", "failed", "unverified" (sources unavailable)
+    status: str  # "clean", "drift", "failed", "stale" (a built .static.so), "unverified"
     checked: list[str] = dataclasses.field(default_factory=list)
     not_checked: list[str] = dataclasses.field(default_factory=list)
     unavailable_sources: list[str] = dataclasses.field(default_factory=list)
@@ -600,9 +599,13 @@ def cmd_check(
         v.checked.append(_REGENERATED)
         if not quiet and v.status == "clean":
             say(f"  ok    {t.name}: regenerated output identical ({g.seconds * 1000:.0f} ms)")
+    for t in targets:
+        if t.wrap_static_fns:
+            _check_static(t, project, verdicts[t.name], say)
+    stale = [v.target for v in verdicts.values() if v.status == "stale"]
     bad = [v.target for v in verdicts.values() if v.status in ("drift", "failed")]
     blind = [v.target for v in verdicts.values() if v.status == "unverified"]
-    ok = not bad and not problems and (allow_unavailable or not blind)
+    ok = not bad and not stale and not problems and (allow_unavailable or not blind)
     if as_json:
         print(json.dumps({
             "ok": ok,
@@ -616,6 +619,9 @@ def cmd_check(
     if bad:
         say(f"check: drift in {len(bad)} target(s): {', '.join(bad)}; run `bindgen regen "
             f"{' '.join(bad)}` and commit the result")
+    if stale:
+        say(f"check: stale static inline wrappers in {len(stale)} target(s): {', '.join(stale)}; "
+            f"run `bindgen build-static {' '.join(stale)}`")
     if blind:
         names = sorted({s for v in verdicts.values() for s in v.unavailable_sources})
         head = "check: NOT verified" if not allow_unavailable else "check: allowed unverified"
@@ -632,6 +638,77 @@ def cmd_check(
               + (f", {len(blind)} unverified: sources unavailable" if blind else "") + ")",
               file=sys.stderr if as_json else sys.stdout)
     return 0 if ok else 1
+
+
+def _check_static(t: Target, project: Project, v: _Verdict, say: _Say) -> None:
+    """A built ``.static.so`` beside the module must carry the build id of the committed
+    ``.static.c`` for the committed module (``bindgen.wrappers``); none built is no problem."""
+    from .wrappers import file_names, stale
+
+    out = project.output(t.output)
+    c_name, so_name = file_names(t.output)
+    c_path, so_path = out.with_name(c_name), out.with_name(so_name)
+    if not c_path.is_file():
+        return  # no inline function kept: nothing to build
+    if not so_path.exists():
+        v.not_checked.append(f"{so_name}: not built here (`bindgen build-static {t.name}`)")
+        return
+    why = stale(c_path, so_path, out)
+    if why is None:
+        v.checked.append(f"{so_name} built from {c_name} for this module (build id)")
+        return
+    if v.status in ("clean", "unverified"):
+        v.status, v.detail = "stale", why
+    say(f"  STALE {t.name}: {why}")
+
+
+def cmd_build_static(
+    targets: list[Target], project: Project, overrides: dict[str, Path], cache: str | None,
+    quiet: bool = False,
+) -> int:
+    """Compiles the committed ``.static.c`` of each target with ``wrap_static_fns`` into the
+    ``.static.so`` beside its module (nothing is regenerated: the headers the C file includes are
+    resolved as ``regen`` resolves them). What a wheel build runs before packaging."""
+    from .generate import build_inputs
+    from .sources import Sources
+    from .wrappers import Wrappers, build, build_id, file_names
+
+    wrap = [t for t in targets if t.wrap_static_fns]
+    if not wrap:
+        print("build-static: no target among these has wrap_static_fns: nothing to build")
+        return 0
+    srcs = Sources(Path(cache) if cache else None, overrides)
+    failed = built = 0
+    for t in wrap:
+        out = project.output(t.output)
+        c_name, so_name = file_names(t.output)
+        c_path, so_path = out.with_name(c_name), out.with_name(so_name)
+        try:
+            if not out.is_file():
+                raise BindgenError(f"target {t.name}: {project.shown(out)} is missing: run "
+                                   f"`bindgen regen {t.name}` first")
+            if not c_path.is_file():
+                if not quiet:
+                    print(f"  none  {t.name}: keeps no static inline function")
+                continue
+            m = re.search(r"^# fingerprint: (\w+)", out.read_text()[:4096], re.M)
+            if m is None:
+                raise BindgenError(f"target {t.name}: {project.shown(out)} records no "
+                                   f"fingerprint: run `bindgen regen {t.name}`")
+            roots = {s.name: srcs.resolve(s).root for s in t.sources}
+            _, dirs, defines, pre = build_inputs(t, roots)
+            text = c_path.read_text()
+            build(Wrappers(t.name, text, dirs, defines, pre, build_id(text, m.group(1))),
+                  c_path, so_path)
+        except (BindgenError, SourceError) as e:
+            failed += 1
+            print(f"  FAIL  {t.name}: {e}", file=sys.stderr, flush=True)
+            continue
+        built += 1
+        if not quiet:
+            print(f"  built {t.name}: {project.shown(so_path)}", flush=True)
+    print(f"build-static: {built} built, {failed} failed")
+    return 1 if failed else 0
 
 
 def _check_unavailable(t: Target, project: Project, want: str, v: _Verdict, say: _Say) -> None:
@@ -705,7 +782,7 @@ def _unchanged(t: Target, project: Project, srcs: Sources, inputs: str) -> str |
 
 
 class _Version(argparse.Action):
-    """``--version``, computed only when asked for (importlib.metadata costs 20 ms)."""
+    """``--version``, computed only when asked for (importing importlib.metadata is not free)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
         print(_version())
@@ -812,6 +889,14 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--cache", default=None, help="source cache (default as for regen)")
     p.add_argument("--source", action="append", default=[], metavar="NAME=DIR",
                    help="a git source's repository (checkout or bare mirror) to pin it from")
+    p = sub.add_parser(
+        "build-static",
+        help="build-static TARGET|GROUP|all: compile the committed .static.c of targets with "
+        "wrap_static_fns into the .static.so beside the module (before packaging a wheel)",
+    )
+    p.add_argument("targets", nargs="*", default=["all"])
+    p.add_argument("--cache", default=None, help="source cache (default as for regen)")
+    p.add_argument("--source", action="append", default=[], metavar="NAME=DIR")
     p = sub.add_parser("show", help="show a target's spec and last report summary")
     p.add_argument("target")
     try:
@@ -850,6 +935,8 @@ def _main(argv: list[str] | None) -> int:
         if args.cmd == "pin":
             return cmd_pin(targets, project, args.cache, _overrides(args.source, all_targets))
         overrides = _overrides(args.source, all_targets)
+        if args.cmd == "build-static":
+            return cmd_build_static(targets, project, overrides, args.cache, args.quiet)
         if args.jobs < 1:
             raise _Usage("--jobs must be at least 1")
         if args.cmd == "regen":

@@ -33,7 +33,7 @@ class Net:
         if self.down:
             raise SourceError(f"{what}: not tried, the network failed earlier in this run "
                               f"({self.down})")
-        # Imported here: http.client, email and ssl cost a run 10-20 ms that a warm cache never needs.
+        # Imported here: http.client, email and ssl are imports that a warm cache never needs.
         import urllib.error
         import urllib.request
 

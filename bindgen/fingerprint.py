@@ -45,8 +45,8 @@ _POSITIONS = frozenset({"line", "spec_shown"})
 
 # Canonical forms of spec.Source objects, by identity (each kept alive beside its form): a source's
 # pin lists every file it yields (2,000 for linux-source) and every target of a spec shares the same
-# objects, so each is canonicalized once per process (it cost 0.17 s per target, most of a
-# uapi sweep's generation time). A droppable cache; the class is named, not imported, to keep this
+# objects, so each is canonicalized once per process (once per target was most of a uapi sweep's
+# generation time). A droppable cache; the class is named, not imported, to keep this
 # module's imports small.
 _SOURCE_CANON: dict[int, tuple[object, object]] = {}
 

@@ -28,7 +28,7 @@ from .project import defs_module as project_defs_module
 from .sources import Sources
 from .spec import Target
 from .wrappers import LIBRARY as WRAPPERS_LIBRARY
-from .wrappers import Wrappers, c_source, env_var, file_names
+from .wrappers import Wrappers, build_id, c_source, env_var, file_names
 
 
 
@@ -102,7 +102,7 @@ def generate(t: Target, sources: Sources, project: Project) -> Generated:
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a target is generated: the IR, clang's cursors
     and the module text are hundreds of thousands of objects that all live until the end, and the
-    collector's passes over them cost 10-15% of a large target's time (rm_580: ~0.15 s) for no
+    collector's passes over them are a noticeable share of a large target's time, for no
     garbage. Whatever cycles a run leaves are collected after it, as usual."""
     was = gc.isenabled()
     gc.disable()
@@ -131,6 +131,7 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
     hh = hashlib.sha256("\n".join(f"{s} {n}" for n, s in headers).encode()).hexdigest()[:32]
     ih = inputs_hash(t)
     fp = hashlib.sha256(f"{ih}{hh}".encode()).hexdigest()[:32]
+    wrappers = _wrappers(t, m, roots, project.spec_shown(t.spec_file), fp)
     info = RenderInfo(
         project.spec_shown(t.spec_file),
         t.description or f"bindings for {t.name}",
@@ -139,6 +140,7 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         hh,
         {lib.name: lib.env for lib in t.libraries} | {WRAPPERS_LIBRARY: env_var(t.name)},
         defs_module(t) if t.lazy else "",
+        wrappers.build_id if wrappers is not None else "",
     )
     rendered = render_module(m, info, lazy=t.lazy)
     text, defs = rendered.text, rendered.defs
@@ -160,13 +162,12 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped"
     )
     report = render_report(m, info, headers)
-    wrappers = _wrappers(t, m, roots, info.spec_file)
     if wrappers is not None:
         c_name, so_name = file_names(t.output)
         report += (
             f"\n## static inline functions\n{len(_wrapped(m))} bound "
-            f"through {so_name}, which `bindgen regen` compiles from {c_name} (sha256 "
-            f"{wrappers.sha256})\n"
+            f"through {so_name}, which `bindgen regen` and `bindgen build-static` compile from "
+            f"{c_name} (sha256 {wrappers.sha256}; build id {wrappers.build_id})\n"
         )
     return Generated(
         t, project, text, report, counts, time.perf_counter() - start, checks, defs, m, wrappers
@@ -178,13 +179,23 @@ def _wrapped(m: ir.Module) -> list[ir.Function]:
 
 
 def _wrappers(
-    t: Target, m: ir.Module, roots: dict[str, Path], spec_shown: str
+    t: Target, m: ir.Module, roots: dict[str, Path], spec_shown: str, fingerprint: str
 ) -> Wrappers | None:
     """The C file of the target's static inline functions' wrappers and how to compile it here
     (None when it keeps none)."""
     fns = _wrapped(m)
     if not fns:
         return None
+    includes, dirs, defines, pre = build_inputs(t, roots)
+    text = c_source(t.name, spec_shown, includes, fns)
+    return Wrappers(t.name, text, dirs, defines, pre, build_id(text, fingerprint))
+
+
+def build_inputs(
+    t: Target, roots: dict[str, Path]
+) -> tuple[list[str], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(headers the C file includes, include folders, -D/-U arguments, preincludes) of a target's
+    wrappers, with this machine's paths where it has them."""
     includes: list[str] = []
     dirs: list[str] = []
     for h in t.headers:
@@ -198,8 +209,7 @@ def _wrappers(
     dirs += [str(roots[i.source] / i.path) for i in t.include_dirs]
     defines = tuple(a for a in t.clang_args if a.startswith(("-D", "-U")) and len(a) > 2)
     pre = tuple(str(roots[p.source] / p.path) for p in t.preinclude)
-    text = c_source(t.name, spec_shown, includes, fns)
-    return Wrappers(t.name, text, tuple(dict.fromkeys(dirs)), defines, pre)
+    return includes, tuple(dict.fromkeys(dirs)), defines, pre
 
 
 def _compiled(t: Target, label: str, src: str | bytes) -> CodeType:

@@ -43,7 +43,11 @@ class Named:
 
 @dataclass(frozen=True)
 class Pointer:
+    """A pointer; ``const``: the pointee is const-qualified (``const uint8_t *``), so a
+    function parameter of this type may be given read-only memory such as ``bytes``."""
+
     pointee: "Type"
+    const: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class Enum:
     c_name: str = ""
     doc: str = ""
     value_docs: tuple[str, ...] = ()  # one per value ("" where the header has none)
+    py_class: str = ""  # "" (a plain int type), "IntEnum" or "IntFlag": pass enum_classes
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,21 @@ class Function:
 
 
 @dataclass(frozen=True)
+class RecordValue:
+    """A ``static const`` record's value: (index in the record's ``fields``, value) of each field
+    that is not zero, in field order; the values are ints, floats and these value nodes."""
+
+    fields: tuple[tuple[int, object], ...]
+
+
+@dataclass(frozen=True)
+class ArrayValue:
+    """A ``static const`` array's value: its elements up to the last one that is not zero."""
+
+    items: tuple[object, ...]
+
+
+@dataclass(frozen=True)
 class Var:
     """A global variable: looked up in its library, or, for a ``static const`` one (``value``
     not None), a module constant of the value clang computed, with its C type."""
@@ -144,7 +164,7 @@ class Var:
     type: Type
     library: str | None = None
     loc: Location | None = None
-    value: object = None  # static const: an int, a float or bytes
+    value: object = None  # static const: an int, a float, bytes, a RecordValue or an ArrayValue
     c_type: str = ""  # static const: the C type as written (``const VkFlags64``)
     doc: str = ""
     symbol: str = ""  # the C name the library exports, where the Python name differs

@@ -29,6 +29,7 @@ from .decls import Converted, Decl, Declarations, Node
 from .docs import clean
 from .errors import ClangError, SourceError, UnsupportedConstruct
 from .spec import MacroTableRule, SourcePath, Target
+from .static_values import static_value
 
 CK = ci.CursorKind
 TK = ci.TypeKind
@@ -132,7 +133,7 @@ def clang_builtin_headers() -> Path | None:
         if path is None:
             continue
         # An LLVM install keeps them at PREFIX/lib/clang/VERSION/include beside PREFIX/bin: read
-        # that first (starting clang to ask costs ~80 ms a process).
+        # that first (starting a clang process to ask is slow).
         prefix = Path(path).resolve().parent.parent
         found = sorted(prefix.glob("lib/clang/*/include/stddef.h"))
         if len(found) == 1:
@@ -375,6 +376,11 @@ def _evaluate(c: ci.Cursor) -> object:
         dispose(res)
 
 
+def _const(t: ci.Type) -> bool:
+    """Whether ``t`` is const, written on it or inside its typedef (``typedef const T ct``)."""
+    return t.is_const_qualified() or t.get_canonical().is_const_qualified()
+
+
 _INLINE_WORDS = {"inline", "__inline", "__inline__"}
 
 
@@ -483,13 +489,7 @@ class _Converter:
         f = c.extent.start.file
         if f is None:
             return ""
-        lines = self.lines_cache.get(f.name)
-        if lines is None:
-            try:
-                lines = Path(f.name).read_text(errors="replace").split("\n")
-            except OSError:
-                lines = []
-            self.lines_cache[f.name] = lines
+        lines = self.source_lines(f.name)
         first, last = c.extent.start.line, c.extent.end.line
         own = "\n".join(lines[first - 1 : last])
         above = lines[first - 2].strip() if first >= 2 and first - 2 < len(lines) else ""
@@ -497,6 +497,17 @@ class _Converter:
         if head in own or above.endswith("*/") or above.startswith("//"):
             return clean(raw)
         return ""
+
+    def source_lines(self, path: str) -> list[str]:
+        """The lines of a file clang read (empty if it cannot be read now), read once."""
+        lines = self.lines_cache.get(path)
+        if lines is None:
+            try:
+                lines = Path(path).read_text(errors="replace").split("\n")
+            except OSError:
+                lines = []
+            self.lines_cache[path] = lines
+        return lines
 
     @staticmethod
     def record_key(c: ci.Cursor) -> str:
@@ -618,7 +629,8 @@ class _Converter:
         if k == TK.VOID:
             return ir.Void()
         if k == TK.POINTER:
-            return ir.Pointer(self.conv(t.get_pointee(), uses))
+            pointee = t.get_pointee()
+            return ir.Pointer(self.conv(pointee, uses), _const(pointee))
         if k == TK.CONSTANTARRAY:
             return ir.Array(self.conv(t.element_type, uses), t.element_count)
         if k == TK.INCOMPLETEARRAY:
@@ -660,7 +672,8 @@ class _Converter:
             else:
                 break
         if k in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY, TK.VARIABLEARRAY, TK.DEPENDENTSIZEDARRAY):
-            return ir.Pointer(self.conv(bare.element_type, uses))
+            elem = bare.element_type
+            return ir.Pointer(self.conv(elem, uses), _const(elem))
         if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
             return ir.Pointer(self.conv(t, uses))
         return self.conv(t, uses)
@@ -694,13 +707,7 @@ class _Converter:
         f = end.file
         if f is None:
             return False
-        lines = self.lines_cache.get(f.name)
-        if lines is None:
-            try:
-                lines = Path(f.name).read_text(errors="replace").split("\n")
-            except OSError:
-                lines = []
-            self.lines_cache[f.name] = lines
+        lines = self.source_lines(f.name)
         rest = lines[end.line - 1][end.column - 1 :] if end.line - 1 < len(lines) else ""
         for line in [rest, *lines[end.line : end.line + 20]]:
             text = line.strip()
@@ -721,6 +728,8 @@ class _Converter:
                 "its own copy, which no library exports"
             )
         value = _evaluate(c)
+        if value is None and c.type.get_canonical().kind in (TK.RECORD, TK.CONSTANTARRAY):
+            value = static_value(c, _evaluate, _unnamed)
         if value is None:
             raise UnsupportedConstruct(
                 "static const variable whose initializer clang cannot evaluate to a number or "
@@ -902,9 +911,10 @@ def _ctype(t: ci.Type) -> CType:
 
 # ---------------------------------------------------------------- macros
 #
-# libclang's per-token cursors cost ~80 µs a macro (47,000 macros in the GC register headers);
-# instead the headers' text is scanned for #define directives, keeping only those outside the regions the
-# preprocessor skipped in this translation unit (clang_getAllSkippedRanges).
+# libclang's per-token cursors are slow for headers of tens of thousands of macros (the GC
+# register headers): instead the headers' text is scanned for #define directives, keeping only those
+# outside the regions the preprocessor skipped in this translation unit
+# (clang_getAllSkippedRanges).
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+((?:[^\n\\]|\\.|\\\n)*)", re.M)
 _GUARD = re.compile(r"\s*#[ \t]*(ifndef)[ \t]+(\w+)[ \t]*\n\s*#[ \t]*define[ \t]+\2\b")

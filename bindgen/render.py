@@ -42,6 +42,7 @@ class RenderInfo:
     headers_hash: str
     library_envs: dict[str, str]
     defs_module: str = ""  # lazy targets: the definitions module's name (``_rm_580``)
+    static_build_id: str = ""  # wrap_static_fns: the build id its shared object must carry
 
 
 @dataclass
@@ -99,6 +100,9 @@ class _Ctx:
         if isinstance(t, ir.Void):
             return "None"
         if isinstance(t, ir.Named):
+            en = self.enum_map.get(t.name) if t.kind == "enum" else None
+            if en is not None and en.py_class:  # the name is the enum class: C sees the integer
+                return self.type(en.underlying)
             return t.name
         if isinstance(t, ir.Pointer):
             p = self.through_functype_typedefs(t.pointee)
@@ -130,6 +134,19 @@ class _Ctx:
         ):
             p = self.typedef_map[p.name].type
         return p
+
+    def const_bytes(self, t: ir.Type) -> bool:
+        """Whether ``t`` points to const bytes other than ``char`` (``const uint8_t *``, ``const
+        signed char *``): such a parameter also takes ``bytes`` (``char`` pointers are
+        ``c_char_p`` and ``void`` pointers ``c_void_p``, which take it already)."""
+        if not isinstance(t, ir.Pointer) or not t.const:
+            return False
+        p = t.pointee
+        for _ in range(64):
+            if not (isinstance(p, ir.Named) and p.kind == "typedef" and p.name in self.typedef_map):
+                break
+            p = self.typedef_map[p.name].type
+        return isinstance(p, ir.Prim) and p.name in ("c_uint8", "c_int8")
 
     def ret(self, t: ir.Type) -> str:
         return "None" if isinstance(t, ir.Void) else self.type(t)
@@ -327,6 +344,9 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         r.used.add(en.underlying.name)
         what = en.c_name or "anonymous enum"
         doc = f"{what}{_loc(en.loc)}" + (f": {en.doc}" if en.doc else "")
+        if en.py_class:
+            enums.chunks += _enum_class(en, doc)
+            continue
         enums.chunks.append(
             _Chunk(f"{en.name} = {en.underlying.name}", (en.name,), before=_comment_lines(doc),
                    gap=1)
@@ -373,6 +393,9 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     for fn in m.functions:
         params = ", ".join(r.type(p) for p in fn.type.params)
         var = ", variadic=True" if fn.type.variadic else ""
+        const = [i for i, p in enumerate(fn.type.params) if r.const_bytes(p)]
+        if const:
+            var += f", const_bytes={tuple(const)!r}"
         sig = f"{fn.name}({', '.join(fn.param_names)}){_loc(fn.loc)}"
         stmt = (
             f"{fn.name} = {r.lib_var(fn.library)}.function({fn.symbol or fn.name!r}, "
@@ -387,7 +410,8 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         if gvar.value is not None:
             doc = f"{gvar.c_type}{_loc(gvar.loc)}" + (f": {gvar.doc}" if gvar.doc else "")
             statics.chunks.append(
-                _Chunk(wrap(f"{gvar.name} = {_value_text(gvar.value)}"), (gvar.name,),
+                _Chunk(wrap(f"{gvar.name} = {_static_text(r, gvar.type, gvar.value)}"),
+                       (gvar.name,),
                        before=_comment_lines(doc))
             )
             continue
@@ -441,18 +465,86 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     return [s for s in sections if s.chunks]
 
 
+def _enum_member(name: str) -> bool:
+    """Whether an enumerator can be a member of an enum class written in class syntax: not a
+    name Enum reserves (``_sunder_``, ``mro``) or one the class body would mangle (``__x``)."""
+    sunder = len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_" and name[-2] != "_"
+    return not (sunder or name.startswith("__") or name == "mro")
+
+
+def _enum_class(en: ir.Enum, doc: str) -> list[_Chunk]:
+    """An enum as ``class NAME(_rt.CEnum)`` (or ``CFlag``), one member per enumerator, and each
+    enumerator as a module constant naming its member (C code uses them unqualified)."""
+    base = "_rt.CFlag" if en.py_class == "IntFlag" else "_rt.CEnum"
+    head = f"{en.name}, {en.py_class} over {en.underlying.name}: {doc}"
+    lines = [f"class {en.name}({base}):", _docstring(head, "    ")]
+    docs = en.value_docs or ("",) * len(en.values)
+    outside: list[_Chunk] = []
+    members: list[_Chunk] = []
+    for (k, v), vdoc in zip(en.values, docs):
+        if _enum_member(k):
+            before, stmt = _with_doc(f"    {k} = {v}", vdoc, "    ")
+            lines += [before, stmt] if before else [stmt]
+            members.append(_Chunk(f"{k} = {en.name}.{k}", (k,)))
+        else:  # a plain constant
+            before, stmt = _with_doc(f"{k} = {v}", vdoc)
+            outside.append(_Chunk(stmt, (k,), before=before))
+    after = [*members, *outside]
+    if after:
+        after[0].gap = 2
+    return [_Chunk("\n".join(lines), (en.name,), gap=2), *after]
+
+
 def _library_line(
     r: _Ctx, name: str, cands: tuple[str, ...], env: str,
-    libraries: list[tuple[str, tuple[str, ...], str]],
+    libraries: list[tuple[str, tuple[str, ...], str]], build_id: str,
 ) -> str:
     """``_lib_NAME = _rt.Library(...)``; a library beside the module (``./FILE``, the compiled
-    wrappers of static inline functions) is found from the module's file and needs the target's
-    other libraries loaded first."""
+    wrappers of static inline functions) is found from the module's file, needs the target's
+    other libraries loaded first and must carry the build id of this module's C file."""
     extra = ""
     if any(c.startswith("./") for c in cands):
         needs = "".join(f"{r.lib_var(n)}, " for n, c, _ in libraries if n != name)
-        extra = f", globals().get('__file__') or '', ({needs})"
+        extra = f", globals().get('__file__') or '', ({needs}), {build_id!r}"
     return wrap(f"{r.lib_var(name)} = _rt.Library({name!r}, {tuple(cands)!r}, {env!r}{extra})")
+
+
+def _static_text(r: _Ctx, t: ir.Type, v: object) -> str:
+    """A static const's value as Python source: a record is an instance of its class (the fields
+    that are not zero as keywords), an array a ctypes array (its elements up to the last that is
+    not zero; a ``char`` array as ``bytes``), so either passes to C as the C object would."""
+    rt = r.resolve(t)
+    if v == 0 and not isinstance(v, (ir.RecordValue, ir.ArrayValue)):  # an element left zero
+        if isinstance(rt, ir.Array):
+            v = ir.ArrayValue(())
+        elif isinstance(rt, ir.Named) and rt.name in r.records:
+            v = ir.RecordValue(())
+    if isinstance(v, ir.RecordValue) and isinstance(rt, ir.Named) and rt.name in r.records:
+        return f"{rt.name}({', '.join(_static_fields(r, rt.name, v))})"
+    if isinstance(v, ir.ArrayValue) and isinstance(rt, ir.Array):
+        elem = r.resolve(rt.elem)
+        if isinstance(elem, ir.Prim) and elem.name == "c_char":
+            return repr(bytes(x & 0xFF for x in v.items))  # type: ignore[operator]
+        items = ", ".join(_static_text(r, rt.elem, x) for x in v.items)
+        return f"{r.type(rt)}({items})"
+    if isinstance(rt, ir.Prim) and rt.name == "c_char" and isinstance(v, int):
+        return repr(bytes([v & 0xFF]))
+    return _value_text(v)
+
+
+def _static_fields(r: _Ctx, record: str, v: ir.RecordValue) -> list[str]:
+    """``name=value`` of a record value's fields; an anonymous member's are its promoted fields
+    (the names C code and the record's constructor use)."""
+    out: list[str] = []
+    rec = r.records[record]
+    for i, fv in v.fields:
+        f = rec.fields[i]
+        inner = r.resolve(f.type)
+        if f.anonymous and isinstance(fv, ir.RecordValue) and isinstance(inner, ir.Named):
+            out += _static_fields(r, inner.name, fv)
+        else:
+            out.append(f"{f.name}={_static_text(r, f.type, fv)}")
+    return out
 
 
 def _value_text(v: object) -> str:
@@ -521,7 +613,10 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
             else f"{info.title}.", ""),
         ctypes_import=_import_line("ctypes", sorted(r.used)),
         helpers=helpers,
-        libraries=[_library_line(r, n, c, env, libraries) for n, c, env in libraries],
+        libraries=[
+            _library_line(r, n, c, env, libraries, info.static_build_id)
+            for n, c, env in libraries
+        ],
         typing_names=typing_names,
         ctypes_typing=ctypes_typing,
         lazy=lazy,

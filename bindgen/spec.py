@@ -144,6 +144,8 @@ class Target:
     description: str = ""
     spec_shown: str = ""  # the spec file as messages show it (relative to the project root)
     wrap_static_fns: bool = False  # static inline functions through compiled wrappers
+    enums: str = "int"  # int | IntEnum: what a C enum is in Python (bindgen.passes.enum_classes)
+    flag_enums: tuple[str, ...] = ()  # regexes over enum names: IntFlag instead of IntEnum
 
 
 @dataclass(frozen=True)
@@ -430,6 +432,8 @@ _TARGET_KEYS = (
     "patches",
     "lazy",
     "wrap_static_fns",
+    "enums",
+    "flag_enums",
 )
 _PATCH_OPS = {
     "rename": ("from", "to"),
@@ -737,6 +741,19 @@ def load_spec(
                                                 "the nesting (e.g. `(a+)+` as `a+`)")
                 keep.done(("files", "names", "exclude"))
             used = {p.source for p in headers + includes + pre}
+            enums = t.str("enums", "int", choices=("int", "IntEnum"))
+            flag_enums = t.str_list("flag_enums")
+            for pat in flag_enums:
+                try:
+                    re.compile(pat)
+                except re.error as e:
+                    raise t.err("flag_enums", f"bad regular expression {pat!r}: {e}")
+                if _NESTED_QUANTIFIER.search(pat):
+                    raise t.err("flag_enums", f"{pat!r} repeats a repeated group; matching it "
+                                              "can take exponential time")
+            if flag_enums and enums != "IntEnum":
+                raise t.err("flag_enums", "flag enums are enum classes: set `enums: IntEnum` "
+                                          "too (with `enums: int` every enum is a plain int)")
             target = Target(
                 name=tname,
                 group=group,
@@ -755,6 +772,8 @@ def load_spec(
                 patches=_patches(t),
                 lazy=t.bool("lazy", False),
                 wrap_static_fns=t.bool("wrap_static_fns", False),
+                enums=enums,
+                flag_enums=flag_enums,
                 sources=tuple(sources[s] for s in sorted(used)),
                 line=tnode.line,
                 description=t.line_text("description", ""),

@@ -28,7 +28,7 @@ imported. No module of this package (nor a generated one) says ``from __future__
 annotations``: that statement imports the ``__future__`` module at run time, which costs a fresh
 interpreter more than a generated module's records; annotations that name what exists only for
 type checkers are strings instead. For the same reason ioctl requests live here rather than in a
-module of their own: each module imported costs an eager generated module about 0.1 ms.
+module of their own: each module imported is a cost that every eager generated module pays.
 """
 
 import os as _os
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
     # What __getattr__ below loads on first use, spelled out for type checkers.
+    from .enums import CEnum, CFlag
     from .records import FieldSpec, Opaque, Struct, Union, c_int128, c_uint128, func_ptr
 
 
@@ -48,6 +49,7 @@ _PARTS = {
     "bindgen_rt.records": (
         "Struct", "Union", "Opaque", "func_ptr", "FieldSpec", "c_int128", "c_uint128"
     ),
+    "bindgen_rt.enums": ("CEnum", "CFlag"),
 }
 _WHERE = {name: mod for mod, names in _PARTS.items() for name in names}
 
@@ -55,6 +57,8 @@ __all__ = [
     "Struct",
     "Union",
     "Opaque",
+    "CEnum",
+    "CFlag",
     "IoctlRequest",
     "Library",
     "FieldSpec",
@@ -162,12 +166,51 @@ def _text_param(argtype: "Any") -> "Any":
     return cls
 
 
+class _ConstBytes:
+    """A parameter type for a pointer to const bytes (``const uint8_t *``): what ``argtype``
+    takes, and also ``bytes`` and ``bytearray`` (C only reads through the pointer)."""
+
+    def __init__(self, argtype: "Any") -> None:
+        self.argtype = argtype
+
+    def from_param(self, obj: "Any") -> "Any":
+        import ctypes
+
+        if isinstance(obj, bytes):
+            return ctypes.c_char_p.from_param(obj)
+        if isinstance(obj, bytearray):
+            return (ctypes.c_char * len(obj)).from_buffer(obj)
+        return self.argtype.from_param(obj)
+
+
+STATIC_ID_MARK = b"bindgen-static-id:"  # before the build id in a wrappers' shared object
+
+
+def static_build_id(path: str) -> "str | None":
+    """The build id a static inline functions' shared object carries (``bindgen.wrappers``): the
+    hash of the C file, the compiler flags and the module's fingerprint it was built for; None
+    where the file has none (or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    at = data.find(STATIC_ID_MARK)
+    if at < 0:
+        return None
+    raw = data[at + len(STATIC_ID_MARK) : at + len(STATIC_ID_MARK) + 64]
+    return raw.decode("ascii", "replace")
+
+
 class Library:
     """A shared library loaded on first use.
 
     The path comes from the environment variable ``env`` when set, else the first of ``candidates``
     that loads. A missing library is reported when a function is first called, naming what was
-    tried.
+    tried. ``build_id``: a library beside the module (the compiled wrappers of static inline
+    functions) must carry this id, so one built from another C file, with other flags or for
+    another generation of the module is refused, saying how to rebuild it (the environment
+    variable's path is the user's choice and is not checked).
     """
 
     def __init__(
@@ -177,12 +220,13 @@ class Library:
         env: str,
         origin: str = "",
         needs: "Sequence[Library]" = (),
+        build_id: str = "",
     ) -> None:
         self.name, self.candidates, self.env = name, tuple(candidates), env
         # A candidate "./NAME" is a file beside ``origin`` (the generated module's file): the
         # compiled wrappers of static inline functions. ``needs``: libraries whose symbols it
         # uses, made global before it loads.
-        self.origin, self.needs = origin, tuple(needs)
+        self.origin, self.needs, self.build_id = origin, tuple(needs), build_id
         self._dll: Any = None
         self._path = ""
 
@@ -198,6 +242,16 @@ class Library:
             for lib in self.needs:
                 lib.dll()
                 ctypes.CDLL(lib._path, mode=ctypes.RTLD_GLOBAL)
+            if self.build_id and not _os.environ.get(self.env):
+                for path in paths:
+                    have = static_build_id(path) if _os.path.exists(path) else self.build_id
+                    if have != self.build_id:
+                        raise OSError(
+                            f"library {self.name}: {path} is stale: it was not built from the "
+                            f"C file beside it for this module (it carries build id "
+                            f"{have or 'none'}, the module needs {self.build_id}); rebuild it "
+                            "with `bindgen build-static` for this target"
+                        )
             for path in paths:
                 try:
                     self._dll = ctypes.CDLL(path)
@@ -207,8 +261,8 @@ class Library:
                     tried.append(f"{path}: {e}")
             else:
                 hint = (
-                    "build it with `bindgen regen` for this target (it compiles the static inline "
-                    f"functions' wrappers) or set {self.env} to its path"
+                    "build it with `bindgen build-static` for this target (it compiles the static "
+                    f"inline functions' wrappers) or set {self.env} to its path"
                     if any(c.startswith("./") for c in self.candidates)
                     else f"install it or set {self.env} to its path"
                 )
@@ -223,8 +277,13 @@ class Library:
         restype: "Any",
         argtypes: "Sequence[Any]",
         variadic: bool = False,
+        const_bytes: "Sequence[int]" = (),
     ) -> "Callable":
         """A callable that resolves ``name`` on first call (so importing needs no library).
+
+        ``const_bytes``: the positions of parameters that point to const bytes (``const uint8_t
+        *``): they also take ``bytes`` and ``bytearray``, as a ``const char *`` takes ``bytes``.
+        A pointer to bytes that are not const does not: C may write through it.
 
         It shows its C signature as ``argtypes`` and ``restype``, as a ctypes function does
         (``f.argtypes[0]`` is the type to build a callback or an array argument with); the
@@ -237,7 +296,10 @@ class Library:
                 f = getattr(lib.dll(), name)
                 f.restype = restype
                 if not variadic:
-                    f.argtypes = [_text_param(a) for a in argtypes]
+                    f.argtypes = [
+                        _ConstBytes(a) if i in const_bytes else _text_param(a)
+                        for i, a in enumerate(argtypes)
+                    ]
                 fn.append(f)
             return fn[0](*args)
 

@@ -11,11 +11,14 @@ Sections (each a function returning `Result`s, registered in `SECTIONS`):
 - mocklaunch: an empty kernel's launch + wait on both mocks, in the asynchronous mode (the GPU on
   its own thread, the default) and the deterministic one (HCQ_MOCK_SYNC=1): median wall time and
   CPU time (all threads) per launch, with the load average.
+- nvcpu: the CPU cost per launch of each NVIDIA launch route (hot path with the C helper and in
+  Python, short path, queue path) on mock-nv with the doorbell silenced, so that only building
+  and publishing is timed (`bench_nv_launch_cpu`).
 - nvidia: the NVIDIA driver on a real GPU (launch latency, back-to-back launches, graph replay,
   copy bandwidth), side by side with CUDA through CuPy and PyTorch measured in a subprocess
   (`bench_nvidia`; `--nv` is short for `--sections nvidia`).
 
-    python scripts/bench_hcq.py [--sections mock,rdna3,mockkern,mocklaunch] [--quick]
+    python scripts/bench_hcq.py [--sections mock,rdna3,mockkern,mocklaunch,nvcpu] [--quick]
                                 [--json bench_hcq.json]
     python scripts/bench_hcq.py --nv --json $OUT/bench_nv.json
 """

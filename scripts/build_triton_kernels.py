@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compiles the Triton kernels the runtime's Triton loader is tested with, ahead of time and without
-a GPU, for the H200 (cuda sm_90) and the mock AMD GPU (hip gfx1100, wave32), and writes each as
+a GPU, for the H200 (cuda sm_90), the mock AMD GPU (hip gfx1100, wave32) and MI300 (hip gfx942,
+wave64: Triton's own LLVM targets it, clang-16 cannot), and writes each as
 the binary plus the metadata JSON `runtime.hcq.triton.save` writes (kernel name, the Triton
 signature in order, constants, dynamic shared memory, warps, scratch sizes); CUDA kernels also get
 their PTX beside the cubin (what the mock NVIDIA GPU executes).
@@ -8,6 +9,10 @@ their PTX beside the cubin (what the mock NVIDIA GPU executes).
     pip install "triton==3.6.*"
     python scripts/build_triton_kernels.py            # -> tests/runtime/data/triton/{sm90,gfx1100}
     python scripts/build_triton_kernels.py --targets sm90
+
+For gfx942 only vector_add and matmul are built (the mock's gfx942 node loads and dispatches
+kernels but does not execute CDNA3 code; matmul's MFMA accumulators give a non-trivial
+ACCUM_OFFSET for the loader tests).
 
 vector_add and softmax are also copied to runtime/hcq/examples/triton (shipped in the wheel for the
 examples of docs/runtime.md; a test checks the copies equal these).
@@ -25,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "runtime" / "data" / "triton"
 EXAMPLES = ROOT / "runtime" / "hcq" / "examples" / "triton"
 SHIPPED = ("vector_add", "softmax")
+GFX942_KERNELS = ("vector_add", "matmul")
 
 
 def kernels() -> dict[str, tuple[Any, dict[str, str], dict[str, Any]]]:
@@ -109,25 +115,28 @@ def kernels() -> dict[str, tuple[Any, dict[str, str], dict[str, Any]]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--targets", nargs="+", choices=("sm90", "gfx1100"),
-                    default=["sm90", "gfx1100"])
+    ap.add_argument("--targets", nargs="+", choices=("sm90", "gfx1100", "gfx942"),
+                    default=["sm90", "gfx1100", "gfx942"])
     args = ap.parse_args()
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from runtime.hcq.triton import save, spec_from_compiled
-    targets = {"sm90": GPUTarget("cuda", 90, 32), "gfx1100": GPUTarget("hip", "gfx1100", 32)}
+    targets = {"sm90": GPUTarget("cuda", 90, 32), "gfx1100": GPUTarget("hip", "gfx1100", 32),
+               "gfx942": GPUTarget("hip", "gfx942", 64)}
     for tdir, target in targets.items():
         if tdir not in args.targets:
             continue
         for name, (fn, sig, consts) in kernels().items():
+            if tdir == "gfx942" and name not in GFX942_KERNELS:
+                continue
             full = dict(sig, **{k: "constexpr" for k in consts if k not in sig})
             k = triton.compile(ASTSource(fn=fn, signature=full, constexprs=consts), target=target)
             binary, spec = spec_from_compiled(k)
             ptx = k.asm["ptx"] if target.backend == "cuda" else None
             save(args.out / tdir / name, binary, spec, ptx)
-            if name in SHIPPED and args.out == OUT:
+            if name in SHIPPED and args.out == OUT and tdir != "gfx942":
                 save(EXAMPLES / tdir / name, binary, spec, ptx)
             print(f"{tdir}/{name}: {len(binary)} B, shared {spec.shared} B, "
                   f"{spec.num_warps} warps, triton {triton.__version__}")

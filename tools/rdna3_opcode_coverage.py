@@ -26,7 +26,7 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 from runtime.drivers.mock.rdna3.decode import EXEC_LO, M0, decode_all
 from runtime.drivers.mock.rdna3.errors import KernelFault, PageFaultError
 from runtime.drivers.mock.rdna3.interp import Program
-from runtime.drivers.mock.rdna3.machine import ALL, Group, Machine
+from runtime.drivers.mock.rdna3.machine import ALL, WaveSet, Machine
 from runtime.drivers.mock.rdna3.opcodes import TABLES
 
 from . import rdna3_gen_opcodes as gen
@@ -115,14 +115,14 @@ def valid_words(enc: str) -> tuple[dict[int, list[list[int]]], dict[int, str]]:
     return chosen, names
 
 
-def _machine() -> tuple[Machine, Group]:
+def _machine() -> tuple[Machine, WaveSet]:
     rng = np.random.default_rng(1)
     m = Machine(MockMemory(), 1, 256, 1, 65536)
     m.V[:] = rng.integers(0, 2**32, m.V.shape, dtype=np.uint64).astype(np.uint32)
     m.S[:] = rng.integers(0, 64, m.S.shape).astype(np.uint32)  # small: M0, lane ids, offsets
     m.S[EXEC_LO] = 0xFFFFFFFF
     m.S[M0] = 0
-    return m, Group(m, ALL, 0)
+    return m, WaveSet(m, ALL, 0)
 
 
 def try_one(words: list[int]) -> str | None:

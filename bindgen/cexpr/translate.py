@@ -435,7 +435,7 @@ class _Translator(_Preprocessor):
                 typed = self._int_typed_code(m, py)
                 if typed is not None and typed[0] != code:
                     # Plain int arguments (the common call) take C's int arithmetic, spelled as
-                    # object-like macros are: typed helpers cost ~15x more per call.
+                    # object-like macros are: the typed helpers cost many times more per call.
                     code = f"({typed[0]} if {_fast_guard(py, typed[1])} else {code})"
         src = f"def _f({', '.join(py)}):\n    return {code}\n"
         try:

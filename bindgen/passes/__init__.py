@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from .. import ir
-from . import dedupe, macro_docs, macro_records, macros, naming, order, patches, select, tables
+from . import dedupe, enum_classes, macro_docs, macro_records, macros, naming, order, patches, select, tables
 
 if TYPE_CHECKING:
     from ..parse import ParseResult
@@ -51,6 +51,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("tables", tables.add),  # X-macro tables as constants
     Pass("macro_docs", macro_docs.attach),  # header comments of the emitted macros
     Pass("patches", patches.apply),  # the spec's declarative patches
+    Pass("enum_classes", enum_classes.mark),  # enums as IntEnum/IntFlag where the spec asks
     Pass("dedupe", dedupe.check),  # one Python namespace: clashes fail, enum copies go
     Pass("order", order.order),  # the definition order Python needs
 )

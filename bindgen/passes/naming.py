@@ -202,7 +202,7 @@ class _Renamer:
         if isinstance(t, ir.Named):
             return ir.Named(self.names(t.name), t.kind)
         if isinstance(t, ir.Pointer):
-            return ir.Pointer(self.type(t.pointee))
+            return dataclasses.replace(t, pointee=self.type(t.pointee))
         if isinstance(t, ir.Array):
             return ir.Array(self.type(t.elem), t.count)
         if isinstance(t, ir.FuncType):

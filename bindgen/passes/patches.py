@@ -92,7 +92,7 @@ def _retype(t: ir.Type, old: str, new: str) -> ir.Type:
     if isinstance(t, ir.Named):
         return dataclasses.replace(t, name=new) if t.name == old else t
     if isinstance(t, ir.Pointer):
-        return ir.Pointer(_retype(t.pointee, old, new))
+        return dataclasses.replace(t, pointee=_retype(t.pointee, old, new))
     if isinstance(t, ir.Array):
         return ir.Array(_retype(t.elem, old, new), t.count)
     if isinstance(t, ir.FuncType):

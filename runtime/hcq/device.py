@@ -23,7 +23,7 @@ import signal as _signal
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence, TypeVar
 
 from runtime.hcq import profiler
 from runtime.hcq.errors import (ArgumentError, DeviceClosed, DeviceFault, DeviceForked,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from runtime.hcq.queue import HWQueue
     from runtime.hcq.seam import OSSeam
 
+_T = TypeVar("_T")
 _SIGNAL_POOL_B = 64 * 1024  # 4096 signals per page group
 _PIPELINE_MIN_B = 256 * 1024  # smallest piece of a staged copy split for pipelining
 _PIPELINE_MAX_B = 4 << 20     # largest copy split so
@@ -61,7 +62,7 @@ class SubmitLock:
     GIL without yielding) declines while the bit is set, so it never interleaves with a
     submission being built in Python."""
 
-    __slots__ = ("_lock", "depth", "flags", "flag_index")
+    __slots__ = ("_lock", "depth", "flags", "flag_index", "waiting")
 
     HELD = 2
 
@@ -70,6 +71,8 @@ class SubmitLock:
         self.depth = 0
         self.flags: Any = None
         self.flag_index = 0
+        #: > 0 while the holder waits for room (`interruptible`)
+        self.waiting = 0
 
     def __enter__(self) -> "SubmitLock":
         self._lock.acquire()
@@ -88,6 +91,22 @@ class SubmitLock:
         """Whether the calling thread holds the lock."""
         return bool(self._lock._is_owned())  # type: ignore[attr-defined]
 
+    def interruptible(self, wait: Callable[[], _T]) -> _T:
+        """Runs `wait`, a wait for room made while building a submission (ring space, the
+        argument arena's wrap), such that a Ctrl-C during it is raised at once instead of being
+        held back until the wait ends. The caller guarantees that nothing of the submission it
+        builds has reached a ring yet and that every earlier submission made under this holding
+        of the lock is fully accounted for, so the interrupted call leaves nothing half done."""
+        if not self._lock._is_owned():  # type: ignore[attr-defined]
+            return wait()  # not inside a submission: nothing holds a Ctrl-C back
+        # No interpreter check point lies between the increment and the try, nor in the
+        # finally clause, so the count always returns to what it was.
+        self.waiting += 1
+        try:
+            return wait()
+        finally:
+            self.waiting -= 1
+
 
 # Devices open in this process, so that a forked child can mark the ones it inherited.
 _open_devices: "weakref.WeakSet[Device]" = weakref.WeakSet()
@@ -101,7 +120,7 @@ def _interrupt_must_wait() -> bool:
     """Whether this thread is publishing a submission (holds a device's SubmitLock) or is inside
     a call into a device's OS seam that must complete (a mock kernel's ioctl)."""
     for dev in list(_open_devices):
-        if dev._submit.held_here():
+        if dev._submit.held_here() and not dev._submit.waiting:
             return True
         seam = getattr(dev, "os", None)
         if seam is not None and seam.busy_here():
@@ -251,6 +270,8 @@ class Device:
         # key -> (what, signal, value), named in timeout reports while not reached
         self._gates: dict[object, tuple[str, Signal, int]] = {}
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
+        # copyout_async copies whose GPU part may still read their source (under _submit)
+        self._pending_copies: "weakref.WeakSet[PendingCopy]" = weakref.WeakSet()
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
         self._properties: DeviceProperties | None = None
@@ -336,6 +357,8 @@ class Device:
                            f"{self.name}.unmap_peer, or free the buffer on {peer.device.name}")
         with self._submit:
             self.allocator.free(buf)
+            for p in list(self._pending_copies):
+                p._source_freed(buf)
 
     def pool_stats(self) -> PoolStats:
         """The caching allocator's hits, misses and cached bytes."""
@@ -565,7 +588,8 @@ class Device:
             if busy:
                 tl.wait(busy)
             self._host_copy(buf.cpu_view()[:chunk], mv[off:off + chunk])
-            st[1] = self._submit_copy(dst.va + dst_offset + off, buf.va, chunk)
+            with self._submit:  # a Ctrl-C is held back until the staging buffer is busy
+                st[1] = self._submit_copy(dst.va + dst_offset + off, buf.va, chunk)
             off += chunk
 
     def copyout_async(self, dst: Any, src: Buffer, src_offset: int = 0) -> "PendingCopy":
@@ -576,13 +600,17 @@ class Device:
         n = len(mv)
         self._check_range(src, src_offset, n, "copyout_async", "src")
         pinned = self.alloc(n, kind=MemKind.GTT, cpu_access=True)
-        try:
-            v = self._submit_copy(pinned.va, src.va + src_offset, n) if n else \
-                self.timeline_value
-        except BaseException:
-            self.free(pinned)
-            raise
-        return PendingCopy(self, mv, pinned, v)
+        with self._submit:
+            try:
+                v = self._submit_copy(pinned.va, src.va + src_offset, n) if n else \
+                    self.timeline_value
+            except BaseException:
+                self.free(pinned)
+                raise
+            pending = PendingCopy(self, mv, pinned, v, src)
+            if n:
+                self._pending_copies.add(pending)
+        return pending
 
     def copyout(self, dst: Any, src: Buffer, src_offset: int = 0) -> None:
         """Copies `len(dst)` bytes from `src` at `src_offset` into a writable host buffer, through
@@ -610,7 +638,8 @@ class Device:
                 chunk = min(step, n - off)
                 if st[1]:
                     tl.wait(st[1])
-                v = st[1] = self._submit_copy(st[0].va, src.va + src_offset + off, chunk)
+                with self._submit:  # a Ctrl-C is held back until the staging buffer is busy
+                    v = st[1] = self._submit_copy(st[0].va, src.va + src_offset + off, chunk)
                 pending.append((st, off, chunk, v))
                 off += chunk
                 continue
@@ -972,12 +1001,29 @@ def _host_bytes(obj: Any, op: str, what: str, writable: bool) -> memoryview:
 
 class PendingCopy:
     """A copy toward host memory in flight (`Device.copyout_async`): `wait()` fills the
-    destination, `done()` says whether the GPU has finished."""
+    destination, `done()` says whether the GPU has finished.
 
-    def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int) -> None:
+    Lifetime: the source buffer must stay allocated until the GPU has copied it. If it is freed
+    before that, `wait()` refuses with an HCQError naming the copy and the buffer (its memory may
+    already hold a later allocation's bytes) instead of handing back what it read."""
+
+    def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int,
+                 src: Buffer | None = None) -> None:
         self.device, self._dst, self._pinned, self.value = device, dst, pinned, value
+        self._src = src
+        self._freed_early: str | None = None  # repr of the source freed while in flight
         self._finished = False
         self._lock = threading.Lock()
+
+    def _source_freed(self, buf: Buffer) -> None:
+        """Called (under the device's submission lock) when `buf` is freed: noted if it is this
+        copy's source (or the buffer its source slices) and the GPU has not copied it yet."""
+        src = self._src
+        if src is None or (src is not buf and src.base is not buf):
+            return
+        if self.device.timeline_signal.value < self.value:
+            self._freed_early = repr(src)
+        self.device._pending_copies.discard(self)
 
     def done(self) -> bool:
         """True once the GPU part is complete (`wait()` then does not block)."""
@@ -987,12 +1033,29 @@ class PendingCopy:
         """Blocks until the destination holds the data (idempotent; safe to call again after an
         interrupted wait)."""
         if self._finished:
+            self._check_source()
             return
         self.device.timeline_signal.wait(self.value, timeout_ms)
         with self._lock:
             if self._finished:
+                self._check_source()
                 return
-            if len(self._dst):
+            if len(self._dst) and self._freed_early is None:
                 self.device._host_copy(self._dst, self._pinned.cpu_view())
-            self._finished = True
-            self.device.free(self._pinned)  # back to the pool for the next copy
+            # Finished and the pinned memory given back as one step (a Ctrl-C is held back
+            # meanwhile): an interrupt between the two would leak the pinned buffer.
+            with self.device._submit:
+                self._finished = True
+                self.device._pending_copies.discard(self)
+                self.device.free(self._pinned)  # back to the pool for the next copy
+        self._check_source()
+
+    def _check_source(self) -> None:
+        if self._freed_early is not None:
+            raise HCQMemoryError(
+                f"{self!r}: its source {self._freed_early} was freed before the copy finished; "
+                "the memory may already hold another allocation's bytes, so the destination was "
+                "not filled (free a buffer only after wait() on the copies that read it)")
+
+    def __repr__(self) -> str:
+        return f"PendingCopy({self.device.name}, {len(self._dst)} B, timeline value {self.value})"

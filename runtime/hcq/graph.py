@@ -207,7 +207,8 @@ class Graph:
         with dev._submit:
             if updates or wait_values:
                 if self._last:  # the previous replay may still be reading these arguments
-                    dev.timeline_signal.wait(self._last, timeout_ms)
+                    last = self._last  # (nothing is applied yet: a Ctrl-C may end the wait)
+                    dev._submit.interruptible(lambda: dev.timeline_signal.wait(last, timeout_ms))
                 self._apply_updates(updates or {}, wait_values or {})
             self._check_live()
             v, stamps = self._submit_segments(wait)
@@ -297,7 +298,9 @@ class Graph:
             if stamps is not None and i == last:
                 q.timestamp(stamps[1])
             dev.submit_timeline(q.signal(tl, v), v)
-        self._last = v
+            # Noted per segment: a Ctrl-C during the next segment's wait for ring space ends the
+            # replay there, and what was submitted is still waited for before arguments change.
+            self._last = v
         if trace is not None:
             trace.graph(self, first, v, h0, stamps if trace.profiling else None)
         return v, stamps

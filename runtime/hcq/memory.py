@@ -341,7 +341,10 @@ class RingArena:
         if off + size > self.buf.size:
             if size > self.buf.size:
                 raise HCQMemoryError(f"{size} B does not fit a {self.buf.size}-B argument arena")
-            self.buf.device.synchronize()
+            # Taken before anything of the submission is stored: a Ctrl-C during the wait is
+            # raised at once and leaves the arena as it was.
+            dev = self.buf.device
+            dev._submit.interruptible(dev.synchronize)
             off = 0
         self._off = off + size
         return self.buf.va + off, self.buf.cpu_view()[off:off + size]

@@ -102,7 +102,11 @@ def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue,
         fmt = {4: "<f", 8: "<d", 2: "<e"}.get(slot.size)
         if fmt is None:
             raise ProgramError(f"cannot pass a float in the {slot.size}-B argument {slot.name!r}")
-        struct.pack_into(fmt, view, slot.offset, value)
+        try:
+            struct.pack_into(fmt, view, slot.offset, value)
+        except OverflowError:
+            raise ProgramError(f"{value!r} is beyond the range of the {slot.size}-B float "
+                               f"argument {slot.name!r}") from None
     elif isinstance(value, int):
         fmt = _INT_FMT.get(slot.size)
         if fmt is None:

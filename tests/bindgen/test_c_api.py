@@ -42,6 +42,14 @@ void wide_set(struct wide *w) { w->s = -((__int128)1 << 100) - 3; w->u = ((unsig
 + 7; }
 unsigned long long wide_low(const struct wide *w) { return (unsigned long long)(w->s + w->u); }
 __int128 wide_by_value(__int128 x) { return x; }
+unsigned sum_bytes(const unsigned char *p, int n) { unsigned t = 0; for (int i = 0; i < n; i++)
+t += p[i]; return t; }
+unsigned sum_u8(const uint8_t *p, int n) { return sum_bytes(p, n); }
+int sum_s8(const signed char p[], int n) { int t = 0; for (int i = 0; i < n; i++) t += p[i];
+return t; }
+unsigned sum_cbyte(cbyte *p, int n) { return sum_bytes(p, n); }
+int first_byte(const void *p) { return *(const unsigned char *)p; }
+void fill_bytes(unsigned char *p, int n, unsigned char v) { for (int i = 0; i < n; i++) p[i] = v; }
 """
 
 
@@ -219,3 +227,23 @@ def test_int128_fields_are_python_ints(api, capi):
     # by value, libffi has no 128-bit integer: reported, not emitted
     assert not hasattr(api, "wide_by_value")
     assert "function wide_by_value: __int128 by value" in capi[0].report
+
+
+def test_pointers_to_const_bytes_take_bytes(api):
+    assert api.sum_bytes(b"\x01\x02\xff", 3) == 258
+    assert api.sum_u8(b"\x05\x06", 2) == 11
+    assert api.sum_s8(b"\xff\x03", 2) == 2  # signed char: -1 + 3
+    assert api.sum_cbyte(b"\x07", 1) == 7  # through a typedef of a const type
+    assert api.sum_bytes(bytearray(b"\x01\x01"), 2) == 2
+    assert api.first_byte(b"\x2a") == 42
+    arr = (ctypes.c_uint8 * 2)(4, 5)  # what the pointer took before still works
+    assert api.sum_bytes(arr, 2) == 9 and api.sum_bytes(None, 0) == 0
+    assert api.sum_bytes.argtypes[0] is ctypes.POINTER(ctypes.c_uint8)  # the C signature
+
+
+def test_pointers_to_writable_bytes_refuse_bytes(api):
+    with pytest.raises(ctypes.ArgumentError):
+        api.fill_bytes(b"\x00\x00", 2, 9)  # C would write into an immutable object
+    buf = (ctypes.c_uint8 * 3)()
+    api.fill_bytes(buf, 3, 9)
+    assert list(buf) == [9, 9, 9]

@@ -103,7 +103,7 @@ def test_the_pipeline_selects_and_names_first_and_each_pass_says_what_it_reads()
 
     order = [p.name for p in PIPELINE]
     assert order == ["select", "naming", "macros", "macro_records", "tables", "macro_docs",
-                     "patches", "dedupe", "order"]
+                     "patches", "enum_classes", "dedupe", "order"]
     for p in PIPELINE:
         doc = sys.modules[p.run.__module__].__doc__ or ""
         assert doc.startswith(f"Pass ``{p.name}``") and "Reads" in doc, p.run.__module__

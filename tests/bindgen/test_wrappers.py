@@ -110,7 +110,7 @@ def test_missing_library_says_how_to_build_it(wrapped, monkeypatch, tmp_path):
 
     monkeypatch.setenv(env_var("inline_api"), str(tmp_path / "absent.so"))
     mod = load_generated(wrapped[0], "bindgen_test_inline_absent")
-    with pytest.raises(OSError, match="build it with `bindgen regen`"):
+    with pytest.raises(OSError, match="build it with `bindgen build-static`"):
         mod.prep_nop(None)
 
 
@@ -179,3 +179,68 @@ def test_a_group_named_like_a_standard_module_is_warned_about(tmp_path, capsys):
                str(tmp_path / "cache")])
     err = capsys.readouterr().err
     assert rc == 0 and "is named like Python's standard module zlib" in err
+
+
+def test_build_static_builds_from_the_committed_c_file_and_check_refuses_a_stale_build(
+    tmp_path, capsys
+):
+    """`bindgen build-static` compiles the committed C file (what a wheel build runs); the shared
+    object carries a build id that `bindgen check` and the module compare with the C file and the
+    module beside it, so a build left from another generation is a clear error, not a crash or a
+    silently wrong call."""
+    from bindgen.cli import main
+
+    specs, out = tmp_path / "specs", tmp_path / "gen"
+    lib = compile_c(LIB, tmp_path / "lib" / "libscale.so", shared=True)
+    target = {"headers": ["corpus:inline_api.h"],
+              "libraries": [{"name": "scale", "candidates": [str(lib)]}],
+              "wrap_static_fns": True}
+    write_spec(specs, {"inl": target}, group="wr")
+    base = ["--specs", str(specs), "--out", str(out)]
+    cache = ["--cache", str(tmp_path / "cache")]
+    so = out / "wr" / "inl.static.so"
+
+    def run(*args: str) -> tuple[int, str]:
+        rc = main([*base, *args])
+        got = capsys.readouterr()
+        return rc, got.out + got.err
+
+    assert run("regen", "all", *cache)[0] == 0
+    so.unlink()  # a fresh checkout: the C file is committed, the shared object is not
+    rc, text = run("check", *cache)
+    assert rc == 0, text
+    rc, text = run("build-static", "wr", *cache)
+    assert rc == 0 and "built inl" in text, text
+    assert run("check", *cache)[0] == 0
+
+    old = so.read_bytes()
+    target["clang_args"] = ["-DINLINE_API_EXTRA=1"]  # another generation of the module
+    write_spec(specs, {"inl": target}, group="wr")
+    assert run("regen", "all", *cache)[0] == 0
+    so.write_bytes(old)  # the build left over from before
+    rc, text = run("check", *cache)
+    assert rc == 1 and "STALE inl: inl.static.so is stale" in text, text
+    assert "run `bindgen build-static inl`" in text
+    code = (
+        "import sys, ctypes; sys.path.insert(0, sys.argv[1]); import gen.wr.inl as m\n"
+        "try:\n    m.prep_nop(None)\nexcept OSError as e:\n    print(e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                       text=True, cwd=REPO)
+    assert "is stale" in r.stdout and "bindgen build-static" in r.stdout, r.stdout + r.stderr
+
+    hand = compile_c("int x;\n", tmp_path / "hand" / "x.so", shared=True)
+    so.write_bytes(hand.read_bytes())  # built by hand: no build id at all
+    rc, text = run("check", *cache)
+    assert rc == 1 and "carries build id none" in text, text
+    assert run("build-static", "inl", *cache)[0] == 0
+    assert run("check", *cache)[0] == 0
+
+
+def test_build_static_without_wrapper_targets_builds_nothing(tmp_path, capsys):
+    from bindgen.cli import main
+
+    specs = tmp_path / "specs"
+    write_spec(specs, {"plain": {"headers": ["corpus:t07_enums.h"]}}, group="pl")
+    rc = main(["--specs", str(specs), "--out", str(tmp_path / "gen"), "build-static"])
+    assert rc == 0 and "nothing to build" in capsys.readouterr().out

@@ -101,3 +101,29 @@ def test_installed_wheel_runs_the_demo_from_a_directory_with_an_unrelated_genera
         run_example(str(py), code, where, ex_env)
         if "profile()" in code:
             assert (where / "trace.json").is_file()
+
+
+def test_mypy_is_clean_on_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    """`mypy -p runtime` against the built wheel installed into a fresh environment (no checkout
+    and no pyproject.toml in reach): what a user's type checker sees, package data and the
+    bindings' package name included."""
+    pytest.importorskip("mypy.api", reason="mypy is in the test extra: pip install .[test]")
+    venv = tmp_path / "venv"
+    _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)])
+    py = venv / "bin" / "python"
+    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+                .stdout.strip())
+    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+          "--disable-pip-version-check", "--target", str(site), str(wheel)])
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # numpy
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+    r = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull,
+                        "--python-executable", str(py), "-p", "runtime"], cwd=work,
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Success" in r.stdout
+    # and it was the wheel's copy that was checked, not the checkout's
+    where = _run([str(py), "-c", "import runtime; print(runtime.__file__)"], cwd=work, env=env)
+    assert where.stdout.startswith(str(site)), where.stdout

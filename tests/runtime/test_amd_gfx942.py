@@ -19,6 +19,12 @@ import pytest
 from runtime.hcq import DeviceFault, ProgramError
 
 DATA = Path(__file__).resolve().parent / "data" / "amd_reference"
+# gfx942 code objects from Triton's own LLVM (scripts/build_triton_kernels.py): vector_add, and
+# matmul, whose MFMA accumulators sit in AGPRs after its VGPRs (a non-trivial ACCUM_OFFSET)
+GFX942 = Path(__file__).resolve().parent / "data" / "triton" / "gfx942"
+GFX942_VADD = GFX942 / "vector_add.hsaco"
+GFX942_MATMUL = GFX942 / "matmul.hsaco"
+# clang-16 knows gfx940 only, the first CDNA3 target; the gfx942 record runs its code objects too
 GFX940_VADD = DATA / "vector_add_gfx940.hsaco"
 GFX1100_VADD = DATA / "vector_add.hsaco"
 M32 = 0xFFFFFFFF
@@ -107,10 +113,11 @@ def test_pm4_stream_packet_by_packet(dev: Any) -> None:
     """wait, memory_barrier, exec, signal and timestamp on gfx942, each packet against soc15d.h,
     the KFD's gfx9 RELEASE_MEM struct, GC 9.4.3's registers and vega10's event enumeration."""
     from hcq_bindings.amd import gc_9_4_3 as gc, pm4_gfx9 as p, vega10_enum as e
-    prg = dev.program(GFX940_VADD.read_bytes(), "vector_add")
+    prg = dev.program(GFX942_VADD.read_bytes(), "vector_add")
     s = dev.new_signal()
     bufs = [dev.alloc(4096) for _ in range(3)]
-    ka = prg.fill_kernargs(bufs, (4, 1, 1), (256, 1, 1))
+    # Triton's vector_add: x, y, out, n, then its global and profile scratch pointers (unused)
+    ka = prg.fill_kernargs([*bufs, 1024, 0, 0], (4, 1, 1), (256, 1, 1))
     q = dev.compute_queue().wait(s, 3).memory_barrier().exec(prg, ka, (4, 1, 1), (256, 1, 1)) \
         .signal(s, (5 << 32) | 6).timestamp(s)
     pk = _split(list(q.dwords()))
@@ -255,11 +262,30 @@ def test_sdma_stream_packet_by_packet(dev: Any) -> None:
 
 # ------------------------------------------------------------------------------------ loader
 def test_code_objects_load_with_the_cdna3_descriptor_fields(dev: Any) -> None:
-    """clang-16's gfx940 code object: wave64, ACCUM_OFFSET and TG_SPLIT read from RSRC3."""
-    prg = dev.program(GFX940_VADD.read_bytes(), "vector_add")
+    """Triton's gfx942 code objects: an MI300 ELF (EF_AMDGPU_MACH gfx942), wave64, ACCUM_OFFSET
+    and TG_SPLIT read from RSRC3, the launch's LDS from the kernel's Triton-given shared size."""
+    from runtime.drivers.amd.program import E_FLAGS_OFFSET, EF_AMDGPU_MACH
+    for path in (GFX942_VADD, GFX942_MATMUL):
+        e_flags = struct.unpack_from("<I", path.read_bytes(), E_FLAGS_OFFSET)[0]
+        assert e_flags & EF_AMDGPU_MACH == 0x04C   # gfx942
+    prg = dev.program(GFX942_VADD.read_bytes(), "vector_add")
     assert not prg.kd.wave32 and prg.dispatch_initiator == dev.gfx.dispatch_initiator
-    # RSRC3.ACCUM_OFFSET 0: accumulation registers from VGPR (0 + 1) * 4 on, within the 8 VGPRs
-    # RSRC1 allocates for this kernel
+    # no accumulation registers: ACCUM_OFFSET is the encoding's first granule past the VGPRs
+    assert (prg.accum_offset, prg.tg_split) == (4 * ((prg.kd.rsrc3 & 0x3F) + 1), False)
+    prg.free()
+    # matmul: its MFMA accumulators in AGPRs after the VGPRs; the metadata's .vgpr_count covers
+    # both files (48 VGPRs + 16 AGPRs), so they start at VGPR 48
+    mm = dev.program(GFX942_MATMUL.read_bytes(), "matmul")
+    meta = mm.kernel.metadata
+    assert (meta[".vgpr_count"], meta[".agpr_count"]) == (64, 16)
+    assert (mm.accum_offset, mm.tg_split, mm.kd.rsrc3 & 0x3F) == (48, False, 11)
+    mm.free()
+
+
+def test_clang16_gfx940_code_objects_load_too(dev: Any) -> None:
+    """The record covers gfx940 to gfx942: clang-16's gfx940 code object loads on the MI300."""
+    prg = dev.program(GFX940_VADD.read_bytes(), "vector_add")
+    assert not prg.kd.wave32
     assert (prg.accum_offset, prg.tg_split) == (4 * ((prg.kd.rsrc3 & 0x3F) + 1), False)
     prg.free()
 
@@ -268,13 +294,15 @@ def test_code_objects_for_another_architecture_are_refused(pair: tuple[Any, Any]
     a, b = pair
     with pytest.raises(ProgramError, match="EF_AMDGPU_MACH 0x041, not a gfx942 processor"):
         b.program(GFX1100_VADD.read_bytes(), "vector_add")
+    with pytest.raises(ProgramError, match="EF_AMDGPU_MACH 0x04c, not a gfx11 processor"):
+        a.program(GFX942_VADD.read_bytes(), "vector_add")
     with pytest.raises(ProgramError, match="EF_AMDGPU_MACH 0x040, not a gfx11 processor"):
         a.program(GFX940_VADD.read_bytes(), "vector_add")
 
 
 def test_an_accumulation_offset_beyond_the_vgprs_is_refused(dev: Any) -> None:
     from runtime.drivers.amd import elf
-    lib = bytearray(GFX940_VADD.read_bytes())
+    lib = bytearray(GFX942_VADD.read_bytes())
     co = elf.parse(bytes(lib))
     kd_off = next(off + co.kernels["vector_add"].kd_vaddr - va for off, va, size, _ in co.loads
                   if va <= co.kernels["vector_add"].kd_vaddr < va + size)

@@ -104,11 +104,11 @@ def test_the_timeout_report_stays_short_with_many_groups_of_waves(dev):
 
 
 def test_describe_skips_empty_groups_merges_places_and_counts_the_rest():
-    """The report of a dispatch's waves, on a state set up by hand: 40 one-wave groups at 20
-    program counters, with scattered waves, and empty groups."""
+    """The report of a dispatch's waves, on a state set up by hand: 40 wave sets of one wave at 20
+    program counters, with scattered waves, and empty wave sets."""
     from runtime.drivers.mock.memory import MockMemory
     from runtime.drivers.mock.rdna3 import Dispatch, DispatchRecord
-    from runtime.drivers.mock.rdna3.machine import Group
+    from runtime.drivers.mock.rdna3.machine import WaveSet
     from runtime.drivers.mock.rdna3.interp import DESCRIBE_MAX_PLACES
     mem = MockMemory()
     code_va = 0x10000
@@ -121,16 +121,16 @@ def test_describe_skips_empty_groups_merges_places_and_counts_the_rest():
     assert not run.advance(0.0)    # stops at its first look at the clock, waves running
     m = run.machine
     assert m is not None and m.n_waves == 64
-    running = list(run.groups)   # put back afterwards: the paused run still owns them
-    run.groups[:] = [Group(m, np.array([w, w + 32]), w % 20) for w in range(32)] + \
-        [Group(m, np.array([], dtype=np.int64), 3) for _ in range(100)]
+    running = list(run.wave_sets)   # put back afterwards: the paused run still owns them
+    run.wave_sets[:] = [WaveSet(m, np.array([w, w + 32]), w % 20) for w in range(32)] + \
+        [WaveSet(m, np.array([], dtype=np.int64), 3) for _ in range(100)]
     text = run.describe()
     places = text.split("; ")
     assert len(places) == DESCRIBE_MAX_PLACES + 1
     assert places[-1] == f"and waves at {20 - DESCRIBE_MAX_PLACES} other place(s)"
-    # pc 0 holds waves 0, 20, 32 and 52 (two groups merged into one line)
+    # pc 0 holds waves 0, 20, 32 and 52 (two wave sets merged into one line)
     assert places[0].startswith("waves 0,20,32,52 of workgroups 0,20,32,52: pc 0x10000 s_nop 0")
     assert "waves  " not in text and len(text) < 2000
-    run.groups[:] = [Group(m, np.arange(0, 64, 2), 5)]
+    run.wave_sets[:] = [WaveSet(m, np.arange(0, 64, 2), 5)]
     assert run.describe().startswith("waves 0,2,4,6,8,10,12,14,... (32 in all) of workgroups ")
-    run.groups[:] = running
+    run.wave_sets[:] = running

@@ -12,48 +12,47 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from runtime.drivers.mock.nv_gpu import Launch
 from runtime.drivers.mock.nv_rm import NvMockOS
 from runtime.drivers.nv.device import NVDevice
 from runtime.drivers.nv.launcher import native_helper
 from runtime.hcq import native
+from runtime.hcq.errors import ProgramError
 
 CUBIN = (Path(__file__).parent / "data" / "nv_kernels_cuda13.cubin").read_bytes()
 
 
-def _script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Runs one fixed script of launches on a fresh deterministic mock GPU; returns everything
-    the launches wrote that the GPU reads, and what the GPU decoded."""
-    monkeypatch.setenv("HCQ_MOCK_SYNC", "1")
-    mos = NvMockOS.with_nv_gpus(1)
-    d = NVDevice("mock-nv:0", os=mos, pushbuf_B=16384, gpfifo_entries=16)
-    d.launch_native = launch_native
-    seen: list[tuple[Any, ...]] = []
+class _Rig:
+    """A fresh deterministic mock GPU (HCQ_MOCK_SYNC must be set) with three programs whose
+    launches a kernel model records, and small rings (so that scripts wrap them)."""
 
-    def model(launch: Launch) -> None:
-        seen.append((launch.program_va, launch.grid, launch.block, launch.cb0_va, launch.cb0,
-                     sorted(launch.qmd.items())))
-    try:
-        gpu = d.os.nv.gpus[0]  # type: ignore[attr-defined]
-        vadd, many, inc = (d.program(CUBIN, k) for k in ("vadd", "many_params", "inc"))
-        for p in (vadd, many, inc):
-            gpu.register_kernel(p.prog_va, model)
-        a, b, c = (d.alloc(4096) for _ in range(3))
-        d.copyin(a, np.arange(1024, dtype=np.float32))
-        for i in range(40):  # wraps the slot ring and the 16-entry GPFIFO
-            vadd(a, b, c, 100 + i, global_size=(2, 1, 1), local_size=(64, 1, 1))
-            if i % 7 == 3:  # work of another channel breaks the chain: the next launch acquires
-                d.copyin(b, np.full(1024, i, np.float32))
-            if i % 5 == 0:
-                vadd(a, b, c, np.int32(i), global_size=(2, 1, 1), local_size=(64, 1, 1))
-            if i % 6 == 0:
-                many(a, -3, 300, 70000, -(1 << 40), 1.5, 2.25, 7, -8, 3.125, -0.5, 200,
-                     1 << 50, -12, 99, 0.75, -1e300, global_size=(1, 2, 1),
-                     local_size=(32, 1, 1))
-            if i % 9 == 0:
-                inc(a, 0xFFFFFFFF, global_size=(1, 1, 1), local_size=(32, 1, 1))  # careful path
-                vadd(a, b, c, 5, global_size=(2, 1, 1), local_size=(64, 1, 1), wait=True)
+    def __init__(self, launch_native: bool) -> None:
+        self.dev = d = NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1), pushbuf_B=16384,
+                                gpfifo_entries=16)
+        d.launch_native = launch_native
+        self.seen: list[tuple[Any, ...]] = []
+        self.gpu = d.os.nv.gpus[0]  # type: ignore[attr-defined]
+        self.vadd, self.many, self.inc = (d.program(CUBIN, k)
+                                          for k in ("vadd", "many_params", "inc"))
+        for p in (self.vadd, self.many, self.inc):
+            self.gpu.register_kernel(p.prog_va, self._model)
+        self.a, self.b, self.c = (d.alloc(4096) for _ in range(3))
+        d.copyin(self.a, np.arange(1024, dtype=np.float32))
+
+    def _model(self, launch: Launch) -> None:
+        self.seen.append((launch.program_va, launch.grid, launch.block, launch.cb0_va,
+                          launch.cb0, sorted(launch.qmd.items())))
+
+    def many_args(self, f32: float = 1.5, i8: int = 100) -> tuple[Any, ...]:
+        return (self.a, -3, 300, 70000, -(1 << 40), f32, 2.25, 7, -8, 3.125, -0.5, i8, 1 << 50,
+                -12, 99, 0.75, -1e300)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the launches wrote that the GPU reads, and what the GPU decoded."""
+        d = self.dev
         d.synchronize()
         ch = d.compute_channel
         out: dict[str, Any] = {
@@ -61,15 +60,39 @@ def _script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, A
             "records": ch.records.tolist(), "ring": ch.ring.tolist(),
             "gp_put": ch.userd[0x8C // 4], "pushbuffer": ch.pb.tolist(),
             "timeline": d.timeline_signal.value, "progress": ch.progress.value,
-            "launches": seen, "launch_count": gpu.launch_count,
+            "launches": self.seen, "launch_count": self.gpu.launch_count,
         }
-        for p in (vadd, many, inc):
+        for p in (self.vadd, self.many, self.inc):
             for shape, hot in sorted(p._hot.items()):
                 if hot is not None:
                     off = hot.chunk_off
                     out[f"{p.name} {shape} slots"] = bytes(hot.buf.cpu_view()[off:off + (64 << 10)])
                     out[f"{p.name} {shape} state"] = hot.state.tolist()
         return out
+
+
+def _script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Runs one fixed script of launches on a fresh deterministic mock GPU; returns the rig's
+    snapshot."""
+    monkeypatch.setenv("HCQ_MOCK_SYNC", "1")
+    r = _Rig(launch_native)
+    d, vadd, many, inc, a, b, c = r.dev, r.vadd, r.many, r.inc, r.a, r.b, r.c
+    try:
+        for i in range(40):  # wraps the slot ring and the 16-entry GPFIFO
+            vadd(a, b, c, 100 + i, global_size=(2, 1, 1), local_size=(64, 1, 1))
+            if i % 7 == 3:  # work of another channel breaks the chain: the next launch acquires
+                d.copyin(b, np.full(1024, i, np.float32))
+            if i % 5 == 0:
+                vadd(a, b, c, np.int32(i), global_size=(2, 1, 1), local_size=(64, 1, 1))
+            if i % 6 == 0:  # 200 does not pack as int8: the careful path stores it
+                many(*r.many_args(i8=200), global_size=(1, 2, 1), local_size=(32, 1, 1))
+            if i % 11 == 5:  # a float beyond a 4-byte slot: refused by name, nothing launched
+                with pytest.raises(ProgramError, match="4-B float argument 'arg5'"):
+                    many(*r.many_args(f32=1e300), global_size=(1, 2, 1), local_size=(32, 1, 1))
+            if i % 9 == 0:
+                inc(a, 0xFFFFFFFF, global_size=(1, 1, 1), local_size=(32, 1, 1))  # careful path
+                vadd(a, b, c, 5, global_size=(2, 1, 1), local_size=(64, 1, 1), wait=True)
+        return r.snapshot()
     finally:
         d.close()
 
@@ -142,3 +165,71 @@ def test_the_launch_fence_is_one_method_every_route_takes(monkeypatch: pytest.Mo
         g.free()
     finally:
         d.close()
+
+
+_NP_INTS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+_OPS = st.one_of(
+    st.tuples(st.just("vadd"), st.integers(-(1 << 33), 1 << 33)),
+    st.tuples(st.just("vadd_np"), st.sampled_from(range(len(_NP_INTS))),
+              st.integers(0, 1 << 64)),
+    st.tuples(st.just("many"), st.floats(width=64), st.integers(-300, 300)),
+    st.tuples(st.just("many_f32_edge"), st.integers(-4, 4)),
+    st.tuples(st.just("copy")),
+    st.tuples(st.just("wait")),
+    st.tuples(st.just("vals"), st.integers(0, 1000)),
+)
+
+
+def _run_op(r: _Rig, op: tuple[Any, ...]) -> object:
+    g, l = (2, 1, 1), (64, 1, 1)
+    try:
+        if op[0] == "vadd":
+            r.vadd(r.a, r.b, r.c, op[1], global_size=g, local_size=l)
+        elif op[0] == "vadd_np":
+            t = _NP_INTS[op[1]]
+            info = np.iinfo(t)
+            r.vadd(r.a, r.b, r.c, t(info.min + op[2] % (int(info.max) - int(info.min) + 1)),
+                   global_size=g, local_size=l)
+        elif op[0] in ("many", "many_f32_edge"):
+            # the largest float32 and the doubles around it, where rounding decides overflow
+            f = op[1] if op[0] == "many" else float(np.nextafter(
+                np.float64(np.finfo(np.float32).max), np.inf)) * (1 + op[1] * 2.0 ** -26)
+            i8 = op[2] if op[0] == "many" else 1
+            r.many(*r.many_args(f32=f, i8=i8), global_size=(1, 2, 1), local_size=(32, 1, 1))
+        elif op[0] == "copy":
+            r.dev.copyin(r.b, np.ones(1024, np.float32))
+        elif op[0] == "wait":
+            r.vadd(r.a, r.b, r.c, 7, global_size=g, local_size=l, wait=True)
+        else:
+            r.vadd(r.a, r.b, r.c, vals=(op[1],), global_size=g, local_size=l)
+    except ProgramError as e:
+        return str(e)
+    return "ok"
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=st.lists(_OPS, min_size=1, max_size=50))
+@example(ops=[("many_f32_edge", 0)])                  # rounds to the largest float32: it fits
+@example(ops=[("vadd_np", 6, (1 << 32) - 1)])         # uint32 0xFFFFFFFF in an int slot
+@example(ops=[("vadd_np", 7, (1 << 64) - 1), ("wait",)])  # uint64 beyond the 4-byte slot
+def test_any_script_leaves_the_same_bytes_with_either_executor(
+        monkeypatch: pytest.MonkeyPatch, ops: list[tuple[Any, ...]]) -> None:
+    """Any sequence of launches (arguments of every kind, in and out of their slot's range,
+    floats at the float32 limit, chains broken by copies, timed launches, the short path) has the
+    same outcome, launch by launch, and leaves the same bytes with the C helper as without."""
+    if native_helper() is None:
+        pytest.skip(f"native launch helper unavailable: {native.unavailable}")
+    monkeypatch.setenv("HCQ_MOCK_SYNC", "1")
+    rigs = [_Rig(True), _Rig(False)]
+    try:
+        for op in ops:
+            outcome = [_run_op(r, op) for r in rigs]
+            assert outcome[0] == outcome[1], op
+        snaps = [r.snapshot() for r in rigs]
+        assert snaps[0].keys() == snaps[1].keys()
+        for key in snaps[0]:
+            assert snaps[0][key] == snaps[1][key], key
+    finally:
+        for r in rigs:
+            r.dev.close()

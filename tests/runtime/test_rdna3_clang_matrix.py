@@ -6,6 +6,8 @@ and checked against numpy:
                  contention, across both halves of a wave64
   call_helper    s_swappc_b64 into a function the linker placed before the kernel's entry
   bpermute_scan  ds_bpermute_b32 across the whole wave (a prefix sum and a reversal)
+  xlane_ops      v_permlane64_b32, ds_swizzle_b32 (bit-mask and quad-permute modes) and
+                 ds_append / ds_consume, with every lane active and with inactive ones
 and the static audit over the same files (functions before the entry, per-function ranges).
 """
 from __future__ import annotations
@@ -121,9 +123,71 @@ def test_dynamic_lds_from_the_launch(dev, wave, opt):
     np.testing.assert_array_equal(dev.get(out, n_wg, f32), x.reshape(n_wg, block).sum(1))
 
 
+def _counter_ok(got: np.ndarray, took: np.ndarray, wave_of: np.ndarray, start: int, sign: int
+                ) -> int:
+    """ds_append/ds_consume results of one workgroup: every wave whose lanes took part returns
+    one value to all of them, the counter before its add of its lane count; the hardware may
+    take the waves in any order, so sorted by that value each must follow the ones before.
+    Returns the counter after all of them."""
+    counts, values = [], []
+    for w in np.unique(wave_of[took]):
+        lanes = took & (wave_of == w)
+        vals = np.unique(got[lanes])
+        assert len(vals) == 1, (w, vals)
+        counts.append(int(lanes.sum()))
+        values.append(int(vals[0]))
+    cur = start
+    for v, k in sorted(zip(values, counts), key=lambda vk: sign * vk[0]):
+        assert v == cur
+        cur += sign * k
+    assert (got[~took] == -1).all()
+    return cur
+
+
+@pytest.mark.parametrize(("wave", "opt"), BUILDS, ids=IDS)
+@pytest.mark.parametrize("block", [128, 80])
+def test_cross_lane_ops_across_the_whole_wave(dev, wave, opt, block):
+    """v_permlane64_b32 (lane i reads lane i ^ 32 in wave64), ds_swizzle_b32
+    within each 32-lane half (inactive source lanes give 0) and ds_append/ds_consume counters
+    in LDS, against numpy. block 80: a wave with inactive lanes (wave64: its upper half)."""
+    w = 64 if wave == "w64" else 32
+    n_wg = 3
+    n = block * n_wg
+    x = np.random.default_rng(block).integers(0, 1 << 16, n).astype(i32)
+    prg = dev.d.program(code("xlane_ops", wave, opt), "xlane_ops")
+    outs = [dev.put(np.zeros(n, i32)) for _ in range(5)]
+    counts = dev.put(np.zeros(2 * n_wg, i32))
+    prg(dev.put(x), *outs, counts, global_size=(n_wg, 1, 1), local_size=(block, 1, 1),
+        wait=True)
+    perm, swz_x, swz_q, app, con = (dev.get(o, n, i32) for o in outs)
+    final = dev.get(counts, 2 * n_wg, i32)
+    lid = np.arange(block)
+    wave_of, lane = lid // w, lid % w
+    for g in range(n_wg):
+        v = x[g * block:(g + 1) * block]
+        part = slice(g * block, (g + 1) * block)
+
+        def read(src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """(the value lane `src` of each lane's wave holds, whether that lane is active)"""
+            at = wave_of * w + src
+            live = at < block
+            return np.where(live, v[np.minimum(at, block - 1)], 0), live
+
+        if w == 64:
+            want, live = read(lane ^ 32)
+            np.testing.assert_array_equal(perm[part][live], want[live])
+        # (wave32: clang-16 still emits v_permlane64_b32, which the hardware executes as a NOP,
+        # so the stored value is whatever its destination VGPR held: nothing to compare)
+        np.testing.assert_array_equal(swz_x[part], read(lane ^ 1)[0])
+        np.testing.assert_array_equal(swz_q[part], read((lane & ~3) | (3 - (lane & 3)))[0])
+        assert final[2 * g] == _counter_ok(app[part], (v & 1) != 0, wave_of, 0, 1)
+        assert final[2 * g + 1] == _counter_ok(con[part], (v & 2) != 0, wave_of, 1000, -1)
+
+
 # -- the audit ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("wave", "opt"), BUILDS, ids=IDS)
-@pytest.mark.parametrize("name", ["bpermute_scan", "call_helper", "cas_hist", "dyn_lds"])
+@pytest.mark.parametrize("name", ["bpermute_scan", "call_helper", "cas_hist", "dyn_lds",
+                                  "xlane_ops"])
 def test_audit_is_clean_on_every_build(name, wave, opt):
     assert audit(code(name, wave, opt)) == []
 

@@ -77,6 +77,25 @@ def test_opcode_tables_match_llvm():
     assert res.returncode == 0, res.stderr
 
 
+# every quad-permute, named bit-mask (SWAP, REVERSE, BROADCAST) and plain BITMASK_PERM form, and
+# the FFT/rotate encodings LLVM prints as numbers
+SWIZZLE_OFFSETS = [0x041F, 0x801B, 0x8000, 0x80E4, 0x001F, 0x0C1F, 0x7C1F, 0x003C, 0x0038, 0x0021,
+                   0x1234, 0x7FFF, 0x0001, 0x03E0, 0x9000, 0xC000, 0xE000, 0xFFFF, 0x5555]
+
+
+@pytest.mark.skipif(shutil.which("llvm-mc-16") is None, reason="llvm-mc-16 not installed")
+def test_ds_swizzle_offsets_print_as_llvm_does():
+    asm = "\n".join(f"ds_swizzle_b32 v1, v2 offset:{o}" for o in SWIZZLE_OFFSETS)
+    res = subprocess.run(["llvm-mc-16", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"],
+                         input=asm, capture_output=True, text=True, check=True)
+    lines = [ln for ln in res.stdout.splitlines() if "ds_swizzle_b32" in ln]
+    assert len(lines) == len(SWIZZLE_OFFSETS)
+    for off, line in zip(SWIZZLE_OFFSETS, lines):
+        words = [int(b, 16) for b in re.findall(r"0x([0-9a-f]{2})", line.split("encoding:")[1])]
+        inst = decode_one(bytes(words), 0, 0)
+        assert " ".join(str(inst).split()) == " ".join(line.split(";")[0].split()), hex(off)
+
+
 def test_decode_literal_and_vopd_fields():
     # v_mul_f32_e32 v17, 0x42c80000, v5 (VOP2 with a literal) and a VOPD pair.
     words = [0x10220AFF, 0x42C80000, 0xC8C60207, 0x01000007]

@@ -3,7 +3,7 @@ give what the general path gives, bit for bit.
 
 Every instruction case of test_rdna3_isa runs on one wave (scalar ops on numpy scalars, VALU on
 0-d SGPR operands) and on eight (VALU on [n, 1] SGPR operands) with the fast paths on and off
-(Group.planes forced to None); the edges the fast paths test for at run time get their own
+(WaveSet.planes forced to None); the edges the fast paths test for at run time get their own
 programs: a lane mask a VALU compare left unpacked read as an SGPR, EXEC partly set, a VOPD
 pair whose halves swap registers, v_fmac by 0.5 on lanes where the product is not exact.
 """

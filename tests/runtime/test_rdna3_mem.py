@@ -558,7 +558,7 @@ def test_wave64_readlane_writelane_readfirstlane_mbcnt():
 
 
 def test_wave64_cross_half_instructions_are_refused_by_name():
-    code = _assemble64("ds_append v1\ns_endpgm\n")
+    code = _assemble64("v_movrels_b32 v1, v2\ns_endpgm\n")
     with pytest.raises(KernelFault, match="wave64 kernel"):
         RawDevice().launch_raw(code, [], (1,), (64,), wave64=True)
 
@@ -598,6 +598,35 @@ def test_wave64_permute_and_bpermute_cross_the_halves():
     sent = np.where(off[src] | off, 0, 100 + src)
     read = sent[(lane + 17) & 63]
     np.testing.assert_array_equal(dev.download(vout, 64, u32), (read << 16 | sent).astype(u32))
+
+
+def test_wave64_permlane64_and_swizzle_with_inactive_lanes():
+    """v_permlane64_b32 with lanes 40-47 inactive: active lanes read lane ^ 32 whether that lane
+    is active or not, inactive ones keep their value; ds_swizzle_b32 (xor 1 in the bit-mask
+    mode, within each 32-lane half) gives 0 from an inactive source lane."""
+    code = _assemble64("""
+    v_lshlrev_b32 v10, 2, v0
+    v_add_nc_u32 v3, 100, v0
+    v_mov_b32 v4, 7
+    v_mov_b32 v5, 9
+    s_mov_b32 s5, exec_hi
+    s_mov_b32 exec_hi, 0xffff00ff
+    v_permlane64_b32 v4, v3
+    ds_swizzle_b32 v5, v3 offset:swizzle(BITMASK_PERM, "ppppi")
+    s_mov_b32 exec_hi, s5
+    s_waitcnt lgkmcnt(0)
+    v_lshl_or_b32 v4, v5, 16, v4
+    global_store_b32 v10, v4, s[0:1]
+    s_endpgm
+    """)
+    dev = RawDevice()
+    vout = dev.upload(np.zeros(64, u32))
+    dev.launch_raw(code, [vout & 0xFFFFFFFF, vout >> 32], (1,), (64,), wave64=True)
+    lane = np.arange(64)
+    off = (lane >= 40) & (lane < 48)
+    perm = np.where(off, 7, 100 + (lane ^ 32))
+    swz = np.where(off, 9, np.where(off[lane ^ 1], 0, 100 + (lane ^ 1)))
+    np.testing.assert_array_equal(dev.download(vout, 64, u32), (swz << 16 | perm).astype(u32))
 
 
 def test_wave64_dpp_rows_and_permlanex16():

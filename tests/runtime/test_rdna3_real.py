@@ -205,7 +205,7 @@ CLANG_TESTS = {
 
 
 # Kernels built at every -O level in both wave sizes, tested in test_rdna3_clang_matrix.
-MATRIX_KERNELS = ["bpermute_scan", "call_helper", "cas_hist", "dyn_lds"]
+MATRIX_KERNELS = ["bpermute_scan", "call_helper", "cas_hist", "dyn_lds", "xlane_ops"]
 
 
 def test_every_opencl_kernel_has_a_level_test():

@@ -296,6 +296,193 @@ def test_a_storm_of_ctrl_c_leaves_the_device_consistent(target: Target, dev: Dev
     g.free()
 
 
+def _ours() -> None:
+    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+        pytest.skip("SIGINT is handled by someone else here")
+
+
+def _ctrl_c_now() -> None:
+    """A real SIGINT to the main thread, delivered before this returns (the Python handler then
+    runs at the interpreter's next check)."""
+    main = threading.main_thread().ident
+    assert main is not None
+    signal.pthread_kill(main, signal.SIGINT)
+
+
+def _interrupted(fn: Callable[[], Any]) -> bool:
+    """Runs `fn`, then gives a Ctrl-C that was held back time to land; True if one did."""
+    try:
+        fn()
+        for _ in range(400):  # a held-back one is sent again about a millisecond later
+            time.sleep(0.005)
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+def test_ctrl_c_right_after_a_staged_copy_is_submitted(target: Target, dev: Device,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C that lands the moment a staged copy's submission returns, before the runtime
+    noted which timeline value frees the staging buffer, is held back until that is noted: the
+    next copy then waits for the staging buffer instead of overwriting it while the first copy
+    is still queued (behind a gate here)."""
+    _ours()
+    a, b = dev.alloc(N * 4), dev.alloc(N * 4)
+    x, y = np.full(N, 1, np.float32), np.full(N, 2, np.float32)
+    gate = _gated(dev)
+    submit_copy = dev._submit_copy
+    armed = [True]
+
+    def submit_then_ctrl_c(*args: Any) -> int:
+        v: int = submit_copy(*args)
+        if armed[0]:
+            armed[0] = False
+            _ctrl_c_now()
+        return v
+
+    monkeypatch.setattr(dev, "_submit_copy", submit_then_ctrl_c)
+    assert _interrupted(lambda: dev.copyin(a, x))
+
+    def open_gate() -> None:
+        gate.value = 1
+
+    opener = threading.Timer(0.2, open_gate)  # the second copy waits for the first one
+    opener.start()
+    dev.copyin(b, y)
+    opener.join()
+    np.testing.assert_array_equal(_read(dev, a), x)
+    np.testing.assert_array_equal(_read(dev, b), y)
+    gate.release()
+
+
+def test_ctrl_c_while_a_pending_copy_completes_leaks_nothing(target: Target, dev: Device,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A Ctrl-C as `PendingCopy.wait()` gives its pinned buffer back is held back until it is
+    back: the copy is complete, and no pinned memory is left allocated."""
+    _ours()
+    a = dev.alloc(N * 4)
+    x = np.arange(N, dtype=np.float32)
+    dev.copyin(a, x)
+    out = np.zeros(N, np.float32)
+    pending = dev.copyout_async(out, a)
+    live = dev.allocator.live_count  # a, the pinned buffer, and what the device keeps
+    free = dev.free
+
+    def ctrl_c_then_free(buf: Any) -> None:
+        if buf is pending._pinned:
+            _ctrl_c_now()
+        free(buf)
+
+    monkeypatch.setattr(dev, "free", ctrl_c_then_free)
+    assert _interrupted(pending.wait)
+    pending.wait()
+    np.testing.assert_array_equal(out, x)
+    assert dev.allocator.live_count == live - 1
+
+
+def test_ctrl_c_inside_the_mock_doorbell_of_a_native_launch(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The native NVIDIA launch rings the mock GPU's doorbell through a Python call, outside the
+    submission lock; on hardware that is one store, so a Ctrl-C landing inside it is held back
+    until the doorbell has been rung: the launch runs, and the device goes on."""
+    from runtime.drivers.nv.launcher import native_helper
+    from tests.runtime.test_device_contract import _mock_nv
+    if native_helper() is None:
+        pytest.skip("the native launch helper is not available here")
+    t = _mock_nv()
+    d = t.open()
+    try:
+        _ours()  # (the first device opened installs the handler)
+        d.launch_native = True  # type: ignore[attr-defined]
+        prg, args = t.vadd(d)
+        a, b, c = (d.alloc(N * 4) for _ in range(3))
+        d.copyin(a, np.full(N, 3, np.float32))
+        d.copyin(b, np.full(N, 4, np.float32))
+        _launch(t, d, prg, args, a, b, c, wait=True)  # the launcher is made: the native one
+        d.copyin(c, np.zeros(N, np.float32))
+        d.synchronize()
+        gpu = d.os.nv.gpus[0]  # type: ignore[attr-defined]
+        rung = gpu.doorbell_rung
+        seen: list[bool] = []
+
+        def ctrl_c_then_ring(offset: int, value: int) -> None:
+            if not seen:
+                seen.append(d._submit.held_here())
+                _ctrl_c_now()
+            rung(offset, value)
+
+        monkeypatch.setattr(gpu, "doorbell_rung", ctrl_c_then_ring)
+        assert _interrupted(lambda: _launch(t, d, prg, args, a, b, c))
+        assert seen == [False]  # rung by the native launch (the Python one holds the lock)
+        d.synchronize(timeout_ms=3000)
+        assert d.timeline_signal.value == d.timeline_value
+        np.testing.assert_array_equal(_read(d, c), np.full(N, 7, np.float32))
+    finally:
+        d.close()
+
+
+def _small_device(vendor: str, room: str) -> Device:
+    """A mock device whose copy ring (room "ring") or kernel-argument arena ("arena") fills up
+    after a few submissions."""
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.drivers.mock.os import MockOS
+    from runtime.hcq import AMDDevice, NVDevice
+    arena = {"kernarg_arena_B": 4096} if room == "arena" else {}
+    if vendor == "amd":
+        return AMDDevice("mock-amd:0", os=MockOS.with_amd_gpus(1), sdma_ring_B=4096, **arena)
+    return NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1), gpfifo_entries=16,
+                    pushbuf_B=8192, **arena)
+
+
+@pytest.mark.parametrize("vendor,room", [("amd", "ring"), ("nv", "ring"), ("amd", "arena")])
+def test_ctrl_c_while_a_submission_waits_for_room(vendor: str, room: str) -> None:
+    """The timeline is held back by a gate and the host submits until a submission has to wait,
+    holding the submission lock, for ring space (copy-engine fills) or for the argument arena to
+    wrap (launches). A Ctrl-C then is raised at once, not when the wait gives up; the device is
+    consistent (the waiting submission left nothing behind) and goes on once the gate opens."""
+    from tests.runtime.test_device_contract import _mock_amd, _mock_nv
+    t = (_mock_amd if vendor == "amd" else _mock_nv)()
+    d = _small_device(vendor, room)
+    try:
+        _ours()  # (the first device opened installs the handler)
+        d.default_timeout_ms = 10_000.0  # how long a held-back Ctrl-C would wait
+        prg, args = t.vadd(d)
+        a, b, c = (d.alloc(N * 4) for _ in range(3))
+        d.copyin(a, np.full(N, 1, np.float32))
+        d.copyin(b, np.full(N, 2, np.float32))
+        d.synchronize()
+        gate = _gated(d)
+        sent = [0.0]
+
+        def ctrl_c_once_stuck() -> None:
+            last = -1
+            while d.timeline_value != last:  # the host stopped getting submissions through
+                last = d.timeline_value
+                time.sleep(0.2)
+            sent[0] = time.perf_counter()
+            _ctrl_c_now()
+
+        sender = threading.Thread(target=ctrl_c_once_stuck, daemon=True)
+        sender.start()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(100_000):
+                if room == "ring":
+                    d.fill(c, 0)
+                else:
+                    _launch(t, d, prg, args, a, b, c)
+        assert sent[0] and time.perf_counter() - sent[0] < 3.0
+        sender.join()
+        assert d.timeline_signal.value < d.timeline_value  # the gate still holds the work
+        gate.value = 1
+        d.synchronize()
+        assert d.timeline_signal.value == d.timeline_value
+        _launch(t, d, prg, args, a, b, c)
+        np.testing.assert_array_equal(_read(d, c), np.full(N, 3, np.float32))
+    finally:
+        d.close()
+
+
 def test_ctrl_c_from_a_timer_signal(target: Target, dev: Device) -> None:
     """The same with the signal from the kernel's interval timer (SIGALRM made a Ctrl-C)."""
     if not hasattr(signal, "setitimer"):
@@ -413,7 +600,8 @@ def test_a_gate_that_never_opens_is_named_and_the_device_goes_on(target: Target,
 def test_reading_before_the_kernel_ran_sees_old_bytes(target: Target, dev: Device) -> None:
     """A host that reads a kernel's output through a CPU mapping without waiting sees what was
     there before (the kernel is held back by a gate, so this is deterministic), and `done()` of
-    an asynchronous copy stays False until the work has run."""
+    an asynchronous copy stays False until the work has run. (A read leaves no trace the mock
+    could report as a hazard: the stale value is what shows.)"""
     if target.name == "nv":
         pytest.skip("device memory of the real GPU is not mapped here")
     prg, args = target.vadd(dev)
@@ -438,7 +626,10 @@ def test_reading_before_the_kernel_ran_sees_old_bytes(target: Target, dev: Devic
 def test_a_host_write_racing_a_queued_kernel_changes_its_input(target: Target,
                                                                dev: Device) -> None:
     """The host writes a kernel's input through a CPU mapping after the launch but before the
-    kernel ran: the kernel sees the new bytes (the launch did not copy them), as on a GPU."""
+    kernel ran: the kernel sees the new bytes (the launch did not copy them), as on a GPU, and
+    the mock, which sees the kernel queued behind the gate, reports the race as a HostHazard
+    naming the buffer and the kernel."""
+    from runtime.drivers.mock.host_races import HostHazard
     if target.name == "nv":
         pytest.skip("device memory of the real GPU is not mapped here")
     prg, args = target.vadd(dev)
@@ -449,9 +640,48 @@ def test_a_host_write_racing_a_queued_kernel_changes_its_input(target: Target,
     dev.synchronize()
     gate = _gated(dev)
     _launch(target, dev, prg, args, a, b, c)
+    dev.os.wait_idle()  # type: ignore[attr-defined]  (the GPU has seen the launch)
     a.cpu_view()[:] = np.full(N, 5, np.float32).tobytes()  # the host forgot to wait
-    gate.value = 1
+    kernel = "kernel vadd" if target.name == "mock-nv" else f"the kernel at {prg.pgm_va:#x}"
+    with pytest.warns(HostHazard, match=rf"allocation at {a.va:#x} \(\+{N * 4:#x}\) while "
+                                        rf"{kernel} .*was queued"):
+        gate.value = 1
+        dev.synchronize()
     np.testing.assert_array_equal(_read(dev, c), np.full(N, 6, np.float32))
+    assert any(f"{a.va:#x}" in h for h in dev.os.host_races.hazards)  # type: ignore[attr-defined]
+
+
+def test_a_host_write_racing_a_running_kernel_is_reported() -> None:
+    """A kernel that polls a flag the host then sets (through its CPU mapping) while the kernel
+    runs: the kernel sees it and ends, and the mock AMD GPU, which runs the kernel in time
+    slices, reports the host's write as a HostHazard naming the flag's buffer and the kernel.
+    (A deliberate flag like this one is reported too: the mock cannot tell it from a race.)"""
+    from runtime.drivers.mock.host_races import HostHazard
+    from runtime.drivers.amd.compiler import AMDCompiler
+    from runtime.drivers.mock.os import MockOS
+    from runtime.hcq import AMDDevice
+    from tests.runtime.test_amd_mock_hang import SPIN
+    missing = AMDCompiler().available()
+    if missing is not None:
+        pytest.skip(f"OpenCL compiler unavailable: {missing}")
+    d = AMDDevice("amd:0", os=MockOS.with_amd_gpus(1))  # a machine of its own: a clean log
+    try:
+        spin = d.program(d.compiler.compile(SPIN), "spin")
+        flag, out = d.alloc(4, cpu_access=True), d.alloc(4 * 64)
+        d.copyin(out, bytes(4 * 64))
+        flag.cpu_view()[:] = bytes(4)
+        spin(flag, out, global_size=(2, 1, 1), local_size=(32, 1, 1))
+        deadline = time.perf_counter() + 30
+        while not any("running for" in ln for ln in d.os.kernel_log()):
+            assert time.perf_counter() < deadline, "the kernel never ran a time slice"
+            time.sleep(0.005)  # polls the mock's status until the kernel has run a slice
+        with pytest.warns(HostHazard, match=rf"allocation at {flag.va:#x} \(\+0x1000\) "
+                                            rf"while the kernel at {spin.pgm_va:#x} .*was "
+                                            "running"):
+            flag.cpu_view()[:] = (1).to_bytes(4, "little")
+            d.synchronize(timeout_ms=20_000)
+    finally:
+        d.close()
 
 
 # ------------------------------------------------------------------------------------ both modes
@@ -533,6 +763,42 @@ def test_a_graph_refuses_to_run_on_a_freed_buffer(target: Target, dev: Device) -
     g.replay(wait=True)
     np.testing.assert_array_equal(_read(dev, other), np.full(N, 2, np.float32))
     g.free()
+
+
+def test_a_pending_copy_refuses_a_source_freed_while_in_flight(target: Target,
+                                                               dev: Device) -> None:
+    """A copy out whose source buffer is freed (and its memory handed to a new allocation that
+    the host fills) before the GPU copied it: wait() refuses, naming the copy and the buffer, and
+    leaves the destination alone; a source freed after the copy finished is fine."""
+    from runtime.hcq import HCQMemoryError
+    a, spare = dev.alloc(N * 4), dev.alloc(N * 4)
+    dev.copyin(a, np.full(N, 1, np.float32))
+    dev.synchronize()
+    gate = _gated(dev)
+    out = np.zeros(N, np.float32)
+    pending = dev.copyout_async(out, a.slice(0, N * 4))
+    a_repr = repr(a)
+    dev.free(a)
+    other = dev.alloc(N * 4)  # may take a's memory
+    dev.copyin(other, np.full(N, 9, np.float32))
+    gate.value = 1
+    for _ in range(2):  # and again: the refusal stays
+        with pytest.raises(HCQMemoryError) as e:
+            pending.wait()
+        assert f"PendingCopy({dev.name}, {N * 4} B, timeline value {pending.value})" \
+            in str(e.value)
+        assert "was freed before the copy finished" in str(e.value)
+        assert a_repr.split(",")[0] in str(e.value)
+    assert not out.any()
+    np.testing.assert_array_equal(_read(dev, other), np.full(N, 9, np.float32))
+    done = dev.copyout_async(out, other)  # freed once the GPU copied it: no complaint
+    dev.synchronize()
+    dev.free(other)
+    done.wait()
+    np.testing.assert_array_equal(out, np.full(N, 9, np.float32))
+    dev.free(spare)
+    assert not dev._pending_copies
+    gate.release()
 
 
 def test_elapsed_time_between_timing_events(target: Target, dev: Device) -> None:

@@ -70,30 +70,4 @@ def test_waiting_launches_are_typed_float() -> None:
     assert revealed == ["float", "None", "float", "float", "float"], revealed
 
 
-def test_mypy_is_clean_on_an_installed_copy(tmp_path: Path) -> None:
-    """`mypy -p runtime` against an installed copy (runtime, hcq_bindings and bindgen_rt in the
-    site-packages of a fresh environment, no checkout and no pyproject.toml in reach): what a
-    user's type checker sees."""
-    import shutil
-    import subprocess
-    import sys
-    import sysconfig
-    pytest.importorskip("mypy.api", reason="mypy is in the test extra: pip install .[test]")
-    venv = tmp_path / "venv"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv",
-                    "--without-pip", str(venv)], check=True, timeout=120)
-    py = venv / "bin" / "python"
-    site = Path(subprocess.run([str(py), "-c", "import sysconfig; "
-                                "print(sysconfig.get_paths()['purelib'])"], check=True,
-                               capture_output=True, text=True).stdout.strip())
-    for pkg, src in (("runtime", REPO / "runtime"), ("hcq_bindings", REPO / "generated"),
-                     ("bindgen_rt", REPO / "bindgen_rt")):
-        shutil.copytree(src, site / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # numpy
-    work = tmp_path / "work"
-    work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
-    r = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--python-executable",
-                        str(py), "-p", "runtime"], cwd=work, capture_output=True, text=True,
-                       env=env, timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
+# mypy on the installed wheel: tests/install/test_wheel.py (it shares that file's wheel build).

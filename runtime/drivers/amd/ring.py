@@ -95,6 +95,10 @@ class HwRing:
     def _wait_space(self, n: int) -> None:
         if self.pending_dw() + n < self.size_dw:
             return
+        # Nothing of the submission is in the ring yet: a Ctrl-C during the wait is raised at once.
+        self.device._submit.interruptible(lambda: self._wait_for_room(n))
+
+    def _wait_for_room(self, n: int) -> None:
         dev = self.device
         deadline = time.perf_counter() + dev.default_timeout_ms / 1000.0
         while self.pending_dw() + n >= self.size_dw:

@@ -63,6 +63,8 @@ class KernelLaunch:
     block: tuple[int, int, int]              # work-items per workgroup
     user_data: tuple[int, ...]               # COMPUTE_USER_DATA_* (the user SGPRs)
     kernarg_sgpr: int                        # the first user SGPR of the kernarg pointer
+    #: the byte ranges the model reached through `array` (host_races reports only those)
+    touched: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def kernarg_va(self) -> int:
@@ -81,6 +83,7 @@ class KernelLaunch:
         """`count` elements at GPU address `va` as a writable numpy view of GPU memory (an
         unmapped address raises the page fault the queue reports)."""
         dt = np.dtype(dtype)
+        self.touched.append((va, va + count * dt.itemsize))
         return self.gpu.mem.view(va, count * dt.itemsize, "kernel access").view(dt)
 
 
@@ -129,6 +132,7 @@ class MockAMDGPU:
 
     def __post_init__(self) -> None:
         self._rung: collections.deque[tuple[int, int]] = collections.deque()
+        self.mem.races = getattr(self.driver.os, "host_races", None)
         self.engine = EngineThread(f"mock-amdgpu-{self.gpu_id:#x}", self.driver.os.lock,
                                    self._engine_step,
                                    self.driver.os.wake_waiters)

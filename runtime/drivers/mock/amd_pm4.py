@@ -25,9 +25,10 @@ from runtime.drivers.amd.arch import ARCHS
 from runtime.drivers.amd.decode import describe_pm4, pm4_fields
 from runtime.drivers.amd.packets import packets_for
 from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
-                                              RecordingMemory)
+                                              RecordingMemory, merge)
 from runtime.drivers.mock.amd_gpu import (KernelLaunch, MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
+from runtime.drivers.mock.host_races import pointers_in
 from runtime.drivers.mock.memory import PageFault
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
 _HEADERS_KEPT = 256             # distinct packet headers a queue remembers
 DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatch
+_ARGS_SCAN_B = 256             # bytes of a kernel's argument block searched for buffer pointers
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
 MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
 
@@ -82,6 +84,10 @@ class PM4Processor(QueueProcessor):
         self._running_since = 0.0
         self._status_key = f"amdgpu {gpu.gpu_id:#x} compute queue {queue_id}"
         self.order = QueueOrdering()
+        # The ring looked ahead of a blocking wait up to here, and the SH registers as of there
+        # (queued dispatches, for host_races).
+        self._scanned_dw = 0
+        self._scan_sh: dict[int, int] = {}
         # opcode -> (description, handler) of every packet the queue executes
         self._handlers = {pk.opcode: (pk, _PM4_HANDLERS[pk.name]) for pk in ps.pm4.values()}
         # header -> (size, handler) of the well-formed packets seen (a droppable cache)
@@ -297,6 +303,8 @@ class PM4Processor(QueueProcessor):
         except ImportError as e:
             raise MockGPUError(f"{where}: DISPATCH_DIRECT: no kernel executor "
                                f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
+        races = self.gpu.mem.races
+        key = (id(self), where)
         if self._running is None:
             rec = self._dispatch_record(body, where)
             if rec is None:
@@ -308,13 +316,28 @@ class PM4Processor(QueueProcessor):
             except KernelFault as e:
                 raise _kernel_fault(where, rec.pgm_addr, e) from None
             self._running_since = time.perf_counter()
+        if races is not None:
+            races.resume(key)  # host writes since it was queued, or since its last slice
         run = self._running
         try:
             done = run.advance(DISPATCH_SLICE_S)
         except KernelFault as e:
             self._running = None
             self.gpu.driver.os.clear_kernel_status(self._status_key)
+            if races is not None:
+                races.forget(key)
             raise _kernel_fault(where, run.record.pgm_addr, e) from None
+        if races is not None:
+            races.gpu_wrote()
+            rm = self._running_mem
+            if not done:
+                ptrs, blocks = self._arg_pointers(run.record.user_sgprs)
+                races.paused(key, self._kernel_name(run.record.pgm_addr, where), ptrs,
+                             self.gpu.mem, blocks, _written(rm))
+            elif races.watching(key):
+                races.finished(key, None if rm.unbounded else
+                               rm.ranges["read"] + rm.ranges["write"] + rm.ranges["atomic"],
+                               _written(rm))
         if not done:
             t = time.perf_counter() - self._running_since
             self.blocked = f"{where}: DISPATCH_DIRECT of the kernel at " \
@@ -414,6 +437,8 @@ class PM4Processor(QueueProcessor):
                                "does not run")
         launch = None
         model = self.gpu.kernels.get(r["pgm"])
+        races = self.gpu.mem.races
+        key = (id(self), where)
         if model is not None:
             fn, kernarg_sgpr = model
             if kernarg_sgpr + 2 > len(r["user"]):
@@ -421,11 +446,18 @@ class PM4Processor(QueueProcessor):
                                    f"{kernarg_sgpr}, but RSRC2 loads {len(r['user'])}")
             launch = KernelLaunch(self.gpu, r["pgm"], r["grid"], r["block"], r["user"],
                                   kernarg_sgpr)
+            if races is not None:
+                races.resume(key)  # host writes since it was queued
             try:
                 fn(launch)
             except PageFault as e:
+                if races is not None:
+                    races.forget(key)
                 raise MockGPUError(f"{where}: kernel at {r['pgm']:#x} faulted: {e}", e.va) \
                     from None
+            if races is not None:
+                races.gpu_wrote()
+                races.finished(key, launch.touched)
         self.gpu.record_dispatch(launch or r, None)
         return True
 
@@ -469,7 +501,60 @@ class PM4Processor(QueueProcessor):
             return True
         self.blocked = f"{where}: WAIT_REG_MEM mem[{addr:#x}] = {value:#x}, waiting for " \
                        f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
+        if self._ib is None and self.gpu.mem.races is not None:
+            self._watch_queued()
         return False
+
+    # ------------------------------------------------------------------ host races
+    @staticmethod
+    def _kernel_name(pgm: int, where: str) -> str:
+        return f"the kernel at {pgm:#x} ({where})"
+
+    def _arg_pointers(self, user: tuple[int, ...],
+                      kernarg_sgpr: int | None = None) -> tuple[list[int], list[int]]:
+        """(the buffer pointers among a dispatch's arguments, the argument blocks' addresses):
+        the user SGPR pairs (or the kernel model's kernarg pair) point to the argument blocks."""
+        pairs = range(0, len(user) - 1, 2) if kernarg_sgpr is None else (kernarg_sgpr,)
+        blocks = [user[i] | user[i + 1] << 32 for i in pairs if i + 1 < len(user)]
+        return pointers_in(self.gpu.mem, [(b, _ARGS_SCAN_B) for b in blocks]), blocks
+
+    def _watch_queued(self) -> None:
+        """The queue waits: the dispatches already in the ring behind the wait are queued
+        kernels, whose memory host_races watches from now on. Reads the ring ahead without
+        executing anything (register writes go to a copy of the SH registers)."""
+        races = self.gpu.mem.races
+        if self._scanned_dw <= self.rptr_dw:
+            self._scanned_dw, self._scan_sh = self.rptr_dw, dict(self.sh)
+        pos, sh, gc = self._scanned_dw, self._scan_sh, self.gc
+        names = self.packets.pm4_by_opcode
+        while pos < self.wptr_dw:
+            try:
+                size, op = self._header(int(self.ring[pos % self.size_dw]), "")
+            except MockGPUError:
+                return  # the fetch loop reports it when it gets there
+            if pos + size > self.wptr_dw:
+                break
+            pk = names.get(op)
+            if pk is not None and pk.name == "SET_SH_REG" and size > 2:
+                body = self.ring_dwords(pos + 1, size - 1)
+                addr = (body[0] & 0xFFFF) + self.p.PACKET3_SET_SH_REG_START - self.gc_base
+                for i, v in enumerate(body[1:]):
+                    sh[addr + i] = v
+            elif pk is not None and pk.name == "DISPATCH_DIRECT":
+                pgm = ((sh.get(gc.regCOMPUTE_PGM_HI, 0) << 32)
+                       | sh.get(gc.regCOMPUTE_PGM_LO, 0)) << 8
+                rsrc2 = sh.get(gc.regCOMPUTE_PGM_RSRC2, 0)
+                n_user = (rsrc2 & gc.COMPUTE_PGM_RSRC2__USER_SGPR_MASK) \
+                    >> gc.COMPUTE_PGM_RSRC2__USER_SGPR__SHIFT
+                user = tuple(sh.get(gc.regCOMPUTE_USER_DATA_0 + i, 0) for i in range(n_user))
+                model = self.gpu.kernels.get(pgm)
+                if self.gpu.executes_kernels or model is not None:
+                    where = f"ring dword {pos}"
+                    ptrs, blocks = self._arg_pointers(user, None if model is None else model[1])
+                    races.watch((id(self), where), self._kernel_name(pgm, where), ptrs,
+                                self.gpu.mem, "queued", blocks)
+            pos += size
+        self._scanned_dw = pos
 
     def _write_data(self, body: list[int], where: str) -> None:
         if len(body) < 4:
@@ -506,6 +591,11 @@ class PM4Processor(QueueProcessor):
             line += f"; next: {self._describe(pkt)}"
         return line
 
+
+
+def _written(rm: RecordingMemory) -> "list[tuple[int, int]] | None":
+    """The byte ranges a dispatch wrote so far (merged), None when they are not bounded."""
+    return None if rm.unbounded else merge(rm.ranges["write"] + rm.ranges["atomic"])
 
 
 def _kernel_fault(where: str, pgm: int, e: Exception) -> MockGPUError:

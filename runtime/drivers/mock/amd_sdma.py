@@ -101,6 +101,8 @@ class SDMAProcessor(QueueProcessor):
         src = mem.view(f["src_addr"], n, "read")
         dst = mem.view(f["dst_addr"], n, "write")
         dst[:] = src.copy() if _overlap(f["src_addr"], f["dst_addr"], n) else src
+        if mem.races is not None:
+            mem.races.gpu_wrote()
         return True
 
     def _constant_fill(self, f: dict[str, int], pkt: list[int], where: str) -> bool:
@@ -121,6 +123,8 @@ class SDMAProcessor(QueueProcessor):
         else:
             raise MockGPUError(f"{where}: CONSTANT_FILL fill size {size} is not modelled (0: "
                                "bytes, 2: dwords)")
+        if self.gpu.mem.races is not None:
+            self.gpu.mem.races.gpu_wrote()
         return True
 
     def _fence(self, f: dict[str, int], pkt: list[int], where: str) -> bool:

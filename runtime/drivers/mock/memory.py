@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,8 @@ class MockMemory:
     def __init__(self) -> None:
         self._bases: list[int] = []
         self._maps: list[Mapping] = []
+        #: the machine's host-race watch (host_races.HostRaces), told of every store made here
+        self.races: Any = None
         #: changes whenever a mapping is added or removed: what was checked against the mappings
         #: may be remembered under it
         self.generation = 0
@@ -102,6 +105,8 @@ class MockMemory:
         src = np.frombuffer(payload, dtype=np.uint8) if not isinstance(payload, np.ndarray) \
             else payload.view(np.uint8).reshape(-1)
         self.view(va, len(src), "write")[:] = src
+        if self.races is not None:
+            self.races.gpu_wrote()
 
     # struct reads and writes the backing buffer in place: several times cheaper than numpy
     # scalar views, and the command processors do several per packet. (numpy arrays have the buffer
@@ -117,10 +122,14 @@ class MockMemory:
     def write_u32(self, va: int, value: int) -> None:
         data, off = self.find(va, 4, "write")
         _U32.pack_into(data, off, value & 0xFFFFFFFF)  # type: ignore[arg-type]
+        if self.races is not None:
+            self.races.gpu_stored(va, 4)
 
     def write_u64(self, va: int, value: int) -> None:
         data, off = self.find(va, 8, "write")
         _U64.pack_into(data, off, value & 0xFFFFFFFFFFFFFFFF)  # type: ignore[arg-type]
+        if self.races is not None:
+            self.races.gpu_stored(va, 8)
 
     # -- vectorised access: one address per lane
     def _locate(self, addrs: np.ndarray, nbytes: int, access: str) -> tuple[np.ndarray, np.ndarray]:

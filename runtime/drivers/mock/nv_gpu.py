@@ -30,7 +30,7 @@ import time
 import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from hcq_bindings.nv import classes as cl
 from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.engine import EngineThread, sync_from_env
+from runtime.drivers.mock.host_races import pointers_among, pointers_in
 from runtime.drivers.mock.memory import MockMemory, PageFault
 from runtime.drivers.mock.ptx.launch import PtxLaunch
 from runtime.drivers.nv.generation import NVGeneration, generation_named
@@ -181,6 +182,37 @@ class Launch:
         return self.gpu.mem.view(va, count * dt.itemsize, "kernel access").view(dt)
 
 
+def _methods(seg: list[int], i: int) -> Iterator[tuple[int, int, int]]:
+    """(subchannel, method, data) of a pushbuffer segment from dword `i`, as the channel would
+    execute them (a malformed header ends the walk: the channel reports it when it gets
+    there)."""
+    n = len(seg)
+    while i < n:
+        hdr = seg[i]
+        if hdr == cl.NVC56F_DMA_NOP:
+            i += 1
+            continue
+        op = fget(cl.NVC56F_DMA_SEC_OP, hdr)
+        subc = fget(cl.NVC56F_DMA_INCR_SUBCHANNEL, hdr)
+        mthd = fget(cl.NVC56F_DMA_INCR_ADDRESS, hdr) << 2
+        if op == cl.NVC56F_DMA_SEC_OP_IMMD_DATA_METHOD:
+            yield subc, mthd, fget(cl.NVC56F_DMA_IMMD_DATA, hdr)
+            i += 1
+            continue
+        if op not in (cl.NVC56F_DMA_SEC_OP_INC_METHOD, cl.NVC56F_DMA_SEC_OP_NON_INC_METHOD,
+                      cl.NVC56F_DMA_SEC_OP_ONE_INC):
+            return
+        count = fget(cl.NVC56F_DMA_INCR_COUNT, hdr)
+        for k, d in enumerate(seg[i + 1:i + 1 + count]):
+            if op == cl.NVC56F_DMA_SEC_OP_INC_METHOD:
+                yield subc, mthd + 4 * k, d
+            elif op == cl.NVC56F_DMA_SEC_OP_ONE_INC:
+                yield subc, mthd + 4 * min(k, 1), d
+            else:
+                yield subc, mthd, d
+        i += 1 + count
+
+
 @dataclass
 class MockChannel:
     """One GPFIFO channel as the GPU sees it."""
@@ -214,6 +246,8 @@ class MockChannel:
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
+    # (GP_GET, segment position, GP_PUT) when the ring was last read ahead (host_races)
+    _scanned: tuple[int, int, int] = (-1, -1, -1)
 
     def complete_grids(self) -> None:
         """Completes the launched grids: their QMD releases (four-word structures: the payload and
@@ -270,12 +304,54 @@ class MockChannel:
                 progress = True
         except _Blocked as b:
             self.blocked = str(b)
+            if self.ptx is None and self.gpu.mem.races is not None:
+                self._watch_queued()
             return progress
         except PageFault as e:
             self._fault(str(e), XID_MMU_FAULT, e.va)
         except ChannelFault as e:
             self._fault(str(e), e.xid, e.va)
         return progress
+
+    def _watch_queued(self) -> None:
+        """The channel waits: the launches already in the ring behind the wait are queued
+        kernels, whose memory host_races watches from now on. Reads the pushbuffer ahead without
+        executing anything."""
+        put = self.gp_put()
+        if self._scanned == (self.gp_get, self.seg_pos, put) or put >= self.entries:
+            return
+        self._scanned = (self.gp_get, self.seg_pos, put)
+        gen = self.gpu.generation
+        p = gen.compute.prefix + "_"
+        pcas_a_m = getattr(cl, p + "SEND_PCAS_A")
+        pcas_b_m = getattr(cl, p + "SEND_SIGNALING_PCAS2_B")
+        subc_class, pcas_a = dict(self.subc_class), self.pcas_a
+        segs: list[tuple[list[int], int]] = []
+        if self.segment is not None:
+            segs.append((self.segment, self.seg_pos))
+        g = (self.gp_get + 1) % self.entries if self.segment is not None else self.gp_get
+        while g != put:
+            entry = int(self.ring[g * 8:g * 8 + 8].view(np.uint64)[0])
+            e1 = entry >> 32
+            va = fget(cl.NVC56F_GP_ENTRY0_GET, entry & _M32) << 2 \
+                | fget(cl.NVC56F_GP_ENTRY1_GET_HI, e1) << 32
+            n = fget(cl.NVC56F_GP_ENTRY1_LENGTH, e1)
+            try:
+                segs.append((self.gpu.mem.view(va, n * 4, "").view(np.uint32).tolist(), 0))
+            except PageFault:
+                break  # the channel faults there when it gets to it
+            g = (g + 1) % self.entries
+        for seg, i in segs:
+            for subc, mthd, data in _methods(seg, i):
+                if mthd == cl.NVC56F_SET_OBJECT:
+                    subc_class[subc] = fget(cl.NVC56F_SET_OBJECT_NVCLASS, data)
+                elif subc_class.get(subc) != gen.compute_class:
+                    continue
+                elif mthd == pcas_a_m:
+                    pcas_a = data
+                elif mthd == pcas_b_m and pcas_a is not None:
+                    self.gpu.watch_launch(self, pcas_a << 8)
+                    pcas_a = None
 
     def _fault(self, msg: str, xid: int, va: int | None) -> None:
         self.faulted = f"channel {self.chid} at GPFIFO entry {self.gp_get}: {msg}"
@@ -474,6 +550,8 @@ class MockChannel:
                     chunk = mem.view(s, length, "copy read").copy()
                     mem.view(d, length, "copy write")[:] = chunk
             self.gpu.copied_B += length * lines
+            if mem.races is not None:
+                mem.races.gpu_wrote()
         self._copy_semaphore(p, f)
 
     def _remap_fill(self, p: str, dst: int, elements: int, lines: int) -> None:
@@ -503,6 +581,8 @@ class MockChannel:
         if n:
             view = self.gpu.mem.view(dst, n, "fill write")
             view[:] = np.tile(np.frombuffer(element, np.uint8), elements)
+            if self.gpu.mem.races is not None:
+                self.gpu.mem.races.gpu_wrote()
         self.gpu.filled_B += n
 
     def _copy_semaphore(self, p: str, f: Callable[[str], int]) -> None:
@@ -702,6 +782,8 @@ class MockNVGPU:
     copied_B: int = 0
     filled_B: int = 0
     _poller: threading.Thread | None = None
+    # a doorbell was rung that the GPU's thread has not yet acted on (not idle meanwhile)
+    _rung: bool = False
     #: deterministic mode: channels run inside the doorbell write (runtime.drivers.mock.engine)
     sync: bool = field(default_factory=sync_from_env)
 
@@ -709,6 +791,7 @@ class MockNVGPU:
         if not self.sm_version:
             sm = self.generation.sm[0]
             self.sm_version = (sm // 10) << 8 | sm % 10
+        self.mem.races = getattr(self.driver.os, "host_races", None)
         #: program address -> (entry record, module text, compiled kernel) of the PTX programs
         #: launched (runtime.drivers.mock.ptx.launch.grid_for; a droppable cache)
         self.ptx_programs: dict[int, tuple[bytes, bytes, Any]] = {}
@@ -726,6 +809,7 @@ class MockNVGPU:
     def _engine_step(self) -> tuple[bool, bool, bool]:
         """One pass of the GPU's thread over its channels (under the mock kernel's lock)."""
         progress = False
+        self._rung = False
         for ch in list(self.channels.values()):
             if ch.step():
                 progress = True
@@ -734,6 +818,8 @@ class MockNVGPU:
 
     def idle(self) -> bool:
         """Nothing left that can run now (call with the mock kernel's lock held)."""
+        if self._rung:
+            return False
         return all(ch.faulted or ch.blocked or not ch.scheduled or ch.segment is None
                    and ch.gp_get == ch.gp_put() for ch in self.channels.values())
 
@@ -776,6 +862,7 @@ class MockNVGPU:
         """Runs every channel until none can make progress (the GPU's thread does, when not in
         the deterministic mode); starts the poller if one is blocked."""
         if not self.sync:
+            self._rung = True
             self.engine.kick()
             return
         self.run_once()
@@ -827,8 +914,12 @@ class MockNVGPU:
         but the constant-buffer addresses and the release's address and payload) are done once
         per distinct QMD, channel state and set of mappings (`_static_qmd`); the others, and the
         contents of constant bank 0, are checked at every launch."""
+        races = self.mem.races
+        race_key = (id(ch), qmd_va)
+        if races is not None:
+            races.resume(race_key)  # host writes since it was queued, or since its last slice
         if ch.ptx is not None:  # the launch method again: the running grid's next time slice
-            ch.ptx.resume()
+            self._run_slice(ch, race_key)
             return
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
@@ -877,15 +968,71 @@ class MockNVGPU:
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
-                ch.ptx.resume()
+                self._run_slice(ch, race_key)
                 return
         try:
             if model is not None:
                 model(launch)
         except PageFault as e:
+            if races is not None:
+                races.forget(race_key)
             raise ChannelFault(f"kernel at {prog:#x}: {e}", XID_MMU_FAULT, e.va) from None
+        if races is not None:
+            races.gpu_wrote()
+            races.finished(race_key)
         if release is not None:
             ch.grid_releases.append(release)
+
+    def _run_slice(self, ch: MockChannel, key: tuple[int, int]) -> None:
+        """The next time slice of the channel's PTX grid (host_races told what ran)."""
+        races, ptx = self.mem.races, ch.ptx
+        assert ptx is not None
+        try:
+            ptx.resume()
+        except _Blocked:
+            if races is not None:
+                races.gpu_wrote()
+                env = ptx.grid.env
+                races.paused(key, f"kernel {ptx.grid.kern.name} (channel {ch.chid})",
+                             pointers_among(self.mem, env.cb0[env.param_base:]), self.mem,
+                             (key[1],))
+            raise
+        except ChannelFault:
+            if races is not None:
+                races.forget(key)
+            raise
+        if races is not None:
+            races.gpu_wrote()
+            races.finished(key)
+
+    def watch_launch(self, ch: MockChannel, qmd_va: int) -> None:
+        """A launch queued on `ch` behind a wait: host_races watches what its parameters point
+        to."""
+        lay = QMD_LAYOUT[self.generation.qmd.major]
+        try:
+            q = QmdReader(lay.prefix, self.mem.view(qmd_va, lay.size_B, "").tobytes())
+            cb0_va, cb0_size = self._cbuf(q, lay, 0)
+            prog = self._program(q, lay)
+        except PageFault:
+            return  # the launch faults when the channel gets to it
+        base = self.generation.param_base
+        self.mem.races.watch((id(ch), qmd_va), self._kernel_label(prog, ch),
+                             pointers_in(self.mem, [(cb0_va + base, cb0_size - base)]), self.mem,
+                             "queued", (cb0_va, qmd_va))
+
+    def _kernel_label(self, prog: int, ch: MockChannel) -> str:
+        """"kernel NAME (channel N)" for a PTX image, else its address."""
+        from runtime.drivers.nv.ptx import ENTRY_HEADER, read_entry_record
+        try:
+            head = self.mem.read(prog, ENTRY_HEADER.size)
+            if head[:4] == b"\x7fPTX":
+                nlen = struct.unpack_from("<H", head, 6)[0]
+                rec = read_entry_record(self.mem.read(prog, ENTRY_HEADER.size + nlen))
+                if rec is not None:
+                    return f"kernel {rec[0]} (channel {ch.chid})"
+        except PageFault:
+            pass
+        return f"the kernel at {prog:#x} (channel {ch.chid})"
 
     @staticmethod
     def _program(q: QmdReader, lay: QmdLayout) -> int:

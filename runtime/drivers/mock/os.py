@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import errno as E
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from runtime.drivers.mock.host_races import HostRaces
 from runtime.hcq.seam import (MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, Doorbell, HostMapping,
                               MappedDoorbell, OSSeam)
 
@@ -115,6 +117,9 @@ class MockDoorbell(Doorbell):
         self._target.doorbell_rung(self._offset, value)
 
 
+_RING_CODE = MockDoorbell.ring.__code__
+
+
 @dataclass
 class MockOS(OSSeam):
     """The mock kernel. Build one with `MockOS.with_amd_gpus(n)` or install drivers yourself."""
@@ -139,6 +144,8 @@ class MockOS(OSSeam):
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
         self.drivers: list[Any] = []
+        #: host writes racing the machine's kernels (runtime/drivers/mock/host_races.py)
+        self.host_races = HostRaces()
         # host threads sleeping until a GPU makes progress (`sleep_for_gpu`), each on its own lock
         self._gpu_waiters: set[threading.Lock] = set()
 
@@ -276,8 +283,18 @@ class MockOS(OSSeam):
             f.close()
 
     def busy_here(self) -> bool:
-        """Whether this thread is inside the mock kernel (holds its lock)."""
-        return bool(self.lock._is_owned())  # type: ignore[attr-defined]
+        """Whether this thread is inside the mock kernel (holds its lock) or inside a mock
+        doorbell store: on hardware that is one store instruction, so a Ctrl-C never lands in
+        the middle of it and leaves a submission published without its doorbell. (The native
+        launch calls the mock's doorbell from C, outside the device's submission lock.)"""
+        if self.lock._is_owned():  # type: ignore[attr-defined]
+            return True
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code is _RING_CODE:
+                return True
+            f = f.f_back  # type: ignore[assignment]
+        return False
 
     def ioctl(self, fd: int, request: int,
               arg: ctypes.Structure | ctypes.Array | int | None) -> int:

@@ -32,7 +32,7 @@
 #ifndef HCQ_SOURCE_SHA256
 #define HCQ_SOURCE_SHA256 ""  /* setup.py defines it when it builds the wheel's copy */
 #endif
-#define ABI 4
+#define ABI 5
 
 /* gpfifo.CHANNEL_WORDS, in order */
 typedef struct {
@@ -46,7 +46,8 @@ typedef struct {
     "chain_value"
 #define DEVICE_WORDS "timeline_value", "blocked"
 
-enum { K_BUF = 0, K_I8, K_I16, K_I32, K_I64, K_F32, K_F64 };
+/* launcher._NATIVE_KINDS: signed integers (Python ints, numpy signed), floats, numpy unsigned */
+enum { K_BUF = 0, K_I8, K_I16, K_I32, K_I64, K_F32, K_F64, K_U8, K_U16, K_U32, K_U64 };
 #define MAX_SLOTS 64
 #define MAX_ARGS 64
 #define M32 0xFFFFFFFFull
@@ -147,6 +148,22 @@ static PyObject *launch(PyObject *self, PyObject *args) {
             val[a].u = PyLong_AsUnsignedLongLong(va);
             Py_DECREF(va);
             if (val[a].u == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+        } else if (k >= K_U8) {
+            /* numpy unsigned integers (their __index__): the range of struct's B/H/I/Q */
+            if (PyFloat_Check(o) || !PyIndex_Check(o)) Py_RETURN_FALSE;
+            PyObject *ix = PyNumber_Index(o);
+            if (!ix) return NULL;
+            unsigned long long x = PyLong_AsUnsignedLongLong(ix);
+            Py_DECREF(ix);
+            if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+                PyErr_Clear();
+                Py_RETURN_FALSE;  /* negative or too large: the careful path decides */
+            }
+            unsigned long long lim = k == K_U8 ? 0xFFull : k == K_U16 ? 0xFFFFull
+                                     : k == K_U32 ? 0xFFFFFFFFull : ~0ull;
+            if (x > lim) Py_RETURN_FALSE;
+            val[a].u = x;
         } else if (k <= K_I64) {
             /* Python ints, and numpy integers (through __index__, which the call below uses) */
             if (!PyLong_CheckExact(o) && (PyFloat_Check(o) || !PyIndex_Check(o))) Py_RETURN_FALSE;
@@ -170,8 +187,11 @@ static PyObject *launch(PyObject *self, PyObject *args) {
                 if (d == -1.0 && PyErr_Occurred()) return NULL;
             }
             if (k == K_F32) {
-                if (isfinite(d) && fabs(d) > FLT_MAX) Py_RETURN_FALSE;
-                val[a].f = (float)d;
+                /* struct's "f" (PyFloat_Pack4): a finite double that rounds to infinity does not
+                 * fit (the careful path names the argument); one that rounds to FLT_MAX does */
+                float f = (float)d;
+                if (isinf(f) && !isinf(d)) Py_RETURN_FALSE;
+                val[a].f = f;
             } else {
                 val[a].d = d;
             }
@@ -196,6 +216,10 @@ static PyObject *launch(PyObject *self, PyObject *args) {
         case K_I32: { int32_t x = (int32_t)val[a].i; memcpy(p, &x, 4); break; }
         case K_I16: { int16_t x = (int16_t)val[a].i; memcpy(p, &x, 2); break; }
         case K_I8: { int8_t x = (int8_t)val[a].i; memcpy(p, &x, 1); break; }
+        case K_U64: memcpy(p, &val[a].u, 8); break;
+        case K_U32: { uint32_t x = (uint32_t)val[a].u; memcpy(p, &x, 4); break; }
+        case K_U16: { uint16_t x = (uint16_t)val[a].u; memcpy(p, &x, 2); break; }
+        case K_U8: { uint8_t x = (uint8_t)val[a].u; memcpy(p, &x, 1); break; }
         case K_F32: memcpy(p, &val[a].f, 4); break;
         case K_F64: memcpy(p, &val[a].d, 8); break;
         }
@@ -356,7 +380,7 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
         get_ints(poffs, L->nargs, L->off, NULL, "arg_offs") < 0)
         goto fail;
     for (Py_ssize_t a = 0; a < L->nargs; a++) {
-        if (tmp[a] < K_BUF || tmp[a] > K_F64) {
+        if (tmp[a] < K_BUF || tmp[a] > K_U64) {
             PyErr_SetString(PyExc_ValueError, "kinds: unknown argument kind");
             goto fail;
         }

@@ -849,8 +849,11 @@ class NVDevice(Device):
     # ------------------------------------------------------------------ waiting and faults
     def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
         # No interrupt-driven wait yet: poll the signal for up to a millisecond (completions are
-        # seen within a poll, which matters for latency and for copies of a few MiB), then give the
-        # CPU away briefly. The core checks for faults between calls.
+        # seen within a poll, which matters for latency and for copies of a few MiB); the core
+        # checks for faults between calls. The poll keeps the GIL throughout: CPython then hands
+        # it to a waiting thread at every switch interval. Releasing it briefly here (a zero
+        # sleep) would do the opposite: the waiting thread wakes, finds it taken again and
+        # starts its interval over, so a long wait would starve every other thread.
         u64 = sig.value_view
         sleep = getattr(self.os, "sleep_for_gpu", None)
         if sleep is not None:  # a mock GPU running on a thread of this process: it wakes us
@@ -860,7 +863,6 @@ class NVDevice(Device):
         while time.perf_counter() < end:
             if u64[0] >= value:
                 return
-        time.sleep(0)
 
     def _host_copy(self, dst: memoryview, src: memoryview) -> None:
         # Staging copies of pageable memory are bound by one core's memcpy; numpy releases the GIL

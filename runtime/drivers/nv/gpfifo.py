@@ -88,7 +88,13 @@ class _Fence:
     the order of loads, so MFENCE's extra load ordering buys nothing. x86-64: `sfence` run from a
     4-byte stub (the C side uses the same instruction); elsewhere, or where executable memory is
     refused, a lock round trip (a locked instruction, a full barrier on every architecture
-    CPython supports)."""
+    CPython supports).
+
+    The stub is called as a Python-API function (PYFUNCTYPE), which keeps the GIL: a plain
+    CFUNCTYPE call lets the GIL go and takes it straight back around a single instruction, and a
+    thread that releases the GIL that often keeps every other Python thread from ever getting
+    it (a waiting thread wakes, finds the GIL taken again and restarts its switch interval, so
+    CPython's forced hand-over never triggers)."""
 
     def __init__(self) -> None:
         self._call: Callable[[], None] | None = None
@@ -99,7 +105,7 @@ class _Fence:
                                         prot=_mmap.PROT_READ | _mmap.PROT_WRITE | _mmap.PROT_EXEC)
                 self._page.write(b"\x0f\xae\xf8\xc3")  # sfence; ret
                 addr = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
-                self._call = ctypes.CFUNCTYPE(None)(addr)
+                self._call = ctypes.PYFUNCTYPE(None)(addr)
             except (OSError, ValueError, TypeError):
                 self._call = None
 
@@ -241,7 +247,13 @@ class Channel:
 
     def wait_space(self, pb_need_end: int, gp_need: int) -> None:
         """Waits until the pushbuffer may grow to `pb_need_end` and `gp_need` more GPFIFO entries
-        fit; raises QueueError when the GPU consumes nothing for the device's timeout."""
+        fit; raises QueueError when the GPU consumes nothing for the device's timeout. A Ctrl-C
+        during the wait is raised at once: the submission waiting for room has published nothing
+        (pushbuffer words it stored past the last GPFIFO entry are never read, and are taken
+        back with the next submission's space)."""
+        self.device._submit.interruptible(lambda: self._wait_space(pb_need_end, gp_need))
+
+    def _wait_space(self, pb_need_end: int, gp_need: int) -> None:
         dev, st = self.device, self.state
         deadline = None
         while pb_need_end > st[PB_FREE_UNTIL] or st[GP_PUT] + gp_need > st[GP_FREE_UNTIL]:

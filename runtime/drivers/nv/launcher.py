@@ -79,17 +79,22 @@ BACKING_B = 2 << 20         # VRAM carved into chunks
 MAX_SLOTS = 32
 MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
-NATIVE_ABI = 4             # _nvlaunch.c's ABI: the make() settings and the shared words
-# Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size).
+NATIVE_ABI = 5             # _nvlaunch.c's ABI: the make() settings and the shared words
+# Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size): the
+# ranges of the formats `NVProgram.packer` gives the Python launch (signed for ints and numpy
+# signed integers, unsigned for numpy unsigned ones).
 _NATIVE_KINDS = {(Buffer, 8): 0, (int, 1): 1, (int, 2): 2, (int, 4): 3, (int, 8): 4,
                  (float, 4): 5, (float, 8): 6}
+_NATIVE_UNSIGNED = {1: 7, 2: 8, 4: 9, 8: 10}
 
 
 def _native_kind(t: type, size: int) -> int | None:
     """The native argument kind of a Python or numpy scalar type in a slot of `size` bytes (numpy
     integers of any width as their value, numpy floats as Python floats), or None."""
     k = _NATIVE_KINDS.get((t, size))
-    if k is None and issubclass(t, np.integer):
+    if k is None and issubclass(t, np.unsignedinteger):
+        k = _NATIVE_UNSIGNED.get(size)
+    elif k is None and issubclass(t, np.integer):
         k = _NATIVE_KINDS.get((int, size))
     elif k is None and issubclass(t, np.floating):
         k = _NATIVE_KINDS.get((float, size))
@@ -338,7 +343,7 @@ class ShapeLauncher:
                 vals = args  # type: ignore[assignment]
             try:  # packed aside: a value that does not fit leaves the slot untouched
                 data = pack(*vals)
-            except struct.error:
+            except (struct.error, OverflowError):  # the careful path names the argument
                 return False
             # 2. admission
             if dw[BLOCKED] & ~guard.HELD:

@@ -376,7 +376,8 @@ class NVProgram(Program):
                     vals.append(a)
             try:
                 packer.pack_into(view, pb, *vals)
-            except struct.error:  # e.g. an unsigned value in a signed slot: the careful path
+            except (struct.error, OverflowError):  # e.g. an unsigned value in a signed slot,
+                # a float beyond a 4-byte slot's range: the careful path names the argument
                 kv = view[pb:pb + self.param_size]
                 for slot, value in zip(self.slots, args):
                     write_arg(kv, slot, value, self.device)

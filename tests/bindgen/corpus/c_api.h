@@ -81,3 +81,13 @@ struct wide { __int128 s; unsigned __int128 u; };
 void wide_set(struct wide *w);
 unsigned long long wide_low(const struct wide *w);
 __int128 wide_by_value(__int128 x);
+
+/* Pointers to const bytes take Python bytes; a pointer to bytes C may write does not. */
+#include <stdint.h>
+typedef const uint8_t cbyte;
+unsigned sum_bytes(const unsigned char *p, int n);
+unsigned sum_u8(const uint8_t *p, int n);
+int sum_s8(const signed char p[], int n);
+unsigned sum_cbyte(cbyte *p, int n);
+int first_byte(const void *p);
+void fill_bytes(unsigned char *p, int n, unsigned char v);

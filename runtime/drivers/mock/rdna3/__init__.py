@@ -13,17 +13,17 @@ function that holds it (exit 0: none, 1: some, 2: a file that cannot be audited)
 How it runs (interp.py): the waves of a batch of workgroups execute in lock step, one numpy
 operation per instruction over all lanes of all waves at the same program counter (VGPRs are
 [waves, 32] planes, SGPRs/SCC per-wave vectors, EXEC a [waves, 32] mask). Waves that branch
-differently split into groups, groups meet again at the lowest pending program counter, and
-barriers are where waiting groups are released together. Where lanes of several waves race on one
+differently split into wave sets, wave sets meet again at the lowest pending program counter, and
+barriers are where waiting wave sets are released together. Where lanes of several waves race on one
 address in a returning compare-and-swap (a float atomic add's retry loop), the waves go on one
-after another, one of the orders the hardware may pick: the group splits into single waves once,
+after another, one of the orders the hardware may pick: the wave set splits into single waves once,
 the first runs on and each of the others continues when nothing else can run, which keeps such
 loops linear in the number of lanes.
 
 Modules: `decode` (binary formats; `opcodes` tables generated from LLVM by the developer tool
 tools/rdna3_gen_opcodes.py, which also checks them),
 `disasm` (LLVM-syntax text, checked against llvm-objdump-16), `optypes` (operand types from
-mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave groups),
+mnemonics), `interp` (programs, batches, the scheduler), `machine` (register files, wave sets),
 `operands` (typed operand access), `ops_salu`, `ops_valu`/`valu_table`, `ops_vop3p` (packed
 math, dot products, WMMA), `dpp` (DPP16/DPP8 lane patterns), `ops_xlane` (readlane/writelane,
 permlane16/x16, M0-relative moves), `ops_mem`/`ops_ds`/`ops_gds`/`ops_buffer` (MUBUF through V#
@@ -48,9 +48,11 @@ across the wave's lanes).
 wave64 kernels (-mwavefrontsize64, DISPATCH_INITIATOR.CS_W32_EN clear) run as two 32-lane rows
 per wave, the way the hardware issues a wave64's VALU work: the SGPRs are the wave's, lane masks
 (EXEC, VCC, a compare's SGPR pair) keep lanes 0-31 in the low SGPR and 32-63 in the high one,
-EXEC/VCC tests look at both; readlane, readfirstlane, writelane and mbcnt have wave64 forms
-and so have ds_bpermute/ds_permute (`ops_wave64`). The other instructions that move data across
-the two halves (permlane64, ds_swizzle/append, addtid, movrel) are refused in wave64 kernels.
+EXEC/VCC tests look at both; readlane, readfirstlane, writelane, mbcnt, permlane64 and
+ds_bpermute/ds_permute have wave64 forms (`ops_wave64`), ds_append/ds_consume count the active
+lanes of both rows, and ds_swizzle's modes stay within a 32-lane half, as a row does. The other
+instructions that address lanes across the two halves (addtid, movrel) are refused in wave64
+kernels.
 
 Code is decoded from the entry point to the first s_code_end; a call or jump to an address
 outside it (a function the linker placed before the kernel) decodes the code there on first use.

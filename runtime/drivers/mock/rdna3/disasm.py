@@ -147,6 +147,9 @@ def _smem(inst: Inst) -> str:
     return text + (" glc" if f["glc"] else "") + (" dlc" if f["dlc"] else "")
 
 
+_NO_VOP3_FORM = frozenset({"v_permlane64_b32"})
+
+
 def _valu(inst: Inst) -> str:
     f, name, enc = inst.f, inst.name, inst.enc
     dpp = f.get("src0") in (DPP16, DPP8, DPP8FI)
@@ -157,7 +160,9 @@ def _valu(inst: Inst) -> str:
     vop3 = enc in ("VOP3", "VOP3SD")
     is_cmp = name.startswith("v_cmp")
     promoted = vop3 and inst.op < 512  # a VOP1/VOP2/VOPC opcode in its VOP3 form
-    shown = name + ("_e64" if promoted else "_e32" if enc in ("VOP1", "VOP2", "VOPC") else "")
+    # (no _e32 where the instruction has no VOP3 form to tell it from)
+    shown = name + ("_e64" if promoted else "_e32" if enc in ("VOP1", "VOP2", "VOPC")
+                    and name not in _NO_VOP3_FORM else "")
     if dpp:
         shown = name + ("_e64_dpp" if vop3 else "" if enc == "VOPC" else "_dpp")
     srcs = [src(f[f"src{i}"], bits(t), lit, t) for i, t in enumerate(sig.srcs)]
@@ -291,6 +296,28 @@ def _ds_gds_only(inst: Inst) -> str:
         + (f" offset:{off}" if off else "") + (" gds" if f["gds"] else "")
 
 
+def _swizzle(off: int) -> str:
+    """ds_swizzle_b32's offset as llvm-objdump writes it: swizzle(QUAD_PERM,...) for the
+    quad-permute mode, the named bit-mask patterns (SWAP, REVERSE, BROADCAST, else BITMASK_PERM
+    with a per-bit "01pi" mask, most significant bit first), the number for the other modes."""
+    if off & 0xFF00 == 0x8000:
+        return "swizzle(QUAD_PERM," + ",".join(str(off >> (2 * i) & 3) for i in range(4)) + ")"
+    if off & 0x8000:
+        return str(off)
+    and_m, or_m, xor_m = off & 0x1F, off >> 5 & 0x1F, off >> 10 & 0x1F
+    if and_m == 0x1F and or_m == 0 and bin(xor_m).count("1") == 1:
+        return f"swizzle(SWAP,{xor_m})"
+    if and_m == 0x1F and or_m == 0 and xor_m and not xor_m & (xor_m + 1):
+        return f"swizzle(REVERSE,{xor_m + 1})"
+    size = 0x1F - and_m + 1
+    if size > 1 and not size & (size - 1) and or_m < size and xor_m == 0:
+        return f"swizzle(BROADCAST,{size},{or_m})"
+    p0, p1 = or_m ^ xor_m, ((0x1F & and_m) | or_m) ^ xor_m
+    bits = "".join(("1" if p0 & b else "0") if p0 & b == p1 & b else ("i" if p0 & b else "p")
+                   for b in (16, 8, 4, 2, 1))
+    return f'swizzle(BITMASK_PERM,"{bits}")'
+
+
 def _mem(inst: Inst) -> str:
     f, name = inst.f, inst.name
     if inst.enc == "DS":
@@ -324,7 +351,7 @@ def _mem(inst: Inst) -> str:
         else:
             off = f["offset0"] | f["offset1"] << 8
             if off:
-                text += f" offset:{off}"
+                text += f" offset:{_swizzle(off) if name == 'ds_swizzle_b32' else off}"
         return text + (" gds" if f["gds"] else "")
     # FLAT / GLOBAL / SCRATCH
     width = 32

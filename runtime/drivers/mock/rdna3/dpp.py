@@ -23,7 +23,7 @@ import numpy as np
 
 from .decode import DPP8, DPP8FI, DPP16, Inst
 from .errors import KernelFault
-from .machine import Group
+from .machine import WaveSet
 
 _LANE = np.arange(32)
 _IN_ROW = _LANE & 15
@@ -91,7 +91,7 @@ def permlane_pattern(inst: Inst) -> tuple[bool, bool]:
     return bool(opsel & 1), bool(opsel >> 1 & 1)
 
 
-def gather(g: Group, plane: np.ndarray, src: np.ndarray, in_range: np.ndarray, fi: bool,
+def gather(g: WaveSet, plane: np.ndarray, src: np.ndarray, in_range: np.ndarray, fi: bool,
            bound_ctrl: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Values of `plane` ([n, 32]) at the source lanes `src` ([32] or [n, 32]), with invalid
     sources zeroed when `bound_ctrl`; and the lanes whose source is valid (None: all are)."""
@@ -107,7 +107,7 @@ def gather(g: Group, plane: np.ndarray, src: np.ndarray, in_range: np.ndarray, f
     return vals, valid
 
 
-def read_src0(inst: Inst) -> Callable[[Group], np.ndarray]:
+def read_src0(inst: Inst) -> Callable[[WaveSet], np.ndarray]:
     """Reader of a DPP instruction's src0 bits (uint32 [n, 32])."""
     pat = pattern(inst)
     r = inst.f["dpp_vgpr"]
@@ -117,14 +117,14 @@ def read_src0(inst: Inst) -> Callable[[Group], np.ndarray]:
     return lambda g: gather(g, g.v(r), pat.src, pat.in_range, pat.fi, pat.bound_ctrl)[0]
 
 
-def write_mask(inst: Inst) -> Callable[[Group], np.ndarray | None]:
+def write_mask(inst: Inst) -> Callable[[WaveSet], np.ndarray | None]:
     """The lanes (bool [n, 32]) a DPP instruction may write besides EXEC; None for all."""
     pat = pattern(inst)
     if pat.identity_mask and (pat.fi or pat.bound_ctrl):
         return lambda g: None
     enabled = pat.enabled
 
-    def mask(g: Group) -> np.ndarray | None:
+    def mask(g: WaveSet) -> np.ndarray | None:
         ok = np.broadcast_to(enabled, (g.n, 32))
         if not pat.bound_ctrl:
             valid = np.broadcast_to(pat.in_range, (g.n, 32))

@@ -1,11 +1,11 @@
-"""Scalar instructions of a one-wave group on numpy scalars.
+"""Scalar instructions of a wave set of one wave, on numpy scalars.
 
 A scalar op of one wave works on one value per operand. Run through [1]-shaped arrays it costs
 a numpy call per step (~0.2-0.7 us each: the read, the op, the overflow or SCC test, the writes);
 the same lane functions on numpy scalars read from and written to the wave's SGPR row
 (`machine.Planes.s1`) cost ~20-50 ns a step (a lane mask a VALU op left unpacked is packed into
-its SGPR first; a result for EXEC goes through Group.set_s, which unpacks the new lanes). The
-general path stays the reference for groups of several waves, wave64 and 64-bit operands; tests
+its SGPR first; a result for EXEC goes through WaveSet.set_s, which unpacks the new lanes). The
+general path stays the reference for wave sets of several waves, wave64 and 64-bit operands; tests
 run both on the same inputs.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .decode import EXEC_LO, NULL
-from .machine import Group
+from .machine import WaveSet
 from .operands import const_bits
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 # fn(*sources[, scc]) -> (result or None, new SCC or None)
 ScalarFn = Callable[..., tuple]
 SGPR, CONST = True, False
@@ -39,7 +39,7 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
                 fn: ScalarFn, slow: Exec, reads_scc: bool = False) -> Exec:
     """The step of a 32-bit scalar op with at most two sources: `fn` on the sources (then SCC
     when `reads_scc`) gives the result for SGPR `dst` (None: no result) and the new SCC (None:
-    unchanged). `slow` runs it on groups the scalar path does not take."""
+    unchanged). `slow` runs it on wave sets the scalar path does not take."""
     got = [scalar_source(code, literal, t) for code, t in srcs]
     if len(got) > 2 or any(x is None for x in got):
         return slow
@@ -49,7 +49,7 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
     n_src = len(ops)
     out = NULL if dst is None else dst
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         P = g.planes
         if P is None or P.s1 is None:
             return slow(g)
@@ -72,9 +72,9 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
     return run
 
 
-def write_sgpr(g: Group, S1: np.ndarray, r: int, d: np.generic) -> None:
-    """Group.set_s for one wave's row: NULL drops the value, EXEC goes through set_s (the
-    group's unpacked lanes follow), any other SGPR is written in place."""
+def write_sgpr(g: WaveSet, S1: np.ndarray, r: int, d: np.generic) -> None:
+    """WaveSet.set_s for one wave's row: NULL drops the value, EXEC goes through set_s (the
+    wave set's unpacked lanes follow), any other SGPR is written in place."""
     if r == EXEC_LO:
         g.set_s(r, d)
     elif r != NULL:
@@ -95,7 +95,7 @@ def saveexec_step(src: int, literal: int | None, dst: int, op: Callable[..., np.
     is_reg, v = got
     sregs = frozenset((v, EXEC_LO) if is_reg else (EXEC_LO,))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         P = g.planes
         if P is None or P.s1 is None:
             return slow(g)

@@ -1,19 +1,19 @@
 # numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
 # mypy: disable-error-code="arg-type,index,operator"
-"""Fast paths of VALU instructions in their plain forms, for groups whose waves are a slice.
+"""Fast paths of VALU instructions in their plain forms, for wave sets whose waves are a slice.
 
 A plain instruction (32-bit operands that are VGPRs, SGPRs or constants; no modifiers, no DPP)
-on a group whose waves are a slice of a wave32 machine needs no operand conversion: its step
+on a wave set whose waves are a slice of a wave32 machine needs no operand conversion: its step
 indexes the typed register planes (`machine.Planes`), calls the same lane function as the
-general path and, with every EXEC lane set (`Group.fast`), assigns the result into the
+general path and, with every EXEC lane set (`WaveSet.fast`), assigns the result into the
 destination plane (a ufunc computes straight into it); with EXEC partly set it copies the
 result into the EXEC lanes. With one wave that is 2-4 numpy calls instead of the ~15 the general
 path's layered readers and writers make, which is most of a single-wave loop's time. An SGPR
-source holding a lane mask a VALU op has not packed yet is packed first. Other groups (waves
+source holding a lane mask a VALU op has not packed yet is packed first. Other wave sets (waves
 picked by an index array, wave64) take the general path, which stays the reference semantics;
 tests run both on the same inputs.
 
-An operand is a pair (plane, index): `regs[plane][index]` of the group's planes, or for plane
+An operand is a pair (plane, index): `regs[plane][index]` of the wave set's planes, or for plane
 CONST the constant itself (index). Steps index inline rather than through per-operand getter
 functions: a Python call per operand costs about as much as the numpy work of a one-wave op.
 """
@@ -26,11 +26,11 @@ import numpy as np
 
 from . import dpp, fp
 from .decode import NULL, VGPR0, Inst
-from .machine import F32_PLANE, I32_PLANE, SGPR_PLANES, U32_PLANE, Group
+from .machine import F32_PLANE, I32_PLANE, SGPR_PLANES, U32_PLANE, WaveSet
 from .operands import DTYPES, const_bits
 from .valu_table import Convert
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 Operand = tuple[int, Any]
 
 CONST = -1
@@ -61,26 +61,26 @@ def operand(code: int, t: str, inst: Inst) -> Operand | None:
 
 
 def sgprs_read(ops: list[Operand]) -> frozenset[int]:
-    """SGPRs among the operands: one holding a lane mask a VALU op left unpacked (Group.dirty)
+    """SGPRs among the operands: one holding a lane mask a VALU op left unpacked (WaveSet.dirty)
     is packed before it is read (pack_lane_masks)."""
     return frozenset(i[0] for k, i in ops if k >= SGPR_PLANES)
 
 
-def pack_lane_masks(g: Group, sregs: frozenset[int]) -> None:
+def pack_lane_masks(g: WaveSet, sregs: frozenset[int]) -> None:
     """Packs the lane masks among `sregs` that a VALU op left unpacked into their SGPRs (what
-    reading them through Group.s does), so the planes hold their bits."""
+    reading them through WaveSet.s does), so the planes hold their bits."""
     for r in sregs.intersection(g.dirty):
         g.s(r)
 
 
 def partial_exec(ops: list[Operand], dests: list[tuple[int, int]],
                  compute: Callable[..., tuple[np.ndarray, ...]], slow: Exec) -> Exec:
-    """The step for a group of planes whose EXEC is partly set: `compute(*operands)` gives one
+    """The step for a wave set with planes whose EXEC is partly set: `compute(*operands)` gives one
     result per destination (plane, VGPR), each copied into its register's EXEC lanes (what
-    Group.set_v does, without the layered readers)."""
+    WaveSet.set_v does, without the layered readers)."""
     sregs = sgprs_read(ops)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         P = g.planes
         if P is None:
             return slow(g)
@@ -98,7 +98,7 @@ def partial_exec(ops: list[Operand], dests: list[tuple[int, int]],
 def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndarray],
           slow: Exec) -> Exec:
     """The step of `vdst = fn(sources)` with a fast path; `slow` when the instruction or the
-    group is not plain."""
+    wave set is not plain."""
     kd = PLANE.get(dst)
     got = [operand(inst.f[f"src{i}"], t, inst) for i, t in enumerate(srcs)]
     if kd is None or not is_plain(inst) or inst.enc not in ("VOP1", "VOP2", "VOP3") or \
@@ -113,7 +113,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     partial = partial_exec(ops, [(kd, d)], lambda *a: (fn(*a),), slow)
     if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
         # A plain cast: assigning into the destination plane casts the same way.
-        def run1_cast(g: Group) -> None:
+        def run1_cast(g: WaveSet) -> None:
             P = g.fast
             if P is None:
                 return partial(g)
@@ -124,7 +124,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             A[kd][d][...] = A[k0][i0] if k0 >= 0 else i0
         return run1_cast
     if len(ops) == 1:
-        def run1(g: Group) -> None:
+        def run1(g: WaveSet) -> None:
             P = g.fast
             if P is None:
                 return partial(g)
@@ -137,7 +137,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     if len(ops) == 2 and isinstance(fn, np.ufunc) and fn.nout == 1 and \
             all(PLANE[t] == kd for t in srcs):
         # A ufunc whose operands and result share a type: computed into the register itself.
-        def run2_into(g: Group) -> None:
+        def run2_into(g: WaveSet) -> None:
             P = g.fast
             if P is None:
                 return partial(g)
@@ -148,7 +148,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, out=A[kd][d])
         return run2_into
     if len(ops) == 2:
-        def run2(g: Group) -> None:
+        def run2(g: WaveSet) -> None:
             P = g.fast
             if P is None:
                 return partial(g)
@@ -159,7 +159,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1)
         return run2
 
-    def run3(g: Group) -> None:
+    def run3(g: WaveSet) -> None:
         P = g.fast
         if P is None:
             return partial(g)
@@ -186,7 +186,7 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
     partial = partial_exec([xf, (F32_PLANE, d)], [(F32_PLANE, d)],
                            lambda x, acc: (fp.fma32_pow2(x, k, acc),), slow)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         P = g.fast
         if P is None:
             return partial(g)
@@ -245,7 +245,7 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
     partial = partial_exec(ops[:2] + [(kx, dx)] + ops[2:] + [(ky, dy)], [(kx, dx), (ky, dy)],
                            both, slow)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         P = g.fast
         if P is None:
             return partial(g)
@@ -270,7 +270,7 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
 
 
 def compare(inst: Inst, srcs: tuple[str, ...], cmp: Callable[..., np.ndarray],
-            write: Callable[[Group, np.ndarray], None], slow: Exec) -> Exec:
+            write: Callable[[WaveSet, np.ndarray], None], slow: Exec) -> Exec:
     """A VALU compare with its operands read from the planes; `write(g, lane_results)` stores
     the lane mask (EXEC-masked, into VCC, an SGPR or EXEC) as the general path does."""
     got = [operand(inst.f[f"src{i}"], t, inst) for i, t in enumerate(srcs)]
@@ -280,7 +280,7 @@ def compare(inst: Inst, srcs: tuple[str, ...], cmp: Callable[..., np.ndarray],
     (k0, i0), (k1, i1) = ops
     sregs = sgprs_read(ops)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         P = g.planes
         if P is None:
             return slow(g)

@@ -7,7 +7,7 @@ halts (the mock faults, naming the instruction). A `GwsRange` is that range with
 state, which belongs to the unit and so outlives a dispatch; the queue's owner passes it in
 `DispatchRecord.gws` (gfx11 KFD queues have none: see ops_gds).
 
-Per wave, in wave order within a group (each op takes its count from the first active lane):
+Per wave, in wave order within a wave set (each op takes its count from the first active lane):
 * init: counter = count, flag = 0.
 * sema_v / sema_br: counter += 1 / count (semaphore); sema_release_all: counter += the waves
   queued at sema_p on the resource.
@@ -31,7 +31,7 @@ import numpy as np
 
 from .decode import Inst
 from .errors import KernelFault
-from .machine import Group
+from .machine import WaveSet
 from .ops_mem import m0_of
 
 GWS_OPS = ("ds_gws_init", "ds_gws_sema_v", "ds_gws_sema_br", "ds_gws_sema_p",
@@ -40,7 +40,7 @@ N_GWS = 64             # resources of the unit
 COUNTER_MASK = 0xFFF   # 12-bit counters
 
 
-def gws_resource_ids(g: Group, offset0: int) -> np.ndarray:
+def gws_resource_ids(g: WaveSet, offset0: int) -> np.ndarray:
     """Each wave's virtual GWS resource id, (M0[21:16] + OFFSET0[5:0]) % 64 (the unit adds the
     VMID's base)."""
     return ((m0_of(g) >> np.uint32(16)) + np.uint32(offset0 & 0x3F)) & np.uint32(N_GWS - 1)
@@ -83,24 +83,24 @@ class GwsRange:
 
 @dataclass
 class Blocked:
-    """Waves (bool per row of the group) that an op left waiting, and what releases them: a
-    function of the waiting group giving the rows released now."""
+    """Waves (bool per row of the wave set) that an op left waiting, and what releases them: a
+    function of the waiting wave set giving the rows released now."""
 
     rows: np.ndarray
-    release: Callable[[Group], np.ndarray]
+    release: Callable[[WaveSet], np.ndarray]
     rid: int
 
 
-GwsExec = Callable[[Group], "Blocked | None"]
+GwsExec = Callable[[WaveSet], "Blocked | None"]
 
 
-def _waves(g: Group) -> tuple[int, int]:
-    """(waves, rows per wave) of a group."""
+def _waves(g: WaveSet) -> tuple[int, int]:
+    """(waves, rows per wave) of a wave set."""
     per = 2 if g.m.wave64 else 1
     return g.n // per, per
 
 
-def _first_lane_values(g: Group, reg: int) -> list[int | None]:
+def _first_lane_values(g: WaveSet, reg: int) -> list[int | None]:
     """Per wave: VGPR `reg` of its first active lane (None when EXEC is empty)."""
     n, per = _waves(g)
     vals = g.v(reg).reshape(n, per * 32)
@@ -119,7 +119,7 @@ def compile_gws(inst: Inst) -> GwsExec:
     def fault(msg: str) -> KernelFault:
         return KernelFault(msg, address=inst.addr, instruction=str(inst))
 
-    def resolve(g: Group) -> tuple[GwsRange, list[int]]:
+    def resolve(g: WaveSet) -> tuple[GwsRange, list[int]]:
         gws = g.m.gws
         n, per = _waves(g)
         rids = gws_resource_ids(g, f["offset0"])[::per]
@@ -138,18 +138,18 @@ def compile_gws(inst: Inst) -> GwsExec:
                                   "rewinds the wave and halts it, a hang")
         return gws, out
 
-    def counts(g: Group) -> list[int]:
+    def counts(g: WaveSet) -> list[int]:
         vals = _first_lane_values(g, f["addr"])
         if any(v is None for v in vals):
             raise fault(f"{name} with EXEC empty: the ISA takes the count from the first "
                               "active lane")
         return [int(v) for v in vals]   # type: ignore[arg-type]  # None excluded above
 
-    def expand(g: Group, per_wave: np.ndarray) -> np.ndarray:
+    def expand(g: WaveSet, per_wave: np.ndarray) -> np.ndarray:
         return np.repeat(per_wave, _waves(g)[1])
 
     if name == "ds_gws_init":
-        def init(g: Group) -> Blocked | None:
+        def init(g: WaveSet) -> Blocked | None:
             gws, rids = resolve(g)
             for rid, c in zip(rids, counts(g)):
                 r = gws.resources[rid]
@@ -157,7 +157,7 @@ def compile_gws(inst: Inst) -> GwsExec:
             return None
         return init
     if name in ("ds_gws_sema_v", "ds_gws_sema_br", "ds_gws_sema_release_all"):
-        def signal(g: Group) -> Blocked | None:
+        def signal(g: WaveSet) -> Blocked | None:
             gws, rids = resolve(g)
             adds = counts(g) if name == "ds_gws_sema_br" else [1] * len(rids)
             for rid, add in zip(rids, adds):
@@ -175,9 +175,9 @@ def compile_gws(inst: Inst) -> GwsExec:
     raise fault(f"{name} is not a GWS instruction")
 
 
-def _sema_p(resolve: Callable[[Group], tuple[GwsRange, list[int]]],
-            expand: Callable[[Group, np.ndarray], np.ndarray]) -> GwsExec:
-    def sema_p(g: Group) -> Blocked | None:
+def _sema_p(resolve: Callable[[WaveSet], tuple[GwsRange, list[int]]],
+            expand: Callable[[WaveSet, np.ndarray], np.ndarray]) -> GwsExec:
+    def sema_p(g: WaveSet) -> Blocked | None:
         gws, rids = resolve(g)
         waiting = np.zeros(len(rids), dtype=bool)
         tickets: dict[int, int] = {}
@@ -196,7 +196,7 @@ def _sema_p(resolve: Callable[[Group], tuple[GwsRange, list[int]]],
         order = [tickets[int(w)] for w in np.flatnonzero(waiting)]
         rid_of = {tickets[w]: rids[w] for w in tickets}
 
-        def release(h: Group) -> np.ndarray:
+        def release(h: WaveSet) -> np.ndarray:
             # h holds the waiting waves in the order they queued (a split keeps wave order).
             go = np.zeros(len(order), dtype=bool)
             for k, t in enumerate(order):
@@ -212,10 +212,10 @@ def _sema_p(resolve: Callable[[Group], tuple[GwsRange, list[int]]],
     return sema_p
 
 
-def _barrier(resolve: Callable[[Group], tuple[GwsRange, list[int]]],
-             counts: Callable[[Group], list[int]],
-             expand: Callable[[Group, np.ndarray], np.ndarray]) -> GwsExec:
-    def barrier(g: Group) -> Blocked | None:
+def _barrier(resolve: Callable[[WaveSet], tuple[GwsRange, list[int]]],
+             counts: Callable[[WaveSet], list[int]],
+             expand: Callable[[WaveSet, np.ndarray], np.ndarray]) -> GwsExec:
+    def barrier(g: WaveSet) -> Blocked | None:
         gws, rids = resolve(g)
         nxt = counts(g)
         waiting = np.zeros(len(rids), dtype=bool)
@@ -233,7 +233,7 @@ def _barrier(resolve: Callable[[Group], tuple[GwsRange, list[int]]],
         if not waiting.any():
             return None
 
-        def release(h: Group) -> np.ndarray:
+        def release(h: WaveSet) -> np.ndarray:
             go = np.array([gws.resources[rid].flag != flag for rid, flag in tags], dtype=bool)
             if go.any():
                 tags[:] = [t for t, gone in zip(tags, go) if not gone]
@@ -243,13 +243,13 @@ def _barrier(resolve: Callable[[Group], tuple[GwsRange, list[int]]],
 
 
 # -- the scheduler's side (interp) ----------------------------------------------------------------
-def release_waiting(groups: list[Group]) -> None:
+def release_waiting(wave_sets: list[WaveSet]) -> None:
     """Lets the queued waves that their resource now releases go on (they wait after the op,
-    so they resume at the next instruction); a group released in part is split."""
+    so they resume at the next instruction); a wave set released in part is split."""
     changed = True
     while changed:
         changed = False
-        for g in [h for h in groups if h.waiting is not None]:
+        for g in [h for h in wave_sets if h.waiting is not None]:
             blocked = g.waiting
             assert blocked is not None
             go = blocked.release(g)
@@ -261,20 +261,20 @@ def release_waiting(groups: list[Group]) -> None:
                 continue
             a, rest = g.split(go, g.pc, g.pc)
             rest.waiting = blocked
-            groups.remove(g)
-            groups += [a, rest]
+            wave_sets.remove(g)
+            wave_sets += [a, rest]
 
 
-def pass_free_barriers(groups: list[Group]) -> bool:
+def pass_free_barriers(wave_sets: list[WaveSet]) -> bool:
     """When nothing can run: the waves at s_barrier whose workgroup has no wave queued at a GWS
     resource pass it (all their workgroup's waves arrived or ended). False if none could."""
-    queued = [g for g in groups if g.waiting is not None]
+    queued = [g for g in wave_sets if g.waiting is not None]
     if not queued:
         return False
     m = queued[0].m
     blocked_wgs = np.unique(np.concatenate([m.wave_wg[g.wave_ids()] for g in queued]))
     passed = False
-    for g in [h for h in groups if h.at_barrier]:
+    for g in [h for h in wave_sets if h.at_barrier]:
         free = ~np.isin(m.wave_wg[g.wave_ids()], blocked_wgs)
         if not free.any():
             continue
@@ -285,6 +285,6 @@ def pass_free_barriers(groups: list[Group]) -> bool:
             continue
         a, rest = g.split(free, g.pc + 1, g.pc)
         rest.at_barrier = True
-        groups.remove(g)
-        groups += [a, rest]
+        wave_sets.remove(g)
+        wave_sets += [a, rest]
     return passed

@@ -2,21 +2,23 @@
 
 A dispatch is run in batches of whole workgroups (at most BATCH_MAX_WAVES waves, so a batch's
 registers stay in cache, and bounded by the memory their registers and LDS need). Within a batch
-every wave starts in one group at the entry point. The scheduler always runs the group with the
-lowest program counter, one instruction at a time over all its waves:
-  * a branch whose condition differs between the group's waves splits it in two, except that a
+every wave starts in one wave set (the waves at one program counter, stepped together) at the
+entry point. The scheduler always runs the wave set with the lowest program counter, one
+instruction at a time over all its waves:
+  * a branch whose condition differs between the wave set's waves splits it in two, except that a
     forward s_cbranch_execz over a block that only does EXEC-masked work lets the waves with an
     empty EXEC come along when most waves execute the block (they change nothing there, and a
     split plus a merge costs more than masked work);
-  * groups that arrive at the same program counter merge again (structured code from LLVM
+  * wave sets that arrive at the same program counter merge again (structured code from LLVM
     reconverges at the lowest pending address, so lowest-pc-first brings them together);
-  * a group at `s_barrier` waits; when no group can run, every waiting group passes its barrier
-    (all waves of each workgroup have then arrived or ended, which is the barrier's condition);
-  * `s_endpgm` retires a group.
+  * a wave set at `s_barrier` waits; when no wave set can run, every waiting wave set passes its
+    barrier (all waves of each workgroup have then arrived or ended, which is the barrier's
+    condition);
+  * `s_endpgm` retires a wave set.
 Lane divergence inside a wave is EXEC masking, handled by the instructions themselves.
 
-ExecStats counts every instruction a group executes once per wave of the group (so waves carried
-through a masked block with an empty EXEC count too) and once per lane active in EXEC.
+ExecStats counts every instruction a wave set executes once per wave of the wave set (so waves
+carried through a masked block with an empty EXEC count too) and once per lane active in EXEC.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 from .decode import EXEC_LO, Inst, decode_one
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .liveness import dead_mask_writes, masked_block
-from .machine import ALL, Group, Machine, ScratchSetup, merge, pack_lanes
+from .machine import ALL, WaveSet, Machine, ScratchSetup, merge, pack_lanes
 from .ops_ds import compile_ds
 from . import gws as gws_unit
 from . import ops_wave64 as wave64_ops
@@ -126,7 +128,7 @@ class Program:
         else:
             end = Inst(addr, 0, "SOPP", -1, "<end of the decoded code>")
 
-            def past_end(g: Group) -> None:
+            def past_end(g: WaveSet) -> None:
                 raise KernelFault("execution ran past the end of the program (no s_endpgm)",
                                   address=addr)
             self.steps.append(Step(NEXT, past_end, end))
@@ -182,11 +184,11 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
 
 # Instructions whose result depends on lane numbers across the whole wave64 (not modelled:
 # the two 32-lane rows of a wave64 are separate planes).
-# (v_permlane16/x16 and DPP act within 16- and 32-lane groups, so rows run them as they are;
-# readlane, readfirstlane, writelane, mbcnt and ds_(b)permute have wave64 forms in ops_wave64.)
+# (v_permlane16/x16, DPP and ds_swizzle act within 16- and 32-lane groups, so rows run them as
+# they are; ds_append/ds_consume count both rows; readlane, readfirstlane, writelane, mbcnt,
+# permlane64 and ds_(b)permute have wave64 forms in ops_wave64.)
 WAVE64_REFUSED = frozenset({
-    "v_permlane64_b32", "ds_swizzle_b32", "ds_append",
-    "ds_consume", "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
+    "v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"})
 
 
 def decode_program(code: bytes, base: int) -> Program:
@@ -379,7 +381,7 @@ def _batches(lay: Layout, d: DispatchRecord) -> int:
 
 # -- the scheduler -----------------------------------------------------------------------------
 DESCRIBE_MAX_PLACES = 8   # program counters (and states) a report lists
-CHECK_EVERY = 256   # instructions (of any group size) between looks at the clock
+CHECK_EVERY = 256   # instructions (of any wave set size) between looks at the clock
 
 
 class Dispatch:
@@ -397,7 +399,7 @@ class Dispatch:
         self.limit = max_wave_instructions
         self.stats = ExecStats()
         self.done = False
-        self.groups: list[Group] = []
+        self.wave_sets: list[WaveSet] = []
         self.machine: Machine | None = None
         self._deadline = math.inf
         self._ticks = CHECK_EVERY
@@ -425,14 +427,14 @@ class Dispatch:
     def describe(self) -> str:
         """Where the waves of the running batch are: per program counter and state (running,
         at a barrier, waiting, queued), the waves there (and their workgroups), the address and
-        the instruction. Bounded: groups at one place are reported together, and past
+        the instruction. Bounded: wave sets at one place are reported together, and past
         DESCRIBE_MAX_PLACES places the rest are counted, not listed."""
         m = self.machine
         if self.done or m is None:
             return "no waves running"
         wg0 = getattr(self, "_wg0", 0)
         places: dict[tuple[int, str], list[np.ndarray]] = {}
-        for g in self.groups:
+        for g in self.wave_sets:
             if not g.n:
                 continue
             state = " (at a barrier)" if g.at_barrier else " (waiting)" if g.parked else \
@@ -453,7 +455,7 @@ class Dispatch:
             lines.append(f"and waves at {more} other place(s)")
         return "; ".join(lines)
 
-    def _gws_stuck(self, groups: list[Group]) -> KernelFault:
+    def _gws_stuck(self, wave_sets: list[WaveSet]) -> KernelFault:
         """The fault for waves queued at GWS resources that no running wave can release."""
         lay = self.lay
         total = lay.grid[0] * lay.grid[1] * lay.grid[2]
@@ -461,7 +463,7 @@ class Dispatch:
         assert m is not None
         n_wg = m.n_waves // lay.waves_per_wg
         later = total - (self._wg0 + n_wg)
-        q = next(g for g in groups if g.waiting is not None)
+        q = next(g for g in wave_sets if g.waiting is not None)
         inst = self.prog.insts[q.pc - 1]
         why = ("every other wave of the dispatch is queued too, at a barrier or ended"
                if not later else
@@ -492,48 +494,48 @@ class Dispatch:
             yield from self._run_batch(m)
             self.stats.waves += m.n_waves // (2 if d.wave64 else 1)
             self.stats.workgroups += n_wg
-        self.groups = []
+        self.wave_sets = []
 
     def _run_batch(self, m: Machine):  # type: ignore[no-untyped-def]
         prog = self.prog
-        groups = self.groups = [Group(m, ALL, 0)]
-        while groups:
+        wave_sets = self.wave_sets = [WaveSet(m, ALL, 0)]
+        while wave_sets:
             if self._gws_queued:
-                gws_unit.release_waiting(groups)
-            runnable = [g for g in groups
+                gws_unit.release_waiting(wave_sets)
+            runnable = [g for g in wave_sets
                         if not g.at_barrier and not g.parked and g.waiting is None]
             if not runnable:
-                parked = [g for g in groups if g.parked]
+                parked = [g for g in wave_sets if g.parked]
                 if parked:
                     # Waves set aside at a contended atomic go on, one at a time in the order
                     # they were set aside, once nothing else can.
                     parked[0].parked = False
                     continue
-                if self._gws_queued and any(g.waiting for g in groups):
-                    if gws_unit.pass_free_barriers(groups):
+                if self._gws_queued and any(g.waiting for g in wave_sets):
+                    if gws_unit.pass_free_barriers(wave_sets):
                         continue
-                    raise self._gws_stuck(groups)
+                    raise self._gws_stuck(wave_sets)
                 # Every live wave waits at a barrier: all of them pass it.
-                for g in groups:
+                for g in wave_sets:
                     g.at_barrier = False
                     g.pc += 1
-                groups[:] = _merge_same_pc(groups)
+                wave_sets[:] = _merge_same_pc(wave_sets)
                 continue
             g = min(runnable, key=lambda h: h.pc)
             same = [h for h in runnable if h.pc == g.pc]
             if len(same) > 1:
                 merged = merge(same)
-                groups[:] = [h for h in groups if all(h is not s for s in same)] + [merged]
+                wave_sets[:] = [h for h in wave_sets if all(h is not s for s in same)] + [merged]
                 g = merged
-            others = [h.pc for h in groups if h is not g and not h.at_barrier
+            others = [h.pc for h in wave_sets if h is not g and not h.at_barrier
                       and not h.parked and h.waiting is None]
             horizon = min(others) if others else len(prog.insts) + 1
-            groups.remove(g)
-            rest = yield from self._run_group(g, horizon)
-            groups.extend(rest)
+            wave_sets.remove(g)
+            rest = yield from self._run_wave_set(g, horizon)
+            wave_sets.extend(rest)
 
-    def _run_group(self, g: Group, horizon: int):  # type: ignore[no-untyped-def]
-        """Runs g until it reaches another group's pc, splits, waits, or ends; returns what is
+    def _run_wave_set(self, g: WaveSet, horizon: int):  # type: ignore[no-untyped-def]
+        """Runs g until it reaches another wave set's pc, splits, waits, or ends; returns what is
         left (a generator: it pauses when the time slice is over)."""
         prog, stats, limit = self.prog, self.stats, self.limit
         n_insts = len(prog.insts)
@@ -544,13 +546,13 @@ class Dispatch:
         stop = min(horizon, n_insts)
         # Counted locally and added to stats at each look at the clock and on the way out
         # (attribute updates per instruction are a good part of a one-wave step's cost);
-        # `budget`: instructions until the next look, carried across groups in self._ticks.
+        # `budget`: instructions until the next look, carried across wave sets in self._ticks.
         count = lanes = 0
         budget = self._ticks
         # The pc is kept in a local and stored into g where others look: at a pause, on the
         # way out, before a jump (step functions do not read it).
         pc = g.pc
-        self.groups.append(g)   # visible to describe() while it runs
+        self.wave_sets.append(g)   # visible to describe() while it runs
         try:
             while True:
                 if pc >= stop:
@@ -614,7 +616,7 @@ class Dispatch:
                         pc += 1
                     elif step.masked_skip and k * 4 <= 3 * n:
                         # The skipped block only does EXEC-masked work, so the waves whose EXEC
-                        # is empty can come along and do nothing; keeping the group whole is
+                        # is empty can come along and do nothing; keeping the wave set whole is
                         # cheaper than a split and a merge unless most waves would skip.
                         pc += 1
                     else:
@@ -644,7 +646,7 @@ class Dispatch:
             stats.wave_instructions += count * waves
             stats.lane_instructions += lanes
             self._ticks = budget - count
-            self.groups.remove(g)
+            self.wave_sets.remove(g)
 
 
 def _ranges(ids: np.ndarray, most: int = 8) -> str:
@@ -664,14 +666,14 @@ def _ranges(ids: np.ndarray, most: int = 8) -> str:
     return ",".join(out)
 
 
-def _merge_same_pc(groups: list[Group]) -> list[Group]:
-    by_pc: dict[int, list[Group]] = {}
-    for g in groups:
+def _merge_same_pc(wave_sets: list[WaveSet]) -> list[WaveSet]:
+    by_pc: dict[int, list[WaveSet]] = {}
+    for g in wave_sets:
         by_pc.setdefault(g.pc, []).append(g)
     return [merge(gs) if len(gs) > 1 else gs[0] for gs in by_pc.values()]
 
 
-def _call(step: Step, g: Group) -> Any:
+def _call(step: Step, g: WaveSet) -> Any:
     assert step.fn is not None  # NEXT steps always carry their function
     try:
         return step.fn(g)
@@ -693,8 +695,8 @@ def _fault(step: Step, e: Exception) -> Exception:
     return e
 
 
-def _jump(prog: Program, g: Group, step: Step, targets: np.ndarray,
-          mem: MockMemory) -> list[Group]:
+def _jump(prog: Program, g: WaveSet, step: Step, targets: np.ndarray,
+          mem: MockMemory) -> list[WaveSet]:
     out = []
     for t in np.unique(targets):
         idx = prog.locate(int(t), mem)

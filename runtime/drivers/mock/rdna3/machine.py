@@ -1,12 +1,12 @@
-"""Register files of many waves, and groups of waves that execute in lock step.
+"""Register files of many waves, and wave sets: waves that execute in lock step.
 
 `Machine` holds the state of every wave of a batch of workgroups: VGPRs as uint32 [nvgpr, waves,
 32] (one [waves, 32] plane per register, so an instruction touches contiguous memory), SGPRs as
-uint32 [128, waves], SCC as bool [waves], and the batch's LDS. A `Group` is a set of waves at the
-same program counter; every instruction executes once per group over all of its waves' lanes.
+uint32 [128, waves], SCC as bool [waves], and the batch's LDS. A `WaveSet` is a set of waves at the
+same program counter; every instruction executes once per wave set over all of its waves' lanes.
 
 Lane masks (EXEC, VCC and any SGPR a VALU compare writes) are kept in two forms: packed in the
-SGPR file (what SALU reads) and unpacked as bool [waves, 32] (what VALU needs). A group caches
+SGPR file (what SALU reads) and unpacked as bool [waves, 32] (what VALU needs). A wave set caches
 the unpacked form and packs lazily, so `v_cmp` → `v_cndmask` or `v_add_co` → `v_add_co_ci`
 never pack or unpack at all.
 """
@@ -87,7 +87,8 @@ class Machine:
         self.V = self._v_store[:, :n_waves]
         self.S = self._s_store[:, :n_waves]
         self.SCC = np.zeros(n_waves, dtype=bool)
-        # LDS of all workgroups back to back; a wave's LDS address is offset by its group's base.
+        # LDS of all workgroups back to back; a wave's LDS address is offset by its
+        # workgroup's base.
         self.lds = self._lds_store[:lds_len]
         self.lds32 = self.lds[:len(self.lds) // 4 * 4].view(np.uint32)
         self.wave_wg = np.zeros(n_waves, dtype=np.int64)   # workgroup index within the batch
@@ -160,8 +161,8 @@ class ScratchSetup:
 
 
 class Planes:
-    """Typed views of the registers of a group whose waves are a slice of a wave32 machine, for
-    the instructions' fast paths (views stay valid while the group exists: a step indexes one
+    """Typed views of the registers of a wave set whose waves are a slice of a wave32 machine, for
+    the instructions' fast paths (views stay valid while the wave set exists: a step indexes one
     register and computes into it, with no per-instruction view building or masked copies).
 
     `regs[k]` for k < 3 is the VGPR file [nvgpr, n, 32] viewed as uint32, int32 or float32
@@ -190,7 +191,7 @@ U32_PLANE, I32_PLANE, F32_PLANE = range(3)
 SGPR_PLANES = 3   # regs[SGPR_PLANES + k]: the SGPRs viewed like VGPR plane k
 
 
-class Group:
+class WaveSet:
     """Waves at one program counter, stepped together: the interpreter's unit of execution, not a
     workgroup (its waves may come from many workgroups, and it splits and merges as they diverge
     and meet). `idx` selects them in the machine (a slice when it can).
@@ -319,7 +320,7 @@ class Group:
 
     # -- VGPRs
     def v(self, r: int) -> np.ndarray:
-        """uint32 [n, 32] (a view when the group is a slice of the machine)."""
+        """uint32 [n, 32] (a view when the wave set is a slice of the machine)."""
         return self.m.V[r][self.idx]
 
     def set_v(self, r: int, val: np.ndarray | np.generic) -> None:
@@ -336,7 +337,7 @@ class Group:
             plane[self.idx] = cur
 
     def dest(self, r: int) -> np.ndarray | None:
-        """A writable view of VGPR r for computing a result in place (None when the group's
+        """A writable view of VGPR r for computing a result in place (None when the wave set's
         waves are not a slice of the machine or EXEC is partial: then use set_v)."""
         if self.exec_full and isinstance(self.idx, slice):
             self.m.dirty_v.add(r)
@@ -365,28 +366,28 @@ class Group:
     def wave_ids(self) -> np.ndarray:
         return np.arange(self.m.n_waves)[self.idx]
 
-    def split(self, sel: np.ndarray, pc_sel: int, pc_rest: int) -> tuple["Group", "Group"]:
-        """Two groups: waves where `sel` (bool [n]) holds go to pc_sel, the others to pc_rest."""
+    def split(self, sel: np.ndarray, pc_sel: int, pc_rest: int) -> tuple["WaveSet", "WaveSet"]:
+        """Two wave sets: waves where `sel` (bool [n]) holds go to pc_sel, the others to pc_rest."""
         self.flush()
         ids = self.wave_ids()
-        return (Group(self.m, _compact(ids[sel], self.m.n_waves), pc_sel),
-                Group(self.m, _compact(ids[~sel], self.m.n_waves), pc_rest))
+        return (WaveSet(self.m, _compact(ids[sel], self.m.n_waves), pc_sel),
+                WaveSet(self.m, _compact(ids[~sel], self.m.n_waves), pc_rest))
 
 
-    def singles(self) -> list["Group"]:
-        """One group per wave (a wave64's two rows together), at this group's pc."""
+    def singles(self) -> list["WaveSet"]:
+        """One wave set per wave (a wave64's two rows together), at this wave set's pc."""
         self.flush()
         ids = self.wave_ids()
         rows = 2 if self.m.wave64 else 1
-        return [Group(self.m, slice(int(i), int(i) + rows), self.pc) for i in ids[::rows]]
+        return [WaveSet(self.m, slice(int(i), int(i) + rows), self.pc) for i in ids[::rows]]
 
 
-def merge(groups: list[Group]) -> Group:
-    """One group of all the waves of `groups` (which share a pc)."""
-    for g in groups:
+def merge(wave_sets: list[WaveSet]) -> WaveSet:
+    """One wave set of all the waves of `wave_sets` (which share a pc)."""
+    for g in wave_sets:
         g.flush()
-    ids = np.sort(np.concatenate([g.wave_ids() for g in groups]))
-    return Group(groups[0].m, _compact(ids, groups[0].m.n_waves), groups[0].pc)
+    ids = np.sort(np.concatenate([g.wave_ids() for g in wave_sets]))
+    return WaveSet(wave_sets[0].m, _compact(ids, wave_sets[0].m.n_waves), wave_sets[0].pc)
 
 
 def _compact(ids: np.ndarray, n_waves: int) -> slice | np.ndarray:

@@ -2,7 +2,7 @@
 
 A `Span` is a set of lanes whose bytes all lie in one backing array (a MockMemory mapping, the
 batch's LDS, or scratch). Offsets are kept lane-shaped ([waves, 32]) together with the EXEC mask
-whenever possible, so a partially active group (a bounds check in the last wave, an `if` on the
+whenever possible, so a partially active wave set (a bounds check in the last wave, an `if` on the
 lane id) needs no compaction: unit-stride accesses become slices of the backing array (loads are
 masked copies into the VGPRs, stores `np.copyto(..., where=EXEC)`), other accesses gathers with
 the inactive lanes' offsets neutralised. Only scattered stores, sub-dword accesses and atomics
@@ -18,7 +18,7 @@ import numpy as np
 from runtime.drivers.mock.memory import MockMemory, PageFault
 
 from . import atomics
-from .machine import Group
+from .machine import WaveSet
 
 u32, u64 = np.uint32, np.uint64
 
@@ -52,10 +52,10 @@ class Span:
 @dataclass
 class Target:
     spans: list[Span]
-    compact: bool          # True: values are 1-D over the group's active lanes (EXEC order)
+    compact: bool          # True: values are 1-D over the wave set's active lanes (EXEC order)
 
 
-def active(g: Group, x: np.ndarray) -> np.ndarray:
+def active(g: WaveSet, x: np.ndarray) -> np.ndarray:
     """The EXEC lanes of a [n, 32] (or broadcastable) array, flattened."""
     return np.broadcast_to(x, (g.n, 32))[g.exec]
 
@@ -180,7 +180,7 @@ def store_words(t: Target, vals: list[np.ndarray]) -> None:
             sp.data[np.asarray(sp.off, dtype=np.int64)[..., None] + np.arange(raw.shape[-1])] = raw
 
 
-def compacted(t: Target, g: Group) -> Target:
+def compacted(t: Target, g: WaveSet) -> Target:
     """The same lanes as a compacted target (for sub-dword accesses and atomics)."""
     if t.compact:
         return t
@@ -284,7 +284,7 @@ def scattered(mem: MockMemory, addrs: np.ndarray, size: int, access: str) -> Tar
     return Target(spans, True)
 
 
-def write_back(g: Group, r: int, vals: np.ndarray, t: Target) -> None:
+def write_back(g: WaveSet, r: int, vals: np.ndarray, t: Target) -> None:
     """Loaded values (in the target's layout) into VGPR r's active lanes."""
     if not t.compact:
         g.set_v(r, vals)
@@ -294,5 +294,5 @@ def write_back(g: Group, r: int, vals: np.ndarray, t: Target) -> None:
     g.set_v(r, full.view(u32) if full.dtype != u32 else full)
 
 
-def lane_shape(g: Group, t: Target) -> tuple[int, ...]:
+def lane_shape(g: WaveSet, t: Target) -> tuple[int, ...]:
     return (g.active,) if t.compact else (g.n, 32)

@@ -2,7 +2,7 @@
 # mypy: disable-error-code="index"
 """Operand access compiled once per instruction: readers and writers of typed values.
 
-A reader is `fn(group) -> array` giving the operand with the numpy dtype of its ISA type: VGPRs
+A reader is `fn(wave_set) -> array` giving the operand with the numpy dtype of its ISA type: VGPRs
 as [n, 32], SGPRs as [n, 1] (so they broadcast against lanes), constants as 0-d arrays. Inline
 constants follow RDNA3 ISA section 3.4.2: integers -16..64 as two's-complement bit patterns in
 any op (so `1` in an f32 op is the denormal 0x00000001), the float constants (0.5, 1.0, 2.0, 4.0,
@@ -22,9 +22,9 @@ from . import dpp
 from .decode import (DPP8, DPP8FI, DPP16, EXEC_LO, LITERAL, NULL, SRC_EXECZ, SRC_SCC, SRC_VCCZ,
                      VCC_LO, VGPR0, Inst)
 from .errors import KernelFault
-from .machine import Group
+from .machine import WaveSet
 
-Reader = Callable[[Group], np.ndarray]
+Reader = Callable[[WaveSet], np.ndarray]
 
 DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32, "b32": np.uint32,
           "f64": np.float64, "i64": np.int64, "u64": np.uint64, "b64": np.uint64,
@@ -85,7 +85,7 @@ def raw_reader(code: int, inst: Inst, w: int = 32) -> Reader:
     if code >= VGPR0:
         r = code - VGPR0
         if w == 64:
-            def rd64(g: Group) -> np.ndarray:
+            def rd64(g: WaveSet) -> np.ndarray:
                 # Interleave the two 32-bit planes into one uint64 array (two strided copies).
                 pair = np.empty((g.n, 32, 2), dtype=np.uint32)
                 pair[..., 0] = g.v(r)
@@ -104,7 +104,7 @@ def raw_reader(code: int, inst: Inst, w: int = 32) -> Reader:
         return lambda g: (~g.any_lanes(g.lanes_of(VCC_LO))).astype(np.uint32)[:, None]
     if code < 128:
         if w == 64:
-            def rds64(g: Group) -> np.ndarray:
+            def rds64(g: WaveSet) -> np.ndarray:
                 lo, hi = g.s(code), g.s(code + 1)
                 return (lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32)))[:, None]
             return rds64
@@ -130,10 +130,10 @@ def reader(code: int, t: str, inst: Inst, *, abs_: bool = False, neg: bool = Fal
     if w == 16:
         shift = np.uint32(16 if hi16 else 0)
 
-        def base(g: Group) -> np.ndarray:
+        def base(g: WaveSet) -> np.ndarray:
             return ((raw(g) >> shift) & np.uint32(0xFFFF)).astype(np.uint16).view(dt)
     else:
-        def base(g: Group) -> np.ndarray:
+        def base(g: WaveSet) -> np.ndarray:
             return raw(g).view(dt)
     if abs_ and neg:
         return lambda g: -np.abs(base(g))
@@ -156,11 +156,11 @@ def to_bits(val: np.ndarray, t: str) -> np.ndarray:
     return val.view(np.uint64 if w == 64 else np.uint32)
 
 
-def vgpr_writer(r: int, t: str, hi16: bool = False) -> Callable[[Group, np.ndarray], None]:
+def vgpr_writer(r: int, t: str, hi16: bool = False) -> Callable[[WaveSet, np.ndarray], None]:
     """Writer of a typed VALU result to v[r] (v[r:r+1] for 64-bit types), EXEC lanes only."""
     w = width(t)
     if w == 64:
-        def wr64(g: Group, val: np.ndarray) -> None:
+        def wr64(g: WaveSet, val: np.ndarray) -> None:
             bits = np.ascontiguousarray(to_bits(val, t))
             halves = bits.reshape(*bits.shape, 1).view(np.uint32)  # [..., 2]: lo, hi
             g.set_v(r, halves[..., 0])
@@ -171,16 +171,16 @@ def vgpr_writer(r: int, t: str, hi16: bool = False) -> Callable[[Group, np.ndarr
         keep = np.uint32(0x0000FFFF if hi16 else 0xFFFF0000)
         shift = np.uint32(16 if hi16 else 0)
 
-        def wr16(g: Group, val: np.ndarray) -> None:
+        def wr16(g: WaveSet, val: np.ndarray) -> None:
             g.set_v(r, (g.v(r) & keep) | (to_bits(val, t) << shift))
         return wr16
 
-    def wr32(g: Group, val: np.ndarray) -> None:
+    def wr32(g: WaveSet, val: np.ndarray) -> None:
         g.set_v(r, to_bits(val, t))
     return wr32
 
 
-def sgpr_lane_source(code: int, inst: Inst) -> Callable[[Group], np.ndarray]:
+def sgpr_lane_source(code: int, inst: Inst) -> Callable[[WaveSet], np.ndarray]:
     """Reader of a lane-mask source (VCC, an SGPR, a constant) as bool [n, 32]."""
     if code < 128 and code != NULL:
         return lambda g: g.lanes_of(code)

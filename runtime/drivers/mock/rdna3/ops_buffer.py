@@ -36,12 +36,12 @@ from . import atomics
 from . import mem_lanes as ml
 from .decode import Inst
 from .errors import KernelFault
-from .machine import Group
+from .machine import WaveSet
 from .operands import raw_reader
 from .ops_mem import (_ATOMIC_DT, _SIZES, _fault, _transfer, atomic_exec, mem_op,
                       waves_share_an_address)
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 u32, u64 = np.uint32, np.uint64
 _CACHE_OPS = ("buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbinvl1")
 OOB_STRUCTURED_OFFSET, OOB_STRUCTURED, OOB_DISABLED, OOB_RAW = 0, 1, 2, 3
@@ -74,13 +74,13 @@ class BufferLanes:
         return ok if self.bound is None else ok & self.bound
 
 
-def _descriptor_lanes(inst: Inst) -> Callable[[Group], BufferLanes]:
+def _descriptor_lanes(inst: Inst) -> Callable[[WaveSet], BufferLanes]:
     f = inst.f
     srsrc, vaddr, imm = f["srsrc"], f["vaddr"], f["offset"]
     offen, idxen = bool(f["offen"]), bool(f["idxen"])
     soffset = raw_reader(f["soffset"], inst)
 
-    def lanes(g: Group) -> BufferLanes:
+    def lanes(g: WaveSet) -> BufferLanes:
         w = [g.s(srsrc + i).astype(u64) for i in range(4)]
         live = g.exec.any(axis=1)
         swz, tid = (w[1] >> u64(30)) & u64(3), (w[3] >> u64(23)) & u64(1)
@@ -103,9 +103,9 @@ def _descriptor_lanes(inst: Inst) -> Callable[[Group], BufferLanes]:
 
 
 def _resolver(bl_of: Callable[[], BufferLanes], at: int, size: int, access: str
-              ) -> Callable[[Group], ml.Target]:
+              ) -> Callable[[WaveSet], ml.Target]:
     """The group's (already narrowed) active lanes at base + buffer offset + at."""
-    def resolve(g: Group) -> ml.Target:
+    def resolve(g: WaveSet) -> ml.Target:
         bl = bl_of()
         mask = None if g.exec_full else g.exec
         base = bl.base
@@ -145,7 +145,7 @@ def compile_mubuf(inst: Inst) -> Exec:
     else:
         raise KernelFault("unsupported instruction", address=inst.addr, instruction=str(inst))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         if not g.active:
             return
         cur.append(lanes(g))
@@ -171,7 +171,7 @@ def _load_store(inst: Inst, kind: str, typ: str, d16: str | None,
                   for j in range(size // 4)]
         whole = _transfer(inst, kind, typ, vdst, vdst, _resolver(bl, 0, size, access))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         b = bl()
         oks = [g.exec & b.in_range(at, n) for at, n, _ in pieces]
         if len(pieces) > 1 and all(np.array_equal(oks[0], o) for o in oks[1:]):
@@ -189,7 +189,7 @@ def _load_store(inst: Inst, kind: str, typ: str, d16: str | None,
     return run
 
 
-def _zero_out_of_range(g: Group, inst: Inst, vdst: int, size: int, d16: str | None,
+def _zero_out_of_range(g: WaveSet, inst: Inst, vdst: int, size: int, d16: str | None,
                        oks: list[np.ndarray]) -> None:
     """Out-of-range loads return 0 (into the loaded half for the d16 forms)."""
     for j, ok in enumerate(oks):
@@ -217,7 +217,7 @@ def _atomic(inst: Inst, op: str, typ: str, bl: Callable[[], BufferLanes]) -> Exe
     rmw = atomic_exec(inst, op, dt, ndw, vdata, vdata, vdata + ndw if op == "cmpswap" else None,
                       want, _resolver(bl, 0, size, "atomic"))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         ok = g.exec & bl().in_range(0, size)
         if ok.any():
             with g.masked(ok):
@@ -230,11 +230,11 @@ def _atomic(inst: Inst, op: str, typ: str, bl: Callable[[], BufferLanes]) -> Exe
     return run
 
 
-def buffer_contention(inst: Inst) -> Callable[[Group], bool]:
+def buffer_contention(inst: Inst) -> Callable[[WaveSet], bool]:
     """For a returning buffer compare-and-swap: do waves race on an address?"""
     lanes = _descriptor_lanes(inst)
 
-    def contended(g: Group) -> bool:
+    def contended(g: WaveSet) -> bool:
         b = lanes(g)
         return waves_share_an_address(g, b.base[:, None] + b.boff)
     return contended

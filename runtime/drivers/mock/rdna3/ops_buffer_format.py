@@ -35,12 +35,12 @@ from . import buffer_formats as bf
 from . import mem_lanes as ml
 from .decode import Inst
 from .errors import KernelFault, PageFaultError
-from .machine import Group
+from .machine import WaveSet
 from .ops_buffer import BufferLanes, _descriptor_lanes
 from .ops_ds import lds_target
 from .ops_mem import _SIZES, _fault, m0_of, mem_op
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 u16, u32, u64 = np.uint16, np.uint32, np.uint64
 SEL_0, SEL_1 = 0, 1
 _COUNT = {"x": 1, "xy": 2, "xyz": 3, "xyzw": 4}
@@ -62,7 +62,7 @@ def compile_format(inst: Inst) -> Exec:
     vdata = f["vdata"]
     body = _load if kind == "load" else _store
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         if not g.active:
             return
         bl = lanes(g)
@@ -100,7 +100,7 @@ def _format(inst: Inst, code: int) -> bf.BufFormat:
     return fmt
 
 
-def _addresses(g: Group, inst: Inst, bl: BufferLanes, ok: np.ndarray, size: int) -> np.ndarray:
+def _addresses(g: WaveSet, inst: Inst, bl: BufferLanes, ok: np.ndarray, size: int) -> np.ndarray:
     """The byte addresses (uint64 [k]) of the in-range lanes, checked for alignment."""
     addrs = (bl.base[:, None] + bl.boff)[ok]
     align = min(size, 4)
@@ -112,7 +112,7 @@ def _addresses(g: Group, inst: Inst, bl: BufferLanes, ok: np.ndarray, size: int)
     return addrs
 
 
-def _read(g: Group, inst: Inst, addrs: np.ndarray, size: int) -> np.ndarray:
+def _read(g: WaveSet, inst: Inst, addrs: np.ndarray, size: int) -> np.ndarray:
     try:
         return g.m.mem.gather(addrs, np.dtype((np.void, size))).view(np.uint8).reshape(-1, size)
     except PageFault as e:
@@ -134,7 +134,7 @@ def _load_components(fmt: bf.BufFormat, sel: list[int], raw: np.ndarray, count: 
     return out
 
 
-def _load(g: Group, inst: Inst, bl: BufferLanes, fmt: bf.BufFormat | None, sel: list[int],
+def _load(g: WaveSet, inst: Inst, bl: BufferLanes, fmt: bf.BufFormat | None, sel: list[int],
           mask: np.ndarray, ok: np.ndarray, count: int, d16: str | None, vdata: int) -> None:
     half = d16 is not None
     vals = [np.zeros((g.n, 32), dtype=u32) for _ in range(count)]
@@ -158,7 +158,7 @@ def _load(g: Group, inst: Inst, bl: BufferLanes, fmt: bf.BufFormat | None, sel: 
         g.set_v_lanes(vdata + r, lo | hi, mask)
 
 
-def _store(g: Group, inst: Inst, bl: BufferLanes, fmt: bf.BufFormat, sel: list[int],
+def _store(g: WaveSet, inst: Inst, bl: BufferLanes, fmt: bf.BufFormat, sel: list[int],
            mask: np.ndarray, ok: np.ndarray, count: int, d16: str | None, vdata: int) -> None:
     if not ok.any():
         return
@@ -200,7 +200,7 @@ def compile_load_lds(inst: Inst) -> Exec:
     imm = f["offset"]
     lane4 = (np.arange(32, dtype=u32) * u32(4))[None, :]
 
-    def lds_addr(g: Group) -> np.ndarray:
+    def lds_addr(g: WaveSet) -> np.ndarray:
         a = (m0_of(g) & u32(0xFFFF))[:, None] + u32(imm) + lane4
         if g.m.wave64:   # the odd row of a wave64 holds lanes 32-63
             a = a + ((g.wave_ids() & 1) * 128).astype(u32)[:, None]
@@ -208,7 +208,7 @@ def compile_load_lds(inst: Inst) -> Exec:
 
     target = lds_target(inst, lds_addr, 4)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         if not g.active:
             return
         bl = lanes(g)

@@ -15,19 +15,19 @@ from . import atomics
 from . import mem_lanes as ml
 from .decode import Inst
 from .errors import KernelFault, PageFaultError
-from .machine import Group
+from .machine import WaveSet
 from .ops_gds import compile_gds
 from .ops_mem import _ATOMIC_DT, _SIZES, MemOp, _transfer, atomic_exec, m0_of, mem_op
 
-Exec = Callable[[Group], None]
-Offsets = Callable[[Group], np.ndarray]
+Exec = Callable[[WaveSet], None]
+Offsets = Callable[[WaveSet], np.ndarray]
 u32 = np.uint32
 _LANE4 = (np.arange(32, dtype=u32) * u32(4))[None, :]
 
 
-def lds_target(inst: Inst, addr_of: Offsets, size: int) -> Callable[[Group], ml.Target]:
+def lds_target(inst: Inst, addr_of: Offsets, size: int) -> Callable[[WaveSet], ml.Target]:
     """Lanes at the LDS byte addresses `addr_of` gives (uint32 [n, 32] or broadcastable)."""
-    def resolve(g: Group) -> ml.Target:
+    def resolve(g: WaveSet) -> ml.Target:
         m = g.m
         mask = None if g.exec_full else g.exec
         a = np.broadcast_to(addr_of(g), (g.n, 32))
@@ -56,7 +56,7 @@ def _vgpr_addr(addr_reg: int, off: int) -> Offsets:
     return lambda g: g.v(addr_reg) + u32(off)
 
 
-def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[Group], ml.Target]:
+def _ds_resolver(inst: Inst, addr_reg: int, off: int, size: int) -> Callable[[WaveSet], ml.Target]:
     return lds_target(inst, _vgpr_addr(addr_reg, off), size)
 
 
@@ -81,7 +81,7 @@ def compile_ds(inst: Inst) -> Exec:
     addr_r, vdst, d0, d1 = f["addr"], f["vdst"], f["data0"], f["data1"]
     if op.kind in ("load_addtid", "store_addtid"):
         # LDS address = M0 + offset + lane id * 4 (ISA section 11, DS_LOAD/STORE_ADDTID_B32).
-        def addtid(g: Group) -> np.ndarray:
+        def addtid(g: WaveSet) -> np.ndarray:
             return m0_of(g)[:, None] + u32(off) + _LANE4
         return _transfer(inst, op.kind.removesuffix("_addtid"), "b32", vdst, d0,
                          lds_target(inst, addtid, 4))
@@ -108,7 +108,7 @@ def _compile_2addr(inst: Inst, op: MemOp) -> Exec:
     if plain == "load" and vdst <= addr_r < vdst + ndw:
         first, second = second, first  # the first result overwrites the address register
 
-    def both(g: Group) -> None:
+    def both(g: WaveSet) -> None:
         first(g)
         second(g)
     return both
@@ -129,7 +129,7 @@ def _compile_xchg_2addr(inst: Inst, op: MemOp) -> Exec:
                          lds_target(inst, at(o), ndw * 4))
              for k, (o, d) in enumerate(((f["offset0"], f["data0"]), (f["offset1"], f["data1"])))]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         saved.append(g.v(f["addr"]).copy())
         try:
             parts[0](g)
@@ -169,7 +169,7 @@ def _compile_permute(inst: Inst) -> Exec:
     back = inst.name == "ds_bpermute_b32"
     off = f["offset0"] | f["offset1"] << 8
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         lane = ((g.v(f["addr"]) + u32(off)) >> u32(2)) & u32(31)
         data = np.where(g.exec, g.v(f["data0"]), u32(0))
         rows = np.arange(g.n)[:, None]
@@ -211,7 +211,7 @@ def _compile_swizzle(inst: Inst) -> Exec:
     # The data comes through the ADDR field (LLVM's DS_SWIZZLE_B32 takes it as vaddr).
     vdst, src_r = f["vdst"], f["addr"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         # A lane that reads an inactive lane gets 0 (the data goes through the LDS crossbar,
         # which only inactive lanes' zeros reach).
         data = np.where(g.exec, g.v(src_r), u32(0))
@@ -220,32 +220,35 @@ def _compile_swizzle(inst: Inst) -> Exec:
 
 
 def _compile_append(inst: Inst) -> Exec:
-    """DS_APPEND / DS_CONSUME: add (subtract) the number of active lanes to the LDS dword at
-    M0[15:0] + offset and return the value before to every active lane (ISA section 11)."""
+    """DS_APPEND / DS_CONSUME: add (subtract) the number of active lanes of the wave to the LDS
+    dword at M0[15:0] + offset and return the value before to every active lane (ISA section
+    11). A wave64 counts the active lanes of both its rows and bumps the counter once."""
     f = inst.f
     off = f["offset0"] | f["offset1"] << 8
     sign = 1 if inst.name == "ds_append" else -1
     vdst = f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         m = g.m
-        counts = np.count_nonzero(g.exec, axis=1)
-        addr = (m0_of(g) & u32(0xFFFF)) + u32(off)
-        olds = np.zeros(g.n, dtype=u32)
+        rows = 2 if m.wave64 else 1
+        counts = np.count_nonzero(g.exec, axis=1).reshape(-1, rows).sum(axis=1)
+        addr = ((m0_of(g) & u32(0xFFFF)) + u32(off))[::rows]   # the SGPRs are the wave's
+        lds_base = m.wave_lds_base[g.idx][::rows]
+        olds = np.zeros(len(counts), dtype=u32)
         for w in np.nonzero(counts)[0]:   # wave order: each wave's add sees the earlier ones
             a = int(addr[w])
             if a % 4 or a + 4 > m.lds_bytes:
                 raise PageFaultError(f"{inst.name} counter at LDS offset {a:#x} is misaligned or "
                                      f"beyond the {m.lds_bytes} B allocated",
                                      address=inst.addr, instruction=str(inst))
-            i = (int(m.wave_lds_base[g.idx][w]) + a) // 4
+            i = (int(lds_base[w]) + a) // 4
             olds[w] = m.lds32[i]
             m.lds32[i] = u32((int(olds[w]) + sign * int(counts[w])) & 0xFFFFFFFF)
-        g.set_v(vdst, np.broadcast_to(olds[:, None], (g.n, 32)))
+        g.set_v(vdst, np.broadcast_to(np.repeat(olds, rows)[:, None], (g.n, 32)))
     return run
 
 
-def _lds_dword(inst: Inst, g: Group, w: int, a: int) -> int:
+def _lds_dword(inst: Inst, g: WaveSet, w: int, a: int) -> int:
     """Index into the batch's LDS dwords of byte offset `a` of wave w's allocation."""
     m = g.m
     if a % 4 or a + 4 > m.lds_bytes:
@@ -255,7 +258,7 @@ def _lds_dword(inst: Inst, g: Group, w: int, a: int) -> int:
     return (int(m.wave_lds_base[g.idx][w]) + a) // 4
 
 
-def _active_lanes(g: Group) -> list[tuple[int, int]]:
+def _active_lanes(g: WaveSet) -> list[tuple[int, int]]:
     """(wave row, lane) of every active lane, in wave then lane order."""
     return [(int(w), int(ln)) for w, ln in zip(*np.nonzero(g.exec))]
 
@@ -268,7 +271,7 @@ def _compile_condxchg32(inst: Inst) -> Exec:
     off = f["offset0"] | f["offset1"] << 8
     vdst, addr_r, d0 = f["vdst"], f["addr"], f["data0"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         lds = g.m.lds32
         a = g.v(addr_r)
         data = [g.v(d0), g.v(d0 + 1)]
@@ -311,7 +314,7 @@ def _compile_bvh_stack(inst: Inst) -> Exec:
     def valid(x: int, last: int) -> bool:
         return x != BVH_INVALID_NODE and not (last != BVH_INVALID_NODE and x == last)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         lds = g.m.lds32
         a = g.v(addr_r).copy()
         last_of = g.v(d0)

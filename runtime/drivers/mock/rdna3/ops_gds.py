@@ -26,9 +26,9 @@ from typing import Callable
 from .decode import Inst
 from .errors import KernelFault
 from .gws import GWS_OPS, compile_gws
-from .machine import Group
+from .machine import WaveSet
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 
 GS_REG_OPS = ("ds_add_gs_reg_rtn", "ds_sub_gs_reg_rtn")
 
@@ -43,20 +43,20 @@ def compile_gds(inst: Inst) -> Exec:
         what = (f"GS register {reg}" if reg < 8
                 else f"GS registers {(reg - 8) * 2 + 8}-{(reg - 8) * 2 + 9} (64-bit)")
 
-        def gs_reg(g: Group) -> None:
+        def gs_reg(g: WaveSet) -> None:
             raise KernelFault(f"{name} reaches {what} (OFFSET0[5:2] = {reg}), NGG streamout "
                               "state of the graphics pipeline that a compute queue does not own",
                               address=inst.addr, instruction=str(inst))
         return gs_reg
     if name == "ds_ordered_count":
-        def ordered(g: Group) -> None:
+        def ordered(g: WaveSet) -> None:
             raise KernelFault("ds_ordered_count needs a GDS ordered-append counter; a KFD "
                               "compute queue has no GDS and no OA counters (GDS_VMID size 0, "
                               "GDS_OA_VMID 0; topology gds_size_in_kb 0)",
                               address=inst.addr, instruction=str(inst))
         return ordered
 
-    def gds_access(g: Group) -> None:
+    def gds_access(g: WaveSet) -> None:
         if not g.active:
             return   # no lane accesses GDS
         raise KernelFault("GDS access outside this queue's GDS range: KFD gives a compute VMID "

@@ -1,7 +1,7 @@
 """Memory instructions: SMEM, GLOBAL/FLAT/SCRATCH and the no-op cache controls (DS: ops_ds,
 MUBUF: ops_buffer).
 
-Addresses of all lanes of a group are resolved at once (mem_lanes.py). The fast path (one
+Addresses of all lanes of a wave set are resolved at once (mem_lanes.py). The fast path (one
 mapping holds every active lane's address, the case for every buffer argument) works on offsets
 into that mapping's numpy array; lanes spread over several mappings are located one by one, and
 an address no mapping covers raises `PageFault` naming the first bad lane. Faults become
@@ -28,10 +28,10 @@ from . import atomics
 from . import mem_lanes as ml
 from .decode import M0, NULL, Inst
 from .errors import KernelFault, PageFaultError
-from .machine import Group
+from .machine import WaveSet
 
-Exec = Callable[[Group], None]
-Resolver = Callable[[Group], ml.Target]
+Exec = Callable[[WaveSet], None]
+Resolver = Callable[[WaveSet], ml.Target]
 u32, u64 = np.uint32, np.uint64
 SHARED_APERTURE = 0x1000_0000_0000_0000
 PRIVATE_APERTURE = 0x2000_0000_0000_0000
@@ -75,7 +75,7 @@ def _fault(inst: Inst, err: PageFault) -> PageFaultError:
     return PageFaultError(str(err), address=inst.addr, instruction=str(inst), cause=err)
 
 
-def _lanes(inst: Inst, resolve: Resolver, g: Group) -> ml.Target | None:
+def _lanes(inst: Inst, resolve: Resolver, g: WaveSet) -> ml.Target | None:
     """The lanes an access of `inst` touches, None when no active lane touches memory; a page
     fault becomes the instruction's fault."""
     try:
@@ -91,7 +91,7 @@ def _global_target(inst: Inst, size: int, access: str) -> Resolver:
     imm, saddr, vaddr = f["offset"], f["saddr"], f["addr"]
     sbase = saddr not in (NULL, 0x7F) and inst.name.split("_")[0] != "flat"
 
-    def target(g: Group) -> ml.Target:
+    def target(g: WaveSet) -> ml.Target:
         mask = None if g.exec_full else g.exec
         mem = g.m.mem
         if sbase:
@@ -126,7 +126,7 @@ def _addtid_target(inst: Inst, access: str) -> Resolver:
     imm, saddr = f["offset"], f["saddr"]
     lane4 = (np.arange(32, dtype=u32) * u32(4))[None, :]
 
-    def target(g: Group) -> ml.Target:
+    def target(g: WaveSet) -> ml.Target:
         base = np.zeros(g.n, dtype=u64)
         if saddr not in (NULL, 0x7F):
             base = g.s(saddr).astype(u64) | (g.s(saddr + 1).astype(u64) << u64(32))
@@ -135,7 +135,7 @@ def _addtid_target(inst: Inst, access: str) -> Resolver:
     return target
 
 
-def _lanes_full(g: Group, t: ml.Target, vals: np.ndarray) -> np.ndarray:
+def _lanes_full(g: WaveSet, t: ml.Target, vals: np.ndarray) -> np.ndarray:
     """Values in a target's layout → uint32 [n, 32] (lanes outside EXEC are 0)."""
     if not t.compact:
         return np.broadcast_to(vals, (g.n, 32))
@@ -151,7 +151,7 @@ def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int, resolve: R
     ndw = size // 4
     signed = typ[0] == "i"
 
-    def load(g: Group) -> None:
+    def load(g: WaveSet) -> None:
         t = _lanes(inst, resolve, g)
         if t is None:
             return
@@ -169,7 +169,7 @@ def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int, resolve: R
         g.set_v(vdst, (old & u32(0xFFFF0000)) | half if d16 == "lo"
                 else (old & u32(0xFFFF)) | (half << u32(16)))
 
-    def store(g: Group) -> None:
+    def store(g: WaveSet) -> None:
         t = _lanes(inst, resolve, g)
         if t is None:
             return
@@ -233,7 +233,7 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
     nbytes = 4 * ndw
     access = "read" if load else "write"
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         if g.n != 1 or g.fast is None:
             generic(g)
             return
@@ -262,14 +262,14 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
 
 
 # -- FLAT: per-lane address spaces ---------------------------------------------------------------
-def _flat_addr(g: Group, f: dict[str, int]) -> np.ndarray:
+def _flat_addr(g: WaveSet, f: dict[str, int]) -> np.ndarray:
     lo, hi = g.v(f["addr"]), g.v(f["addr"] + 1)
     return (lo.astype(u64) | (hi.astype(u64) << u64(32))) + u64(f["offset"] & 0xFFFFFFFFFFFFFFFF)
 
 
-def _aperture_offset(inst: Inst, aperture: int) -> Callable[[Group], np.ndarray]:
+def _aperture_offset(inst: Inst, aperture: int) -> Callable[[WaveSet], np.ndarray]:
     """uint32 [n, 32]: a FLAT address's offset inside an aperture (the LDS or private address)."""
-    def off(g: Group) -> np.ndarray:
+    def off(g: WaveSet) -> np.ndarray:
         return (_flat_addr(g, inst.f) - u64(aperture)).astype(u32)
     return off
 
@@ -279,7 +279,7 @@ def _flat_dispatch(inst: Inst, glob: Exec, lds: Exec, priv: Exec | None) -> Exec
     the rest to global memory (each part runs with EXEC narrowed to its lanes)."""
     f = inst.f
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         # Fast check on the high dwords: the apertures lie far above every mapping.
         if int(g.v(f["addr"] + 1).max()) < SHARED_APERTURE >> 32:
             glob(g)
@@ -327,7 +327,7 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         if g.n != 1 or g.planes is None:
             generic(g)
             return
@@ -361,7 +361,7 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
     return run
 
 
-def waves_share_an_address(g: Group, addr: np.ndarray) -> bool:
+def waves_share_an_address(g: WaveSet, addr: np.ndarray) -> bool:
     """Whether two different waves' active lanes have the same address (addr [n, 32]). The two
     32-lane rows of a wave64 are one wave: its lanes are ordered among themselves."""
     a = ml.active(g, addr)
@@ -375,13 +375,13 @@ def waves_share_an_address(g: Group, addr: np.ndarray) -> bool:
     return bool(((a[1:] == a[:-1]) & (w[1:] != w[:-1])).any())
 
 
-def flat_contention(inst: Inst) -> Callable[[Group], bool]:
+def flat_contention(inst: Inst) -> Callable[[WaveSet], bool]:
     """For a returning GLOBAL/FLAT compare-and-swap: do waves race on an address?"""
     f = inst.f
     saddr, vaddr, imm = f["saddr"], f["addr"], f["offset"]
     sbase = saddr not in (NULL, 0x7F) and inst.name.split("_")[0] != "flat"
 
-    def contended(g: Group) -> bool:
+    def contended(g: WaveSet) -> bool:
         if sbase:
             base = g.s(saddr).astype(u64) | (g.s(saddr + 1).astype(u64) << u64(32))
             addr = base[:, None] + g.v(vaddr).astype(u64)
@@ -394,7 +394,7 @@ def flat_contention(inst: Inst) -> Callable[[Group], bool]:
 def atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
                 vcmp: int | None, want: bool, resolve: Resolver) -> Exec:
     """A read-modify-write of the lanes `resolve` gives; the pre-op values go to vdst if `want`."""
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         t = _lanes(inst, resolve, g)
         if t is None:
             return
@@ -411,7 +411,7 @@ def atomic_exec(inst: Inst, op: str, dt: type, ndw: int, vdst: int, vsrc: int,
 
 
 
-def _typed_data(g: Group, r: int, ndw: int, dt: type) -> np.ndarray:
+def _typed_data(g: WaveSet, r: int, ndw: int, dt: type) -> np.ndarray:
     """Active lanes of v[r] (v[r:r+1] for 64-bit types) as dt."""
     if ndw == 1:
         return ml.active(g, g.v(r)).view(dt)
@@ -420,7 +420,7 @@ def _typed_data(g: Group, r: int, ndw: int, dt: type) -> np.ndarray:
     return (lo | (hi << u64(32))).view(dt)
 
 
-def _write_typed(g: Group, r: int, vals: np.ndarray, ndw: int, t: ml.Target) -> None:
+def _write_typed(g: WaveSet, r: int, vals: np.ndarray, ndw: int, t: ml.Target) -> None:
     if ndw == 1:
         ml.write_back(g, r, np.ascontiguousarray(vals).view(u32), t)
     else:
@@ -430,7 +430,7 @@ def _write_typed(g: Group, r: int, vals: np.ndarray, ndw: int, t: ml.Target) -> 
 
 
 # -- scratch (each lane's private segment) -------------------------------------------------------
-def _scratch_lanes(g: Group, off: np.ndarray, size: int) -> ml.Target:
+def _scratch_lanes(g: WaveSet, off: np.ndarray, size: int) -> ml.Target:
     """Private-segment byte offsets (int64 [n, 32]) of the active lanes → a target in the
     dispatch's scratch memory (Machine.scratch_view gives the layout)."""
     off = ml.active(g, off)
@@ -443,7 +443,7 @@ def _scratch_lanes(g: Group, off: np.ndarray, size: int) -> ml.Target:
     return ml.Target([ml.Span(data, flat, int(flat.min()), int(flat.max()))], True)
 
 
-def _private_transfer(inst: Inst, op: MemOp, offsets: Callable[[Group], np.ndarray]) -> Exec:
+def _private_transfer(inst: Inst, op: MemOp, offsets: Callable[[WaveSet], np.ndarray]) -> Exec:
     """A scratch load or store, one dword at a time (the dwords of one lane's element are 128 B
     apart in the swizzled layout)."""
     f = inst.f
@@ -460,7 +460,7 @@ def _private_transfer(inst: Inst, op: MemOp, offsets: Callable[[Group], np.ndarr
         k = f["addr"] - f["vdst"]
         parts = parts[:k] + parts[k + 1:] + [parts[k]]
 
-    def generic(g: Group) -> None:
+    def generic(g: WaveSet) -> None:
         for p in parts:
             p(g)
     if op.d16:
@@ -472,12 +472,12 @@ _LANE32 = np.arange(32, dtype=np.int64)[None, :]
 
 
 def _private_words(load: bool, ndw: int, vdst: int, vdata: int,
-                   offsets: Callable[[Group], np.ndarray], generic: Exec) -> Exec:
+                   offsets: Callable[[WaveSet], np.ndarray], generic: Exec) -> Exec:
     """A scratch load or store of whole dwords where every active lane's offset is dword
     aligned and inside the slot: one gather or scatter per dword over the scratch words
     (Machine.scratch_view's layout: dword d of lane l of the wave in row w is word
     w * WAVESIZE / 4 + d * 32 + l). Anything else (a fault to report) takes `generic`."""
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         off = offsets(g)
         full = g.exec_full
         act = off if full else off[g.exec]
@@ -515,11 +515,11 @@ def _private_words(load: bool, ndw: int, vdst: int, vdata: int,
     return run
 
 
-def _scratch_offsets(inst: Inst) -> Callable[[Group], np.ndarray]:
+def _scratch_offsets(inst: Inst) -> Callable[[WaveSet], np.ndarray]:
     f = inst.f
     imm, saddr, vaddr, sve = f["offset"], f["saddr"], f["addr"], f["sve"]
 
-    def offsets(g: Group) -> np.ndarray:
+    def offsets(g: WaveSet) -> np.ndarray:
         if sve and saddr in (NULL, 0x7F):   # the common form: a VGPR offset
             return g.v(vaddr).view(np.int32).astype(np.int64) + imm
         off = np.full((g.n, 32), imm, dtype=np.int64)
@@ -531,7 +531,7 @@ def _scratch_offsets(inst: Inst) -> Callable[[Group], np.ndarray]:
     return offsets
 
 
-def _flat_private_offsets(inst: Inst) -> Callable[[Group], np.ndarray]:
+def _flat_private_offsets(inst: Inst) -> Callable[[WaveSet], np.ndarray]:
     aperture = _aperture_offset(inst, PRIVATE_APERTURE)
     return lambda g: aperture(g).astype(np.int64)
 
@@ -545,7 +545,7 @@ def compile_smem(inst: Inst) -> Exec:
     sbase, sdata, imm, soff = f["sbase"], f["sdata"], f["offset"], f["soffset"]
     buffer = name.startswith("s_buffer")
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         base = g.s(sbase).astype(u64) | (g.s(sbase + 1).astype(u64) << u64(32))
         limit = None
         if buffer:
@@ -574,6 +574,6 @@ def compile_smem(inst: Inst) -> Exec:
     return run
 
 
-def m0_of(g: Group) -> np.ndarray:
+def m0_of(g: WaveSet) -> np.ndarray:
     """M0 of every wave (uint32 [n])."""
     return g.s(M0)

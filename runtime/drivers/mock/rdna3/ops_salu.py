@@ -1,10 +1,10 @@
 # numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
 # mypy: disable-error-code="return-value,operator,misc,dict-item"
-"""Scalar instructions (SOP1, SOP2, SOPC, SOPK, SOPP) compiled to group-wide closures.
+"""Scalar instructions (SOP1, SOP2, SOPC, SOPK, SOPP) compiled to closures over a wave set.
 
-Every wave has its own SGPRs and SCC, so a scalar op is a numpy op over the group's waves
+Every wave has its own SGPRs and SCC, so a scalar op is a numpy op over the wave set's waves
 ([n] arrays). Control flow becomes a `Step` the scheduler interprets: a branch with a per-wave
-condition (waves that disagree split the group), the end of the program, a barrier, or a jump
+condition (waves that disagree split the wave set), the end of the program, a barrier, or a jump
 to a computed address (s_setpc/s_swappc).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from .decode import EXEC_LO, M0, NULL, VCC_LO, Inst
 from .errors import KernelFault
 from . import fast_salu
-from .machine import Group
+from .machine import WaveSet
 from .operands import const_bits, width
 from .optypes import signature
 from .valu_table import popcount
@@ -42,9 +42,9 @@ class Step:
     inst: Inst
     target: int = -1
     # s_cbranch_execz over a block that only does EXEC-masked work: waves with an empty EXEC
-    # may run through it (doing nothing) instead of splitting the group (see interp.py).
+    # may run through it (doing nothing) instead of splitting the wave set (see interp.py).
     masked_skip: bool = False
-    # Compare-and-swap with return: whether lanes of several of the group's waves hit one
+    # Compare-and-swap with return: whether lanes of several of the wave set's waves hit one
     # address (the scheduler then runs the waves one after another; see interp.py).
     contended: Callable | None = None
 
@@ -55,7 +55,7 @@ def _unsupported(inst: Inst, why: str = "") -> KernelFault:
 
 
 def sread(code: int, inst: Inst, w: int = 32,
-          typ: str | None = None) -> Callable[[Group], np.ndarray]:
+          typ: str | None = None) -> Callable[[WaveSet], np.ndarray]:
     """Reader of a scalar source as uint32 [n] (uint64 [n] for w=64); constants are 0-d.
     `typ` (the operand's ISA type) decides how a 64-bit literal is extended."""
     t = typ or ("b64" if w == 64 else "b32")
@@ -79,17 +79,17 @@ def sread(code: int, inst: Inst, w: int = 32,
     return lambda g: g.s(code)
 
 
-def swrite(code: int, w: int = 32) -> Callable[[Group, np.ndarray], None]:
+def swrite(code: int, w: int = 32) -> Callable[[WaveSet, np.ndarray], None]:
     if w == 64:
-        def wr64(g: Group, v: np.ndarray) -> None:
+        def wr64(g: WaveSet, v: np.ndarray) -> None:
             v = np.broadcast_to(np.asarray(v, dtype=u64), (g.n,))
             g.set_s(code, (v & u64(0xFFFFFFFF)).astype(u32))
             g.set_s(code + 1, (v >> u64(32)).astype(u32))
         return wr64
 
-    def wr(g: Group, v: np.ndarray) -> None:
-        # (assigning into the SGPR file broadcasts a per-group constant; np.broadcast_to costs
-        # several microseconds per call, most of a single wave's scalar instruction)
+    def wr(g: WaveSet, v: np.ndarray) -> None:
+        # (assigning into the SGPR file broadcasts a constant over the wave set; np.broadcast_to
+        # would cost more than the rest of a single wave's scalar instruction)
         g.set_s(code, np.asarray(v).astype(u32, copy=False))
     return wr
 
@@ -309,7 +309,7 @@ _CMP = {"eq": operator.eq, "lg": operator.ne, "gt": operator.gt, "ge": operator.
         "lt": operator.lt, "le": operator.le}
 
 
-def _sopc(inst: Inst) -> Callable[[Group], None]:
+def _sopc(inst: Inst) -> Callable[[WaveSet], None]:
     name = inst.name
     parts = name.split("_")
     if parts[1] == "bitcmp0" or parts[1] == "bitcmp1":
@@ -318,7 +318,7 @@ def _sopc(inst: Inst) -> Callable[[Group], None]:
         want = 1 if parts[1] == "bitcmp1" else 0
         dt = u64 if w == 64 else u32
 
-        def bitcmp(g: Group) -> None:
+        def bitcmp(g: WaveSet) -> None:
             bit = (np.asarray(a(g), dtype=dt) >> (b(g) & u32(w - 1)).astype(dt)) & dt(1)
             g.set_scc(np.broadcast_to(bit == want, (g.n,)))
         return bitcmp
@@ -334,7 +334,7 @@ def _sopc(inst: Inst) -> Callable[[Group], None]:
             x, y = x ^ _SIGN32, y ^ _SIGN32
         return None, cmp(x, y)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         g.set_scc(pred(a(g), b(g))[1])
     if w == 32:
         return fast_salu.scalar_step([(inst.f["ssrc0"], parts[3]), (inst.f["ssrc1"], parts[3])],
@@ -377,7 +377,7 @@ def _sopk(inst: Inst) -> Step:
         k = np.array(simm & 0xFFFFFFFF, dtype=u32)
         ks = u32(simm & 0xFFFFFFFF)
 
-        def addk(g: Group) -> None:
+        def addk(g: WaveSet) -> None:
             a = g.s(dst)
             d = a + k
             g.set_scc(_ovf_add(a, np.broadcast_to(k, a.shape), d))
@@ -403,16 +403,16 @@ def _sopk(inst: Inst) -> Step:
         ret = np.array(inst.addr + 4, dtype=u64)
         w = swrite(dst, 64)
 
-        def call(g: Group) -> None:
+        def call(g: WaveSet) -> None:
             w(g, np.broadcast_to(ret, (g.n,)))
         return Step(JUMP, _const_jump(call, inst.addr + 4 + 4 * simm), inst)
     raise _unsupported(inst)
 
 
-def _const_jump(pre: Callable[[Group], None], target: int) -> Callable[[Group], np.ndarray]:
+def _const_jump(pre: Callable[[WaveSet], None], target: int) -> Callable[[WaveSet], np.ndarray]:
     t = np.array(target, dtype=u64)
 
-    def jump(g: Group) -> np.ndarray:
+    def jump(g: WaveSet) -> np.ndarray:
         pre(g)
         return np.broadcast_to(t, (g.n,))
     return jump
@@ -425,16 +425,16 @@ _NOPS = {"s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_waitcnt_depctr", "s
 
 
 # Branch conditions: bool [n] per wave, or a Python bool when every wave agrees (the common
-# cases below answer that without an array: a one-wave group's SCC, an EXEC with no lane or
-# with every lane set).
-def _scc_cond(g: Group, want: bool) -> np.ndarray | bool:
+# cases below answer that without an array: the SCC of a wave set of one wave, an EXEC with no
+# lane or with every lane set).
+def _scc_cond(g: WaveSet, want: bool) -> np.ndarray | bool:
     P = g.planes
     if P is not None and P.s1 is not None:
         return bool(P.scc[P.w]) is want
     return g.scc() if want else ~g.scc()
 
 
-def _exec_cond(g: Group, want_lanes: bool) -> np.ndarray | bool:
+def _exec_cond(g: WaveSet, want_lanes: bool) -> np.ndarray | bool:
     if g.active == 0:
         return not want_lanes
     if g.exec_full:
@@ -459,7 +459,7 @@ def _sopp(inst: Inst) -> Step:
     if name == "s_barrier":
         return Step(BARRIER, None, inst)
     target = inst.addr + 4 + 4 * simm
-    conds: dict[str, Callable[[Group], np.ndarray | bool] | None] = {
+    conds: dict[str, Callable[[WaveSet], np.ndarray | bool] | None] = {
         "s_branch": None,
         "s_cbranch_scc0": lambda g: _scc_cond(g, False),
         "s_cbranch_scc1": lambda g: _scc_cond(g, True),
@@ -499,7 +499,7 @@ def _sop1(inst: Inst) -> Step:
         nxt = np.array(inst.addr + inst.size, dtype=u64)
         wr_pc = swrite(dst, 64) if name == "s_swappc_b64" else None
 
-        def jump(g: Group) -> np.ndarray:
+        def jump(g: WaveSet) -> np.ndarray:
             t = np.broadcast_to(rd(g), (g.n,)).copy()
             if wr_pc is not None:
                 wr_pc(g, np.broadcast_to(nxt, (g.n,)))
@@ -513,7 +513,7 @@ def _sop1(inst: Inst) -> Step:
         cur_exec = sread(EXEC_LO, inst, w)
         wr_exec, wr_dst = swrite(EXEC_LO, w), swrite(dst, w)
 
-        def saveexec(g: Group) -> None:
+        def saveexec(g: WaveSet) -> None:
             # The _b64 forms work on EXEC_HI:EXEC_LO (ISA pseudo-code); a wave32's lanes are
             # EXEC_LO's bits.
             s = rd(g)
@@ -542,7 +542,7 @@ def _sop1(inst: Inst) -> Step:
         dt = u64 if w == 64 else u32
         one = name.startswith("s_bitset1")
 
-        def bitset(g: Group) -> None:
+        def bitset(g: WaveSet) -> None:
             bit = dt(1) << (rd(g) & u32(w - 1)).astype(dt)
             wr(g, cur(g) | bit if one else cur(g) & ~bit)
         return Step(NEXT, bitset, inst)
@@ -554,7 +554,7 @@ def _sop1(inst: Inst) -> Step:
     rd = sread(src, inst, src_w)
     wr = swrite(dst, width(sig.dst))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         d, scc = fn(rd(g))
         wr(g, d)
         if scc is not None:
@@ -565,14 +565,14 @@ def _sop1(inst: Inst) -> Step:
     return Step(NEXT, run, inst)
 
 
-def _movrel(inst: Inst, w: int) -> Callable[[Group], None]:
+def _movrel(inst: Inst, w: int) -> Callable[[WaveSet], None]:
     """s_movrels / s_movreld / s_movrelsd_2: SGPR moves whose source (movrels), destination
     (movreld) or both (movrelsd_2: source + M0[9:0], destination + M0[25:16]) are offset by M0."""
     name, f = inst.name, inst.f
     src, dst = f["ssrc0"], f["sdst"]
     nreg = w // 32
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         g.flush()   # lane masks a VALU op left unpacked become SGPR values first
         m0 = g.s(M0).astype(np.int64)
         if name == "s_movrelsd_2_b32":
@@ -602,13 +602,13 @@ def _movrel(inst: Inst, w: int) -> Callable[[Group], None]:
 _MSG_RTN_REALTIME = 131
 
 
-def _sendmsg_rtn(inst: Inst, w: int) -> Callable[[Group], None]:
+def _sendmsg_rtn(inst: Inst, w: int) -> Callable[[WaveSet], None]:
     """s_sendmsg_rtn: the value a message returns. The mock has no doorbell, debug id, trap
     memory or trap base (0), and REALTIME is the host's monotonic clock at 100 MHz."""
     msg = inst.f["ssrc0"]
     wr = swrite(inst.f["sdst"], w)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         v = time.monotonic_ns() // 10 if msg == _MSG_RTN_REALTIME else 0
         val = v & (0xFFFFFFFFFFFFFFFF if w == 64 else 0xFFFFFFFF)
         wr(g, np.full(g.n, val, dtype=u64 if w == 64 else u32))
@@ -625,7 +625,7 @@ def _sop2(inst: Inst) -> Step:
     rb = sread(f["ssrc1"], inst, width(sig.srcs[1]), sig.srcs[1])
     wr = swrite(f["sdst"], width(sig.dst))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         d, scc = fn(np.asarray(ra(g)), np.asarray(rb(g)), g.scc())
         wr(g, d)
         if scc is not None:

@@ -1,9 +1,9 @@
 # numpy's stubs type lane arithmetic on uint32 scalars and arrays as unions mypy cannot narrow:
 # mypy: disable-error-code="call-overload,arg-type,assignment"
-"""VALU instructions (VOP1, VOP2, VOPC, VOP3, VOP3SD, VOPD) compiled to group-wide closures.
+"""VALU instructions (VOP1, VOP2, VOPC, VOP3, VOP3SD, VOPD) compiled to closures over a wave set.
 
-`compile_valu(inst)` returns `fn(group)` executing the instruction for every lane of every wave
-of the group: sources are read through `operands` readers, the lane function comes from
+`compile_valu(inst)` returns `fn(wave_set)` executing the instruction for every lane of every wave
+of the wave set: sources are read through `operands` readers, the lane function comes from
 `valu_table` (or one of the special forms below: compares, carries, lane masks, cross-lane ops),
 and results are written to the EXEC lanes only. Inactive lanes of a lane-mask result are 0, as
 on the hardware (ISA section 7.4, "VALU comparisons").
@@ -17,7 +17,7 @@ import numpy as np
 from . import dpp, fast_valu, fp, valu_table
 from .decode import EXEC_LO, VCC_LO, VGPR0, Inst
 from .errors import KernelFault
-from .machine import Group
+from .machine import WaveSet
 from .operands import (DTYPES, Reader, const_bits, raw_reader, reader, sgpr_lane_source,
                        to_bits, vgpr_writer, width)
 from .optypes import signature
@@ -25,7 +25,7 @@ from . import ops_vop3p as vop3p
 from . import ops_xlane as xlane
 from .ops_vop3p import compile_vop3p
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 _LANE = np.arange(32, dtype=np.uint32)
 u32 = np.uint32
 
@@ -77,7 +77,7 @@ def _dst_name(inst: Inst) -> int:
 
 
 def compile_valu(inst: Inst, mask_dead: bool = False) -> Exec:
-    """Closure executing one VALU instruction for a group (raises KernelFault if unsupported).
+    """Closure executing one VALU instruction for a wave set (raises KernelFault if unsupported).
 
     `mask_dead`: the lane mask the instruction writes (a carry, a compare) is never read, so it
     need not be computed (see liveness.py).
@@ -125,7 +125,7 @@ def _with_dpp_mask(inst: Inst, run: Exec) -> Exec:
     mask = dpp.write_mask(inst)
     vgprs, masks = _written(inst)
 
-    def run_dpp(g: Group) -> None:
+    def run_dpp(g: WaveSet) -> None:
         ok = mask(g)
         if ok is None:
             run(g)
@@ -162,19 +162,19 @@ def _generic(inst: Inst, sig) -> Exec:
     if len(reads) == 1:
         r0, = reads
 
-        def run1(g: Group) -> None:
+        def run1(g: WaveSet) -> None:
             res = fn(r0(g))
             write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
         run = run1
     elif len(reads) == 2:
         r0, r1 = reads
 
-        def run2(g: Group) -> None:
+        def run2(g: WaveSet) -> None:
             res = fn(r0(g), r1(g))
             write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
         run = run2
     else:
-        def run_n(g: Group) -> None:
+        def run_n(g: WaveSet) -> None:
             res = fn(*[r(g) for r in reads])
             write(g, mods(np.asarray(res, dtype=dt)) if mods else res)
         run = run_n
@@ -209,7 +209,7 @@ def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
     vop3 = inst.enc in ("VOP3", "VOP3SD")
     dst = VCC_LO if not vop3 else inst.f["vdst"]
 
-    def write(g: Group, mask: np.ndarray) -> None:
+    def write(g: WaveSet, mask: np.ndarray) -> None:
         if not g.exec_full:
             mask = mask & g.exec
         if is_x:
@@ -218,13 +218,13 @@ def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
         else:
             g.set_lanes(dst, mask)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         write(g, cmp(r0(g), r1(g)))
     return fast_valu.compare(inst, sig.srcs, cmp, write, run)
 
 
 # -- special forms -----------------------------------------------------------------------------
-def _lane_src(inst: Inst, vop2_default: int = VCC_LO) -> Callable[[Group], np.ndarray]:
+def _lane_src(inst: Inst, vop2_default: int = VCC_LO) -> Callable[[WaveSet], np.ndarray]:
     if inst.enc in ("VOP3", "VOP3SD"):
         return sgpr_lane_source(inst.f["src2"], inst)
     return lambda g: g.lanes_of(vop2_default)
@@ -240,7 +240,7 @@ def _cndmask(inst: Inst, sig) -> Exec:
     lanes = _lane_src(inst)
     write = vgpr_writer(inst.f["vdst"], "b32")
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         a, b = r0(g), r1(g)
         write(g, np.where(lanes(g), b.view(u32) if b.dtype != u32 else b,
                           a.view(u32) if a.dtype != u32 else a))
@@ -290,7 +290,7 @@ def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
                     r = r - cin.astype(u32)
             return r, carry
 
-        def run(g: Group) -> None:
+        def run(g: WaveSet) -> None:
             cin = lanes_in(g) if lanes_in is not None else None
             out = g.dest(vdst) if in_place else None
             r, carry = compute(r0(g), r1(g), cin, out)
@@ -306,8 +306,8 @@ def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
         (k0, i0), (k1, i1) = src0, src1
         sregs = fast_valu.sgprs_read([src0, src1])
 
-        def run_planes(g: Group) -> None:
-            # The same computation on the group's register planes (fast_valu): operands indexed
+        def run_planes(g: WaveSet) -> None:
+            # The same computation on the wave set's register planes (fast_valu): operands indexed
             # there, the sum computed into the destination when EXEC is full.
             P = g.planes
             if P is None:
@@ -343,7 +343,7 @@ def _mad64(signed: bool) -> Callable[[Inst, object], Exec]:
         plain_c = src2 >= VGPR0 and not inst.f.get("neg")
         lo_r, hi_r = src2 - VGPR0, src2 - VGPR0 + 1
 
-        def split_run(g: Group, a: np.ndarray, b: np.ndarray) -> None:
+        def split_run(g: WaveSet, a: np.ndarray, b: np.ndarray) -> None:
             # Per-wave multiplicands (the index computation group_id * group_size + v0): a
             # 64-bit add of a per-wave product done as two 32-bit adds with a carry, which
             # moves half the bytes of the uint64 form.
@@ -358,7 +358,7 @@ def _mad64(signed: bool) -> Callable[[Inst, object], Exec]:
             g.set_v(vdst, lo)
             g.set_v(vdst + 1, hi)
 
-        def run(g: Group) -> None:
+        def run(g: WaveSet) -> None:
             a, b = r0(g), r1(g)
             if not signed and plain_c and not want_carry and np.shape(a)[-1:] != (32,) \
                     and np.shape(b)[-1:] != (32,):
@@ -407,11 +407,11 @@ def _fmac(inst: Inst, sig, mask_dead: bool = False) -> Exec:
         # once, as the fused op does (fp.fma32_pow2 checks, and takes fp.fma32 otherwise).
         k = np.array(scale, dtype=np.float32)
 
-        def run_scaled(g: Group) -> None:
+        def run_scaled(g: WaveSet) -> None:
             write(g, fp.fma32_pow2(r1(g), k, acc(g)))
         return fast_valu.fmac_pow2(inst, k, run_scaled)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         res = fma(r0(g), r1(g), acc(g))
         write(g, mods(res) if mods else res)
     return run
@@ -437,7 +437,7 @@ def _div_scale(inst: Inst, sig) -> Exec:
     write = vgpr_writer(inst.f["vdst"], sig.dst)
     cdst = inst.f["sdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         d, vcc = fp.div_scale(r0(g), r1(g), r2(g))
         write(g, d)
         g.set_lanes(cdst, vcc if g.exec_full else vcc & g.exec)
@@ -449,7 +449,7 @@ def _div_fmas(inst: Inst, sig) -> Exec:
     write = vgpr_writer(inst.f["vdst"], sig.dst)
     mods = _out_mods(inst, sig.dst)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         res = fp.div_fmas(r0(g), r1(g), r2(g), g.lanes_of(VCC_LO))
         write(g, mods(res) if mods else res)
     return run
@@ -463,7 +463,7 @@ def _mbcnt(hi: bool) -> Callable[[Inst, object], Exec]:
         below = (np.uint64(1) << _LANE.astype(np.uint64)) - np.uint64(1)
         below32 = np.zeros(32, dtype=u32) if hi else below.astype(u32)
 
-        def run(g: Group) -> None:
+        def run(g: WaveSet) -> None:
             a, b = r0(g), r1(g)
             write(g, valu_table.popcount(a & below32).astype(u32) + b)
         return run
@@ -491,7 +491,7 @@ def _shift64(inst: Inst, sig) -> Exec:
             return lo << k_lo, new_hi
         return np.zeros_like(lo), lo << k_hi
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         P = g.planes
         if P is None:
             new_lo, new_hi = shifted(g.v(lo_r), g.v(hi_r))
@@ -520,7 +520,7 @@ def _cndmask16(inst: Inst, sig) -> Exec:
     lanes = _lane_src(inst)
     write = vgpr_writer(inst.f["vdst"], "b16", hi16=bool(inst.f.get("opsel", 0) >> 3 & 1))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         a, b = r0(g).view(np.uint16), r1(g).view(np.uint16)
         write(g, np.where(lanes(g), b, a))
     return run
@@ -534,7 +534,7 @@ def _mqsad_u32(inst: Inst, sig) -> Exec:
     c_code = f["src2"]
     d = f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         a, b = ra(g), rb(g)
         outs = []
         for k in range(4):
@@ -555,7 +555,7 @@ def _fmac_dx9(inst: Inst, sig) -> Exec:
     write = vgpr_writer(d, "f32")
     mods = _out_mods(inst, "f32")
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         a, b, c = r0(g), r1(g), acc(g)
         res = np.where((a == 0) | (b == 0), c, fp.fma32(a, b, c)).astype(np.float32)
         write(g, mods(res) if mods else res)
@@ -628,7 +628,7 @@ def _vopd_half(inst: Inst, name: str, vdst: int, s0: int, vs1: int):
     write = vgpr_writer(vdst, t)
     needs_d = name in _VOPD_ACC
 
-    def compute(g: Group) -> np.ndarray:
+    def compute(g: WaveSet) -> np.ndarray:
         return fn(ra(g), rb(g), rd(g) if needs_d else None, k)
     return compute, write
 
@@ -659,7 +659,7 @@ def _compile_vopd(inst: Inst) -> Exec:
     cx, wx = _vopd_half(inst, *x_args)
     cy, wy = _vopd_half(inst, *y_args)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         x, y = cx(g), cy(g)
         if clash:
             y = np.array(y)
@@ -685,7 +685,7 @@ def _compile_vopd_cnd(inst: Inst, clash: bool) -> Exec:
         else:
             halves.append(_vopd_half(inst, name, vdst, s0, vs1))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         x, y = halves[0][0](g), halves[1][0](g)
         if clash:
             y = np.array(y)

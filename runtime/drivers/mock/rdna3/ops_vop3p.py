@@ -30,10 +30,10 @@ import numpy as np
 from . import fp
 from .decode import VGPR0, Inst
 from .errors import KernelFault
-from .machine import Group
+from .machine import WaveSet
 from .operands import const_bits, raw_reader
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 u16, u32, i32, i64 = np.uint16, np.uint32, np.int32, np.int64
 SIGN16 = u32(0x8000)
 
@@ -42,7 +42,7 @@ def _unsupported(inst: Inst, why: str) -> KernelFault:
     return KernelFault(f"unsupported instruction: {why}", address=inst.addr, instruction=str(inst))
 
 
-def raw32(inst: Inst, i: int, t16: str = "f16") -> Callable[[Group], np.ndarray]:
+def raw32(inst: Inst, i: int, t16: str = "f16") -> Callable[[WaveSet], np.ndarray]:
     """Source i as 32 raw bits; an inline constant is its 16-bit form (in type t16) in both
     halves."""
     code = inst.f[f"src{i}"]
@@ -57,7 +57,7 @@ def _bit(v: int, i: int) -> bool:
     return bool(v >> i & 1)
 
 
-def halves(inst: Inst, i: int, t16: str = "f16") -> Callable[[Group], tuple[np.ndarray,
+def halves(inst: Inst, i: int, t16: str = "f16") -> Callable[[WaveSet], tuple[np.ndarray,
                                                                              np.ndarray]]:
     """(low-result operand, high-result operand) of source i as uint32 holding 16 bits, with
     OP_SEL / OP_SEL_HI applied and, for float types, NEG_LO / NEG_HI as sign flips."""
@@ -69,7 +69,7 @@ def halves(inst: Inst, i: int, t16: str = "f16") -> Callable[[Group], tuple[np.n
     flip_lo = SIGN16 if is_f and _bit(f["neg"], i) else u32(0)
     flip_hi = SIGN16 if is_f and _bit(f["neg_hi"], i) else u32(0)
 
-    def get(g: Group) -> tuple[np.ndarray, np.ndarray]:
+    def get(g: WaveSet) -> tuple[np.ndarray, np.ndarray]:
         raw = rd(g)
         lo = ((raw >> sh_lo) & u32(0xFFFF)) ^ flip_lo
         hi = ((raw >> sh_hi) & u32(0xFFFF)) ^ flip_hi
@@ -96,7 +96,7 @@ def _clamp01(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, 0, 1)).astype(x.dtype)
 
 
-def _write(inst: Inst) -> Callable[[Group, np.ndarray], None]:
+def _write(inst: Inst) -> Callable[[WaveSet, np.ndarray], None]:
     d = inst.f["vdst"]
     return lambda g, bits: g.set_v(d, bits)
 
@@ -163,7 +163,7 @@ def _packed(inst: Inst) -> Exec:
             return (r & 0xFFFF).astype(u32)
         one = one_i
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         got = [s(g) for s in srcs]
         lo = one([p[0] for p in got])
         hi = one([p[1] for p in got])
@@ -172,7 +172,7 @@ def _packed(inst: Inst) -> Exec:
 
 
 # -- mixed precision FMA -----------------------------------------------------------------------
-def bits_as(code: int, inst: Inst, t: str) -> Callable[[Group], np.ndarray]:
+def bits_as(code: int, inst: Inst, t: str) -> Callable[[WaveSet], np.ndarray]:
     """Reader of a source's 32 raw bits, an inline constant encoded as type t (f32 or f16)."""
     cb = const_bits(code, t, inst.literal)
     if cb is None:
@@ -181,7 +181,7 @@ def bits_as(code: int, inst: Inst, t: str) -> Callable[[Group], np.ndarray]:
     return lambda g: c
 
 
-def mix_source(inst: Inst, i: int, f16_allowed: bool = True) -> Callable[[Group], np.ndarray]:
+def mix_source(inst: Inst, i: int, f16_allowed: bool = True) -> Callable[[WaveSet], np.ndarray]:
     """Source i of a mixed-precision op as float32 (see the module docstring): an f32, or with
     OP_SEL_HI[i] (and `f16_allowed`) the f16 half OP_SEL[i] picks; NEG_LO negates, NEG_HI takes
     the absolute value."""
@@ -191,7 +191,7 @@ def mix_source(inst: Inst, i: int, f16_allowed: bool = True) -> Callable[[Group]
     neg, abs_ = _bit(f["neg"], i), _bit(f["neg_hi"], i)
     rd = raw32(inst, i, "f16") if as_f16 else bits_as(f[f"src{i}"], inst, "f32")
 
-    def get(g: Group) -> np.ndarray:
+    def get(g: WaveSet) -> np.ndarray:
         raw = rd(g)
         x = f16_of((raw >> shift) & u32(0xFFFF)).astype(np.float32) if as_f16 else \
             raw.view(np.float32)
@@ -207,7 +207,7 @@ def _fma_mix(inst: Inst) -> Exec:
     clamp = bool(inst.f["clamp"])
     part = inst.name.removeprefix("v_fma_mix")   # "_f32", "lo_f16" or "hi_f16"
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         r = fp.fma32(a(g), b(g), c(g))
         if part == "_f32":
             g.set_v(d, (_clamp01(r) if clamp else r).view(u32))
@@ -226,7 +226,7 @@ def _fma_mix(inst: Inst) -> Exec:
 def _dot2_float(inst: Inst, t16: str) -> Exec:
     """V_DOT2_F32_F16 / _BF16 (VOP3P) and V_DOT2ACC_F32_F16 (VOP2: D is the addend)."""
     conv = f16_of if t16 == "f16" else bf16_to_f32
-    c_rd: Callable[[Group], np.ndarray] | None = None
+    c_rd: Callable[[WaveSet], np.ndarray] | None = None
     if inst.enc == "VOP3P":
         sa, sb = halves(inst, 0, t16), halves(inst, 1, t16)
         c_rd = mix_source(inst, 2, f16_allowed=False)
@@ -235,7 +235,7 @@ def _dot2_float(inst: Inst, t16: str) -> Exec:
     d = inst.f["vdst"]
     clamp = bool(inst.f.get("clamp", 0))
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         (a0, a1), (b0, b1) = sa(g), sb(g)
         c = g.v(d).view(np.float32) if c_rd is None else c_rd(g)
         prod = conv(a0).astype(np.float64) * conv(b0) + conv(a1).astype(np.float64) * conv(b1)
@@ -244,7 +244,7 @@ def _dot2_float(inst: Inst, t16: str) -> Exec:
     return run
 
 
-def _split_reader(rd: Callable[[Group], np.ndarray]) -> Callable[[Group], tuple[np.ndarray,
+def _split_reader(rd: Callable[[WaveSet], np.ndarray]) -> Callable[[WaveSet], tuple[np.ndarray,
                                                                                  np.ndarray]]:
     """(low half, high half) of a 32-bit source, as uint32."""
     return lambda g: (lambda raw: (raw & u32(0xFFFF), raw >> u32(16)))(rd(g))
@@ -274,7 +274,7 @@ def _dot_int(inst: Inst, bits: int, signed_ok: bool) -> Exec:
     clamp = bool(f["clamp"])
     lo, hi = (-2**31, 2**31 - 1) if signed_ok else (0, 2**32 - 1)
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         a = _int_lanes(ra(g), bits, sa)
         b = _int_lanes(rb(g), bits, sb)
         c = rc(g)
@@ -298,7 +298,7 @@ _WMMA = {  # name: (input type, elements per VGPR, result type)
 }
 
 
-def _vgpr_block(g: Group, code: int, count: int, inst: Inst) -> np.ndarray:
+def _vgpr_block(g: WaveSet, code: int, count: int, inst: Inst) -> np.ndarray:
     """uint32 [n, count, 32]: VGPRs code-256 .. +count (an inline constant fills all)."""
     if code >= VGPR0:
         r = code - VGPR0
@@ -337,7 +337,7 @@ def _wmma(inst: Inst) -> Exec:
     d = f["vdst"]
     clamp = bool(f["clamp"])
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         if not g.exec_full:
             # ISA section 7.9: WMMA needs every lane (EXEC all ones); otherwise the result is
             # undefined, so the mock refuses rather than guess.
@@ -422,7 +422,7 @@ def dot2_16(t16: str) -> Callable[..., Exec]:
             lo, hi = to64(raw & u32(0xFFFF)), to64(raw >> u32(16))
             return (-lo, -hi) if neg >> i & 1 else (lo, hi)
 
-        def run(g: Group) -> None:
+        def run(g: WaveSet) -> None:
             (a0, a1), (b0, b1) = part(ra(g), 0), part(rb(g), 1)
             c = to64((rc(g) >> c_sh) & u32(0xFFFF))
             if neg >> 2 & 1:
@@ -443,7 +443,7 @@ def pk_fmac(inst: Inst, sig) -> Exec:
     d = inst.f["vdst"]
     fma = _fma16
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         a, b, c = ra(g), rb(g), g.v(d)
         halves = [fma(*(f16_of((x >> u32(sh)) & u32(0xFFFF)) for x in (a, b, c)))
                   for sh in (0, 16)]

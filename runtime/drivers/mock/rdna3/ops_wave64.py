@@ -9,6 +9,11 @@ the even row, 32-63 in the odd one. These replace the wave32 implementations in 
   ds_bpermute_b32      each active lane reads VGPR data0 of lane ((addr + offset) >> 2) & 63
                        (0 from an inactive lane); ds_permute_b32: each active lane writes its
                        data0 to that lane (lanes nothing writes get 0)
+  v_permlane64_b32     each active lane reads lane i ^ 32 of src0, active or not (the halves
+                       swap; in wave32 it is a no-op)
+ds_swizzle_b32 needs no wave64 form: its modes act within each 32-lane half (the bit-mask mode's
+source lane keeps bit 5, the quad-permute mode stays in a quad), which is a row. ds_append and
+ds_consume count the active lanes of both rows (ops_ds).
 """
 from __future__ import annotations
 
@@ -17,11 +22,11 @@ from typing import Callable
 import numpy as np
 
 from .decode import Inst
-from .machine import Group
+from .machine import WaveSet
 from .operands import reader, vgpr_writer
 from .ops_xlane import _scalar_src
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 u32 = np.uint32
 _LANE = np.arange(32, dtype=u32)
 _BELOW = ((np.uint64(1) << _LANE.astype(np.uint64)) - np.uint64(1)).astype(u32)
@@ -35,7 +40,7 @@ def _pairs(x: np.ndarray, n: int) -> np.ndarray:
 def readfirstlane(inst: Inst) -> Exec:
     r0, dst = reader(inst.f["src0"], "b32", inst), inst.f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         v, ex = _pairs(r0(g), g.n), _pairs(g.exec, g.n)
         first = np.where(ex.any(axis=1), np.argmax(ex, axis=1), 0)
         g.set_s(dst, np.repeat(v[np.arange(g.n // 2), first], 2))
@@ -45,7 +50,7 @@ def readfirstlane(inst: Inst) -> Exec:
 def readlane(inst: Inst) -> Exec:
     r0, r1, dst = reader(inst.f["src0"], "b32", inst), _scalar_src(inst, "src1"), inst.f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         v = _pairs(r0(g), g.n)
         lane = np.broadcast_to(r1(g), (g.n, 1))[::2, 0] & u32(63)
         g.set_s(dst, np.repeat(v[np.arange(g.n // 2), lane], 2))
@@ -55,7 +60,7 @@ def readlane(inst: Inst) -> Exec:
 def writelane(inst: Inst) -> Exec:
     r0, r1, dst = _scalar_src(inst, "src0"), _scalar_src(inst, "src1"), inst.f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         val = np.broadcast_to(r0(g), (g.n, 1))
         lane = np.broadcast_to(r1(g), (g.n, 1))[:, 0] & u32(63)
         row_half = (g.wave_ids() & 1).astype(u32) * u32(32)   # lanes of this row: +0 / +32
@@ -70,7 +75,7 @@ def mbcnt(hi: bool) -> Callable[[Inst], Exec]:
         r1 = reader(inst.f["src1"], "u32", inst)
         write = vgpr_writer(inst.f["vdst"], "u32")
 
-        def run(g: Group) -> None:
+        def run(g: WaveSet) -> None:
             odd = (g.wave_ids() & 1).astype(bool)[:, None]
             # lo: lanes 0-31 count the bits below them, lanes 32-63 all 32;
             # hi: lanes 0-31 count none, lanes 32-63 the bits below them.
@@ -90,7 +95,7 @@ def permute(inst: Inst) -> Exec:
     off = u32(f["offset0"] | f["offset1"] << 8)
     addr_r, data_r, dst = f["addr"], f["data0"], f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         n = g.n
         lane = _pairs(((g.v(addr_r) + off) >> u32(2)) & u32(63), n)
         ex = _pairs(g.exec, n)
@@ -106,7 +111,18 @@ def permute(inst: Inst) -> Exec:
     return run
 
 
+def permlane64(inst: Inst) -> Exec:
+    r0, dst = reader(inst.f["src0"], "b32", inst), inst.f["vdst"]
+
+    def run(g: WaveSet) -> None:
+        rows = np.broadcast_to(r0(g), (g.n, 32)).reshape(g.n // 2, 2, 32)
+        # a copy: the destination may be the source, and every lane reads the old value
+        g.set_v(dst, np.ascontiguousarray(rows[:, ::-1]).reshape(g.n, 32))
+    return run
+
+
 OPS: dict[str, Callable[[Inst], Exec]] = {
+    "v_permlane64_b32": permlane64,
     "ds_bpermute_b32": permute, "ds_permute_b32": permute,
     "v_readfirstlane_b32": readfirstlane, "v_readlane_b32": readlane,
     "v_writelane_b32": writelane, "v_mbcnt_lo_u32_b32": mbcnt(False),

@@ -15,10 +15,10 @@ import numpy as np
 from . import dpp
 from .decode import M0, VGPR0, Inst
 from .errors import KernelFault
-from .machine import Group
+from .machine import WaveSet
 from .operands import Reader, reader
 
-Exec = Callable[[Group], None]
+Exec = Callable[[WaveSet], None]
 _LANE = np.arange(32, dtype=np.uint32)
 u32 = np.uint32
 
@@ -31,7 +31,7 @@ def readfirstlane(inst: Inst, sig) -> Exec:
     r0 = reader(inst.f["src0"], "b32", inst)
     dst = inst.f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         v = np.broadcast_to(r0(g), (g.n, 32))
         first = np.where(g.exec.any(axis=1), np.argmax(g.exec, axis=1), 0)
         g.set_s(dst, v[np.arange(g.n), first])
@@ -42,7 +42,7 @@ def readlane(inst: Inst, sig) -> Exec:
     r0, r1 = reader(inst.f["src0"], "b32", inst), _scalar_src(inst, "src1")
     dst = inst.f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         v = np.broadcast_to(r0(g), (g.n, 32))
         lane = np.broadcast_to(r1(g), (g.n, 1))[:, 0] & u32(31)
         g.set_s(dst, v[np.arange(g.n), lane])
@@ -53,7 +53,7 @@ def writelane(inst: Inst, sig) -> Exec:
     r0, r1 = _scalar_src(inst, "src0"), _scalar_src(inst, "src1")
     dst = inst.f["vdst"]
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         val = np.broadcast_to(r0(g), (g.n, 1))
         lane = np.broadcast_to(r1(g), (g.n, 1))[:, 0] & u32(31)
         sel = lane[:, None] == _LANE[None, :]
@@ -84,7 +84,7 @@ def permlane(cross: bool) -> Callable[..., Exec]:
         other_row = (_LANE.astype(np.intp) & 16) ^ (16 if cross else 0)
         nib = 4 * (_LANE.astype(np.uint64) & np.uint64(15))
 
-        def run(g: Group) -> None:
+        def run(g: WaveSet) -> None:
             sel64 = np.broadcast_to(s1(g), (g.n, 1)).astype(np.uint64) | \
                 (np.broadcast_to(s2(g), (g.n, 1)).astype(np.uint64) << np.uint64(32))
             src = other_row + ((sel64 >> nib) & np.uint64(15)).astype(np.intp)   # [n, 32]
@@ -97,11 +97,11 @@ def permlane(cross: bool) -> Callable[..., Exec]:
     return make
 
 
-def _m0_field(g: Group, lo: int, bits: int) -> np.ndarray:
+def _m0_field(g: WaveSet, lo: int, bits: int) -> np.ndarray:
     return ((g.s(M0) >> u32(lo)) & u32((1 << bits) - 1)).astype(np.intp)
 
 
-def _rel_index(g: Group, base: int, off: np.ndarray, inst: Inst) -> np.ndarray:
+def _rel_index(g: WaveSet, base: int, off: np.ndarray, inst: Inst) -> np.ndarray:
     idx = base + off
     if (idx >= g.m.n_vgprs).any():
         raise _unsupported(inst, f"M0-relative VGPR index {int(idx.max())} is beyond the "
@@ -124,7 +124,7 @@ def movrel(kind: str) -> Callable[..., Exec]:
         s_base, d_base = src0 - VGPR0, inst.f["vdst"]
         two = kind in ("sd_2", "swap")
 
-        def run(g: Group) -> None:
+        def run(g: WaveSet) -> None:
             waves = g.wave_ids()
             V = g.m.V
             s_off = _m0_field(g, 0, 10) if two else _m0_field(g, 0, 32)
@@ -156,7 +156,7 @@ def swap(inst: Inst, sig) -> Exec:
         raise _unsupported(inst, "src0 of v_swap_b32 must be a VGPR")
     a, b = inst.f["vdst"], inst.f["src0"] - VGPR0
 
-    def run(g: Group) -> None:
+    def run(g: WaveSet) -> None:
         va, vb = g.v(a).copy(), g.v(b).copy()
         g.set_v(a, vb)
         g.set_v(b, va)

@@ -14,7 +14,8 @@ for k in vector_add saxpy reduce_sum int_branch matrix_2d float4_dual; do
 done
 $CL -mcode-object-version=5 -o vector_add_cov5.hsaco vector_add.cl
 # CDNA3 (MI300): clang-16 knows gfx940 only (gfx941/gfx942 came with LLVM 17); its kernel
-# descriptor has the gfx90a+ fields (ACCUM_OFFSET, TG_SPLIT) the gfx942 loader checks.
+# descriptor has the gfx90a+ fields (ACCUM_OFFSET, TG_SPLIT) the gfx942 loader checks. The gfx942
+# code objects come from Triton's own LLVM: scripts/build_triton_kernels.py --targets gfx942.
 CDNA3="clang-16 -x cl -cl-std=CL2.0 -target amdgcn-amd-amdhsa -mcpu=gfx940 -O2 -nogpulib -include ocl_prelude.h"
 $CDNA3 -o vector_add_gfx940.hsaco vector_add.cl
 for f in *.hsaco; do

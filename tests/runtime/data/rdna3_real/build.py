@@ -17,7 +17,7 @@ neither Triton nor clang.
   clang/NAME_{w32,w64}_O{0,1,2,3,s}.hsaco the kernels of FULL_MATRIX at every -O level in both
                                          wave sizes (instead of the three files above)
 
-    python tests/runtime/data/rdna3_real/build.py [--triton-only | --clang-only]
+    python tests/runtime/data/rdna3_real/build.py [--triton-only | --clang-only] [--kernels NAME ...]
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ ROOT = HERE.parents[3]
 CL_DIR = ROOT / "tests" / "runtime" / "kernels_amd"
 WAVE64 = ("vadd_f32", "reduce_lds", "atomics", "branches", "partial_wave")
 # Kernels whose bugs showed at one -O level or in one wave size only: built in every combination.
-FULL_MATRIX = ("bpermute_scan", "call_helper", "cas_hist", "dyn_lds")
+FULL_MATRIX = ("bpermute_scan", "call_helper", "cas_hist", "dyn_lds", "xlane_ops")
 OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os")
 
 
@@ -153,12 +153,14 @@ def _mm_sig(dt: str) -> dict[str, str]:
     return sig
 
 
-def build_clang() -> None:
+def build_clang(only: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     from runtime.drivers.amd.compiler import AMDCompiler
     out = HERE / "clang"
     out.mkdir(exist_ok=True)
     for cl in sorted(CL_DIR.glob("*.cl")):
+        if only and cl.stem not in only:
+            continue
         src = cl.read_text()
         if cl.stem in FULL_MATRIX:
             for wave, extra in (("w32", ()), ("w64", ("-mwavefrontsize64",))):
@@ -179,11 +181,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--triton-only", action="store_true")
     ap.add_argument("--clang-only", action="store_true")
+    ap.add_argument("--kernels", nargs="+", help="only these kernels_amd/*.cl (implies --clang-only)")
     a = ap.parse_args()
-    if not a.clang_only:
+    if not a.clang_only and not a.kernels:
         build_triton()
     if not a.triton_only:
-        build_clang()
+        build_clang(a.kernels)
 
 
 if __name__ == "__main__":
