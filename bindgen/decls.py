@@ -24,7 +24,7 @@ from . import ir
 Node = Union[ir.Record, ir.Enum, ir.Typedef, ir.Function, ir.Var]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decl:
     """One declaration, as the parser found it (facts only: nothing here is decided yet)."""
 
@@ -51,7 +51,7 @@ class Decl:
         return f"anonymous {self.kind}" + (f" at {self.loc}" if self.loc else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Converted:
     """A declaration in IR form (names are keys, see the module docstring), or why it has none."""
 

@@ -19,7 +19,7 @@ from typing import Iterator
 from . import ir
 from .errors import BindgenError, LayoutError
 from .fingerprint import inputs_hash
-from .layout import load_module_text, left_to_compile, verify_module
+from .layout import compile_in_parts, load_module_text, left_to_compile, verify_module
 from .parse import parse_target
 from .passes import Context, run_all
 from .render import RenderInfo, load_templates, render_module, render_report
@@ -147,6 +147,7 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
     code = _compiled(t, t.output, text)
     try:
         mod = load_module_text(text, project.module_name(t.output), defs, code)
+        del code  # the module's objects are made: its bytecode is garbage
         checks = verify_module(mod, m)
     except LayoutError:
         raise
@@ -212,9 +213,9 @@ def build_inputs(
     return includes, tuple(dict.fromkeys(dirs)), defines, pre
 
 
-def _compiled(t: Target, label: str, src: str | bytes) -> CodeType:
+def _compiled(t: Target, label: str, src: str | bytes) -> list[CodeType]:
     try:
-        return compile(src, label, "exec")
+        return compile_in_parts(src, label)
     except SyntaxError as e:
         raise ir_error(t, f"rendered {label} does not compile: line {e.lineno}: {e.msg}") from None
 

@@ -17,7 +17,7 @@ from typing import Union
 # ---------------------------------------------------------------- types
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Prim:
     """A builtin arithmetic type; ``name`` is its ctypes name (``c_uint32``, ``c_double``, ...)."""
 
@@ -28,12 +28,12 @@ class Prim:
     is_float: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Void:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Named:
     """A reference to a declared record, enum or typedef by its name (its key before naming)."""
 
@@ -41,7 +41,7 @@ class Named:
     kind: str  # "record" | "enum" | "typedef"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pointer:
     """A pointer; ``const``: the pointee is const-qualified (``const uint8_t *``), so a
     function parameter of this type may be given read-only memory such as ``bytes``."""
@@ -50,13 +50,13 @@ class Pointer:
     const: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Array:
     elem: "Type"
     count: int | None  # None: flexible / incomplete array (renders as a zero-length array)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FuncType:
     ret: "Type"
     params: tuple["Type", ...]
@@ -69,7 +69,7 @@ Type = Union[Prim, Void, Named, Pointer, Array, FuncType]
 # ---------------------------------------------------------------- declarations
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Location:
     file: str  # path relative to its source root, never absolute
     line: int
@@ -78,7 +78,7 @@ class Location:
         return f"{self.file}:{self.line}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Field:
     name: str  # "" only before naming, for an anonymous member (anonymous=True), then _anonN
     type: Type
@@ -89,7 +89,7 @@ class Field:
     loc: Location | None = None  # the C member it came from, for error messages
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     name: str
     kind: str  # "struct" | "union"
@@ -106,7 +106,7 @@ class Record:
         return self.size is None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Enum:
     name: str
     underlying: Prim
@@ -118,7 +118,7 @@ class Enum:
     py_class: str = ""  # "" (a plain int type), "IntEnum" or "IntFlag": pass enum_classes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Typedef:
     name: str
     type: Type
@@ -126,7 +126,7 @@ class Typedef:
     doc: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Function:
     name: str
     type: FuncType
@@ -140,7 +140,7 @@ class Function:
     c_signature: tuple[str, tuple[str, ...], str] = ("", (), "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecordValue:
     """A ``static const`` record's value: (index in the record's ``fields``, value) of each field
     that is not zero, in field order; the values are ints, floats and these value nodes."""
@@ -148,14 +148,14 @@ class RecordValue:
     fields: tuple[tuple[int, object], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArrayValue:
     """A ``static const`` array's value: its elements up to the last one that is not zero."""
 
     items: tuple[object, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Var:
     """A global variable: looked up in its library, or, for a ``static const`` one (``value``
     not None), a module constant of the value clang computed, with its C type."""
@@ -170,7 +170,7 @@ class Var:
     symbol: str = ""  # the C name the library exports, where the Python name differs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Constant:
     """An object-like macro translated to Python: ``expr`` is Python source, ``value`` its value."""
 
@@ -181,7 +181,7 @@ class Constant:
     doc: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MacroFunction:
     """A function-like macro with an expression body: ``def name(params): return body``."""
 
@@ -192,7 +192,7 @@ class MacroFunction:
     doc: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ioctl:
     """An ioctl request macro: ``_IOWR(type, nr, struct)`` etc."""
 
@@ -207,7 +207,7 @@ class Ioctl:
     doc: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Skipped:
     """Something not emitted, with the reason; every one ends up in the target's report."""
 

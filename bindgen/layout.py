@@ -8,6 +8,7 @@ import keyword
 import re
 import sys
 import types
+from collections.abc import Sequence
 
 from bindgen_rt.lazy import INDEX_MARK, LAYOUTS_MARK
 from bindgen_rt.placement import _bit_position
@@ -20,18 +21,69 @@ MAX_CTYPES_ALIGN = 16
 
 
 def load_module_text(
-    text: str, name: str, defs: str | None = None, code: types.CodeType | None = None
+    text: str,
+    name: str,
+    defs: str | None = None,
+    code: Sequence[types.CodeType] | None = None,
 ) -> types.ModuleType:
     """Executes generated module text as a module named ``name`` (not added to sys.modules);
     ``defs`` is the text of a lazy module's definitions module, which it then reads from memory
     (every definition is still compiled and run only when first used). ``code``: ``text``
-    compiled already."""
+    compiled already (:func:`compile_in_parts`), run part after part."""
     mod = types.ModuleType(name)
     mod.__file__ = f"<bindgen:{name}>"
     if defs is not None:
         mod.__dict__["__bindgen_source__"] = defs
-    exec(code or compile(text, mod.__file__, "exec"), mod.__dict__)
+    for part in code if code is not None else compile_in_parts(text, mod.__file__):
+        exec(part, mod.__dict__)
     return mod
+
+
+# Where a part may end: before a line that starts a top-level statement (not indented, not a
+# comment, not a closing bracket). A line like that inside a string or brackets, or one that
+# continues a compound statement (``else:``, a decorated ``def``), makes a part that does not
+# compile, and then the text is compiled whole.
+_PART_BREAK = re.compile(r"\n(?=[^\s#)\]}])")
+_PART_CHARS = 1 << 16
+
+
+def compile_in_parts(src: str | bytes, filename: str) -> list[types.CodeType]:
+    """``src`` compiled as consecutive runs of whole top-level statements of about 64 KB each,
+    each code object with the line numbers it has in the whole text. Executed in order in one
+    namespace, they do what the whole does. CPython's parser and compiler hold the syntax tree
+    and tokens of everything they compile at once, about 90 bytes per byte of source (a module
+    of 50,000 records: over a gigabyte); in parts, that is bounded by one part.
+
+    A syntax error is raised as compiling the whole text raises it (same message and line)."""
+    text = src.decode("utf-8", "surrogateescape") if isinstance(src, bytes) else src
+    if len(text) <= _PART_CHARS or "__future__" in text:
+        # future statements change how everything after them compiles: the text stays whole
+        return [compile(src, filename, "exec")]
+    parts: list[types.CodeType] = []
+    start, line = 0, 0
+    while start < len(text):
+        m = _PART_BREAK.search(text, start + _PART_CHARS)
+        end = m.end() if m else len(text)
+        try:
+            code = compile(text[start:end], filename, "exec")
+        except (SyntaxError, ValueError):
+            return [compile(src, filename, "exec")]
+        if parts and "__doc__" in code.co_names:
+            # a part starting with a string literal would set the module's docstring
+            return [compile(src, filename, "exec")]
+        parts.append(_shifted(code, line) if line else code)
+        line += text.count("\n", start, end)
+        start = end
+    return parts
+
+
+def _shifted(code: types.CodeType, lines: int) -> types.CodeType:
+    """``code`` (and the code it contains) as if its text started ``lines`` lines further down:
+    line tables count from ``co_firstlineno``."""
+    consts = tuple(
+        _shifted(c, lines) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
+    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=consts)
 
 
 # A statement valid by its form: NAME = <decimal or hex integer>, perhaps with a trailing comment

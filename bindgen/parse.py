@@ -625,7 +625,7 @@ class _Converter:
             return self.ref(t.get_declaration(), "typedef", uses)
         if k in _PRIMS:
             pname, signed, is_float = _PRIMS[k]
-            return ir.Prim(pname, t.get_size(), t.get_align(), signed, is_float)
+            return _prim(pname, t.get_size(), t.get_align(), signed, is_float)
         if k == TK.VOID:
             return ir.Void()
         if k == TK.POINTER:
@@ -861,8 +861,13 @@ class _Converter:
         enum_consts: dict[str, tuple[int, CType]] = {}
         record_keys: dict[str, str] = {}
 
-        def visit(cursor: ci.Cursor) -> None:
-            for c in cursor.get_children():
+        # An explicit stack, not a recursive closure: a closure that calls itself is a reference
+        # cycle, which would keep this converter (its translation unit and every cursor) alive
+        # until the cyclic collector runs, and generation pauses that collector.
+        # Namespaces are read where they appear (a later spelling replaces an earlier one).
+        scopes = [iter(self.tu.cursor.get_children())]
+        while scopes:
+            for c in scopes[-1]:
                 k = c.kind
                 if k == CK.TYPEDEF_DECL:
                     ct = c.underlying_typedef_type.get_canonical()
@@ -891,10 +896,17 @@ class _Converter:
                         if e.kind == CK.ENUM_CONSTANT_DECL:
                             enum_consts[e.spelling] = (e.enum_value, ctyp)
                 elif k == CK.NAMESPACE:
-                    visit(c)
-
-        visit(self.tu.cursor)
+                    scopes.append(iter(c.get_children()))
+                    break
+            else:
+                scopes.pop()
         return types, enum_consts, record_keys
+
+
+@functools.lru_cache(maxsize=None)
+def _prim(name: str, size: int, align: int, signed: bool, is_float: bool) -> ir.Prim:
+    """One shared node per builtin type: a header of many fields names few of them."""
+    return ir.Prim(name, size, align, signed, is_float)
 
 
 def _ctype(t: ci.Type) -> CType:

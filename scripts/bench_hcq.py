@@ -642,7 +642,7 @@ def bench_nvidia(quick: bool) -> list[Result]:
     out.append(Result(sec, "graph replay CPU / launch", _best(replay_cpu, reps) / n_graph * us,
                       "us", f"{n_graph} launches per replay; target <= 1"))
     out.append(Result(sec, "graph replay wall / launch", _best(replay_all, reps) / n_graph * us,
-                      "us", "submit + GPU execution (launches serialized by WAIT_FOR_IDLE)"))
+                      "us", "submit + GPU execution (dependent launches linked through their QMDs)"))
     g.free()
     # 4. copies: pinned host memory through the copy engine; pageable numpy through staging
     tcopies = torch_.get("copies", {})

@@ -7,6 +7,9 @@
 #      threads and Ctrl-C in test_real_conditions.py, the NVRTC and PTX kernels that the mock also
 #      runs, the Triton loader) except the fault tests (pytest -m nvidia -x, per-test timeout);
 #   4. the benchmark's NVIDIA section beside CUDA through CuPy and PyTorch (JSON in $OUT);
+#   4b. launches and graphs beside a CUDA C++ program built with nvcc and PyTorch's CUDA graphs
+#       (scripts/bench_graphs.py, scripts/cuda_graph_bench.cu), and the dependent-launch probe
+#       (scripts/probe_nv_deps.py), JSON in $OUT;
 #   5. GPU-to-GPU copies beside PyTorch and CuPy (scripts/bench_multi_gpu.py; two GPUs, JSON in $OUT);
 #   5b. where a launch's time goes (scripts/nv_latency_probe.py, JSON in $OUT);
 #   5c. device properties, mem_info, copy-engine fills and the profiler (test_engine_hw.py), fill
@@ -86,13 +89,21 @@ fi
 step "nvidia tests"
 timeout 480 $PY -m pytest tests/runtime/test_nv_hw.py tests/runtime/test_device_contract.py \
   tests/runtime/test_real_conditions.py tests/runtime/test_ptx_nvrtc.py tests/runtime/test_ptx_interp.py \
-  tests/runtime/test_triton_loader.py -m nvidia -x -v -rs -s $TIMEOUT_FLAG -p no:cacheprovider -k "not zz_fault" 2>&1 \
+  tests/runtime/test_triton_loader.py tests/runtime/test_graph_dag.py -m nvidia -x -v -rs -s $TIMEOUT_FLAG -p no:cacheprovider -k "not zz_fault" 2>&1 \
   | tee "$OUT/tests.log" | grep -v "^$"
 echo "tests rc ${PIPESTATUS[0]}"
 
 step "benchmark (nvidia section)"
 timeout 240 $PY scripts/bench_hcq.py --nv --json "$OUT/bench_nv.json"
 echo "bench rc $?"
+
+step "launches and graphs beside CUDA C++ (nvcc) and PyTorch's CUDA graphs"
+timeout 150 $PY scripts/bench_graphs.py --json "$OUT/bench_graphs.json"
+echo "graphs bench rc $?"
+
+step "dependent-launch mechanisms (probe: time and correctness of each)"
+timeout 150 $PY scripts/probe_nv_deps.py --child-timeout 30 --json "$OUT/probe_deps.json"
+echo "deps probe rc $?"
 
 step "GPU-to-GPU copies beside torch and CuPy (two GPUs; exit 3 where fewer)"
 timeout 300 $PY scripts/bench_multi_gpu.py --json "$OUT/bench_multi_gpu.json"

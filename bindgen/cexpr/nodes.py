@@ -153,6 +153,19 @@ class _MacroRef(_Node):
         return self.target.code()
 
 
+class _Folded(_MacroRef):
+    """A function-like macro call expanded once and parsed (``bindgen.cexpr.preprocess``): it
+    stands for its expansion's tokens ``toks`` (kept for ``#`` and ``##``) wherever the same call
+    appears again, so a macro whose expansion repeats a call costs the distinct calls, not the
+    text."""
+
+    __slots__ = ("toks",)
+
+    def __init__(self, name: str, target: _Node, toks: list) -> None:
+        super().__init__(name, target)
+        self.toks = toks
+
+
 class _NameRef(_MacroRef):
     """An emitted constant used inside a function body: Python code names it."""
 

@@ -11,6 +11,7 @@ from .model import _Fail
 from .ctype import _INT, _UINT, _ULONG
 from .tokens import (
     _TAGS,
+    _fully_parenthesized,
     _BINARY_PREC,
     _CHAR,
     _COMMA_TOK,
@@ -37,7 +38,7 @@ from .tokens import (
     _with_hide,
     tokenize,
 )
-from .nodes import _Binary, _Ioctl, _Lit, _MacroRef, _NameRef, _Node, _Param
+from .nodes import _Binary, _Folded, _Ioctl, _Lit, _MacroRef, _NameRef, _Node, _Param
 from .parser import _Parser
 
 TYPE_CHECKING = False
@@ -213,6 +214,30 @@ def _context_ok(prec: int, out: list[_Tok], stack: list[_Tok]) -> bool:
     return True
 
 
+def _check_work(work: list[int], name: str, pushed: int = 0) -> None:
+    if pushed > _MAX_EXPANSION or work[0] > _MAX_EXPANSION:
+        raise _Fail(
+            f"macro expansion scans more than {_MAX_EXPANSION:,} tokens (stopped in "
+            f"{name}: macros that pass their own calls as arguments grow exponentially)"
+        )
+
+
+def _spelled(toks: Sequence[_Tok]) -> list[_Tok]:
+    """``toks`` with each folded call (:class:`_Folded`) replaced by the tokens it stands for:
+    what ``#`` and ``##`` see, as in a textual expansion."""
+    if not any(t.kind == _NODE and isinstance(t.node, _Folded) for t in toks):
+        return list(toks)
+    out: list[_Tok] = []
+    stack = list(reversed(toks))
+    while stack:
+        t = stack.pop()
+        if t.kind == _NODE and isinstance(t.node, _Folded):
+            stack.extend(reversed(t.node.toks))
+        else:
+            out.append(t)
+    return out
+
+
 def _paste(lhs: _Tok, rhs: _Tok) -> _Tok:
     for t in (lhs, rhs):
         if t.kind == _NODE:
@@ -233,7 +258,7 @@ def _stringize(arg: list[_Tok]) -> _Tok:
     """``#x``. Spacing follows the tokens (libclang gives no whitespace): "a+b", "unsigned int"."""
     parts: list[str] = []
     prev: _Tok | None = None
-    for t in arg:
+    for t in _spelled(arg):
         if t.kind == _NODE:
             if isinstance(t.node, _Param):
                 raise _Fail("uses # on a parameter")
@@ -266,12 +291,15 @@ class _Preprocessor:
         def _call_token(self, name: str, args: list[list[_Tok]]) -> _Tok | None: ...
 
     # The work budget of the evaluation under way: (the translator's memo depth it belongs to,
-    # [tokens scanned so far, argument expansions nested in each other]); None outside any
-    # expansion. Each memo gets its own, so a macro first evaluated inside another one's expansion
-    # has the same outcome whoever reached it first.
-    _budget: tuple[int, list[int]] | None = None
+    # [tokens scanned so far, argument expansions nested in each other], the calls expanded so
+    # far (see ``_expand_call``)); None outside any expansion. Each memo gets its own, so a macro
+    # first evaluated inside another one's expansion has the same outcome whoever reached it
+    # first.
+    _budget: tuple[int, list[int], dict] | None = None
 
-    def expand(self, toks: list[_Tok], isolated: bool, mode2: bool) -> list[_Tok]:
+    def expand(
+        self, toks: list[_Tok], isolated: bool, mode2: bool, within: str = ""
+    ) -> list[_Tok]:
         """Macro-expand ``toks`` completely (C11 6.10.3.4 rescanning, with hide sets).
 
         ``isolated``: the tokens are a macro argument, whose surroundings are not known yet.
@@ -281,14 +309,16 @@ class _Preprocessor:
         result is rescanned, so a macro that passes calls of another as its arguments
         (``F2(x) = F1(F1(x))``) costs four times the one before it. Scanning more than
         ``_MAX_EXPANSION`` tokens for one definition, or arguments nested more than
-        ``_MAX_NESTING`` deep, fails naming the macro being expanded.
+        ``_MAX_NESTING`` deep, fails naming the macro being expanded (``within``: the macro whose
+        argument or expansion ``toks`` are).
         """
         saved = self._budget
         depth = getattr(self, "depth", 0)
-        budget = saved if saved is not None and saved[0] == depth else (depth, [0, 0])
+        budget = saved if saved is not None and saved[0] == depth else (depth, [0, 0], {})
         state = budget[1]
         if state[1] >= _MAX_NESTING:
-            raise _Fail(f"macro arguments nested more than {_MAX_NESTING} deep")
+            where = f" (in {within})" if within else ""
+            raise _Fail(f"macro arguments nested more than {_MAX_NESTING} deep{where}")
         self._budget = budget
         state[1] += 1
         try:
@@ -333,21 +363,79 @@ class _Preprocessor:
                     out.append(t)  # a function-like name without arguments is not expanded
                     continue
                 args, rparen = self._collect_args(name, len(m.params), m.variadic, stack)
+                hide = (t.hide & rparen.hide) | {name}
                 if mode2:
                     call = self._call_token(name, args)
                     if call is not None:
                         out.append(call)
                         continue
-                repl = _with_hide(self.substitute(m, args, mode2), (t.hide & rparen.hide) | {name})
+                elif work[1] < _MAX_NESTING - 1 and not (
+                    out and out[-1].kind == _ID and out[-1].text in _TAGS
+                ):
+                    # (after ``struct`` a name renaming a tag expands to the tag: see
+                    # ``_object_token``, which a call expanded on its own cannot see)
+                    done = self._expand_call(m, args, hide, work)
+                    if isinstance(done, _Tok):
+                        out.append(done)
+                        continue
+                    stack.extend(reversed(done))
+                    continue
+                repl = _with_hide(self.substitute(m, args, mode2), hide)
             pushed += len(repl)
             work[0] += len(repl)
-            if pushed > _MAX_EXPANSION or work[0] > _MAX_EXPANSION:
-                raise _Fail(
-                    f"macro expansion scans more than {_MAX_EXPANSION:,} tokens (stopped in "
-                    f"{name}: macros that pass their own calls as arguments grow exponentially)"
-                )
+            _check_work(work, name, pushed)
             stack.extend(reversed(repl))
         return out
+
+    def _expand_call(
+        self, m: _Macro, args: list[list[_Tok]], hide: frozenset[str], work: list[int]
+    ) -> _Tok | list[_Tok]:
+        """A call of the function-like macro ``m`` (evaluating a value, not translating a
+        function body), expanded once per distinct call: one token standing for the parsed
+        expansion where it is a whole expression on its own, else the expansion's tokens, to be
+        rescanned with what follows them.
+
+        A call's expansion in isolation, then rescanned with what follows, is what C's rescanning
+        of the replacement with the rest of the text gives: only a function-like name that its own
+        expansion leaves last can take tokens from after the call, and it still does on the
+        rescan. An expansion that is one token other than a name, or a parenthesized expression,
+        takes nothing from the rest, so it may stand as one token. The same call (same macro,
+        argument tokens and hide sets) then expands once however often it appears: a macro like
+        ``G(x) = (F(x) + F(x))``, nested forty deep, costs forty expansions, not 2**40 copies of
+        the text. Calls whose arguments differ each expand on their own, and the work budget
+        still bounds them (``F(x) = E(E(x))`` grows exponentially however it is expanded).
+        """
+        budget = self._budget
+        assert budget is not None  # set by ``expand``, which the caller runs under
+        calls = budget[2]
+        key = (m.name, hide, tuple(tuple((t.kind, t.text, t.hide, t.node) for t in a)
+                                   for a in args))
+        work[0] += 1 + sum(map(len, args))  # checked with what the expansion adds
+        done = calls.get(key)
+        if done is not None:
+            return done
+        expanded = self.expand(
+            _with_hide(self.substitute(m, args, False), hide), True, False, m.name
+        )
+        work[0] += len(expanded)
+        _check_work(work, m.name)
+        done = expanded
+        if len(expanded) == 1:
+            if expanded[0].kind != _ID:
+                done = expanded[0]
+        elif _fully_parenthesized(expanded):
+            try:
+                node = self.parse_full(expanded)
+            except _Fail:
+                node = None
+            if node is not None and not node.is_str:
+                try:
+                    node.value()  # now, while its operands' values are cached: shallow recursion
+                except _Fail:
+                    pass  # an evaluation error only matters where the value is used
+                done = _Tok(_NODE, m.name, node=_Folded(m.name, node, expanded))
+        calls[key] = done
+        return done
 
     def _object_token(
         self, name: str, out: list[_Tok], stack: list[_Tok], isolated: bool, mode2: bool
@@ -428,9 +516,14 @@ class _Preprocessor:
                     raise _Fail("'##' at the edge of a macro body")
                 nxt = body[i + 1]
                 rhs = (
-                    list(args[index[nxt.text]]) if nxt.kind == _ID and nxt.text in index else [nxt]
+                    _spelled(args[index[nxt.text]])
+                    if nxt.kind == _ID and nxt.text in index
+                    else [nxt]
                 )
                 lhs = out.pop()
+                if lhs.kind == _NODE and isinstance(lhs.node, _Folded):
+                    out.extend(_spelled([lhs]))
+                    lhs = out.pop()
                 if lhs.kind == _MARK:
                     out.extend(rhs or [lhs])
                 elif not rhs:
@@ -443,11 +536,11 @@ class _Preprocessor:
             if t.kind == _ID and t.text in index:
                 k = index[t.text]
                 if i + 1 < n and _is_punct(body[i + 1], "##"):
-                    out.extend(args[k] or [_PLACEMARKER])
+                    out.extend(_spelled(args[k]) or [_PLACEMARKER])
                 else:
                     e = expanded.get(k)
                     if e is None:
-                        e = expanded[k] = self.expand(list(args[k]), True, mode2)
+                        e = expanded[k] = self.expand(list(args[k]), True, mode2, m.name)
                     out.extend(e)
                 i += 1
                 continue

@@ -1,11 +1,24 @@
 """Graphs: launches, copies and signal waits recorded once and replayed cheaply.
 
-Recording writes every launch's kernel arguments into one persistent block and cuts the nodes into
-segments: a run of launches and waits becomes one compute command body (cache barrier, waits,
-dispatches) bound to GPU memory (`HWQueue.bind`); a run of copies becomes one copy-engine
-submission. A replay submits each segment in order on the device timeline (wait for the previous
-value, `call` the body, AMD: one INDIRECT_BUFFER packet, or the copies; signal the next value), so
-a graph of launches only is one tiny submission. Updating arguments (and the values waits wait
+Nodes name their dependencies (`after`: node indices or names; by default the node before, so a
+plain list is a chain, as a CUDA stream would run it; `after=()` makes a node independent). A
+node starts after every node it depends on has finished; no other order is promised (nodes of
+different segments, or behind a wait, may still run one after another).
+
+Recording writes every launch's kernel arguments into one persistent block, puts the nodes in a
+dependency order (by depth, then by position) and cuts them into segments: a run of launches and
+waits becomes one compute command body bound to GPU memory (`HWQueue.bind`); a run of copies
+becomes one copy-engine submission. Inside a body, dependencies are enforced along the edges
+only: a launch that depends on nothing launched since the body's last barrier is sent unordered
+(it may overlap the others); a launch with one predecessor uses the driver's cheapest
+predecessor-to-successor link (`HWQueue.exec_after`; NVIDIA: the predecessor's QMD schedules it,
+AMD: a barrier); anything else gets a `barrier` first (AMD: CS_PARTIAL_FLUSH and a cache
+invalidation; NVIDIA: WAIT_FOR_IDLE). Segments run one after the other on the device timeline, so
+an edge between engines is always honoured (and nodes of different segments never overlap).
+
+A replay submits each segment in order on the device timeline (wait for the previous value,
+`call` the body, AMD: one INDIRECT_BUFFER packet, or the copies; signal the next value), so a
+graph of launches only is one tiny submission. Updating arguments (and the values waits wait
 for) rewrites them in place, after the previous replay has finished reading them; an update that
 is refused changes nothing.
 
@@ -16,7 +29,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Mapping, Sequence, Union, overload
+from typing import TYPE_CHECKING, Literal, Mapping, Optional, Sequence, Union, overload
 
 from runtime.hcq.errors import HCQError, ProgramError
 from runtime.hcq.memory import Buffer, round_up
@@ -28,34 +41,67 @@ if TYPE_CHECKING:
     from runtime.hcq.device import Device
 
 
+#: A reference to a graph node: its index in the node list, or its `name`.
+NodeRef = Union[int, str]
+#: What a node depends on: None for the node before it (none for the first), else the nodes.
+After = Optional[Sequence[NodeRef]]
+
+
+def _freeze_after(node: object) -> None:
+    after = getattr(node, "after")
+    if after is not None and not isinstance(after, tuple):
+        if isinstance(after, (str, int)):
+            after = (after,)
+        object.__setattr__(node, "after", tuple(after))
+
+
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch of a graph: arguments in the kernel's order, grid in workgroups."""
+    """One kernel launch of a graph: arguments in the kernel's order, grid in workgroups.
+    `after`: the nodes it depends on (indices or names; None: the node before it; () none);
+    `name`: what other nodes' `after` may call it."""
 
     prg: Program
     args: tuple[ArgValue, ...]
     global_size: tuple[int, int, int] = (1, 1, 1)
     local_size: tuple[int, int, int] = (1, 1, 1)
+    after: After = None
+    name: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _freeze_after(self)
 
 
 @dataclass(frozen=True)
 class GraphCopy:
-    """A copy between two buffers of the device, on the copy engine, in graph order."""
+    """A copy between two buffers of the device, on the copy engine. `after` and `name` as for
+    `Launch`."""
 
     dst: Buffer
     src: Buffer
     size: int
     dst_offset: int = 0
     src_offset: int = 0
+    after: After = None
+    name: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _freeze_after(self)
 
 
 @dataclass(frozen=True)
 class GraphWait:
-    """The graph's later nodes wait until `signal` >= `value` (e.g. another stream's event);
-    `replay(wait_values=...)` changes the value per replay."""
+    """The nodes that depend on this one wait until `signal` >= `value` (e.g. another stream's
+    event); `replay(wait_values=...)` changes the value per replay. `after` and `name` as for
+    `Launch`."""
 
     signal: "Signal"
     value: int
+    after: After = None
+    name: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _freeze_after(self)
 
 
 Node = Union[Launch, GraphCopy, GraphWait]
@@ -70,6 +116,9 @@ class Graph:
         self.device = device
         self.nodes = list(nodes)
         self._check_nodes()
+        #: the nodes each node depends on (indices), and the order the nodes are recorded in
+        self.deps = _resolve_deps(self.nodes)
+        self.order = _dependency_order(self.nodes, self.deps)
         self.launches = [n for n in self.nodes if isinstance(n, Launch)]
         sizes = [round_up(ln.prg._kernargs_size(), 64) for ln in self.launches]
         # Memory the CPU rewrites between replays without a cache flush (uncached host memory, or
@@ -94,6 +143,7 @@ class Graph:
         self._last = 0  # timeline value of the latest replay
         # (what to call it in an error, buffer) for every buffer the nodes use
         self._buffers: dict[tuple[int, int], tuple[str, Buffer]] = {}
+        self._distinct: list[tuple[str, Buffer]] | None = None  # one entry per buffer, cached
         li = 0
         for i, n in enumerate(self.nodes):
             if isinstance(n, Launch):
@@ -141,10 +191,17 @@ class Graph:
     def _build_segments(self) -> None:
         dev = self.device
         body: HWQueue | None = None
-        barrier = False  # the body's cache barrier is in place
+        fresh = False  # caches must be invalidated before the body's next unordered launch
+        # launches of the current body that no barrier has ordered yet: they may still run
+        pending: set[int] = set()
+        in_body: dict[int, KernArgs] = {}  # launch node -> its block, for the current body
         copies: list[GraphCopy] = []
-        args = iter(self.kernargs)
-        for n in self.nodes:
+        launch_index = {i: li for li, i in enumerate(
+            i for i, n in enumerate(self.nodes) if isinstance(n, Launch))}
+        wait_index = {i: wi for wi, (i, _) in enumerate(self._wait_nodes)}
+        wait_vars: dict[int, tuple[HWQueue, Var]] = {}
+        for i in self.order:
+            n = self.nodes[i]
             if isinstance(n, GraphCopy):
                 if body is not None:
                     self._segments.append(body.bind())
@@ -155,22 +212,40 @@ class Graph:
                 self._segments.append(copies)
                 copies = []
             if body is None:
-                body, barrier = dev.compute_queue(), False
+                body, fresh, pending, in_body = dev.compute_queue(), True, set(), {}
+            preds = self.deps[i]
             if isinstance(n, GraphWait):
-                var = Var(f"wait value {len(self._wait_vars)}")
+                if pending.intersection(preds):
+                    body.barrier()
+                    pending.clear()
+                wi = wait_index[i]
+                var = Var(f"wait value {wi}")
                 body.wait(n.signal, var).update({var: n.value})
-                self._wait_vars.append((body, var))
-                barrier = False  # what the wait releases may have been written meanwhile
-            else:
-                if not barrier:
+                wait_vars[wi] = (body, var)
+                fresh = True  # what the wait releases may have been written meanwhile
+                continue
+            ka = self.kernargs[launch_index[i]]
+            gsz = as_tuple3(n.global_size, "global_size")
+            lsz = as_tuple3(n.local_size, "local_size")
+            if not pending.intersection(preds):
+                if fresh:
                     body.memory_barrier()
-                    barrier = True
-                body.exec(n.prg, next(args), as_tuple3(n.global_size, "global_size"),
-                          as_tuple3(n.local_size, "local_size"))
+                    fresh = False
+                body.exec(n.prg, ka, gsz, lsz, ordered=False)
+            elif len(preds) == 1 and preds[0] in in_body:
+                body.exec_after(in_body[preds[0]], n.prg, ka, gsz, lsz)
+            else:
+                body.barrier()
+                pending.clear()
+                fresh = False
+                body.exec(n.prg, ka, gsz, lsz, ordered=False)
+            pending.add(i)
+            in_body[i] = ka
         if body is not None:
             self._segments.append(body.bind())
         if copies:
             self._segments.append(copies)
+        self._wait_vars.extend(wait_vars[wi] for wi in range(len(self._wait_nodes)))
 
     # -------------------------------------------------------------- replay
     @overload
@@ -266,9 +341,16 @@ class Graph:
                     self._buffers[li, ai] = (name, value)
                 else:
                     self._buffers.pop((li, ai), None)
+                self._distinct = None
 
     def _check_live(self) -> None:
-        for name, buf in self._buffers.values():
+        distinct = self._distinct
+        if distinct is None:  # each allocation once (slices live and die with their base)
+            seen: dict[int, tuple[str, Buffer]] = {}
+            for name, buf in self._buffers.values():
+                seen.setdefault(id(buf.base or buf), (name, buf))
+            distinct = self._distinct = list(seen.values())
+        for name, buf in distinct:
             if buf.freed or (buf.base is not None and buf.base.freed):
                 raise ProgramError(f"{name}: {buf!r} was freed; the graph cannot run (its memory "
                                    "may belong to another allocation now). Pass a live buffer "
@@ -315,3 +397,80 @@ class Graph:
         self.device.free(self._args_buf)
         for s in (self._t0, self._t1):
             s.release()
+
+
+def _describe(nodes: Sequence[Node], i: int) -> str:
+    name = nodes[i].name
+    return f"node {i}" + (f" ({name!r})" if name is not None else "")
+
+
+def _resolve_deps(nodes: Sequence[Node]) -> list[tuple[int, ...]]:
+    """Each node's dependencies as sorted node indices; raises ProgramError naming the node for
+    a bad name, an unknown node, a node that depends on itself, or a cycle."""
+    names: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        if n.name is None:
+            continue
+        if not isinstance(n.name, str) or not n.name:
+            raise ProgramError(f"graph node {i}: name must be a non-empty string, got {n.name!r}")
+        if n.name in names:
+            raise ProgramError(f"graph nodes {names[n.name]} and {i} are both named {n.name!r}; "
+                               "names must be unique")
+        names[n.name] = i
+    deps: list[tuple[int, ...]] = []
+    for i, n in enumerate(nodes):
+        if n.after is None:
+            deps.append((i - 1,) if i else ())
+            continue
+        out = set()
+        for ref in n.after:
+            if type(ref) is int:
+                if not 0 <= ref < len(nodes):
+                    raise ProgramError(f"graph {_describe(nodes, i)} depends on node {ref}, but "
+                                       f"the graph has nodes 0 to {len(nodes) - 1}")
+                j = ref
+            elif isinstance(ref, str):
+                if ref not in names:
+                    raise ProgramError(f"graph {_describe(nodes, i)} depends on {ref!r}, but no "
+                                       f"node has that name (names: {sorted(names)})")
+                j = names[ref]
+            else:
+                raise ProgramError(f"graph {_describe(nodes, i)}: after= takes node indices or "
+                                   f"names, got {ref!r}")
+            if j == i:
+                raise ProgramError(f"graph {_describe(nodes, i)} depends on itself")
+            out.add(j)
+        deps.append(tuple(sorted(out)))
+    return deps
+
+
+def _dependency_order(nodes: Sequence[Node], deps: list[tuple[int, ...]]) -> list[int]:
+    """The nodes by depth (longest path from a node with no dependencies), then by index: a
+    dependency order that groups independent nodes. Raises ProgramError naming a cycle."""
+    n = len(deps)
+    depth: list[int | None] = [None] * n
+    state = [0] * n  # 0 new, 1 on the current path, 2 done
+    for root in range(n):
+        if state[root]:
+            continue
+        stack: list[tuple[int, int]] = [(root, 0)]
+        path: list[int] = []
+        while stack:
+            i, k = stack.pop()
+            if k == 0:
+                state[i] = 1
+                path.append(i)
+            if k < len(deps[i]):
+                stack.append((i, k + 1))
+                j = deps[i][k]
+                if state[j] == 1:
+                    cyc = path[path.index(j):] + [j]
+                    raise ProgramError("graph nodes form a cycle: " + " depends on ".join(
+                        _describe(nodes, c) for c in cyc))
+                if state[j] == 0:
+                    stack.append((j, 0))
+                continue
+            depth[i] = 1 + max((depth[j] or 0 for j in deps[i]), default=-1)
+            state[i] = 2
+            path.pop()
+    return sorted(range(n), key=lambda i: (depth[i], i))

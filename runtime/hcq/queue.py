@@ -116,10 +116,31 @@ class HWQueue:
         raise QueueError(f"{type(self).__name__} ({self.engine}) has no memory_barrier command")
 
     def exec(self, prg: "Program", args: "KernArgs | Value", global_size: Sequence[int],
-             local_size: Sequence[int]) -> "Self":
+             local_size: Sequence[int], *, ordered: bool = True) -> "Self":
         """Launches `prg` with `global_size` workgroups of `local_size` threads. `args` is the
-        kernel argument block (from `Program.fill_kernargs`) or a symbolic address of one."""
+        kernel argument block (from `Program.fill_kernargs`) or a symbolic address of one.
+
+        With `ordered` (the default) the launch starts once every earlier launch of this queue
+        has finished and its writes are visible, as in a CUDA stream. With `ordered=False` it may
+        run concurrently with the earlier launches that no `barrier` separates from it (graphs
+        launch independent nodes so); a later ordered launch, `barrier` or `signal` still waits
+        for it."""
         raise QueueError(f"{type(self).__name__} ({self.engine}) cannot launch kernels")
+
+    def barrier(self) -> "Self":
+        """Every launch recorded before the barrier finishes, and its writes become visible,
+        before any launch recorded after it starts (AMD: CS_PARTIAL_FLUSH and a cache
+        invalidation; NVIDIA: WAIT_FOR_IDLE and a cache invalidation)."""
+        raise QueueError(f"{type(self).__name__} ({self.engine}) has no barrier command")
+
+    def exec_after(self, pred: "KernArgs", prg: "Program", args: "KernArgs",
+                   global_size: Sequence[int], local_size: Sequence[int]) -> "Self":
+        """Launches `prg` once the launch of block `pred` (recorded earlier in this queue) has
+        finished; other earlier launches may still be running. The default is `barrier` then an
+        unordered launch (it waits for every earlier launch); a driver with a cheaper mechanism
+        overrides it (NVIDIA: the predecessor's QMD schedules this one when its grid completes,
+        so the driver may write into `pred`, which the caller owns, as a graph does)."""
+        return self.barrier().exec(prg, args, global_size, local_size, ordered=False)
 
     def copy(self, dst: int, src: int, size: int) -> "Self":
         """Copies `size` bytes from GPU address `src` to `dst` (any alignment, any size)."""

@@ -183,6 +183,8 @@ class PM4Queue(HWQueue):
         self.ring = ring  # None: the device's compute ring (a stream has its own)
         self._ib: Buffer | None = None
         self._k: PM4Encoding = device.pm4_encoding
+        self._unflushed = False  # an unordered dispatch has no CS_PARTIAL_FLUSH after it yet
+        self._barrier_last = False  # the last command was `barrier` (its invalidation stands)
 
     # -------------------------------------------------------------- commands
     def wait(self, sig: "Signal", value: Value) -> "Self":
@@ -195,6 +197,7 @@ class PM4Queue(HWQueue):
         d.extend((k.h_wait_reg_mem, k.wait_ge_mem, va & _M32, va >> 32, val, _M32, POLL_INTERVAL))
         if var is not None:
             self._patch(var, add, n + 4, -1, 32)
+        self._barrier_last = False
         return self
 
     def signal(self, sig: "Signal", value: Value) -> "Self":
@@ -235,21 +238,26 @@ class PM4Queue(HWQueue):
 
     def exec(  # type: ignore[override]  # takes this driver's programs only
             self, prg: "AMDProgram", args: "KernArgs | Value", global_size: Sequence[int],
-            local_size: Sequence[int]) -> "Self":
+            local_size: Sequence[int], *, ordered: bool = True) -> "Self":
         """Cache invalidation (ACQUIRE_MEM of the per-CU caches), program state (prebuilt per
         program), user SGPRs (argument and dispatch pointers, patchable), block size,
         DISPATCH_DIRECT of `global_size` workgroups, then EVENT_WRITE CS_PARTIAL_FLUSH.
 
-        The flush after and the invalidation before every dispatch order dispatches of one queue
-        (or graph body): without them the command processor starts the next dispatch while the
-        previous one's waves still run, and a dependent kernel may read stale or unwritten data
-        (tinygrad's sequence)."""
+        The flush after and the invalidation before every dispatch order dispatches of one queue:
+        without them the command processor starts the next dispatch while the previous one's
+        waves still run, and a dependent kernel may read stale or unwritten data (tinygrad's
+        sequence). An unordered dispatch (`ordered=False`, a graph's independent node) has no
+        flush after it; the next ordered dispatch or `barrier` flushes first."""
         gx, gy, gz = as_tuple3(global_size, "global_size")
         lx, ly, lz = as_tuple3(local_size, "local_size")
         prg.check_launch((gx, gy, gz), (lx, ly, lz))
         d = self._d
         k = self._k
-        d.extend(k.pre_dispatch)
+        if ordered and self._unflushed:
+            d.extend(k.post_dispatch)
+        if ordered or not self._barrier_last:
+            d.extend(k.pre_dispatch)
+        self._barrier_last = False
         d.extend(prg.pm4_state)
         ptr = args.va if isinstance(args, KernArgs) else args
         val, var, add = self._resolve(ptr)
@@ -262,7 +270,19 @@ class PM4Queue(HWQueue):
         regs = self.device.sh_regs
         d.extend((k.h_set_sh_reg_6, regs.START_X, 0, 0, 0, lx, ly, lz))
         d.extend((k.h_dispatch_direct, gx, gy, gz, prg.dispatch_initiator))
-        d.extend(k.post_dispatch)
+        if ordered:
+            d.extend(k.post_dispatch)
+        self._unflushed = not ordered
+        return self
+
+    def barrier(self) -> "Self":
+        """EVENT_WRITE CS_PARTIAL_FLUSH (the earlier dispatches finish), then ACQUIRE_MEM of the
+        per-CU caches (`HWQueue.barrier`)."""
+        k = self._k
+        self._d.extend(k.post_dispatch)
+        self._d.extend(k.pre_dispatch)
+        self._unflushed = False
+        self._barrier_last = True
         return self
 
     def call(self, body: HWQueue) -> "Self":

@@ -77,6 +77,9 @@ class QmdLayout:
     program: tuple[str, str, int]           # program address: upper, lower, shift
     cbuf: tuple[str, str, int]              # constant buffer address: upper, lower, shift
     release: tuple[str, str, str, str]      # release 0: enable, address upper/lower, payload
+    # dependent QMDs: (enable, action, prefetch, pointer) field names and the index of the
+    # indexed ones, per slot
+    dependents: tuple[tuple[str, str, str, str, int | None], ...]
     typed: bool                             # QMD_MINOR_VERSION and QMD_TYPE exist (V04 on)
     reserved_smem_B: int                    # shared memory the driver reserves (sm_90 on)
     shared_window_align: int                # SET_SHADER_SHARED_MEMORY_WINDOW alignment
@@ -88,14 +91,18 @@ _V03 = QmdLayout(
     ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
     ("CONSTANT_BUFFER_ADDR_UPPER", "CONSTANT_BUFFER_ADDR_LOWER", 0),
     ("RELEASE0_ENABLE", "RELEASE0_ADDRESS_UPPER", "RELEASE0_ADDRESS_LOWER",
-     "RELEASE0_PAYLOAD_LOWER"), False, 0, 1)
+     "RELEASE0_PAYLOAD_LOWER"),
+    (("DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD0_PREFETCH",
+      "DEPENDENT_QMD0_POINTER", None),), False, 0, 1)
 _V04 = QmdLayout(
     "NVCBC0_QMDV04_00", 384, 58, ("GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"), "REGISTER_COUNT",
     ("SHARED_MEMORY_SIZE", 0), ("SHADER_LOCAL_MEMORY_HIGH_SIZE", 0),
     ("PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER", 0),
     ("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", 6),
     ("RELEASE_ENABLE", "RELEASE_SEMAPHORE0_ADDR_UPPER", "RELEASE_SEMAPHORE0_ADDR_LOWER",
-     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER"), True, 1024, 1 << 32)
+     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER"),
+    tuple(("DEPENDENT_QMD_ENABLE", "DEPENDENT_QMD_ACTION", "DEPENDENT_QMD_PREFETCH",
+           f"DEPENDENT_QMD{i}_POINTER", i) for i in range(2)), True, 1024, 1 << 32)
 #: QMD version -> layout. Independent of the driver's QMD classes on purpose: the mock checks what
 #: the driver wrote. Which version a GPU reads comes from its generation record
 #: (runtime/drivers/nv/generation.py), as RM's class list comes from the chip.
@@ -129,6 +136,11 @@ _QMD_ALLOWED = {
     "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", "RELEASE_SEMAPHORE0_PAYLOAD_UPPER",
     "RELEASE0_ADDRESS_LOWER", "RELEASE0_ADDRESS_UPPER", "RELEASE0_PAYLOAD_LOWER",
     "RELEASE0_PAYLOAD_UPPER",
+    # graph launches whose successor the compute engine schedules itself (action SCHEDULE only)
+    "DEPENDENT_QMD_ENABLE", "DEPENDENT_QMD_ACTION", "DEPENDENT_QMD_PREFETCH",
+    "DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD0_PREFETCH",
+    "DEPENDENT_QMD0_POINTER", "DEPENDENT_QMD1_ENABLE", "DEPENDENT_QMD1_ACTION",
+    "DEPENDENT_QMD1_PREFETCH", "DEPENDENT_QMD1_POINTER", "DEPENDENT_QMD_POINTER",
 }
 CB0_STACK_POINTER = 0xFFFDC0
 # distinct checked QMDs a GPU remembers (a droppable cache, emptied when full)
@@ -243,6 +255,11 @@ class MockChannel:
     # front end goes on with the methods after SEND_PCAS, so they land later (`complete_grids`)
     grid_releases: list[tuple[int, int]] = field(default_factory=list)
     ptx: "PtxLaunch | None" = None   # a PTX grid that has not finished its time slices
+    ptx_dependents: list[int] = field(default_factory=list)  # what that grid schedules when done
+    ptx_key: tuple[int, int] = (0, 0)  # that grid's key for host_races: (channel id, QMD address)
+    # QMDs that completed grids scheduled (DEPENDENT_QMD action SCHEDULE), not yet started: the
+    # mock runs them before the front end goes on (one valid order of a graph's launches)
+    dependents: list[int] = field(default_factory=list)
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
@@ -690,12 +707,14 @@ def _compute_methods(p: str) -> dict[int, tuple[str, int]]:
 @lru_cache(maxsize=None)
 def _static_bits(prefix: str, bits: int) -> int:
     """The allowed fields that stay the same from one launch of a kernel to the next: all but the
-    constant-buffer addresses and the release semaphores' addresses and payloads."""
+    constant-buffer addresses, the release semaphores' addresses and payloads, and the dependent
+    QMD pointers (a graph's launches of one kernel differ in them; `_dependents` reads them)."""
     out = _allowed_bits(prefix, bits)
     for name, hi, lo in _qmd_fields(prefix, bits):
         base = name.split("(")[0]
         if base.startswith("CONSTANT_BUFFER_ADDR_") or (
-                base.startswith("RELEASE") and ("_ADDR" in base or "_PAYLOAD" in base)):
+                base.startswith("RELEASE") and ("_ADDR" in base or "_PAYLOAD" in base)) or (
+                base.startswith("DEPENDENT_QMD") and base.endswith("POINTER")):
             out &= ~(((1 << (hi - lo + 1)) - 1) << lo)
     return out
 
@@ -915,12 +934,24 @@ class MockNVGPU:
         per distinct QMD, channel state and set of mappings (`_static_qmd`); the others, and the
         contents of constant bank 0, are checked at every launch."""
         races = self.mem.races
+        if ch.ptx is not None:  # the launch method again: the running grid's next time slice
+            if races is not None:
+                races.resume(ch.ptx_key)  # host writes since its last slice
+            self._run_slice(ch, ch.ptx_key)
+            ch.dependents += ch.ptx_dependents
+            ch.ptx_dependents = []
+        else:
+            self._start(ch, cls, qmd_va)
+        while ch.dependents:  # grids that completed grids scheduled, in order
+            self._start(ch, cls, ch.dependents.pop(0))
+
+    def _start(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
+        """Starts the grid of the QMD at `qmd_va` (and runs it to completion unless it is a PTX
+        grid that needs more time slices)."""
+        races = self.mem.races
         race_key = (id(ch), qmd_va)
         if races is not None:
-            races.resume(race_key)  # host writes since it was queued, or since its last slice
-        if ch.ptx is not None:  # the launch method again: the running grid's next time slice
-            self._run_slice(ch, race_key)
-            return
+            races.resume(race_key)  # host writes since it was queued
         major = self.generation.qmd.major
         lay = QMD_LAYOUT[major]
         prefix, size = lay.prefix, lay.size_B
@@ -965,10 +996,14 @@ class MockNVGPU:
         if st.release:
             _, upper, lower, payload_lo = lay.release
             release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo))
+        deps = self._dependents(q, lay, qmd_va)
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
-                self._run_slice(ch, race_key)
+                ch.ptx_dependents, ch.ptx_key = deps, race_key
+                self._run_slice(ch, race_key)  # raises the channel's blocked signal meanwhile
+                ch.dependents += deps
+                ch.ptx_dependents = []
                 return
         try:
             if model is not None:
@@ -982,6 +1017,26 @@ class MockNVGPU:
             races.finished(race_key)
         if release is not None:
             ch.grid_releases.append(release)
+        ch.dependents += deps
+
+    @staticmethod
+    def _dependents(q: QmdReader, lay: QmdLayout, qmd_va: int) -> list[int]:
+        """The QMDs this grid schedules when it completes (DEPENDENT_QMD slots enabled with
+        action SCHEDULE; any other action is not modelled and faults)."""
+        out = []
+        for enable, action, _prefetch, pointer, idx in lay.dependents:
+            if not q.get(enable, idx):
+                continue
+            act = q.get(action, idx)
+            if act != 1:  # QMD_SCHEDULE
+                raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD action {act} is not "
+                                   "modelled (only SCHEDULE)", XID_GR_EXCEPTION)
+            ptr = q.get(pointer) << 8
+            if not ptr:
+                raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD enabled with a null "
+                                   "pointer", XID_GR_EXCEPTION)
+            out.append(ptr)
+        return out
 
     def _run_slice(self, ch: MockChannel, key: tuple[int, int]) -> None:
         """The next time slice of the channel's PTX grid (host_races told what ran)."""

@@ -210,6 +210,24 @@ class QMD:
         (payload at +0, timestamp at +8)."""
         raise NotImplementedError
 
+    #: how many dependent QMDs one QMD can name (`set_dependent`)
+    dependent_slots: ClassVar[int] = 0
+
+    def set_dependent(self, slot: int, qmd_va: int) -> "QMD":
+        """When this grid completes, the compute engine schedules the QMD at `qmd_va` (256-byte
+        aligned) itself: DEPENDENT_QMD `slot` enabled with action SCHEDULE and prefetch. A grid
+        started this way begins after this one's completion (and its CWD membar), without the
+        front end draining the engine as WAIT_FOR_IDLE does."""
+        raise ProgramError(f"{self.prefix}: dependent QMDs are not supported")
+
+    def _check_dependent(self, slot: int, qmd_va: int) -> None:
+        if not 0 <= slot < self.dependent_slots:
+            raise ProgramError(f"{self.prefix} has {self.dependent_slots} dependent QMD slots, "
+                               f"not slot {slot}")
+        if qmd_va & 0xFF or qmd_va >> 40:
+            raise ProgramError(f"dependent QMD at {qmd_va:#x}: the pointer holds a 256-byte "
+                               "aligned 40-bit address")
+
     def set_sm_config(self, shared_B: int) -> "QMD":
         """MIN/TARGET/MAX_SM_CONFIG_SHARED_MEM_SIZE for a CTA needing `shared_B` bytes."""
         cfg = sm_config_value(self.carveouts_KiB(), shared_B)
@@ -308,6 +326,14 @@ class QMDV03(QMD):
                              p + "ADDRESS_UPPER": addr >> 32, p + "PAYLOAD_LOWER": payload & _M32,
                              p + "PAYLOAD_UPPER": payload >> 32})
 
+    dependent_slots = 1  # V03 has one dependent pointer (DEPENDENT_QMD0_POINTER)
+
+    def set_dependent(self, slot: int, qmd_va: int) -> "QMD":
+        self._check_dependent(slot, qmd_va)
+        return self.write(DEPENDENT_QMD0_ENABLE=1,
+                          DEPENDENT_QMD0_ACTION=self.value("DEPENDENT_QMD0_ACTION_QMD_SCHEDULE"),
+                          DEPENDENT_QMD0_PREFETCH=1, DEPENDENT_QMD0_POINTER=qmd_va >> 8)
+
     @classmethod
     def carveouts_KiB(cls) -> tuple[int, ...]:
         # tinygrad's list for Ampere/Ada (32, 64, 100 KiB; MAX = 0x1a).
@@ -352,6 +378,15 @@ class QMDV04(QMD):
         return self.write(**{p + "ADDR_LOWER": addr & _M32, p + "ADDR_UPPER": addr >> 32,
                              p + "PAYLOAD_LOWER": payload & _M32,
                              p + "PAYLOAD_UPPER": payload >> 32})
+
+    dependent_slots = 2
+
+    def set_dependent(self, slot: int, qmd_va: int) -> "QMD":
+        self._check_dependent(slot, qmd_va)
+        self.set("DEPENDENT_QMD_ENABLE", 1, slot)
+        self.set("DEPENDENT_QMD_ACTION", self.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE"), slot)
+        self.set("DEPENDENT_QMD_PREFETCH", 1, slot)
+        return self.set(f"DEPENDENT_QMD{slot}_POINTER", qmd_va >> 8)
 
     @classmethod
     def carveouts_KiB(cls) -> tuple[int, ...]:

@@ -8,9 +8,18 @@ methods come from the device's generation record (`NVDevice.gen`, runtime/driver
   release with WFI and a timestamp (payload at +0, GPU time in ns at +8, as `Signal` lays them out).
   Copy: the copy engine's semaphore (FLUSH_ENABLE, four-word release: 32-bit payload and timestamp).
 - exec: SEND_PCAS_A = QMD address >> 8, then SEND_SIGNALING_PCAS2_B with the device's PCAS action
-  (`send_pcas`). Launches that follow one another in a queue are separated by the launch fence
-  (`NVComputeQueue.launch_fence`: the compute class's WAIT_FOR_IDLE), so a queue (and a graph
-  body) runs its kernels in order, as a CUDA stream does.
+  (`send_pcas`). Ordered launches that follow one another in a queue are separated by the launch
+  fence (`NVComputeQueue.launch_fence`: the compute class's WAIT_FOR_IDLE), so a queue runs its
+  kernels in order, as a CUDA stream does; unordered ones (`ordered=False`) are sent without it
+  and may overlap.
+- barrier: the launch fence and INVALIDATE_SHADER_CACHES_NO_WFI.
+- exec_after: the predecessor's QMD names this launch's QMD as a dependent with action SCHEDULE
+  (the QMD has one slot on V03, two from V04): when the predecessor's grid completes, the compute
+  engine starts this one itself, with no command in the pushbuffer and no drain of the engine
+  (the cheapest correct mechanism scripts/probe_nv_deps.py found; docs/benchmarks.md has figures).
+  With no free slot, or a predecessor this queue did not launch, it falls back to a barrier.
+  Every grid keeps the system-scope completion barrier (CWD_MEMBAR_TYPE L1_SYSMEMBAR): a GPU-scope
+  one on linked grids measured no faster.
 - copy: OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA (pitch to pitch, virtual addresses,
   non-pipelined), in chunks of at most 2 GiB.
 - call: a bound queue's commands become their own GPFIFO entry (a pushbuffer cannot call another).
@@ -25,7 +34,7 @@ from hcq_bindings.nv import classes as cl
 
 from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW, SEM_RELEASE_TS,
                                        SEM_RELEASE_WFI_TS, Channel, host_semaphore)
-from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, hi32, lo32, nvm
+from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, fget, hi32, lo32, nvm
 from runtime.drivers.nv.program import NVKernArgs
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
@@ -41,6 +50,15 @@ if TYPE_CHECKING:
 
 _M32 = 0xFFFFFFFF
 MAX_COPY_CHUNK_B = 1 << 31
+
+
+def _drains(execute: int) -> bool:
+    """Whether a host SEM_EXECUTE is a release that waits for idle first (the engine is drained
+    when it lands)."""
+    return fget(cl.NVC56F_SEM_EXECUTE_OPERATION, execute) == \
+        cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE and \
+        fget(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI, execute) == cl.NVC56F_SEM_EXECUTE_RELEASE_WFI_EN
+
 
 class NVQueue(HWQueue):
     """What both NVIDIA queues share: host semaphores, binding, calls, submission."""
@@ -70,7 +88,7 @@ class NVQueue(HWQueue):
         wait for idle and timestamp); its payload's low dword is `SEM_PAYLOAD_LO_DW` words in.
         For launch templates, whose payloads are patched per launch."""
         self._d.extend(host_semaphore(va, payload, execute))
-        self._after_host_method()
+        self._after_host_method(drained=_drains(execute))
         return self
 
     def wait(self, sig: "Signal", value: Value) -> "Self":
@@ -80,7 +98,7 @@ class NVQueue(HWQueue):
         self._d.extend(host_semaphore(self._sig_va(sig), val, SEM_ACQUIRE_GEQ_64))
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
-        self._after_host_method()
+        self._after_host_method(drained=False)
         return self
 
     def _host_release(self, sig: "Signal", value: Value) -> None:
@@ -90,10 +108,13 @@ class NVQueue(HWQueue):
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
         self._d.extend(nvm(0, cl.NVC56F_NON_STALL_INTERRUPT, 0))
-        self._after_host_method()
+        self._after_host_method(drained=True)
 
-    def _after_host_method(self) -> None:
-        """Hook: the compute queue forgets its last launch (a later signal may not fold into it)."""
+    def _after_host_method(self, drained: bool, launches: bool = False) -> None:
+        """Hook: the compute queue forgets its last launch (a later signal may not fold into it).
+        `drained`: the method waited for idle (a release with WFI), so earlier launches are done;
+        otherwise (an acquire, a call) a later launch must still wait for them, and for those of
+        the called commands (`launches`)."""
 
     # -------------------------------------------------------------- binding and calls
     def call(self, body: HWQueue) -> "Self":
@@ -104,7 +125,7 @@ class NVQueue(HWQueue):
             raise QueueError(f"a {body.channel.name} command buffer cannot run on the "
                              f"{self.channel.name} channel")
         self._calls.append((len(self._d), body))
-        self._after_host_method()
+        self._after_host_method(drained=False, launches=True)
         return self
 
     def bind(self) -> "Self":
@@ -168,10 +189,15 @@ class NVComputeQueue(NVQueue):
         super().__init__(device, channel or device.compute_channel)
         self._last_launch: tuple[NVProgram, NVKernArgs] | None = None
         self._launches_since_sync = 0
+        # launch block address -> dependent QMD slots used, for the launches this queue recorded
+        self._dependents: dict[int, int] = {}
 
-    def _after_host_method(self) -> None:
+    def _after_host_method(self, drained: bool, launches: bool = False) -> None:
         self._last_launch = None
-        self._launches_since_sync = 0
+        if drained:
+            self._launches_since_sync = 0
+        elif launches:
+            self._launches_since_sync += 1
 
     def signal(self, sig: "Signal", value: Value) -> "Self":
         """Sets `sig` to `value` once the queue's earlier work is done (module docstring: how)."""
@@ -196,23 +222,60 @@ class NVComputeQueue(NVQueue):
         return self
 
     def exec(self, prg: "NVProgram", args: "KernArgs | Value",  # type: ignore[override]
-             global_size: Sequence[int], local_size: Sequence[int]) -> "Self":
+             global_size: Sequence[int], local_size: Sequence[int], *,
+             ordered: bool = True) -> "Self":
         """Launches `prg` with the launch block `args` (from `prg.fill_kernargs`, which already
-        wrote the QMD for this grid and block)."""
+        wrote the QMD for this grid and block); `ordered` as in `HWQueue.exec`."""
+        qmd_va = self._qmd_va(prg, args, global_size, local_size)
+        # The last launch's completion implies the queue's earlier launches completed only when
+        # it waited for them (then a signal may ride on its QMD release).
+        serial = ordered or not self._launches_since_sync
+        if ordered and self._launches_since_sync:
+            self.launch_fence()
+        self.send_pcas(qmd_va)
+        self._last_launch = (prg, args) if isinstance(args, NVKernArgs) and serial else None
+        self._launches_since_sync += 1
+        if isinstance(args, KernArgs):
+            self._dependents[args.va] = 0
+        return self
+
+    def _qmd_va(self, prg: "NVProgram", args: "KernArgs | Value", global_size: Sequence[int],
+                local_size: Sequence[int]) -> int:
+        """Checks a launch and returns its QMD's address."""
         if not isinstance(args, KernArgs):
             raise QueueError("NVIDIA launches need a KernArgs block: the QMD lives in it, and its "
                              "address (>> 8) cannot be patched as a variable")
         gsz = as_tuple3(global_size, "global_size")
         lsz = as_tuple3(local_size, "local_size")
         prg.check_launch(gsz, lsz)
-        qo = prg.qmd_offset(args.va)
-        qmd_va = args.va + qo
+        qmd_va = args.va + prg.qmd_offset(args.va)
         if qmd_va >= 1 << 40:
             raise QueueError(f"QMD at {qmd_va:#x}: SEND_PCAS_A takes a 40-bit address")
-        if self._launches_since_sync:
-            self.launch_fence()
-        self.send_pcas(qmd_va)
-        self._last_launch = (prg, args) if isinstance(args, NVKernArgs) else None
+        return qmd_va
+
+    def barrier(self) -> "Self":
+        """The launch fence, then INVALIDATE_SHADER_CACHES_NO_WFI (`HWQueue.barrier`)."""
+        self.launch_fence().memory_barrier()
+        self._last_launch = None
+        self._launches_since_sync = 0
+        return self
+
+    def exec_after(self, pred: KernArgs, prg: "NVProgram", args: KernArgs,  # type: ignore[override]
+                   global_size: Sequence[int], local_size: Sequence[int]) -> "Self":
+        """Launches `prg` when the launch of block `pred` completes: `pred`'s QMD schedules this
+        launch's QMD (module docstring). Writes into `pred`'s QMD."""
+        qmd_va = self._qmd_va(prg, args, global_size, local_size)
+        slots = self._dependents.get(pred.va) if isinstance(pred, NVKernArgs) else None
+        qcls = self.device.qmd_class
+        if slots is None or slots >= qcls.dependent_slots or not isinstance(args, NVKernArgs):
+            return super().exec_after(pred, prg, args, global_size, local_size)
+        assert isinstance(pred, NVKernArgs)
+        q = qcls(bytearray(pred.qmd))
+        q.set_dependent(slots, qmd_va)
+        pred.qmd[:] = q.data  # whole QMD at once: it may sit in write-combined memory
+        self._dependents[pred.va] = slots + 1
+        self._dependents[args.va] = 0
+        self._last_launch = None
         self._launches_since_sync += 1
         return self
 
@@ -221,9 +284,12 @@ class NVComputeQueue(NVQueue):
         so that it sees every write of that grid. Every route emits it from here: `exec` between
         the launches of a queue (and so graph bodies), and the hot path's prebuilt command
         segments (`timeline_launch(fenced=True)`), whose chained GPFIFO entries start at it.
-        Today the compute class's WAIT_FOR_IDLE: the engine drains before the next grid starts.
-        A cheaper dependency mechanism replaces this method's commands (and, if it lives in the
-        QMD, `NVProgram.launch_shape`, the one QMD builder); nothing else emits a fence."""
+        The compute class's WAIT_FOR_IDLE: the engine drains before the next grid starts. Of the
+        mechanisms Hopper offers (scripts/probe_nv_deps.py, docs/decisions.md), it is the
+        cheapest correct one for a launch that follows one already submitted; semaphore acquires
+        cost more. Graphs, which record their launches together, link a launch to a single
+        predecessor through the predecessor's QMD instead (`exec_after`) and take this fence
+        (`barrier`) only where that cannot express an edge; nothing else emits a fence."""
         self._d.extend(nvm(SUBC_COMPUTE, self.device.gen.compute.WAIT_FOR_IDLE, 0))
         return self
 

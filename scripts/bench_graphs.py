@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Launches and graphs on a real NVIDIA GPU beside CUDA: runtime.hcq, CUDA C++ (nvcc) and PyTorch's
+CUDA graphs in one run, with the same tiny kernel (4 x 256 threads, x[i] += 1).
+
+Figures: launch + wait (median), 1000 launches with one wait, a graph of 1000 chained launches
+(replay wall, submission to completion seen by the CPU), a graph of 1000 independent launches (each
+on its own slice, no edges), and the CPU cost of a replay per launch. CUDA C++ comes from
+scripts/cuda_graph_bench.cu built with nvcc, PyTorch's from torch.cuda.graph capturing
+`x.add_(1)`; each runs in a process of its own (libcuda and this runtime never share one).
+
+    python scripts/bench_graphs.py [--json out.json] [--skip-cuda] [--skip-torch]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+N = 1000
+
+SRC = r"""
+extern "C" __global__ void inc(unsigned *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
+"""
+
+TORCH = r"""
+import json, statistics, time, torch
+N = 1000
+x = torch.zeros(1024, dtype=torch.int32, device="cuda")
+for _ in range(200):
+    x.add_(1)
+torch.cuda.synchronize()
+lat = []
+for _ in range(2000):
+    t = time.perf_counter(); x.add_(1); torch.cuda.synchronize(); lat.append(time.perf_counter() - t)
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    for _ in range(3):
+        x.add_(1)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    for _ in range(N):
+        x.add_(1)
+g.replay(); torch.cuda.synchronize()
+walls = []
+for _ in range(21):
+    t = time.perf_counter(); g.replay(); torch.cuda.synchronize(); walls.append(time.perf_counter() - t)
+print("JSON" + json.dumps({"launch_sync_median": statistics.median(lat),
+                           "graph_chain": statistics.median(walls), "version": torch.__version__}))
+"""
+
+
+def _json_line(out: str) -> dict[str, Any] | None:
+    line = next((ln for ln in out.splitlines() if ln.startswith("JSON")), None)
+    return json.loads(line[4:]) if line else None
+
+
+def cuda_cpp() -> dict[str, Any]:
+    """CUDA C++'s figures (scripts/cuda_graph_bench.cu through nvcc)."""
+    nvcc = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",)
+                                         if os.path.exists(p)), None)
+    if nvcc is None:
+        return {"error": "nvcc not found"}
+    with tempfile.TemporaryDirectory() as d:
+        exe = Path(d) / "cuda_graph_bench"
+        b = subprocess.run([nvcc, "-O2", "-arch=sm_90", "-o", str(exe),
+                            str(ROOT / "scripts" / "cuda_graph_bench.cu")],
+                           capture_output=True, text=True, timeout=180)
+        if b.returncode:
+            return {"error": "nvcc failed: " + (b.stderr or b.stdout)[-1500:]}
+        r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+        return _json_line(r.stdout) or {"error": (r.stderr or r.stdout)[-1500:]}
+
+
+def torch_graph() -> dict[str, Any]:
+    """PyTorch's launch + synchronize and CUDA graph of the same chain."""
+    r = subprocess.run([sys.executable, "-c", TORCH], capture_output=True, text=True,
+                       timeout=180)
+    return _json_line(r.stdout) or {"error": (r.stderr or r.stdout)[-1500:]}
+
+
+def ours(device: str) -> dict[str, Any]:
+    """runtime.hcq's figures."""
+    import numpy as np
+
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq import Launch
+
+    dev = NVDevice(device)
+    prg = dev.program(dev.compiler.compile(SRC), "inc")
+    gs, ls = (4, 1, 1), (256, 1, 1)
+    x = dev.alloc(4096)
+    slices = dev.alloc(N * 4096)
+    dev.copyin(x, np.zeros(1024, np.uint32))
+    dev.copyin(slices, np.zeros(N * 1024, np.uint32))
+    for _ in range(200):
+        prg(x, 1024, global_size=gs, local_size=ls)
+    dev.synchronize()
+    tl = dev.timeline_signal
+    lat = []
+    for _ in range(2000):
+        t = time.perf_counter()
+        prg(x, 1024, global_size=gs, local_size=ls)
+        tl.wait(dev.timeline_value)
+        lat.append(time.perf_counter() - t)
+    b2b, b2b_cpu = [], []
+    for _ in range(9):
+        t = time.perf_counter()
+        for _ in range(N):
+            prg(x, 1024, global_size=gs, local_size=ls)
+        b2b_cpu.append(time.perf_counter() - t)
+        dev.synchronize()
+        b2b.append(time.perf_counter() - t)
+
+    def graph_figures(g: Any) -> tuple[float, float]:
+        g.replay(wait=True)
+        walls, cpus = [], []
+        for _ in range(21):
+            dev.synchronize()
+            t = time.perf_counter()
+            g.replay()
+            cpus.append(time.perf_counter() - t)
+            dev.synchronize()
+            walls.append(time.perf_counter() - t)
+        return statistics.median(walls), statistics.median(cpus)
+
+    chain = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(N)])
+    chain_t, chain_cpu = graph_figures(chain)
+    out: dict[str, Any] = {"launch_wait_median": statistics.median(lat), "launch_wait_min": min(lat),
+                           "b2b": statistics.median(b2b), "b2b_cpu": statistics.median(b2b_cpu),
+                           "graph_chain": chain_t, "graph_chain_cpu": chain_cpu}
+    try:
+        indep = dev.graph([Launch(prg, (slices.slice(4096 * i, 4096), 1024), gs, ls, after=())
+                           for i in range(N)])
+    except TypeError as e:  # a runtime without dependency edges
+        out["graph_indep_error"] = str(e)
+    else:
+        out["graph_indep"], out["graph_indep_cpu"] = graph_figures(indep)
+        indep.free()
+    chain.free()
+    want_x = 200 + 2000 + 9 * N + 22 * N
+    res = np.zeros(1024, np.uint32)
+    dev.copyout(res, x)
+    out["ok"] = bool((res == want_x).all())
+    if "graph_indep" in out:
+        s = np.zeros(N * 1024, np.uint32)
+        dev.copyout(s, slices)
+        out["ok"] = out["ok"] and bool((s == 22).all())
+    dev.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default="")
+    ap.add_argument("--device", default="nv:0")
+    ap.add_argument("--skip-cuda", action="store_true")
+    ap.add_argument("--skip-torch", action="store_true")
+    args = ap.parse_args()
+    res: dict[str, Any] = {}
+    if not args.skip_cuda:
+        res["cuda_cpp"] = cuda_cpp()
+        print("CUDA C++:", json.dumps(res["cuda_cpp"]), flush=True)
+    if not args.skip_torch:
+        res["torch"] = torch_graph()
+        print("PyTorch:", json.dumps(res["torch"]), flush=True)
+    res["ours"] = ours(args.device)
+    print("runtime.hcq:", json.dumps(res["ours"]), flush=True)
+    c, t, o = res.get("cuda_cpp", {}), res.get("torch", {}), res["ours"]
+
+    def f(d: dict[str, Any], k: str, scale: float, unit: str) -> str:
+        return f"{d[k] * scale:.3f} {unit}" if isinstance(d.get(k), (int, float)) else "-"
+    rows = [("launch + wait, median", "launch_sync_median", "launch_sync_median",
+             "launch_wait_median", 1e6, "us"),
+            ("1000 launches, one wait", "b2b", None, "b2b", 1e3, "ms"),
+            ("graph of 1000 chained launches", "graph_chain", "graph_chain", "graph_chain", 1e3,
+             "ms"),
+            ("graph of 1000 independent launches", "graph_indep", None, "graph_indep", 1e3, "ms"),
+            ("graph replay CPU per launch", "graph_chain_cpu", None, "graph_chain_cpu", 1e3,
+             "us")]
+    print(f"\n{'figure':38} {'CUDA C++':>14} {'PyTorch':>14} {'runtime.hcq':>14}")
+    for name, ck, tk, ok, scale, unit in rows:
+        print(f"{name:38} {f(c, ck, scale, unit):>14} "
+              f"{f(t, tk, scale, unit) if tk else '-':>14} {f(o, ok, scale, unit):>14}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    return 0 if o.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

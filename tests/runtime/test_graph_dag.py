@@ -1,0 +1,402 @@
+"""Graphs whose nodes name their dependencies: validation, the ordering each driver emits, the mock
+AMD hazard model confirming every edge (and catching a dropped one), and random DAGs on mock-amd
+and mock-nv giving the results of the serial order."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime.hcq import DeviceFault, GraphCopy, GraphWait, HCQError, Launch, ProgramError
+
+N = 64  # elements per buffer: two workgroups of 32
+HAVE_NV = os.path.exists("/dev/nvidiactl") and os.path.exists("/dev/nvidia-uvm")
+
+CL_SRC = """
+__kernel void fill(__global int *a, int v) { int i = get_global_id(0); a[i] = v + i; }
+__kernel void twice(__global const int *a, __global int *b) {
+  int i = get_global_id(0); b[i] = 2 * a[i]; }
+__kernel void axpb(__global int *dst, __global const int *src, int c) {
+  int i = get_global_id(0); dst[i] = dst[i] * 3 + src[i] + c; }
+"""
+CU_SRC = """
+extern "C" __global__ void fill(int *a, int v) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; a[i] = v + i; }
+extern "C" __global__ void twice(const int *a, int *b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; b[i] = 2 * a[i]; }
+extern "C" __global__ void axpb(int *dst, const int *src, int c) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; dst[i] = dst[i] * 3 + src[i] + c; }
+"""
+STEP_SRC = """
+extern "C" __global__ void step(const unsigned *src, unsigned *dst, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[n - 1 - i] + 1; }
+extern "C" __global__ void join(unsigned *d, const unsigned *b, const unsigned *c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) d[i] = d[i] * 3u + b[i] + 2u * c[i]; }
+"""
+GS, LS = (N // 32, 1, 1), (32, 1, 1)
+
+
+def _open(kind: str) -> Any:
+    if kind == "mock-amd":
+        from runtime.drivers.amd.compiler import AMDCompiler
+        from runtime.drivers.amd.device import AMDDevice
+        comp = AMDCompiler()
+        if comp.available():
+            pytest.skip(comp.available() or "")
+        d = AMDDevice("mock-amd:0")
+        lib = comp.compile(CL_SRC)
+    else:
+        from runtime.hcq import NVDevice
+        if kind == "nv":
+            d = NVDevice("nv:0")
+        else:
+            from runtime.drivers.mock.nv_rm import NvMockOS
+            d = NVDevice("nv:0", os=NvMockOS.with_nv_gpus(1))
+        lib = d.compiler.compile(CU_SRC + STEP_SRC, "dag.cu")
+    d.default_timeout_ms = 5000.0
+    d.kern = {k: d.program(lib, k) for k in ("fill", "twice", "axpb")}
+    return d
+
+
+@pytest.fixture(scope="module", params=[
+    "mock-amd", "mock-nv",
+    pytest.param("nv", marks=[pytest.mark.nvidia, pytest.mark.skipif(
+        not HAVE_NV, reason="no NVIDIA GPU here (/dev/nvidiactl or /dev/nvidia-uvm is absent)")])])
+def dev(request: pytest.FixtureRequest) -> Iterator[Any]:
+    d = _open(request.param)
+    d.kind = request.param
+    yield d
+    d.close()
+
+
+def _up(d: Any, arr: np.ndarray) -> Any:
+    b = d.alloc(arr.nbytes)
+    d.copyin(b, arr)
+    return b
+
+
+def _down(d: Any, b: Any) -> np.ndarray:
+    out = np.zeros(N, np.int32)
+    d.copyout(out, b)
+    return out
+
+
+# ------------------------------------------------------------------------------ validation
+def test_bad_dependencies_are_refused_naming_the_node(dev: Any) -> None:
+    fill = dev.kern["fill"]
+    a = dev.alloc(4 * N)
+    before = dev.mem_info().free_B
+
+    def launch(**kw: Any) -> Launch:
+        return Launch(fill, (a, 1), GS, LS, **kw)
+    cases = [
+        ([launch(), launch(after=(5,))], "node 1 depends on node 5, but the graph has nodes 0 to 1"),
+        ([launch(), launch(after=("x",))], "node 1 depends on 'x', but no node has that name"),
+        ([launch(name="me", after=("me",))], "node 0 ('me') depends on itself"),
+        ([launch(after=(1,)), launch(after=(0,))], "cycle: node 0 depends on node 1 depends on "
+                                                   "node 0"),
+        ([launch(name="a", after=()), launch(name="b", after=("c",)),
+          launch(name="c", after=("b",))], "cycle: node 1 ('b') depends on node 2 ('c') "
+                                           "depends on node 1 ('b')"),
+        ([launch(name="a"), launch(name="a")], "graph nodes 0 and 1 are both named 'a'"),
+        ([launch(after=(1.5,))], "after= takes node indices or names, got 1.5"),
+        ([launch(name="")], "name must be a non-empty string"),
+    ]
+    for nodes, msg in cases:
+        with pytest.raises(ProgramError) as ei:
+            dev.graph(nodes)
+        assert isinstance(ei.value, HCQError)
+        assert msg in str(ei.value), (msg, str(ei.value))
+    assert dev.mem_info().free_B == before  # a refused graph allocates nothing
+    dev.free(a)
+
+
+def test_after_accepts_one_reference_and_names(dev: Any) -> None:
+    fill, twice = dev.kern["fill"], dev.kern["twice"]
+    a, b = dev.alloc(4 * N), dev.alloc(4 * N)
+    g = dev.graph([Launch(twice, (a, b), GS, LS, after="f"),
+                   Launch(fill, (a, 7), GS, LS, name="f", after=())])
+    assert g.deps == [(1,), ()]
+    assert g.order == [1, 0]
+    g.replay(wait=True)
+    assert (_down(dev, b) == 2 * (7 + np.arange(N))).all()
+    g.free()
+    dev.free(a)
+    dev.free(b)
+
+
+# ------------------------------------------------------------------------------ AMD: edges as barriers
+def _hazard_graph(d: Any, drop_edge: bool) -> Any:
+    fill, twice = d.kern["fill"], d.kern["twice"]
+    a, b = d.alloc(4 * N), d.alloc(4 * N)
+    g = d.graph([Launch(fill, (a, 5), GS, LS, name="w"),
+                 Launch(twice, (a, b), GS, LS, after=() if drop_edge else ("w",))])
+    return g, b
+
+
+def test_amd_an_edge_is_a_barrier_and_the_hazard_model_confirms_it() -> None:
+    d = _open("mock-amd")
+    try:
+        g, b = _hazard_graph(d, drop_edge=False)
+        names = [p.name.removeprefix("PACKET3_") for p in _packets(g.body)]
+        i, j = names.index("DISPATCH_DIRECT"), len(names) - 1 - names[::-1].index(
+            "DISPATCH_DIRECT")
+        assert "EVENT_WRITE" in names[i:j]  # CS_PARTIAL_FLUSH between the two dispatches
+        g.replay(wait=True)
+        assert (_down(d, b) == 2 * (5 + np.arange(N))).all()
+    finally:
+        d.close()
+
+
+def test_amd_dropping_the_edge_is_caught_by_the_hazard_model() -> None:
+    d = _open("mock-amd")
+    try:
+        g, _ = _hazard_graph(d, drop_edge=True)
+        names = [p.name.removeprefix("PACKET3_") for p in _packets(g.body)]
+        assert "EVENT_WRITE" not in names  # independent dispatches carry no barrier
+        with pytest.raises(DeviceFault, match="(?i)hazard|race"):
+            g.replay(wait=True)
+    finally:
+        d.close()
+
+
+def test_amd_independent_dispatches_carry_no_barrier() -> None:
+    d = _open("mock-amd")
+    try:
+        fill = d.kern["fill"]
+        bufs = [d.alloc(4 * N) for _ in range(4)]
+        g = d.graph([Launch(fill, (b, i), GS, LS, after=()) for i, b in enumerate(bufs)])
+        names = [p.name.removeprefix("PACKET3_") for p in _packets(g.body)]
+        assert names.count("DISPATCH_DIRECT") == 4 and "EVENT_WRITE" not in names
+        g.replay(wait=True)
+        for i, b in enumerate(bufs):
+            assert (_down(d, b) == i + np.arange(N)).all()
+    finally:
+        d.close()
+
+
+def _packets(q: Any) -> list[Any]:
+    from runtime.drivers.amd.decode import decode_pm4
+    return list(decode_pm4(q.dwords(), arch=q.device.gfx))
+
+
+
+# ------------------------------------------------------------------------------ NVIDIA: QMD links
+def _nv_commands(g: Any) -> list[str]:
+    return [c.split()[2] for c in g.body.describe_commands() if len(c.split()) > 2]
+
+
+def test_nv_a_chain_is_linked_through_the_qmds_without_wait_for_idle() -> None:
+    d = _open("mock-nv")
+    try:
+        fill, twice = d.kern["fill"], d.kern["twice"]
+        a, b = d.alloc(4 * N), d.alloc(4 * N)
+        g = d.graph([Launch(fill, (a, 3), GS, LS), Launch(twice, (a, b), GS, LS),
+                     Launch(twice, (b, a), GS, LS)])
+        cmds = " ".join(g.body.describe_commands())
+        assert "WAIT_FOR_IDLE" not in cmds
+        assert cmds.count("SEND_PCAS_A") == 1  # only the first is sent; its QMD schedules the rest
+        q0 = d.qmd_class(bytearray(g.kernargs[0].qmd)).decode()
+        assert q0["DEPENDENT_QMD0_POINTER"] << 8 == g.kernargs[1].va + twice.qmd_offset(
+            g.kernargs[1].va)
+        membar = [d.qmd_class(bytearray(k.qmd)).get("CWD_MEMBAR_TYPE") for k in g.kernargs]
+        assert membar == [1, 1, 1]  # every grid keeps the system-scope completion barrier
+        for _ in range(3):
+            g.replay(wait=True)
+        assert (_down(d, a) == 4 * (3 + np.arange(N))).all()
+    finally:
+        d.close()
+
+
+def test_nv_fan_in_and_wide_fan_out_fall_back_to_wait_for_idle() -> None:
+    d = _open("mock-nv")
+    try:
+        fill, axpb = d.kern["fill"], d.kern["axpb"]
+        bufs = [d.alloc(4 * N) for _ in range(5)]
+        nodes = [Launch(fill, (bufs[0], 1), GS, LS, name="root")]
+        # four dependents of one launch: a V04 QMD schedules two, the others need a barrier
+        nodes += [Launch(axpb, (bufs[i], bufs[0], i), GS, LS, after=("root",))
+                  for i in range(1, 5)]
+        nodes += [Launch(axpb, (bufs[0], bufs[1], 9), GS, LS, after=(1, 2))]  # fan-in
+        for b in bufs[1:]:
+            d.copyin(b, np.zeros(N, np.int32))
+        g = d.graph(nodes)
+        cmds = " ".join(g.body.describe_commands())
+        assert "WAIT_FOR_IDLE" in cmds
+        g.replay(wait=True)
+        root = 1 + np.arange(N)
+        for i in range(2, 5):
+            assert (_down(d, bufs[i]) == root + i).all()
+        assert (_down(d, bufs[0]) == root * 3 + (root + 1) + 9).all()
+    finally:
+        d.close()
+
+
+def test_nv_independent_launches_are_sent_without_ordering() -> None:
+    d = _open("mock-nv")
+    try:
+        fill = d.kern["fill"]
+        bufs = [d.alloc(4 * N) for _ in range(4)]
+        g = d.graph([Launch(fill, (b, i), GS, LS, after=()) for i, b in enumerate(bufs)])
+        cmds = " ".join(g.body.describe_commands())
+        assert cmds.count("SEND_PCAS_A") == 4 and "WAIT_FOR_IDLE" not in cmds
+        g.replay(wait=True)
+        for i, b in enumerate(bufs):
+            assert (_down(d, b) == i + np.arange(N)).all()
+    finally:
+        d.close()
+
+
+# ------------------------------------------------------------------------------ random DAGs
+@st.composite
+def dags(draw: Any) -> dict[str, Any]:
+    """Nodes (kind, dst, src, c) on a few buffers, the edges their conflicts need (to the last
+    writer of what a node touches, and from the readers since to a writer), random extra edges,
+    and the order the nodes are listed in."""
+    nbufs = draw(st.integers(2, 4))
+    n = draw(st.integers(1, 9))
+    nodes = []
+    for _ in range(n):
+        kind = draw(st.sampled_from(["axpb", "axpb", "axpb", "copy", "wait"]))
+        dst, src = draw(st.integers(0, nbufs - 1)), draw(st.integers(0, nbufs - 1))
+        if kind == "copy" and dst == src:
+            src = (dst + 1) % nbufs
+        nodes.append((kind, dst, src, draw(st.integers(0, 50))))
+    deps: list[set[int]] = []
+    last_write: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
+    for i, (kind, dst, src, _) in enumerate(nodes):
+        e: set[int] = set()
+        if kind != "wait":
+            for b in {dst, src}:
+                if b in last_write:
+                    e.add(last_write[b])
+            e.update(readers.get(dst, []))
+            readers.setdefault(src, []).append(i)
+            readers[dst] = []
+            last_write[dst] = i
+        extra = draw(st.lists(st.integers(0, max(0, i - 1)), max_size=2)) if i else []
+        e.update(extra)
+        deps.append(e)
+    perm = draw(st.permutations(range(n)))
+    refs = draw(st.lists(st.booleans(), min_size=n, max_size=n))  # by name or by index
+    return {"nbufs": nbufs, "nodes": nodes, "deps": deps, "perm": perm, "by_name": refs}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(spec=dags())
+def test_random_dags_give_the_serial_result(dev: Any, spec: dict[str, Any]) -> None:
+    rng = np.random.default_rng(len(spec["nodes"]))
+    init = [rng.integers(-100, 100, N).astype(np.int32) for _ in range(spec["nbufs"])]
+    bufs = [_up(dev, a) for a in init]
+    gate = dev.new_signal(1)
+    ref = [a.copy() for a in init]
+    for kind, dst, src, c in spec["nodes"]:  # the serial order: node generation order
+        if kind == "axpb":
+            ref[dst] = ref[dst] * 3 + ref[src] + c
+        elif kind == "copy":
+            ref[dst] = ref[src].copy()
+    perm = spec["perm"]  # node i is listed at position pos[i]
+    pos = {i: p for p, i in enumerate(perm)}
+    listed: list[Any] = [None] * len(perm)
+    for i, (kind, dst, src, c) in enumerate(spec["nodes"]):
+        after = tuple(f"n{j}" if spec["by_name"][j] else pos[j] for j in sorted(spec["deps"][i]))
+        kw = {"after": after, "name": f"n{i}"}
+        if kind == "axpb":
+            node: Any = Launch(dev.kern["axpb"], (bufs[dst], bufs[src], c), GS, LS, **kw)
+        elif kind == "copy":
+            node = GraphCopy(bufs[dst], bufs[src], 4 * N, **kw)
+        else:
+            node = GraphWait(gate, 1, **kw)
+        listed[pos[i]] = node
+    g = dev.graph(listed)
+    try:
+        g.replay(wait=True)
+        for b, want in zip(bufs, ref):
+            got = _down(dev, b)
+            assert (got == want).all(), (spec, got[:4], want[:4])
+    finally:
+        g.free()
+        for b in bufs:
+            dev.free(b)
+        gate.release()
+
+
+def test_nv_a_launch_after_a_wait_or_a_call_still_waits_for_the_launches_before() -> None:
+    """An acquire does not drain the engine, nor does a call: the next ordered launch of the
+    queue needs WAIT_FOR_IDLE to follow the launches before them (a release with WFI drains)."""
+    d = _open("mock-nv")
+    try:
+        fill = d.kern["fill"]
+        a = d.alloc(4 * N)
+        s = d.new_signal(1)
+
+        def words(q: Any) -> str:
+            return " ".join(q.describe_commands())
+        ka, kb = (fill.fill_kernargs((a, i), GS, LS) for i in range(2))
+        q = d.compute_queue().exec(fill, ka, GS, LS).wait(s, 1).exec(fill, kb, GS, LS)
+        assert words(q).count("WAIT_FOR_IDLE") == 1
+        body = d.compute_queue().exec(fill, ka, GS, LS).bind()
+        q = d.compute_queue().call(body).exec(fill, kb, GS, LS)
+        assert words(q).count("WAIT_FOR_IDLE") == 1
+        q = d.compute_queue().exec(fill, ka, GS, LS).timestamp(s).exec(fill, kb, GS, LS)
+        assert "WAIT_FOR_IDLE" not in words(q)  # the release with WFI drained the engine
+        body.unbind()
+        s.release()
+    finally:
+        d.close()
+
+
+# ------------------------------------------------------------------------------ the real GPU, at scale
+def test_nv_dependent_chains_see_every_write_at_a_size_that_fills_the_gpu(dev: Any) -> None:
+    """1000 launches y[i] = x[n-1-i] + 1 alternating two buffers of 2M elements (several waves of
+    the whole GPU), linked through their QMDs, replayed three times; and 300 diamonds in a row
+    (one launch feeding two, both feeding a join). Every element is checked."""
+    if dev.kind != "nv":
+        pytest.skip("the real GPU only (the mock runs grids one after another)")
+    lib = dev.compiler.compile(STEP_SRC, "step.cu")
+    stp, join = dev.program(lib, "step"), dev.program(lib, "join")
+    n = 1 << 21
+    gs = (n // 256, 1, 1)
+    a, b = dev.alloc(4 * n), dev.alloc(4 * n)
+    dev.copyin(a, np.zeros(n, np.uint32))
+    dev.copyin(b, np.full(n, 0xDEAD, np.uint32))
+    g = dev.graph([Launch(stp, (a, b, n) if i % 2 == 0 else (b, a, n), gs, (256, 1, 1))
+                   for i in range(1000)])
+    cmds = " ".join(g.body.describe_commands())
+    assert "WAIT_FOR_IDLE" not in cmds and cmds.count("SEND_PCAS_A") == 1
+    for _ in range(3):
+        g.replay()
+    dev.synchronize()
+    out = np.zeros(n, np.uint32)
+    dev.copyout(out, a)
+    assert int((out != 3000).sum()) == 0
+    g.free()
+    # diamond: a -> (b, c) -> d, 300 times in one graph
+    c, d_ = dev.alloc(4 * n), dev.alloc(4 * n)
+    nodes: list[Any] = []
+    for k in range(300):
+        top = len(nodes)
+        nodes.append(Launch(stp, (d_, a, n), gs, (256, 1, 1), after=(top - 1,) if k else ()))
+        nodes.append(Launch(stp, (a, b, n), gs, (256, 1, 1), after=(top,)))
+        nodes.append(Launch(stp, (a, c, n), gs, (256, 1, 1), after=(top,)))
+        nodes.append(Launch(join, (d_, b, c, n), gs, (256, 1, 1), after=(top + 1, top + 2)))
+    dev.copyin(d_, np.zeros(n, np.uint32))
+    g = dev.graph(nodes)
+    g.replay(wait=True)
+    ref = np.zeros(n, np.int64)
+    for _ in range(300):
+        av = ref[::-1] + 1
+        bv = av[::-1] + 1
+        ref = (ref * 3 + bv + 2 * bv) & 0xFFFFFFFF  # c is computed as b is
+    got = np.zeros(n, np.uint32)
+    dev.copyout(got, d_)
+    assert (got == ref.astype(np.uint32)).all()
+    g.free()
+    for x in (a, b, c, d_):
+        dev.free(x)
