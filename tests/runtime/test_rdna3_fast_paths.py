@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from runtime.drivers.mock.rdna3 import machine
+from runtime.drivers.mock.rdna3 import KernelFault, machine
 
 from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
                              _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
@@ -134,3 +134,171 @@ def test_scalar_path_moves_exec_through_saveexec_and_back(monkeypatch):
         want = np.where(xs > ys, u32(0), u32(1))   # (1 or 2) + 0xFFFFFFFF
         np.testing.assert_array_equal(slow, want)
         np.testing.assert_array_equal(fast, want)
+
+
+def _run_both(monkeypatch: pytest.MonkeyPatch, run) -> tuple:  # type: ignore[no-untyped-def]
+    """run() with the fast paths on, then off (machine.Planes forced to None)."""
+    fast = run()
+    with monkeypatch.context() as m:
+        m.setattr(machine, "Planes", lambda *a: None)
+        slow = run()
+    return fast, slow
+
+
+def _i32(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.int64) - ((v.astype(np.int64) >> 31 & 1) << 32)
+
+
+# (snippet, numpy reference of v2 from x = v1 and y = v3 as uint32)
+CONSTANT_FORMS = [
+    ("v_lshlrev_b32 v2, 33, v1", lambda x, y: (x << 1) & 0xFFFFFFFF),  # the amount masked to 1
+    ("v_lshrrev_b32 v2, 7, v1", lambda x, y: x >> 7),
+    ("v_ashrrev_i32 v2, 31, v1", lambda x, y: _i32(x) >> 31),
+    ("v_ashrrev_i32 v2, 0x45, v1", lambda x, y: _i32(x) >> 5),
+    ("v_mul_hi_i32 v2, 0x5d9f7391, v1", lambda x, y: (0x5D9F7391 * _i32(x)) >> 32),
+    ("v_mul_hi_u32 v2, v1, 0xfffffff3", lambda x, y: (x.astype(object) * 0xFFFFFFF3) >> 32),
+    ("v_mul_hi_i32 v2, v1, v3", lambda x, y: (_i32(x).astype(object) * _i32(y)) >> 32),
+    # v_add3 with its destination as the third source (read before anything is written) and as
+    # the first
+    ("v_mov_b32 v2, v3\nv_add3_u32 v2, v1, v3, v2", lambda x, y: x + 2 * y),
+    ("v_mov_b32 v2, v3\nv_add3_u32 v2, v2, v1, 5", lambda x, y: x + y + 5),
+    ("v_add3_u32 v2, v1, s9, v3", lambda x, y: x + y + y[:, :1]),
+]
+
+
+@pytest.mark.parametrize("waves", [1, 8])
+@pytest.mark.parametrize("asm,ref", CONSTANT_FORMS, ids=[c[0] for c in CONSTANT_FORMS])
+def test_constant_and_in_place_forms(monkeypatch, asm, ref, waves):
+    """Shifts by a constant, the high multiplies and v_add3 computed into the destination."""
+    x, y = _ints(np.random.default_rng(6))
+    fast, slow = both_paths(monkeypatch, asm, x, y, waves)
+    xs, ys = x[:32 * waves].reshape(waves, 32), y[:32 * waves].reshape(waves, 32)
+    want = np.array(ref(xs.astype(np.int64), ys.astype(np.int64)), dtype=object)
+    want = (want.astype(object) & 0xFFFFFFFF).astype(np.uint64).astype(u32).reshape(-1)
+    np.testing.assert_array_equal(slow, want)
+    np.testing.assert_array_equal(fast, want)
+
+
+GLOBAL_FORMS = [
+    # the address register is the destination
+    "v_mov_b32 v5, v10\nglobal_load_b32 v5, v5, s[2:3]\ns_waitcnt vmcnt(0)\nv_xor_b32 v2, v5, v3",
+    # several dwords, one of them the address register; an immediate offset
+    "v_mov_b32 v6, v10\nglobal_load_b128 v[4:7], v6, s[2:3] offset:8\ns_waitcnt vmcnt(0)\n"
+    "v_add3_u32 v2, v4, v5, v6\nv_xor_b32 v2, v2, v7",
+    # stores of two dwords, read back
+    "v_lshlrev_b32 v6, 1, v10\nglobal_store_b64 v6, v[1:2], s[4:5]\ns_waitcnt vmcnt(0)\n"
+    "v_add_nc_u32 v6, 4, v6\nglobal_load_b32 v2, v6, s[4:5]\ns_waitcnt vmcnt(0)",
+    # a misaligned address: the general path
+    "v_add_nc_u32 v5, 2, v10\nglobal_load_b32 v2, v5, s[2:3]\ns_waitcnt vmcnt(0)",
+]
+
+
+@pytest.mark.parametrize("waves", [1, 8])
+@pytest.mark.parametrize("asm", GLOBAL_FORMS, ids=range(len(GLOBAL_FORMS)))
+def test_one_wave_global_loads_and_stores(monkeypatch, asm, waves):
+    x, y = _ints(np.random.default_rng(7))
+    fast, slow = both_paths(monkeypatch, asm, x, y, waves)
+    np.testing.assert_array_equal(fast, slow)
+
+
+def test_one_wave_load_whose_offsets_or_past_the_mapping(monkeypatch):
+    """Offsets 0x1000 and 0x2000 in a 0x3000-byte buffer: their OR (0x3000) bounds the maximum
+    past the mapping's end, so the exact maximum decides, and the load is in range."""
+    code = assemble("""
+    v_and_b32 v5, 1, v0
+    v_lshlrev_b32 v5, 12, v5
+    v_add_nc_u32 v5, 0x1000, v5
+    global_load_b32 v6, v5, s[2:3]
+    s_waitcnt vmcnt(0)
+    v_lshlrev_b32 v10, 2, v0
+    global_store_b32 v10, v6, s[0:1]
+    s_endpgm
+    """)
+    words = np.arange(0x3000 // 4, dtype=u32) * u32(3)
+
+    def run() -> np.ndarray:
+        dev = RawDevice()
+        vo, vx = dev.alloc(128), dev.upload(words)
+        dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32], (1,), (32,))
+        return dev.download(vo, 32, u32)
+    fast, slow = _run_both(monkeypatch, run)
+    want = words[np.where(np.arange(32) & 1, 0x2000, 0x1000) // 4]
+    np.testing.assert_array_equal(slow, want)
+    np.testing.assert_array_equal(fast, want)
+
+
+def test_one_wave_scratch_and_its_range_check(monkeypatch):
+    """scratch_store/load of one and two dwords at a VGPR offset plus an immediate, and a store
+    past the 64 bytes each lane has: the same fault on both paths."""
+    ok = assemble("""
+    v_lshlrev_b32 v10, 2, v0
+    v_mov_b32 v4, 8
+    v_add_nc_u32 v5, 100, v0
+    v_add_nc_u32 v6, 200, v0
+    scratch_store_b64 v4, v[5:6], off offset:4
+    scratch_store_b32 v4, v6, off offset:28
+    s_waitcnt vmcnt(0)
+    scratch_load_b64 v[7:8], v4, off offset:4
+    scratch_load_b32 v9, v4, off offset:28
+    s_waitcnt vmcnt(0)
+    v_lshl_or_b32 v7, v8, 8, v7
+    v_lshl_or_b32 v7, v9, 20, v7
+    global_store_b32 v10, v7, s[0:1]
+    s_endpgm
+    """)
+    bad = assemble("""
+    v_mov_b32 v4, 52
+    scratch_store_b64 v4, v[5:6], off offset:8
+    s_endpgm
+    """)
+
+    def run(code: bytes) -> np.ndarray:
+        dev = RawDevice()
+        vo = dev.alloc(128)
+        dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32], (1,), (32,), scratch_per_lane_B=64)
+        return dev.download(vo, 32, u32)
+    fast, slow = _run_both(monkeypatch, lambda: run(ok))
+    lane = np.arange(32, dtype=u32)
+    want = (100 + lane) | (200 + lane) << 8 | (200 + lane) << 20
+    np.testing.assert_array_equal(slow, want)
+    np.testing.assert_array_equal(fast, want)
+    errors = []
+    for planes in (machine.Planes, lambda *a: None):
+        with monkeypatch.context() as m:
+            m.setattr(machine, "Planes", planes)
+            with pytest.raises(KernelFault) as e:
+                run(bad)
+            errors.append(str(e.value))
+    assert errors[0] == errors[1] and "beyond the 64 B per lane" in errors[0]
+
+
+def test_one_wave_compare_and_swap_on_one_address(monkeypatch):
+    """Lanes 4-7, 12-15, ... (EXEC 0xF0F0F0F0) swap lane + 1 for lane on one dword holding 4:
+    lanes 4-7 succeed in lane order, each seeing the one before's value, the later ones fail and
+    see 8; inactive lanes keep their register."""
+    code = assemble("""
+    v_lshlrev_b32 v10, 2, v0
+    v_mov_b32 v1, 0
+    v_add_nc_u32 v2, 1, v0
+    v_mov_b32 v3, v0
+    v_mov_b32 v4, 77
+    s_mov_b32 exec_lo, 0xf0f0f0f0
+    global_atomic_cmpswap_b32 v4, v1, v[2:3], s[2:3] glc
+    s_waitcnt vmcnt(0)
+    s_mov_b32 exec_lo, -1
+    global_store_b32 v10, v4, s[0:1]
+    s_endpgm
+    """)
+
+    def run() -> tuple[np.ndarray, int]:
+        dev = RawDevice()
+        vo, vx = dev.alloc(128), dev.upload(np.array([4], u32))
+        dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32], (1,), (32,))
+        return dev.download(vo, 32, u32), int(dev.download(vx, 1, u32)[0])
+    (fast, fmem), (slow, smem) = _run_both(monkeypatch, run)
+    lane = np.arange(32)
+    active = (0xF0F0F0F0 >> lane & 1).astype(bool)
+    want = np.where(active, np.where((lane >= 4) & (lane <= 7), lane, 8), 77).astype(u32)
+    assert fmem == smem == 8
+    np.testing.assert_array_equal(slow, want)
+    np.testing.assert_array_equal(fast, want)

@@ -86,13 +86,38 @@ def partial_exec(ops: list[Operand], dests: list[tuple[int, int]],
             return slow(g)
         if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
             pack_lane_masks(g, sregs)
-        A = P.regs
-        res = compute(*[A[k][i] if k >= 0 else i for k, i in ops])
+        A = P.views
+        res = compute(*[A[k, i] if k >= 0 else i for k, i in ops])
         ex = g.exec
         for (k, r), v in zip(dests, res):
             P.dirty_v.add(r)
-            np.copyto(A[k][r], v, where=ex, casting="unsafe")
+            np.copyto(A[k, r], v, where=ex, casting="unsafe")
     return run
+
+
+# VALU shifts (the amount is src0) that reduce to one ufunc when the amount is a constant
+_CONST_SHIFTS = {"v_lshlrev_b32": np.left_shift, "v_lshrrev_b32": np.right_shift,
+                 "v_ashrrev_i32": np.right_shift}
+
+
+def _mul_hi_into(wide: type) -> Callable[..., None]:
+    def run(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        p = np.multiply(a, b, dtype=wide)   # exact: a 32 x 32-bit product fits 64 bits
+        np.right_shift(p, 32, out=p)
+        out[...] = p
+    return run
+
+
+def _add3_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
+    np.add(a, b, out=out)
+    np.add(out, c, out=out)
+
+
+# Integer ops of several numpy steps written straight into the destination register (the same
+# lane functions as valu_table's, without temporaries): name -> (sources, fn(*sources, out)).
+_INTO: dict[str, tuple[int, Callable[..., None]]] = {
+    "v_mul_hi_i32": (2, _mul_hi_into(np.int64)), "v_mul_hi_u32": (2, _mul_hi_into(np.uint64)),
+    "v_add3_u32": (3, _add3_into)}
 
 
 def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndarray],
@@ -111,6 +136,44 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     d = inst.f["vdst"]
     (k0, i0), (k1, i1), (k2, i2) = (ops + [(CONST, None)] * 2)[:3]
     partial = partial_exec(ops, [(kd, d)], lambda *a: (fn(*a),), slow)
+    shift = _CONST_SHIFTS.get(inst.name)
+    if shift is not None and k0 == CONST and k1 == kd:
+        # A shift by a constant: the amount masked once here, one ufunc into the destination.
+        amount = np.array(int(np.asarray(i0).view(np.uint32)) & 31).astype(DTYPES[dst])
+
+        def run_shift(g: WaveSet) -> None:
+            P = g.fast
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                pack_lane_masks(g, sregs)
+            A = P.views
+            P.dirty_v.add(d)
+            shift(A[k1, i1], amount, out=A[kd, d])
+        return run_shift
+    into = _INTO.get(inst.name)
+    if into is not None and len(ops) == into[0] and all(PLANE[t] == kd for t in srcs) and \
+            not (len(ops) == 3 and k2 == kd and i2 == d):
+        # Computed into the destination (its third source, which the first step would
+        # overwrite, is not the destination).
+        compute_into = into[1]
+        n_ops = into[0]
+
+        def run_into(g: WaveSet) -> None:
+            P = g.fast
+            if P is None:
+                return partial(g)
+            if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+                pack_lane_masks(g, sregs)
+            A = P.views
+            P.dirty_v.add(d)
+            if n_ops == 2:
+                compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
+                             A[kd, d])
+            else:
+                compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
+                             A[k2, i2] if k2 >= 0 else i2, A[kd, d])
+        return run_into
     if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
         # A plain cast: assigning into the destination plane casts the same way.
         def run1_cast(g: WaveSet) -> None:
@@ -119,9 +182,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
-            A = P.regs
+            A = P.views
             P.dirty_v.add(d)
-            A[kd][d][...] = A[k0][i0] if k0 >= 0 else i0
+            A[kd, d][...] = A[k0, i0] if k0 >= 0 else i0
         return run1_cast
     if len(ops) == 1:
         def run1(g: WaveSet) -> None:
@@ -130,9 +193,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
-            A = P.regs
+            A = P.views
             P.dirty_v.add(d)
-            A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0)
+            A[kd, d][...] = fn(A[k0, i0] if k0 >= 0 else i0)
         return run1
     if len(ops) == 2 and isinstance(fn, np.ufunc) and fn.nout == 1 and \
             all(PLANE[t] == kd for t in srcs):
@@ -143,9 +206,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
-            A = P.regs
+            A = P.views
             P.dirty_v.add(d)
-            fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, out=A[kd][d])
+            fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d])
         return run2_into
     if len(ops) == 2:
         def run2(g: WaveSet) -> None:
@@ -154,9 +217,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 return partial(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
-            A = P.regs
+            A = P.views
             P.dirty_v.add(d)
-            A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1)
+            A[kd, d][...] = fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1)
         return run2
 
     def run3(g: WaveSet) -> None:
@@ -165,10 +228,10 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             return partial(g)
         if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
             pack_lane_masks(g, sregs)
-        A = P.regs
+        A = P.views
         P.dirty_v.add(d)
-        A[kd][d][...] = fn(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1,
-                           A[k2][i2] if k2 >= 0 else i2)
+        A[kd, d][...] = fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
+                           A[k2, i2] if k2 >= 0 else i2)
     return run3
 
 
@@ -192,13 +255,13 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
             return partial(g)
         if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
             pack_lane_masks(g, sregs)
-        A = P.regs
+        A = P.views
         P.dirty_v.add(d)
-        D = A[F32_PLANE][d]
-        x = A[kf][i_f] if kf >= 0 else i_f
+        D = A[F32_PLANE, d]
+        x = A[kf, i_f] if kf >= 0 else i_f
         if half:
             # x * 0.5 exact in every lane: one f32 rounding of the sum is the fused result
-            bits = A[ku][iu] if ku >= 0 else iu
+            bits = A[ku, iu] if ku >= 0 else iu
             if fp.halves_exactly(bits):
                 np.add(np.multiply(x, k), D, out=D)
                 return
@@ -251,21 +314,21 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
             return partial(g)
         if sr and g.dirty and not sr.isdisjoint(g.dirty):
             pack_lane_masks(g, sr)
-        A = P.regs
+        A = P.views
         # (a move's result is its source: no call, and its unused VSRC1 is not read)
-        ax = A[kax][iax] if kax >= 0 else iax
-        rx = ax if movx else fx(ax, A[kbx][ibx] if kbx >= 0 else ibx,
-                                A[kx][dx] if accx else None, lx)
-        ay = A[kay][iay] if kay >= 0 else iay
-        ry = ay if movy else fy(ay, A[kby][iby] if kby >= 0 else iby,
-                                A[ky][dy] if accy else None, ly)
+        ax = A[kax, iax] if kax >= 0 else iax
+        rx = ax if movx else fx(ax, A[kbx, ibx] if kbx >= 0 else ibx,
+                                A[kx, dx] if accx else None, lx)
+        ay = A[kay, iay] if kay >= 0 else iay
+        ry = ay if movy else fy(ay, A[kby, iby] if kby >= 0 else iby,
+                                A[ky, dy] if accy else None, ly)
         if clash:
             ry = np.array(ry)
         dv = P.dirty_v
         dv.add(dx)
         dv.add(dy)
-        A[kx][dx][...] = rx
-        A[ky][dy][...] = ry
+        A[kx, dx][...] = rx
+        A[ky, dy][...] = ry
     return run
 
 
@@ -286,6 +349,6 @@ def compare(inst: Inst, srcs: tuple[str, ...], cmp: Callable[..., np.ndarray],
             return slow(g)
         if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
             pack_lane_masks(g, sregs)
-        A = P.regs
-        write(g, cmp(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1))
+        A = P.views
+        write(g, cmp(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1))
     return run

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -40,6 +40,51 @@ def pack_lanes(mask: np.ndarray) -> np.ndarray:
     """bool [n, 32] → uint32 [n] (inverse of unpack_lanes)."""
     mask = np.ascontiguousarray(mask, dtype=bool)
     return np.packbits(mask, axis=1, bitorder="little").view("<u4").reshape(len(mask))
+
+
+# One wave's lane masks by their word, and words by their mask: a loop that narrows EXEC lane by
+# lane (a compare-and-swap retry loop) unpacks and packs the same few dozen masks over and over,
+# and a dictionary look-up replaces numpy's bit unpacking and packing. Droppable caches (cleared
+# when full); the cached arrays are read-only.
+_MASKS_OF_WORDS: dict[int, tuple[np.ndarray, int]] = {}
+_WORDS_OF_MASKS: dict[bytes, int] = {}
+_MASK_CACHE_MAX = 4096
+
+
+def one_wave_mask(word: int) -> tuple[np.ndarray, int]:
+    """(bool [1, 32] read-only, number of lanes set) of a 32-bit lane mask."""
+    got = _MASKS_OF_WORDS.get(word)
+    if got is None:
+        if len(_MASKS_OF_WORDS) >= _MASK_CACHE_MAX:
+            _MASKS_OF_WORDS.clear()
+        mask = unpack_lanes(np.array([word], dtype=np.uint32))
+        mask.flags.writeable = False
+        got = _MASKS_OF_WORDS[word] = (mask, bin(word).count("1"))
+    return got
+
+
+_LANES_OF_WORDS: dict[int, tuple[int, ...]] = {}
+
+
+def one_wave_lanes(word: int) -> tuple[int, ...]:
+    """The lanes set in a 32-bit lane mask, in lane order."""
+    got = _LANES_OF_WORDS.get(word)
+    if got is None:
+        if len(_LANES_OF_WORDS) >= _MASK_CACHE_MAX:
+            _LANES_OF_WORDS.clear()
+        got = _LANES_OF_WORDS[word] = tuple(i for i in range(32) if word >> i & 1)
+    return got
+
+
+def one_wave_word(mask: np.ndarray) -> int:
+    """The 32-bit word of a bool [1, 32] lane mask."""
+    key = mask.tobytes()
+    word = _WORDS_OF_MASKS.get(key)
+    if word is None:
+        if len(_WORDS_OF_MASKS) >= _MASK_CACHE_MAX:
+            _WORDS_OF_MASKS.clear()
+        word = _WORDS_OF_MASKS[key] = int(pack_lanes(mask)[0])
+    return word
 
 
 class Machine:
@@ -99,6 +144,24 @@ class Machine:
         self._scratch_words: np.ndarray | None = None
         # The queue's GWS resources (DispatchRecord.gws; None: no GWS range).
         self.gws: GwsRange | None = None
+        # uint32 views of memory mappings by the id of their bytes (words_at)
+        self._words: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def words_at(self, va: int, size: int, access: str) -> tuple[np.ndarray, int] | None:
+        """(the uint32 words of the mapping holding [va, va + size), index of va's word) for a
+        dword-aligned va; None where no one mapping holds the range or its words cannot be
+        viewed (the caller's general path then raises the fault). Views are kept per mapping
+        for the machine's life, which is one batch of one dispatch."""
+        try:
+            data, at = self.mem.find(va, size, access)
+        except PageFault:
+            return None
+        got = self._words.get(id(data))
+        if got is None or got[0] is not data:
+            if len(data) % 4 or data.ctypes.data % 4:
+                return None
+            got = self._words[id(data)] = (data, data.view(np.uint32))
+        return got[1], at >> 2
 
     def scratch_words(self) -> np.ndarray:
         """The dispatch's scratch backing memory as uint32 words (slot after slot; see
@@ -171,9 +234,9 @@ class Planes:
     operand at no cost, an [n, 1] one costs time on every call) and [n, 1] otherwise. `s1` is the
     one wave's SGPR row (None for several waves; scalar instructions of one wave run on numpy
     scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's written-VGPR set
-    (see Machine)."""
+    (see Machine), `views[k, i]` the view `regs[k][i]`, kept once built."""
 
-    __slots__ = ("regs", "s1", "w", "scc", "dirty_v")
+    __slots__ = ("regs", "s1", "w", "scc", "dirty_v", "views")
 
     def __init__(self, m: "Machine", idx: slice, n: int) -> None:
         V = m.V[:, idx]
@@ -185,6 +248,24 @@ class Planes:
         self.w = first if n == 1 else -1
         self.scc = m.SCC
         self.dirty_v = m.dirty_v
+        self.views = RegisterViews(self.regs)
+
+
+class RegisterViews(dict):  # type: ignore[type-arg]
+    """`views[k, i]` is `regs[k][i]` of a Planes, built on first use and then kept: a look-up
+    here is several times cheaper than numpy building the view again on every instruction."""
+
+    __slots__ = ("regs",)
+
+    def __init__(self, regs: tuple[np.ndarray, ...]) -> None:
+        super().__init__()
+        self.regs = regs
+
+    def __missing__(self, key: tuple[int, Any]) -> np.ndarray:
+        k, i = key
+        view: np.ndarray = self.regs[k][i]
+        self[key] = view
+        return view
 
 
 U32_PLANE, I32_PLANE, F32_PLANE = range(3)
@@ -200,11 +281,14 @@ class WaveSet:
     `fast`: the same while EXEC has every lane set (VALU fast paths write whole planes)."""
 
     __slots__ = ("m", "idx", "n", "pc", "lanes", "dirty", "exec", "exec_full", "active",
-                 "at_barrier", "parked", "waiting", "planes", "fast")
+                 "at_barrier", "parked", "waiting", "planes", "fast", "w1")
 
     def __init__(self, m: Machine, idx: slice | np.ndarray, pc: int) -> None:
         self.m, self.idx, self.pc = m, idx, pc
-        self.n = len(range(m.n_waves)[idx]) if isinstance(idx, slice) else len(idx)
+        waves = range(m.n_waves)[idx] if isinstance(idx, slice) else idx
+        self.n = len(waves)
+        # the wave's index when the set is one wave32 wave (its lane masks are one word each)
+        self.w1 = int(waves[0]) if self.n == 1 and not m.wave64 else -1
         self.lanes: dict[int, np.ndarray] = {}
         self.dirty: set[int] = set()
         self.at_barrier = False
@@ -233,12 +317,15 @@ class WaveSet:
 
     # -- EXEC bookkeeping
     def _load_exec(self) -> None:
-        self._set_exec(unpack_lanes(self._mask_words(EXEC_LO)))
+        if self.w1 >= 0:
+            self._set_exec(*one_wave_mask(int(self.m.S[EXEC_LO, self.w1])))
+        else:
+            self._set_exec(unpack_lanes(self._mask_words(EXEC_LO)))
 
-    def _set_exec(self, mask: np.ndarray) -> None:
+    def _set_exec(self, mask: np.ndarray, active: int = -1) -> None:
         self.exec = mask
         self.lanes[EXEC_LO] = mask
-        self.active = int(np.count_nonzero(mask))
+        self.active = active if active >= 0 else int(np.count_nonzero(mask))
         self.exec_full = self.active == self.n * 32
         self.fast = self.planes if self.exec_full else None
 
@@ -251,6 +338,11 @@ class WaveSet:
         return self.m.S[r][self.idx]
 
     def _pack(self, r: int) -> None:
+        if self.w1 >= 0:
+            self.m.S[r, self.w1] = one_wave_word(self.lanes[r])
+            self.m.dirty_s.add(r)
+            self.dirty.discard(r)
+            return
         words = pack_lanes(self.lanes[r])
         S = self.m.S
         if self.m.wave64:
@@ -282,7 +374,8 @@ class WaveSet:
         """bool [n, 32]: SGPR r as a lane mask (wave64: the pair r, r+1)."""
         got = self.lanes.get(r)
         if got is None:
-            got = self.lanes[r] = unpack_lanes(self._mask_words(r))
+            got = self.lanes[r] = one_wave_mask(int(self.m.S[r, self.w1]))[0] \
+                if self.w1 >= 0 else unpack_lanes(self._mask_words(r))
         return got
 
     def set_lanes(self, r: int, mask: np.ndarray) -> None:

@@ -17,6 +17,7 @@ to 16 bits first. `*_store_d16_hi_*` stores from the high half.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Callable
 
@@ -28,11 +29,12 @@ from . import atomics
 from . import mem_lanes as ml
 from .decode import M0, NULL, Inst
 from .errors import KernelFault, PageFaultError
-from .machine import WaveSet
+from .machine import WaveSet, one_wave_lanes, one_wave_word
 
 Exec = Callable[[WaveSet], None]
 Resolver = Callable[[WaveSet], ml.Target]
 u32, u64 = np.uint32, np.uint64
+_U32 = struct.Struct("<I")
 SHARED_APERTURE = 0x1000_0000_0000_0000
 PRIVATE_APERTURE = 0x2000_0000_0000_0000
 APERTURE_SIZE = 1 << 32
@@ -234,30 +236,41 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
     access = "read" if load else "write"
 
     def run(g: WaveSet) -> None:
-        if g.n != 1 or g.fast is None:
+        P = g.fast
+        if P is None or P.s1 is None:   # not one wave32 wave with every lane active
             generic(g)
             return
-        S = g.s
-        off = g.v(vaddr)   # unsigned: the lanes lie in [start, start + max + nbytes)
-        start = (int(S(saddr)[0]) | int(S(saddr + 1)[0]) << 32) + imm
-        if (start | int(np.bitwise_or.reduce(off, axis=None))) & 3:
+        if g.dirty:
+            g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
+            g.s(saddr + 1)
+        S1, U = P.s1, P.views
+        start = (int(S1[saddr]) | int(S1[saddr + 1]) << 32) + imm
+        off = U[0, vaddr]   # unsigned: the lanes lie in [start, start + max + nbytes)
+        # The OR of the offsets bounds their maximum and shows a misaligned one; where it
+        # overshoots the mapping, the maximum itself decides.
+        bound = int(np.bitwise_or.reduce(off, axis=None))
+        if (start | bound) & 3:
             generic(g)
             return
-        end = int(off.max()) + nbytes
-        try:
-            data, at = g.m.mem.find(start, end, access)
-        except PageFault:
-            generic(g)
-            return
-        words = data[at:at + end].view(u32)
+        got = g.m.words_at(start, bound + nbytes, access)
+        if got is None:
+            got = g.m.words_at(start, int(np.maximum.reduce(off, axis=None)) + nbytes, access)
+            if got is None:
+                generic(g)
+                return
+        words, base = got
         idx = off >> u32(2)
+        if base:
+            np.add(idx, u32(base), out=idx)
         if load:
-            vals = [words.take(idx + u32(j) if j else idx) for j in range(ndw)]
-            for j, v in enumerate(vals):
-                g.set_v(vdst + j, v)
+            # (idx is a new array: the gather may overwrite the address register)
+            dv = P.dirty_v
+            for j in range(ndw):
+                dv.add(vdst + j)
+                words.take(idx + u32(j) if j else idx, out=U[0, vdst + j])
         else:
             for j in range(ndw):
-                words[idx + u32(j) if j else idx] = g.v(vdata + j)
+                words.put(idx + u32(j) if j else idx, U[0, vdata + j])
     return run
 
 
@@ -327,9 +340,13 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
 
+    one_address_cas = op == "cmpswap" and dt is np.uint32
+
     def run(g: WaveSet) -> None:
         if g.n != 1 or g.planes is None:
             generic(g)
+            return
+        if one_address_cas and _cmpswap_one_address(g, imm, saddr, vaddr, vdst, vdata, want):
             return
         ex = g.exec[0]
         off = g.v(vaddr)[0][ex]
@@ -359,6 +376,47 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
             full[0][ex] = old.view(u32)
             g.set_v(vdst, full)
     return run
+
+
+def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int, vdata: int,
+                         want: bool) -> bool:
+    """global_atomic_cmpswap_b32 of one wave32 whose active lanes all name one aligned, mapped
+    dword (a retry loop's lanes racing on one counter): the lanes swap in lane order on Python
+    ints, each seeing the value the lanes before it left. False (nothing done) otherwise."""
+    w = g.w1
+    if w < 0:
+        return False
+    lanes = one_wave_lanes(one_wave_word(g.exec))
+    if not lanes:
+        return True
+    m = g.m
+    V, S = m.V, m.S
+    offs = V[vaddr, w].tolist()
+    off = offs[lanes[0]]
+    for ln in lanes:
+        if offs[ln] != off:
+            return False
+    if saddr in g.dirty:
+        g.s(saddr)
+    va = (int(S[saddr, w]) | int(S[saddr + 1, w]) << 32) + imm + off
+    if va & 3:
+        return False
+    try:
+        data, at = m.mem.find(va, 4, "atomic")
+    except PageFault:
+        return False
+    srcs, cmps = V[vdata, w].tolist(), V[vdata + 1, w].tolist()
+    cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
+    olds = []
+    for ln in lanes:
+        olds.append(cur)
+        if cmps[ln] == cur:
+            cur = srcs[ln]
+    _U32.pack_into(data, at, cur)  # type: ignore[arg-type]
+    if want:
+        m.dirty_v.add(vdst)
+        V[vdst, w].put(lanes, olds)
+    return True
 
 
 def waves_share_an_address(g: WaveSet, addr: np.ndarray) -> bool:
@@ -465,7 +523,12 @@ def _private_transfer(inst: Inst, op: MemOp, offsets: Callable[[WaveSet], np.nda
             p(g)
     if op.d16:
         return generic
-    return _private_words(op.kind == "load", size // 4, f["vdst"], f["data"], offsets, generic)
+    words = _private_words(op.kind == "load", size // 4, f["vdst"], f["data"], offsets, generic)
+    if inst.name.startswith("scratch_") and f["sve"] and f["saddr"] in (NULL, 0x7F) and \
+            f["offset"] >= 0 and not f["offset"] & 3:
+        return _private_words_one_wave(op.kind == "load", size // 4, f["vdst"], f["data"],
+                                       f["addr"], f["offset"], words)
+    return words
 
 
 _LANE32 = np.arange(32, dtype=np.int64)[None, :]
@@ -512,6 +575,49 @@ def _private_words(load: bool, ndw: int, vdst: int, vdata: int,
         sel = idx[ex]
         for j in range(ndw):
             words[sel + 32 * j if j else sel] = np.broadcast_to(g.v(vdata + j), ex.shape)[ex]
+    return run
+
+
+def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: int, imm: int,
+                            general: Exec) -> Exec:
+    """_private_words for one wave32 with every lane active and the common addressing (a VGPR
+    offset plus a non-negative, dword-aligned immediate), on the register planes: dword d of
+    lane l at private offset o is word slot + (o + imm) * 8 + 32 d + l of the scratch words.
+    Anything else, an offset out of range included, takes `general`."""
+    firsts: dict[int, np.ndarray] = {}   # each wave's lane words of private offset 0
+
+    def run(g: WaveSet) -> None:
+        P = g.fast
+        sc = g.m.scratch
+        if P is None or P.s1 is None or sc is None:
+            return general(g)
+        U = P.views
+        off = U[0, vaddr]
+        # the OR of the offsets: bit 31 set if one is negative as an int32, bits 1:0 if one is
+        # misaligned, and at least their maximum (else the exact maximum decides)
+        bits = int(np.bitwise_or.reduce(off, axis=None))
+        if bits & 0x80000003 or (((bits + imm) >> 2) + ndw) * 128 > sc.wave_B and \
+                (((int(np.maximum.reduce(off, axis=None)) + imm) >> 2) + ndw) * 128 > sc.wave_B:
+            return general(g)
+        words = g.m.scratch_words()
+        if not words.size:
+            return general(g)
+        first = P.w * (sc.wave_B >> 2) + imm * 8
+        lanes = firsts.get(first)
+        if lanes is None:
+            if len(firsts) > 64:
+                firsts.clear()
+            lanes = firsts[first] = _LANE32 + first
+        idx = np.multiply(off, 8, dtype=np.int64)
+        np.add(idx, lanes, out=idx)
+        if load:
+            dv = P.dirty_v
+            for j in range(ndw):
+                dv.add(vdst + j)
+                words.take(idx + 32 * j if j else idx, out=U[0, vdst + j])
+        else:
+            for j in range(ndw):
+                words.put(idx + 32 * j if j else idx, U[0, vdata + j])
     return run
 
 

@@ -437,7 +437,7 @@ def _scc_cond(g: WaveSet, want: bool) -> np.ndarray | bool:
 def _exec_cond(g: WaveSet, want_lanes: bool) -> np.ndarray | bool:
     if g.active == 0:
         return not want_lanes
-    if g.exec_full:
+    if g.exec_full or g.n == (2 if g.m.wave64 else 1):   # one wave, and it has lanes
         return want_lanes
     has = g.any_lanes(g.exec)
     return has if want_lanes else ~has

@@ -314,12 +314,12 @@ def _carry_op(kind: str) -> Callable[[Inst, object], Exec]:
                 return run(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 fast_valu.pack_lane_masks(g, sregs)
-            A = P.regs
+            A = P.views
             cin = lanes_in(g) if lanes_in is not None else None
             full = g.exec_full
-            dst = A[0][vdst]
+            dst = A[0, vdst]
             P.dirty_v.add(vdst)
-            r, carry = compute(A[k0][i0] if k0 >= 0 else i0, A[k1][i1] if k1 >= 0 else i1, cin,
+            r, carry = compute(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, cin,
                                dst if full and in_place else None)
             if r is not dst:
                 if full:
