@@ -118,6 +118,12 @@ def test_zlib_version_crc_and_a_round_trip(real):
     assert z.uncompress(back, ctypes.byref(back_len), out, out_len.value) == z.Z_OK
     assert bytes(back) == raw
     assert z.zError(z.Z_DATA_ERROR) == b"data error"
+    # `const Bytef *` takes Python bytes as it is; the `Bytef *` C writes into does not.
+    assert z.crc32(0, raw, len(raw)) == py_zlib.crc32(raw)
+    out_len = ctypes.c_ulong(bound)
+    assert z.compress2(out, ctypes.byref(out_len), raw, len(raw), 9) == z.Z_OK
+    with pytest.raises(ctypes.ArgumentError):
+        z.uncompress(b"\0" * len(raw), ctypes.byref(back_len), out, out_len.value)
 
 
 def test_libdrm_enumerates_devices_and_names_its_nodes(real):

@@ -233,3 +233,30 @@ def test_a_fault_check_right_after_a_wait_for_every_event_asks_no_second_time(
         assert d.os.ioctl_count == n + 1  # type: ignore[attr-defined]
     finally:
         d.close()
+
+
+def test_an_amd_launch_block_from_a_remembered_shape_is_built_afresh() -> None:
+    # The dispatch packet and hidden arguments are kept per shape: each block must still be what
+    # building it from scratch gives, with its own address in the packet.
+    from runtime.hcq.program import write_arg
+    d, gpu = _amd()
+    try:
+        prg: Any = d.program((DATA / "amd_reference" / "vector_add.hsaco").read_bytes(),
+                             "vector_add")
+        a = d.alloc(64)
+        args = (a, a, a)
+        shapes = [((4, 1, 1), (256, 1, 1)), ((2, 3, 1), (8, 4, 2)), ((4, 1, 1), (256, 1, 1)),
+                  ((1, 1, 5), (1, 1, 1)), ((2, 3, 1), (8, 4, 2))]
+        blocks = set()
+        for g, l in shapes:
+            ka = prg.fill_kernargs(args, g, l)
+            size = prg._kernargs_size()
+            fresh = memoryview(bytearray(size))
+            prg._fill_block_fields(ka.va, fresh, g, l)
+            for slot, value in zip(prg.slots, args):
+                write_arg(fresh[:max(prg.kernarg_B, 1)], slot, value, d)
+            assert gpu.mem.read(ka.va, size) == bytes(fresh)
+            blocks.add(ka.va)
+        assert len(blocks) == len(shapes)  # each launch its own block (and address)
+    finally:
+        d.close()

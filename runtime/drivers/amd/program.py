@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hcq_bindings.amd import hsa
 
@@ -31,6 +31,9 @@ E_FLAGS_OFFSET = 0x30             # ELF64 header: e_flags
 EF_AMDGPU_MACH = 0x0FF            # llvm/BinaryFormat/ELF.h: the processor in e_flags
 SHT_RELA = 4
 DISPATCH_PACKET_B = ctypes.sizeof(hsa.hsa_kernel_dispatch_packet_t)
+_KERNARG_ADDRESS_OFFSET_B = int(getattr(hsa.hsa_kernel_dispatch_packet_t, "kernarg_address").offset)
+_U64 = struct.Struct("<Q")
+_BLOCK_TEMPLATES_KEPT = 16  # launch shapes whose block a program keeps (a droppable cache)
 MAX_LDS_B = 64 * 1024
 MAX_WORKGROUP_THREADS = 1024
 _M32 = 0xFFFFFFFF
@@ -173,6 +176,8 @@ class AMDProgram(Program):
                                  else ""))
         self.slots = tuple(slots)
         self.hidden = hidden
+        # (global size, local size) -> the launch block of that shape, kernarg_address 0
+        self._block_templates: dict[tuple[Any, Any], bytes] = {}
         # -- register state, built once (the launch path only copies it)
         regs: ShRegs = device.sh_regs
         gc = device.gfx.gc
@@ -246,8 +251,26 @@ class AMDProgram(Program):
 
     def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int]) -> KernArgs:
+        # Everything but the block's own address depends on the shape only: built once per shape
+        # (a few kept), then copied, with the address patched into the dispatch packet.
         size = self._kernargs_size()
-        view[:size] = bytes(size)
+        shape = (global_size, local_size)
+        tmpl = self._block_templates.get(shape)
+        if tmpl is None:
+            scratch = bytearray(size)
+            self._fill_block_fields(0, memoryview(scratch), global_size, local_size)
+            tmpl = bytes(scratch)
+            if len(self._block_templates) >= _BLOCK_TEMPLATES_KEPT:
+                self._block_templates.clear()
+            self._block_templates[shape] = tmpl
+        view[:size] = tmpl
+        _U64.pack_into(view, self.packet_offset + _KERNARG_ADDRESS_OFFSET_B, va)
+        return KernArgs(va, view[:max(self.kernarg_B, 1)], self.slots)
+
+    def _fill_block_fields(self, va: int, view: memoryview, global_size: tuple[int, int, int],
+                           local_size: tuple[int, int, int]) -> None:
+        """Writes the dispatch packet (its kernarg_address = `va`) and the hidden arguments of a
+        launch of this shape into a zeroed block."""
         gx, gy, gz = global_size
         lx, ly, lz = local_size
         dims = 3 if gz > 1 else 2 if gy > 1 else 1
@@ -264,7 +287,6 @@ class AMDProgram(Program):
             self._hidden(view, h.get(f"hidden_block_count_{axis}"), g)
             self._hidden(view, h.get(f"hidden_group_size_{axis}"), l)
         self._hidden(view, h.get("hidden_grid_dims"), dims)
-        return KernArgs(va, view[:max(self.kernarg_B, 1)], self.slots)
 
     @staticmethod
     def _hidden(view: memoryview, slot: tuple[int, int] | None, value: int) -> None:

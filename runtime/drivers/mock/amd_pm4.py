@@ -38,6 +38,7 @@ _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
+_HEADERS_KEPT = 256             # distinct packet headers a queue remembers
 DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatch
 _ARGS_SCAN_B = 256             # bytes of a kernel's argument block searched for buffer pointers
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
@@ -89,6 +90,8 @@ class PM4Processor(QueueProcessor):
         self._scan_sh: dict[int, int] = {}
         # opcode -> (description, handler) of every packet the queue executes
         self._handlers = {pk.opcode: (pk, _PM4_HANDLERS[pk.name]) for pk in ps.pm4.values()}
+        # header -> (size, handler) of the well-formed packets seen (a droppable cache)
+        self._known: dict[int, tuple[int, Callable[..., bool]]] = {}
         self._f_release_mem = ps.pm4["RELEASE_MEM"].fields
         self._f_wait_reg_mem = ps.pm4["WAIT_REG_MEM"].fields
         self._f_event_write = ps.pm4["EVENT_WRITE"].fields
@@ -131,11 +134,10 @@ class PM4Processor(QueueProcessor):
             if pos - base >= len(dws):
                 dws, base = self.ring_dwords(pos, avail), pos
             at = pos - base
-            where = f"ring dword {pos}"
-            size, op = self._header(dws[at], where)
-            if size > avail:
+            size, done = self._packet(dws, at, avail, f"ring dword {pos}", False)
+            if not size:
                 return progress  # the rest of the packet is not published yet
-            if not self._execute(dws[at:at + size], op, where, in_ib=False):
+            if not done:
                 return progress
             if self._ib is not None:  # INDIRECT_BUFFER started: run it before moving on
                 self._ib_packet_size = size
@@ -153,15 +155,43 @@ class PM4Processor(QueueProcessor):
         dws, pos, va = self._ib
         while pos < len(dws):
             where = f"IB {va:#x} dword {pos}"
-            size, op = self._header(dws[pos], where)
-            if pos + size > len(dws):
+            size, done = self._packet(dws, pos, len(dws) - pos, where, True)
+            if not size:
                 raise MockGPUError(f"{where}: {self._describe(dws[pos:])} runs past the end of "
                                    f"the {len(dws)}-dword indirect buffer")
-            if not self._execute(dws[pos:pos + size], op, where, in_ib=True):
+            if not done:
                 self._ib = (dws, pos, va)
                 return False
             pos += size
         return True
+
+    def _packet(self, dws: list[int], at: int, avail: int, where: str,
+                in_ib: bool) -> tuple[int, bool]:
+        """Executes the packet at `dws[at]`, of which `avail` dwords are there: (its size, whether
+        it is done), or (0, False) when it does not fit in them. A header seen before in a
+        well-formed packet names its size and handler at once (`_known`): the checks of the
+        header and the payload size are done once per distinct header."""
+        h = dws[at]
+        hit = self._known.get(h)
+        if hit is None:
+            size, op = self._header(h, where)
+            if size > avail:
+                return 0, False
+            done = self._execute(dws[at:at + size], op, where, in_ib)  # raises if malformed
+            if len(self._known) >= _HEADERS_KEPT:
+                self._known.clear()
+            self._known[h] = (size, _PM4_HANDLERS["NOP"] if op < 0 else self._handlers[op][1])
+            return size, done
+        size, handler = hit
+        if size > avail:
+            return 0, False
+        pkt = dws[at:at + size]
+        try:
+            return size, handler(self, pkt[1:], where, in_ib)
+        except PageFault as e:
+            raise MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va) from None
+        except MockGPUError as e:
+            raise MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va) from None
 
     def _header(self, h: int, where: str) -> tuple[int, int]:
         """(size in dwords, opcode) of the packet whose header is `h`; opcode -1 for a type-2
