@@ -122,17 +122,20 @@ class HostRaces:
         if w.epoch != self.epoch:
             w.epoch = -1  # other engines ran: the copies say nothing about the host now
             return
-        self._note_changes(w, [])
-        for r in w.regions:
-            r.copy[:] = r.data
+        self._note_changes(w, [], refresh=True)
         w.stores = len(self._stores)
 
-    def _note_changes(self, w: _Watch, written: Ranges) -> None:
+    def _note_changes(self, w: _Watch, written: Ranges, refresh: bool = False) -> None:
         """Notes the bytes of `w`'s allocations that differ from its copies, leaving out what
-        the kernel itself wrote (`written`) and small GPU stores."""
+        the kernel itself wrote (`written`) and small GPU stores. With `refresh`, the copies
+        become the bytes just compared: the host writes without the machine's lock, so a copy
+        taken after the comparison could swallow a write made in between."""
         stores = self._stores[w.stores:]
         for r in w.regions:
-            diff = r.data != r.copy
+            now = r.data.copy() if refresh else r.data
+            diff = now != r.copy
+            if refresh:
+                r.copy = now
             for lo, hi in written:
                 a, b = max(lo - r.va, 0), min(hi - r.va, len(diff))
                 if a < b:
@@ -146,12 +149,15 @@ class HostRaces:
             w.changed.append((lo, hi))
             w.states.append(w.state)
 
-    def _slice_ran(self, w: _Watch, written: Ranges | None) -> None:
+    def _slice_ran(self, w: _Watch, written: Ranges | None, refresh: bool = False) -> None:
         """After a time slice of the kernel: when the kernel's own step was the only engine
         work since `resume` and its writes are known, the other changes are the host's (made
-        while the slice ran)."""
+        while the slice ran). With `refresh`, the copies are taken again either way."""
         if written is not None and w.epoch >= 0 and self.epoch == w.epoch + 1:
-            self._note_changes(w, written)
+            self._note_changes(w, written, refresh)
+        elif refresh:
+            for r in w.regions:
+                r.copy = r.data.copy()
 
     def paused(self, key: Hashable, kernel: str, pointers: Iterable[int], mem: MockMemory,
                skip_va: Iterable[int] = (), written: Ranges | None = None) -> None:
@@ -162,9 +168,7 @@ class HostRaces:
             self.watch(key, kernel, pointers, mem, "running", skip_va)
             return
         w.state = "running"
-        self._slice_ran(w, written)
-        for r in w.regions:
-            r.copy[:] = r.data
+        self._slice_ran(w, written, refresh=True)
         w.epoch, w.stores = self.epoch, len(self._stores)
 
     def finished(self, key: Hashable, touched: Ranges | None = None,
