@@ -276,7 +276,7 @@ class Device:
         self._release_lease: Callable[[], None] | None = None
         self._properties: DeviceProperties | None = None
         #: the profiler's and debug log's hooks while either is on (runtime/hcq/profiler.py)
-        self._trace: Tracer | None = None
+        self.tracer: Tracer | None = None
         self.allocator: Allocator
         self.timeline_signal: Signal
 
@@ -572,7 +572,7 @@ class Device:
         before any later submission of this device."""
         mv = _host_bytes(src, "copyin", "src", writable=False)
         n = len(mv)
-        self._check_range(dst, dst_offset, n, "copyin", "dst")
+        self.check_range(dst, dst_offset, n, "copyin", "dst")
         if n == 0:
             return
         with self._copy_lock:
@@ -598,7 +598,7 @@ class Device:
         filled (the GPU copies into pinned memory from the pool; the CPU moves it into `dst`)."""
         mv = _host_bytes(dst, "copyout_async", "dst", writable=True)
         n = len(mv)
-        self._check_range(src, src_offset, n, "copyout_async", "src")
+        self.check_range(src, src_offset, n, "copyout_async", "src")
         pinned = self.alloc(n, kind=MemKind.GTT, cpu_access=True)
         with self._submit:
             try:
@@ -618,7 +618,7 @@ class Device:
         filled."""
         mv = _host_bytes(dst, "copyout", "dst", writable=True)
         n = len(mv)
-        self._check_range(src, src_offset, n, "copyout", "src")
+        self.check_range(src, src_offset, n, "copyout", "src")
         if n == 0:
             return
         with self._copy_lock:
@@ -656,8 +656,8 @@ class Device:
                  src_offset: int = 0) -> None:
         """Copies `size` bytes between two buffers of this device (or peer mappings made here) on
         the copy engine (ordered, not waited). Between devices: `runtime.hcq.transfer`."""
-        self._check_range(dst, dst_offset, size, "transfer", "dst")
-        self._check_range(src, src_offset, size, "transfer", "src")
+        self.check_range(dst, dst_offset, size, "transfer", "dst")
+        self.check_range(src, src_offset, size, "transfer", "src")
         if size == 0:
             return
         self._submit_copy(dst.va + dst_offset, src.va + src_offset, size)
@@ -673,7 +673,7 @@ class Device:
         if size is None:
             self.check_buffer(buf, "fill", "buf")
             size = buf.size - offset
-        self._check_range(buf, offset, size, "fill", "buf")
+        self.check_range(buf, offset, size, "fill", "buf")
         if width not in (1, 4):
             raise HCQMemoryError(f"fill: width must be 1 (a byte) or 4 (a 32-bit pattern), got "
                                  f"{width!r}")
@@ -693,8 +693,8 @@ class Device:
     def _submit_fill(self, dst_va: int, pattern: int, size: int) -> int:
         """Submits one timeline fill on the copy queue; returns the value it signals."""
         with self._submit:
-            if self._trace is not None:
-                return self._trace.copy(dst_va, 0, size, pattern)
+            if self.tracer is not None:
+                return self.tracer.copy(dst_va, 0, size, pattern)
             v = self.timeline_value + 1
             tl = self.timeline_signal
             q = self.copy_queue().wait(tl, v - 1).fill(dst_va, pattern, size).signal(tl, v)
@@ -704,8 +704,8 @@ class Device:
         """Submits one timeline copy (wait for the previous value, copy, signal the next) on the
         copy queue; returns the value it signals. Drivers may replace it with a template."""
         with self._submit:
-            if self._trace is not None:
-                return self._trace.copy(dst_va, src_va, size)
+            if self.tracer is not None:
+                return self.tracer.copy(dst_va, src_va, size)
             v = self.timeline_value + 1
             tl = self.timeline_signal
             q = self.copy_queue().wait(tl, v - 1).copy(dst_va, src_va, size).signal(tl, v)
@@ -738,8 +738,10 @@ class Device:
         if buf.freed or (buf.base is not None and buf.base.freed):
             raise HCQMemoryError(f"{op}: {what} {buf!r} was freed")
 
-    def _check_range(self, buf: Buffer, offset: int, size: int, op: str = "copy",
+    def check_range(self, buf: Buffer, offset: int, size: int, op: str = "copy",
                      what: str = "buffer") -> None:
+        """Refuses (HCQError naming `op` and `what`) a byte range that is not `size` bytes at
+        `offset` within the live buffer `buf` of this usable device."""
         self.check_usable()
         self.check_buffer(buf, op, what)
         for name, x in (("offset", offset), ("size", size)):
@@ -884,6 +886,11 @@ class Device:
         if isinstance(e, DeviceFault) and self._fault is None:
             self._fault = e
 
+    def watch_gate(self, key: object, what: str, sig: Signal, want: int) -> None:
+        """Names a wait on `sig` reaching `want` (`what`, e.g. a graph's GraphWait) so that a
+        timeout report says which gate never opened; replaces the entry under `key`."""
+        self._gates[key] = (what, sig, want)
+
     @property
     def submit_lock(self) -> SubmitLock:
         """The lock every submission is built and published under (`SubmitLock`)."""
@@ -926,10 +933,10 @@ class Device:
         usable; returns what it did, for the SignalTimeout message ("" for nothing)."""
         return ""
 
-    def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
+    def sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
         """Driver hook: sleep until the GPU may have updated `sig` (an interrupt) or
         `timeout_ms`."""
-        raise NotImplementedError(f"{type(self).__name__} must implement _sleep_for_signal")
+        raise NotImplementedError(f"{type(self).__name__} must implement sleep_for_signal")
 
     def _release_hw(self) -> None:
         """Driver hook: destroy queues and events, free all memory, close descriptors, in that
@@ -943,7 +950,7 @@ class Device:
         if self.closed:
             return
         _open_devices.discard(self)
-        if self._trace is not None:
+        if self.tracer is not None:
             profiler.detach(self)
         try:
             if self._fault is None:
@@ -1044,7 +1051,7 @@ class PendingCopy:
                 self.device._host_copy(self._dst, self._pinned.cpu_view())
             # Finished and the pinned memory given back as one step (a Ctrl-C is held back
             # meanwhile): an interrupt between the two would leak the pinned buffer.
-            with self.device._submit:
+            with self.device.submit_lock:
                 self._finished = True
                 self.device._pending_copies.discard(self)
                 self.device.free(self._pinned)  # back to the pool for the next copy

@@ -120,7 +120,7 @@ class Graph:
         self.deps = _resolve_deps(self.nodes)
         self.order = _dependency_order(self.nodes, self.deps)
         self.launches = [n for n in self.nodes if isinstance(n, Launch)]
-        sizes = [round_up(ln.prg._kernargs_size(), 64) for ln in self.launches]
+        sizes = [round_up(ln.prg.kernargs_size(), 64) for ln in self.launches]
         # Memory the CPU rewrites between replays without a cache flush (uncached host memory, or
         # VRAM through the BAR where the GPU reads system memory slowly: NVIDIA).
         self._args_buf = device.alloc_kernargs(max(sum(sizes), 64))
@@ -166,8 +166,8 @@ class Graph:
                 n.prg.check_launch(as_tuple3(n.global_size, f"node {i} global_size"),
                                    as_tuple3(n.local_size, f"node {i} local_size"))
             elif isinstance(n, GraphCopy):
-                dev._check_range(n.dst, n.dst_offset, n.size, f"graph node {i} copy", "dst")
-                dev._check_range(n.src, n.src_offset, n.size, f"graph node {i} copy", "src")
+                dev.check_range(n.dst, n.dst_offset, n.size, f"graph node {i} copy", "dst")
+                dev.check_range(n.src, n.src_offset, n.size, f"graph node {i} copy", "src")
             elif isinstance(n, GraphWait):
                 if not isinstance(n.signal, Signal) or not isinstance(n.value, int):
                     raise ProgramError(f"graph node {i}: GraphWait needs a Signal and an int, got "
@@ -279,18 +279,18 @@ class Graph:
         dev.check_usable()
         if updates or wait_values:
             self._check_updates(updates or {}, wait_values or {})
-        with dev._submit:
+        with dev.submit_lock:
             if updates or wait_values:
                 if self._last:  # the previous replay may still be reading these arguments
                     last = self._last  # (nothing is applied yet: a Ctrl-C may end the wait)
-                    dev._submit.interruptible(lambda: dev.timeline_signal.wait(last, timeout_ms))
+                    dev.submit_lock.interruptible(lambda: dev.timeline_signal.wait(last, timeout_ms))
                 self._apply_updates(updates or {}, wait_values or {})
             self._check_live()
             v, stamps = self._submit_segments(wait)
             for wi, (body, var) in enumerate(self._wait_vars):
                 node, sig = self._wait_nodes[wi]
-                dev._gates[id(self), wi] = (f"graph node {node} (GraphWait {wi}, replay ending "
-                                            f"at timeline value {v})", sig, body._vals[var])
+                dev.watch_gate((id(self), wi), f"graph node {node} (GraphWait {wi}, replay "
+                               f"ending at timeline value {v})", sig, body.value(var))
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)
@@ -326,7 +326,7 @@ class Graph:
         try:
             for wi, wv in wait_values.items():
                 body, var = self._wait_vars[wi]
-                undo.append((body, var, body._vals[var]))
+                undo.append((body, var, body.value(var)))
                 body.update({var: wv})
         except HCQError:
             for body, var, old in reversed(undo[:-1]):
@@ -361,7 +361,7 @@ class Graph:
         tl = dev.timeline_signal
         last = len(self._segments) - 1
         v = self._last
-        trace = dev._trace
+        trace = dev.tracer
         stamps = (self._t0, self._t1) if wait else None
         if trace is not None:
             h0, first = time.perf_counter(), dev.timeline_value + 1

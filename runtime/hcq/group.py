@@ -92,8 +92,8 @@ def transfer(dst: Buffer, src: Buffer, size: int, dst_offset: int = 0, src_offse
     `LOCAL` and `PEER` transfers are ordered on both devices' timelines and not waited for; the
     bounce paths return when the bytes have arrived."""
     sd, dd = src.device, dst.device
-    sd._check_range(src, src_offset, size, "transfer", "src")
-    dd._check_range(dst, dst_offset, size, "transfer", "dst")
+    sd.check_range(src, src_offset, size, "transfer", "src")
+    dd.check_range(dst, dst_offset, size, "transfer", "dst")
     if sd is dd:
         if path not in (None, TransferPath.LOCAL):
             raise HCQError(f"{path} does not apply: both buffers are on {sd.name}")
@@ -127,7 +127,7 @@ def _peer_copy(dst: Buffer, src: Buffer, size: int, dst_offset: int, src_offset:
     dd_tl_here = sd.map_signal(dd.timeline_signal)
     sd_tl_there = dd.map_signal(sd.timeline_signal)
     after = dd.timeline_value
-    with sd._submit:  # one device's lock at a time: two devices' locks could deadlock
+    with sd.submit_lock:  # one device's lock at a time: two devices' locks could deadlock
         v = sd.timeline_value + 1  # taken once the queue is built (Device.submit_timeline)
         q = sd.copy_queue().wait(sd.timeline_signal, v - 1)
         if after:
@@ -139,7 +139,7 @@ def _peer_copy(dst: Buffer, src: Buffer, size: int, dst_offset: int, src_offset:
 
 def _barrier(dev: "Device", other: "Signal", value: int) -> None:
     """Orders `dev`'s later submissions after `other` reaching `value` (a copy-queue wait)."""
-    with dev._submit:
+    with dev.submit_lock:
         w = dev.timeline_value + 1  # taken once the queue is built (Device.submit_timeline)
         dev.submit_timeline(dev.copy_queue().wait(dev.timeline_signal, w - 1).wait(other, value)
                             .signal(dev.timeline_signal, w), w)
@@ -159,14 +159,14 @@ def _host_bounce(dst: Buffer, src: Buffer, size: int, dst_offset: int, src_offse
         off = k = last = 0
         while off < size:
             n, s = min(chunk, size - off), k % len(stages)
-            with sd._submit:
+            with sd.submit_lock:
                 v = sd.timeline_value + 1  # timeline values are taken once each queue is built
                 q = sd.copy_queue().wait(sd.timeline_signal, v - 1)
                 if busy[s]:
                     q.wait(dd_tl_here, busy[s])
                 q.copy(stages[s].va, src.va + src_offset + off, n).signal(sd.timeline_signal, v)
                 sd.submit_timeline(q, v)
-            with dd._submit:
+            with dd.submit_lock:
                 last = dd.timeline_value + 1
                 q = dd.copy_queue().wait(dd.timeline_signal, last - 1).wait(sd_tl_there, v)
                 q.copy(dst.va + dst_offset + off, there[s].va, n).signal(dd.timeline_signal, last)
@@ -223,4 +223,4 @@ def wait_all(waits: Iterable[tuple["Signal", int]], timeout_ms: float | None = N
         if remaining_ms <= 0:
             state = "\n".join(d.describe_state() for d in devices)
             raise SignalTimeout(sig, want, sig.value, state, timeout_ms)
-        sig.device._sleep_for_signal(sig, want, min(remaining_ms, _WAIT_SLICE_MS))
+        sig.device.sleep_for_signal(sig, want, min(remaining_ms, _WAIT_SLICE_MS))

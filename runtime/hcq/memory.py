@@ -344,7 +344,7 @@ class RingArena:
             # Taken before anything of the submission is stored: a Ctrl-C during the wait is
             # raised at once and leaves the arena as it was.
             dev = self.buf.device
-            dev._submit.interruptible(dev.synchronize)
+            dev.submit_lock.interruptible(dev.synchronize)
             off = 0
         self._off = off + size
         return self.buf.va + off, self.buf.cpu_view()[off:off + size]

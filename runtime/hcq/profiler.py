@@ -10,7 +10,7 @@ print(p.summary())                        # kernels ranked by total GPU time
 ```
 
 While a profile is open (or `HCQ_DEBUG` is set, or the `runtime.hcq` logger logs DEBUG when a
-device opens), every device carries a `Tracer` in `Device._trace`; otherwise that attribute is
+device opens), every device carries a `Tracer` in `Device.tracer`; otherwise that attribute is
 None and the launch, copy, fill, graph and wait paths pay one attribute test for it. A traced launch
 is built as a queue with a GPU timestamp before and after the kernel (AMD RELEASE_MEM, NVIDIA
 semaphore release with timer), a traced copy or fill likewise on the copy engine, a graph replay
@@ -158,7 +158,7 @@ class _Pending:
 
 
 class Tracer:
-    """What a device carries while it is profiled or debug-logged (`Device._trace`)."""
+    """What a device carries while it is profiled or debug-logged (`Device.tracer`)."""
 
     def __init__(self, device: "Device", debug: int) -> None:
         self.device = device
@@ -202,7 +202,7 @@ class Tracer:
         dev = prg.device
         h0 = time.perf_counter()
         dev.check_usable()
-        with dev._submit:  # built and published as one submission
+        with dev.submit_lock:  # built and published as one submission
             kargs = prg.fill_kernargs(tuple(args), global_size, local_size)
             timed = self.profiling or wait
             if timed:
@@ -244,7 +244,7 @@ class Tracer:
         if self.profiling:
             self._ensure_clock()
             s0, s1 = self._signals()
-        with dev._submit:  # built and published as one submission
+        with dev.submit_lock:  # built and published as one submission
             v = dev.timeline_value + 1
             tl = dev.timeline_signal
             q = dev.copy_queue().wait(tl, v - 1)
@@ -478,8 +478,8 @@ class Profile:
                 except Exception as e:  # a faulted device still gives what it recorded before
                     log.warning("profile: %s: %s", dev.name, e)
             tracer.profiles.remove(self)
-            if not tracer.profiles and not tracer.debug and dev._trace is tracer:
-                dev._trace = None
+            if not tracer.profiles and not tracer.debug and dev.tracer is tracer:
+                dev.tracer = None
         self._tracers.clear()
 
     def __enter__(self) -> "Profile":
@@ -568,9 +568,9 @@ def profile() -> Profile:
 
 
 def _tracer_of(dev: "Device") -> Tracer:
-    t = dev._trace
+    t = dev.tracer
     if t is None:
-        t = dev._trace = Tracer(dev, debug_level())
+        t = dev.tracer = Tracer(dev, debug_level())
     return t
 
 
@@ -604,7 +604,7 @@ def attach(dev: "Device") -> None:
 
 def detach(dev: "Device") -> None:
     """Called by `Device.close` before the hardware goes: reads what is still pending."""
-    t = dev._trace
+    t = dev.tracer
     if t is None:
         return
     if t.debug:

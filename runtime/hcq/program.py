@@ -128,7 +128,7 @@ def write_arg(view: memoryview, slot: ArgSlot, value: ArgValue,
 
 class Program:
     """A kernel loaded on a device. Drivers set `slots` (explicit arguments) and implement
-    `_kernargs_size` / `_fill_block` for their ABI (AMD: dispatch packet and hidden arguments)."""
+    `kernargs_size` / `_fill_block` for their ABI (AMD: dispatch packet and hidden arguments)."""
 
     def __init__(self, device: "Device", name: str, lib: bytes) -> None:
         self.device, self.name, self.lib = device, name, lib
@@ -148,7 +148,7 @@ class Program:
         gsz, lsz = as_tuple3(global_size, "global_size"), as_tuple3(local_size, "local_size")
         self.check_launch(gsz, lsz)
         if block is None:
-            block = self.device.kernarg_arena().take(self._kernargs_size(), 64)
+            block = self.device.kernarg_arena().take(self.kernargs_size(), 64)
         va, view = block
         kargs = self._fill_block(va, view, gsz, lsz)
         kargs.device = self.device
@@ -182,11 +182,11 @@ class Program:
         a grid of `global_size` workgroups of `local_size` threads. With `wait`, blocks until done
         and returns the kernel's duration in seconds of GPU clock."""
         dev = self.device
-        if dev._trace is not None:
-            return dev._trace.launch(self, tuple(args) + tuple(vals), global_size, local_size,
+        if dev.tracer is not None:
+            return dev.tracer.launch(self, tuple(args) + tuple(vals), global_size, local_size,
                                      wait, timeout_ms)
         dev.check_usable()
-        with dev._submit:
+        with dev.submit_lock:
             kargs = self.fill_kernargs(tuple(args) + tuple(vals), global_size, local_size)
             # The timeline value is taken once the whole submission is built (submit_timeline).
             v = dev.timeline_value + 1
@@ -202,8 +202,10 @@ class Program:
         dev.timeline_signal.wait(v, timeout_ms)
         return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
 
-    def _kernargs_size(self) -> int:
-        raise NotImplementedError(f"{type(self).__name__} must implement _kernargs_size")
+    def kernargs_size(self) -> int:
+        """Bytes of one launch's argument block (the driver's ABI: parameters plus what the
+        hardware reads beside them)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement kernargs_size")
 
     def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int]) -> KernArgs:

@@ -164,13 +164,13 @@ class HWQueue:
             names = ", ".join(sorted(v.name for v in missing))
             raise QueueError(f"submit with unbound variable(s): {names}")
         try:
-            with dev._submit:  # one submission reaches a ring at a time
+            with dev.submit_lock:  # one submission reaches a ring at a time
                 self._submit()
         except Exception as e:  # a fault noticed while submitting poisons the device
             dev.note_submit_error(e)
             raise
-        if dev._trace is not None:
-            dev._trace.submitted(self)
+        if dev.tracer is not None:
+            dev.tracer.submitted(self)
         return self
 
     def describe_commands(self) -> list[str]:
@@ -190,6 +190,10 @@ class HWQueue:
     def unbind(self) -> None:
         """Releases the GPU copy made by `bind` (the queue keeps its host copy)."""
         self._bound = None
+
+    def value(self, var: Var) -> int:
+        """The value `var` is bound to now (KeyError when it was never bound)."""
+        return self._vals[var]
 
     def update(self, var_vals: Mapping[Var, int]) -> "Self":
         """Binds variables and rewrites their patch points (in the bound GPU copy as well). A value

@@ -95,12 +95,12 @@ class Signal:
         if u64[0] >= value:
             return
         dev = self.device
-        if dev._trace is not None:
+        if dev.tracer is not None:
             t0 = time.perf_counter()
             try:
                 self._block(value, timeout_ms)
             finally:
-                dev._trace.waited(self, value, t0)
+                dev.tracer.waited(self, value, t0)
             return
         self._block(value, timeout_ms)
 
@@ -130,7 +130,7 @@ class Signal:
                 state = dev.describe_state()
                 raise SignalTimeout(self, value, got, state + dev._after_wait_timeout(),
                                     timeout_ms)
-            dev._sleep_for_signal(self, value, min(remaining_ms, _SLEEP_SLICE_MS))
+            dev.sleep_for_signal(self, value, min(remaining_ms, _SLEEP_SLICE_MS))
             if u64[0] >= value:
                 dev.check_fault()
                 return

@@ -119,10 +119,10 @@ class Stream:
                local_size: Sequence[int] = (1, 1, 1)) -> Event:
         """Launches `prg` on this stream; returns the event of its completion."""
         self._check()
-        with self.device._submit:
+        with self.device.submit_lock:
             kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before submit
             q, v = self._begin(self._make_queue())
-            trace = self.device._trace
+            trace = self.device.tracer
             if trace is not None:
                 stamps = trace.stream_signals()
                 q.memory_barrier()
@@ -153,11 +153,11 @@ class Stream:
         """Copies between device buffers on the copy engine, in this stream's order."""
         self._check()
         dev = self.device
-        dev._check_range(dst, dst_offset, size, "stream copy", "dst")
-        dev._check_range(src, src_offset, size, "stream copy", "src")
-        with dev._submit:
+        dev.check_range(dst, dst_offset, size, "stream copy", "dst")
+        dev.check_range(src, src_offset, size, "stream copy", "src")
+        with dev.submit_lock:
             q, v = self._begin(dev.copy_queue())
-            trace = dev._trace
+            trace = dev.tracer
             stamps = trace.stream_signals() if trace is not None and size else None
             if stamps is not None:
                 q.timestamp(stamps[0])
@@ -184,7 +184,7 @@ class Stream:
             return Event(self.timeline, self.value)
         self._check()
         stamp = _stamp_signal(self.device)
-        with self.device._submit:
+        with self.device.submit_lock:
             q, v = self._begin(self._make_queue())
             q.timestamp(stamp)
             return _timed(self._finish(q, v), stamp)
@@ -198,7 +198,7 @@ class Stream:
         if event.signal.device is not self.device:
             raise HCQError(f"{event!r} belongs to {event.signal.device.name}; map its signal "
                                f"with {self.device.name}.map_signal first")
-        with self.device._submit:
+        with self.device.submit_lock:
             self._waits.append(event)
 
     def synchronize(self, timeout_ms: float | None = None) -> None:
@@ -217,7 +217,7 @@ class Stream:
                 if self.device._fault is None:
                     self.timeline.wait(self.value)
             finally:
-                with self.device._submit:
+                with self.device.submit_lock:
                     self.device._streams.remove(self)
                     self._release()
                 self.timeline.release()

@@ -121,7 +121,7 @@ def test_profiler_cost_per_launch(dev: Any) -> None:
         on = per_launch()
     print(f"\n1000 launches, one wait: {off * 1e6:.2f} us/launch off, {on * 1e6:.2f} us/launch "
           f"with a profile open (+{(on - off) * 1e6:.2f} us)")
-    assert dev._trace is None
+    assert dev.tracer is None
 
 
 def test_hcq_device_opens_the_gpu() -> None:

@@ -87,13 +87,13 @@ class _NoMockOS:
 
 
 def test_a_long_wait_on_a_real_gpu_keeps_the_gil() -> None:
-    """`NVDevice._sleep_for_signal` as it runs on a real GPU, for 60 slices of a millisecond
+    """`NVDevice.sleep_for_signal` as it runs on a real GPU, for 60 slices of a millisecond
     (work that is still running)."""
     from runtime.drivers.nv.device import NVDevice
     fake: Any = type("FakeNV", (), {"os": _NoMockOS()})()
     with gil_releases() as seen:
         for _ in range(60):
-            NVDevice._sleep_for_signal(fake, _Signal(), 1, 1.0)  # type: ignore[arg-type]
+            NVDevice.sleep_for_signal(fake, _Signal(), 1, 1.0)  # type: ignore[arg-type]
     assert not seen, seen[:5]
 
 
@@ -113,7 +113,7 @@ def test_a_long_wait_still_lets_other_threads_run() -> None:
     t.start()
     try:
         for _ in range(300):
-            NVDevice._sleep_for_signal(fake, _Signal(), 1, 1.0)  # type: ignore[arg-type]
+            NVDevice.sleep_for_signal(fake, _Signal(), 1, 1.0)  # type: ignore[arg-type]
     finally:
         stop.set()
         t.join()

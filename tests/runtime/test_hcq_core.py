@@ -29,8 +29,8 @@ class _Dev:
     name = "fake:0"
     closed = False
     clock_hz = 100e6
-    _submit = SubmitLock()
-    _trace = None  # no profiler or debug log
+    submit_lock = SubmitLock()
+    tracer = None  # no profiler or debug log
 
     def check_usable(self) -> None:
         pass

@@ -225,7 +225,7 @@ def test_a_fault_check_right_after_a_wait_for_every_event_asks_no_second_time(
     d, _ = _amd()
     try:
         sig = d.new_signal(0)
-        d._sleep_for_signal(sig, 1, 0)  # type: ignore[attr-defined]  # every event, exceptions too
+        d.sleep_for_signal(sig, 1, 0)  # type: ignore[attr-defined]  # every event, exceptions too
         n = d.os.ioctl_count  # type: ignore[attr-defined]
         d.check_fault()  # answered by that wait
         assert d.os.ioctl_count == n  # type: ignore[attr-defined]
@@ -250,7 +250,7 @@ def test_an_amd_launch_block_from_a_remembered_shape_is_built_afresh() -> None:
         blocks = set()
         for g, l in shapes:
             ka = prg.fill_kernargs(args, g, l)
-            size = prg._kernargs_size()
+            size = prg.kernargs_size()
             fresh = memoryview(bytearray(size))
             prg._fill_block_fields(ka.va, fresh, g, l)
             for slot, value in zip(prg.slots, args):

@@ -336,7 +336,7 @@ def test_fast_launch_block_equals_the_generic_block(dev: NVDevice, name: str, ar
     buf = dev.alloc(4096)
     a = args(buf)
     tl = dev.timeline_signal
-    size = prg._kernargs_size()
+    size = prg.kernargs_size()
     for va in (0x10_0000_0040, 0x10_0000_0100):
         b1, b2 = bytearray(size), bytearray(size)
         ka = prg.fill_kernargs(a, (3, 2, 1), (32, 2, 1), block=(va, memoryview(b1)))
@@ -559,7 +559,7 @@ def test_hot_launch_fills_prebuilt_slots(dev: NVDevice) -> None:
         w0 = (sva - hot.buf.va) // 4
         got = words[w0:w0 + len(seg)].tolist()
         assert got[skip:] == seg[skip:]
-        ref = bytearray(prg._kernargs_size())
+        ref = bytearray(prg.kernargs_size())
         assert prg.fill_fast(bva, memoryview(ref), (a, b, c, n), (2, 1, 1), (256, 1, 1),
                              v) == qmd_va
         off = bva - hot.buf.va

@@ -63,10 +63,10 @@ def _workload(dev: Device, prg: Program) -> np.ndarray:
 
 def test_trace_of_a_known_workload(dev: Device, tmp_path: Path) -> None:
     prg = _vadd(dev)
-    assert dev._trace is None  # nothing traced outside a profile
+    assert dev.tracer is None  # nothing traced outside a profile
     with runtime.hcq.profile() as p:
         out = _workload(dev, prg)
-    assert dev._trace is None
+    assert dev.tracer is None
     if dev.executes_kernels or dev.name.startswith("mock-nv"):
         assert np.array_equal(out, 2 * np.arange(N, dtype=np.float32))
     gpu = [e for e in p.events if e.device == dev.name]
@@ -202,7 +202,7 @@ def test_the_runtime_logger_at_debug_traces_devices_opened_then(
     assert any("fill 256 B" in r.getMessage() for r in caplog.records)
     dev = open_device("mock-nv:0")
     try:
-        assert dev._trace is None
+        assert dev.tracer is None
     finally:
         dev.close()
 
@@ -235,10 +235,10 @@ def test_launches_take_the_untraced_path_when_no_profile_is_open(
             prg(buf, buf, buf, N, global_size=g, local_size=l)
             dev.fill(buf, 0)
         dev.synchronize()
-        assert dev._trace is None and calls == [] and prg._hot  # the slot launcher was used
+        assert dev.tracer is None and calls == [] and prg._hot  # the slot launcher was used
         with runtime.hcq.profile():
             prg(buf, buf, buf, N, global_size=g, local_size=l)
             dev.fill(buf, 0)
-        assert calls == ["launch", "copy"] and dev._trace is None
+        assert calls == ["launch", "copy"] and dev.tracer is None
     finally:
         dev.close()

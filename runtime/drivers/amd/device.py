@@ -480,14 +480,14 @@ class AMDDevice(Device):
             self._wait_events(ids, 0)
         return self._fault
 
-    def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
+    def sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
         self._events_seen_at = 0.0
         self._wait_events([e.event_id for e in self._events], timeout_ms)
         self._events_seen_at = time.perf_counter()
 
     def _idle_wait(self, timeout_ms: float) -> None:
         """Sleeps until the GPU interrupts (any event) or `timeout_ms` passes."""
-        self._sleep_for_signal(self.timeline_signal, 0, timeout_ms)
+        self.sleep_for_signal(self.timeline_signal, 0, timeout_ms)
 
     def _describe_queues(self) -> list[str]:
         lines = [r.describe() for r in self._rings]

@@ -246,14 +246,14 @@ class AMDProgram(Program):
         if any(g > _M32 for g in global_size):
             raise ProgramError(f"{self.name}: grid {global_size} exceeds 2^32-1 workgroups")
 
-    def _kernargs_size(self) -> int:
+    def kernargs_size(self) -> int:
         return self.packet_offset + DISPATCH_PACKET_B
 
     def _fill_block(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int]) -> KernArgs:
         # Everything but the block's own address depends on the shape only: built once per shape
         # (a few kept), then copied, with the address patched into the dispatch packet.
-        size = self._kernargs_size()
+        size = self.kernargs_size()
         shape = (global_size, local_size)
         tmpl = self._block_templates.get(shape)
         if tmpl is None:

@@ -96,7 +96,7 @@ class HwRing:
         if self.pending_dw() + n < self.size_dw:
             return
         # Nothing of the submission is in the ring yet: a Ctrl-C during the wait is raised at once.
-        self.device._submit.interruptible(lambda: self._wait_for_room(n))
+        self.device.submit_lock.interruptible(lambda: self._wait_for_room(n))
 
     def _wait_for_room(self, n: int) -> None:
         dev = self.device

@@ -720,8 +720,8 @@ class NVDevice(Device):
         length and timeline values patched in (what `Device._submit_copy` submits, without
         building a queue per copy)."""
         with self._submit:
-            if self._trace is not None:
-                return self._trace.copy(dst_va, src_va, size)
+            if self.tracer is not None:
+                return self.tracer.copy(dst_va, src_va, size)
             return self._submit_copy_locked(dst_va, src_va, size)
 
     def _submit_copy_locked(self, dst_va: int, src_va: int, size: int) -> int:
@@ -847,7 +847,7 @@ class NVDevice(Device):
         return (lambda: NVComputeQueue(self, ch)), release
 
     # ------------------------------------------------------------------ waiting and faults
-    def _sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
+    def sleep_for_signal(self, sig: Signal, value: int, timeout_ms: float) -> None:
         # No interrupt-driven wait yet: poll the signal for up to a millisecond (completions are
         # seen within a poll, which matters for latency and for copies of a few MiB); the core
         # checks for faults between calls. The poll keeps the GIL throughout: CPython then hands

@@ -251,7 +251,7 @@ class Channel:
         during the wait is raised at once: the submission waiting for room has published nothing
         (pushbuffer words it stored past the last GPFIFO entry are never read, and are taken
         back with the next submission's space)."""
-        self.device._submit.interruptible(lambda: self._wait_space(pb_need_end, gp_need))
+        self.device.submit_lock.interruptible(lambda: self._wait_space(pb_need_end, gp_need))
 
     def _wait_space(self, pb_need_end: int, gp_need: int) -> None:
         dev, st = self.device, self.state
@@ -267,7 +267,7 @@ class Channel:
             elif now > deadline:
                 raise QueueError(f"{self.name} channel is full: the GPU consumed nothing for "
                                  f"{dev.default_timeout_ms:.0f} ms\n{dev.describe_state()}")
-            dev._sleep_for_signal(self.progress, st[SEQ], 1.0)
+            dev.sleep_for_signal(self.progress, st[SEQ], 1.0)
 
     def _pb_reserve(self, n: int) -> int:
         """Monotonic start position of `n` contiguous pushbuffer dwords (skipping the ring's tail

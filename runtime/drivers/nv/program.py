@@ -155,7 +155,7 @@ class NVProgram(Program):
         #: byte offset in the QMD of its release payload (the timeline value a launch releases)
         self.payload_off = 4 * self._release_fields[3].index
         self._cb0_lo_off, self._cb0_hi_off = 4 * lo.index, 4 * hi.index
-        self._block_B = self._kernargs_size()
+        self._block_B = self.kernargs_size()
         self._shapes: dict[tuple[Sequence[int], Sequence[int]], LaunchShape] = {}
         self._packers: dict[tuple[type, ...], "struct.Struct | None"] = {}
         self._hot: dict[object, "ShapeLauncher | None"] = {}
@@ -191,8 +191,8 @@ class NVProgram(Program):
         slot's two timestamps (`_wait_hot`). Arguments it cannot pack take the short path
         (`_launch_short`). The launcher of the last shape is found by identity of the size tuples
         (callers pass the same ones)."""
-        if self.nvdev._trace is not None:  # the profiler's hook (the core's Program does too)
-            return self.nvdev._trace.launch(self, args + tuple(vals), global_size, local_size,
+        if self.nvdev.tracer is not None:  # the profiler's hook (the core's Program does too)
+            return self.nvdev.tracer.launch(self, args + tuple(vals), global_size, local_size,
                                             wait, timeout_ms)
         last = self._last_shape
         hot: "ShapeLauncher | None"
@@ -463,7 +463,7 @@ class NVProgram(Program):
         """Offset of the QMD inside a launch block at `block_va` (256-B aligned address)."""
         return round_up(block_va + self.cb0_B, 256) - block_va
 
-    def _kernargs_size(self) -> int:
+    def kernargs_size(self) -> int:
         return self.cb0_B + 255 + self.qmd_class.size_B
 
     def check_launch(self, global_size: Sequence[int], local_size: Sequence[int]) -> None:
