@@ -244,7 +244,7 @@ class Device:
     os: OSSeam
     #: how long a wait polls before it sleeps (runtime.hcq.signal); `_init_core` sets it from the
     #: seam
-    _wait_spin_s: float = SPIN_S
+    wait_spin_s: float = SPIN_S
 
     def __init__(self, name: str, *, staging_B: int = 8 << 20,
                  kernarg_arena_B: int = 1 << 20, pool_B: int = 256 << 20) -> None:
@@ -300,7 +300,7 @@ class Device:
         self.allocator = allocator
         allocator.cache_limit_B = self.pool_B
         # No polling where the GPU runs on a thread of this process and needs the GIL a poll holds.
-        self._wait_spin_s = 0.0 if self.os.gpus_in_process else SPIN_S
+        self.wait_spin_s = 0.0 if self.os.gpus_in_process else SPIN_S
         self.timeline_signal = self.new_signal(0)
         self.timeline_value = 0
         profiler.attach(self)
@@ -396,7 +396,9 @@ class Device:
             sig.value, sig.timestamp = value, 0
             return sig
 
-    def _release_signal(self, sig: Signal) -> None:
+    def release_signal(self, sig: Signal) -> None:
+        """Gives `sig`'s slot back to the device's signal pool (called when the Signal is
+        freed)."""
         with self._submit:
             for i, pool in enumerate(self._signal_pools):
                 if sig.buf.base is pool.buf:
@@ -927,7 +929,7 @@ class Device:
         """Driver hook: one line per hardware queue (pointers, what it is blocked on)."""
         return []
 
-    def _after_wait_timeout(self) -> str:
+    def after_wait_timeout(self) -> str:
         """Driver hook, called when a signal wait gives up: the driver may recover queues stuck
         on work that nothing can finish (a kernel that never ends) so that the device stays
         usable; returns what it did, for the SignalTimeout message ("" for nothing)."""

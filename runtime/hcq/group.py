@@ -209,7 +209,7 @@ def wait_all(waits: Iterable[tuple["Signal", int]], timeout_ms: float | None = N
         timeout_ms = max(d.default_timeout_ms for d in devices)
     start = time.perf_counter()
     deadline = start + timeout_ms / 1000.0
-    spin_s = min(d._wait_spin_s for d in devices)
+    spin_s = min(d.wait_spin_s for d in devices)
     while pending and time.perf_counter() < start + spin_s:
         pending = [(s, v) for s, v in pending if s.value < v]
     while pending:

@@ -22,7 +22,7 @@ SIGNAL_B = 16
 TIMESTAMP_OFFSET_B = 8
 # How long a waiter polls before it asks the kernel to sleep: a launch of a small kernel completes
 # in tens of microseconds on real hardware, and a syscall round trip costs about as much. A device
-# whose GPU runs on a thread of this process (a mock) does not spin (`Device._wait_spin_s`).
+# whose GPU runs on a thread of this process (a mock) does not spin (`Device.wait_spin_s`).
 SPIN_S = 50e-6
 _POLLS = range(32)
 # Longest single kernel sleep, so that device faults and Ctrl-C are noticed promptly.
@@ -111,7 +111,7 @@ class Signal:
             timeout_ms = dev.default_timeout_ms
         start = time.perf_counter()
         deadline = start + timeout_ms / 1000.0
-        spin_end = start + dev._wait_spin_s
+        spin_end = start + dev.wait_spin_s
         # Poll between clock reads: a read of the value costs a few tens of ns, the clock more,
         # and a completion is then seen within one read of happening.
         while True:
@@ -128,7 +128,7 @@ class Signal:
             if remaining_ms <= 0:
                 got = u64[0]
                 state = dev.describe_state()
-                raise SignalTimeout(self, value, got, state + dev._after_wait_timeout(),
+                raise SignalTimeout(self, value, got, state + dev.after_wait_timeout(),
                                     timeout_ms)
             dev.sleep_for_signal(self, value, min(remaining_ms, _SLEEP_SLICE_MS))
             if u64[0] >= value:
@@ -138,7 +138,7 @@ class Signal:
     def release(self) -> None:
         """Returns the signal's memory to the device's signal pool."""
         if self._pool_offset is not None:
-            self.device._release_signal(self)
+            self.device.release_signal(self)
             self._pool_offset = None
 
     def __repr__(self) -> str:

@@ -137,8 +137,8 @@ def test_a_launch_and_wait_runs_one_gpu_pass_per_doorbell(dev_gpu: tuple[Device,
 
 def test_waits_on_a_mock_device_do_not_spin(dev_gpu: tuple[Device, Any]) -> None:
     d, _ = dev_gpu
-    assert d._wait_spin_s == 0.0
-    assert Device._wait_spin_s == SPIN_S  # a device on a real seam polls first
+    assert d.wait_spin_s == 0.0
+    assert Device.wait_spin_s == SPIN_S  # a device on a real seam polls first
 
 
 # ------------------------------------------------------------------ what the NVIDIA mock remembers

@@ -495,7 +495,7 @@ class AMDDevice(Device):
         # with its waves' program counters).
         return lines + [f"kernel log: {ln}" for ln in self.os.kernel_log()[-4:]]
 
-    def _after_wait_timeout(self) -> str:
+    def after_wait_timeout(self) -> str:
         """A wait gave up. If the compute queue is busy with anything but a wait for memory (which
         a host write can still release), say a kernel that never ends, it is reset: the work on
         it is abandoned and later submissions run."""
