@@ -1,12 +1,12 @@
 """Scalar instructions of a wave set of one wave, on numpy scalars.
 
 A scalar op of one wave works on one value per operand. Run through [1]-shaped arrays it costs
-a numpy call per step (~0.2-0.7 us each: the read, the op, the overflow or SCC test, the writes);
-the same lane functions on numpy scalars read from and written to the wave's SGPR row
-(`machine.Planes.s1`) cost ~20-50 ns a step (a lane mask a VALU op left unpacked is packed into
-its SGPR first; a result for EXEC goes through WaveSet.set_s, which unpacks the new lanes). The
-general path stays the reference for wave sets of several waves, wave64 and 64-bit operands; tests
-run both on the same inputs.
+a numpy call per step (the read, the op, the overflow or SCC test, the writes), each far dearer
+than the work; the same lane functions on numpy scalars read from and written to the wave's SGPR
+row (`machine.Planes.s1`) cost an order of magnitude less (a lane mask a VALU op left
+unpacked is packed into its SGPR first; a result for EXEC goes through WaveSet.set_s, which
+unpacks the new lanes). The general path stays the reference for wave sets of several waves,
+wave64 and 64-bit operands; tests run both on the same inputs.
 """
 from __future__ import annotations
 
