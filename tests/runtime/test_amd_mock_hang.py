@@ -5,12 +5,14 @@ working afterwards."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from runtime.hcq import SignalTimeout
+from runtime.drivers.mock.host_races import HostHazard
+from runtime.hcq import MemKind, SignalTimeout
 
 from .rdna3_util import needs_compiler
 
@@ -59,6 +61,38 @@ def test_never_ending_kernel_times_out_with_wave_pcs_and_device_recovers(dev):
     dev.copyout(got, o)
     assert (got == 7).all()
     dev.synchronize(timeout_ms=5000)
+
+
+@needs_compiler
+def test_host_calls_are_served_while_a_long_dispatch_runs(dev):
+    """The GPU's thread runs a long dispatch slice after slice under the mock kernel's lock; host
+    calls into the mock kernel (allocations, waits) meanwhile get their turn between two slices
+    instead of waiting for the dispatch to end."""
+    spin = dev.program(dev.compiler.compile(SPIN), "spin")
+    # the flag in host memory, so the host ends the kernel with a store
+    flag = dev.alloc(4, kind=MemKind.GTT, cpu_access=True, uncached=True)
+    out = dev.alloc(4 * 64)
+    flag_host = np.frombuffer(flag.cpu_view(), np.int32)
+    flag_host[0] = 0
+    dev.copyin(out, bytes(4 * 64))
+    spin(flag, out, global_size=(2, 1, 1), local_size=(32, 1, 1))
+    slowest = 0.0
+    for i in range(20):
+        t0 = time.perf_counter()
+        dev.free(dev.alloc(4096 * (i + 1)))  # sizes the pool has not seen: driver calls
+        # a wait in the kernel, for a signal another host thread sets
+        sig = dev.new_signal()
+        setter = threading.Timer(0.002, lambda: setattr(sig, "value", 1))
+        setter.start()
+        sig.wait(1, timeout_ms=10_000)
+        setter.join()
+        slowest = max(slowest, time.perf_counter() - t0)
+    # A slice is about 10 ms; a starved call waited seconds.
+    assert slowest < 1.0, slowest
+    # (the race watch reports the store the kernel polls for, as it should)
+    with pytest.warns(HostHazard, match="while the kernel"):
+        flag_host[0] = 1
+        dev.synchronize(timeout_ms=5000)
 
 
 def test_a_queue_waiting_on_memory_is_not_reset(dev):

@@ -135,7 +135,7 @@ class MockAMDGPU:
         self.mem.races = getattr(self.driver.os, "host_races", None)
         self.engine = EngineThread(f"mock-amdgpu-{self.gpu_id:#x}", self.driver.os.lock,
                                    self._engine_step,
-                                   self.driver.os.wake_waiters)
+                                   self.driver.os.wake_waiters, self.driver.os.host_entries)
 
     @property
     def async_doorbell(self) -> bool:

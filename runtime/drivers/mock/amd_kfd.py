@@ -26,7 +26,7 @@ from runtime.drivers.mock.amd_gpu import DOORBELL_SLICE_B, MockAMDGPU
 from runtime.drivers.mock.amd_pm4 import PM4Processor
 from runtime.drivers.mock.amd_sdma import SDMAProcessor
 from runtime.drivers.mock.memory import PageFault
-from runtime.drivers.mock.os import MockFile, MockOS, acquire_uninterrupted
+from runtime.drivers.mock.os import MockFile, MockOS
 from runtime.hcq.device import interrupt_pending
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
@@ -629,11 +629,7 @@ class MockKfdDriver:
             def ready(evs: list[MockEvent] = evs, every: bool = bool(a.wait_for_all)) -> bool:
                 return all(ev.signaled for ev in evs) if every else \
                     any(ev.signaled for ev in evs)
-            self.os.lock.release()
-            try:
-                self.os.sleep_for_gpu(min(remaining, _WAIT_SLICE_S), ready)
-            finally:
-                acquire_uninterrupted(self.os.lock)
+            self.os.sleep_inside_call(min(remaining, _WAIT_SLICE_S), ready)
 
     @staticmethod
     def _fill_event_data(d: Any, ev: MockEvent) -> None:

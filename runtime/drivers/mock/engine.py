@@ -5,7 +5,8 @@ A doorbell only records the store and wakes the GPU's thread (`kick`), then retu
 copies execute while the host goes on, and signals, `done()` and the read pointers change only
 when the work has finished. The thread takes the mock kernel's lock for each step of execution
 (one pass over the queues, or one slice of a long dispatch) and releases it in between, so that
-ioctls of the host are served meanwhile. While some queue is blocked (a wait on memory the host
+ioctls of the host are served meanwhile; after a long slice, host threads inside the mock kernel
+(`MockOS.host_entries`) take the lock before the next slice, or they would rarely win it. While some queue is blocked (a wait on memory the host
 may write, a dispatch still running) it polls, backing off from a fraction of a millisecond to a
 few milliseconds; otherwise it sleeps until the next doorbell, and it ends once its GPU has no
 queues left (the next doorbell starts a new one). After each pass that changed something it wakes
@@ -25,12 +26,18 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Callable
+import time
+from typing import Callable, Sized
 
 #: environment variable selecting the deterministic (synchronous) mode for new mock machines
 SYNC_ENV = "HCQ_MOCK_SYNC"
 _POLL_MIN_S = 0.0002
 _POLL_MAX_S = 0.004
+# After a pass that held the lock longer than this (a slice of a long dispatch), host threads
+# inside the mock kernel go first, for at most _HOST_TURN_MAX_S: long enough for a woken waiter to
+# be scheduled on a loaded machine, short enough that an entry miscounted by a Ctrl-C costs little.
+_LONG_HOLD_S = 0.002
+_HOST_TURN_MAX_S = 0.005
 
 
 def sync_from_env() -> bool:
@@ -50,9 +57,11 @@ class EngineThread:
 
     def __init__(self, name: str, lock: "threading.RLock",
                  step: Callable[[], tuple[bool, bool, bool]],
-                 on_progress: Callable[[], None] | None = None) -> None:
+                 on_progress: Callable[[], None] | None = None,
+                 host_entries: Sized = ()) -> None:
         self.name, self._lock, self._step = name, lock, step
         self._on_progress = on_progress
+        self._host_entries = host_entries
         self._wake = threading.Lock()
         self._wake.acquire()  # held: no kick pending; released: a kick is pending
         self._start_lock = threading.Lock()
@@ -88,6 +97,15 @@ class EngineThread:
         if t is not None and t is not threading.current_thread():
             t.join(timeout=5.0)
 
+    def _let_host_in(self) -> None:
+        """Waits (briefly) while host threads are inside the mock kernel. Without this, a thread
+        running a long dispatch slice after slice takes the lock back the moment it lets go,
+        before a woken host waiter is scheduled, and a host wait or ioctl could starve for
+        seconds. Short passes skip it: the launch+wait latency of the mocks is not touched."""
+        deadline = time.perf_counter() + _HOST_TURN_MAX_S
+        while self._host_entries and time.perf_counter() < deadline:
+            time.sleep(_POLL_MIN_S / 4)
+
     def _loop(self) -> None:
         if hasattr(signal, "pthread_sigmask"):
             # Process-directed signals (Ctrl-C) then go to a host thread, never to the GPU's.
@@ -97,8 +115,11 @@ class EngineThread:
             self._kicked = False
             self._wake.acquire(False)  # this pass sees every doorbell rung so far
             with self._lock:
+                held_since = time.perf_counter()
                 progress, blocked, alive = self._step()
                 self.steps += 1
+            if self._host_entries and time.perf_counter() - held_since > _LONG_HOLD_S:
+                self._let_host_in()
             if progress and self._on_progress is not None:
                 self._on_progress()  # host waiters see the completion now, not at their next poll
             # A pass runs every queue until it is empty or blocked, so after one that made

@@ -818,7 +818,7 @@ class MockNVGPU:
         self._qmd_cache: dict[tuple[Any, ...], _QmdStatic] = {}
         self.engine = EngineThread(f"mock-nvidia{self.index}", self.driver.os.lock,
                                    self._engine_step,
-                                   self.driver.os.wake_waiters)
+                                   self.driver.os.wake_waiters, self.driver.os.host_entries)
 
     @property
     def async_doorbell(self) -> bool:

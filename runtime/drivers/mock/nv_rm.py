@@ -23,7 +23,7 @@ from hcq_bindings.nv import rm_580 as rm
 
 from runtime.drivers.mock.nv_gpu import MockChannel, MockNVGPU
 from runtime.drivers.nv.generation import GENERATIONS, NVGeneration, generation_named
-from runtime.drivers.mock.os import MockFile, MockOS, _ioc_size
+from runtime.drivers.mock.os import MockFile, MockOS, _ioc_size, host_entry
 from runtime.drivers.nv.rm import ESCAPE_NAMES, class_name, control_name, escape_request
 from runtime.drivers.nv.uvm import UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC, uvm_name
 
@@ -130,6 +130,7 @@ class NvMockOS(MockOS):
         """The mock NVIDIA driver installed into this machine."""
         return next(d for d in self.drivers if isinstance(d, MockNVDriver))
 
+    @host_entry
     def _ioctl(self, fd: int, request: int,
                arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         req = int(request)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import errno as E
+import functools
 import os
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 import numpy as np
 
@@ -120,6 +121,24 @@ class MockDoorbell(Doorbell):
 _RING_CODE = MockDoorbell.ring.__code__
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def host_entry(fn: _F) -> _F:
+    """Counts a host thread in `MockOS.host_entries` while it is inside this entry point of the
+    mock kernel (waiting for its lock, or holding it)."""
+    @functools.wraps(fn)
+    def entered(self: "MockOS", *args: Any, **kwargs: Any) -> Any:
+        entries = self.host_entries
+        try:
+            entries.append(None)
+            return fn(self, *args, **kwargs)
+        finally:
+            if entries:  # (a Ctrl-C can strike before the append)
+                entries.pop()
+    return entered  # type: ignore[return-value]
+
+
 @dataclass
 class MockOS(OSSeam):
     """The mock kernel. Build one with `MockOS.with_amd_gpus(n)` or install drivers yourself."""
@@ -143,6 +162,10 @@ class MockOS(OSSeam):
         self.ioctl_count = 0
         # One lock around every entry: a second CPU thread may poll while another submits.
         self.lock = threading.RLock()
+        # One entry per host thread inside an entry point (waiting for `lock` or holding it): a
+        # GPU thread running a long dispatch lets them in before its next slice (EngineThread);
+        # otherwise it takes the lock back the moment it releases it, before a woken waiter runs.
+        self.host_entries: list[None] = []
         self.drivers: list[Any] = []
         #: host writes racing the machine's kernels (runtime/drivers/mock/host_races.py)
         self.host_races = HostRaces()
@@ -219,6 +242,21 @@ class MockOS(OSSeam):
         finally:
             waiters.discard(me)
 
+    def sleep_inside_call(self, timeout_s: float, ready: Callable[[], bool]) -> None:
+        """`sleep_for_gpu` from inside an entry point that holds the lock once (a blocking
+        ioctl): lets go of the lock and of this thread's entry meanwhile, so the GPUs run, and
+        takes both back even when a Ctrl-C strikes (the KeyboardInterrupt is then raised with
+        the lock held, so the call's `with` block releases it exactly once)."""
+        entries = self.host_entries
+        self.lock.release()
+        if entries:
+            entries.pop()
+        try:
+            self.sleep_for_gpu(timeout_s, ready)
+        finally:
+            entries.append(None)
+            acquire_uninterrupted(self.lock)
+
     def wake_waiters(self) -> None:
         """Wakes every host thread in `sleep_for_gpu` (a GPU of this machine changed memory,
         queue state or events). Cheap when nobody waits; callable with or without the mock
@@ -264,6 +302,7 @@ class MockOS(OSSeam):
         self._status.pop(key, None)
 
     # ------------------------------------------------------------------ OSSeam
+    @host_entry
     def open(self, path: str, flags: int = os.O_RDWR) -> int:
         with self.lock:
             opener = self._devices.get(path)
@@ -276,6 +315,7 @@ class MockOS(OSSeam):
             self._fds[fd] = opener(flags)
             return fd
 
+    @host_entry
     def close(self, fd: int) -> None:
         with self.lock:
             f = self.file(fd)
@@ -301,6 +341,7 @@ class MockOS(OSSeam):
         # A Ctrl-C during the call is held back until it returns (runtime.hcq.device._on_sigint).
         return self._ioctl(fd, request, arg)
 
+    @host_entry
     def _ioctl(self, fd: int, request: int,
                arg: ctypes.Structure | ctypes.Array | int | None) -> int:
         with self.lock:
@@ -327,6 +368,7 @@ class MockOS(OSSeam):
                 self.log_kernel(f"mock: injected failure of {name}: errno {inj.errno}")
                 raise OSError(inj.errno, os.strerror(inj.errno))
 
+    @host_entry
     def mmap(self, addr: int | None, size: int, prot: int, flags: int, fd: int = -1,
              offset: int = 0) -> HostMapping:
         with self.lock:
@@ -351,6 +393,7 @@ class MockOS(OSSeam):
             view = memoryview(backing)[:size] if backing is not None else None  # type: ignore[arg-type]
             return HostMapping(addr, size, view, fd, offset, keepalive=region)
 
+    @host_entry
     def munmap(self, mapping: HostMapping) -> None:
         with self.lock:
             region = self._regions.get(mapping.addr)
@@ -362,22 +405,26 @@ class MockOS(OSSeam):
             # makes this raise BufferError, which is the bug to report
             mapping.view.release()
 
+    @host_entry
     def pread(self, fd: int, size: int, offset: int) -> bytes:
         with self.lock:
             if size < 0 or offset < 0:
                 raise OSError(E.EINVAL, f"pread of {size} B at {offset}")
             return bytes(self.file(fd).pread(offset, size))
 
+    @host_entry
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
         with self.lock:
             if offset < 0:
                 raise OSError(E.EINVAL, f"pwrite at {offset}")
             return self.file(fd).pwrite(offset, bytes(data))
 
+    @host_entry
     def read(self, fd: int, size: int) -> bytes:
         with self.lock:
             return bytes(self.file(fd).read(size))
 
+    @host_entry
     def write(self, fd: int, data: bytes) -> int:
         with self.lock:
             return self.file(fd).write(bytes(data))
@@ -404,6 +451,7 @@ class MockOS(OSSeam):
     def eventfd(self, initval: int = 0, flags: int = 0) -> int:
         return self.install(EventFd(initval, flags))
 
+    @host_entry
     def install(self, f: MockFile) -> int:
         """Gives an already-open file a descriptor (the kernel's anon_inode_getfd: how ioctls such
         as VFIO_GROUP_GET_DEVICE_FD hand out new files)."""
