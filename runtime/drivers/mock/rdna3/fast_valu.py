@@ -177,14 +177,18 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
         # A plain cast: assigning into the destination plane casts the same way.
         def run1_cast(g: WaveSet) -> None:
-            P = g.fast
+            P = g.planes
             if P is None:
-                return partial(g)
+                return slow(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
             A = P.views
             P.dirty_v.add(d)
-            A[kd, d][...] = A[k0, i0] if k0 >= 0 else i0
+            if g.exec_full:
+                A[kd, d][...] = A[k0, i0] if k0 >= 0 else i0
+            else:   # EXEC partly set: the EXEC lanes only
+                np.copyto(A[kd, d], A[k0, i0] if k0 >= 0 else i0, where=g.exec,
+                          casting="unsafe")
         return run1_cast
     if len(ops) == 1:
         def run1(g: WaveSet) -> None:
@@ -201,14 +205,18 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             all(PLANE[t] == kd for t in srcs):
         # A ufunc whose operands and result share a type: computed into the register itself.
         def run2_into(g: WaveSet) -> None:
-            P = g.fast
+            P = g.planes
             if P is None:
-                return partial(g)
+                return slow(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
             A = P.views
             P.dirty_v.add(d)
-            fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d])
+            if g.exec_full:
+                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d])
+            else:   # EXEC partly set: the ufunc writes the EXEC lanes only
+                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d],
+                   where=g.exec)
         return run2_into
     if len(ops) == 2:
         def run2(g: WaveSet) -> None:
@@ -260,10 +268,15 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
         D = A[F32_PLANE, d]
         x = A[kf, i_f] if kf >= 0 else i_f
         if half:
-            # x * 0.5 exact in every lane: one f32 rounding of the sum is the fused result
+            # x * 0.5 exact in every lane: one f32 rounding of the sum is the fused result.
+            # (The usual case, every exponent >= 2, is tested in the scratch register; the
+            # product goes there too.)
             bits = A[ku, iu] if ku >= 0 else iu
-            if fp.halves_exactly(bits):
-                np.add(np.multiply(x, k), D, out=D)
+            T = P.tmp
+            np.bitwise_and(bits, fp.EXP_ABOVE_1, out=T)
+            if np.count_nonzero(T) == T.size or fp.halves_exactly(bits):
+                np.multiply(x, k, out=P.tmp_f)
+                np.add(P.tmp_f, D, out=D)
                 return
         fp.fma32_pow2(x, k, D, out=D)
     return run

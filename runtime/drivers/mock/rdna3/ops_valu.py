@@ -211,7 +211,9 @@ def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
 
     def write(g: WaveSet, mask: np.ndarray) -> None:
         if not g.exec_full:
-            mask = mask & g.exec
+            # (a compare's result is a fresh array: masked in place)
+            mask = np.logical_and(mask, g.exec, out=mask) if mask.base is None and \
+                mask.shape == g.exec.shape else mask & g.exec
         if is_x:
             # v_cmpx (gfx10+) writes EXEC only.
             g.set_lanes(126, np.broadcast_to(mask, (g.n, 32)).copy())
