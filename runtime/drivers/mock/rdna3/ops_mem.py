@@ -409,8 +409,6 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     except PageFault:
         return False
     srcs, cmps = pick(A[0, vdata].tolist()[0]), pick(A[0, vdata + 1].tolist()[0])
-    dst = A[0, vdst]
-    out = dst.tolist()[0]
     cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
     # Lane after lane, each returns the current value and swaps where its compare value
     # matches; the matching lanes are found with tuple.index (the search runs in C), the
@@ -426,12 +424,14 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
         vals += [cur] * (k + 1 - i)
         cur = srcs[k]
         i = k + 1
-    for ln, v in zip(lanes, vals):
-        out[ln] = v
     _U32.pack_into(data, at, cur)  # type: ignore[arg-type]
     if want:
         P.dirty_v.add(vdst)
-        dst[0] = out
+        dst = A[0, vdst]
+        if n == 32:
+            dst[0] = vals
+        else:
+            dst[g.exec] = vals   # the active lanes, in lane order
     return True
 
 
