@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.drivers.mock.rdna3 import KernelFault, fast_salu, machine, ops_salu
+from runtime.drivers.mock.rdna3 import KernelFault, PageFaultError, fast_salu, machine, ops_salu
 
 from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
                              _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
@@ -434,3 +434,40 @@ def test_one_address_compare_and_swap_chains(exec_mask, start, srcs, cmps):
     assert fmem == smem == cur
     np.testing.assert_array_equal(fast, want)
     np.testing.assert_array_equal(slow, want)
+
+
+def test_fault_inside_a_straight_run_names_its_instruction():
+    """Straight-line code runs in one go (no per-step bookkeeping): a fault in the middle of
+    such a run still names the instruction that faulted, and the instructions before it ran."""
+    code = assemble("""
+    v_mov_b32 v1, 0x100
+    s_mov_b32 s4, 7
+    v_add_nc_u32 v2, 4, v1
+    global_load_b32 v3, v2, s[0:1]
+    v_mov_b32 v4, 2
+    s_endpgm
+    """)
+    dev = RawDevice()
+    with pytest.raises(PageFaultError) as e:
+        dev.launch_raw(code, [0x10, 0], (1,), (32,))   # s[0:1] = 0x10: nothing mapped there
+    assert "global_load_b32" in e.value.instruction
+    assert e.value.address is not None and e.value.address % 256 == 8 + 4 + 4
+
+
+@pytest.mark.parametrize("waves", [1, 8])
+@pytest.mark.parametrize("asm", [
+    # a ufunc half computed into its register, beside a move, with a literal
+    "v_dual_mov_b32 v4, v1 :: v_dual_and_b32 v5, 0xfff, v3\nv_xor_b32 v2, v4, v5",
+    # both halves ufuncs, X's destination one of its own sources
+    "v_dual_mul_f32 v1, v1, v3 :: v_dual_and_b32 v6, 0x7f, v0\nv_xor_b32 v2, v1, v6",
+    # Y reads X's destination: both read before either writes (no in-place path)
+    "v_dual_add_f32 v4, v1, v3 :: v_dual_and_b32 v5, 0xff, v4\nv_xor_b32 v2, v4, v5",
+    "v_dual_mul_f32 v4, v1, v3 :: v_dual_add_f32 v5, v3, v1\n"
+    "v_dual_sub_f32 v6, v4, v5 :: v_dual_mov_b32 v7, v5\nv_add_f32 v2, v6, v7",
+])
+def test_vopd_halves_computed_in_place_match_general_path(monkeypatch, asm, waves):
+    rng = np.random.default_rng(9)
+    for x, y in (_ints(rng), _floats(rng)):
+        fast, slow = both_paths(monkeypatch, "v_mov_b32 v4, 5\nv_mov_b32 v5, 6\n" + asm, x, y,
+                                waves)
+        np.testing.assert_array_equal(fast, slow)

@@ -294,6 +294,7 @@ class VopdHalf:
     src0: int
     vsrc1: int
     move: bool = False   # v_dual_mov_b32: the result is src0
+    ufunc: np.ufunc | None = None   # fn is this ufunc of (src0, vsrc1): computed into vdst
 
 
 def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
@@ -312,6 +313,10 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
     ((kax, iax), (kbx, ibx), kx, dx, accx, fx, lx, movx), \
         ((kay, iay), (kby, iby), ky, dy, accy, fy, ly, movy) = parts
     sr = sgprs_read(ops)
+    # Where Y does not read X's destination, X is written first and a ufunc half computes
+    # straight into its register (no temporary, no copy).
+    ux = x.ufunc if not clash else None
+    uy = y.ufunc if not clash else None
 
     def both(ax: np.ndarray, bx: np.ndarray, acc_x: np.ndarray, ay: np.ndarray, by: np.ndarray,
              acc_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -328,6 +333,23 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         if sr and g.dirty and not sr.isdisjoint(g.dirty):
             pack_lane_masks(g, sr)
         A = P.views
+        dv = P.dirty_v
+        dv.add(dx)
+        dv.add(dy)
+        if ux is not None or uy is not None:
+            ax = A[kax, iax] if kax >= 0 else iax
+            if ux is not None:
+                ux(ax, A[kbx, ibx] if kbx >= 0 else ibx, out=A[kx, dx])
+            else:
+                A[kx, dx][...] = ax if movx else fx(ax, A[kbx, ibx] if kbx >= 0 else ibx,
+                                                    A[kx, dx] if accx else None, lx)
+            ay = A[kay, iay] if kay >= 0 else iay
+            if uy is not None:
+                uy(ay, A[kby, iby] if kby >= 0 else iby, out=A[ky, dy])
+            else:
+                A[ky, dy][...] = ay if movy else fy(ay, A[kby, iby] if kby >= 0 else iby,
+                                                    A[ky, dy] if accy else None, ly)
+            return
         # (a move's result is its source: no call, and its unused VSRC1 is not read)
         ax = A[kax, iax] if kax >= 0 else iax
         rx = ax if movx else fx(ax, A[kbx, ibx] if kbx >= 0 else ibx,
@@ -337,9 +359,6 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
                                 A[ky, dy] if accy else None, ly)
         if clash:
             ry = np.array(ry)
-        dv = P.dirty_v
-        dv.add(dx)
-        dv.add(dy)
         A[kx, dx][...] = rx
         A[ky, dy][...] = ry
     return run
