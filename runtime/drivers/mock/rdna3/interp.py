@@ -185,7 +185,7 @@ class Block(NamedTuple):
     after it, step) per instruction, the slots it covers (NOPs included), the slot after it."""
 
     body: tuple[tuple[Callable[[WaveSet], Any], int, Step], ...]
-    count: int
+    n_slots: int
     end: int
 
 
@@ -657,7 +657,7 @@ class Dispatch:
                                 lanes += skip * g.active
                     except Exception as e:
                         raise _fault(st, e) from None
-                    count += blk.count
+                    count += blk.n_slots
                     pc = blk.end
                     continue
                 step = steps[pc] or prog.step(pc)
