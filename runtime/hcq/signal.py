@@ -121,8 +121,8 @@ class Signal:
             if time.perf_counter() >= spin_end:
                 break
         if dev.os.gpus_in_process and dev.os.run_gpus_here() and u64[0] >= value:
-            # The GPU's work ran on this thread (a mock): done without a sleep and its wake-up.
-            dev.check_fault()
+            # The GPU's work ran on this thread (a mock): done without a sleep and its wake-up,
+            # as when it had finished before the wait began (the check at the top).
             return
         while True:
             dev.check_fault()

@@ -135,6 +135,57 @@ def test_a_launch_and_wait_runs_one_gpu_pass_per_doorbell(dev_gpu: tuple[Device,
     assert gpu.engine.steps - before <= n * 3 // 2
 
 
+def test_a_waiter_runs_the_pass_its_doorbell_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No GPU thread at all: the doorbell returns with nothing done (asynchronous), and the wait
+    # runs the GPU's pass on the waiting thread instead of sleeping until a thread does it.
+    for vendor in ("amd", "nv"):
+        mos = _async(MockOS.with_amd_gpus(1) if vendor == "amd" else NvMockOS.with_nv_gpus(1))
+        gpu = mos.drivers[0].gpus[0]
+        monkeypatch.setattr(gpu.engine, "_start", lambda: None)
+        d: Device = AMDDevice("amd:0", os=mos) if vendor == "amd" else \
+            NVDevice("mock-nv:0", os=mos)
+        try:
+            sig = d.new_signal(0)
+            d.compute_queue().signal(sig, 1).submit()
+            assert sig.value == 0  # the doorbell ran nothing
+            steps = gpu.engine.steps
+            sig.wait(1, timeout_ms=LONG_S * 1000)
+            assert sig.value == 1 and gpu.engine.steps > steps
+            assert gpu.engine._thread is None
+        finally:
+            d.close()
+
+
+def test_a_pass_a_waiter_runs_that_leaves_a_queue_blocked_wakes_the_gpu_thread() -> None:
+    from runtime.drivers.mock.engine import EngineThread
+    lock = threading.RLock()
+    outcome = [(True, True, True)]  # (progress, blocked, alive) of the next pass
+    ran: list[threading.Thread] = []
+
+    def step() -> tuple[bool, bool, bool]:
+        ran.append(threading.current_thread())
+        return outcome[0]
+
+    e = EngineThread("test-gpu", lock, step)
+    starts: list[int] = []
+    e._start = lambda: starts.append(1)  # type: ignore[method-assign]  # no thread: count them
+    assert not e.run_kicked_here()  # nothing kicked: nothing to run
+    e.kick()
+    assert starts == [1]
+    with lock:
+        assert e.run_kicked_here()
+    assert ran == [threading.current_thread()]
+    # The queue is blocked: the GPU's thread polls it from now on, not the waiter.
+    assert starts == [1, 1] and not e._wake.locked()
+    with lock:
+        assert not e.run_kicked_here()
+    outcome[0] = (True, False, True)
+    e.kick()
+    with lock:
+        assert e.run_kicked_here()
+    assert len(starts) == 3 and e._wake.locked()  # all done: the thread is left asleep
+
+
 def test_waits_on_a_mock_device_do_not_spin(dev_gpu: tuple[Device, Any]) -> None:
     d, _ = dev_gpu
     assert d.wait_spin_s == 0.0
