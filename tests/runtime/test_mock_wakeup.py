@@ -15,6 +15,8 @@ from typing import Any, Iterator
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime.drivers.mock.nv_rm import NvMockOS
 from runtime.drivers.mock.os import MockOS
@@ -311,3 +313,34 @@ def test_an_amd_launch_block_from_a_remembered_shape_is_built_afresh() -> None:
         assert len(blocks) == len(shapes)  # each launch its own block (and address)
     finally:
         d.close()
+
+
+# ------------------------------------------------------------------ the mock's memory look-ups
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["map", "unmap", "find"]), st.integers(0, 3),
+                          st.integers(0, 3), st.integers(1, 3)), max_size=40))
+def test_memory_look_ups_match_a_scan_of_the_mappings(ops: list[tuple[str, int, int, int]]
+                                                      ) -> None:
+    # find() remembers the mapping it found last: it must answer as a scan of the mappings
+    # does, whatever was mapped or unmapped in between.
+    from runtime.drivers.mock.memory import MockMemory, PageFault
+    page = 0x1000
+    mem, live = MockMemory(), {}  # va -> size
+    for op, slot, off, n in ops:
+        va = slot * page * 2
+        if op == "map" and va not in live and all(va + n * page <= b or b + s <= va
+                                                  for b, s in live.items()):
+            mem.map(va, n * page)
+            live[va] = n * page
+        elif op == "unmap" and va in live:
+            mem.unmap(va)
+            del live[va]
+        else:
+            addr, size = va + off * page, n * page // 2
+            want = [b for b, s in live.items() if b <= addr and addr + size <= b + s]
+            try:
+                data, at = mem.find(addr, size)
+            except PageFault:
+                assert not want
+            else:
+                assert want and at == addr - want[0] and len(data) == live[want[0]]

@@ -34,11 +34,12 @@ from runtime.drivers.mock.memory import PageFault
 if TYPE_CHECKING:
     from runtime.drivers.mock.rdna3 import DispatchRecord
 
-_M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
 _HEADERS_KEPT = 256             # distinct packet headers a queue remembers
+# what a RELEASE_MEM writes (its DATA_SEL): the low 32 bits of its data, all 64, the GPU clock
+_RM_DATA32, _RM_DATA64, _RM_CLOCK = 1, 2, 3
 DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatch
 _ARGS_SCAN_B = 256             # bytes of a kernel's argument block searched for buffer pointers
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
@@ -76,6 +77,11 @@ class PM4Processor(QueueProcessor):
         self._acquire_cache_dw = ps.forms.acquire_mem_cache_dw
         self.sh: dict[int, int] = {}   # register offset (GC segment 0) -> value
         self.gc_base = gpu.gc_bases[0]
+        # SET_SH_REG's index is the first register's offset from PACKET3_SET_SH_REG_START, and
+        # index + count may not pass PACKET3_SET_SH_REG_END (`_set_sh_reg`); `sh` keys are
+        # offsets from the GC segment's base
+        self._sh_base = p.PACKET3_SET_SH_REG_START - self.gc_base
+        self._sh_index_end = p.PACKET3_SET_SH_REG_END - p.PACKET3_SET_SH_REG_START
         # An indirect buffer being executed: (dwords, position, GPU address).
         self._ib: tuple[list[int], int, int] | None = None
         self._ib_packet_size = 0
@@ -93,6 +99,8 @@ class PM4Processor(QueueProcessor):
         # header -> (size, handler) of the well-formed packets seen (a droppable cache)
         self._known: dict[int, tuple[int, Callable[..., bool]]] = {}
         self._f_release_mem = ps.pm4["RELEASE_MEM"].fields
+        # RELEASE_MEM's first two dwords -> what they select (a droppable cache)
+        self._release_forms: dict[tuple[int, int], tuple[int, bool, bool]] = {}
         self._f_wait_reg_mem = ps.pm4["WAIT_REG_MEM"].fields
         self._f_event_write = ps.pm4["EVENT_WRITE"].fields
 
@@ -239,7 +247,15 @@ class PM4Processor(QueueProcessor):
 
     # Handlers by packet (runtime/drivers/amd/packets.py), each (body, where, in_ib) -> done.
     def _h_set_sh_reg(self, body: list[int], where: str, in_ib: bool) -> bool:
-        self._set_sh_reg(body, where)
+        n = len(body) - 1
+        index = body[0] & 0xFFFF
+        if n < 1 or index + n > self._sh_index_end:
+            self._set_sh_reg(body, where)  # raises, naming what is wrong
+        base = index + self._sh_base
+        if n == 1:
+            self.sh[base] = body[1]
+        else:
+            self.sh.update(zip(range(base, base + n), body[1:]))
         return True
 
     def _h_dispatch_direct(self, body: list[int], where: str, in_ib: bool) -> bool:
@@ -462,6 +478,34 @@ class PM4Processor(QueueProcessor):
         return True
 
     def _release_mem(self, body: list[int], where: str) -> None:
+        # What the first two dwords select, checked once per distinct pair (`_release_form`).
+        form = self._release_forms.get((body[0], body[1]))
+        if form is None:
+            form = self._release_form(body, where)
+        kind, invalidates, irq = form
+        if kind:
+            addr = body[2] | body[3] << 32
+            if kind == _RM_DATA32:
+                self.order.release(addr, invalidates)
+                if addr & 3:
+                    self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
+                self.gpu.mem.write_u32(addr, body[4])
+            elif kind == _RM_DATA64:
+                self.order.release(addr, invalidates)
+                if addr & 7:
+                    self._aligned(addr, 8, "RELEASE_MEM 64-bit", where)
+                self.gpu.mem.write_u64(addr, body[4] | body[5] << 32)
+            else:
+                if addr & 7:
+                    self._aligned(addr, 8, "RELEASE_MEM GPU clock", where)
+                self.gpu.mem.write_u64(addr, self.gpu.clock())
+        if irq:
+            self.gpu.interrupt(body[6])
+
+    def _release_form(self, body: list[int], where: str) -> tuple[int, bool, bool]:
+        """(what is written: 0 nothing or one of _RM_*, whether the release invalidates the
+        per-CU caches, whether it interrupts) of a RELEASE_MEM whose first two dwords are those
+        of `body`; raises for selectors the MEC does not take. Kept per pair of dwords."""
         p = self.p
         f = self._f_release_mem(body, 0)
         if f["event_index"] not in self._eop_index:
@@ -470,21 +514,16 @@ class PM4Processor(QueueProcessor):
         if f["data_sel"] not in self._data_sel_ok or f["int_sel"] not in self._int_sel_ok:
             raise MockGPUError(f"{where}: RELEASE_MEM data_sel {f['data_sel']} / int_sel "
                                f"{f['int_sel']} not supported")
-        addr, data_sel = f["addr"], f["data_sel"]
-        if data_sel in (p.data_sel__mec_release_mem__send_32_bit_low,
-                        p.data_sel__mec_release_mem__send_64_bit_data):
-            self.order.release(addr, body[0] & self._release_inv == self._release_inv)
-        if data_sel == p.data_sel__mec_release_mem__send_32_bit_low:
-            self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
-            self.gpu.mem.write_u32(addr, f["data"] & _M32)
-        elif data_sel == p.data_sel__mec_release_mem__send_64_bit_data:
-            self._aligned(addr, 8, "RELEASE_MEM 64-bit", where)
-            self.gpu.mem.write_u64(addr, f["data"])
-        elif data_sel == p.data_sel__mec_release_mem__send_gpu_clock_counter:
-            self._aligned(addr, 8, "RELEASE_MEM GPU clock", where)
-            self.gpu.mem.write_u64(addr, self.gpu.clock())
-        if f["int_sel"] != p.int_sel__mec_release_mem__none:
-            self.gpu.interrupt(f["int_ctxid"])
+        data_sel = f["data_sel"]
+        kind = {p.data_sel__mec_release_mem__send_32_bit_low: _RM_DATA32,
+                p.data_sel__mec_release_mem__send_64_bit_data: _RM_DATA64,
+                p.data_sel__mec_release_mem__send_gpu_clock_counter: _RM_CLOCK}.get(data_sel, 0)
+        form = (kind, body[0] & self._release_inv == self._release_inv,
+                f["int_sel"] != p.int_sel__mec_release_mem__none)
+        if len(self._release_forms) >= _HEADERS_KEPT:
+            self._release_forms.clear()
+        self._release_forms[(body[0], body[1])] = form
+        return form
 
     def _wait_reg_mem(self, body: list[int], where: str) -> bool:
         f = self._f_wait_reg_mem(body, 0)
