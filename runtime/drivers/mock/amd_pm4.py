@@ -101,6 +101,10 @@ class PM4Processor(QueueProcessor):
         self._f_release_mem = ps.pm4["RELEASE_MEM"].fields
         # RELEASE_MEM's first two dwords -> what they select (a droppable cache)
         self._release_forms: dict[tuple[int, int], tuple[int, bool, bool]] = {}
+        # WAIT_REG_MEM's first dword -> its compare function; EVENT_WRITE's -> whether it is a
+        # CS_PARTIAL_FLUSH (droppable caches)
+        self._wait_functions: dict[int, int] = {}
+        self._partial_flush: dict[int, bool] = {}
         self._f_wait_reg_mem = ps.pm4["WAIT_REG_MEM"].fields
         self._f_event_write = ps.pm4["EVENT_WRITE"].fields
 
@@ -126,6 +130,7 @@ class PM4Processor(QueueProcessor):
         # The published dwords, read once (a list: the packets are sliced from it).
         dws: list[int] = []
         base = self.rptr_dw
+        known = self._known
         while True:
             if self._ib is not None:
                 if not self._run_ib():
@@ -142,15 +147,25 @@ class PM4Processor(QueueProcessor):
             if pos - base >= len(dws):
                 dws, base = self.ring_dwords(pos, avail), pos
             at = pos - base
-            size, done = self._packet(dws, at, avail, f"ring dword {pos}", False)
-            if not size:
-                return progress  # the rest of the packet is not published yet
+            hit = known.get(dws[at])
+            if hit is not None and hit[0] <= avail:
+                # `_packet`'s fast path, inline: this loop runs once per packet
+                size = hit[0]
+                try:
+                    done = hit[1](self, dws[at + 1:at + size], f"ring dword {pos}", False)
+                except (PageFault, MockGPUError) as e:
+                    raise self._packet_error(e, dws[at:at + size], f"ring dword {pos}") from None
+            else:
+                size, done = self._packet(dws, at, avail, f"ring dword {pos}", False)
+                if not size:
+                    return progress  # the rest of the packet is not published yet
             if not done:
                 return progress
             if self._ib is not None:  # INDIRECT_BUFFER started: run it before moving on
                 self._ib_packet_size = size
                 continue
-            self._advance(size)
+            self.rptr_dw = pos + size
+            self.blocked = None
             progress = True
 
     def _advance(self, size: int) -> None:
@@ -193,13 +208,17 @@ class PM4Processor(QueueProcessor):
         size, handler = hit
         if size > avail:
             return 0, False
-        pkt = dws[at:at + size]
         try:
-            return size, handler(self, pkt[1:], where, in_ib)
-        except PageFault as e:
-            raise MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va) from None
-        except MockGPUError as e:
-            raise MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va) from None
+            return size, handler(self, dws[at + 1:at + size], where, in_ib)
+        except (PageFault, MockGPUError) as e:
+            raise self._packet_error(e, dws[at:at + size], where) from None
+
+    def _packet_error(self, e: PageFault | MockGPUError, pkt: list[int],
+                      where: str) -> MockGPUError:
+        """The queue's error for a packet that faulted or was refused: it names the packet."""
+        if isinstance(e, PageFault):
+            return MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va)
+        return MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va)
 
     def _header(self, h: int, where: str) -> tuple[int, int]:
         """(size in dwords, opcode) of the packet whose header is `h`; opcode -1 for a type-2
@@ -219,10 +238,8 @@ class PM4Processor(QueueProcessor):
         packet."""
         try:
             return self._execute_packet(pkt, op, where, in_ib)
-        except PageFault as e:
-            raise MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va) from None
-        except MockGPUError as e:
-            raise MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va) from None
+        except (PageFault, MockGPUError) as e:
+            raise self._packet_error(e, pkt, where) from None
 
     def _describe(self, pkt: list[int]) -> str:
         return describe_pm4(pkt, self.gc_base, arch=self.arch)
@@ -285,8 +302,14 @@ class PM4Processor(QueueProcessor):
         return True
 
     def _h_event_write(self, body: list[int], where: str, in_ib: bool) -> bool:
-        if self._f_event_write(body, 0)["event_type"] == \
-                self.arch.enums.CS_PARTIAL_FLUSH:
+        flush = self._partial_flush.get(body[0])
+        if flush is None:
+            flush = self._f_event_write(body, 0)["event_type"] == \
+                self.arch.enums.CS_PARTIAL_FLUSH
+            if len(self._partial_flush) >= _HEADERS_KEPT:
+                self._partial_flush.clear()
+            self._partial_flush[body[0]] = flush
+        if flush:
             self.order.partial_flush()
         return True
 
@@ -526,13 +549,12 @@ class PM4Processor(QueueProcessor):
         return form
 
     def _wait_reg_mem(self, body: list[int], where: str) -> bool:
-        f = self._f_wait_reg_mem(body, 0)
-        if f["mem_space"] != MEM_SPACE_MEMORY:
-            raise MockGPUError(f"{where}: WAIT_REG_MEM on registers is not modelled by the mock")
-        if f["operation"] != 0:
-            raise MockGPUError(f"{where}: WAIT_REG_MEM operation {f['operation']} needs registers")
-        addr, ref, mask, func = f["addr"], f["reference"], f["mask"], f["function"]
-        self._aligned(addr, 4, "WAIT_REG_MEM", where)
+        func = self._wait_functions.get(body[0])
+        if func is None:
+            func = self._wait_function(body, where)
+        addr, ref, mask = body[1] | body[2] << 32, body[3], body[4]
+        if addr & 3:
+            self._aligned(addr, 4, "WAIT_REG_MEM", where)
         check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         value = self.gpu.mem.read_u32(addr) & mask
         if compare(func, value, ref):
@@ -543,6 +565,19 @@ class PM4Processor(QueueProcessor):
         if self._ib is None and self.gpu.mem.races is not None:
             self._watch_queued()
         return False
+
+    def _wait_function(self, body: list[int], where: str) -> int:
+        """The compare function of a WAIT_REG_MEM whose first dword is `body[0]`, which must wait
+        on memory; kept per distinct dword."""
+        f = self._f_wait_reg_mem(body, 0)
+        if f["mem_space"] != MEM_SPACE_MEMORY:
+            raise MockGPUError(f"{where}: WAIT_REG_MEM on registers is not modelled by the mock")
+        if f["operation"] != 0:
+            raise MockGPUError(f"{where}: WAIT_REG_MEM operation {f['operation']} needs registers")
+        if len(self._wait_functions) >= _HEADERS_KEPT:
+            self._wait_functions.clear()
+        self._wait_functions[body[0]] = f["function"]
+        return f["function"]
 
     # ------------------------------------------------------------------ host races
     @staticmethod
