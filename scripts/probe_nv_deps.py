@@ -1,5 +1,6 @@
-"""How to start a grid after the previous one on a real NVIDIA GPU: each candidate mechanism timed and
-checked for correctness, through the runtime's own building blocks (QMD builder, methods, channel).
+"""How to start a grid after the previous one on a real NVIDIA GPU: each candidate mechanism timed
+and checked for correctness, through the runtime's own building blocks (QMD builder, methods,
+channel).
 
 Mechanisms (what sits between launch i and launch i+1 of a chain) are combinations of the knobs
 `MECHS` documents: host fences (WAIT_FOR_IDLE, semaphore acquires), the predecessor's dependent-QMD
@@ -63,6 +64,7 @@ SRC_WAIT = SRC.replace("int i = blockIdx.x", 'asm volatile("griddepcontrol.wait;
 #   nodinv  no shader-data / texture-data (L1) invalidation on grids after the first
 #   nocb    no constant bank 0 invalidation on grids after the first
 #   nopf    no prefetch of the dependent QMD
+#   cbpf    constant bank 0 prefetched before the CTAs launch (CONSTANT_BUFFER_PREFETCH PRE)
 #   noauto  DISABLE_AUTO_INVALIDATE on grids after the first
 #   latch   every QMD sent; grid i arrives at a latch when it completes, grid i+1 waits on it:
 #           seq (latch id i + 1) or fixed (id 7)
@@ -73,7 +75,7 @@ SRC_WAIT = SRC.replace("int i = blockIdx.x", 'asm volatile("griddepcontrol.wait;
 MECHS: dict[str, dict[str, Any]] = {
     "wfi": {"fence": "wfi"},
     "wfi_inv": {"fence": "wfi_inv"},
-    "wfi_lean": {"fence": "wfi", "notex": True, "chase": True},
+    "wfi_lean": {"fence": "wfi", "notex": True, "chase": True, "cbpf": True},
     "none": {},
     "sem_host": {"fence": "sem_host", "sem": True},
     "sem_compute": {"fence": "sem_compute", "sem": True},
@@ -88,8 +90,9 @@ MECHS: dict[str, dict[str, Any]] = {
     "qmd_nopf": {"link": "schedule", "nopf": True},
     "qmd_noauto": {"link": "schedule", "noauto": True},
     "qmd_icopy": {"link": "icopy"},
-    "qmd_lean": {"link": "schedule", "notex": True, "chase": True},
-    "qmd_lean_nomembar": {"link": "schedule", "notex": True, "membar": "L1_NONE"},
+    "qmd_cbpf": {"link": "schedule", "cbpf": True},
+    "qmd_lean": {"link": "schedule", "notex": True, "chase": True, "cbpf": True},
+    "qmd_lean_nomembar": {"link": "schedule", "notex": True, "cbpf": True, "membar": "L1_NONE"},
     "qmd_wait_kernel": {"link": "schedule", "wait": True},
     "latch_seq": {"latch": "seq"},
     "latch_fixed": {"latch": "fixed"},
@@ -97,11 +100,64 @@ MECHS: dict[str, dict[str, Any]] = {
     "pdl_nolink": {"latch": "fixed", "pdl": True, "wait": True},
 }
 GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "qmd_notex",
-         "qmd_nodinv", "qmd_nocb", "qmd_nopf", "qmd_noauto", "qmd_icopy", "qmd_lean",
+         "qmd_nodinv", "qmd_nocb", "qmd_nopf", "qmd_noauto", "qmd_icopy", "qmd_cbpf", "qmd_lean",
          "qmd_lean_nomembar", "qmd_wait_kernel", "latch_seq", "latch_fixed", "pdl", "pdl_nolink"]
 STREAM = ["wfi", "wfi_lean", "none", "latch_seq", "latch_fixed", "pdl_nolink"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
+
+
+def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: int) -> None:
+    """Writes mechanism `k`'s fields (`MECHS`) into QMD `q` of launch i of a chain; `next_qva` is
+    the next launch's QMD address (None for the last launch), `sem_va` the semaphore the sem_*
+    mechanisms release."""
+    later = i > 0
+    if k.get("sem"):
+        q.set_release(1, sem_va, i + 1)
+    if k.get("chase"):
+        q.set("CWD_MEMBAR_TASK_CHASING_ENABLE", 1)
+    if later and k.get("notex"):
+        q.write(INVALIDATE_TEXTURE_HEADER_CACHE=0, INVALIDATE_TEXTURE_SAMPLER_CACHE=0)
+    if later and k.get("nodinv"):
+        q.write(INVALIDATE_TEXTURE_DATA_CACHE=0, INVALIDATE_SHADER_DATA_CACHE=0)
+    if later and k.get("nocb"):
+        q.set("CONSTANT_BUFFER_INVALIDATE", 0, 0)
+    if later and k.get("noauto"):
+        q.set("DISABLE_AUTO_INVALIDATE", 1)
+    if k.get("cbpf"):
+        size_B = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) * 16
+        q.set("CONSTANT_BUFFER_PREFETCH", q.value("CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE"), 0)
+        q.set("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8", min(-(-size_B // 256), 63))
+    if next_qva is not None:
+        if k.get("membar"):
+            q.set("CWD_MEMBAR_TYPE", q.value("CWD_MEMBAR_TYPE_" + k["membar"]))
+        link = k.get("link", "")
+        if link:
+            action = {"schedule": "QMD_SCHEDULE", "icopy": "QMD_INVALIDATE_COPY_SCHEDULE",
+                      "counter": "QMD_DECREMENT_DEPENDENCE"}[link]
+            q.set("DEPENDENT_QMD_ENABLE", 1, 0)
+            q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_" + action), 0)
+            q.set("DEPENDENT_QMD_PREFETCH", 0 if k.get("nopf") else 1, 0)
+            q.set("DEPENDENT_QMD0_POINTER", next_qva >> 8)
+        if k.get("latch"):
+            q.write(ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=latch_id(k, i))
+            if k.get("pdl"):
+                q.write(ENABLE_PROGRAM_PRE_EXIT=1, PRE_EXIT_AT_LAST_CTA_LAUNCH=1)
+    if later and k.get("link") == "counter":
+        q.set("DEPENDENCE_COUNTER", 1)
+    if later and k.get("latch"):
+        q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=latch_id(k, i - 1))
+
+
+def sends_every_qmd(k: dict[str, Any]) -> bool:
+    """Whether every launch of mechanism `k` is sent with SEND_PCAS (else only the first: the
+    others are started by their predecessor's dependent-QMD link)."""
+    return k.get("link", "") not in ("schedule", "icopy")
+
+
+def latch_id(k: dict[str, Any], i: int) -> int:
+    """The latch launch i of a chain arrives at."""
+    return LATCH_FIXED if k.get("latch") == "fixed" else i + 1
 
 
 def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
@@ -154,44 +210,6 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
                        sem.va & 0xFFFFFFFF, sem.va >> 32, acq_exec)
         return []
 
-    def latch_id(i: int) -> int:
-        return LATCH_FIXED if k.get("latch") == "fixed" else i + 1
-
-    def shape(i: int, n: int, q: Any, next_qva: int | None) -> None:
-        """Writes mechanism `k`'s fields into QMD i of n (next_qva: QMD i+1's address)."""
-        later = i > 0
-        if k.get("sem"):
-            q.set_release(1, sem.va, i + 1)
-        if k.get("chase"):
-            q.set("CWD_MEMBAR_TASK_CHASING_ENABLE", 1)
-        if later and k.get("notex"):
-            q.write(INVALIDATE_TEXTURE_HEADER_CACHE=0, INVALIDATE_TEXTURE_SAMPLER_CACHE=0)
-        if later and k.get("nodinv"):
-            q.write(INVALIDATE_TEXTURE_DATA_CACHE=0, INVALIDATE_SHADER_DATA_CACHE=0)
-        if later and k.get("nocb"):
-            q.set("CONSTANT_BUFFER_INVALIDATE", 0, 0)
-        if later and k.get("noauto"):
-            q.set("DISABLE_AUTO_INVALIDATE", 1)
-        if next_qva is not None:
-            if k.get("membar"):
-                q.set("CWD_MEMBAR_TYPE", q.value("CWD_MEMBAR_TYPE_" + k["membar"]))
-            link = k.get("link", "")
-            if link:
-                action = {"schedule": "QMD_SCHEDULE", "icopy": "QMD_INVALIDATE_COPY_SCHEDULE",
-                          "counter": "QMD_DECREMENT_DEPENDENCE"}[link]
-                q.set("DEPENDENT_QMD_ENABLE", 1, 0)
-                q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_" + action), 0)
-                q.set("DEPENDENT_QMD_PREFETCH", 0 if k.get("nopf") else 1, 0)
-                q.set("DEPENDENT_QMD0_POINTER", next_qva >> 8)
-            if k.get("latch"):
-                q.write(ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=latch_id(i))
-                if k.get("pdl"):
-                    q.write(ENABLE_PROGRAM_PRE_EXIT=1, PRE_EXIT_AT_LAST_CTA_LAUNCH=1)
-        if later and k.get("link") == "counter":
-            q.set("DEPENDENCE_COUNTER", 1)
-        if later and k.get("latch"):
-            q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=latch_id(i - 1))
-
     def build(launches: list[tuple[Any, tuple, tuple, tuple]], *, last: Any = None,
               fields: dict[str, int] | None = None) -> tuple[list[list[int]], Any]:
         """Launch blocks and per-launch command lists for the chain `launches`; the last grid
@@ -208,14 +226,14 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
             qmds.append((ka, ka.va + p.qmd_offset(ka.va)))
         n = len(launches)
         cmds = []
-        sent_all = fields is not None or k.get("link", "schedule") not in ("schedule", "icopy")
+        sent_all = fields is not None or sends_every_qmd(k)
         for i, (ka, qva) in enumerate(qmds):
             qb = bytearray(ka.qmd)
             q = qcls(qb)
             if fields is not None:
                 q.write(**fields)
             else:
-                shape(i, n, q, qmds[i + 1][1] if i + 1 < n else None)
+                shape_qmd(k, i, q, qmds[i + 1][1] if i + 1 < n else None, sem.va)
             if i == n - 1:
                 q.set_release(0, (last or done).va, 1)
             ka.qmd[:] = qb
@@ -268,7 +286,8 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
                                    f"sem={sem.value}; {ch.describe()}")
         wall = time.perf_counter() - t
         hz = dev.clock_hz
-        return wall, t_sub, (done.timestamp - t0.timestamp) / hz, (end.timestamp - t0.timestamp) / hz
+        return (wall, t_sub, (done.timestamp - t0.timestamp) / hz,
+                (end.timestamp - t0.timestamp) / hz)
 
     out: dict[str, Any] = {"mode": mode, "mech": mech}
     # -- timing: N launches of inc (4 x 256) on one buffer
@@ -467,12 +486,13 @@ def main() -> int:
             print(f"{r['job']:24} FAILED: {r['error'].strip().splitlines()[-1][:100]}")
         elif r.get("mode") == "baseline":
             print(f"{'baseline':24} launch+wait {r['launch_wait_med_us']:.2f} us, 1000 b2b "
-                  f"{r['b2b_ms']:.3f} ms (CPU {r['b2b_cpu_ms']:.3f}), graph {r['graph_wall_ms']:.3f}"
-                  f" ms ({r['graph_cpu_us_per_launch']:.3f} us CPU/launch)")
+                  f"{r['b2b_ms']:.3f} ms (CPU {r['b2b_cpu_ms']:.3f}), graph "
+                  f"{r['graph_wall_ms']:.3f} ms ({r['graph_cpu_us_per_launch']:.3f} us CPU/launch)")
         else:
             sem = f"; latch {r['semantics']}" if "semantics" in r else ""
             print(f"{r['job']:24} {r['wall_ms']:8.3f} {r['gpu_last_ms']:8.3f} "
-                  f"{r['gpu_idle_ms']:8.3f} {r['submit_ms']:8.3f}  {'ok' if r['inc_ok'] else 'BAD':>4}"
+                  f"{r['gpu_idle_ms']:8.3f} {r['submit_ms']:8.3f}  "
+                  f"{'ok' if r['inc_ok'] else 'BAD':>4}"
                   f"  {'ok' if r['chain_ok'] else 'BAD'} ({r['chain_bad']} wrong, "
                   f"{r['chain_gpu_ms']:.2f} ms GPU); host memory chain "
                   f"{'ok' if r['host_chain_bad'] == 0 else 'BAD'} ({r['host_chain_bad']} wrong)"
