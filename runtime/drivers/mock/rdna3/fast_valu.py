@@ -101,20 +101,26 @@ _CONST_SHIFTS = {"v_lshlrev_b32": np.left_shift, "v_lshrrev_b32": np.right_shift
 
 
 def _mul_hi_into(wide: type) -> Callable[..., None]:
-    def run(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        p = np.multiply(a, b, dtype=wide)   # exact: a 32 x 32-bit product fits 64 bits
-        np.right_shift(p, 32, out=p)
-        out[...] = p
+    def run(a: np.ndarray, b: np.ndarray, out: np.ndarray, wide_tmp: np.ndarray) -> None:
+        # exact: a 32 x 32-bit product fits 64 bits; computed in the wave set's 64-bit scratch
+        # register (one operand widened there, the other by the ufunc)
+        t = wide_tmp.view(wide)
+        t[...] = a
+        np.multiply(t, b, out=t)
+        np.right_shift(t, 32, out=t)
+        out[...] = t
     return run
 
 
-def _add3_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
+def _add3_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray,
+               wide_tmp: np.ndarray) -> None:
     np.add(a, b, out=out)
     np.add(out, c, out=out)
 
 
 # Integer ops of several numpy steps written straight into the destination register (the same
-# lane functions as valu_table's, without temporaries): name -> (sources, fn(*sources, out)).
+# lane functions as valu_table's, without temporaries): name -> (sources,
+# fn(*sources, out, the wave set's 64-bit scratch register)).
 _INTO: dict[str, tuple[int, Callable[..., None]]] = {
     "v_mul_hi_i32": (2, _mul_hi_into(np.int64)), "v_mul_hi_u32": (2, _mul_hi_into(np.uint64)),
     "v_add3_u32": (3, _add3_into)}
@@ -169,10 +175,10 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             P.dirty_v.add(d)
             if n_ops == 2:
                 compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
-                             A[kd, d])
+                             A[kd, d], P.tmp64)
             else:
                 compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
-                             A[k2, i2] if k2 >= 0 else i2, A[kd, d])
+                             A[k2, i2] if k2 >= 0 else i2, A[kd, d], P.tmp64)
         return run_into
     if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
         # A plain cast: assigning into the destination plane casts the same way.
