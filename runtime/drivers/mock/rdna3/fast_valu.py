@@ -124,7 +124,7 @@ def _mul_hi_into(wide: type) -> Callable[..., None]:
     def run(a: np.ndarray, b: np.ndarray, out: np.ndarray, wide_tmp: np.ndarray) -> None:
         # exact: a 32 x 32-bit product fits 64 bits; computed in the wave set's 64-bit scratch
         # register (one operand widened there, the other by the ufunc)
-        t = wide_tmp.view(wide)
+        t: np.ndarray = wide_tmp.view(wide)
         t[...] = a
         np.multiply(t, b, out=t)
         np.right_shift(t, 32, out=t)
