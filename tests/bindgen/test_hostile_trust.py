@@ -232,9 +232,11 @@ def test_a_big_module_imports_in_time_and_memory_proportional_to_its_records(tmp
     """50,000 chained structs imported (from bytecode) in 3.4 s and 325 MB: each record's pointer
     type was made on import, each as costly as the record's class, and a 128-bit-field check
     walked every record's fields a second time. Pointer fields are now made on first use, and
-    the walk that lays a record out also finds its 128-bit fields. Time is measured against
-    making the same number of plain ctypes records in the same process (this machine's speed
-    and load, whatever they are); it was 2.5-2.9 times that."""
+    the walk that lays a record out also finds its 128-bit fields. At 20,000 records the import
+    made 19,999 pointer types and peaked 4.6 KB a record above the bare interpreter (now none,
+    2.1 KB). Time is measured against making the same number of plain ctypes records in the
+    same process (this machine's speed and load, whatever they are): 1.7-2.3 times that before,
+    1.3 now; the best of three runs counts."""
     import subprocess
     import sys
 
@@ -256,7 +258,7 @@ def test_a_big_module_imports_in_time_and_memory_proportional_to_its_records(tmp
     env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pyc")
     code = _IMPORT.format(n=n, last=n - 1, prev=n - 2)
     runs = []
-    for _ in range(3):  # the first compiles the module and writes its bytecode
+    for _ in range(4):  # the first compiles the module and writes its bytecode
         r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
@@ -265,8 +267,8 @@ def test_a_big_module_imports_in_time_and_memory_proportional_to_its_records(tmp
     ratio = min(r[0] for r in runs[1:])
     per_record = min(r[1] for r in runs[1:])
     assert runs[-1][2] <= 1, f"the import made {runs[-1][2]} pointer types"
-    assert ratio <= 1.8, f"import took {ratio:.2f} times as long as {n} plain records"
-    assert per_record <= 5, f"import peaked at {per_record:.1f} KB a record"
+    assert per_record <= 3.5, f"import peaked at {per_record:.1f} KB a record"
+    assert ratio <= 1.6, f"import took {ratio:.2f} times as long as {n} plain records"
 
 
 # ---------------------------------------------------------------- header bytes and sysfs text
