@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import sys
 import threading
 import time
+import warnings
 import weakref
 from typing import Any, Callable, Iterator
 
@@ -888,6 +890,54 @@ def test_a_host_write_racing_a_running_kernel_is_reported() -> None:
                                             "running"):
             flag.cpu_view()[:] = (1).to_bytes(4, "little")
             d.synchronize(timeout_ms=20_000)
+    finally:
+        d.close()
+
+
+def test_a_host_write_during_a_time_slice_of_a_mock_nv_grid_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mock NVIDIA GPU runs a PTX grid in time slices; a host write that lands while a
+    slice runs (made here from inside the second slice, so it surely does) is told from the
+    grid's own writes, which the mock records for a grid it watches, and reported naming the
+    flag's buffer and the kernel. The grid's own store to `out` is not reported."""
+    from pathlib import Path
+    from runtime.drivers.mock.host_races import HostHazard
+    from runtime.drivers.mock.ptx.execute import Grid
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.hcq import MemKind, NVDevice
+    from tests.runtime.test_ptx_interp import _nvrtc
+    _nvrtc()
+    d = NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1))  # a machine of its own
+    try:
+        src = (Path(__file__).parent / "data" / "nv_kernels.cu").read_text()
+        prg = d.program(d.compiler.compile(src, "nv_kernels.cu"), "wait_flag")
+        flag, out = d.alloc(4, kind=MemKind.HOST), d.alloc(4)
+        d.copyin(out, bytes(4))
+        fv = np.frombuffer(flag.view, np.uint32)  # type: ignore[arg-type]
+        fv[0] = 0
+        advance = Grid.advance
+        slices = [0]
+
+        def host_writes_in_slice_two(grid: Grid, budget_s: float) -> bool:
+            slices[0] += 1
+            if slices[0] == 2:
+                fv[0] = 7  # as if the host's store landed now
+            return advance(grid, budget_s)
+
+        monkeypatch.setattr(Grid, "advance", host_writes_in_slice_two)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            prg(flag, out, global_size=(1, 1, 1), local_size=(32, 1, 1))
+            d.synchronize(timeout_ms=20_000)
+        msgs = [str(w.message) for w in got if issubclass(w.category, HostHazard)]
+        assert slices[0] >= 2
+        assert len(msgs) == 1, msgs
+        assert re.search(rf"bytes \[{flag.va:#x}, {flag.va + 1:#x}\) of the allocation at "
+                         rf"{flag.va:#x} \(\+0x1000\) while kernel wait_flag .* was running",
+                         msgs[0]), msgs[0]
+        got_out = np.zeros(1, np.uint32)
+        d.copyout(got_out, out)
+        assert got_out[0] == 7
     finally:
         d.close()
 

@@ -36,7 +36,8 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 
 Ranges = list[tuple[int, int]]
 
-#: allocations larger than this are not watched (each watch copies the allocation)
+#: allocations up to this size are watched whole (each watch copies what it watches); of a
+#: larger one, this many bytes from where the kernel's argument points
 MAX_WATCH_B = 1 << 20
 #: reports kept in `HostRaces.hazards`
 _KEEP = 64
@@ -49,9 +50,11 @@ class HostHazard(UserWarning):
 
 @dataclass
 class _Region:
-    va: int              # the allocation (mock mapping) that an argument points into
-    data: np.ndarray     # its live bytes
+    va: int              # where the watched bytes start
+    data: np.ndarray     # their live bytes
     copy: np.ndarray     # as they were when last looked at
+    alloc_va: int        # the allocation (mock mapping) that an argument points into
+    alloc_B: int         # its size
 
 
 @dataclass
@@ -100,15 +103,22 @@ class HostRaces:
         skip = {self._base(mem, va) for va in skip_va}
         regions: list[_Region] = []
         seen: set[int] = set()
-        for p in pointers:
+        for p in sorted(pointers):
             base = self._base(mem, p)
-            if base is None or base in skip or base in seen:
+            if base is None or base in skip:
                 continue
-            seen.add(base)
             data, off = mem.find(base, 1)
-            data = data[off:]
-            if len(data) <= MAX_WATCH_B:
-                regions.append(_Region(base, data, data.copy()))
+            whole = data[off:]
+            # An allocation too large to copy whole: the window from where the argument points
+            # (a kernel's pointer is most often where its data starts), unless an earlier
+            # window of it covers that place already.
+            start = base if len(whole) <= MAX_WATCH_B else p
+            if start in seen or any(r.alloc_va == base and r.va <= p < r.va + len(r.data)
+                                    for r in regions):
+                continue
+            seen.add(start)
+            part = whole[start - base:start - base + MAX_WATCH_B]
+            regions.append(_Region(start, part, part.copy(), base, len(whole)))
         if regions:
             self._watches[key] = _Watch(kernel, state, regions, self.epoch, len(self._stores))
 
@@ -191,8 +201,8 @@ class HostRaces:
                 lo, hi = min(h[0] for h in hit), max(h[1] for h in hit)
             region = next(r for r in w.regions if r.va <= lo < r.va + len(r.data))
             self._report(f"the host wrote bytes [{lo:#x}, {hi:#x}) of the allocation at "
-                         f"{region.va:#x} (+{len(region.data):#x}) while {w.kernel}, which uses "
-                         f"it, was {state}: wait for the kernel (synchronize, or the launch's "
+                         f"{region.alloc_va:#x} (+{region.alloc_B:#x}) while {w.kernel}, which "
+                         f"uses it, was {state}: wait for the kernel (synchronize, or the launch's "
                          "event) before writing its memory")
 
     def forget(self, key: Hashable) -> None:
