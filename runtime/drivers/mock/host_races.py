@@ -9,18 +9,21 @@ naming the allocation, the bytes and the kernel.
 What the mock can see: memory that a kernel's arguments point to, from the moment the mock knows
 the kernel (its queue is blocked behind a wait and the kernel's launch is already in the ring:
 "queued"; or the kernel has run a time slice and has more to run: "running") until the kernel
-runs on. The watched allocations (the ones its argument pointers fall into, up to `MAX_WATCH_B`
-each) are copied then and compared when the kernel continues; bytes that changed although no
-engine of the machine ran meanwhile (nothing but small semaphore and signal stores, which are
-logged and left out) were written by the host. On the AMD mock, which records the byte ranges each
-dispatch touches (amd_hazards.RecordingMemory), only changes within those ranges are reported,
-and a write made while a time slice ran is seen too (bytes that changed which the dispatch did not
-write itself); the NVIDIA mock sees what changed between slices only.
+runs on. The watched allocations (the ones its argument pointers fall into; of one larger than
+`MAX_WATCH_B`, that many bytes from where the pointer points) are copied then and compared when
+the kernel continues; bytes that changed although no engine of the machine ran meanwhile
+(nothing but small semaphore and signal stores, which are logged and left out) were written by
+the host. Both mocks record the byte ranges a watched kernel writes (the AMD mock every dispatch,
+amd_hazards.RecordingMemory; the NVIDIA mock a PTX grid from when it is watched), so a write
+made while a time slice ran is seen too: bytes that changed which the kernel did not write
+itself. Where the GPU also knows everything the kernel touched, only changes there are
+reported.
 
 What it cannot see: a host read (a plain load leaves no trace: a read too early shows as a stale
 value), writes while some other engine also ran (the comparison is skipped then rather than
-guessed), allocations larger than `MAX_WATCH_B`, and kernels that start and finish in one go
-without having been queued. Nothing here runs for a real GPU: the drivers never import the mock.
+guessed), bytes of a large allocation outside the watched window, memory reached only through
+pointers the kernel loads from memory, and kernels that start and finish in one go without
+having been queued. Nothing here runs for a real GPU: the drivers never import the mock.
 A host that deliberately writes memory a running kernel polls (a flag) is reported too; filter
 the warning in such a test.
 """
