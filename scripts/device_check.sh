@@ -102,7 +102,7 @@ timeout 150 $PY scripts/bench_graphs.py --json "$OUT/bench_graphs.json"
 echo "graphs bench rc $?"
 
 step "dependent-launch mechanisms (probe: time and correctness of each)"
-timeout 150 $PY scripts/probe_nv_deps.py --child-timeout 30 --json "$OUT/probe_deps.json"
+timeout 300 $PY scripts/probe_nv_deps.py --child-timeout 25 --json "$OUT/probe_deps.json"
 echo "deps probe rc $?"
 
 step "GPU-to-GPU copies beside torch and CuPy (two GPUs; exit 3 where fewer)"

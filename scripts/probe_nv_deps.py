@@ -1,20 +1,15 @@
-"""How to start a grid after the previous one on a real NVIDIA GPU: each candidate mechanism timed and
-checked for correctness, through the runtime's own building blocks (QMD builder, methods, channel).
+"""How to start a grid after the previous one on a real NVIDIA GPU: each candidate mechanism timed
+and checked for correctness, through the runtime's own building blocks (QMD builder, methods,
+channel).
 
-Mechanisms (what sits between launch i and launch i+1 of a chain):
-- wfi: the compute class's WAIT_FOR_IDLE before SEND_PCAS (what graph bodies used first);
-- wfi_inv: WAIT_FOR_IDLE plus INVALIDATE_SHADER_CACHES_NO_WFI (the per-launch stream commands);
-- none: SEND_PCAS only; grids may overlap (a lower bound, not a correct chain);
-- qmd_schedule: QMD i names QMD i+1 as its dependent with action SCHEDULE: the compute engine
-  starts i+1 when i completes; only the first QMD is sent with SEND_PCAS; qmd_schedule_gpu: the
-  same with CWD_MEMBAR_TYPE L1_MEMBAR (GPU scope) on every QMD but the last, and
-  qmd_schedule_nomembar with L1_NONE (a lower bound, not a correct chain);
-- qmd_counter: every QMD is sent, QMD i+1 carries DEPENDENCE_COUNTER 1 and QMD i decrements it
-  when it completes (DEPENDENT_QMD action DECREMENT_DEPENDENCE): fan-in by counter;
-- sem_host: QMD i releases semaphore S = i+1 (its release slot 1), launch i+1 waits for it with the
-  host class's SEM_EXECUTE ACQ_CIRC_GEQ;
-- sem_compute: the same release, waited for with the compute class's REPORT_SEMAPHORE_EXECUTE
-  OPERATION_ACQUIRE.
+Mechanisms (what sits between launch i and launch i+1 of a chain) are combinations of the knobs
+`MECHS` documents: host fences (WAIT_FOR_IDLE, semaphore acquires), the predecessor's dependent-QMD
+link (SCHEDULE: only the first QMD is sent, the compute engine starts each next one when the one
+before completes; or a dependence counter), the completion barrier's scope and its task chasing,
+which caches a grid invalidates when it starts, Hopper's QMD latches (a grid waits on a latch its
+predecessor arrives at), and programmatic dependent launch (the latch arrives when the producer's
+last CTA is launched; kernels that begin with griddepcontrol.wait). "none" is the lower bound (grids
+may overlap: not a correct chain).
 Each runs in "graph" form (one bound command buffer of N launches, one GPFIFO entry) and the
 cheap ones also in "stream" form (one GPFIFO entry per launch, with a progress release after each,
 as back-to-back launches on one stream are submitted).
@@ -52,15 +47,122 @@ extern "C" __global__ void step(const unsigned *src, unsigned *dst, int n) {
   if (i < n) dst[i] = src[n - 1 - i] + 1;
 }
 """
+# The same kernels beginning with griddepcontrol.wait (PTX ISA 7.8, sm_90): a grid launched before
+# its prerequisite grid completed waits there until that grid completed and its memory operations
+# are performed and visible; in a grid launched the ordinary way it returns at once.
+SRC_WAIT = SRC.replace("int i = blockIdx.x", 'asm volatile("griddepcontrol.wait;" ::: "memory");\n'
+                       "  int i = blockIdx.x")
 
-GRAPH = ["wfi", "wfi_inv", "none", "sem_host", "sem_compute", "qmd_counter", "qmd_schedule",
-         "qmd_schedule_gpu", "qmd_schedule_nomembar"]
-STREAM = ["wfi_inv", "wfi", "none", "sem_host", "sem_compute"]
+# What separates launch i from launch i+1, as knobs (how the QMDs reach the GPU is the form's):
+#   fence   commands before launch i > 0: wfi, wfi_inv, sem_host, sem_compute
+#   link    the predecessor's DEPENDENT_QMD: schedule (action SCHEDULE, only the first QMD is
+#           sent), icopy (action INVALIDATE_COPY_SCHEDULE), counter (every QMD sent, the
+#           successor has DEPENDENCE_COUNTER 1, the predecessor decrements it)
+#   membar  CWD_MEMBAR_TYPE of grids that have a successor (default L1_SYSMEMBAR everywhere)
+#   chase   CWD_MEMBAR_TASK_CHASING_ENABLE on every grid
+#   notex   no texture header / sampler invalidation on grids after the first
+#   nodinv  no shader-data / texture-data (L1) invalidation on grids after the first
+#   nocb    no constant bank 0 invalidation on grids after the first
+#   nopf    no prefetch of the dependent QMD
+#   cbpf    constant bank 0 prefetched before the CTAs launch (CONSTANT_BUFFER_PREFETCH PRE)
+#   noauto  DISABLE_AUTO_INVALIDATE on grids after the first
+#   latch   every QMD sent; grid i arrives at a latch when it completes, grid i+1 waits on it:
+#           seq (latch id i + 1) or fixed (id 7)
+#   pdl     latch arrival at the producer's pre-exit, when its last CTA is launched
+#           (ENABLE_PROGRAM_PRE_EXIT, PRE_EXIT_AT_LAST_CTA_LAUNCH), with kernels that begin with
+#           griddepcontrol.wait (programmatic dependent launch)
+#   wait    kernels that begin with griddepcontrol.wait
+MECHS: dict[str, dict[str, Any]] = {
+    "wfi": {"fence": "wfi"},
+    "wfi_inv": {"fence": "wfi_inv"},
+    "wfi_lean": {"fence": "wfi", "notex": True, "chase": True, "cbpf": True},
+    "none": {},
+    "sem_host": {"fence": "sem_host", "sem": True},
+    "sem_compute": {"fence": "sem_compute", "sem": True},
+    "qmd_counter": {"link": "counter"},
+    "qmd_schedule": {"link": "schedule"},
+    "qmd_schedule_gpu": {"link": "schedule", "membar": "L1_MEMBAR"},
+    "qmd_schedule_nomembar": {"link": "schedule", "membar": "L1_NONE"},
+    "qmd_chase": {"link": "schedule", "chase": True},
+    "qmd_notex": {"link": "schedule", "notex": True},
+    "qmd_nodinv": {"link": "schedule", "nodinv": True},
+    "qmd_nocb": {"link": "schedule", "nocb": True},
+    "qmd_nopf": {"link": "schedule", "nopf": True},
+    "qmd_noauto": {"link": "schedule", "noauto": True},
+    "qmd_icopy": {"link": "icopy"},
+    "qmd_cbpf": {"link": "schedule", "cbpf": True},
+    "qmd_lean": {"link": "schedule", "notex": True, "chase": True, "cbpf": True},
+    "qmd_lean_nomembar": {"link": "schedule", "notex": True, "cbpf": True, "membar": "L1_NONE"},
+    "qmd_wait_kernel": {"link": "schedule", "wait": True},
+    "latch_seq": {"latch": "seq"},
+    "latch_fixed": {"latch": "fixed"},
+    "pdl": {"link": "schedule", "latch": "fixed", "pdl": True, "wait": True},
+    "pdl_nolink": {"latch": "fixed", "pdl": True, "wait": True},
+}
+GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "qmd_notex",
+         "qmd_nodinv", "qmd_nocb", "qmd_nopf", "qmd_noauto", "qmd_icopy", "qmd_cbpf", "qmd_lean",
+         "qmd_lean_nomembar", "qmd_wait_kernel", "latch_seq", "latch_fixed", "pdl", "pdl_nolink"]
+STREAM = ["wfi", "wfi_lean", "none", "latch_seq", "latch_fixed", "pdl_nolink"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
+LATCH_FIXED = 7
+
+
+def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: int) -> None:
+    """Writes mechanism `k`'s fields (`MECHS`) into QMD `q` of launch i of a chain; `next_qva` is
+    the next launch's QMD address (None for the last launch), `sem_va` the semaphore the sem_*
+    mechanisms release."""
+    later = i > 0
+    if k.get("sem"):
+        q.set_release(1, sem_va, i + 1)
+    if k.get("chase"):
+        q.set("CWD_MEMBAR_TASK_CHASING_ENABLE", 1)
+    if later and k.get("notex"):
+        q.write(INVALIDATE_TEXTURE_HEADER_CACHE=0, INVALIDATE_TEXTURE_SAMPLER_CACHE=0)
+    if later and k.get("nodinv"):
+        q.write(INVALIDATE_TEXTURE_DATA_CACHE=0, INVALIDATE_SHADER_DATA_CACHE=0)
+    if later and k.get("nocb"):
+        q.set("CONSTANT_BUFFER_INVALIDATE", 0, 0)
+    if later and k.get("noauto"):
+        q.set("DISABLE_AUTO_INVALIDATE", 1)
+    if k.get("cbpf"):
+        size_B = q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) * 16
+        q.set("CONSTANT_BUFFER_PREFETCH", q.value("CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE"), 0)
+        q.set("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8", min(-(-size_B // 256), 63))
+    if next_qva is not None:
+        if k.get("membar"):
+            q.set("CWD_MEMBAR_TYPE", q.value("CWD_MEMBAR_TYPE_" + k["membar"]))
+        link = k.get("link", "")
+        if link:
+            action = {"schedule": "QMD_SCHEDULE", "icopy": "QMD_INVALIDATE_COPY_SCHEDULE",
+                      "counter": "QMD_DECREMENT_DEPENDENCE"}[link]
+            q.set("DEPENDENT_QMD_ENABLE", 1, 0)
+            q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_" + action), 0)
+            q.set("DEPENDENT_QMD_PREFETCH", 0 if k.get("nopf") else 1, 0)
+            q.set("DEPENDENT_QMD0_POINTER", next_qva >> 8)
+        if k.get("latch"):
+            q.write(ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=latch_id(k, i))
+            if k.get("pdl"):
+                q.write(ENABLE_PROGRAM_PRE_EXIT=1, PRE_EXIT_AT_LAST_CTA_LAUNCH=1)
+    if later and k.get("link") == "counter":
+        q.set("DEPENDENCE_COUNTER", 1)
+    if later and k.get("latch"):
+        q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=latch_id(k, i - 1))
+
+
+def sends_every_qmd(k: dict[str, Any]) -> bool:
+    """Whether every launch of mechanism `k` is sent with SEND_PCAS (else only the first: the
+    others are started by their predecessor's dependent-QMD link)."""
+    return k.get("link", "") not in ("schedule", "icopy")
+
+
+def latch_id(k: dict[str, Any], i: int) -> int:
+    """The latch launch i of a chain arrives at."""
+    return LATCH_FIXED if k.get("latch") == "fixed" else i + 1
 
 
 def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
-    """One mechanism in one form: prints a JSON line."""
+    """One mechanism in one form: prints a JSON line (and, for latch mechanisms, a second one with
+    what a latch does when its grid completed before the waiter was sent, or never arrives)."""
     import faulthandler
     faulthandler.dump_traceback_later(args.child_timeout - 5, exit=True)
     import numpy as np
@@ -70,13 +172,14 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_RELEASE_64,
                                            SEM_RELEASE_WFI_TS, host_semaphore)
     from runtime.drivers.nv.methods import SUBC_COMPUTE, fval, nvm
-    from runtime.hcq.memory import round_up
+    from runtime.hcq.memory import MemKind, round_up
 
+    k = MECHS[mech]
     dev = NVDevice(args.device)
     dev.default_timeout_ms = 5000
     m = dev.gen.compute
     qcls = dev.qmd_class
-    lib = dev.compiler.compile(SRC)
+    lib = dev.compiler.compile(SRC_WAIT if k.get("wait") else SRC)
     inc, stp = dev.program(lib, "inc"), dev.program(lib, "step")
     ch = dev.compute_channel
     t0, end, done, sem, prog = (dev.new_signal() for _ in range(5))
@@ -95,21 +198,24 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
 
     def fence(i: int) -> list[int]:
         """The commands before launch i (> 0) of the chain."""
-        if mech == "wfi":
+        f = k.get("fence", "")
+        if f == "wfi":
             return wfi[:]
-        if mech == "wfi_inv":
+        if f == "wfi_inv":
             return wfi + inv
-        if mech == "sem_host":
+        if f == "sem_host":
             return host_semaphore(sem.va, i, SEM_ACQUIRE_GEQ_64)
-        if mech == "sem_compute":
+        if f == "sem_compute":
             return nvm(SUBC_COMPUTE, cl.NVCBC0_SET_REPORT_SEMAPHORE_PAYLOAD_LOWER, i, 0,
                        sem.va & 0xFFFFFFFF, sem.va >> 32, acq_exec)
         return []
 
-    def build(launches: list[tuple[Any, tuple, tuple, tuple]]) -> tuple[list[list[int]], Any]:
-        """Launch blocks and per-launch command lists for the chain `launches`."""
+    def build(launches: list[tuple[Any, tuple, tuple, tuple]], *, last: Any = None,
+              fields: dict[str, int] | None = None) -> tuple[list[list[int]], Any]:
+        """Launch blocks and per-launch command lists for the chain `launches`; the last grid
+        releases `last` (default `done`) = 1; `fields` replace the mechanism (single launches)."""
         prg0 = launches[0][0]
-        size = round_up(max(p._kernargs_size() for p, *_ in launches), 256)
+        size = round_up(max(p.kernargs_size() for p, *_ in launches), 256)
         buf = dev.alloc_kernargs(size * len(launches) + 256)
         view = buf.cpu_view()
         base = round_up(buf.va, 256) - buf.va
@@ -120,36 +226,23 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
             qmds.append((ka, ka.va + p.qmd_offset(ka.va)))
         n = len(launches)
         cmds = []
+        sent_all = fields is not None or sends_every_qmd(k)
         for i, (ka, qva) in enumerate(qmds):
             qb = bytearray(ka.qmd)
             q = qcls(qb)
-            if mech in ("sem_host", "sem_compute"):
-                q.set_release(1, sem.va, i + 1)
-            if mech.startswith("qmd_schedule") and i + 1 < n:
-                if mech == "qmd_schedule_gpu":  # GPU-scope membar where a grid feeds a grid
-                    q.set("CWD_MEMBAR_TYPE", q.value("CWD_MEMBAR_TYPE_L1_MEMBAR"))
-                elif mech == "qmd_schedule_nomembar":
-                    q.set("CWD_MEMBAR_TYPE", q.value("CWD_MEMBAR_TYPE_L1_NONE"))
-                q.set("DEPENDENT_QMD_ENABLE", 1, 0)
-                q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE"), 0)
-                q.set("DEPENDENT_QMD_PREFETCH", 1, 0)
-                q.set("DEPENDENT_QMD0_POINTER", qmds[i + 1][1] >> 8)
-            if mech == "qmd_counter":
-                if i:
-                    q.set("DEPENDENCE_COUNTER", 1)
-                if i + 1 < n:
-                    q.set("DEPENDENT_QMD_ENABLE", 1, 0)
-                    q.set("DEPENDENT_QMD_ACTION",
-                          q.value("DEPENDENT_QMD_ACTION_QMD_DECREMENT_DEPENDENCE"), 0)
-                    q.set("DEPENDENT_QMD0_POINTER", qmds[i + 1][1] >> 8)
+            if fields is not None:
+                q.write(**fields)
+            else:
+                shape_qmd(k, i, q, qmds[i + 1][1] if i + 1 < n else None, sem.va)
             if i == n - 1:
-                q.set_release(0, done.va, 1)
+                q.set_release(0, (last or done).va, 1)
             ka.qmd[:] = qb
             # the first launch invalidates the shader caches (as a graph body starts)
             c: list[int] = inv[:] if i == 0 else fence(i)
-            if not mech.startswith("qmd_schedule") or i == 0:
+            if sent_all or i == 0:
                 c += pcas(qva)
             cmds.append(c)
+        del prg0
         return cmds, buf
 
     def bind(cmds: list[list[int]]) -> tuple[Any, list[tuple[int, int]]]:
@@ -163,7 +256,6 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
         if mode == "graph":
             segs = [array("I", [w for s in segs for w in s])]
         total = sum(len(s) for s in segs)
-        from runtime.hcq.memory import MemKind
         b = dev.alloc(total * 4 + 64, kind=MemKind.VRAM, cpu_access=True)
         v = b.cpu_view().cast("I")
         parts, off = [], 0
@@ -181,9 +273,9 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
         t = time.perf_counter()
         first = [array("I", host_semaphore(t0.va, 1, SEM_RELEASE_WFI_TS))]
         chunk = 512
-        for k in range(0, len(parts), chunk):
-            ps: list[Any] = (first if k == 0 else []) + parts[k:k + chunk]
-            if k + chunk >= len(parts):
+        for c in range(0, len(parts), chunk):
+            ps: list[Any] = (first if c == 0 else []) + parts[c:c + chunk]
+            if c + chunk >= len(parts):
                 ps.append(array("I", host_semaphore(end.va, 1, SEM_RELEASE_WFI_TS)))
             ch.submit(ps)
         t_sub = time.perf_counter() - t
@@ -194,7 +286,8 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
                                    f"sem={sem.value}; {ch.describe()}")
         wall = time.perf_counter() - t
         hz = dev.clock_hz
-        return wall, t_sub, (done.timestamp - t0.timestamp) / hz, (end.timestamp - t0.timestamp) / hz
+        return (wall, t_sub, (done.timestamp - t0.timestamp) / hz,
+                (end.timestamp - t0.timestamp) / hz)
 
     out: dict[str, Any] = {"mode": mode, "mech": mech}
     # -- timing: N launches of inc (4 x 256) on one buffer
@@ -204,9 +297,10 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     cmds, kbuf = build([(inc, (x, 1024), (4, 1, 1), (256, 1, 1))] * args.n)
     body, parts = bind(cmds)
     rows = [replay(parts) for _ in range(args.reps)]
-    med = [statistics.median(r[k] for r in rows) for k in range(4)]
+    med = [statistics.median(r[j] for r in rows) for j in range(4)]
     out.update(wall_ms=med[0] * 1e3, submit_ms=med[1] * 1e3, gpu_last_ms=med[2] * 1e3,
-               gpu_idle_ms=med[3] * 1e3, wall_min_ms=min(r[0] for r in rows) * 1e3)
+               gpu_idle_ms=med[3] * 1e3, wall_min_ms=min(r[0] for r in rows) * 1e3,
+               gpu_us_per_launch=med[2] * 1e6 / args.n)
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["inc_ok"] = bool((res == args.n * args.reps).all())
@@ -236,7 +330,6 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     dev.free(kbuf)
     # -- the same chain on host memory, read by the CPU as soon as the completion is seen: are
     # the writes of every grid visible to the host then (the membar question)?
-    from runtime.hcq.memory import MemKind
     nh = args.chain_elements // 8
     ha, hb = (dev.alloc(4 * nh, kind=MemKind.HOST, cpu_access=True) for _ in range(2))
     va, vb = (np.frombuffer(h.cpu_view(), np.uint32) for h in (ha, hb))
@@ -251,8 +344,41 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
         replay(parts)
         hbad += int((va != args.chain * (r + 1)).sum())
     out.update(host_chain_bad=hbad, host_chain_elements=nh)
-    dev.close()
     print("JSON" + json.dumps(out), flush=True)
+    if k.get("latch") and not latch_semantics(dev, build, bind, inc, x, ch):
+        os._exit(0)  # a latch wait never ended: the channel is blocked, the driver frees it
+    dev.close()
+
+
+def latch_semantics(dev: Any, build: Any, bind: Any, inc: Any, x: Any, ch: Any) -> bool:
+    """What a latch wait does when the arrival happened before the waiter was sent ("late"), when
+    another latch arrived in between ("stale"), and when nothing ever arrives ("orphan"): each a
+    single launch that must complete within a second. Prints a JSON line after each (a wait that
+    never ends blocks the channel, so the first such one ends the list). True if all completed."""
+    def one(fields: dict[str, int]) -> bool:
+        sig = dev.new_signal()
+        cmds, kbuf = build([(inc, (x, 1024), (4, 1, 1), (256, 1, 1))], last=sig, fields=fields)
+        _, parts = bind(cmds)
+        ch.submit(parts)
+        t = time.perf_counter()
+        while sig.value < 1:
+            if time.perf_counter() - t > 1.0:
+                return False
+        return True
+
+    cases = [("late_arrive", {"ARRIVE_AT_LATCH_VALID": 1, "ARRIVE_AT_LATCH_ID": 0x5A5A}),
+             ("late_wait", {"WAIT_ON_LATCH_VALID": 1, "WAIT_ON_LATCH_ID": 0x5A5A}),
+             ("stale_arrive", {"ARRIVE_AT_LATCH_VALID": 1, "ARRIVE_AT_LATCH_ID": 0x6B6B}),
+             ("stale_other", {"ARRIVE_AT_LATCH_VALID": 1, "ARRIVE_AT_LATCH_ID": 0x7C7C}),
+             ("stale_wait", {"WAIT_ON_LATCH_VALID": 1, "WAIT_ON_LATCH_ID": 0x6B6B}),
+             ("orphan_wait", {"WAIT_ON_LATCH_VALID": 1, "WAIT_ON_LATCH_ID": 0x1357})]
+    res: dict[str, bool] = {}
+    for name, fields in cases:
+        res[name] = one(fields)
+        print("JSON" + json.dumps({"semantics": res}), flush=True)
+        if not res[name]:
+            return False
+    return True
 
 
 def run_baseline(args: argparse.Namespace) -> None:
@@ -312,7 +438,8 @@ def main() -> int:
     ap.add_argument("--chain-elements", type=int, default=CHAIN_N)
     ap.add_argument("--device", default="nv:0")
     ap.add_argument("--json", default="")
-    ap.add_argument("--only", default="", help="mechanisms (comma separated) to run")
+    ap.add_argument("--only", default="", help="mechanisms (comma separated) to run, "
+                    "or FORM:MECHANISM for one outside that form's list (stream:qmd_lean)")
     ap.add_argument("--child-timeout", type=int, default=60)
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -325,7 +452,8 @@ def main() -> int:
         return 0
     only = set(filter(None, args.only.split(",")))
     jobs = ["baseline"] + [f"graph:{m}" for m in GRAPH if not only or m in only] + \
-        [f"stream:{m}" for m in STREAM if not only or m in only]
+        [f"stream:{m}" for m in STREAM if not only or m in only] + \
+        sorted(j for j in only if ":" in j and j.split(":")[1] in MECHS)
     rows = []
     fwd = ["--n", str(args.n), "--reps", str(args.reps), "--chain", str(args.chain),
            "--chain-replays", str(args.chain_replays),
@@ -337,9 +465,11 @@ def main() -> int:
             r = subprocess.run([sys.executable, __file__, "--child", job, *fwd],
                                capture_output=True, text=True, timeout=args.child_timeout,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            line = next((ln for ln in r.stdout.splitlines() if ln.startswith("JSON")), None)
-            row = json.loads(line[4:]) if line else {
+            lines = [json.loads(ln[4:]) for ln in r.stdout.splitlines() if ln.startswith("JSON")]
+            row = lines[0] if lines else {
                 "job": job, "error": (r.stderr or r.stdout)[-1500:], "rc": r.returncode}
+            for extra in lines[1:]:
+                row.update(extra)
         except subprocess.TimeoutExpired as e:
             row = {"job": job, "error": f"timed out after {args.child_timeout} s",
                    "stdout": str(e.stdout)[-800:], "stderr": str(e.stderr)[-800:]}
@@ -356,14 +486,17 @@ def main() -> int:
             print(f"{r['job']:24} FAILED: {r['error'].strip().splitlines()[-1][:100]}")
         elif r.get("mode") == "baseline":
             print(f"{'baseline':24} launch+wait {r['launch_wait_med_us']:.2f} us, 1000 b2b "
-                  f"{r['b2b_ms']:.3f} ms (CPU {r['b2b_cpu_ms']:.3f}), graph {r['graph_wall_ms']:.3f}"
-                  f" ms ({r['graph_cpu_us_per_launch']:.3f} us CPU/launch)")
+                  f"{r['b2b_ms']:.3f} ms (CPU {r['b2b_cpu_ms']:.3f}), graph "
+                  f"{r['graph_wall_ms']:.3f} ms ({r['graph_cpu_us_per_launch']:.3f} us CPU/launch)")
         else:
+            sem = f"; latch {r['semantics']}" if "semantics" in r else ""
             print(f"{r['job']:24} {r['wall_ms']:8.3f} {r['gpu_last_ms']:8.3f} "
-                  f"{r['gpu_idle_ms']:8.3f} {r['submit_ms']:8.3f}  {'ok' if r['inc_ok'] else 'BAD':>4}"
+                  f"{r['gpu_idle_ms']:8.3f} {r['submit_ms']:8.3f}  "
+                  f"{'ok' if r['inc_ok'] else 'BAD':>4}"
                   f"  {'ok' if r['chain_ok'] else 'BAD'} ({r['chain_bad']} wrong, "
                   f"{r['chain_gpu_ms']:.2f} ms GPU); host memory chain "
-                  f"{'ok' if r['host_chain_bad'] == 0 else 'BAD'} ({r['host_chain_bad']} wrong)")
+                  f"{'ok' if r['host_chain_bad'] == 0 else 'BAD'} ({r['host_chain_bad']} wrong)"
+                  f"{sem}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -111,6 +111,12 @@ class OSSeam(ABC):
         UVM VA spaces of one process). Each mock machine is its own kernel."""
         return self
 
+    def run_gpus_here(self) -> bool:
+        """Runs pending GPU work on the calling thread where the GPUs are threads of this process
+        and that work has not started (a mock GPU kicked by a doorbell): a waiter calls it before
+        it sleeps. Returns whether anything progressed; hardware GPUs run by themselves (False)."""
+        return False
+
     def busy_here(self) -> bool:
         """Whether the calling thread is inside a call of this seam that must complete before a
         Ctrl-C is raised (a mock kernel's ioctl; a real system call completes or returns EINTR

@@ -400,6 +400,38 @@ def test_misaligned_signal_address_is_refused(dev) -> None:  # type: ignore[no-u
         dev.synchronize()
 
 
+def test_a_known_release_mem_form_checks_each_address(dev) -> None:  # type: ignore[no-untyped-def]
+    # What RELEASE_MEM's selector dwords mean is kept per pair of dwords: the address, the data
+    # and the alignment are still those of each packet.
+    from runtime.hcq import DeviceFault
+    s, t = dev.new_signal(), dev.new_signal()
+    k = dev.pm4_encoding
+    for sig, value in ((s, 5), (t, 7 | 3 << 32), (s, 6)):
+        va = sig.va
+        _raw_submit(dev, [k.h_release_mem, k.rm_eop, k.rm_data64, va & 0xFFFFFFFF, va >> 32,
+                          value & 0xFFFFFFFF, value >> 32, 0])
+    dev.synchronize()
+    assert (s.value, t.value) == (6, 7 | 3 << 32)
+    va = s.va + 4
+    _raw_submit(dev, [k.h_release_mem, k.rm_eop, k.rm_data64, va & 0xFFFFFFFF, va >> 32,
+                      1, 0, 0])
+    with pytest.raises(DeviceFault, match="RELEASE_MEM 64-bit address .* not 8-byte aligned"):
+        dev.synchronize()
+
+
+def test_set_sh_reg_past_its_range_is_refused(dev) -> None:  # type: ignore[no-untyped-def]
+    from runtime.hcq import DeviceFault
+    k = dev.pm4_encoding
+    p = dev.gfx.pm4
+    last = p.PACKET3_SET_SH_REG_END - p.PACKET3_SET_SH_REG_START
+    _raw_submit(dev, [k.h_set_sh_reg_6, 0, 1, 2, 3, 4, 5, 6])
+    _raw_submit(dev, [k.h_set_sh_reg_6, last - 6, 1, 2, 3, 4, 5, 6])  # ends at the range's end
+    dev.synchronize()
+    _raw_submit(dev, [k.h_set_sh_reg_6, last - 5, 1, 2, 3, 4, 5, 6])
+    with pytest.raises(DeviceFault, match="SET_SH_REG index .* leaves the SH register range"):
+        dev.synchronize()
+
+
 def test_unmapped_address_is_a_memory_fault(dev) -> None:  # type: ignore[no-untyped-def]
     from runtime.hcq import DeviceFault
     a = dev.alloc(4096)

@@ -15,6 +15,8 @@ from typing import Any, Iterator
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime.drivers.mock.nv_rm import NvMockOS
 from runtime.drivers.mock.os import MockOS
@@ -133,6 +135,57 @@ def test_a_launch_and_wait_runs_one_gpu_pass_per_doorbell(dev_gpu: tuple[Device,
     # One pass each (two before: a pass that made progress was always followed by an empty one);
     # a doorbell rung while a pass runs may add one.
     assert gpu.engine.steps - before <= n * 3 // 2
+
+
+def test_a_waiter_runs_the_pass_its_doorbell_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No GPU thread at all: the doorbell returns with nothing done (asynchronous), and the wait
+    # runs the GPU's pass on the waiting thread instead of sleeping until a thread does it.
+    for vendor in ("amd", "nv"):
+        mos = _async(MockOS.with_amd_gpus(1) if vendor == "amd" else NvMockOS.with_nv_gpus(1))
+        gpu = mos.drivers[0].gpus[0]
+        monkeypatch.setattr(gpu.engine, "_start", lambda: None)
+        d: Device = AMDDevice("amd:0", os=mos) if vendor == "amd" else \
+            NVDevice("mock-nv:0", os=mos)
+        try:
+            sig = d.new_signal(0)
+            d.compute_queue().signal(sig, 1).submit()
+            assert sig.value == 0  # the doorbell ran nothing
+            steps = gpu.engine.steps
+            sig.wait(1, timeout_ms=LONG_S * 1000)
+            assert sig.value == 1 and gpu.engine.steps > steps
+            assert gpu.engine._thread is None
+        finally:
+            d.close()
+
+
+def test_a_pass_a_waiter_runs_that_leaves_a_queue_blocked_wakes_the_gpu_thread() -> None:
+    from runtime.drivers.mock.engine import EngineThread
+    lock = threading.RLock()
+    outcome = [(True, True, True)]  # (progress, blocked, alive) of the next pass
+    ran: list[threading.Thread] = []
+
+    def step() -> tuple[bool, bool, bool]:
+        ran.append(threading.current_thread())
+        return outcome[0]
+
+    e = EngineThread("test-gpu", lock, step)
+    starts: list[int] = []
+    e._start = lambda: starts.append(1)  # type: ignore[method-assign]  # no thread: count them
+    assert not e.run_kicked_here()  # nothing kicked: nothing to run
+    e.kick()
+    assert starts == [1]
+    with lock:
+        assert e.run_kicked_here()
+    assert ran == [threading.current_thread()]
+    # The queue is blocked: the GPU's thread polls it from now on, not the waiter.
+    assert starts == [1, 1] and not e._wake.locked()
+    with lock:
+        assert not e.run_kicked_here()
+    outcome[0] = (True, False, True)
+    e.kick()
+    with lock:
+        assert e.run_kicked_here()
+    assert len(starts) == 3 and e._wake.locked()  # all done: the thread is left asleep
 
 
 def test_waits_on_a_mock_device_do_not_spin(dev_gpu: tuple[Device, Any]) -> None:
@@ -260,3 +313,34 @@ def test_an_amd_launch_block_from_a_remembered_shape_is_built_afresh() -> None:
         assert len(blocks) == len(shapes)  # each launch its own block (and address)
     finally:
         d.close()
+
+
+# ------------------------------------------------------------------ the mock's memory look-ups
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["map", "unmap", "find"]), st.integers(0, 3),
+                          st.integers(0, 3), st.integers(1, 3)), max_size=40))
+def test_memory_look_ups_match_a_scan_of_the_mappings(ops: list[tuple[str, int, int, int]]
+                                                      ) -> None:
+    # find() remembers the mapping it found last: it must answer as a scan of the mappings
+    # does, whatever was mapped or unmapped in between.
+    from runtime.drivers.mock.memory import MockMemory, PageFault
+    page = 0x1000
+    mem, live = MockMemory(), {}  # va -> size
+    for op, slot, off, n in ops:
+        va = slot * page * 2
+        if op == "map" and va not in live and all(va + n * page <= b or b + s <= va
+                                                  for b, s in live.items()):
+            mem.map(va, n * page)
+            live[va] = n * page
+        elif op == "unmap" and va in live:
+            mem.unmap(va)
+            del live[va]
+        else:
+            addr, size = va + off * page, n * page // 2
+            want = [b for b, s in live.items() if b <= addr and addr + size <= b + s]
+            try:
+                data, at = mem.find(addr, size)
+            except PageFault:
+                assert not want
+            else:
+                assert want and at == addr - want[0] and len(data) == live[want[0]]

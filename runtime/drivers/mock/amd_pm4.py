@@ -34,11 +34,12 @@ from runtime.drivers.mock.memory import PageFault
 if TYPE_CHECKING:
     from runtime.drivers.mock.rdna3 import DispatchRecord
 
-_M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
 _HEADERS_KEPT = 256             # distinct packet headers a queue remembers
+# what a RELEASE_MEM writes (its DATA_SEL): the low 32 bits of its data, all 64, the GPU clock
+_RM_DATA32, _RM_DATA64, _RM_CLOCK = 1, 2, 3
 DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatch
 _ARGS_SCAN_B = 256             # bytes of a kernel's argument block searched for buffer pointers
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
@@ -76,6 +77,11 @@ class PM4Processor(QueueProcessor):
         self._acquire_cache_dw = ps.forms.acquire_mem_cache_dw
         self.sh: dict[int, int] = {}   # register offset (GC segment 0) -> value
         self.gc_base = gpu.gc_bases[0]
+        # SET_SH_REG's index is the first register's offset from PACKET3_SET_SH_REG_START, and
+        # index + count may not pass PACKET3_SET_SH_REG_END (`_set_sh_reg`); `sh` keys are
+        # offsets from the GC segment's base
+        self._sh_base = p.PACKET3_SET_SH_REG_START - self.gc_base
+        self._sh_index_end = p.PACKET3_SET_SH_REG_END - p.PACKET3_SET_SH_REG_START
         # An indirect buffer being executed: (dwords, position, GPU address).
         self._ib: tuple[list[int], int, int] | None = None
         self._ib_packet_size = 0
@@ -93,6 +99,12 @@ class PM4Processor(QueueProcessor):
         # header -> (size, handler) of the well-formed packets seen (a droppable cache)
         self._known: dict[int, tuple[int, Callable[..., bool]]] = {}
         self._f_release_mem = ps.pm4["RELEASE_MEM"].fields
+        # RELEASE_MEM's first two dwords -> what they select (a droppable cache)
+        self._release_forms: dict[tuple[int, int], tuple[int, bool, bool]] = {}
+        # WAIT_REG_MEM's first dword -> its compare function; EVENT_WRITE's -> whether it is a
+        # CS_PARTIAL_FLUSH (droppable caches)
+        self._wait_functions: dict[int, int] = {}
+        self._partial_flush: dict[int, bool] = {}
         self._f_wait_reg_mem = ps.pm4["WAIT_REG_MEM"].fields
         self._f_event_write = ps.pm4["EVENT_WRITE"].fields
 
@@ -118,6 +130,7 @@ class PM4Processor(QueueProcessor):
         # The published dwords, read once (a list: the packets are sliced from it).
         dws: list[int] = []
         base = self.rptr_dw
+        known = self._known
         while True:
             if self._ib is not None:
                 if not self._run_ib():
@@ -134,15 +147,25 @@ class PM4Processor(QueueProcessor):
             if pos - base >= len(dws):
                 dws, base = self.ring_dwords(pos, avail), pos
             at = pos - base
-            size, done = self._packet(dws, at, avail, f"ring dword {pos}", False)
-            if not size:
-                return progress  # the rest of the packet is not published yet
+            hit = known.get(dws[at])
+            if hit is not None and hit[0] <= avail:
+                # `_packet`'s fast path, inline: this loop runs once per packet
+                size = hit[0]
+                try:
+                    done = hit[1](self, dws[at + 1:at + size], f"ring dword {pos}", False)
+                except (PageFault, MockGPUError) as e:
+                    raise self._packet_error(e, dws[at:at + size], f"ring dword {pos}") from None
+            else:
+                size, done = self._packet(dws, at, avail, f"ring dword {pos}", False)
+                if not size:
+                    return progress  # the rest of the packet is not published yet
             if not done:
                 return progress
             if self._ib is not None:  # INDIRECT_BUFFER started: run it before moving on
                 self._ib_packet_size = size
                 continue
-            self._advance(size)
+            self.rptr_dw = pos + size
+            self.blocked = None
             progress = True
 
     def _advance(self, size: int) -> None:
@@ -185,13 +208,17 @@ class PM4Processor(QueueProcessor):
         size, handler = hit
         if size > avail:
             return 0, False
-        pkt = dws[at:at + size]
         try:
-            return size, handler(self, pkt[1:], where, in_ib)
-        except PageFault as e:
-            raise MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va) from None
-        except MockGPUError as e:
-            raise MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va) from None
+            return size, handler(self, dws[at + 1:at + size], where, in_ib)
+        except (PageFault, MockGPUError) as e:
+            raise self._packet_error(e, dws[at:at + size], where) from None
+
+    def _packet_error(self, e: PageFault | MockGPUError, pkt: list[int],
+                      where: str) -> MockGPUError:
+        """The queue's error for a packet that faulted or was refused: it names the packet."""
+        if isinstance(e, PageFault):
+            return MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va)
+        return MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va)
 
     def _header(self, h: int, where: str) -> tuple[int, int]:
         """(size in dwords, opcode) of the packet whose header is `h`; opcode -1 for a type-2
@@ -211,10 +238,8 @@ class PM4Processor(QueueProcessor):
         packet."""
         try:
             return self._execute_packet(pkt, op, where, in_ib)
-        except PageFault as e:
-            raise MockGPUError(f"{where}: {e}\n  packet: {self._describe(pkt)}", e.va) from None
-        except MockGPUError as e:
-            raise MockGPUError(f"{e}\n  packet: {self._describe(pkt)}", e.va) from None
+        except (PageFault, MockGPUError) as e:
+            raise self._packet_error(e, pkt, where) from None
 
     def _describe(self, pkt: list[int]) -> str:
         return describe_pm4(pkt, self.gc_base, arch=self.arch)
@@ -239,7 +264,15 @@ class PM4Processor(QueueProcessor):
 
     # Handlers by packet (runtime/drivers/amd/packets.py), each (body, where, in_ib) -> done.
     def _h_set_sh_reg(self, body: list[int], where: str, in_ib: bool) -> bool:
-        self._set_sh_reg(body, where)
+        n = len(body) - 1
+        index = body[0] & 0xFFFF
+        if n < 1 or index + n > self._sh_index_end:
+            self._set_sh_reg(body, where)  # raises, naming what is wrong
+        base = index + self._sh_base
+        if n == 1:
+            self.sh[base] = body[1]
+        else:
+            self.sh.update(zip(range(base, base + n), body[1:]))
         return True
 
     def _h_dispatch_direct(self, body: list[int], where: str, in_ib: bool) -> bool:
@@ -269,8 +302,14 @@ class PM4Processor(QueueProcessor):
         return True
 
     def _h_event_write(self, body: list[int], where: str, in_ib: bool) -> bool:
-        if self._f_event_write(body, 0)["event_type"] == \
-                self.arch.enums.CS_PARTIAL_FLUSH:
+        flush = self._partial_flush.get(body[0])
+        if flush is None:
+            flush = self._f_event_write(body, 0)["event_type"] == \
+                self.arch.enums.CS_PARTIAL_FLUSH
+            if len(self._partial_flush) >= _HEADERS_KEPT:
+                self._partial_flush.clear()
+            self._partial_flush[body[0]] = flush
+        if flush:
             self.order.partial_flush()
         return True
 
@@ -462,6 +501,34 @@ class PM4Processor(QueueProcessor):
         return True
 
     def _release_mem(self, body: list[int], where: str) -> None:
+        # What the first two dwords select, checked once per distinct pair (`_release_form`).
+        form = self._release_forms.get((body[0], body[1]))
+        if form is None:
+            form = self._release_form(body, where)
+        kind, invalidates, irq = form
+        if kind:
+            addr = body[2] | body[3] << 32
+            if kind == _RM_DATA32:
+                self.order.release(addr, invalidates)
+                if addr & 3:
+                    self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
+                self.gpu.mem.write_u32(addr, body[4])
+            elif kind == _RM_DATA64:
+                self.order.release(addr, invalidates)
+                if addr & 7:
+                    self._aligned(addr, 8, "RELEASE_MEM 64-bit", where)
+                self.gpu.mem.write_u64(addr, body[4] | body[5] << 32)
+            else:
+                if addr & 7:
+                    self._aligned(addr, 8, "RELEASE_MEM GPU clock", where)
+                self.gpu.mem.write_u64(addr, self.gpu.clock())
+        if irq:
+            self.gpu.interrupt(body[6])
+
+    def _release_form(self, body: list[int], where: str) -> tuple[int, bool, bool]:
+        """(what is written: 0 nothing or one of _RM_*, whether the release invalidates the
+        per-CU caches, whether it interrupts) of a RELEASE_MEM whose first two dwords are those
+        of `body`; raises for selectors the MEC does not take. Kept per pair of dwords."""
         p = self.p
         f = self._f_release_mem(body, 0)
         if f["event_index"] not in self._eop_index:
@@ -470,30 +537,24 @@ class PM4Processor(QueueProcessor):
         if f["data_sel"] not in self._data_sel_ok or f["int_sel"] not in self._int_sel_ok:
             raise MockGPUError(f"{where}: RELEASE_MEM data_sel {f['data_sel']} / int_sel "
                                f"{f['int_sel']} not supported")
-        addr, data_sel = f["addr"], f["data_sel"]
-        if data_sel in (p.data_sel__mec_release_mem__send_32_bit_low,
-                        p.data_sel__mec_release_mem__send_64_bit_data):
-            self.order.release(addr, body[0] & self._release_inv == self._release_inv)
-        if data_sel == p.data_sel__mec_release_mem__send_32_bit_low:
-            self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
-            self.gpu.mem.write_u32(addr, f["data"] & _M32)
-        elif data_sel == p.data_sel__mec_release_mem__send_64_bit_data:
-            self._aligned(addr, 8, "RELEASE_MEM 64-bit", where)
-            self.gpu.mem.write_u64(addr, f["data"])
-        elif data_sel == p.data_sel__mec_release_mem__send_gpu_clock_counter:
-            self._aligned(addr, 8, "RELEASE_MEM GPU clock", where)
-            self.gpu.mem.write_u64(addr, self.gpu.clock())
-        if f["int_sel"] != p.int_sel__mec_release_mem__none:
-            self.gpu.interrupt(f["int_ctxid"])
+        data_sel = f["data_sel"]
+        kind = {p.data_sel__mec_release_mem__send_32_bit_low: _RM_DATA32,
+                p.data_sel__mec_release_mem__send_64_bit_data: _RM_DATA64,
+                p.data_sel__mec_release_mem__send_gpu_clock_counter: _RM_CLOCK}.get(data_sel, 0)
+        form = (kind, body[0] & self._release_inv == self._release_inv,
+                f["int_sel"] != p.int_sel__mec_release_mem__none)
+        if len(self._release_forms) >= _HEADERS_KEPT:
+            self._release_forms.clear()
+        self._release_forms[(body[0], body[1])] = form
+        return form
 
     def _wait_reg_mem(self, body: list[int], where: str) -> bool:
-        f = self._f_wait_reg_mem(body, 0)
-        if f["mem_space"] != MEM_SPACE_MEMORY:
-            raise MockGPUError(f"{where}: WAIT_REG_MEM on registers is not modelled by the mock")
-        if f["operation"] != 0:
-            raise MockGPUError(f"{where}: WAIT_REG_MEM operation {f['operation']} needs registers")
-        addr, ref, mask, func = f["addr"], f["reference"], f["mask"], f["function"]
-        self._aligned(addr, 4, "WAIT_REG_MEM", where)
+        func = self._wait_functions.get(body[0])
+        if func is None:
+            func = self._wait_function(body, where)
+        addr, ref, mask = body[1] | body[2] << 32, body[3], body[4]
+        if addr & 3:
+            self._aligned(addr, 4, "WAIT_REG_MEM", where)
         check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         value = self.gpu.mem.read_u32(addr) & mask
         if compare(func, value, ref):
@@ -504,6 +565,19 @@ class PM4Processor(QueueProcessor):
         if self._ib is None and self.gpu.mem.races is not None:
             self._watch_queued()
         return False
+
+    def _wait_function(self, body: list[int], where: str) -> int:
+        """The compare function of a WAIT_REG_MEM whose first dword is `body[0]`, which must wait
+        on memory; kept per distinct dword."""
+        f = self._f_wait_reg_mem(body, 0)
+        if f["mem_space"] != MEM_SPACE_MEMORY:
+            raise MockGPUError(f"{where}: WAIT_REG_MEM on registers is not modelled by the mock")
+        if f["operation"] != 0:
+            raise MockGPUError(f"{where}: WAIT_REG_MEM operation {f['operation']} needs registers")
+        if len(self._wait_functions) >= _HEADERS_KEPT:
+            self._wait_functions.clear()
+        self._wait_functions[body[0]] = f["function"]
+        return f["function"]
 
     # ------------------------------------------------------------------ host races
     @staticmethod

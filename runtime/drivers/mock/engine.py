@@ -73,6 +73,27 @@ class EngineThread:
     def kick(self) -> None:
         """Wakes the thread (starting it if needed): a doorbell was rung or state changed."""
         self._kicked = True
+        self._wake_thread()
+
+    def run_kicked_here(self) -> bool:
+        """Runs the pass a kick asked for on the calling thread, which holds `lock`: a host
+        waiting for this GPU does the work itself instead of handing the GIL to the GPU's thread
+        and back. Does nothing unless a kick is pending (a doorbell the thread has not acted on),
+        so a long dispatch keeps running on the GPU's thread, slice by slice. Returns whether
+        the pass made progress."""
+        if not self._kicked or self._stopped:
+            return False
+        self._kicked = False
+        self._wake.acquire(False)  # the thread, if asleep, stays so: this pass is the kick's
+        progress, blocked, _alive = self._step()
+        self.steps += 1
+        if blocked:
+            self._wake_thread()  # it polls the blocked queue (or runs the dispatch) from here
+        if progress and self._on_progress is not None:
+            self._on_progress()
+        return progress
+
+    def _wake_thread(self) -> None:
         try:
             self._wake.release()
         except RuntimeError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,10 +33,10 @@ class PageFault(Exception):
 class Mapping:
     va: int
     data: np.ndarray  # uint8, len == size
+    end: int = field(init=False)  # one past the last address (the data is never replaced)
 
-    @property
-    def end(self) -> int:
-        return self.va + len(self.data)
+    def __post_init__(self) -> None:
+        self.end = self.va + len(self.data)
 
 
 class MockMemory:
@@ -50,6 +50,9 @@ class MockMemory:
         #: changes whenever a mapping is added or removed: what was checked against the mappings
         #: may be remembered under it
         self.generation = 0
+        # the mapping the last look-up found: the command processors' look-ups mostly hit the
+        # same few mappings (rings, signals, argument blocks) one after the other
+        self._last: Mapping | None = None
 
     # -- mapping management
     def map(self, va: int, size: int, data: np.ndarray | None = None) -> np.ndarray:
@@ -69,6 +72,7 @@ class MockMemory:
         self._bases.insert(i, va)
         self._maps.insert(i, Mapping(va, data))
         self.generation += 1
+        self._last = None
         return data
 
     def unmap(self, va: int) -> None:
@@ -77,12 +81,16 @@ class MockMemory:
             raise ValueError(f"no mapping starts at {va:#x}")
         del self._bases[i], self._maps[i]
         self.generation += 1
+        self._last = None
 
     def mappings(self) -> list[Mapping]:
         return list(self._maps)
 
     def find(self, va: int, size: int = 1, access: str = "access") -> tuple[np.ndarray, int]:
         """(backing array, offset) of [va, va+size); PageFault unless it lies inside one mapping."""
+        m = self._last
+        if m is not None and m.va <= va and va + size <= m.end:
+            return m.data, va - m.va
         i = bisect.bisect_right(self._bases, va) - 1
         if i < 0:
             raise PageFault(va, size, access)
@@ -91,6 +99,7 @@ class MockMemory:
             detail = f"runs {va + size - m.end} B past the mapping at {m.va:#x}+{len(m.data):#x}" \
                 if va < m.end else ""
             raise PageFault(va, size, access, detail)
+        self._last = m
         return m.data, va - m.va
 
     # -- scalar access

@@ -1,0 +1,122 @@
+"""scripts/probe_nv_deps.py, the dependent-launch probe the H200 runs: each mechanism writes the QMD
+fields it names into the right grids of a chain (a mistake there would cost a device run), and its
+ordered mechanisms run end to end through the runtime on mock-nv, chains compared element by
+element."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.drivers.nv.qmd import QMDV04
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "probe_nv_deps.py"
+
+
+@pytest.fixture(scope="module")
+def probe():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("probe_nv_deps_under_test", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        del sys.modules[spec.name]
+
+
+def _chain(probe: Any, mech: str, n: int = 3) -> list[QMDV04]:
+    """An n-launch chain of `mech` as the probe writes it (QMD i at 0x1000 * (i + 1))."""
+    out = []
+    for i in range(n):
+        q = QMDV04()
+        q.set_common(sass_version=0x90)
+        q.set_cbuf(0, 0x10000, 0x310)
+        probe.shape_qmd(probe.MECHS[mech], i, q, 0x1000 * (i + 2) if i + 1 < n else None, 0x8000)
+        out.append(q)
+    return out
+
+
+def test_every_listed_mechanism_is_defined(probe):
+    assert set(probe.GRAPH) <= set(probe.MECHS) and set(probe.STREAM) <= set(probe.MECHS)
+
+
+def test_schedule_link_names_the_next_qmd_and_only_the_first_is_sent(probe):
+    qs = _chain(probe, "qmd_schedule")
+    for i, q in enumerate(qs[:-1]):
+        assert q.get("DEPENDENT_QMD_ENABLE", 0) == 1
+        assert q.get("DEPENDENT_QMD_ACTION", 0) == q.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE")
+        assert q.get("DEPENDENT_QMD0_POINTER") == (0x1000 * (i + 2)) >> 8
+        assert q.get("CWD_MEMBAR_TYPE") == q.value("CWD_MEMBAR_TYPE_L1_SYSMEMBAR")
+    assert qs[-1].get("DEPENDENT_QMD_ENABLE", 0) == 0
+    assert not probe.sends_every_qmd(probe.MECHS["qmd_schedule"])
+    assert probe.sends_every_qmd(probe.MECHS["latch_seq"])
+
+
+def test_latches_pair_each_grid_with_its_predecessor(probe):
+    qs = _chain(probe, "latch_seq", 4)
+    for i, q in enumerate(qs):
+        assert q.get("ARRIVE_AT_LATCH_VALID") == (i < 3)
+        assert q.get("ARRIVE_AT_LATCH_ID") == (i + 1 if i < 3 else 0)
+        assert q.get("WAIT_ON_LATCH_VALID") == (i > 0)
+        assert q.get("WAIT_ON_LATCH_ID") == i
+        assert q.get("ENABLE_PROGRAM_PRE_EXIT") == 0 and q.get("DEPENDENT_QMD_ENABLE", 0) == 0
+    fixed = _chain(probe, "latch_fixed")
+    assert [q.get("ARRIVE_AT_LATCH_ID") for q in fixed] == [7, 7, 0]
+    assert [q.get("WAIT_ON_LATCH_ID") for q in fixed] == [0, 7, 7]
+
+
+def test_pdl_producers_pre_exit_at_their_last_cta_launch(probe):
+    qs = _chain(probe, "pdl")
+    assert [q.get("ENABLE_PROGRAM_PRE_EXIT") for q in qs] == [1, 1, 0]
+    assert [q.get("PRE_EXIT_AT_LAST_CTA_LAUNCH") for q in qs] == [1, 1, 0]
+    assert [q.get("DEPENDENT_QMD_ENABLE", 0) for q in qs] == [1, 1, 0]
+    assert probe.MECHS["pdl"]["wait"] and "griddepcontrol.wait" in probe.SRC_WAIT
+
+
+@pytest.mark.parametrize("mech, fields", [
+    ("qmd_notex", ("INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE")),
+    ("qmd_nodinv", ("INVALIDATE_TEXTURE_DATA_CACHE", "INVALIDATE_SHADER_DATA_CACHE")),
+])
+def test_the_first_grid_keeps_every_invalidation(probe, mech, fields):
+    qs = _chain(probe, mech)
+    for f in fields:
+        assert [q.get(f) for q in qs] == [1, 0, 0]
+    assert [q.get("CONSTANT_BUFFER_INVALIDATE", 0) for q in _chain(probe, "qmd_nocb")] == [1, 0, 0]
+
+
+def test_constant_bank_prefetch_covers_the_bank(probe):
+    for q in _chain(probe, "qmd_lean"):
+        assert q.get("CONSTANT_BUFFER_PREFETCH", 0) == \
+            q.value("CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE")
+        assert q.get("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8") == 4   # 0x310 B
+
+
+def test_lower_bounds_keep_the_system_barrier_on_the_last_grid(probe):
+    for mech in ("qmd_schedule_nomembar", "qmd_lean_nomembar"):
+        qs = _chain(probe, mech)
+        none, sysmembar = (qs[0].value("CWD_MEMBAR_TYPE_" + v) for v in ("L1_NONE", "L1_SYSMEMBAR"))
+        assert [q.get("CWD_MEMBAR_TYPE") for q in qs] == [none, none, sysmembar]
+    assert all(q.get("CWD_MEMBAR_TASK_CHASING_ENABLE") == 1 for q in _chain(probe, "qmd_chase"))
+
+
+@pytest.mark.parametrize("job", ["graph:qmd_schedule", "stream:wfi"])
+def test_ordered_mechanisms_run_on_mock_nv(job):
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--child", job, "--device", "mock-nv:0", "--n", "8",
+         "--reps", "1", "--chain", "4", "--chain-replays", "2", "--chain-elements", "2048",
+         "--child-timeout", "120"],
+        capture_output=True, text=True, timeout=150, cwd=ROOT)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("JSON")), None)
+    assert line is not None, r.stderr[-2000:]
+    row = json.loads(line[4:])
+    assert row["inc_ok"] and row["inc_min_max"] == [8, 8]
+    assert row["chain_ok"] and row["chain_launches"] == 8
+    assert row["host_chain_bad"] == 0
