@@ -573,12 +573,20 @@ class Device:
         with self._submit:
             make_queue, release = self._stream_hw()
             try:
-                s = Stream(self, make_queue, release)
+                s = Stream(self, make_queue, release, f"stream {len(self._streams) + 1}")
             except BaseException:
                 release()
                 raise
             self._streams.append(s)
         return s
+
+    def stream_closed(self, stream: "Stream", release: Callable[[], None]) -> None:
+        """Called by `Stream.close`: the device stops covering `stream` in `synchronize()` and
+        `release` gives its hardware queue back, both under the submission lock (no submission
+        of another thread sees the stream half gone)."""
+        with self._submit:
+            self._streams.remove(stream)
+            release()
 
     def record(self, timing: bool = False) -> "Event":
         """The event of everything submitted on the device timeline so far (copies, launches,
@@ -932,6 +940,11 @@ class Device:
         self._copy_lock = threading.Lock()
         self.closed = True
         self._release_lease = None
+
+    @property
+    def fault(self) -> DeviceFault | None:
+        """The fault the device remembers (every later call refuses with it), or None."""
+        return self._fault
 
     def check_fault(self) -> None:
         """Asks the driver whether the GPU reported a fault; raises (and remembers) it if so."""
