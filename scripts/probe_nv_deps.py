@@ -102,7 +102,9 @@ MECHS: dict[str, dict[str, Any]] = {
 GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "qmd_notex",
          "qmd_nodinv", "qmd_nocb", "qmd_nopf", "qmd_noauto", "qmd_icopy", "qmd_cbpf", "qmd_lean",
          "qmd_lean_nomembar", "qmd_wait_kernel", "latch_seq", "latch_fixed", "pdl", "pdl_nolink"]
-STREAM = ["wfi", "wfi_lean", "none", "latch_seq", "latch_fixed", "pdl_nolink"]
+# stream:qmd_schedule bounds what a stream could reach if its launches could be linked (each its
+# own GPFIFO entry, started by its predecessor's link)
+STREAM = ["wfi", "wfi_lean", "none", "qmd_schedule", "latch_seq", "latch_fixed", "pdl_nolink"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
 

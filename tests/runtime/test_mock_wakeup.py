@@ -188,6 +188,50 @@ def test_a_pass_a_waiter_runs_that_leaves_a_queue_blocked_wakes_the_gpu_thread()
     assert len(starts) == 3 and e._wake.locked()  # all done: the thread is left asleep
 
 
+def test_the_host_runs_the_passes_of_a_launch_and_wait_loop() -> None:
+    # The GPU's thread is not woken by each doorbell while it polls for kicks: the waiting host
+    # runs the pass, with no hand-off of the GIL (a thread woken by each doorbell took the GIL
+    # whenever the host's pass let go of it, in numpy, and then a third of the passes).
+    d, gpu = _amd()
+    try:
+        prg: Any = d.program((DATA / "amd_reference" / "vector_add.hsaco").read_bytes(),
+                             "vector_add")
+        a = d.alloc(4096)
+        by_thread: list[bool] = []
+        step = gpu.engine._step
+
+        def counted() -> tuple[bool, bool, bool]:
+            by_thread.append(threading.current_thread() is not threading.main_thread())
+            return step()  # type: ignore[no-any-return]
+
+        gpu.engine._step = counted
+        for _ in range(200):
+            prg(a, a, a, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+        # (a host descheduled between its doorbell and its wait may leave a few to the thread)
+        assert sum(by_thread) <= len(by_thread) // 4
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("linger_s", [0.0, 0.05])
+def test_a_kick_no_host_waits_for_is_run_by_the_gpu_thread(dev_gpu: tuple[Device, Any],
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           linger_s: float) -> None:
+    # Whether the thread sleeps (woken by the kick) or polls for kicks (it takes one that no
+    # waiting host ran soon), the work completes while the host only reads memory.
+    import runtime.drivers.mock.engine as engine
+    monkeypatch.setattr(engine, "_LINGER_S", linger_s)
+    d, gpu = dev_gpu
+    sig = d.new_signal(0)
+    for i in range(3):
+        d.compute_queue().signal(sig, i + 1).submit()
+        deadline = time.perf_counter() + LONG_S
+        while sig.value < i + 1 and time.perf_counter() < deadline:
+            time.sleep(0.0005)
+        assert sig.value == i + 1
+        time.sleep(linger_s and 0.002)  # now polling (or asleep) again
+
+
 def test_waits_on_a_mock_device_do_not_spin(dev_gpu: tuple[Device, Any]) -> None:
     d, _ = dev_gpu
     assert d.wait_spin_s == 0.0

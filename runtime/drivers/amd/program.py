@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from array import array
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
 
 from hcq_bindings.amd import hsa
 
@@ -20,7 +20,8 @@ from runtime.drivers.amd.pm4 import ShRegs
 from runtime.drivers.amd.scratch import NO_SCRATCH
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import MemKind, round_up
-from runtime.hcq.program import ArgSlot, KernArgs, Program
+from runtime.hcq.program import ArgSlot, ArgValue, KernArgs, Program
+from runtime.hcq.queue import HWQueue, Var
 
 if TYPE_CHECKING:
     from runtime.drivers.amd.arch import AMDArch
@@ -34,6 +35,7 @@ DISPATCH_PACKET_B = ctypes.sizeof(hsa.hsa_kernel_dispatch_packet_t)
 _KERNARG_ADDRESS_OFFSET_B = int(getattr(hsa.hsa_kernel_dispatch_packet_t, "kernarg_address").offset)
 _U64 = struct.Struct("<Q")
 _BLOCK_TEMPLATES_KEPT = 16  # launch shapes whose block a program keeps (a droppable cache)
+_LAUNCH_QUEUES_KEPT = 16    # launch shapes whose commands a program keeps (a droppable cache)
 MAX_LDS_B = 64 * 1024
 MAX_WORKGROUP_THREADS = 1024
 _M32 = 0xFFFFFFFF
@@ -112,6 +114,15 @@ _UNSIGNED_TYPES = frozenset(("bool", "uchar", "ushort", "uint", "ulong", "size_t
                              "uint8_t", "uint16_t", "uint32_t", "uint64_t"))
 
 
+class _LaunchQueue:
+    """A launch's commands kept per shape, and the variables each launch binds."""
+
+    __slots__ = ("queue", "kernargs", "before", "value")
+
+    def __init__(self, queue: HWQueue, kernargs: Var, before: Var, value: Var) -> None:
+        self.queue, self.kernargs, self.before, self.value = queue, kernargs, before, value
+
+
 class AMDProgram(Program):
     """A kernel of an AMDHSA code object, ready to launch on the device's compute queue."""
 
@@ -178,6 +189,8 @@ class AMDProgram(Program):
         self.hidden = hidden
         # (global size, local size) -> the launch block of that shape, kernarg_address 0
         self._block_templates: dict[tuple[Any, Any], bytes] = {}
+        # (global size, local size, wait) -> the commands of such a launch (`_launch_queue`)
+        self._launch_queues: dict[tuple[Any, Any, bool], _LaunchQueue] = {}
         # -- register state, built once (the launch path only copies it)
         regs: ShRegs = device.sh_regs
         gc = device.gfx.gc
@@ -224,6 +237,69 @@ class AMDProgram(Program):
         # SET_SH_REG for them at all: the packet needs at least one register value.
         hdr = regs.set_sh_reg(regs.USER_DATA_0, *([0] * n_user)) if n_user else []
         self.user_data_header = array("I", hdr[:2])
+
+    # -------------------------------------------------------------- launches
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[False] = ..., timeout_ms: float | None = ...) -> None: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: Literal[True], timeout_ms: float | None = ...) -> float: ...
+
+    @overload
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
+                 global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,
+                 wait: bool = ..., timeout_ms: float | None = ...) -> float | None: ...
+
+    def __call__(self, *args: ArgValue, vals: Sequence[int | float] = (),
+                 global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+                 wait: bool = False, timeout_ms: float | None = None) -> float | None:
+        """Launches like `Program.__call__`, sending the same commands: those of a launch of
+        this shape are built once (`_launch_queue`) and each launch patches in its own values
+        (the argument block's address, the timeline value waited for and the one signalled)."""
+        dev = self.device
+        key = (global_size, local_size, wait)
+        try:
+            lq = self._launch_queues.get(key)  # type: ignore[arg-type]
+        except TypeError:  # unhashable sizes (lists)
+            lq, key = None, None  # type: ignore[assignment]
+        if dev.tracer is not None or vals or key is None:
+            return super().__call__(*args, vals=vals, global_size=global_size,
+                                    local_size=local_size, wait=wait, timeout_ms=timeout_ms)
+        dev.check_usable()
+        with dev.submit_lock:
+            kargs = self.fill_kernargs(args, global_size, local_size)  # checks the shape
+            v = dev.timeline_value + 1
+            if lq is None:
+                lq = self._launch_queue(global_size, local_size, wait)
+                if len(self._launch_queues) >= _LAUNCH_QUEUES_KEPT:
+                    self._launch_queues.clear()
+                self._launch_queues[key] = lq
+            lq.queue.update({lq.kernargs: kargs.va, lq.before: v - 1, lq.value: v})
+            dev.submit_timeline(lq.queue, v)
+        if not wait:
+            return None
+        dev.timeline_signal.wait(v, timeout_ms)
+        return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+
+    def _launch_queue(self, global_size: Sequence[int], local_size: Sequence[int],
+                      wait: bool) -> "_LaunchQueue":
+        """The commands `Program.__call__` builds for a launch of this shape, with variables
+        where a launch's own values go."""
+        dev = self.device
+        lq = _LaunchQueue(dev.compute_queue(), Var("kernargs"), Var("timeline before"),
+                          Var("timeline value"))
+        q = lq.queue.wait(dev.timeline_signal, lq.before).memory_barrier()
+        if wait:
+            q.timestamp(self._t0)
+        q.exec(self, lq.kernargs, global_size, local_size)
+        if wait:
+            q.timestamp(self._t1)
+        q.signal(dev.timeline_signal, lq.value)
+        return lq
 
     # -------------------------------------------------------------- launch helpers
     def user_data(self, kernarg_va: int) -> list[int]:

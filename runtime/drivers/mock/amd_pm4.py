@@ -86,6 +86,17 @@ class PM4Processor(QueueProcessor):
         self._ib: tuple[list[int], int, int] | None = None
         self._ib_packet_size = 0
         self._running: Any = None          # the rdna3.Dispatch in execution, if any
+        self._rdna3: tuple[Any, Any, Any] | None = None  # the kernel executor (`_executor`)
+        gc = self.gc
+        # The COMPUTE_* registers a dispatch's record depends on besides the user data, and the
+        # records' constant parts by those registers, the packet and the mappings (a droppable
+        # cache; `_dispatch_record`)
+        self._record_regs = (gc.regCOMPUTE_PGM_LO, gc.regCOMPUTE_PGM_HI, gc.regCOMPUTE_PGM_RSRC1,
+                             gc.regCOMPUTE_PGM_RSRC2, gc.regCOMPUTE_PGM_RSRC3,
+                             gc.regCOMPUTE_NUM_THREAD_X, gc.regCOMPUTE_NUM_THREAD_Y,
+                             gc.regCOMPUTE_NUM_THREAD_Z, gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO,
+                             gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI, gc.regCOMPUTE_TMPRING_SIZE)
+        self._records: dict[tuple[int, ...], tuple[Any, ...]] = {}
         self._running_mem: Any = None      # the RecordingMemory it runs on
         self._running_since = 0.0
         self._status_key = f"amdgpu {gpu.gpu_id:#x} compute queue {queue_id}"
@@ -337,11 +348,7 @@ class PM4Processor(QueueProcessor):
         waves' program counters and later calls continue it."""
         if not self.gpu.executes_kernels:
             return self._dispatch_model(body, where)
-        try:
-            from runtime.drivers.mock.rdna3 import Dispatch, KernelFault
-        except ImportError as e:
-            raise MockGPUError(f"{where}: DISPATCH_DIRECT: no kernel executor "
-                               f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
+        Dispatch, KernelFault, _ = self._executor(where)
         races = self.gpu.mem.races
         key = (id(self), where)
         if self._running is None:
@@ -394,6 +401,18 @@ class PM4Processor(QueueProcessor):
         except HazardError as e:
             raise MockGPUError(f"{where}: {e}") from None
         return True
+
+    def _executor(self, where: str) -> tuple[Any, Any, Any]:
+        """(Dispatch, KernelFault, DispatchRecord) of the RDNA3 kernel executor, imported at the
+        first dispatch (a statement per dispatch otherwise)."""
+        if self._rdna3 is None:
+            try:
+                from runtime.drivers.mock.rdna3 import Dispatch, DispatchRecord, KernelFault
+            except ImportError as e:
+                raise MockGPUError(f"{where}: DISPATCH_DIRECT: no kernel executor "
+                                   f"(runtime.drivers.mock.rdna3 is not available: {e})") from None
+            self._rdna3 = (Dispatch, KernelFault, DispatchRecord)
+        return self._rdna3
 
     def _dispatch_regs(self, body: list[int], where: str) -> dict[str, Any] | None:
         """The COMPUTE_* state a DISPATCH_DIRECT runs with, checked as the hardware would need it;
@@ -451,18 +470,34 @@ class PM4Processor(QueueProcessor):
                 "wave64": wave64}
 
     def _dispatch_record(self, body: list[int], where: str) -> "DispatchRecord | None":
-        from runtime.drivers.mock.rdna3 import DispatchRecord
-        arch = self.arch
-        if arch.wave_size != 32:
-            raise MockGPUError(f"{where}: the mock runs gfx11 (wave32 and wave64 dispatches) "
-                               f"only, not an architecture whose wave size is {arch.wave_size}")
-        r = self._dispatch_regs(body, where)
-        if r is None:
-            return None
-        rsrc1, rsrc2, rsrc3 = r["rsrc"]
-        return DispatchRecord(r["pgm"], rsrc1, rsrc2, rsrc3, r["user"], r["grid"], r["block"],
-                              r["lds"], r["scratch"], scratch_wave_B=r["scratch_wave_B"],
-                              scratch_slots=r["scratch_slots"], wave64=r["wave64"])
+        # The checks and decoding of `_dispatch_regs` depend on the packet, the COMPUTE_*
+        # registers but the user data, and the mappings (the program and scratch must be
+        # mapped): done once per distinct set of those. The user data (the argument pointer)
+        # changes from launch to launch and is read each time.
+        DispatchRecord = self._executor(where)[2]
+        sh = self.sh
+        get = sh.get
+        key = (*body, self.gpu.mem.generation, *[get(r, 0) for r in self._record_regs])
+        hit = self._records.get(key)
+        if hit is None:
+            arch = self.arch
+            if arch.wave_size != 32:
+                raise MockGPUError(f"{where}: the mock runs gfx11 (wave32 and wave64 dispatches) "
+                                   f"only, not an architecture whose wave size is "
+                                   f"{arch.wave_size}")
+            r = self._dispatch_regs(body, where)
+            if r is None:
+                return None
+            hit = (r["pgm"], r["rsrc"], r["grid"], r["block"], r["lds"], r["scratch"],
+                   r["scratch_wave_B"], r["scratch_slots"], r["wave64"], len(r["user"]))
+            if len(self._records) >= _HEADERS_KEPT:
+                self._records.clear()
+            self._records[key] = hit
+        pgm, (rsrc1, rsrc2, rsrc3), grid, block, lds, scratch, wave_B, slots, wave64, n_user = hit
+        user0 = self.gc.regCOMPUTE_USER_DATA_0
+        user = tuple([get(user0 + i, 0) for i in range(n_user)])
+        return DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds, scratch,
+                              scratch_wave_B=wave_B, scratch_slots=slots, wave64=wave64)
 
     def _dispatch_model(self, body: list[int], where: str) -> bool:
         """A dispatch on a part whose kernels the mock does not execute: its state is checked
