@@ -100,7 +100,7 @@ def test_host_writes_during_a_slice_are_told_from_the_kernels_own() -> None:
     """When the GPU says what a slice wrote, the other changes made while it ran are the
     host's, and the watch goes on with the bytes it compared."""
     mem, races, buf, ptrs = _machine()
-    races.watch("k", "kernel K", ptrs, mem, "queued", skip_va=[ARGS])
+    races.watch("k", "the kernel at 0x1000", ptrs, mem, "queued", skip_va=[ARGS])
     races.resume("k")
     buf[0] = 3  # the kernel, during its slice
     buf[9] = 4  # the host, during the same slice
@@ -113,7 +113,7 @@ def test_host_writes_during_a_slice_are_told_from_the_kernels_own() -> None:
     races.gpu_wrote()
     msgs = _reports(lambda: races.finished("k", written=[(BUF + 1, BUF + 2)]))
     assert len(msgs) == 1 and f"[{BUF + 9:#x}, {BUF + 10:#x})" in msgs[0]
-    assert "was running" in msgs[0]
+    assert "while kernel K, which uses it, was running" in msgs[0]  # named as it ran
 
 
 def test_a_large_allocation_is_watched_from_where_the_argument_points() -> None:

@@ -180,7 +180,9 @@ class HostRaces:
         if w is None:
             self.watch(key, kernel, pointers, mem, "running", skip_va)
             return
-        w.state = "running"
+        # The name a running kernel is known by now (a queued launch read ahead of its program
+        # upload is named by its address only).
+        w.state, w.kernel = "running", kernel
         self._slice_ran(w, written, refresh=True)
         w.epoch, w.stores = self.epoch, len(self._stores)
 
