@@ -216,12 +216,24 @@ class _Ctx:
 
     # -- field tuples of _layout_
     def field(self, f: ir.Field) -> str:
-        t = self.type(f.type)
+        t = self.field_type(f) if f.bit_width is None and not f.anonymous else self.type(f.type)
         if f.bit_width is not None:
             return f"({f.name!r}, {t}, {f.bit_offset}, {f.bit_width}, {self.signed(f.type)})"
         if f.anonymous:
             return f"({f.name!r}, {t}, {f.bit_offset}, None, False, True)"
         return f"({f.name!r}, {t}, {f.bit_offset})"
+
+    def field_type(self, f: ir.Field) -> str:
+        """A field's C type; a pointer to a record of the module is ``_rt.ptr(RECORD)``, made
+        into ``POINTER(RECORD)`` when the field is first used (``bindgen_rt.records.PointerTo``):
+        most of a big module's pointer types would otherwise be made on import, unused."""
+        t = f.type
+        if isinstance(t, ir.Pointer):
+            p = self.through_functype_typedefs(t.pointee)
+            target = self.resolve(p)
+            if isinstance(target, ir.Named) and target.name in self.records:
+                return f"_rt.ptr({self.type(p)})"
+        return self.type(t)
 
     @staticmethod
     def where(f: ir.Field) -> str:

@@ -41,13 +41,16 @@ if TYPE_CHECKING:
 
     # What __getattr__ below loads on first use, spelled out for type checkers.
     from .enums import CEnum, CFlag
-    from .records import FieldSpec, Opaque, Struct, Union, c_int128, c_uint128, func_ptr
+    from .records import (
+        FieldSpec, Opaque, PointerTo, Struct, Union, c_int128, c_uint128, func_ptr, ptr
+    )
 
 
 # Loaded on first use: a lazy generated module needs only bindgen_rt.lazy at import time.
 _PARTS = {
     "bindgen_rt.records": (
-        "Struct", "Union", "Opaque", "func_ptr", "FieldSpec", "c_int128", "c_uint128"
+        "Struct", "Union", "Opaque", "func_ptr", "FieldSpec", "c_int128", "c_uint128", "ptr",
+        "PointerTo",
     ),
     "bindgen_rt.enums": ("CEnum", "CFlag"),
 }
@@ -64,6 +67,8 @@ __all__ = [
     "FieldSpec",
     "c_int128",
     "c_uint128",
+    "ptr",
+    "PointerTo",
     "_c_div",
     "_c_mod",
     "_c_bool",

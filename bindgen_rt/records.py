@@ -111,18 +111,137 @@ class _Forward:
         setattr(getattr(obj, self.outer), self.inner, value)
 
 
+class PointerTo:
+    """``POINTER(target)`` for a record's field, made when the field is first used.
+
+    A module of many records that point at each other would otherwise make one ctypes pointer
+    type per record while it is imported, each as costly as the record's class, for pointers
+    that are mostly never followed. Laying out a record, the field is stored as a pointer-sized
+    placeholder (``c_void_p``: same size, alignment and libffi class, so the record's size and
+    how it passes by value do not change) and its class attribute is a ``_PointerField``; the
+    first access to the field (on the class or an instance, read or write) puts the real ctypes
+    field of type ``POINTER(target)`` in its place. From then on it is ctypes' own field: reads
+    give ``POINTER(target)`` instances sharing the record's memory, writes check the type and
+    keep the pointee alive as ctypes does. ``__bindgen_fields__`` names ``POINTER(target)``;
+    only ``_fields_`` (ctypes' storage, never a faithful list of C fields) shows the placeholder.
+    """
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: "Any") -> None:
+        self.target = target
+
+    def resolve(self) -> "Any":
+        return ctypes.POINTER(self.target)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is PointerTo and other.target is self.target
+
+    def __hash__(self) -> int:
+        return hash(self.target)
+
+    def __repr__(self) -> str:
+        return f"ptr({getattr(self.target, '__name__', self.target)!r})"
+
+
+def ptr(target: "Any") -> "Any":
+    """A record field's pointer to ``target``, made into ``POINTER(target)`` on first use (see
+    :class:`PointerTo`); typed as ``POINTER(target)`` for checkers."""
+    return PointerTo(target)
+
+
+_SLOT = ctypes.c_void_p  # what a PointerTo field is stored as until first use
+
+
+class _PointerField:
+    """A record's field of type ``PointerTo(target)`` until first used; then ctypes' own field
+    of type ``POINTER(target)``, made at the same byte offset and with the same field index (the
+    index keys what ctypes keeps alive for the field), replaces it on the record's class."""
+
+    __slots__ = ("owner", "name", "index", "offset", "target")
+
+    def __init__(self, owner: "Any", name: str, index: int, offset: int, target: "Any") -> None:
+        self.owner, self.name, self.index = owner, name, index
+        self.offset, self.target = offset, target
+
+    # What a ctypes field tells about itself, before it is made.
+    size = ctypes.sizeof(_SLOT)
+
+    def real(self) -> "Any":
+        field = _ctypes_field(ctypes.POINTER(self.target), self.index, self.offset)
+        setattr(self.owner, self.name, field)
+        if issubclass(self.owner, ctypes.Union):
+            # ctypes' union classes set attributes without telling the type's attribute lookup
+            # cache (its struct classes go through ``type``), which would keep answering with
+            # this replaced, freed descriptor. ``type``'s own ``__doc__`` setter resets that
+            # cache (the metaclass's docstring hides it from a plain assignment).
+            _TYPE_DOC.__set__(self.owner, self.owner.__doc__)
+        return field
+
+    def __get__(self, obj: "Any", cls: "Any" = None) -> "Any":
+        field = self.real()
+        return field if obj is None else field.__get__(obj, cls)
+
+    def __set__(self, obj: "Any", value: "Any") -> None:
+        self.real().__set__(obj, value)
+
+
+_TYPE_DOC: "Any" = type.__dict__["__doc__"]
+_FIELDS: "dict[tuple, Any]" = {}  # (ctype, index, offset) -> ctypes field (a droppable cache)
+
+
+def _ctypes_field(ctype: "Any", index: int, offset: int) -> "Any":
+    """ctypes' own field of type ``ctype`` at byte ``offset``, numbered ``index``: the member of
+    a helper record whose earlier members are empty but for the bytes before ``offset``. A ctypes
+    field reads and writes any ctypes instance's memory at its offset, whatever its class."""
+    key = (ctype, index, offset)
+    field = _FIELDS.get(key)
+    if field is None:
+        if offset and not index:
+            raise ValueError(f"a field at byte {offset} cannot be the first of its record")
+        before = [(f"_{i}", ctypes.c_uint8 * 0) for i in range(index)]
+        if offset:
+            before[-1] = (f"_{index - 1}", ctypes.c_uint8 * offset)
+        helper: "Any" = type(
+            "_field_at", (ctypes.Structure,), {"_pack_": 1, "_fields_": [*before, ("f", ctype)]}
+        )
+        field = _FIELDS[key] = helper.__dict__["f"]
+    return field
+
+
+def _lazy_pointers(cls: "Any", pointers: "Sequence[tuple]") -> None:
+    """Puts a ``_PointerField`` in place of each placeholder field: (index, name, target), at the
+    offset where ctypes placed the placeholder."""
+    for index, name, target in pointers:
+        offset = cls.__dict__[name].offset
+        setattr(cls, name, _PointerField(cls, name, index, offset, target))
+
+
 def _natural(kind: str, size: int, align: int, fields: "Sequence[Any]") -> "tuple | None":
-    """``(_fields_, anonymous members)`` where ctypes' own layout (no ``_pack_``, no padding
-    fields) puts every field where clang did, else None. Most records are like this, and every
-    generated module lays out all of its records on import: this check is the whole cost of
-    their layout, so it walks the fields once and no more (a bitfield takes the general path)."""
+    """``(_fields_, anonymous members, pointers, 128-bit integers)`` where ctypes' own layout (no
+    ``_pack_``, no padding fields) puts every field where clang did, else None. Most records are
+    like this, and every generated module lays out all of its records on import: this check is
+    the whole cost of their layout, so it walks the fields once and no more (a bitfield takes the
+    general path); the fields that need more than ctypes' own (pointers made on first use,
+    128-bit integers read as ints) are picked out in the same walk."""
     out = []
     anonymous = []
+    pointers = None
+    wide = None
     end = top = 0
     union = kind == "union"
     for f in fields:
         if len(f) == 3:
             name, t, bit_offset = f
+            if t.__class__ is PointerTo:
+                if pointers is None:
+                    pointers = []
+                pointers.append((len(out), name, t.target))
+                t = _SLOT
+            elif t is c_int128 or t is c_uint128:
+                if wide is None:
+                    wide = []
+                wide.append(_Int128Field(name, bit_offset // 8, t is c_int128))
         elif f[3] is None and len(f) > 5 and f[5]:  # (name, type, offset, None, False, True)
             name, t, bit_offset = f[0], f[1], f[2]
             anonymous.append((name, t))
@@ -142,7 +261,7 @@ def _natural(kind: str, size: int, align: int, fields: "Sequence[Any]") -> "tupl
             top = al
     if top != align or -(-end // align) * align != size:
         return None
-    return out, anonymous
+    return out, anonymous, pointers, wide
 
 
 def _layout(
@@ -160,14 +279,15 @@ def _layout(
         ctypes.POINTER(cls)  # while the class is incomplete: see ``_RecordMixin._layout_``
     natural = _natural(kind, size, align, fields)
     if natural is None:
-        from .placement import lay_out
-
-        lay_out(cls, kind, size, align, [_norm(f) for f in fields], layout)
-        _int128_fields(cls, fields)
+        _placed(cls, kind, size, align, fields, layout)
         return
-    cls._fields_, anonymous = natural
+    cls._fields_, anonymous, pointers, wide = natural
     cls.__bindgen_layout__ = layout  # the rest of the bookkeeping follows on first use
-    _int128_fields(cls, fields)
+    if pointers is not None:
+        _lazy_pointers(cls, pointers)
+    if wide is not None:
+        for w in wide:
+            setattr(cls, w.name, w)
     for outer, t in anonymous:
         for inner in getattr(t, "__bindgen_names__", ()):
             setattr(cls, inner, _Forward(outer, inner))
@@ -176,6 +296,29 @@ def _layout(
         # classes declare ``__slots__ = ()``): ctypes' own constructor means the same thing, and
         # a misspelt keyword still fails (AttributeError), at C speed.
         cls.__init__ = cls._ctypes_init_
+
+
+def _placed(cls: "Any", kind: str, size: int, align: int, fields: tuple, layout: tuple) -> None:
+    """The general path (``bindgen_rt.placement``), with pointers made on first use as well."""
+    from .placement import _Misaligned, lay_out
+
+    norm = [_norm(f, resolve=False) for f in fields]
+    lazy = {f[0]: f[1].target for f in norm if f[1].__class__ is PointerTo}
+    if lazy:
+        norm = [(f[0], _SLOT, *f[2:]) if f[0] in lazy else f for f in norm]
+    lay_out(cls, kind, size, align, norm, layout)
+    _int128_fields(cls, fields)
+    if not lazy:
+        return
+    del cls.__bindgen_fields__  # derived from the layout on first use, with the real pointers
+    stored = [f[0] for f in cls._fields_]
+    pointers = []
+    for name, target in lazy.items():
+        if name in stored:
+            pointers.append((stored.index(name), name, target))
+        else:  # kept as bytes off its alignment: read through a typed descriptor
+            setattr(cls, name, _Misaligned(ctypes.POINTER(target), cls.__dict__[name].offset))
+    _lazy_pointers(cls, pointers)
 
 
 class _FromLayout:
@@ -317,14 +460,17 @@ class _RecordMixin:
         the layout, ``POINTER(s1)`` would embed all of ``s1``, whose own pointer field embeds
         ``s0``, and so on: a chain of n records pointing at each other would hold O(n²) format
         text (24 GB for 50,000). Made first, every pointer's format is ``&B``. bindgen passes
-        it for every record its module refers to through a pointer (and only those: a pointer
-        type costs as much to make as the record's class).
+        it for every record its module refers to through a pointer made on import (a typedef, an
+        array of pointers, a function's parameter); a record's own pointer fields are
+        ``ptr(T)``, made on first use (:class:`PointerTo`), and need none.
         """
         _layout(cls, cls._kind_, size, align, fields, pointee)
 
 
-def _norm(f: "Sequence[Any]") -> "FieldSpec":
+def _norm(f: "Sequence[Any]", resolve: bool = True) -> "FieldSpec":
     name, ctype, bit_offset = f[0], f[1], f[2]
+    if resolve and ctype.__class__ is PointerTo:
+        ctype = ctype.resolve()
     width = f[3] if len(f) > 3 else None
     signed = bool(f[4]) if len(f) > 4 else False
     anonymous = bool(f[5]) if len(f) > 5 else False

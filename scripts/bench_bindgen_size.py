@@ -5,7 +5,9 @@ memory grew quadratically through ctypes' PEP 3118 pointer formats), independent
 structs of a few fields, and for every fourth one an enum, a function and a macro), optionally with
 M more macros, and runs ``bindgen regen`` on each in a fresh process (one job), then imports the
 result in two more: the first compiles the module (no bytecode cache yet), the second reads the
-cache it wrote, as an installed package does. Beside them, libclang alone on the same header in
+cache it wrote, as an installed package does; beside that, the same module rewritten into the
+shape bindgen wrote before record pointer fields were made on first use (``old_shape``), imported
+from its cache the same way. Beside them, libclang alone on the same header in
 a fresh process (parse, walk every cursor, with bindgen imported as the generator has it), so the
 generator's own memory per record is the difference. Prints wall time and peak RSS (ru_maxrss).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -83,6 +86,21 @@ def measure(body: str, cwd: Path, bytecode: bool = False) -> dict[str, float]:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def old_shape(text: str) -> str:
+    """The module in the shape bindgen wrote before pointer fields were made on first use: every
+    ``_rt.ptr(X)`` field a ``POINTER(X)`` made on import, and X's layout making it first
+    (``pointee=True``, which keeps pointer formats short)."""
+    targets = set(re.findall(r"_rt\.ptr\((\w+)\)", text))
+    text = re.sub(r"_rt\.ptr\((\w+)\)", r"POINTER(\1)", text)
+    text = text.replace("import bindgen_rt as _rt\n", "from ctypes import POINTER\n"
+                        "import bindgen_rt as _rt\n", 1)
+
+    def pointee(m: re.Match) -> str:
+        return m.group(0)[:-1] + ", pointee=True)" if m.group(1) in targets else m.group(0)
+
+    return re.sub(r"^(\w+)\._layout_\(.*?^\]\)$", pointee, text, flags=re.M | re.S)
+
+
 def case(work: Path, n: int, kind: str, macros: int, lazy: bool) -> dict[str, float]:
     import yaml
 
@@ -111,11 +129,23 @@ def case(work: Path, n: int, kind: str, macros: int, lazy: bool) -> dict[str, fl
     )
     imp = measure(use, d, bytecode=True)  # compiles, and writes the bytecode cache
     cached = measure(use, d, bytecode=True)
+    old = {"s": float("nan"), "rss_mb": float("nan")}
+    module = d / "out" / "bench" / f"{name}.py"
+    if not lazy and module.exists():  # the same module in the old shape, beside it
+        (d / "old" / "bench").mkdir(parents=True)
+        for f in ("__init__.py", f"{name}.py"):
+            (d / "old" / "bench" / f).write_text((d / "out" / "bench" / f).read_text())
+        path = d / "old" / "bench" / f"{name}.py"
+        path.write_text(old_shape(path.read_text()))
+        old_use = use.replace("import out.", "import old.")
+        measure(old_use, d, bytecode=True)
+        old = measure(old_use, d, bytecode=True)
     return {"gen_s": gen["s"], "gen_mb": gen["rss_mb"], "clang_mb": clang["rss_mb"],
             "imp_s": imp["s"], "imp_mb": imp["rss_mb"],
             "pyc_s": cached["s"], "pyc_mb": cached["rss_mb"],
+            "old_s": old["s"], "old_mb": old["rss_mb"],
             "error": gen.get("error") or clang.get("error") or imp.get("error")
-            or cached.get("error") or ""}
+            or cached.get("error") or old.get("error") or ""}
 
 
 def main() -> int:
@@ -130,7 +160,8 @@ def main() -> int:
           f"{args.macros} macros per header); goals at 50k: regen < 60 s and < 2048 MB, "
           "<= 10 KB a record above libclang; import <= 2 s and <= 500 MB")
     print(f"{'header':<22}{'regen s':>9}{'regen MB':>10}{'libclang MB':>12}{'KB/rec':>8}"
-          f"{'import s':>10}{'import MB':>11}{'cached s':>10}{'cached MB':>11}")
+          f"{'import s':>10}{'import MB':>11}{'cached s':>10}{'cached MB':>11}"
+          f"{'old shape s':>12}{'old MB':>8}")
     failed = False
     with tempfile.TemporaryDirectory(prefix="bindgen-size-") as tmp:
         for n in args.sizes:
@@ -140,7 +171,7 @@ def main() -> int:
                 label = f"{n:,} {kind}"
                 print(f"{label:<22}{r['gen_s']:9.1f}{r['gen_mb']:10.0f}{r['clang_mb']:12.0f}"
                       f"{per:8.1f}{r['imp_s']:10.2f}{r['imp_mb']:11.0f}{r['pyc_s']:10.2f}"
-                      f"{r['pyc_mb']:11.0f}", flush=True)
+                      f"{r['pyc_mb']:11.0f}{r['old_s']:12.2f}{r['old_mb']:8.0f}", flush=True)
                 if r["error"]:
                     print(f"  error: {r['error']}")
                     failed = True

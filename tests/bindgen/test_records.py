@@ -103,6 +103,85 @@ def test_pointee_makes_the_pointer_type_before_the_layout(pointee):
     assert (fmt == "&B") is pointee, fmt
 
 
+# ---------------------------------------------------------------- pointers made on first use
+
+
+def _union(name: str = "U") -> type:
+    return type(name, (rt.Union,), {"__slots__": ()})
+
+
+def _plain_twin(spec: list) -> type:
+    """The same fields as a plain ctypes struct with real pointer types: what ctypes does."""
+    return type("Plain", (ctypes.Structure,), {"_fields_": spec})
+
+
+def test_a_pointer_field_is_made_on_first_use_and_is_then_ctypes_own():
+    T, S = _struct("T"), _struct("S")
+    T._layout_(4, 4, [("v", u32, 0)])
+    S._layout_(16, 8, [("v", u32, 0), ("p", rt.ptr(T), 64)])
+    assert T not in ctypes._pointer_type_cache  # laying S out made no pointer type
+    assert ctypes.sizeof(S) == 16 and S._fields_[1] == ("p", ctypes.c_void_p)
+    assert S.__dict__["p"].offset == 8 and S.__dict__["p"].size == 8  # as a ctypes field says
+    s, t = S(v=1), T(v=7)
+    s.p = ctypes.pointer(t)
+    assert type(S.__dict__["p"]).__name__ == "CField" and S.p is S.__dict__["p"]
+    assert S.__bindgen_fields__[1][1] is ctypes.POINTER(T)
+    assert type(s.p) is ctypes.POINTER(T) and s.p.contents.v == 7 and s.p._b_base_ is s
+    with pytest.raises(TypeError, match="incompatible types"):
+        s.p = ctypes.pointer(s)
+    twin, plain = S(), _plain_twin([("v", u32), ("p", ctypes.POINTER(T))])()
+    for rec in (twin, plain):
+        rec.p = ctypes.pointer(t)
+    assert twin._objects.keys() == plain._objects.keys()  # the pointee kept alive alike
+    s.p = None
+    assert not s.p
+    assert S(2, ctypes.pointer(t)).p.contents.v == 7  # positional, through ctypes' constructor
+
+
+@pytest.mark.parametrize("first", ["class", "instance", "write"])
+def test_a_pointer_field_of_a_union_reads_the_real_field_every_time(first):
+    """ctypes' union classes set attributes without telling the type's attribute cache: the
+    replaced descriptor was freed and still served (a garbage object, or a crash)."""
+    T, U = _struct("T"), _union()
+    T._layout_(4, 4, [("v", u32, 0)])
+    U._layout_(8, 8, [("a", rt.ptr(T), 0), ("b", rt.ptr(T), 0), ("c", u64, 0)])
+    u = U()
+    for _ in range(3):
+        for name in ("a", "b"):
+            if first == "class":
+                getattr(U, name)
+            elif first == "instance":
+                getattr(u, name)
+            else:
+                setattr(u, name, ctypes.pointer(T(v=5)))
+            assert getattr(U, name) is U.__dict__[name]
+            assert type(getattr(u, name)) is ctypes.POINTER(T)
+
+
+def test_pointer_fields_of_records_on_the_general_path_are_made_on_first_use_too():
+    T = _struct("T")
+    T._layout_(4, 4, [("v", u32, 0)])
+    packed = _struct("Packed")
+    packed._layout_(9, 1, [("c", u8, 0), ("p", rt.ptr(T), 8)])  # off its alignment
+    bits = _struct("Bits")
+    bits._layout_(16, 8, [("f", u32, 0, 3, False), ("p", rt.ptr(T), 64)])
+    assert T not in ctypes._pointer_type_cache
+    for cls in (packed, bits):
+        rec, t = cls(), T(v=9)
+        rec.p = ctypes.pointer(t)
+        assert rec.p.contents.v == 9 and type(rec.p) is ctypes.POINTER(T)
+        assert dict((f[0], f[1]) for f in cls.__bindgen_fields__)["p"] is ctypes.POINTER(T)
+    assert bytes(packed())[1:] == bytes(8)
+
+
+def test_128_bit_fields_are_found_by_the_walk_that_lays_the_record_out():
+    S = _struct()
+    S._layout_(32, 16, [("a", rt.c_int128, 0), ("b", rt.c_uint128, 128)])
+    s = S()
+    s.a, s.b = -1, (1 << 128) - 1
+    assert (s.a, s.b) == (-1, (1 << 128) - 1)
+
+
 BARE_IMPORT = """
 import json, sys
 before = set(sys.modules)

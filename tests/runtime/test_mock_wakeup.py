@@ -388,3 +388,33 @@ def test_memory_look_ups_match_a_scan_of_the_mappings(ops: list[tuple[str, int, 
                 assert not want
             else:
                 assert want and at == addr - want[0] and len(data) == live[want[0]]
+
+
+def test_an_amd_launch_from_kept_commands_sends_what_the_builder_builds() -> None:
+    # The commands of a launch are kept per shape and patched: what reaches the ring must be
+    # what building them afresh gives, for every shape, with and without the timestamps.
+    d, gpu = _amd()
+    try:
+        prg: Any = d.program((DATA / "amd_reference" / "vector_add.hsaco").read_bytes(),
+                             "vector_add")
+        a = d.alloc(4096)
+        ring = d.compute_ring  # type: ignore[attr-defined]
+        shapes = [((4, 1, 1), (256, 1, 1)), ((2, 3, 1), (8, 4, 2)), ((4, 1, 1), (256, 1, 1))]
+        for wait in (True, False, True):
+            for g, l in shapes:
+                start = ring.wptr_dw
+                v = d.timeline_value + 1
+                prg(a, a, a, global_size=g, local_size=l, wait=wait)
+                sent = [int(ring.ring[i % ring.size_dw]) for i in range(start, ring.wptr_dw)]
+                lq = prg._launch_queues[(g, l, wait)]
+                q = d.compute_queue().wait(d.timeline_signal, v - 1).memory_barrier()
+                if wait:
+                    q.timestamp(prg._t0)
+                q.exec(prg, lq.queue.value(lq.kernargs), g, l)  # the block this launch took
+                if wait:
+                    q.timestamp(prg._t1)
+                q.signal(d.timeline_signal, v)
+                assert sent == q.dwords()
+        d.synchronize()
+    finally:
+        d.close()

@@ -13,8 +13,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtime.drivers.mock.rdna3 import KernelFault, machine
+from runtime.drivers.mock.rdna3 import KernelFault, PageFaultError, fast_salu, machine, ops_salu
 
 from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
                              _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
@@ -321,3 +323,151 @@ def test_nops_stepped_over_still_count():
     st = RawDevice().launch_raw(code, [], (1,), (32,))
     assert st.wave_instructions == 8   # s_endpgm included
     assert st.lane_instructions == 32 * 4 + 8 * 4
+
+
+_EDGES = [0, 1, 2, 30, 31, 32, 33, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFE, 0x7FFFFFFF, 0x80000000,
+          0x80000001, 0xFFFFFFFE, 0xFFFFFFFF]
+_WORDS = st.one_of(st.sampled_from(_EDGES), st.integers(0, 0xFFFFFFFF))
+
+
+def _same_scalar(got: tuple, want: tuple) -> None:
+    """An int op's (result, SCC) against the numpy lane function's on one lane."""
+    assert (got[0] is None) == (want[0] is None)
+    if got[0] is not None:
+        assert 0 <= got[0] <= 0xFFFFFFFF
+        assert got[0] == int(np.asarray(want[0]).reshape(-1)[0])
+    assert (got[1] is None) == (want[1] is None)
+    if got[1] is not None:
+        assert bool(got[1]) == bool(np.asarray(want[1]).reshape(-1)[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(sorted(fast_salu.INT_SOP2)), a=_WORDS, b=_WORDS, scc=st.booleans())
+def test_int_scalar_ops_match_the_numpy_lane_functions(name, a, b, scc):
+    """The one-wave scalar path computes on Python ints: each op gives what the general path's
+    numpy lane function gives on the same bit patterns (carries, signed overflow, shifts by
+    32 and more, signed min/max and select)."""
+    ref = ops_salu._sop2_fn(name)
+    assert ref is not None
+    want = ref(np.array([a], u32), np.array([b], u32), np.array([scc]))
+    _same_scalar(fast_salu.INT_SOP2[name](a, b, scc), want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.sampled_from(sorted(fast_salu.INT_SOP1)), a=_WORDS)
+def test_int_scalar_sop1_match_the_numpy_lane_functions(name, a):
+    ref = ops_salu._sop1_fn(name, 32)
+    assert ref is not None
+    _same_scalar(fast_salu.INT_SOP1[name](a), ref(np.array([a], u32)))
+
+
+@pytest.mark.parametrize("asm", [
+    "s_cmp_lt_i32 s8, s9\ns_cselect_b32 s10, 1, 2",
+    "s_cmp_ge_u32 s8, s9\ns_cselect_b32 s10, s8, s9",
+    "s_cmp_lg_u32 s8, 0x80000000\ns_cselect_b32 s10, 7, 9",
+    "s_cmpk_lt_i32 s8, 0x8001\ns_cselect_b32 s10, 3, 4",
+    "s_cmpk_ge_u32 s8, 0x7fff\ns_cselect_b32 s10, 3, 4",
+    "s_mov_b32 s10, s8\ns_addk_i32 s10, 0x8000\ns_cselect_b32 s11, 1, 0\ns_xor_b32 s10, s10, s11",
+    "s_mov_b32 s10, s8\ns_mulk_i32 s10, 0xfff3",
+    "s_movk_i32 s10, 0x9abc\ns_not_b32 s10, s10",
+    "s_ashr_i32 s10, s8, s9\ns_cselect_b32 s11, 1, 0\ns_xor_b32 s10, s10, s11",
+    "s_subb_u32 s10, s8, s9\ns_addc_u32 s10, s10, s9\ns_cselect_b32 s11, 1, 0\n"
+    "s_xor_b32 s10, s10, s11",
+])
+def test_int_scalar_compares_and_immediates_match_general_path(monkeypatch, asm):
+    """Compares (signed order by the flipped sign bit), the SOPK immediate forms and a carry
+    chain on one wave's Python ints against the general path."""
+    x, y = _ints(np.random.default_rng(11))
+    # (s8, s9) are lane 0's x and y
+    for s8, s9 in [(0x80000000, 0x7FFFFFFF), (0xFFFFFFFF, 1), (0x7FFF, 0xFFFF8001), (5, 40)]:
+        x[0], y[0] = s8, s9
+        fast, slow = both_paths(monkeypatch, asm + "\nv_mov_b32 v2, s10", x, y, 1)
+        np.testing.assert_array_equal(fast, slow)
+
+
+_CAS_ONE_ADDRESS = """
+v_lshlrev_b32 v10, 2, v0
+global_load_b32 v2, v10, s[2:3]
+global_load_b32 v3, v10, s[4:5]
+s_load_b32 s8, s[6:7], null
+s_waitcnt vmcnt(0) lgkmcnt(0)
+v_mov_b32 v1, 4
+v_mov_b32 v4, 77
+s_mov_b32 exec_lo, s8
+global_atomic_cmpswap_b32 v4, v1, v[2:3], s[6:7] glc
+s_waitcnt vmcnt(0)
+s_mov_b32 exec_lo, -1
+global_store_b32 v10, v4, s[0:1]
+s_endpgm
+"""
+
+
+@settings(max_examples=25, deadline=None)
+@given(exec_mask=st.integers(0, 0xFFFFFFFF), start=st.sampled_from([1, 2, 3]),
+       srcs=st.lists(st.sampled_from([1, 2, 3, 9]), min_size=32, max_size=32),
+       cmps=st.lists(st.sampled_from([1, 2, 3]), min_size=32, max_size=32))
+def test_one_address_compare_and_swap_chains(exec_mask, start, srcs, cmps):
+    """Lanes of one wave on one dword swap in lane order, each returning the value the lanes
+    before it left, whatever chain of successes the compare values make (the one-address path
+    finds them with a search, not lane by lane): against a sequential reference and the
+    general path."""
+    code = assemble(_CAS_ONE_ADDRESS)
+
+    def run() -> tuple[np.ndarray, int]:
+        dev = RawDevice()
+        vo = dev.alloc(128)
+        vs, vc = dev.upload(np.array(srcs, u32)), dev.upload(np.array(cmps, u32))
+        vm = dev.upload(np.array([exec_mask, start], u32))
+        dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vs & 0xFFFFFFFF, vs >> 32,
+                              vc & 0xFFFFFFFF, vc >> 32, vm & 0xFFFFFFFF, vm >> 32], (1,), (32,))
+        return dev.download(vo, 32, u32), int(dev.download(vm, 2, u32)[1])
+    cur, want = start, np.full(32, 77, u32)
+    for lane in range(32):
+        if exec_mask >> lane & 1:
+            want[lane] = cur
+            if cmps[lane] == cur:
+                cur = srcs[lane]
+    fast, fmem = run()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(machine, "Planes", lambda *a: None)
+        slow, smem = run()
+    assert fmem == smem == cur
+    np.testing.assert_array_equal(fast, want)
+    np.testing.assert_array_equal(slow, want)
+
+
+def test_fault_inside_a_straight_run_names_its_instruction():
+    """Straight-line code runs in one go (no per-step bookkeeping): a fault in the middle of
+    such a run still names the instruction that faulted, and the instructions before it ran."""
+    code = assemble("""
+    v_mov_b32 v1, 0x100
+    s_mov_b32 s4, 7
+    v_add_nc_u32 v2, 4, v1
+    global_load_b32 v3, v2, s[0:1]
+    v_mov_b32 v4, 2
+    s_endpgm
+    """)
+    dev = RawDevice()
+    with pytest.raises(PageFaultError) as e:
+        dev.launch_raw(code, [0x10, 0], (1,), (32,))   # s[0:1] = 0x10: nothing mapped there
+    assert "global_load_b32" in e.value.instruction
+    assert e.value.address is not None and e.value.address % 256 == 8 + 4 + 4
+
+
+@pytest.mark.parametrize("waves", [1, 8])
+@pytest.mark.parametrize("asm", [
+    # a ufunc half computed into its register, beside a move, with a literal
+    "v_dual_mov_b32 v4, v1 :: v_dual_and_b32 v5, 0xfff, v3\nv_xor_b32 v2, v4, v5",
+    # both halves ufuncs, X's destination one of its own sources
+    "v_dual_mul_f32 v1, v1, v3 :: v_dual_and_b32 v6, 0x7f, v0\nv_xor_b32 v2, v1, v6",
+    # Y reads X's destination: both read before either writes (no in-place path)
+    "v_dual_add_f32 v4, v1, v3 :: v_dual_and_b32 v5, 0xff, v4\nv_xor_b32 v2, v4, v5",
+    "v_dual_mul_f32 v4, v1, v3 :: v_dual_add_f32 v5, v3, v1\n"
+    "v_dual_sub_f32 v6, v4, v5 :: v_dual_mov_b32 v7, v5\nv_add_f32 v2, v6, v7",
+])
+def test_vopd_halves_computed_in_place_match_general_path(monkeypatch, asm, waves):
+    rng = np.random.default_rng(9)
+    for x, y in (_ints(rng), _floats(rng)):
+        fast, slow = both_paths(monkeypatch, "v_mov_b32 v4, 5\nv_mov_b32 v5, 6\n" + asm, x, y,
+                                waves)
+        np.testing.assert_array_equal(fast, slow)

@@ -35,19 +35,137 @@ def scalar_source(code: int, literal: int | None, t: str = "b32") -> tuple[bool,
     return None
 
 
+M32 = 0xFFFFFFFF
+
+
+def _si(x: int) -> int:
+    """The signed value of a 32-bit pattern."""
+    return x - 0x100000000 if x & 0x80000000 else x
+
+
+# Each op is one function (a call per step; nested helpers would double it).
+def add_i32(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = (a + b) & M32
+    return d, ((a ^ d) & (b ^ d)) >= 0x80000000   # signed overflow: the sign bit of the test
+
+
+def _sub_i32(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = (a - b) & M32
+    return d, ((a ^ b) & (a ^ d)) >= 0x80000000
+
+
+def _add_u32(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    t = a + b
+    return t & M32, t > M32
+
+
+def _addc_u32(a: int, b: int, s: bool) -> tuple[int, bool]:
+    t = a + b + s
+    return t & M32, t > M32
+
+
+def _and(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = a & b
+    return d, d != 0
+
+
+def _or(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = a | b
+    return d, d != 0
+
+
+def _xor(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = a ^ b
+    return d, d != 0
+
+
+def _and_not1(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = a & ~b & M32
+    return d, d != 0
+
+
+def _lshl(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = (a << (b & 31)) & M32
+    return d, d != 0
+
+
+def _lshr(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+    d = a >> (b & 31)
+    return d, d != 0
+
+
+def _nz(d: int) -> tuple[int, bool]:
+    return d, d != 0
+
+
+def _lshl_add(n: int) -> ScalarFn:
+    def run(a: int, b: int, s: bool = False) -> tuple[int, bool]:
+        t = (a << n) + b
+        return t & M32, t > M32
+    return run
+
+
+# SOP2 ops on Python ints (32-bit patterns): (a, b, scc) -> (result, new SCC or None), the same
+# results as ops_salu's numpy lane functions (tests compare the two on edge values). Python
+# integer arithmetic costs tens of nanoseconds where a numpy scalar operation costs hundreds.
+INT_SOP2: dict[str, ScalarFn] = {
+    "s_add_u32": _add_u32,
+    "s_sub_u32": lambda a, b, s=False: ((a - b) & M32, b > a),
+    "s_addc_u32": _addc_u32,
+    "s_subb_u32": lambda a, b, s: ((a - b - s) & M32, b + s > a),
+    "s_add_i32": add_i32,
+    "s_sub_i32": _sub_i32,
+    "s_and_b32": _and,
+    "s_or_b32": _or,
+    "s_xor_b32": _xor,
+    "s_nand_b32": lambda a, b, s=False: _nz(~(a & b) & M32),
+    "s_nor_b32": lambda a, b, s=False: _nz(~(a | b) & M32),
+    "s_xnor_b32": lambda a, b, s=False: _nz(~(a ^ b) & M32),
+    "s_and_not1_b32": _and_not1,
+    "s_or_not1_b32": lambda a, b, s=False: _nz((a | ~b) & M32),
+    "s_lshl_b32": _lshl,
+    "s_lshr_b32": _lshr,
+    "s_ashr_i32": lambda a, b, s=False: _nz((_si(a) >> (b & 31)) & M32),
+    "s_min_u32": lambda a, b, s=False: (min(a, b), a < b),
+    "s_max_u32": lambda a, b, s=False: (max(a, b), a > b),
+    "s_min_i32": lambda a, b, s=False: (a, True) if _si(a) < _si(b) else (b, False),
+    "s_max_i32": lambda a, b, s=False: (a, True) if _si(a) > _si(b) else (b, False),
+    "s_mul_i32": lambda a, b, s=False: ((a * b) & M32, None),
+    "s_cselect_b32": lambda a, b, s: (a if s else b, None),
+    "s_lshl1_add_u32": _lshl_add(1),
+    "s_lshl2_add_u32": _lshl_add(2),
+    "s_lshl3_add_u32": _lshl_add(3),
+    "s_lshl4_add_u32": _lshl_add(4),
+}
+# The SOP2 ops whose result depends on SCC (the others are called without it)
+SOP2_READS_SCC = frozenset({"s_addc_u32", "s_subb_u32", "s_cselect_b32"})
+
+# SOP1 ops on Python ints: a -> (result, new SCC or None)
+INT_SOP1: dict[str, ScalarFn] = {
+    "s_mov_b32": lambda a: (a, None),
+    "s_not_b32": lambda a: _nz(~a & M32),
+}
+
+
 def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | None,
-                fn: ScalarFn, slow: Exec, reads_scc: bool = False) -> Exec:
+                fn: ScalarFn, slow: Exec, reads_scc: bool = False,
+                int_fn: ScalarFn | None = None, int_reads_scc: bool | None = None) -> Exec:
     """The step of a 32-bit scalar op with at most two sources: `fn` on the sources (then SCC
     when `reads_scc`) gives the result for SGPR `dst` (None: no result) and the new SCC (None:
-    unchanged). `slow` runs it on wave sets the scalar path does not take."""
+    unchanged). `slow` runs it on wave sets the scalar path does not take. `int_fn`, where
+    given, is the same op on Python ints (32-bit patterns; SCC a bool), used instead of `fn`;
+    it is passed SCC where `int_reads_scc` says (default: as `fn`)."""
     got = [scalar_source(code, literal, t) for code, t in srcs]
     if len(got) > 2 or any(x is None for x in got):
         return slow
     ops = [x for x in got if x is not None]
     sregs = frozenset(v for is_reg, v in ops if is_reg)
-    (r0, v0), (r1, v1) = (ops + [(CONST, None)] * 2)[:2]
     n_src = len(ops)
     out = NULL if dst is None else dst
+    if int_fn is not None:
+        return _int_step([(r, v if r else int(v)) for r, v in ops], sregs, out, int_fn, slow,
+                         reads_scc if int_reads_scc is None else int_reads_scc)
+    (r0, v0), (r1, v1) = (ops + [(CONST, None)] * 2)[:2]
 
     def run(g: WaveSet) -> None:
         P = g.planes
@@ -72,11 +190,48 @@ def scalar_step(srcs: list[tuple[int, str]], literal: int | None, dst: int | Non
     return run
 
 
-def write_sgpr(g: WaveSet, S1: np.ndarray, r: int, d: np.generic) -> None:
+def _int_step(ops: list[tuple[bool, Any]], sregs: frozenset[int], out: int, fn: ScalarFn,
+              slow: Exec, reads_scc: bool) -> Exec:
+    """scalar_step's run on Python ints: SGPRs read with .item, constants already ints."""
+    (r0, v0), (r1, v1) = (ops + [(CONST, None)] * 2)[:2]
+    n_src = len(ops)
+    plain_dst = out not in (EXEC_LO, NULL)   # written in place (write_sgpr's last case)
+
+    def run(g: WaveSet) -> None:
+        P = g.planes
+        if P is None or P.s1 is None:
+            return slow(g)
+        if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
+            for r in sregs.intersection(g.dirty):
+                g.s(r)   # a lane mask a VALU op left unpacked: pack it into its SGPR first
+        S1, w = P.s1, P.w
+        a = S1.item(v0) if r0 else v0
+        if n_src == 2:
+            b = S1.item(v1) if r1 else v1
+            d, scc = fn(a, b, P.scc.item(w)) if reads_scc else fn(a, b)
+        elif n_src == 1:
+            d, scc = fn(a, P.scc.item(w)) if reads_scc else fn(a)
+        else:
+            d, scc = fn(P.scc.item(w)) if reads_scc else fn()
+        if d is not None:
+            if plain_dst:
+                S1[out] = d
+                g.m.dirty_s.add(out)
+                if g.dirty:
+                    g.dirty.discard(out)
+                g.lanes.pop(out, None)   # an unpacked copy of the old value is stale
+            else:
+                write_sgpr(g, S1, out, d)
+        if scc is not None:
+            P.scc[w] = scc
+    return run
+
+
+def write_sgpr(g: WaveSet, S1: np.ndarray, r: int, d: np.generic | int) -> None:
     """WaveSet.set_s for one wave's row: NULL drops the value, EXEC goes through set_s (the
     wave set's unpacked lanes follow), any other SGPR is written in place."""
     if r == EXEC_LO:
-        g.set_s(r, d)
+        g.set_s(r, d if isinstance(d, np.generic) else np.uint32(d))
     elif r != NULL:
         S1[r] = d
         g.m.dirty_s.add(r)

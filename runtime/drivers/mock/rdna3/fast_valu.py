@@ -177,14 +177,18 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
     if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
         # A plain cast: assigning into the destination plane casts the same way.
         def run1_cast(g: WaveSet) -> None:
-            P = g.fast
+            P = g.planes
             if P is None:
-                return partial(g)
+                return slow(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
             A = P.views
             P.dirty_v.add(d)
-            A[kd, d][...] = A[k0, i0] if k0 >= 0 else i0
+            if g.exec_full:
+                A[kd, d][...] = A[k0, i0] if k0 >= 0 else i0
+            else:   # EXEC partly set: the EXEC lanes only
+                np.copyto(A[kd, d], A[k0, i0] if k0 >= 0 else i0, where=g.exec,
+                          casting="unsafe")
         return run1_cast
     if len(ops) == 1:
         def run1(g: WaveSet) -> None:
@@ -201,14 +205,18 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             all(PLANE[t] == kd for t in srcs):
         # A ufunc whose operands and result share a type: computed into the register itself.
         def run2_into(g: WaveSet) -> None:
-            P = g.fast
+            P = g.planes
             if P is None:
-                return partial(g)
+                return slow(g)
             if sregs and g.dirty and not sregs.isdisjoint(g.dirty):
                 pack_lane_masks(g, sregs)
             A = P.views
             P.dirty_v.add(d)
-            fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d])
+            if g.exec_full:
+                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d])
+            else:   # EXEC partly set: the ufunc writes the EXEC lanes only
+                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d],
+                   where=g.exec)
         return run2_into
     if len(ops) == 2:
         def run2(g: WaveSet) -> None:
@@ -260,10 +268,15 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
         D = A[F32_PLANE, d]
         x = A[kf, i_f] if kf >= 0 else i_f
         if half:
-            # x * 0.5 exact in every lane: one f32 rounding of the sum is the fused result
+            # x * 0.5 exact in every lane: one f32 rounding of the sum is the fused result.
+            # (The usual case, every exponent >= 2, is tested in the scratch register; the
+            # product goes there too.)
             bits = A[ku, iu] if ku >= 0 else iu
-            if fp.halves_exactly(bits):
-                np.add(np.multiply(x, k), D, out=D)
+            T = P.tmp
+            np.bitwise_and(bits, fp.EXP_ABOVE_1, out=T)
+            if np.count_nonzero(T) == T.size or fp.halves_exactly(bits):
+                np.multiply(x, k, out=P.tmp_f)
+                np.add(P.tmp_f, D, out=D)
                 return
         fp.fma32_pow2(x, k, D, out=D)
     return run
@@ -281,6 +294,7 @@ class VopdHalf:
     src0: int
     vsrc1: int
     move: bool = False   # v_dual_mov_b32: the result is src0
+    ufunc: np.ufunc | None = None   # fn is this ufunc of (src0, vsrc1): computed into vdst
 
 
 def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
@@ -299,6 +313,10 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
     ((kax, iax), (kbx, ibx), kx, dx, accx, fx, lx, movx), \
         ((kay, iay), (kby, iby), ky, dy, accy, fy, ly, movy) = parts
     sr = sgprs_read(ops)
+    # Where Y does not read X's destination, X is written first and a ufunc half computes
+    # straight into its register (no temporary, no copy).
+    ux = x.ufunc if not clash else None
+    uy = y.ufunc if not clash else None
 
     def both(ax: np.ndarray, bx: np.ndarray, acc_x: np.ndarray, ay: np.ndarray, by: np.ndarray,
              acc_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -315,6 +333,23 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         if sr and g.dirty and not sr.isdisjoint(g.dirty):
             pack_lane_masks(g, sr)
         A = P.views
+        dv = P.dirty_v
+        dv.add(dx)
+        dv.add(dy)
+        if ux is not None or uy is not None:
+            ax = A[kax, iax] if kax >= 0 else iax
+            if ux is not None:
+                ux(ax, A[kbx, ibx] if kbx >= 0 else ibx, out=A[kx, dx])
+            else:
+                A[kx, dx][...] = ax if movx else fx(ax, A[kbx, ibx] if kbx >= 0 else ibx,
+                                                    A[kx, dx] if accx else None, lx)
+            ay = A[kay, iay] if kay >= 0 else iay
+            if uy is not None:
+                uy(ay, A[kby, iby] if kby >= 0 else iby, out=A[ky, dy])
+            else:
+                A[ky, dy][...] = ay if movy else fy(ay, A[kby, iby] if kby >= 0 else iby,
+                                                    A[ky, dy] if accy else None, ly)
+            return
         # (a move's result is its source: no call, and its unused VSRC1 is not read)
         ax = A[kax, iax] if kax >= 0 else iax
         rx = ax if movx else fx(ax, A[kbx, ibx] if kbx >= 0 else ibx,
@@ -324,9 +359,6 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
                                 A[ky, dy] if accy else None, ly)
         if clash:
             ry = np.array(ry)
-        dv = P.dirty_v
-        dv.add(dx)
-        dv.add(dy)
         A[kx, dx][...] = rx
         A[ky, dy][...] = ry
     return run

@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -69,6 +69,31 @@ class Program:
     wave64: bool = False
     # (address, bytes) of every decoded region after the entry's: revalidated with it
     more: list[tuple[int, bytes]] = field(default_factory=list)
+    # The straight-line run starting at each slot, built on first use (None: not yet)
+    blocks: list[Block | None] = field(default_factory=list)
+
+    def block(self, i: int) -> Block:
+        """The run of NEXT steps starting at slot i (NO_BLOCK where it would be one step or
+        none): the scheduler runs it in one go. It ends before the first slot that is not a
+        NEXT step or does not compile (which faults only if it is reached, as on its own)."""
+        if len(self.blocks) < len(self.steps):
+            self.blocks.extend([None] * (len(self.steps) - len(self.blocks)))
+        body: list[tuple[Callable[[WaveSet], Any], int, Step]] = []
+        j = i
+        n = len(self.insts)
+        while j < n:
+            try:
+                s = self.steps[j] or self.step(j)
+            except KernelFault:
+                break
+            if s.kind != NEXT:
+                break
+            assert s.fn is not None   # NEXT steps always carry one
+            body.append((s.fn, s.skip, s))
+            j += 1 + s.skip
+        blk = Block(tuple(body), j - i, j) if len(body) > 1 else NO_BLOCK
+        self.blocks[i] = blk
+        return blk
 
     def step(self, i: int) -> Step:
         s = self.steps[i]
@@ -153,6 +178,19 @@ class Program:
                                   address=addr)
             self.steps.append(Step(NEXT, past_end, end))
         self.insts.append(end)
+
+
+class Block(NamedTuple):
+    """Straight-line code the scheduler runs without looking at each step: (fn, NOP slots
+    after it, step) per instruction, the slots it covers (NOPs included), the slot after it."""
+
+    body: tuple[tuple[Callable[[WaveSet], Any], int, Step], ...]
+    n_slots: int
+    end: int
+
+
+# No block starts here (its end lies past any stop, so the scheduler never takes it)
+NO_BLOCK = Block((), 0, 1 << 62)
 
 
 def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
@@ -339,14 +377,22 @@ def _wave_pattern(block: tuple[int, int, int], wpg: int, tidig: int
     return v0, execs
 
 
+@lru_cache(maxsize=64)
+def _user_column(user_sgprs: tuple[int, ...], n_user: int) -> np.ndarray:
+    """uint32 [n_user, 1]: the first n_user user SGPRs (missing ones zero, each truncated to 32
+    bits), in the shape that fills every wave's column (a relaunch passes the same tuple)."""
+    user = list(user_sgprs[:n_user]) + [0] * max(0, n_user - len(user_sgprs))
+    col = np.array(user, dtype=np.uint64).astype(np.uint32)[:, None]
+    col.setflags(write=False)
+    return col
+
+
 def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int) -> None:
     """Initial wave state (RDNA3 ISA section 3.3; AMDGPUUsage "Initial Kernel Execution State")."""
     gx, gy, _ = lay.grid
     wpg = lay.waves_per_wg
     wg_ids: tuple[int | np.ndarray, ...]
-    if n_wg == 1:
-        m.wave_wg[:] = 0
-        m.wave_lds_base[:] = 0
+    if n_wg == 1:   # (a Machine's wave_wg and wave_lds_base start zeroed)
         wg_ids = (wg0 % gx, (wg0 // gx) % gy, wg0 // (gx * gy))
     else:
         wg_local = np.repeat(np.arange(n_wg), wpg)
@@ -357,8 +403,7 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
     # SGPRs: the user SGPRs, then the enabled workgroup ids, then TG_SIZE, then scratch offset.
     n_user = lay.user_sgprs
     if n_user:
-        user = list(d.user_sgprs[:n_user]) + [0] * max(0, n_user - len(d.user_sgprs))
-        m.S[:n_user] = np.array(user, dtype=np.uint64).astype(np.uint32)[:, None]
+        m.S[:n_user] = _user_column(d.user_sgprs, n_user)
     nxt = n_user
     for dim in range(3):
         if lay.tgid[dim]:
@@ -572,6 +617,8 @@ class Dispatch:
         # The pc is kept in a local and stored into g where others look: at a pause, on the
         # way out, before a jump (step functions do not read it).
         pc = g.pc
+        blocks = prog.blocks
+        n_blocks = len(blocks)
         self.wave_sets.append(g)   # visible to describe() while it runs
         try:
             while True:
@@ -581,6 +628,38 @@ class Dispatch:
                                           "s_endpgm)", address=prog.base + len(prog.raw))
                     g.pc = pc
                     return [g]
+                blk = blocks[pc] if pc < n_blocks else None
+                if blk is None:
+                    blk = prog.block(pc)
+                    blocks, n_blocks = prog.blocks, len(prog.blocks)
+                if blk.end <= stop:
+                    # A straight run of NEXT steps in one go (the per-step bookkeeping below
+                    # is a good part of a one-wave instruction's cost); the clock is looked at
+                    # before it, so a run overshoots the budget by at most one block.
+                    if count >= budget:
+                        stats.wave_instructions += count * waves
+                        stats.lane_instructions += lanes
+                        count = lanes = 0
+                        budget = CHECK_EVERY
+                        if stats.wave_instructions > limit:
+                            inst = blk.body[0][2].inst
+                            raise KernelFault(f"instruction limit of {limit} wave-instructions "
+                                              "exceeded (a kernel that never ends?)",
+                                              address=inst.addr, instruction=str(inst))
+                        if time.perf_counter() > self._deadline:
+                            g.pc = pc
+                            yield
+                    try:
+                        for fn, skip, st in blk.body:
+                            lanes += g.active
+                            fn(g)
+                            if skip:
+                                lanes += skip * g.active
+                    except Exception as e:
+                        raise _fault(st, e) from None
+                    count += blk.n_slots
+                    pc = blk.end
+                    continue
                 step = steps[pc] or prog.step(pc)
                 lanes += g.active
                 count += 1

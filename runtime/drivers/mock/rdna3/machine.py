@@ -257,9 +257,11 @@ class Planes:
     operand at no cost, an [n, 1] one costs time on every call) and [n, 1] otherwise. `s1` is the
     one wave's SGPR row (None for several waves; scalar instructions of one wave run on numpy
     scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's written-VGPR set
-    (see Machine), `views[k, i]` the view `regs[k][i]`, kept once built."""
+    (see Machine), `views[k, i]` the view `regs[k][i]`, kept once built; `tmp` (uint32) and
+    `tmp_f` (its float32 view): one register's worth of scratch a step may compute into
+    (intermediates without allocations; nothing survives the step)."""
 
-    __slots__ = ("regs", "s1", "w", "scc", "dirty_v", "views")
+    __slots__ = ("regs", "s1", "w", "scc", "dirty_v", "views", "tmp", "tmp_f")
 
     def __init__(self, m: "Machine", idx: slice, n: int) -> None:
         V = m.V[:, idx]
@@ -272,6 +274,8 @@ class Planes:
         self.scc = m.SCC
         self.dirty_v = m.dirty_v
         self.views = RegisterViews(self.regs)
+        self.tmp = np.empty((n, 32), dtype=np.uint32)
+        self.tmp_f = self.tmp.view(np.float32)
 
 
 class RegisterViews(dict):  # type: ignore[type-arg]

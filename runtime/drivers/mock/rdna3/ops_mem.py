@@ -259,11 +259,12 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
                 generic(g)
                 return
         words, base = got
-        idx = off >> u32(2)
         if base:
-            np.add(idx, u32(base), out=idx)
+            words = words[base:]   # (a view: cheaper than adding base to every index)
+        # The word indices go to the wave set's scratch register: the gather may overwrite
+        # the address register.
+        idx = np.right_shift(off, 2, out=P.tmp)
         if load:
-            # (idx is a new array: the gather may overwrite the address register)
             dv = P.dirty_v
             for j in range(ndw):
                 dv.add(vdst + j)
@@ -408,17 +409,29 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     except PageFault:
         return False
     srcs, cmps = pick(A[0, vdata].tolist()[0]), pick(A[0, vdata + 1].tolist()[0])
-    dst = A[0, vdst]
-    out = dst.tolist()[0]
     cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
-    for ln, src, cmp in zip(lanes, srcs, cmps):
-        out[ln] = cur
-        if cmp == cur:
-            cur = src
+    # Lane after lane, each returns the current value and swaps where its compare value
+    # matches; the matching lanes are found with tuple.index (the search runs in C), the
+    # returned values built as runs of one value.
+    vals: list[int] = []
+    i = 0
+    while i < n:
+        try:
+            k = cmps.index(cur, i)
+        except ValueError:
+            vals += [cur] * (n - i)
+            break
+        vals += [cur] * (k + 1 - i)
+        cur = srcs[k]
+        i = k + 1
     _U32.pack_into(data, at, cur)  # type: ignore[arg-type]
     if want:
         P.dirty_v.add(vdst)
-        dst[0] = out
+        dst = A[0, vdst]
+        if n == 32:
+            dst[0] = vals
+        else:
+            dst[g.exec] = vals   # the active lanes, in lane order
     return True
 
 

@@ -339,9 +339,13 @@ def _sopc(inst: Inst) -> Callable[[WaveSet], None]:
 
     def run(g: WaveSet) -> None:
         g.set_scc(pred(a(g), b(g))[1])
+    flip = 0x80000000 if signed else 0
+
+    def pred_int(x: int, y: int) -> tuple[None, bool]:
+        return None, cmp(x ^ flip, y ^ flip)
     if w == 32:
         return fast_salu.scalar_step([(inst.f["ssrc0"], parts[3]), (inst.f["ssrc1"], parts[3])],
-                                     inst.literal, None, pred, run)
+                                     inst.literal, None, pred, run, int_fn=pred_int)
     return run
 
 
@@ -358,9 +362,11 @@ def _sopk(inst: Inst) -> Step:
     if name == "s_movk_i32":
         v = np.array(simm & 0xFFFFFFFF, dtype=u32)
         vs = u32(simm & 0xFFFFFFFF)
+        vi = simm & 0xFFFFFFFF
         return Step(NEXT, fast_salu.scalar_step(
             [], None, dst, lambda: (vs, None),
-            lambda g: g.set_s(dst, np.broadcast_to(v, (g.n,)))), inst)
+            lambda g: g.set_s(dst, np.broadcast_to(v, (g.n,))), int_fn=lambda: (vi, None)),
+            inst)
     if name == "s_cmovk_i32":
         v = np.array(simm & 0xFFFFFFFF, dtype=u32)
         return Step(NEXT, lambda g: g.set_s(dst, np.where(g.scc(), v, g.s(dst))), inst)
@@ -374,8 +380,10 @@ def _sopk(inst: Inst) -> Step:
 
         def cmpk(a: np.ndarray) -> tuple[None, np.ndarray]:
             return None, cmp(a ^ flip, ks)
+        flip_i, ks_i = int(flip), int(ks)
         return Step(NEXT, fast_salu.scalar_step(
-            [(dst, "b32")], None, None, cmpk, lambda g: g.set_scc(cmpk(g.s(dst))[1])), inst)
+            [(dst, "b32")], None, None, cmpk, lambda g: g.set_scc(cmpk(g.s(dst))[1]),
+            int_fn=lambda a: (None, cmp(a ^ flip_i, ks_i))), inst)
     if name == "s_addk_i32":
         k = np.array(simm & 0xFFFFFFFF, dtype=u32)
         ks = u32(simm & 0xFFFFFFFF)
@@ -389,13 +397,17 @@ def _sopk(inst: Inst) -> Step:
         def addk1(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             d = a + ks
             return d, _ovf_add(a, ks, d)
-        return Step(NEXT, fast_salu.scalar_step([(dst, "b32")], None, dst, addk1, addk), inst)
+        ki = simm & 0xFFFFFFFF
+        return Step(NEXT, fast_salu.scalar_step([(dst, "b32")], None, dst, addk1, addk,
+                                                int_fn=lambda a: fast_salu.add_i32(a, ki)), inst)
     if name == "s_mulk_i32":
         k = np.array(simm & 0xFFFFFFFF, dtype=u32)
         ks = u32(simm & 0xFFFFFFFF)
+        ki = simm & 0xFFFFFFFF
         return Step(NEXT, fast_salu.scalar_step(
             [(dst, "b32")], None, dst, lambda a: (a * ks, None),
-            lambda g: g.set_s(dst, g.s(dst) * k)), inst)
+            lambda g: g.set_s(dst, g.s(dst) * k),
+            int_fn=lambda a: ((a * ki) & 0xFFFFFFFF, None)), inst)
     if name == "s_getreg_b32":
         # Hardware registers (MODE, HW_ID ...): the mock reports zeros, i.e. round-to-nearest,
         # which is what numpy implements.
@@ -564,7 +576,8 @@ def _sop1(inst: Inst) -> Step:
             g.set_scc(scc)
     if src_w == width(sig.dst) == 32:
         return Step(NEXT, fast_salu.scalar_step([(src, sig.srcs[0] if sig.srcs else "b32")],
-                                                inst.literal, dst, fn, run), inst)
+                                                inst.literal, dst, fn, run,
+                                                int_fn=fast_salu.INT_SOP1.get(name)), inst)
     return Step(NEXT, run, inst)
 
 
@@ -636,7 +649,8 @@ def _sop2(inst: Inst) -> Step:
     if width(sig.dst) == width(sig.srcs[0]) == width(sig.srcs[1]) == 32:
         return Step(NEXT, fast_salu.scalar_step(
             [(f["ssrc0"], sig.srcs[0]), (f["ssrc1"], sig.srcs[1])], inst.literal, f["sdst"], fn,
-            run, reads_scc=True), inst)
+            run, reads_scc=True, int_fn=fast_salu.INT_SOP2.get(name),
+            int_reads_scc=name in fast_salu.SOP2_READS_SCC), inst)
     return Step(NEXT, run, inst)
 
 

@@ -211,7 +211,9 @@ def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
 
     def write(g: WaveSet, mask: np.ndarray) -> None:
         if not g.exec_full:
-            mask = mask & g.exec
+            # (a compare's result is a fresh array: masked in place)
+            mask = np.logical_and(mask, g.exec, out=mask) if mask.base is None and \
+                mask.shape == g.exec.shape else mask & g.exec
         if is_x:
             # v_cmpx (gfx10+) writes EXEC only.
             g.set_lanes(126, np.broadcast_to(mask, (g.n, 32)).copy())
@@ -633,6 +635,12 @@ def _vopd_half(inst: Inst, name: str, vdst: int, s0: int, vs1: int):
     return compute, write
 
 
+# VOPD halves whose lane function is this ufunc on (src0, vsrc1): computed into the register
+_VOPD_UFUNC = {"v_dual_add_nc_u32": np.add, "v_dual_and_b32": np.bitwise_and,
+               "v_dual_add_f32": np.add, "v_dual_mul_f32": np.multiply,
+               "v_dual_sub_f32": np.subtract}
+
+
 # VOPD halves that read their destination (the accumulator).
 _VOPD_ACC = frozenset({"v_dual_fmac_f32", "v_dual_dot2acc_f32_f16", "v_dual_dot2acc_f32_bf16"})
 
@@ -669,7 +677,8 @@ def _compile_vopd(inst: Inst) -> Exec:
     for name, vdst, s0, vs1 in (x_args, y_args):
         t, fn = _VOPD_FN[name]
         halves.append(fast_valu.VopdHalf(t, fn, name in _VOPD_ACC, vdst, s0, vs1,
-                                         move=name == "v_dual_mov_b32"))
+                                         move=name == "v_dual_mov_b32",
+                                         ufunc=_VOPD_UFUNC.get(name)))
     return fast_valu.vopd(inst, halves[0], halves[1], clash, run)
 
 

@@ -10,7 +10,7 @@ module also runs as a whole (what `__materialize_all__` does). The index at the 
 statement is.
 """
 
-from ctypes import POINTER, c_int32, c_uint32
+from ctypes import c_int32, c_uint32
 import bindgen_rt as _rt
 from bindgen_rt import _c_arg, _c_op, _c_ret
 
@@ -43,13 +43,13 @@ class node(_rt.Struct):
 leaf._layout_(size=4, align=4, fields=[
     ('a', c_uint32, 0, 3, False),  # bits 0..2 (byte 0)
     ('b', c_int32, 3, 5, True),  # bits 3..7 (byte 0)
-], pointee=True)
+])
 
 node._layout_(size=24, align=8, fields=[
-    ('next', POINTER(node), 0),  # byte 0
-    ('first', POINTER(leaf), 64),  # byte 8
+    ('next', _rt.ptr(node), 0),  # byte 0
+    ('first', _rt.ptr(leaf), 64),  # byte 8
     ('v', c_int32, 128),  # byte 16
-], pointee=True)
+])
 
 
 # ---- constants (object-like macros)
@@ -66,12 +66,12 @@ def LEAF_OF(x):
         else _c_ret(_c_op('&', _c_arg(x), (LEAF_MASK, 32, True)))
     )
 # bindgen-index: NAME LINE OFFSET LENGTH (bytes) of each statement, for bindgen_rt.lazy
-#@ __header__ 13 541 115
-#@ leaf 24 841 105
-#@ node 32 949 149
-#@ LEAF_MASK 57 1586 32
-#@ LEAF_OF 62 1650 189
+#@ __header__ 13 541 106
+#@ leaf 24 832 105
+#@ node 32 940 149
+#@ LEAF_MASK 57 1549 32
+#@ LEAF_OF 62 1613 189
 
 # bindgen-index layouts
-#@ leaf 43 1197 166
-#@ node 48 1365 179
+#@ leaf 43 1188 152
+#@ node 48 1342 165

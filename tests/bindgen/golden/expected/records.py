@@ -5,7 +5,7 @@
 # regenerate with: bindgen regen records
 """bindings for records."""
 
-from ctypes import CFUNCTYPE, POINTER, c_char, c_int32, c_uint16, c_uint32, c_uint64, c_void_p
+from ctypes import CFUNCTYPE, c_char, c_int32, c_uint16, c_uint32, c_uint64, c_void_p
 import bindgen_rt as _rt
 
 TYPE_CHECKING = False
@@ -66,7 +66,7 @@ u64 = c_uint64
 # ---- layouts, as clang placed them: (name, C type, bit offset[, width, signed[, anonymous]])
 
 handle_t._layout_(size=24, align=8, fields=[
-    ('ctx', POINTER(opaque_ctx), 0),  # byte 0
+    ('ctx', _rt.ptr(opaque_ctx), 0),  # byte 0
     ('user', c_void_p, 64),  # byte 8
     ('callback', CFUNCTYPE(c_int32, c_int32, c_void_p), 128),  # byte 16
 ])
@@ -84,7 +84,7 @@ queue_desc._layout_(size=64, align=8, fields=[
     ('delta', c_int32, 103, 5, True),  # bits 103..107 (byte 12): signed
     # byte 16, anonymous: its fields are promoted
     ('_anon5', queue_desc_anon0, 128, None, False, True),
-    ('next', POINTER(queue_desc), 192),  # byte 24
+    ('next', _rt.ptr(queue_desc), 192),  # byte 24
     ('name', (c_char * 16), 256),  # byte 32
     ('regs', (u32 * 4), 384),  # byte 48
-], pointee=True)
+])
