@@ -10,7 +10,8 @@ import sys
 import types
 from collections.abc import Sequence
 
-from bindgen_rt.lazy import INDEX_MARK, LAYOUTS_MARK
+from bindgen_rt.lazy import INDEX_MARK, LAYOUTS_MARK, NotInParts
+from bindgen_rt.lazy import compile_in_parts as _parts
 from bindgen_rt.placement import _bit_position
 
 from . import ir
@@ -39,51 +40,15 @@ def load_module_text(
     return mod
 
 
-# Where a part may end: before a line that starts a top-level statement (not indented, not a
-# comment, not a closing bracket). A line like that inside a string or brackets, or one that
-# continues a compound statement (``else:``, a decorated ``def``), makes a part that does not
-# compile, and then the text is compiled whole.
-_PART_BREAK = re.compile(r"\n(?=[^\s#)\]}])")
-_PART_CHARS = 1 << 16
-
-
 def compile_in_parts(src: str | bytes, filename: str) -> list[types.CodeType]:
-    """``src`` compiled as consecutive runs of whole top-level statements of about 64 KB each,
-    each code object with the line numbers it has in the whole text. Executed in order in one
-    namespace, they do what the whole does. CPython's parser and compiler hold the syntax tree
-    and tokens of everything they compile at once, about 90 bytes per byte of source (a module
-    of 50,000 records: over a gigabyte); in parts, that is bounded by one part.
-
-    A syntax error is raised as compiling the whole text raises it (same message and line)."""
+    """``src`` compiled as consecutive runs of whole top-level statements
+    (:func:`bindgen_rt.lazy.compile_in_parts`), or whole where it does not split that way, so a
+    syntax error is raised as compiling the whole text raises it (same message and line)."""
     text = src.decode("utf-8", "surrogateescape") if isinstance(src, bytes) else src
-    if len(text) <= _PART_CHARS or "__future__" in text:
-        # future statements change how everything after them compiles: the text stays whole
+    try:
+        return list(_parts(text, filename))
+    except NotInParts:
         return [compile(src, filename, "exec")]
-    parts: list[types.CodeType] = []
-    start, line = 0, 0
-    while start < len(text):
-        m = _PART_BREAK.search(text, start + _PART_CHARS)
-        end = m.end() if m else len(text)
-        try:
-            code = compile(text[start:end], filename, "exec")
-        except (SyntaxError, ValueError):
-            return [compile(src, filename, "exec")]
-        if parts and "__doc__" in code.co_names:
-            # a part starting with a string literal would set the module's docstring
-            return [compile(src, filename, "exec")]
-        parts.append(_shifted(code, line) if line else code)
-        line += text.count("\n", start, end)
-        start = end
-    return parts
-
-
-def _shifted(code: types.CodeType, lines: int) -> types.CodeType:
-    """``code`` (and the code it contains) as if its text started ``lines`` lines further down:
-    line tables count from ``co_firstlineno``."""
-    consts = tuple(
-        _shifted(c, lines) if isinstance(c, types.CodeType) else c for c in code.co_consts
-    )
-    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=consts)
 
 
 # A statement valid by its form: NAME = <decimal or hex integer>, perhaps with a trailing comment

@@ -15,7 +15,9 @@ Materialising a name first materialises what it refers to, with an explicit stac
 ten thousand records, each embedding the next, does not recurse). A record is declared (its
 ``class`` statement) before anything it refers to is touched and laid out after, so records that
 point at each other resolve in any order. :meth:`LazyModule.materialize_all` imports the
-definitions module as a whole (from its bytecode cache) when nothing was materialised yet.
+definitions module as a whole (from its bytecode cache) when nothing was materialised yet; where
+there is no bytecode and none may be written, it runs the file in parts of whole statements,
+so memory is bounded by a part rather than the whole file's syntax tree.
 """
 
 import os
@@ -25,7 +27,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import CodeType
-    from typing import Any
+    from typing import Any, Iterator
 
 # Statements compile as the file runs as a whole: without ``from __future__ import annotations``
 # (importing ``__future__`` costs a fresh interpreter more than a small module's body), so
@@ -260,16 +262,45 @@ class LazyModule:
         """Every definition, now, by running the definitions module as a whole (from its bytecode
         cache: the cheapest way). When nothing was made yet it is simply imported; otherwise it
         runs in the namespace that holds what was handed out, whose objects it keeps (a statement
-        never replaces a name that exists, and laying out a record again is a no-op)."""
-        if self._g is None and not self.in_memory and self.name not in sys.modules:
+        never replaces a name that exists, and laying out a record again is a no-op). Where that
+        would compile the file and keep no bytecode, it runs in parts instead
+        (:func:`compile_in_parts`)."""
+        in_parts = not self.in_memory and self._compiles_without_cache()
+        if self._g is None and not in_parts and self.name not in sys.modules:
             import importlib
 
             self._g = importlib.import_module(self.name).__dict__
         g = self.module()
         if any(name not in g for name in self.names()):
-            exec(self._whole_code(), g, _Keep(g))  # type: ignore[arg-type]
+            if in_parts:
+                self._run_in_parts(g)
+            else:
+                exec(self._whole_code(), g, _Keep(g))  # type: ignore[arg-type]
         for name in self.names():
             self.stub[name] = g[name]
+
+    def _compiles_without_cache(self) -> bool:
+        """Whether running the whole file would compile it and keep no bytecode for next time
+        (writing bytecode is off and none is there): then it is compiled in parts, so memory
+        stays bounded by a part rather than the whole file's syntax tree."""
+        if not sys.dont_write_bytecode:
+            return False
+        from importlib.util import cache_from_source
+
+        try:
+            return not os.path.exists(cache_from_source(self.file))
+        except (NotImplementedError, ValueError):
+            return True
+
+    def _run_in_parts(self, g: "dict[str, Any]") -> None:
+        """Runs the definitions file part after part in ``g`` (existing names kept, as a whole
+        run keeps them); a file that does not split into parts runs whole."""
+        keep = _Keep(g)
+        try:
+            for code in compile_in_parts(self.text().decode("utf-8"), self.file):
+                exec(code, g, keep)  # type: ignore[arg-type]
+        except NotInParts:
+            exec(self._whole_code(), g, keep)  # type: ignore[arg-type]
 
     def _whole_code(self) -> "CodeType":
         """The definitions module's code object (its bytecode cache when there is one)."""
@@ -281,6 +312,53 @@ class LazyModule:
                 raise ImportError(f"{self.file}: no code")
             return code
         return compile(self.text(), self.file, "exec", _COMPILE_FLAGS, True)
+
+
+class NotInParts(ValueError):
+    """The text does not compile as separate runs of statements (see :func:`compile_in_parts`)."""
+
+
+# A top-level statement starts a line with something other than white space, a comment or a
+# closing bracket (the end of a statement that spans lines).
+_NOT_STATEMENT_START = frozenset(" \t\n\r\x0b\x0c#)]}")
+_PART_CHARS = 1 << 16
+
+
+def compile_in_parts(text: str, filename: str) -> "Iterator[CodeType]":
+    """``text`` compiled as consecutive runs of whole top-level statements of about 64 KB each,
+    each code object with the line numbers it has in the whole text; executed in order in one
+    namespace, they do what the whole does. CPython's parser and compiler hold the syntax tree and
+    tokens of everything they compile at once, about 90 bytes per byte of source (a module of
+    50,000 records: over a gigabyte); in parts, that is bounded by one part, and a part's code
+    can be dropped once it ran.
+
+    Raises :class:`NotInParts` (before the first part, or at the part concerned) where the text
+    must be compiled whole: a future statement (it changes how everything after it compiles), a
+    part that does not compile alone, or a later part starting with a string literal (it would
+    set the module's docstring)."""
+    if len(text) > _PART_CHARS and "__future__" in text:
+        raise NotInParts("a future statement")
+    start, line = 0, 0
+    while start < len(text):
+        end = len(text)
+        at = start + _PART_CHARS
+        while at < len(text):
+            at = text.find("\n", at)
+            if at < 0 or at + 1 >= len(text):
+                break
+            if text[at + 1] not in _NOT_STATEMENT_START:
+                end = at + 1
+                break
+            at += 1
+        try:
+            code = compile(text[start:end], filename, "exec", _COMPILE_FLAGS, True)
+        except (SyntaxError, ValueError) as e:
+            raise NotInParts(f"a part does not compile alone: {e}") from None
+        if start and "__doc__" in code.co_names:
+            raise NotInParts("a part would set the module's docstring")
+        yield _shift(code, line) if line else code
+        line += text.count("\n", start, end)
+        start = end
 
 
 class _Keep:

@@ -1,5 +1,7 @@
-"""The generator compiles rendered modules in parts (``bindgen.layout.compile_in_parts``): the
-parts must do what the whole does, keep every line number, and fail as the whole fails."""
+"""The generator compiles rendered modules in parts (``bindgen.layout.compile_in_parts``, over
+``bindgen_rt.lazy.compile_in_parts``, which a lazy module also uses to run its definitions without
+bytecode): the parts must do what the whole does, keep every line number, and fail as the whole
+fails."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import traceback
 
 import pytest
 
-from bindgen import layout
+import bindgen_rt.lazy as lazy_rt
 from bindgen.layout import compile_in_parts
 
 
@@ -29,7 +31,7 @@ def _run(parts) -> dict:
 
 
 def test_parts_do_what_the_whole_does_at_the_same_lines(monkeypatch):
-    monkeypatch.setattr(layout, "_PART_CHARS", 512)
+    monkeypatch.setattr(lazy_rt, "_PART_CHARS", 512)
     src = _module(300)
     parts = compile_in_parts(src, "m.py")
     assert len(parts) > 10
@@ -52,7 +54,7 @@ def test_parts_do_what_the_whole_does_at_the_same_lines(monkeypatch):
     "def g():\n    pass\n  bad_indent = 1\n",
 ])
 def test_a_syntax_error_is_the_one_compiling_the_whole_gives(monkeypatch, tail):
-    monkeypatch.setattr(layout, "_PART_CHARS", 512)
+    monkeypatch.setattr(lazy_rt, "_PART_CHARS", 512)
     src = _module(100) + tail
     with pytest.raises(SyntaxError) as whole:
         compile(src, "m.py", "exec")
@@ -70,7 +72,7 @@ def test_a_syntax_error_is_the_one_compiling_the_whole_gives(monkeypatch, tail):
     '"""doc"""\nA = 1\n' + "'not a docstring'\nB = 2\n" * 60,
 ])
 def test_statements_that_cannot_be_split_compile_as_the_whole(monkeypatch, src):
-    monkeypatch.setattr(layout, "_PART_CHARS", 64)
+    monkeypatch.setattr(lazy_rt, "_PART_CHARS", 64)
 
     def seen(g: dict) -> dict:
         return {k: (v.__name__, v.__code__.co_firstlineno) if callable(v) else v
@@ -80,7 +82,7 @@ def test_statements_that_cannot_be_split_compile_as_the_whole(monkeypatch, src):
 
 
 def test_a_future_import_keeps_the_text_whole(monkeypatch):
-    monkeypatch.setattr(layout, "_PART_CHARS", 64)
+    monkeypatch.setattr(lazy_rt, "_PART_CHARS", 64)
     src = "from __future__ import annotations\n" + "def f(x: Undefined) -> None:\n    pass\n" * 40
     parts = compile_in_parts(src, "m.py")
     assert len(parts) == 1

@@ -271,6 +271,45 @@ def test_a_big_module_imports_in_time_and_memory_proportional_to_its_records(tmp
     assert ratio <= 1.6, f"import took {ratio:.2f} times as long as {n} plain records"
 
 
+def test_a_big_lazy_module_made_whole_without_bytecode_stays_bounded_in_memory(tmp_path):
+    """A lazy module's ``__materialize_all__`` ran its definitions file whole: without bytecode
+    (none there and none to be written), compiling 20,000 chained records held the whole file's
+    syntax tree, 28 KB a record. Where no bytecode would be kept it now runs in parts."""
+    import subprocess
+    import sys
+
+    from .conftest import write_spec
+
+    n = 20_000
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "h.h").write_text("struct s0 { int v; };\n" + "".join(
+        f"struct s{i} {{ struct s{i - 1} *prev; int v; long w; }};\n" for i in range(1, n)))
+    write_spec(tmp_path / "specs", {"chain": {"headers": ["src:h.h"], "lazy": True}},
+               sources={"src": {"kind": "system", "path": str(src), "package": "p"}})
+    _peak_kb("""
+        from bindgen.cli import main
+        assert main(["--specs", "specs", "--out", "gen", "--package", "gen", "regen", "--jobs",
+                     "1", "--cache", "cache"]) == 0
+    """, tmp_path)
+    code = f"""
+import resource, sys
+sys.path.insert(0, ".")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+import gen.testgrp.chain as m
+m.__materialize_all__()
+assert m.s{n - 1}.__bindgen_size__ == 24
+print("peak", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    per_record = int(r.stdout.split("peak")[-1]) / n
+    assert per_record <= 10, f"made whole at {per_record:.1f} KB a record"
+    assert not (tmp_path / "gen" / "testgrp" / "__pycache__").exists()
+
+
 # ---------------------------------------------------------------- header bytes and sysfs text
 
 

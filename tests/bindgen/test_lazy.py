@@ -86,3 +86,64 @@ def test_materialize_all_keeps_what_was_handed_out(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True"
+
+
+PARTS = """
+import ctypes, importlib, json, sys
+sys.path.insert(0, ".")
+import bindgen_rt.lazy as L
+in_parts = sys.argv[1] == "parts"
+sys.dont_write_bytecode = in_parts  # else the whole file is compiled (and its bytecode written)
+L._PART_CHARS = 2048
+parts = []
+real = L.compile_in_parts
+def counting(text, filename):
+    for code in real(text, filename):
+        parts.append(code.co_firstlineno)
+        yield code
+L.compile_in_parts = counting
+stub = importlib.import_module("gen.testgrp.parts")
+early = stub.s5
+stub.__materialize_all__()
+assert stub.s5 is early  # what was handed out is kept
+out = {}
+for n in stub._LAZY.names():
+    v = getattr(stub, n)
+    if isinstance(v, int):
+        out[n] = int(v)
+    elif isinstance(v, type) and hasattr(v, "__bindgen_size__"):
+        out[n] = [ctypes.sizeof(v), [(f[0], f[1].__name__) for f in v.__bindgen_fields__]]
+    elif callable(v) and hasattr(v, "__code__"):
+        out[n] = [v.__code__.co_firstlineno, v(3)]
+print(json.dumps([len(parts), out], sort_keys=True))
+"""
+
+
+def test_materialize_all_without_bytecode_runs_the_definitions_in_parts(tmp_path: Path) -> None:
+    """Where no bytecode would be kept, a lazy module's definitions run in parts (the whole
+    file's syntax tree held at once took 28 KB a record): the same objects, at the same lines."""
+    from .conftest import write_spec
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "h.h").write_text("struct s0 { int v; };\n" + "".join(
+        f"struct s{i} {{ struct s{i - 1} *prev; int v; }};\n#define M{i} ({i} << 2)\n"
+        f"#define F{i}(x) ((x) + {i})\nenum e{i} {{ E{i}_A = {i} }};\n" for i in range(1, 60)))
+    write_spec(tmp_path / "specs", {"parts": {"headers": ["src:h.h"], "lazy": True}},
+               sources={"src": {"kind": "system", "path": str(src), "package": "p"}})
+    from bindgen.cli import main
+
+    assert main(["--specs", str(tmp_path / "specs"), "--out", str(tmp_path / "gen"),
+                 "--package", "gen", "regen", "--jobs", "1", "--cache",
+                 str(tmp_path / "cache")]) == 0
+    got = {}
+    for how in ("parts", "whole"):
+        env = {k: v for k, v in __import__("os").environ.items()
+               if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pyc")
+        r = subprocess.run([sys.executable, "-c", PARTS, how], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[how] = json.loads(r.stdout)
+    assert got["parts"][0] > 10 and got["whole"][0] == 0
+    assert got["parts"][1] == got["whole"][1] and len(got["parts"][1]) > 200

@@ -136,6 +136,12 @@ def test_a_pointer_field_is_made_on_first_use_and_is_then_ctypes_own():
     s.p = None
     assert not s.p
     assert S(2, ctypes.pointer(t)).p.contents.v == 7  # positional, through ctypes' constructor
+    # a C function declared with POINTER(T) (argtypes) takes the field's value as it is
+    read = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.POINTER(T))(lambda p: p.contents.v)
+    s.p = ctypes.pointer(t)
+    assert read(s.p) == 7
+    with pytest.raises(ctypes.ArgumentError):
+        read(ctypes.pointer(s))
 
 
 @pytest.mark.parametrize("first", ["class", "instance", "write"])
