@@ -20,6 +20,7 @@ from runtime.drivers.mock.rdna3 import KernelFault, PageFaultError, fast_salu, m
 
 from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
                              _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
+from .test_rdna3_gds import assemble_labels
 from .test_rdna3_kernels import round_f32
 from .rdna3_device import RawDevice
 
@@ -471,3 +472,58 @@ def test_vopd_halves_computed_in_place_match_general_path(monkeypatch, asm, wave
         fast, slow = both_paths(monkeypatch, "v_mov_b32 v4, 5\nv_mov_b32 v5, 6\n" + asm, x, y,
                                 waves)
         np.testing.assert_array_equal(fast, slow)
+
+
+_BOUND_LOOP = """
+s_mov_b32 s10, 0
+v_mov_b32 v2, v1
+v_mov_b32 v5, v3
+loop:
+v_add_nc_u32 v2, v2, v3
+v_lshlrev_b32 v4, 3, v2
+v_xor_b32 v2, v4, v2
+v_mul_hi_u32 v6, v2, v5
+v_add3_u32 v2, v2, v6, s10
+v_mov_b32 v7, v2
+s_add_i32 s10, s10, 1
+{middle}
+v_add_nc_u32 v2, v2, v7
+s_nop 1
+v_mul_hi_i32 v7, 0x5d9f7391, v2
+v_xor_b32 v2, v2, v7
+s_cmp_lg_u32 s10, 6
+s_cbranch_scc1 loop
+"""
+
+
+@pytest.mark.parametrize("waves", [1, 8])
+@pytest.mark.parametrize("middle", [
+    "",
+    # a lane mask unpacked mid-block (then read by a VALU op and an SALU op)
+    "v_cmp_gt_u32 vcc_lo, 8, v0\nv_cndmask_b32 v2, v2, v7, vcc_lo\ns_and_b32 s11, vcc_lo, s10",
+    # EXEC narrowed mid-block and restored later in the same block
+    "s_mov_b32 exec_lo, 0xffff00f0\ns_nop 0\nv_add_nc_u32 v2, 5, v2\n"
+    "s_delay_alu instid0(VALU_DEP_1)\ns_mov_b32 exec_lo, -1",
+    # EXEC narrowed by a VALU compare until the loop's next pass (NOPs after it count the
+    # narrowed EXEC)
+    "v_cmpx_lt_u32 v0, 20\ns_nop 0\ns_nop 1",
+], ids=["plain", "lane-mask", "exec-sgpr", "cmpx"])
+def test_blocks_bound_to_a_wave_set_match_general_path(monkeypatch, middle, waves):
+    """A loop's straight-line block runs bound to the wave set's registers from its second
+    pass on (its plain VALU ops one numpy call each): the same bits and the same lane counts
+    as the general path, also where EXEC or a lane mask changes inside the block (the rest of
+    it then runs step by step)."""
+    code = assemble_labels(PROLOGUE + _BOUND_LOOP.format(middle=middle) +
+                           "s_mov_b32 exec_lo, -1\n" + EPILOGUE)
+    x, y = _ints(np.random.default_rng(4))
+
+    def run() -> tuple[np.ndarray, int, int]:
+        dev = RawDevice()
+        vo = dev.alloc(4 * 32 * waves)
+        vx, vy = dev.upload(x[:32 * waves]), dev.upload(y[:32 * waves])
+        st = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32,
+                                   vy & 0xFFFFFFFF, vy >> 32], (waves,), (32,))
+        return dev.download(vo, 32 * waves, u32), st.wave_instructions, st.lane_instructions
+    (fast, fw, fl), (slow, sw, sl) = _run_both(monkeypatch, run)
+    np.testing.assert_array_equal(fast, slow)
+    assert (fw, fl) == (sw, sl)

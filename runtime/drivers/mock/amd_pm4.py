@@ -279,11 +279,11 @@ class PM4Processor(QueueProcessor):
         index = body[0] & 0xFFFF
         if n < 1 or index + n > self._sh_index_end:
             self._set_sh_reg(body, where)  # raises, naming what is wrong
-        base = index + self._sh_base
-        if n == 1:
-            self.sh[base] = body[1]
-        else:
-            self.sh.update(zip(range(base, base + n), body[1:]))
+        i = index + self._sh_base
+        sh = self.sh
+        for v in body[1:]:
+            sh[i] = v
+            i += 1
         return True
 
     def _h_dispatch_direct(self, body: list[int], where: str, in_ib: bool) -> bool:

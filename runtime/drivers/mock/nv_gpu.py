@@ -58,6 +58,34 @@ _M32 = 0xFFFFFFFF
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
+
+def _span(f: tuple[int, int]) -> tuple[int, int]:
+    """(shift, mask) of the bit range `f` = (hi, lo): what `fget` computes at every call."""
+    return f[1], (1 << (f[0] - f[1] + 1)) - 1
+
+
+# Fields and methods a channel decodes for every GPFIFO entry and semaphore, read from the class
+# module once (each is a look-up by name there).
+_GP_GET = _span(cl.NVC56F_GP_ENTRY0_GET)
+_GP_GET_HI = _span(cl.NVC56F_GP_ENTRY1_GET_HI)
+_GP_LENGTH = _span(cl.NVC56F_GP_ENTRY1_LENGTH)
+_SEM_LO, _SEM_HI = _span(cl.NVC56F_SEM_ADDR_LO_OFFSET), _span(cl.NVC56F_SEM_ADDR_HI_OFFSET)
+_SEM_DATA = {cl.NVC56F_SEM_ADDR_LO: 0, cl.NVC56F_SEM_ADDR_HI: 1, cl.NVC56F_SEM_PAYLOAD_LO: 2,
+             cl.NVC56F_SEM_PAYLOAD_HI: 3}
+_SEM_EXECUTE = cl.NVC56F_SEM_EXECUTE
+_SEM_FORMS_KEPT = 64  # distinct SEM_EXECUTE data dwords a channel remembers
+
+
+def _sem_form(data: int) -> tuple[int, bool, bool, bool]:
+    """What a SEM_EXECUTE data dword asks: (operation, 64-bit payload, wait for the engine to
+    go idle first (an acquire, or a release with RELEASE_WFI), timestamped release)."""
+    op = fget(cl.NVC56F_SEM_EXECUTE_OPERATION, data)
+    release = op == cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE
+    return (op, fget(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, data)
+            == cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT,
+            not release or bool(fget(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI, data)),
+            release and bool(fget(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, data)))
+
 # QMD version -> (field prefix, size in bytes, max SM config). Independent of the driver's QMD
 # classes on purpose: the mock checks what the driver wrote. Which version a GPU reads, and its
 # classes, come from its generation record (runtime/drivers/nv/generation.py), as RM's class list
@@ -265,6 +293,8 @@ class MockChannel:
     methods_run: int = 0
     # (GP_GET, segment position, GP_PUT) when the ring was last read ahead (host_races)
     _scanned: tuple[int, int, int] = (-1, -1, -1)
+    # SEM_EXECUTE data dword -> `_sem_form` of it (a droppable cache)
+    _sem_forms: dict[int, tuple[int, bool, bool, bool]] = field(default_factory=dict)
 
     def complete_grids(self) -> None:
         """Completes the launched grids: their QMD releases (four-word structures: the payload and
@@ -304,9 +334,9 @@ class MockChannel:
                         return progress
                     entry = _U64.unpack_from(self.ring, self.gp_get * 8)[0]  # type: ignore
                     e1 = entry >> 32
-                    va = fget(cl.NVC56F_GP_ENTRY0_GET, entry & _M32) << 2 \
-                        | fget(cl.NVC56F_GP_ENTRY1_GET_HI, e1) << 32
-                    n = fget(cl.NVC56F_GP_ENTRY1_LENGTH, e1)
+                    va = ((entry & _M32) >> _GP_GET[0] & _GP_GET[1]) << 2 \
+                        | (e1 >> _GP_GET_HI[0] & _GP_GET_HI[1]) << 32
+                    n = e1 >> _GP_LENGTH[0] & _GP_LENGTH[1]
                     if n == 0:
                         raise ChannelFault(f"GPFIFO entry {self.gp_get} ({entry:#018x}) has "
                                            "length 0")
@@ -436,17 +466,19 @@ class MockChannel:
 
     # ------------------------------------------------------------------ host methods
     def _host(self, subc: int, mthd: int, data: int) -> None:
+        i = _SEM_DATA.get(mthd)
+        if i is not None:
+            self.sem[i] = data
+            return
+        if mthd == _SEM_EXECUTE:
+            self._sem_execute(data)
+            return
         if mthd == cl.NVC56F_SET_OBJECT:
             cls = fget(cl.NVC56F_SET_OBJECT_NVCLASS, data)
             if cls != self.engine_class:
                 raise ChannelFault(f"SET_OBJECT {cls:#x} on subchannel {subc}: the channel's "
                                    f"engine object is class {self.engine_class:#x}")
             self.subc_class[subc] = cls
-        elif mthd in (cl.NVC56F_SEM_ADDR_LO, cl.NVC56F_SEM_ADDR_HI, cl.NVC56F_SEM_PAYLOAD_LO,
-                      cl.NVC56F_SEM_PAYLOAD_HI):
-            self.sem[(mthd - cl.NVC56F_SEM_ADDR_LO) // 4] = data
-        elif mthd == cl.NVC56F_SEM_EXECUTE:
-            self._sem_execute(data)
         elif mthd == cl.NVC56F_WFI:
             self.complete_grids()
         elif mthd == cl.NVC56F_NON_STALL_INTERRUPT:
@@ -456,22 +488,23 @@ class MockChannel:
 
     def _sem_execute(self, data: int) -> None:
         lo, hi, plo, phi = self.sem
-        va = (fget(cl.NVC56F_SEM_ADDR_HI_OFFSET, hi) << 32) \
-            | (fget(cl.NVC56F_SEM_ADDR_LO_OFFSET, lo) << 2)
-        op = fget(cl.NVC56F_SEM_EXECUTE_OPERATION, data)
-        wide = fget(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, data) \
-            == cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT
+        va = (hi >> _SEM_HI[0] & _SEM_HI[1]) << 32 | (lo >> _SEM_LO[0] & _SEM_LO[1]) << 2
+        form = self._sem_forms.get(data)
+        if form is None:
+            if len(self._sem_forms) >= _SEM_FORMS_KEPT:
+                self._sem_forms.clear()
+            form = self._sem_forms[data] = _sem_form(data)
+        op, wide, after_idle, stamp = form
         if hi >> 25:
             raise ChannelFault(f"SEM_ADDR_HI {hi:#x} has bits above 24 set")
         if wide and va % 8:
             raise ChannelFault(f"64-bit semaphore at {va:#x} is not 8-byte aligned")
         payload = (phi << 32 | plo) if wide else plo
         mem = self.gpu.mem
-        if op != cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE or fget(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI,
-                                                                  data):
+        if after_idle:
             self.complete_grids()  # an acquire or a release after idle waits for the engine
         if op == cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE:
-            if fget(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, data):
+            if stamp:
                 if va % 16:
                     raise ChannelFault(f"timestamped semaphore at {va:#x} is not 16-byte aligned")
                 mem.write_u64(va + 8, self.gpu.clock_ns())
@@ -1000,6 +1033,9 @@ class MockNVGPU:
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
+                if races is not None and races.watching(race_key):  # it was queued
+                    ch.ptx.record()
+                    ch.ptx.recorded_whole = True
                 ch.ptx_dependents, ch.ptx_key = deps, race_key
                 self._run_slice(ch, race_key)  # raises the channel's blocked signal meanwhile
                 ch.dependents += deps
@@ -1047,10 +1083,11 @@ class MockNVGPU:
         except _Blocked:
             if races is not None:
                 races.gpu_wrote()
-                env = ptx.grid.env
+                env, rm = ptx.grid.env, ptx.recording
                 races.paused(key, f"kernel {ptx.grid.kern.name} (channel {ch.chid})",
                              pointers_among(self.mem, env.cb0[env.param_base:]), self.mem,
-                             (key[1],))
+                             (key[1],), None if rm is None else rm.written())
+                ptx.record()  # watched from now on: what its next slices write is its own
             raise
         except ChannelFault:
             if races is not None:
@@ -1058,7 +1095,10 @@ class MockNVGPU:
             raise
         if races is not None:
             races.gpu_wrote()
-            races.finished(key)
+            rm = ptx.recording
+            races.finished(key, None if rm is None or rm.unbounded or not ptx.recorded_whole
+                           else rm.ranges["read"] + rm.ranges["write"] + rm.ranges["atomic"],
+                           None if rm is None else rm.written())
 
     def watch_launch(self, ch: MockChannel, qmd_va: int) -> None:
         """A launch queued on `ch` behind a wait: host_races watches what its parameters point

@@ -19,6 +19,7 @@ functions: a Python call per operand costs about as much as the numpy work of a 
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from . import dpp, fp
 from .decode import NULL, VGPR0, Inst
-from .machine import F32_PLANE, I32_PLANE, SGPR_PLANES, U32_PLANE, WaveSet
+from .machine import F32_PLANE, I32_PLANE, SGPR_PLANES, U32_PLANE, Planes, WaveSet
 from .operands import DTYPES, const_bits
 from .valu_table import Convert
 
@@ -36,6 +37,25 @@ Operand = tuple[int, Any]
 CONST = -1
 PLANE = {"f32": F32_PLANE, "i32": I32_PLANE, "u32": U32_PLANE, "b32": U32_PLANE}
 _MODIFIERS = ("abs", "neg", "omod", "clamp", "opsel")
+
+
+# A step bound to one wave set's planes: fn(*args) does the step's work while EXEC has every
+# lane set and no SGPR the step reads holds an unpacked lane mask; the VGPRs it writes.
+Bound = tuple[Callable[..., Any], tuple[Any, ...], tuple[int, ...]]
+Binder = Callable[[Planes], Bound]
+# The binders of the steps below that reduce to one call (a droppable cache: a step without one
+# just runs as it is). The scheduler binds straight-line runs of them once per wave set, so a
+# one-wave loop's plain VALU op is one numpy call without the step's look-ups.
+_BINDERS: "weakref.WeakKeyDictionary[Callable[..., Any], Binder]" = weakref.WeakKeyDictionary()
+
+
+def binder(step_fn: Callable[..., Any]) -> Binder | None:
+    """How to bind a step function to a wave set's planes, if it can be."""
+    return _BINDERS.get(step_fn)
+
+
+def _operand_of(A: Any, k: int, i: Any) -> Any:
+    return A[k, i] if k >= 0 else i
 
 
 def is_plain(inst: Inst) -> bool:
@@ -101,20 +121,26 @@ _CONST_SHIFTS = {"v_lshlrev_b32": np.left_shift, "v_lshrrev_b32": np.right_shift
 
 
 def _mul_hi_into(wide: type) -> Callable[..., None]:
-    def run(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        p = np.multiply(a, b, dtype=wide)   # exact: a 32 x 32-bit product fits 64 bits
-        np.right_shift(p, 32, out=p)
-        out[...] = p
+    def run(a: np.ndarray, b: np.ndarray, out: np.ndarray, wide_tmp: np.ndarray) -> None:
+        # exact: a 32 x 32-bit product fits 64 bits; computed in the wave set's 64-bit scratch
+        # register (one operand widened there, the other by the ufunc)
+        t: np.ndarray = wide_tmp.view(wide)
+        t[...] = a
+        np.multiply(t, b, out=t)
+        np.right_shift(t, 32, out=t)
+        out[...] = t
     return run
 
 
-def _add3_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
+def _add3_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray,
+               wide_tmp: np.ndarray) -> None:
     np.add(a, b, out=out)
     np.add(out, c, out=out)
 
 
 # Integer ops of several numpy steps written straight into the destination register (the same
-# lane functions as valu_table's, without temporaries): name -> (sources, fn(*sources, out)).
+# lane functions as valu_table's, without temporaries): name -> (sources,
+# fn(*sources, out, the wave set's 64-bit scratch register)).
 _INTO: dict[str, tuple[int, Callable[..., None]]] = {
     "v_mul_hi_i32": (2, _mul_hi_into(np.int64)), "v_mul_hi_u32": (2, _mul_hi_into(np.uint64)),
     "v_add3_u32": (3, _add3_into)}
@@ -150,6 +176,8 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             A = P.views
             P.dirty_v.add(d)
             shift(A[k1, i1], amount, out=A[kd, d])
+        _BINDERS[run_shift] = lambda P: (shift, (P.views[k1, i1], amount, P.views[kd, d]),
+                                         (d,))
         return run_shift
     into = _INTO.get(inst.name)
     if into is not None and len(ops) == into[0] and all(PLANE[t] == kd for t in srcs) and \
@@ -169,10 +197,16 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             P.dirty_v.add(d)
             if n_ops == 2:
                 compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
-                             A[kd, d])
+                             A[kd, d], P.tmp64)
             else:
                 compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
-                             A[k2, i2] if k2 >= 0 else i2, A[kd, d])
+                             A[k2, i2] if k2 >= 0 else i2, A[kd, d], P.tmp64)
+
+        def bind_into(P: Planes) -> Bound:
+            A = P.views
+            srcs_now = [_operand_of(A, k, i) for k, i in ops]
+            return compute_into, (*srcs_now, A[kd, d], P.tmp64), (d,)
+        _BINDERS[run_into] = bind_into
         return run_into
     if len(ops) == 1 and isinstance(fn, Convert) and fn.dtype is DTYPES[dst]:
         # A plain cast: assigning into the destination plane casts the same way.
@@ -189,6 +223,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             else:   # EXEC partly set: the EXEC lanes only
                 np.copyto(A[kd, d], A[k0, i0] if k0 >= 0 else i0, where=g.exec,
                           casting="unsafe")
+        # (copyto's third argument: casting, as the assignment casts)
+        _BINDERS[run1_cast] = lambda P: (
+            np.copyto, (P.views[kd, d], _operand_of(P.views, k0, i0), "unsafe"), (d,))
         return run1_cast
     if len(ops) == 1:
         def run1(g: WaveSet) -> None:
@@ -217,6 +254,10 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             else:   # EXEC partly set: the ufunc writes the EXEC lanes only
                 fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d],
                    where=g.exec)
+        # (a ufunc's third positional argument is its output)
+        _BINDERS[run2_into] = lambda P: (
+            fn, (_operand_of(P.views, k0, i0), _operand_of(P.views, k1, i1), P.views[kd, d]),
+            (d,))
         return run2_into
     if len(ops) == 2:
         def run2(g: WaveSet) -> None:

@@ -36,7 +36,8 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 from .decode import EXEC_LO, Inst, decode_one
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .liveness import dead_mask_writes, masked_block
-from .machine import ALL, WaveSet, Machine, ScratchSetup, merge, pack_lanes
+from . import fast_valu
+from .machine import ALL, Planes, WaveSet, Machine, ScratchSetup, merge, pack_lanes
 from .ops_ds import compile_ds
 from . import gws as gws_unit
 from . import ops_wave64 as wave64_ops
@@ -91,7 +92,9 @@ class Program:
             assert s.fn is not None   # NEXT steps always carry one
             body.append((s.fn, s.skip, s))
             j += 1 + s.skip
-        blk = Block(tuple(body), j - i, j) if len(body) > 1 else NO_BLOCK
+        binders = tuple(fast_valu.binder(fn) for fn, _, _ in body)
+        blk = Block(tuple(body), j - i, j, binders if any(binders) else None) \
+            if len(body) > 1 else NO_BLOCK
         self.blocks[i] = blk
         return blk
 
@@ -120,9 +123,12 @@ class Program:
                 if self.insts[j].name.startswith("<"):
                     break
                 try:
-                    s = self.steps[j] = _compile(self.insts[j], j in self.dead, self)
+                    s = _compile(self.insts[j], j in self.dead, self)
                 except (KernelFault, KeyError, ValueError, IndexError, TypeError):
                     break
+                if s.kind == NOP:
+                    # (only NOPs are kept: another step gets its own NOP count from `step`)
+                    self.steps[j] = s
             if s.kind != NOP:
                 break
             j += 1
@@ -187,10 +193,35 @@ class Block(NamedTuple):
     body: tuple[tuple[Callable[[WaveSet], Any], int, Step], ...]
     n_slots: int
     end: int
+    # per step, how to bind it to a wave set's planes (fast_valu.binder); None: none can be
+    binders: tuple[fast_valu.Binder | None, ...] | None = None
 
 
 # No block starts here (its end lies past any stop, so the scheduler never takes it)
 NO_BLOCK = Block((), 0, 1 << 62)
+
+
+# One step of a block bound to a wave set's planes: (fn, args, the step, whether fn(*args) is
+# the bound form (else fn(g)), the slot after it, the block's slots through it)
+BoundStep = tuple[Callable[..., Any], tuple[Any, ...], Step, bool, int, int]
+
+
+def _bind(blk: Block, start: int, P: Planes) -> tuple[BoundStep, ...]:
+    """The block's steps bound to P where they can be (their views looked up once; the VGPRs
+    they write marked written now, as the run will write them)."""
+    assert blk.binders is not None
+    out: list[BoundStep] = []
+    pc, slots = start, 0
+    for (fn, skip, st), bind in zip(blk.body, blk.binders):
+        pc += 1 + skip
+        slots += 1 + skip
+        if bind is not None:
+            f, args, dests = bind(P)
+            P.dirty_v.update(dests)
+            out.append((f, args, st, True, pc, slots))
+        else:
+            out.append((fn, (), st, False, pc, slots))
+    return tuple(out)
 
 
 def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
@@ -649,6 +680,40 @@ class Dispatch:
                         if time.perf_counter() > self._deadline:
                             g.pc = pc
                             yield
+                    P = g.fast
+                    if blk.binders is not None and P is not None and not g.dirty:
+                        # EXEC full and no unpacked lane masks: the bindable steps run as one
+                        # numpy call each on views bound once per wave set (on the block's
+                        # second run for it); after any other step, the same must still hold,
+                        # else the rest of the block runs step by step.
+                        bound = P.bound.get(pc)
+                        if bound is None:
+                            P.bound[pc] = ()
+                        else:
+                            if not bound:
+                                bound = P.bound[pc] = _bind(blk, pc, P)
+                            active = g.active
+                            try:
+                                for fn, args, st, is_bound, after, through in bound:
+                                    if is_bound:
+                                        fn(*args)
+                                    else:
+                                        fn(g)
+                                        if g.fast is not P or g.dirty:
+                                            break
+                                else:
+                                    lanes += active * blk.n_slots
+                                    count += blk.n_slots
+                                    pc = blk.end
+                                    continue
+                            except Exception as e:
+                                raise _fault(st, e) from None
+                            # EXEC or a lane mask changed at step st: its NOPs count the new
+                            # EXEC, and the rest of the block runs from the slot after it
+                            lanes += active * (through - st.skip) + st.skip * g.active
+                            count += through
+                            pc = after
+                            continue
                     try:
                         for fn, skip, st in blk.body:
                             lanes += g.active

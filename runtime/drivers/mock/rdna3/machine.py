@@ -258,10 +258,12 @@ class Planes:
     one wave's SGPR row (None for several waves; scalar instructions of one wave run on numpy
     scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's written-VGPR set
     (see Machine), `views[k, i]` the view `regs[k][i]`, kept once built; `tmp` (uint32) and
-    `tmp_f` (its float32 view): one register's worth of scratch a step may compute into
-    (intermediates without allocations; nothing survives the step)."""
+    `tmp_f` (its float32 view), `tmp64` (int64): one register's worth of scratch a step may
+    compute into (intermediates without allocations; nothing survives the step); `bound`: the
+    scheduler's straight-line blocks bound to these planes, by the slot they start at."""
 
-    __slots__ = ("regs", "s1", "w", "scc", "dirty_v", "views", "tmp", "tmp_f")
+    __slots__ = ("regs", "s1", "w", "scc", "dirty_v", "views", "tmp", "tmp_f", "tmp64",
+                 "bound")
 
     def __init__(self, m: "Machine", idx: slice, n: int) -> None:
         V = m.V[:, idx]
@@ -276,6 +278,8 @@ class Planes:
         self.views = RegisterViews(self.regs)
         self.tmp = np.empty((n, 32), dtype=np.uint32)
         self.tmp_f = self.tmp.view(np.float32)
+        self.tmp64 = np.empty((n, 32), dtype=np.int64)
+        self.bound: dict[int, Any] = {}
 
 
 class RegisterViews(dict):  # type: ignore[type-arg]

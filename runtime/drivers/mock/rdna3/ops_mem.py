@@ -624,7 +624,8 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
             if len(firsts) > 64:
                 firsts.clear()
             lanes = firsts[first] = _LANE32 + first
-        idx = np.multiply(off, 8, dtype=np.int64)
+        # (the word indices in the wave set's 64-bit scratch register, not a new array)
+        idx = np.multiply(off, 8, out=P.tmp64, dtype=np.int64)
         np.add(idx, lanes, out=idx)
         if load:
             dv = P.dirty_v
