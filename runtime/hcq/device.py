@@ -16,10 +16,12 @@ After fork() a device inherited from the parent refuses every use (`DeviceForked
 from __future__ import annotations
 
 import collections
+import inspect as _inspect
 import operator
 import os as _os
 import re
 import signal as _signal
+import sys as _sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -128,34 +130,90 @@ def _interrupt_must_wait() -> bool:
     return False
 
 
+def _finalizer_codes() -> frozenset[Any]:
+    """The code of the standard library's finalizers that run Python code: weakref.finalize and
+    the removal callbacks of the weak containers (the runtime keeps its open devices and pending
+    copies in WeakSets)."""
+    codes = {weakref.finalize.__call__.__code__}
+    containers: tuple[Any, ...] = (weakref.WeakSet(), weakref.WeakValueDictionary(),
+                                   weakref.WeakKeyDictionary())
+    for container in containers:
+        remove = getattr(container, "_remove", None)
+        if remove is not None:
+            codes.add(remove.__code__)
+    return frozenset(codes)
+
+
+_FINALIZER_CODES = _finalizer_codes()
+_GENERATOR_FLAGS = _inspect.CO_GENERATOR | _inspect.CO_COROUTINE | _inspect.CO_ASYNC_GENERATOR
+
+
+def _in_finalizer(frame: Any) -> bool:
+    """Whether `frame` (where a signal landed) runs inside a finalizer: a `__del__`, a
+    weakref.finalize or weak container callback, a generator being closed, or the hook that
+    reports an exception a finalizer let escape. An exception raised there cannot reach the
+    interrupted code: Python reports it as unraisable and drops it, and the finalizer stops
+    half way."""
+    closing = _sys.exc_info()[0] is GeneratorExit
+    while frame is not None:
+        code = frame.f_code
+        if code in _FINALIZER_CODES or code.co_name == "__del__" or \
+                code is _HoldUnraisableInterrupt.__call__.__code__ or \
+                (closing and code.co_flags & _GENERATOR_FLAGS):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _on_sigint(signum: int, frame: object) -> None:
     """SIGINT handler installed at the first device open (only over Python's default one): a
     KeyboardInterrupt is raised as usual, except while the main thread is publishing a
-    submission or is inside a mock kernel's call: then it is raised once that is complete
-    (`deliver_deferred_interrupt`), so that no half-published work (commands in a ring but no
-    doorbell, a doorbell but no timeline value) is left behind, as a real system call completes
-    before the signal handler runs."""
+    submission, is inside a mock kernel's call or runs a finalizer: then it is raised once that
+    is complete (it is sent again until it lands outside such a section). So no half-published
+    work (commands in a ring but no doorbell, a doorbell but no timeline value) is left behind,
+    as a real system call completes before the signal handler runs, and no finalizer stops half
+    way with the Ctrl-C reported as unraisable and lost."""
     try:
-        wait = _interrupt_must_wait()
+        wait = _interrupt_must_wait() or _in_finalizer(frame)
     except Exception:  # noqa: BLE001  (never let the handler itself fail)
         wait = False
     if wait:
-        # Sent again shortly (SIGINT to the main thread), until it lands outside such a
-        # section.
-        _deferred_interrupt[0] = True
-        if not _deferred_interrupt[1]:
-            _deferred_interrupt[1] = True
-            t = threading.Timer(_REDELIVER_S, _redeliver, (threading.main_thread().ident,))
-            t.daemon = True
-            t.start()
+        _hold_interrupt()
         return
     _deferred_interrupt[0] = False
     _signal.default_int_handler(signum, frame)  # type: ignore[arg-type]
 
 
+def _hold_interrupt() -> None:
+    """Notes a Ctrl-C held back; it is sent again (SIGINT to the main thread) shortly, until it
+    lands outside a section that holds it back."""
+    _deferred_interrupt[0] = True
+    if not _deferred_interrupt[1]:
+        _deferred_interrupt[1] = True
+        t = threading.Timer(_REDELIVER_S, _redeliver, (threading.main_thread().ident,))
+        t.daemon = True
+        t.start()
+
+
 def _redeliver(main: int) -> None:
     _deferred_interrupt[1] = False
     _signal.pthread_kill(main, _signal.SIGINT)
+
+
+class _HoldUnraisableInterrupt:
+    """`sys.unraisablehook` while the runtime handles SIGINT: a KeyboardInterrupt that a
+    finalizer the handler does not recognise let escape (a plain weakref callback, say) is not
+    printed and dropped but held back and raised again in the main thread; other exceptions go
+    to the hook that was installed before."""
+
+    def __init__(self, previous: Callable[[Any], object]) -> None:
+        self.previous = previous
+
+    def __call__(self, unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _hold_interrupt()
+            return
+        self.previous(unraisable)
 
 
 def interrupt_pending() -> bool:
@@ -169,6 +227,8 @@ def _guard_sigint() -> None:
             threading.current_thread() is threading.main_thread() and \
             _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
         _signal.signal(_signal.SIGINT, _on_sigint)
+        if not isinstance(_sys.unraisablehook, _HoldUnraisableInterrupt):
+            _sys.unraisablehook = _HoldUnraisableInterrupt(_sys.unraisablehook)
 
 
 def _after_fork_in_child() -> None:
@@ -513,12 +573,20 @@ class Device:
         with self._submit:
             make_queue, release = self._stream_hw()
             try:
-                s = Stream(self, make_queue, release)
+                s = Stream(self, make_queue, release, f"stream {len(self._streams) + 1}")
             except BaseException:
                 release()
                 raise
             self._streams.append(s)
         return s
+
+    def stream_closed(self, stream: "Stream", release: Callable[[], None]) -> None:
+        """Called by `Stream.close`: the device stops covering `stream` in `synchronize()` and
+        `release` gives its hardware queue back, both under the submission lock (no submission
+        of another thread sees the stream half gone)."""
+        with self._submit:
+            self._streams.remove(stream)
+            release()
 
     def record(self, timing: bool = False) -> "Event":
         """The event of everything submitted on the device timeline so far (copies, launches,
@@ -872,6 +940,11 @@ class Device:
         self._copy_lock = threading.Lock()
         self.closed = True
         self._release_lease = None
+
+    @property
+    def fault(self) -> DeviceFault | None:
+        """The fault the device remembers (every later call refuses with it), or None."""
+        return self._fault
 
     def check_fault(self) -> None:
         """Asks the driver whether the GPU reported a fault; raises (and remembers) it if so."""

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from runtime.hcq.device import Device
     from runtime.hcq.graph import Launch
     from runtime.hcq.memory import Buffer
+    from runtime.hcq.profiler import Tracer
     from runtime.hcq.program import ArgValue, Program
     from runtime.hcq.queue import HWQueue
     from runtime.hcq.signal import Signal
@@ -84,7 +85,7 @@ class Stream:
     Made by `Device.stream()`; released by `close()` or with the device."""
 
     def __init__(self, device: "Device", make_queue: "Callable[[], HWQueue]",
-                 release: Callable[[], None]) -> None:
+                 release: Callable[[], None], label: str = "stream") -> None:
         self.device = device
         self._make_queue = make_queue
         self._release = release
@@ -93,7 +94,7 @@ class Stream:
         self._waits: list[Event] = []
         self.closed = False
         #: the stream's name in traces and logs
-        self.label = f"stream {len(device._streams) + 1}"
+        self.label = label
 
     def _check(self) -> None:
         if self.closed:
@@ -115,6 +116,20 @@ class Stream:
         self._waits.clear()
         return Event(self.timeline, v)
 
+    def _finish_traced(self, q: "HWQueue", v: int, trace: "Tracer",
+                       note: Callable[[float], None]) -> "Event":
+        """`_finish` as one traced operation of the stream: the tracer logs the submission as
+        the stream's own (not as a user queue's), then `note(h0)` records it, `h0` being when
+        it was handed to the queue."""
+        h0 = time.perf_counter()
+        trace.enter()
+        try:
+            ev = self._finish(q, v)
+        finally:
+            trace.leave()
+        note(h0)
+        return ev
+
     def launch(self, prg: "Program", *args: "ArgValue", global_size: Sequence[int] = (1, 1, 1),
                local_size: Sequence[int] = (1, 1, 1)) -> Event:
         """Launches `prg` on this stream; returns the event of its completion."""
@@ -123,25 +138,14 @@ class Stream:
             kargs = prg.fill_kernargs(args, global_size, local_size)  # validated before submit
             q, v = self._begin(self._make_queue())
             trace = self.device.tracer
-            if trace is not None:
-                stamps = trace.stream_signals()
-                q.memory_barrier()
-                if stamps is not None:
-                    q.timestamp(stamps[0])
-                q.exec(prg, kargs, global_size, local_size)
-                if stamps is not None:
-                    q.timestamp(stamps[1])
-                h0 = time.perf_counter()
-                trace.enter()
-                try:
-                    ev = self._finish(q, v)
-                finally:
-                    trace.leave()
-                trace.stream_launch(self.label, prg, args, global_size, local_size, stamps, v,
-                                    h0)
-                return ev
-            q.memory_barrier().exec(prg, kargs, global_size, local_size)
-            return self._finish(q, v)
+            if trace is None:
+                q.memory_barrier().exec(prg, kargs, global_size, local_size)
+                return self._finish(q, v)
+            stamps = trace.stream_signals()
+            q.memory_barrier()
+            _bracketed(q, stamps, lambda: q.exec(prg, kargs, global_size, local_size))
+            return self._finish_traced(q, v, trace, lambda h0: trace.stream_launch(
+                self.label, prg, args, global_size, local_size, stamps, v, h0))
 
     def run(self, launch: "Launch") -> Event:
         """Launches a graph-style `Launch` (e.g. `TritonProgram.bind(...)`) on this stream."""
@@ -155,27 +159,19 @@ class Stream:
         dev = self.device
         dev.check_range(dst, dst_offset, size, "stream copy", "dst")
         dev.check_range(src, src_offset, size, "stream copy", "src")
+        dst_va, src_va = dst.va + dst_offset, src.va + src_offset
         with dev.submit_lock:
             q, v = self._begin(dev.copy_queue())
             trace = dev.tracer
-            stamps = trace.stream_signals() if trace is not None and size else None
-            if stamps is not None:
-                q.timestamp(stamps[0])
-            if size:
-                q.copy(dst.va + dst_offset, src.va + src_offset, size)
-            if stamps is not None:
-                q.timestamp(stamps[1])
             if trace is None:
+                if size:
+                    q.copy(dst_va, src_va, size)
                 return self._finish(q, v)
-            h0 = time.perf_counter()
-            trace.enter()
-            try:
-                ev = self._finish(q, v)
-            finally:
-                trace.leave()
-            trace.stream_copy(self.label, dst.va + dst_offset, src.va + src_offset, size, stamps,
-                              v, h0)
-            return ev
+            stamps = trace.stream_signals() if size else None
+            if size:
+                _bracketed(q, stamps, lambda: q.copy(dst_va, src_va, size))
+            return self._finish_traced(q, v, trace, lambda h0: trace.stream_copy(
+                self.label, dst_va, src_va, size, stamps, v, h0))
 
     def record(self, timing: bool = False) -> Event:
         """The event of everything submitted to this stream so far; with `timing`, a submission
@@ -214,16 +210,24 @@ class Stream:
         self.closed = True
         if not self.device.closed:
             try:
-                if self.device._fault is None:
+                if self.device.fault is None:
                     self.timeline.wait(self.value)
             finally:
-                with self.device.submit_lock:
-                    self.device._streams.remove(self)
-                    self._release()
+                self.device.stream_closed(self, self._release)
                 self.timeline.release()
 
     def __repr__(self) -> str:
         return f"Stream({self.device.name}, value={self.value})"
+
+
+def _bracketed(q: "HWQueue", stamps: "tuple[Signal, Signal] | None",
+               commands: Callable[[], object]) -> None:
+    """Adds `commands` to `q`, between GPU clock stamps into `stamps` when profiling."""
+    if stamps is not None:
+        q.timestamp(stamps[0])
+    commands()
+    if stamps is not None:
+        q.timestamp(stamps[1])
 
 
 def _stamp_signal(device: "Device") -> "Signal":

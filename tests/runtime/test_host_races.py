@@ -22,7 +22,7 @@ def _machine() -> tuple[MockMemory, HostRaces, np.ndarray, list[int]]:
     mem.races = races
     buf = mem.map(BUF, 4096)
     args = mem.map(ARGS, 256)
-    mem.map(OTHER, 1 << 21)  # too large to watch
+    mem.map(OTHER, 1 << 21)  # too large to watch whole
     args[:24] = np.frombuffer(b"".join(v.to_bytes(8, "little") for v in (BUF, 7, OTHER + 8)),
                               np.uint8)
     ptrs = pointers_in(mem, [(ARGS, 256)])
@@ -94,6 +94,43 @@ def test_a_running_kernels_own_writes_are_not_the_hosts() -> None:
     assert "was running" in msgs[0]
     races.forget("k")
     assert not races._watches and not races._stores
+
+
+def test_host_writes_during_a_slice_are_told_from_the_kernels_own() -> None:
+    """When the GPU says what a slice wrote, the other changes made while it ran are the
+    host's, and the watch goes on with the bytes it compared."""
+    mem, races, buf, ptrs = _machine()
+    races.watch("k", "the kernel at 0x1000", ptrs, mem, "queued", skip_va=[ARGS])
+    races.resume("k")
+    buf[0] = 3  # the kernel, during its slice
+    buf[9] = 4  # the host, during the same slice
+    races.gpu_wrote()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        races.paused("k", "kernel K", ptrs, mem, [ARGS], written=[(BUF, BUF + 1)])
+    races.resume("k")
+    buf[1] = 5  # the kernel, during its last slice
+    races.gpu_wrote()
+    msgs = _reports(lambda: races.finished("k", written=[(BUF + 1, BUF + 2)]))
+    assert len(msgs) == 1 and f"[{BUF + 9:#x}, {BUF + 10:#x})" in msgs[0]
+    assert "while kernel K, which uses it, was running" in msgs[0]  # named as it ran
+
+
+def test_a_large_allocation_is_watched_from_where_the_argument_points() -> None:
+    """Of an allocation too large to copy whole, the MAX_WATCH_B bytes from the argument's
+    pointer are watched: a host write there is reported naming the whole allocation; one
+    beyond the window is not seen."""
+    from runtime.drivers.mock.host_races import MAX_WATCH_B
+    mem, races, _, ptrs = _machine()
+    big, _ = mem.find(OTHER, 1)
+    for off, seen in ((8 + 100, True), (8 + MAX_WATCH_B + 100, False), (4, False)):
+        races.watch("k", "kernel K", ptrs, mem, "queued", skip_va=[ARGS])
+        big[off] += 1
+        msgs = _reports(_run_on(races, "k", wrote=True))
+        assert len(msgs) == seen, (off, msgs)
+        if seen:
+            assert f"[{OTHER + off:#x}, {OTHER + off + 1:#x}) of the allocation at " \
+                   f"{OTHER:#x} (+{1 << 21:#x})" in msgs[0]
 
 
 def test_the_watch_is_a_warning_category_tests_can_assert() -> None:

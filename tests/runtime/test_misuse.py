@@ -364,8 +364,13 @@ def test_a_kernel_page_fault_is_reported_as_a_memory_fault() -> None:
     d = _open("amd")
     try:
         prg = _inc(d)
-        with pytest.raises(DeviceFault, match="memory fault at VA 0xdead0000"):
+        s = d.stream()
+        assert d.fault is None
+        with pytest.raises(DeviceFault, match="memory fault at VA 0xdead0000") as e:
             prg(0xDEAD0000, 4, global_size=(1, 1, 1), local_size=(4, 1, 1), wait=True)
+        assert d.fault is e.value  # the device remembers it; every later call refuses
+        s.close()  # gives its queue back without waiting for work on a faulted device
+        assert s.closed and s not in d._streams
     finally:
         d.close()
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import sys
 import threading
 import time
+import warnings
+import weakref
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -268,6 +271,7 @@ def test_a_storm_of_ctrl_c_leaves_the_device_consistent(target: Target, dev: Dev
         dev.copyin(a, data)
         _launch(target, dev, prg, args, a, b, c)
         g.replay()
+        dev.record(timing=True)  # dropped at once: its finalizer hands the stamp signal back
         dev.copyout(out, c)
 
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -420,6 +424,211 @@ def test_ctrl_c_inside_the_mock_doorbell_of_a_native_launch(monkeypatch: pytest.
         np.testing.assert_array_equal(_read(d, c), np.full(N, 7, np.float32))
     finally:
         d.close()
+
+
+# A finalizer (a __del__, a weakref.finalize or weak container callback, a generator closed when
+# dropped) runs wherever the object happens to die, and an exception raised in it cannot reach the
+# interrupted code: Python reports it as unraisable and drops it. So a Ctrl-C landing there is
+# held back until the finalizer is done, and raised in the main thread then.
+class _Mortal:
+    """An object to drop (weak-referenceable)."""
+
+
+class _Dies(_Mortal):
+    def __init__(self, fin: Callable[[], None]) -> None:
+        self.fin = fin
+
+    def __del__(self) -> None:
+        self.fin()
+
+
+class _SpySet(set):  # type: ignore[type-arg]
+    """A weak container's storage whose discard (called by its removal callback) runs `fin`."""
+
+    fin: Callable[[], None]
+
+    def discard(self, item: Any) -> None:
+        self.fin()
+        super().discard(item)
+
+
+def _drop_with_finalizer(kind: str, fin: Callable[[], None]) -> Callable[[], None]:
+    """What drops an object whose finalizer of kind `kind` calls `fin`."""
+    def drop() -> None:
+        obj: Any = _Mortal()
+        keep: list[Any] = []
+        if kind == "__del__":
+            obj = _Dies(fin)
+        elif kind == "weakref.finalize":
+            weakref.finalize(obj, fin)
+        elif kind == "WeakSet":
+            ws: weakref.WeakSet[Any] = weakref.WeakSet()
+            ws.add(obj)
+            spy = _SpySet(ws.data)
+            spy.fin = fin
+            ws.data = spy
+            keep.append(ws)
+        elif kind == "generator":
+            def gen() -> Iterator[None]:
+                try:
+                    yield
+                finally:
+                    fin()
+            obj = gen()
+            next(obj)
+        else:  # a plain weakref callback: not recognised while it runs, see below
+            keep.append(weakref.ref(obj, lambda _: fin()))
+        del obj  # the finalizer runs here
+    return drop
+
+
+def _ctrl_c_and_step() -> None:
+    """A Ctrl-C to the main thread, then Python code until the SIGINT handler has run (and held
+    it back), or until it raised KeyboardInterrupt here."""
+    from runtime.hcq.device import interrupt_pending
+    _ctrl_c_now()
+    deadline = time.monotonic() + 10
+    while not interrupt_pending():
+        assert time.monotonic() < deadline, "the SIGINT handler did not run"
+        _ours()
+
+
+def _record_unraisable(monkeypatch: pytest.MonkeyPatch, record: Callable[[Any], None]) -> None:
+    """`record` stands in for the unraisable hook that the runtime's hook passes other
+    exceptions on to (for the hook itself, where the runtime installed none)."""
+    hook = sys.unraisablehook
+    if hasattr(hook, "previous"):
+        monkeypatch.setattr(hook, "previous", record)
+    else:
+        monkeypatch.setattr(sys, "unraisablehook", record)
+
+
+@pytest.fixture
+def unraisable(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """A device is open (so the runtime handles SIGINT), and what reaches the unraisable hook
+    that was installed before the runtime's is recorded instead of reported."""
+    from tests.runtime.test_device_contract import _mock_amd
+    d = _mock_amd().open()
+    try:
+        _ours()
+        seen: list[Any] = []
+        _record_unraisable(monkeypatch, lambda u: seen.append((u.exc_type, u.object)))
+        yield seen
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("kind", ["__del__", "weakref.finalize", "WeakSet", "generator"])
+def test_ctrl_c_inside_a_finalizer_is_held_until_it_is_done(kind: str,
+                                                            unraisable: list[Any]) -> None:
+    """A Ctrl-C that lands while a finalizer runs is held back: the finalizer completes, nothing
+    is reported as unraisable, and the KeyboardInterrupt is raised once it is done."""
+    done: list[bool] = []
+
+    def fin() -> None:
+        _ctrl_c_and_step()
+        done.append(True)
+
+    assert _interrupted(_drop_with_finalizer(kind, fin))
+    assert done == [True]
+    assert unraisable == []
+
+
+def test_a_storm_of_ctrl_c_while_finalizers_run(unraisable: list[Any]) -> None:
+    """SIGINT every few milliseconds while objects with finalizers of every recognised kind die
+    (each finalizer runs Python code for a while): every finalizer that started completes, none
+    reports an unraisable KeyboardInterrupt, and the Ctrl-Cs are raised outside them."""
+    from runtime.hcq.device import interrupt_pending
+    main = threading.main_thread().ident
+    assert main is not None
+    stop = threading.Event()
+    kinds = ["__del__", "weakref.finalize", "WeakSet", "generator"]
+    started, done = [0], [0]
+
+    def fin() -> None:
+        started[0] += 1
+        for _ in range(200):
+            _ours()
+        done[0] += 1
+
+    def storm() -> None:
+        rng = random.Random(2)
+        while not stop.wait(rng.uniform(0.001, 0.004)):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    def drop_then_linger(kind: str) -> None:
+        _drop_with_finalizer(kind, fin)()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.0005:  # where a held-back Ctrl-C lands
+            _ours()
+
+    interrupted = 0
+
+    def exposed(fn: Callable[[], None]) -> None:
+        nonlocal interrupted
+        try:
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                fn()
+            finally:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        except KeyboardInterrupt:
+            interrupted += 1
+
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    t = threading.Thread(target=storm, daemon=True)
+    try:
+        t.start()
+        deadline = time.perf_counter() + 1.0
+        i = 0
+        while time.perf_counter() < deadline:
+            exposed(lambda: drop_then_linger(kinds[i % len(kinds)]))
+            i += 1
+        stop.set()
+        t.join(timeout=10)
+        for _ in range(100):  # the last ones, held back or on their way
+            exposed(lambda: time.sleep(0.005))
+            if not interrupt_pending():
+                break
+    finally:
+        stop.set()
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    assert interrupted > 0 and started[0] > 0
+    assert done[0] == started[0]
+    assert unraisable == []
+
+
+def test_ctrl_c_escaping_a_weakref_callback_is_raised_not_dropped(unraisable: list[Any]) -> None:
+    """A plain weakref callback is not recognised as a finalizer while it runs, so a Ctrl-C
+    there ends it; the KeyboardInterrupt it lets escape is not printed and dropped as unraisable
+    but raised again in the main thread."""
+    def fin() -> None:
+        _ctrl_c_now()
+        while True:  # until the KeyboardInterrupt ends the callback
+            _ours()
+
+    assert _interrupted(_drop_with_finalizer("weakref callback", fin))
+    assert unraisable == []
+
+
+def test_ctrl_c_while_an_unraisable_error_is_reported_is_held(unraisable: list[Any],
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """A Ctrl-C that lands while the unraisable hook reports a finalizer's own error waits for
+    the report to be made."""
+    seen: list[Any] = []
+
+    def report(u: Any) -> None:
+        _ctrl_c_and_step()
+        seen.append(u.exc_type)
+
+    _record_unraisable(monkeypatch, report)
+
+    def fails() -> None:
+        raise ValueError("a finalizer's own error")
+
+    assert _interrupted(_drop_with_finalizer("__del__", fails))
+    assert seen == [ValueError]
 
 
 def _small_device(vendor: str, room: str) -> Device:
@@ -680,6 +889,54 @@ def test_a_host_write_racing_a_running_kernel_is_reported() -> None:
                                             "running"):
             flag.cpu_view()[:] = (1).to_bytes(4, "little")
             d.synchronize(timeout_ms=20_000)
+    finally:
+        d.close()
+
+
+def test_a_host_write_during_a_time_slice_of_a_mock_nv_grid_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mock NVIDIA GPU runs a PTX grid in time slices; a host write that lands while a
+    slice runs (made here from inside the second slice, so it surely does) is told from the
+    grid's own writes, which the mock records for a grid it watches, and reported naming the
+    flag's buffer and the kernel. The grid's own store to `out` is not reported."""
+    from pathlib import Path
+    from runtime.drivers.mock.host_races import HostHazard
+    from runtime.drivers.mock.ptx.execute import Grid
+    from runtime.drivers.mock.nv_rm import NvMockOS
+    from runtime.hcq import MemKind, NVDevice
+    from tests.runtime.test_ptx_interp import _nvrtc
+    _nvrtc()
+    d = NVDevice("mock-nv:0", os=NvMockOS.with_nv_gpus(1))  # a machine of its own
+    try:
+        src = (Path(__file__).parent / "data" / "nv_kernels.cu").read_text()
+        prg = d.program(d.compiler.compile(src, "nv_kernels.cu"), "wait_flag")
+        flag, out = d.alloc(4, kind=MemKind.HOST), d.alloc(4)
+        d.copyin(out, bytes(4))
+        fv = np.frombuffer(flag.view, np.uint32)  # type: ignore[arg-type]
+        fv[0] = 0
+        advance = Grid.advance
+        slices = [0]
+
+        def host_writes_in_slice_two(grid: Grid, budget_s: float) -> bool:
+            slices[0] += 1
+            if slices[0] == 2:
+                fv[0] = 7  # as if the host's store landed now
+            return advance(grid, budget_s)
+
+        monkeypatch.setattr(Grid, "advance", host_writes_in_slice_two)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            prg(flag, out, global_size=(1, 1, 1), local_size=(32, 1, 1))
+            d.synchronize(timeout_ms=20_000)
+        msgs = [str(w.message) for w in got if issubclass(w.category, HostHazard)]
+        assert slices[0] >= 2
+        assert len(msgs) == 1, msgs
+        assert re.search(rf"bytes \[{flag.va:#x}, {flag.va + 1:#x}\) of the allocation at "
+                         rf"{flag.va:#x} \(\+0x1000\) while kernel wait_flag .* was running",
+                         msgs[0]), msgs[0]
+        got_out = np.zeros(1, np.uint32)
+        d.copyout(got_out, out)
+        assert got_out[0] == 7
     finally:
         d.close()
 

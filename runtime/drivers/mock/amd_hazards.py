@@ -70,6 +70,16 @@ class RecordingMemory:
         self.ranges: dict[str, Ranges] = {"read": [], "write": [], "atomic": []}
         self.unbounded = False
 
+    def written(self) -> Ranges | None:
+        """The byte ranges written so far (stores and atomics, merged), None when they are not
+        bounded."""
+        return None if self.unbounded else merge(self.ranges["write"] + self.ranges["atomic"])
+
+    def compact(self) -> None:
+        """Merges the ranges noted so far (a kernel that runs long notes one per access)."""
+        for k, rs in self.ranges.items():
+            self.ranges[k] = merge(rs)
+
     def _note(self, va: int, size: int, access: str) -> None:
         rs = self.ranges.get(access)
         if rs is not None and size > 0:

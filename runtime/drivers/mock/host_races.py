@@ -9,18 +9,21 @@ naming the allocation, the bytes and the kernel.
 What the mock can see: memory that a kernel's arguments point to, from the moment the mock knows
 the kernel (its queue is blocked behind a wait and the kernel's launch is already in the ring:
 "queued"; or the kernel has run a time slice and has more to run: "running") until the kernel
-runs on. The watched allocations (the ones its argument pointers fall into, up to `MAX_WATCH_B`
-each) are copied then and compared when the kernel continues; bytes that changed although no
-engine of the machine ran meanwhile (nothing but small semaphore and signal stores, which are
-logged and left out) were written by the host. On the AMD mock, which records the byte ranges each
-dispatch touches (amd_hazards.RecordingMemory), only changes within those ranges are reported,
-and a write made while a time slice ran is seen too (bytes that changed which the dispatch did not
-write itself); the NVIDIA mock sees what changed between slices only.
+runs on. The watched allocations (the ones its argument pointers fall into; of one larger than
+`MAX_WATCH_B`, that many bytes from where the pointer points) are copied then and compared when
+the kernel continues; bytes that changed although no engine of the machine ran meanwhile
+(nothing but small semaphore and signal stores, which are logged and left out) were written by
+the host. Both mocks record the byte ranges a watched kernel writes (the AMD mock every dispatch,
+amd_hazards.RecordingMemory; the NVIDIA mock a PTX grid from when it is watched), so a write
+made while a time slice ran is seen too: bytes that changed which the kernel did not write
+itself. Where the GPU also knows everything the kernel touched, only changes there are
+reported.
 
 What it cannot see: a host read (a plain load leaves no trace: a read too early shows as a stale
 value), writes while some other engine also ran (the comparison is skipped then rather than
-guessed), allocations larger than `MAX_WATCH_B`, and kernels that start and finish in one go
-without having been queued. Nothing here runs for a real GPU: the drivers never import the mock.
+guessed), bytes of a large allocation outside the watched window, memory reached only through
+pointers the kernel loads from memory, and kernels that start and finish in one go without
+having been queued. Nothing here runs for a real GPU: the drivers never import the mock.
 A host that deliberately writes memory a running kernel polls (a flag) is reported too; filter
 the warning in such a test.
 """
@@ -36,7 +39,8 @@ from runtime.drivers.mock.memory import MockMemory, PageFault
 
 Ranges = list[tuple[int, int]]
 
-#: allocations larger than this are not watched (each watch copies the allocation)
+#: allocations up to this size are watched whole (each watch copies what it watches); of a
+#: larger one, this many bytes from where the kernel's argument points
 MAX_WATCH_B = 1 << 20
 #: reports kept in `HostRaces.hazards`
 _KEEP = 64
@@ -49,9 +53,11 @@ class HostHazard(UserWarning):
 
 @dataclass
 class _Region:
-    va: int              # the allocation (mock mapping) that an argument points into
-    data: np.ndarray     # its live bytes
+    va: int              # where the watched bytes start
+    data: np.ndarray     # their live bytes
     copy: np.ndarray     # as they were when last looked at
+    alloc_va: int        # the allocation (mock mapping) that an argument points into
+    alloc_B: int         # its size
 
 
 @dataclass
@@ -100,15 +106,22 @@ class HostRaces:
         skip = {self._base(mem, va) for va in skip_va}
         regions: list[_Region] = []
         seen: set[int] = set()
-        for p in pointers:
+        for p in sorted(pointers):
             base = self._base(mem, p)
-            if base is None or base in skip or base in seen:
+            if base is None or base in skip:
                 continue
-            seen.add(base)
             data, off = mem.find(base, 1)
-            data = data[off:]
-            if len(data) <= MAX_WATCH_B:
-                regions.append(_Region(base, data, data.copy()))
+            whole = data[off:]
+            # An allocation too large to copy whole: the window from where the argument points
+            # (a kernel's pointer is most often where its data starts), unless an earlier
+            # window of it covers that place already.
+            start = base if len(whole) <= MAX_WATCH_B else p
+            if start in seen or any(r.alloc_va == base and r.va <= p < r.va + len(r.data)
+                                    for r in regions):
+                continue
+            seen.add(start)
+            part = whole[start - base:start - base + MAX_WATCH_B]
+            regions.append(_Region(start, part, part.copy(), base, len(whole)))
         if regions:
             self._watches[key] = _Watch(kernel, state, regions, self.epoch, len(self._stores))
 
@@ -167,7 +180,9 @@ class HostRaces:
         if w is None:
             self.watch(key, kernel, pointers, mem, "running", skip_va)
             return
-        w.state = "running"
+        # The name a running kernel is known by now (a queued launch read ahead of its program
+        # upload is named by its address only).
+        w.state, w.kernel = "running", kernel
         self._slice_ran(w, written, refresh=True)
         w.epoch, w.stores = self.epoch, len(self._stores)
 
@@ -191,8 +206,8 @@ class HostRaces:
                 lo, hi = min(h[0] for h in hit), max(h[1] for h in hit)
             region = next(r for r in w.regions if r.va <= lo < r.va + len(r.data))
             self._report(f"the host wrote bytes [{lo:#x}, {hi:#x}) of the allocation at "
-                         f"{region.va:#x} (+{len(region.data):#x}) while {w.kernel}, which uses "
-                         f"it, was {state}: wait for the kernel (synchronize, or the launch's "
+                         f"{region.alloc_va:#x} (+{region.alloc_B:#x}) while {w.kernel}, which "
+                         f"uses it, was {state}: wait for the kernel (synchronize, or the launch's "
                          "event) before writing its memory")
 
     def forget(self, key: Hashable) -> None:

@@ -1033,6 +1033,9 @@ class MockNVGPU:
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
+                if races is not None and races.watching(race_key):  # it was queued
+                    ch.ptx.record()
+                    ch.ptx.recorded_whole = True
                 ch.ptx_dependents, ch.ptx_key = deps, race_key
                 self._run_slice(ch, race_key)  # raises the channel's blocked signal meanwhile
                 ch.dependents += deps
@@ -1080,10 +1083,11 @@ class MockNVGPU:
         except _Blocked:
             if races is not None:
                 races.gpu_wrote()
-                env = ptx.grid.env
+                env, rm = ptx.grid.env, ptx.recording
                 races.paused(key, f"kernel {ptx.grid.kern.name} (channel {ch.chid})",
                              pointers_among(self.mem, env.cb0[env.param_base:]), self.mem,
-                             (key[1],))
+                             (key[1],), None if rm is None else rm.written())
+                ptx.record()  # watched from now on: what its next slices write is its own
             raise
         except ChannelFault:
             if races is not None:
@@ -1091,7 +1095,10 @@ class MockNVGPU:
             raise
         if races is not None:
             races.gpu_wrote()
-            races.finished(key)
+            rm = ptx.recording
+            races.finished(key, None if rm is None or rm.unbounded or not ptx.recorded_whole
+                           else rm.ranges["read"] + rm.ranges["write"] + rm.ranges["atomic"],
+                           None if rm is None else rm.written())
 
     def watch_launch(self, ch: MockChannel, qmd_va: int) -> None:
         """A launch queued on `ch` behind a wait: host_races watches what its parameters point

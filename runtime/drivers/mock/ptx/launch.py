@@ -7,6 +7,7 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
+from runtime.drivers.mock.amd_hazards import RecordingMemory
 from runtime.drivers.mock.ptx.execute import Grid, LaunchEnv, PtxFault
 from runtime.drivers.mock.ptx.loader import kernel_for
 from runtime.drivers.mock.ptx.ops import Unsupported
@@ -75,6 +76,21 @@ class PtxLaunch:
         self.ch, self.grid, self.release = ch, grid, release
         self.started = time.perf_counter()
         self.status_set = False   # whether the mock kernel's standing status names this grid
+        #: what the grid's memory accesses touched since `record()` (None before), so that the
+        #: host-race watch can tell the grid's own writes from the host's
+        self.recording: RecordingMemory | None = None
+        #: whether the recording began before the grid's first slice
+        self.recorded_whole = False
+
+    def record(self) -> None:
+        """From now on, notes the byte ranges the grid reads and writes (where it does already:
+        merges what it noted, which grows by one range per access). Only grids the host-race
+        watch looks at pay for this."""
+        if self.recording is None:
+            self.recording = RecordingMemory(self.grid.env.mem)
+            self.grid.env.mem = self.recording  # type: ignore[assignment]
+        else:
+            self.recording.compact()
 
     @property
     def key(self) -> str:
