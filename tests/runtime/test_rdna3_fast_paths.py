@@ -486,6 +486,14 @@ v_mul_hi_u32 v6, v2, v5
 v_add3_u32 v2, v2, v6, s10
 v_mov_b32 v7, v2
 s_add_i32 s10, s10, 1
+s_lshl_b32 s12, s10, 2
+s_cmp_gt_u32 s10, 2
+s_cselect_b32 s13, s12, 7
+v_add_nc_u32 v2, s13, v2
+v_cvt_f32_u32 v8, v2
+v_fmac_f32 v8, 0.5, v8
+v_cvt_u32_f32 v9, v8
+v_xor_b32 v2, v2, v9
 {middle}
 v_add_nc_u32 v2, v2, v7
 s_nop 1
@@ -510,7 +518,8 @@ s_cbranch_scc1 loop
 ], ids=["plain", "lane-mask", "exec-sgpr", "cmpx"])
 def test_blocks_bound_to_a_wave_set_match_general_path(monkeypatch, middle, waves):
     """A loop's straight-line block runs bound to the wave set's registers from its second
-    pass on (its plain VALU ops one numpy call each): the same bits and the same lane counts
+    pass on (its plain VALU ops one numpy call each, scalar ops and v_fmac by 0.5 with their
+    registers looked up once): the same bits and the same lane counts
     as the general path, also where EXEC or a lane mask changes inside the block (the rest of
     it then runs step by step)."""
     code = assemble_labels(PROLOGUE + _BOUND_LOOP.format(middle=middle) +

@@ -15,7 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .decode import EXEC_LO, NULL
-from .machine import WaveSet
+from . import fast_valu
+from .machine import Planes, WaveSet
 from .operands import const_bits
 
 Exec = Callable[[WaveSet], None]
@@ -224,7 +225,39 @@ def _int_step(ops: list[tuple[bool, Any]], sregs: frozenset[int], out: int, fn: 
                 write_sgpr(g, S1, out, d)
         if scc is not None:
             P.scc[w] = scc
+    if plain_dst or out == NULL:
+        fast_valu.bindable(run, lambda g, P: _bind_int(g, P, r0, v0, r1, v1, n_src, out, fn,
+                                                       reads_scc))
     return run
+
+
+def _bind_int(g: WaveSet, P: Planes, r0: bool, v0: Any, r1: bool, v1: Any, n_src: int,
+              out: int, fn: ScalarFn, reads_scc: bool) -> fast_valu.Bound | None:
+    """_int_step's run bound to one wave: its SGPR row, SCC and unpacked-mask cache looked up
+    once (the scheduler runs it only while no SGPR holds an unpacked lane mask, so nothing
+    needs packing first)."""
+    S1, w, SCC = P.s1, P.w, P.scc
+    if S1 is None:
+        return None
+    lanes, dirty_s = g.lanes, g.m.dirty_s
+    write = out != NULL
+
+    def run() -> None:
+        a = S1.item(v0) if r0 else v0
+        if n_src == 2:
+            b = S1.item(v1) if r1 else v1
+            d, scc = fn(a, b, SCC.item(w)) if reads_scc else fn(a, b)
+        elif n_src == 1:
+            d, scc = fn(a, SCC.item(w)) if reads_scc else fn(a)
+        else:
+            d, scc = fn(SCC.item(w)) if reads_scc else fn()
+        if d is not None and write:
+            S1[out] = d
+            dirty_s.add(out)
+            lanes.pop(out, None)   # an unpacked copy of the old value is stale
+        if scc is not None:
+            SCC[w] = scc
+    return run, (), ()
 
 
 def write_sgpr(g: WaveSet, S1: np.ndarray, r: int, d: np.generic | int) -> None:

@@ -40,9 +40,10 @@ _MODIFIERS = ("abs", "neg", "omod", "clamp", "opsel")
 
 
 # A step bound to one wave set's planes: fn(*args) does the step's work while EXEC has every
-# lane set and no SGPR the step reads holds an unpacked lane mask; the VGPRs it writes.
+# lane set and no SGPR holds an unpacked lane mask; the VGPRs it writes. A binder may answer
+# None (the step then runs as it is).
 Bound = tuple[Callable[..., Any], tuple[Any, ...], tuple[int, ...]]
-Binder = Callable[[Planes], Bound]
+Binder = Callable[[WaveSet, Planes], "Bound | None"]
 # The binders of the steps below that reduce to one call (a droppable cache: a step without one
 # just runs as it is). The scheduler binds straight-line runs of them once per wave set, so a
 # one-wave loop's plain VALU op is one numpy call without the step's look-ups.
@@ -52,6 +53,11 @@ _BINDERS: "weakref.WeakKeyDictionary[Callable[..., Any], Binder]" = weakref.Weak
 def binder(step_fn: Callable[..., Any]) -> Binder | None:
     """How to bind a step function to a wave set's planes, if it can be."""
     return _BINDERS.get(step_fn)
+
+
+def bindable(step_fn: Callable[..., Any], bind: Binder) -> None:
+    """Records how `step_fn` binds (see Bound)."""
+    _BINDERS[step_fn] = bind
 
 
 def _operand_of(A: Any, k: int, i: Any) -> Any:
@@ -176,7 +182,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             A = P.views
             P.dirty_v.add(d)
             shift(A[k1, i1], amount, out=A[kd, d])
-        _BINDERS[run_shift] = lambda P: (shift, (P.views[k1, i1], amount, P.views[kd, d]),
+        _BINDERS[run_shift] = lambda g, P: (shift, (P.views[k1, i1], amount, P.views[kd, d]),
                                          (d,))
         return run_shift
     into = _INTO.get(inst.name)
@@ -202,7 +208,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
                              A[k2, i2] if k2 >= 0 else i2, A[kd, d], P.tmp64)
 
-        def bind_into(P: Planes) -> Bound:
+        def bind_into(g: WaveSet, P: Planes) -> Bound:
             A = P.views
             srcs_now = [_operand_of(A, k, i) for k, i in ops]
             return compute_into, (*srcs_now, A[kd, d], P.tmp64), (d,)
@@ -224,7 +230,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 np.copyto(A[kd, d], A[k0, i0] if k0 >= 0 else i0, where=g.exec,
                           casting="unsafe")
         # (copyto's third argument: casting, as the assignment casts)
-        _BINDERS[run1_cast] = lambda P: (
+        _BINDERS[run1_cast] = lambda g, P: (
             np.copyto, (P.views[kd, d], _operand_of(P.views, k0, i0), "unsafe"), (d,))
         return run1_cast
     if len(ops) == 1:
@@ -255,7 +261,7 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d],
                    where=g.exec)
         # (a ufunc's third positional argument is its output)
-        _BINDERS[run2_into] = lambda P: (
+        _BINDERS[run2_into] = lambda g, P: (
             fn, (_operand_of(P.views, k0, i0), _operand_of(P.views, k1, i1), P.views[kd, d]),
             (d,))
         return run2_into
@@ -320,6 +326,24 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
                 np.add(P.tmp_f, D, out=D)
                 return
         fp.fma32_pow2(x, k, D, out=D)
+
+    def bind(g: WaveSet, P: Planes) -> Bound:
+        # the same computation on views looked up once
+        A = P.views
+        D, T, TF = A[F32_PLANE, d], P.tmp, P.tmp_f
+        x = A[kf, i_f] if kf >= 0 else i_f
+        bits = A[ku, iu] if ku >= 0 else iu
+
+        def run_bound() -> None:
+            if half:
+                np.bitwise_and(bits, fp.EXP_ABOVE_1, out=T)
+                if np.count_nonzero(T) == T.size or fp.halves_exactly(bits):
+                    np.multiply(x, k, out=TF)
+                    np.add(TF, D, out=D)
+                    return
+            fp.fma32_pow2(x, k, D, out=D)
+        return run_bound, (), (d,)
+    bindable(run, bind)
     return run
 
 

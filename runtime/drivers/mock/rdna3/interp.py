@@ -206,7 +206,7 @@ NO_BLOCK = Block((), 0, 1 << 62)
 BoundStep = tuple[Callable[..., Any], tuple[Any, ...], Step, bool, int, int]
 
 
-def _bind(blk: Block, start: int, P: Planes) -> tuple[BoundStep, ...]:
+def _bind(blk: Block, start: int, g: WaveSet, P: Planes) -> tuple[BoundStep, ...]:
     """The block's steps bound to P where they can be (their views looked up once; the VGPRs
     they write marked written now, as the run will write them)."""
     assert blk.binders is not None
@@ -215,8 +215,9 @@ def _bind(blk: Block, start: int, P: Planes) -> tuple[BoundStep, ...]:
     for (fn, skip, st), bind in zip(blk.body, blk.binders):
         pc += 1 + skip
         slots += 1 + skip
-        if bind is not None:
-            f, args, dests = bind(P)
+        got = bind(g, P) if bind is not None else None
+        if got is not None:
+            f, args, dests = got
             P.dirty_v.update(dests)
             out.append((f, args, st, True, pc, slots))
         else:
@@ -691,7 +692,7 @@ class Dispatch:
                             P.bound[pc] = ()
                         else:
                             if not bound:
-                                bound = P.bound[pc] = _bind(blk, pc, P)
+                                bound = P.bound[pc] = _bind(blk, pc, g, P)
                             active = g.active
                             try:
                                 for fn, args, st, is_bound, after, through in bound:
