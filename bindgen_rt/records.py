@@ -146,7 +146,7 @@ class PointerTo:
 
 def ptr(target: "Any") -> "Any":
     """A record field's pointer to ``target``, made into ``POINTER(target)`` on first use (see
-    :class:`PointerTo`); typed as ``POINTER(target)`` for checkers."""
+    :class:`PointerTo`); only ``_layout_`` takes it."""
     return PointerTo(target)
 
 
@@ -202,9 +202,10 @@ def _ctypes_field(ctype: "Any", index: int, offset: int) -> "Any":
         before = [(f"_{i}", ctypes.c_uint8 * 0) for i in range(index)]
         if offset:
             before[-1] = (f"_{index - 1}", ctypes.c_uint8 * offset)
-        helper: "Any" = type(
-            "_field_at", (ctypes.Structure,), {"_pack_": 1, "_fields_": [*before, ("f", ctype)]}
-        )
+        spec: "dict[str, Any]" = {"_fields_": [*before, ("f", ctype)]}
+        if offset % alignment(ctype):
+            spec["_pack_"] = 1  # a field of a packed record: no padding before it
+        helper: "Any" = type("_field_at", (ctypes.Structure,), spec)
         field = _FIELDS[key] = helper.__dict__["f"]
     return field
 

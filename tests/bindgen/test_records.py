@@ -171,13 +171,15 @@ def test_pointer_fields_of_records_on_the_general_path_are_made_on_first_use_too
     packed._layout_(9, 1, [("c", u8, 0), ("p", rt.ptr(T), 8)])  # off its alignment
     bits = _struct("Bits")
     bits._layout_(16, 8, [("f", u32, 0, 3, False), ("p", rt.ptr(T), 64)])
+    pack4 = _struct("Pack4")  # ctypes places it with _pack_ 4: a pointer at byte 4
+    pack4._layout_(12, 4, [("c", u32, 0), ("p", rt.ptr(T), 32)])
     assert T not in ctypes._pointer_type_cache
-    for cls in (packed, bits):
+    for cls in (packed, bits, pack4):
         rec, t = cls(), T(v=9)
         rec.p = ctypes.pointer(t)
         assert rec.p.contents.v == 9 and type(rec.p) is ctypes.POINTER(T)
         assert dict((f[0], f[1]) for f in cls.__bindgen_fields__)["p"] is ctypes.POINTER(T)
-    assert bytes(packed())[1:] == bytes(8)
+    assert bytes(packed())[1:] == bytes(8) and pack4.p.offset == 4
 
 
 def test_128_bit_fields_are_found_by_the_walk_that_lays_the_record_out():
