@@ -231,7 +231,7 @@ def write_sgpr(g: WaveSet, S1: np.ndarray, r: int, d: np.generic | int) -> None:
     """WaveSet.set_s for one wave's row: NULL drops the value, EXEC goes through set_s (the
     wave set's unpacked lanes follow), any other SGPR is written in place."""
     if r == EXEC_LO:
-        g.set_s(r, d if isinstance(d, np.generic) else np.uint32(d))
+        g.set_s(r, d)
     elif r != NULL:
         S1[r] = d
         g.m.dirty_s.add(r)

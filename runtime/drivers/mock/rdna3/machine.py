@@ -386,17 +386,21 @@ class WaveSet:
         self.m.dirty_s.add(r)
         self.dirty.discard(r)
 
-    def set_s(self, r: int, val: np.ndarray | np.generic) -> None:
+    def set_s(self, r: int, val: np.ndarray | np.generic | int) -> None:
+        """SGPR r of every wave = val ([n] or a scalar for all; for one wave32 wave also a
+        Python int, a 32-bit pattern)."""
         if r == NULL:
             return
-        if self.w1 >= 0 and isinstance(val, np.generic):   # one wave32 wave, a scalar value
+        if self.w1 >= 0 and isinstance(val, (np.generic, int)):   # one wave32, a scalar
             m = self.m
             m.S[r, self.w1] = val
             m.dirty_s.add(r)
             if self.dirty:
                 self.dirty.discard(r)
             if r == EXEC_LO:
-                self._load_exec()
+                # the new EXEC's lanes from the word itself (not read back from the SGPR)
+                word = val & 0xFFFFFFFF if isinstance(val, int) else int(m.S[r, self.w1])
+                self._set_exec(*one_wave_mask(word))
             else:
                 self.lanes.pop(r, None)
             return
