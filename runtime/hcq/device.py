@@ -332,6 +332,9 @@ class Device:
         self._peer_maps: dict[int, Buffer] = {}  # id(other device's buffer) -> its mapping here
         # copyout_async copies whose GPU part may still read their source (under _submit)
         self._pending_copies: "weakref.WeakSet[PendingCopy]" = weakref.WeakSet()
+        # memory the GPU may still write, each with the timeline value after which it does not
+        # (`free_when_done`): freed at the next copy out or synchronize past that value
+        self._free_later: collections.deque[tuple[Buffer, int]] = collections.deque()
         #: gives back what the device was opened on (a shared mock machine); called by close()
         self._release_lease: Callable[[], None] | None = None
         self._properties: DeviceProperties | None = None
@@ -562,7 +565,29 @@ class Device:
         self.timeline_signal.wait(self.timeline_value, timeout_ms)
         for s in list(self._streams):
             s.timeline.wait(s.value, timeout_ms)
+        self._free_done()
         self.check_fault()
+
+    def free_when_done(self, buf: Buffer, value: int) -> None:
+        """Frees `buf`, memory the GPU may still write, once the device timeline has reached
+        `value`: at the next copy out (`copyout_async`) or `synchronize()` after that, or at
+        close. Safe to call from a finalizer in any thread (it only notes the buffer)."""
+        if not self.closed:
+            self._free_later.append((buf, value))
+
+    def _free_done(self) -> None:
+        """Frees what `free_when_done` noted that the GPU is done with."""
+        q = self._free_later
+        if not q:
+            return
+        done = self.timeline_signal.value
+        with self._submit:  # a Ctrl-C is held back: a buffer taken off the list is freed
+            for _ in range(len(q)):
+                buf, value = q.popleft()
+                if value <= done:
+                    self.free(buf)
+                else:
+                    q.append((buf, value))
 
     # ------------------------------------------------------------------ streams and events
     def stream(self) -> "Stream":
@@ -669,6 +694,7 @@ class Device:
         mv = _host_bytes(dst, "copyout_async", "dst", writable=True)
         n = len(mv)
         self.check_range(src, src_offset, n, "copyout_async", "src")
+        self._free_done()  # earlier copies dropped unwaited: their pinned memory is reused
         pinned = self.alloc(n, kind=MemKind.GTT, cpu_access=True)
         with self._submit:
             try:
@@ -1087,7 +1113,9 @@ class PendingCopy:
 
     Lifetime: the source buffer must stay allocated until the GPU has copied it. If it is freed
     before that, `wait()` refuses with an HCQError naming the copy and the buffer (its memory may
-    already hold a later allocation's bytes) instead of handing back what it read."""
+    already hold a later allocation's bytes) instead of handing back what it read. A copy
+    dropped before its `wait()` completed (a Ctrl-C ended the wait, say) gives its pinned memory
+    back once the GPU has written it (`Device.free_when_done`)."""
 
     def __init__(self, device: Device, dst: memoryview, pinned: Buffer, value: int,
                  src: Buffer | None = None) -> None:
@@ -1131,6 +1159,10 @@ class PendingCopy:
                 self.device._pending_copies.discard(self)
                 self.device.free(self._pinned)  # back to the pool for the next copy
         self._check_source()
+
+    def __del__(self) -> None:
+        if not self._finished:  # dropped before wait() completed
+            self.device.free_when_done(self._pinned, self.value)
 
     def _check_source(self) -> None:
         if self._freed_early is not None:

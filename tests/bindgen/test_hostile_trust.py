@@ -202,27 +202,27 @@ def test_generator_memory_per_record_is_bounded_above_libclang_alone(tmp_path):
 
 
 # The import of a big generated module, in a fresh interpreter that reads the bytecode an earlier
-# one wrote (as an installed package is imported): wall time against making as many plain ctypes
-# records of the same fields in the same process, peak memory above the interpreter's own, and
-# how many pointer types the import made.
+# one wrote (as an installed package is imported): its CPU time against making as many plain
+# ctypes records of the same fields in the same process (CPU time: other work on the machine
+# does not count), peak memory above the interpreter's own, and how many pointer types it made.
 _IMPORT = """
 import ctypes, importlib, resource, sys, time
 n = {n}
 sys.path.insert(0, ".")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 pointers = len(ctypes._pointer_type_cache)
-t = time.perf_counter()
+t = time.process_time()
 m = importlib.import_module("gen.testgrp.chain")
-took = time.perf_counter() - t
+took = time.process_time() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 made = len(ctypes._pointer_type_cache) - pointers
-t = time.perf_counter()
+t = time.process_time()
 kept = []
 for i in range(n):
     c = type(ctypes.Structure)(f"b{{i}}", (ctypes.Structure,), {{"__slots__": ()}})
     c._fields_ = [("prev", ctypes.c_void_p), ("v", ctypes.c_int32), ("w", ctypes.c_int64)]
     kept.append(c)
-bare = time.perf_counter() - t
+bare = time.process_time() - t
 assert m.s{last}.__bindgen_fields__[0][1] is ctypes.POINTER(m.s{prev})
 print("import", took, bare, peak - before, made)
 """
@@ -234,9 +234,9 @@ def test_a_big_module_imports_in_time_and_memory_proportional_to_its_records(tmp
     walked every record's fields a second time. Pointer fields are now made on first use, and
     the walk that lays a record out also finds its 128-bit fields. At 20,000 records the import
     made 19,999 pointer types and peaked 4.6 KB a record above the bare interpreter (now none,
-    2.1 KB). Time is measured against making the same number of plain ctypes records in the
-    same process (this machine's speed and load, whatever they are): 1.7-2.3 times that before,
-    1.3 now; the best of three runs counts."""
+    2.1 KB). Its CPU time is measured against making the same number of plain ctypes records in
+    the same process (this machine's speed, whatever it is): 1.85-1.92 times that before, 1.38-1.49
+    now; the best of three runs counts."""
     import subprocess
     import sys
 
@@ -266,9 +266,9 @@ def test_a_big_module_imports_in_time_and_memory_proportional_to_its_records(tmp
         runs.append((float(took) / float(bare), int(peak_kb) / n, int(made)))
     ratio = min(r[0] for r in runs[1:])
     per_record = min(r[1] for r in runs[1:])
-    assert runs[-1][2] <= 1, f"the import made {runs[-1][2]} pointer types"
+    assert max(r[2] for r in runs) == 0, f"the import made {runs[-1][2]} pointer types"
     assert per_record <= 3.5, f"import peaked at {per_record:.1f} KB a record"
-    assert ratio <= 1.6, f"import took {ratio:.2f} times as long as {n} plain records"
+    assert ratio <= 1.7, f"import took {ratio:.2f} times the CPU time of {n} plain records"
 
 
 def test_a_big_lazy_module_made_whole_without_bytecode_stays_bounded_in_memory(tmp_path):

@@ -225,6 +225,8 @@ def _run_op(r: _Rig, op: tuple[Any, ...]) -> object:
 @example(ops=[("many_f32_edge", 0)])                  # rounds to the largest float32: it fits
 @example(ops=[("vadd_np", 6, (1 << 32) - 1)])         # uint32 0xFFFFFFFF in an int slot
 @example(ops=[("vadd_np", 7, (1 << 64) - 1), ("wait",)])  # uint64 beyond the 4-byte slot
+# an int after a numpy unsigned integer: the specialization for the numpy type must decline it
+@example(ops=[("vadd_np", 4, 0), ("vadd", 1 << 31)])
 def test_any_script_leaves_the_same_bytes_with_either_executor(
         monkeypatch: pytest.MonkeyPatch, ops: list[tuple[Any, ...]]) -> None:
     """Any sequence of launches (arguments of every kind, in and out of their slot's range,

@@ -1022,6 +1022,34 @@ def test_a_graph_refuses_to_run_on_a_freed_buffer(target: Target, dev: Device) -
     g.free()
 
 
+def test_a_copy_out_dropped_before_its_wait_gives_its_pinned_memory_back(target: Target,
+                                                                         dev: Device) -> None:
+    """Copies out dropped unwaited (also after a Ctrl-C ended their wait) while the GPU has not
+    written them yet: their pinned memory is not freed under the GPU's writes, and it goes back
+    once the GPU is done (at the next synchronize), instead of staying allocated until close."""
+    a = dev.alloc(N * 4)
+    dev.copyin(a, np.arange(N, dtype=np.float32))
+    dev.copyout_async(np.zeros(N, np.float32), a).wait()  # the pool has pinned memory now
+    gate = _gated(dev)
+    live = dev.allocator.live_count
+    out = np.zeros(N, np.float32)
+    for _ in range(3):
+        dev.copyout_async(out, a)  # dropped at once
+    held = dev.copyout_async(out, a)
+    if signal.getsignal(signal.SIGINT) is _on_sigint:
+        timer = threading.Timer(0.05, _ctrl_c_now)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            held.wait(timeout_ms=20_000)
+        timer.join()
+    del held
+    assert dev.allocator.live_count == live + 4  # the GPU has yet to write them
+    gate.value = 1
+    dev.synchronize()
+    assert dev.allocator.live_count == live
+    np.testing.assert_array_equal(out, np.zeros(N, np.float32))  # none was waited for
+
+
 def test_a_pending_copy_refuses_a_source_freed_while_in_flight(target: Target,
                                                                dev: Device) -> None:
     """A copy out whose source buffer is freed (and its memory handed to a new allocation that

@@ -74,6 +74,7 @@ typedef struct {
     int kind[MAX_ARGS];
     Py_ssize_t off[MAX_ARGS];
     PyObject *buffer_type, *owner;  /* Buffer, and the device whose buffers the launch takes */
+    PyObject *types;  /* the exact type of each argument this launch is specialized for */
     PyObject *bell_fn, *token_obj, *on_error;   /* a doorbell that is a Python call (the mock) */
 } launcher;
 
@@ -85,6 +86,7 @@ static void launcher_free(PyObject *capsule) {
     for (int i = 0; i < N_VIEWS; i++)
         if (L->have[i]) PyBuffer_Release(&L->view[i]);
     Py_XDECREF(L->buffer_type);
+    Py_XDECREF(L->types);
     Py_XDECREF(L->owner);
     Py_XDECREF(L->bell_fn);
     Py_XDECREF(L->token_obj);
@@ -133,6 +135,9 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     union { uint64_t u; int64_t i; double d; float f; } val[MAX_ARGS];
     for (Py_ssize_t a = 0; a < L->nargs; a++) {
         PyObject *o = PyTuple_GET_ITEM(args, a);
+        /* arguments of other types belong to another specialization, as in the Python launch:
+         * this one's kinds would take some of them (an int where a numpy integer was) */
+        if ((PyObject *)Py_TYPE(o) != PyTuple_GET_ITEM(L->types, a)) Py_RETURN_FALSE;
         int k = L->kind[a];
         if (k == K_BUF) {
             if ((PyObject *)Py_TYPE(o) != L->buffer_type) Py_RETURN_FALSE;
@@ -306,18 +311,18 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
                             "gp_put_dw", "token", "doorbell_index", "doorbell_width",
                             "param_offs", "payload_idx", "acquire_idx", "seq_idx",
                             "entry_acquire", "entry_chained", "kinds", "arg_offs", "buffer_type",
-                            "owner", "on_error", NULL};
+                            "owner", "on_error", "types", NULL};
     PyObject *chunk, *slots, *dw, *cw, *rec, *tl, *ring, *userd, *bell, *pars, *pays, *acq, *seqs,
-        *ea, *ec, *kinds, *poffs, *btype, *owner, *on_error;
+        *ea, *ec, *kinds, *poffs, *btype, *owner, *on_error, *types;
     Py_ssize_t n, gp_put_dw, bell_index, bell_width;
     unsigned long long entries, token;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOnKnKnnOOOOOOOOOOO", names, &chunk,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOnKnKnnOOOOOOOOOOOO", names, &chunk,
                                      &slots, &dw, &cw, &rec, &tl, &ring, &userd, &bell, &n,
                                      &entries, &gp_put_dw, &token, &bell_index, &bell_width,
                                      &pars, &pays, &acq, &seqs, &ea, &ec, &kinds, &poffs,
-                                     &btype, &owner, &on_error))
+                                     &btype, &owner, &on_error, &types))
         return NULL;
-    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 26) {
+    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 27) {
         PyErr_SetString(PyExc_TypeError, "make() takes every setting, by keyword");
         return NULL;
     }
@@ -400,11 +405,16 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
                 goto fail;
             }
     }
+    if (!PyTuple_Check(types) || PyTuple_GET_SIZE(types) != L->nargs) {
+        PyErr_SetString(PyExc_ValueError, "types: a tuple of one type per argument kind is needed");
+        goto fail;
+    }
     if (!PyType_Check(btype) || !PyCallable_Check(on_error)) {
         PyErr_SetString(PyExc_TypeError, "buffer_type must be a type, on_error a callable");
         goto fail;
     }
     L->buffer_type = Py_NewRef(btype);
+    L->types = Py_NewRef(types);
     L->owner = Py_NewRef(owner);
     L->on_error = Py_NewRef(on_error);
     PyObject *fn = PyCFunction_New(&launch_def, cap);

@@ -302,7 +302,7 @@ class ShapeLauncher:
             acquire_idx=lay.acquire_idx, seq_idx=lay.seq_idx, entry_acquire=lay.entry_acquire,
             entry_chained=lay.entry_chained, kinds=tuple(kinds),
             arg_offs=tuple(s.offset for s in self.prg.slots), buffer_type=Buffer, owner=dev,
-            on_error=dev.note_submit_error)
+            on_error=dev.note_submit_error, types=types)
 
     def _python(self, types: tuple[type, ...], p: struct.Struct) -> "Callable[..., bool]":
         """The launch of the module docstring in Python, on the same layout and state as the
