@@ -102,6 +102,19 @@ def test_qmd_versions_place_the_same_launch_differently() -> None:
     assert "QMD_TYPE" in v4 and "QMD_TYPE" not in v3
 
 
+def test_hopper_qmds_load_the_kernel_arguments_before_the_ctas_launch() -> None:
+    """On V04 the constant bank of the kernel arguments is prefetched, all of it (256-B units):
+    measured on the H200 to start a dependent grid sooner. V03 and V05 set nothing."""
+    v3, v4, v5 = (q(bytearray(_launch_qmd(q))).prefetch_cbuf(0, 0x22C).decode()
+                  for q in (QMDV03, QMDV04, QMDV05))
+    pre = cl.NVCBC0_QMDV04_00_CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE
+    assert v4["CONSTANT_BUFFER_PREFETCH(0)"] == pre
+    assert v4["CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8"] == 3  # 0x22C B in 256-B units
+    assert not any("PREFETCH" in k and "CONSTANT" in k for k in (*v3, *v5))
+    big = QMDV04().prefetch_cbuf(0, 64 * 1024).decode()
+    assert big["CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8"] == 63  # the field's largest
+
+
 def test_qmd_rejects_what_does_not_fit() -> None:
     q = QMDV04()
     with pytest.raises(ProgramError, match="64-byte aligned"):

@@ -141,6 +141,7 @@ class NVProgram(Program):
         for bank, sec in sorted({**cub.constbanks, **k.constbanks}.items()):
             q.set_cbuf(bank, self.lib_buf.va + cub.offset_of(sec), sec.size)
         q.set_cbuf(0, 0, self.cb0_B)  # address patched per launch
+        q.prefetch_cbuf(0, self.cb0_B)
         self.qmd_template = bytes(q.data)
         lo, hi, shift = qcls.cbuf_addr_fields(0)
         self._cb0_hi, self._cb0_shift = hi, shift
