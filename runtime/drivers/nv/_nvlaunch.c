@@ -32,7 +32,7 @@
 #ifndef HCQ_SOURCE_SHA256
 #define HCQ_SOURCE_SHA256 ""  /* setup.py defines it when it builds the wheel's copy */
 #endif
-#define ABI 5
+#define ABI 6
 
 /* gpfifo.CHANNEL_WORDS, in order */
 typedef struct {
