@@ -373,6 +373,9 @@ class PM4Processor(QueueProcessor):
             if races is not None:
                 races.forget(key)
             raise _kernel_fault(where, run.record.pgm_addr, e) from None
+        if not done:
+            # one range per access: a kernel running for many slices would grow them for ever
+            self._running_mem.compact()
         if races is not None:
             races.gpu_wrote()
             rm = self._running_mem
