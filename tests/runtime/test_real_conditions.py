@@ -255,18 +255,6 @@ def test_a_storm_of_ctrl_c_leaves_the_device_consistent(target: Target, dev: Dev
     out = np.empty(N, np.float32)
     interrupted = 0
 
-    def exposed(fn: Callable[[], None]) -> bool:
-        """Runs `fn` with SIGINT deliverable; False if a KeyboardInterrupt ended it."""
-        try:
-            try:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-                fn()
-            finally:
-                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        except KeyboardInterrupt:
-            return False
-        return True
-
     def ops() -> None:
         dev.copyin(a, data)
         _launch(target, dev, prg, args, a, b, c)
@@ -280,12 +268,12 @@ def test_a_storm_of_ctrl_c_leaves_the_device_consistent(target: Target, dev: Dev
         t.start()
         deadline = time.perf_counter() + 1.5
         while time.perf_counter() < deadline:
-            interrupted += not exposed(ops)
+            interrupted += not _exposed(ops)
         stop.set()
         t.join(timeout=10)
         quiet = 0
         while quiet < 3:  # signals on their way, or held back and sent again, land here
-            ok = exposed(lambda: (time.sleep(0.02), dev.synchronize(timeout_ms=20_000)))
+            ok = _exposed(lambda: (time.sleep(0.02), dev.synchronize(timeout_ms=20_000)))
             quiet = quiet + 1 if ok and not interrupt_pending() else 0
             interrupted += not ok
     finally:
@@ -298,6 +286,20 @@ def test_a_storm_of_ctrl_c_leaves_the_device_consistent(target: Target, dev: Dev
     _launch(target, dev, prg, args, a, b, c)
     np.testing.assert_array_equal(_read(dev, c), np.full(N, 7, np.float32))
     g.free()
+
+
+def _exposed(fn: Callable[[], None]) -> bool:
+    """Runs `fn` with SIGINT deliverable (the storm tests block it around their own
+    bookkeeping); False if a KeyboardInterrupt ended it."""
+    try:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            fn()
+        finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except KeyboardInterrupt:
+        return False
+    return True
 
 
 def _ours() -> None:
@@ -564,17 +566,6 @@ def test_a_storm_of_ctrl_c_while_finalizers_run(unraisable: list[Any]) -> None:
 
     interrupted = 0
 
-    def exposed(fn: Callable[[], None]) -> None:
-        nonlocal interrupted
-        try:
-            try:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-                fn()
-            finally:
-                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        except KeyboardInterrupt:
-            interrupted += 1
-
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     t = threading.Thread(target=storm, daemon=True)
     try:
@@ -582,12 +573,12 @@ def test_a_storm_of_ctrl_c_while_finalizers_run(unraisable: list[Any]) -> None:
         deadline = time.perf_counter() + 1.0
         i = 0
         while time.perf_counter() < deadline:
-            exposed(lambda: drop_then_linger(kinds[i % len(kinds)]))
+            interrupted += not _exposed(lambda: drop_then_linger(kinds[i % len(kinds)]))
             i += 1
         stop.set()
         t.join(timeout=10)
         for _ in range(100):  # the last ones, held back or on their way
-            exposed(lambda: time.sleep(0.005))
+            interrupted += not _exposed(lambda: time.sleep(0.005))
             if not interrupt_pending():
                 break
     finally:
