@@ -17,6 +17,7 @@ from runtime.hcq.queue import as_tuple3
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
+    from runtime.hcq.queue import HWQueue, Value
 
 ArgValue = Buffer | int | float | bytes
 
@@ -190,17 +191,28 @@ class Program:
             kargs = self.fill_kernargs(tuple(args) + tuple(vals), global_size, local_size)
             # The timeline value is taken once the whole submission is built (submit_timeline).
             v = dev.timeline_value + 1
-            q = dev.compute_queue().wait(dev.timeline_signal, v - 1).memory_barrier()
-            if wait:
-                q.timestamp(self._t0)
-            q.exec(self, kargs, global_size, local_size)
-            if wait:
-                q.timestamp(self._t1)
-            dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
+            q = self.launch_commands(dev.compute_queue(), kargs, v - 1, v, global_size,
+                                     local_size, wait)
+            dev.submit_timeline(q, v)
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)
         return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+
+    def launch_commands(self, q: "HWQueue", kargs: "KernArgs | Value", before: "Value",
+                        value: "Value", global_size: Sequence[int], local_size: Sequence[int],
+                        wait: bool) -> "HWQueue":
+        """Appends what a launch sends to `q`: the wait for timeline value `before`, the kernel
+        with its argument block (timed between `_t0` and `_t1` with `wait`) and the release of
+        `value`; values may be variables, for commands kept and patched per launch."""
+        tl = self.device.timeline_signal
+        q = q.wait(tl, before).memory_barrier()
+        if wait:
+            q.timestamp(self._t0)
+        q.exec(self, kargs, global_size, local_size)
+        if wait:
+            q.timestamp(self._t1)
+        return q.signal(tl, value)
 
     def kernargs_size(self) -> int:
         """Bytes of one launch's argument block (the driver's ABI: parameters plus what the

@@ -287,18 +287,12 @@ class AMDProgram(Program):
 
     def _launch_queue(self, global_size: Sequence[int], local_size: Sequence[int],
                       wait: bool) -> "_LaunchQueue":
-        """The commands `Program.__call__` builds for a launch of this shape, with variables
+        """The commands `launch_commands` builds for a launch of this shape, with variables
         where a launch's own values go."""
-        dev = self.device
-        lq = _LaunchQueue(dev.compute_queue(), Var("kernargs"), Var("timeline before"),
+        lq = _LaunchQueue(self.device.compute_queue(), Var("kernargs"), Var("timeline before"),
                           Var("timeline value"))
-        q = lq.queue.wait(dev.timeline_signal, lq.before).memory_barrier()
-        if wait:
-            q.timestamp(self._t0)
-        q.exec(self, lq.kernargs, global_size, local_size)
-        if wait:
-            q.timestamp(self._t1)
-        q.signal(dev.timeline_signal, lq.value)
+        self.launch_commands(lq.queue, lq.kernargs, lq.before, lq.value, global_size, local_size,
+                             wait)
         return lq
 
     # -------------------------------------------------------------- launch helpers
