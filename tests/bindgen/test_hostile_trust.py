@@ -160,6 +160,22 @@ print("peak-kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
+def _chain_spec(tmp_path: Path, n: int, lazy: bool = False) -> None:
+    """A spec group "chain" under tmp_path/specs over a header of `n` structs, each but the
+    first pointing at the one before."""
+    from .conftest import write_spec
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "h.h").write_text("struct s0 { int v; };\n" + "".join(
+        f"struct s{i} {{ struct s{i - 1} *prev; int v; long w; }};\n" for i in range(1, n)))
+    target: dict[str, object] = {"headers": ["src:h.h"]}
+    if lazy:
+        target["lazy"] = True
+    write_spec(tmp_path / "specs", {"chain": target},
+               sources={"src": {"kind": "system", "path": str(src), "package": "p"}})
+
+
 def _peak_kb(body: str, cwd: Path) -> int:
     import subprocess
     import sys
@@ -177,15 +193,8 @@ def test_generator_memory_per_record_is_bounded_above_libclang_alone(tmp_path):
     while compiling it, and a translation unit kept alive by a reference cycle until the end.
     The generator's own share is measured against libclang alone in a process that imported
     bindgen too (the fixed cost of the imports is not per record)."""
-    from .conftest import write_spec
-
     n = 10_000
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "h.h").write_text("struct s0 { int v; };\n" + "".join(
-        f"struct s{i} {{ struct s{i - 1} *prev; int v; long w; }};\n" for i in range(1, n)))
-    write_spec(tmp_path / "specs", {"chain": {"headers": ["src:h.h"]}},
-               sources={"src": {"kind": "system", "path": str(src), "package": "p"}})
+    _chain_spec(tmp_path, n)
     clang = _peak_kb("""
         import bindgen.generate
         import clang.cindex as ci
@@ -240,15 +249,8 @@ def test_a_big_module_imports_in_time_and_memory_proportional_to_its_records(tmp
     import subprocess
     import sys
 
-    from .conftest import write_spec
-
     n = 20_000
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "h.h").write_text("struct s0 { int v; };\n" + "".join(
-        f"struct s{i} {{ struct s{i - 1} *prev; int v; long w; }};\n" for i in range(1, n)))
-    write_spec(tmp_path / "specs", {"chain": {"headers": ["src:h.h"]}},
-               sources={"src": {"kind": "system", "path": str(src), "package": "p"}})
+    _chain_spec(tmp_path, n)
     _peak_kb("""
         from bindgen.cli import main
         assert main(["--specs", "specs", "--out", "gen", "--package", "gen", "regen", "--jobs",
@@ -278,15 +280,8 @@ def test_a_big_lazy_module_made_whole_without_bytecode_stays_bounded_in_memory(t
     import subprocess
     import sys
 
-    from .conftest import write_spec
-
     n = 20_000
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "h.h").write_text("struct s0 { int v; };\n" + "".join(
-        f"struct s{i} {{ struct s{i - 1} *prev; int v; long w; }};\n" for i in range(1, n)))
-    write_spec(tmp_path / "specs", {"chain": {"headers": ["src:h.h"], "lazy": True}},
-               sources={"src": {"kind": "system", "path": str(src), "package": "p"}})
+    _chain_spec(tmp_path, n, lazy=True)
     _peak_kb("""
         from bindgen.cli import main
         assert main(["--specs", "specs", "--out", "gen", "--package", "gen", "regen", "--jobs",
