@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.drivers.mock.rdna3 import KernelFault, PageFaultError, fast_salu, machine, ops_salu
+from runtime.drivers.mock.rdna3 import (KernelFault, PageFaultError, fast_salu, fp, machine,
+                                         ops_mem, ops_salu)
 
 from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
                              _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
@@ -494,6 +495,12 @@ v_cvt_f32_u32 v8, v2
 v_fmac_f32 v8, 0.5, v8
 v_cvt_u32_f32 v9, v8
 v_xor_b32 v2, v2, v9
+v_dual_mov_b32 v11, v2 :: v_dual_and_b32 v12, 0x7c, v2
+global_load_b32 v13, v12, s[2:3]
+s_waitcnt vmcnt(0)
+v_dual_mov_b32 v14, v13 :: v_dual_lshlrev_b32 v11, 3, v11
+v_add_nc_u32 v2, v2, v14
+v_xor_b32 v2, v2, v11
 {middle}
 v_add_nc_u32 v2, v2, v7
 s_nop 1
@@ -518,8 +525,9 @@ s_cbranch_scc1 loop
 ], ids=["plain", "lane-mask", "exec-sgpr", "cmpx"])
 def test_blocks_bound_to_a_wave_set_match_general_path(monkeypatch, middle, waves):
     """A loop's straight-line block runs bound to the wave set's registers from its second
-    pass on (its plain VALU ops one numpy call each, scalar ops and v_fmac by 0.5 with their
-    registers looked up once): the same bits and the same lane counts
+    pass on (its plain VALU ops one numpy call each, scalar ops, VOPD pairs, one wave's
+    global loads and v_fmac by 0.5 with their registers looked up once): the same bits and
+    the same lane counts
     as the general path, also where EXEC or a lane mask changes inside the block (the rest of
     it then runs step by step)."""
     code = assemble_labels(PROLOGUE + _BOUND_LOOP.format(middle=middle) +
@@ -536,3 +544,26 @@ def test_blocks_bound_to_a_wave_set_match_general_path(monkeypatch, middle, wave
     (fast, fw, fl), (slow, sw, sl) = _run_both(monkeypatch, run)
     np.testing.assert_array_equal(fast, slow)
     assert (fw, fl) == (sw, sl)
+
+
+_OFFSETS = st.one_of(st.integers(0, 0xFFFFFFFF), st.integers(0, 0x3FFF).map(lambda v: v * 4),
+                     st.sampled_from([0, 4, 0x7FFFFFFC, 0x80000000, 0xFFFFFFFC, 1, 2, 3]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(offs=st.lists(_OFFSETS, min_size=32, max_size=32), signed=st.booleans())
+def test_offsets_top_matches_numpy(offs, signed):
+    """One wave's byte offsets read on the register's bytes: their maximum, or -1 where one is
+    misaligned (or, signed, negative as an int32), as numpy's reductions say."""
+    off = np.array(offs, dtype=u32).reshape(1, 32)
+    bad = (off & 3).any() or signed and (off >> 31).any()
+    assert ops_mem.dword_offsets_top(off, signed) == (-1 if bad else int(off.max()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.integers(0, 0xFFFFFFFF), min_size=1, max_size=32))
+def test_exponents_above_1_matches_numpy(words):
+    bits = np.array(words, dtype=u32)
+    want = bool(((bits & u32(0x7F000000)) != 0).all())
+    assert fp.exponents_above_1(bits, np.empty_like(bits)) is want
+    assert fp.exponents_above_1(bits.reshape(1, -1), np.empty((1, len(words)), u32)) is want

@@ -18,6 +18,7 @@ to 16 bits first. `*_store_d16_hi_*` stores from the high half.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -29,7 +30,8 @@ from . import atomics
 from . import mem_lanes as ml
 from .decode import M0, NULL, Inst
 from .errors import KernelFault, PageFaultError
-from .machine import WaveSet, one_wave_lanes, one_wave_word
+from .fast_valu import Bound, bindable
+from .machine import Planes, WaveSet, one_wave_lanes, one_wave_word
 
 Exec = Callable[[WaveSet], None]
 Resolver = Callable[[WaveSet], ml.Target]
@@ -229,11 +231,38 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
     """GLOBAL_LOAD/STORE of whole dwords with an SGPR base, for one wave32 with every lane
     active whose lanes are dword aligned and fall in one mapping (a one-wave loop's loads):
     one gather or scatter over that mapping's words. Anything else, a fault included, takes
-    `generic`, which is the reference semantics."""
+    `generic`, which is the reference semantics. Bindable: in a straight-line block its
+    registers are looked up once per wave set."""
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
     nbytes = 4 * ndw
     access = "read" if load else "write"
+    regs = [(vdst if load else vdata) + j for j in range(ndw)]
+
+    def go(g: WaveSet, S1: np.ndarray, off: np.ndarray, tmp: np.ndarray,
+           data: list[np.ndarray]) -> None:
+        start = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm
+        top = dword_offsets_top(off)
+        if start & 3 or top < 0:
+            return generic(g)
+        # (the look-up also notes the range [start, start + top + nbytes) as the dispatch's
+        # access, for the queue's hazard checks)
+        got = g.m.words_at(start, top + nbytes, access)
+        if got is None:
+            return generic(g)
+        words, base = got
+        if base:
+            words = words[base:]   # (a view: cheaper than adding base to every index)
+        # The word indices go to the wave set's scratch register: the gather may overwrite
+        # the address register. Every index is inside `words` (the look-up checked the
+        # largest), so the gather need not check them again.
+        idx = np.right_shift(off, _TWO, out=tmp)
+        if load:
+            for j, r in enumerate(data):
+                words.take(idx + u32(j) if j else idx, out=r, mode="clip")
+        else:
+            for j, r in enumerate(data):
+                words.put(idx + u32(j) if j else idx, r, mode="clip")
 
     def run(g: WaveSet) -> None:
         P = g.fast
@@ -243,36 +272,43 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         if g.dirty:
             g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
             g.s(saddr + 1)
-        S1, U = P.s1, P.views
-        start = (int(S1[saddr]) | int(S1[saddr + 1]) << 32) + imm
-        off = U[0, vaddr]   # unsigned: the lanes lie in [start, start + max + nbytes)
-        # The OR of the offsets bounds their maximum and shows a misaligned one; where it
-        # overshoots the mapping, the maximum itself decides.
-        bound = int(np.bitwise_or.reduce(off, axis=None))
-        if (start | bound) & 3:
-            generic(g)
-            return
-        got = g.m.words_at(start, bound + nbytes, access)
-        if got is None:
-            got = g.m.words_at(start, int(np.maximum.reduce(off, axis=None)) + nbytes, access)
-            if got is None:
-                generic(g)
-                return
-        words, base = got
-        if base:
-            words = words[base:]   # (a view: cheaper than adding base to every index)
-        # The word indices go to the wave set's scratch register: the gather may overwrite
-        # the address register.
-        idx = np.right_shift(off, 2, out=P.tmp)
+        U = P.views
         if load:
-            dv = P.dirty_v
-            for j in range(ndw):
-                dv.add(vdst + j)
-                words.take(idx + u32(j) if j else idx, out=U[0, vdst + j])
-        else:
-            for j in range(ndw):
-                words.put(idx + u32(j) if j else idx, U[0, vdata + j])
+            P.dirty_v.update(regs)
+        go(g, P.s1, U[0, vaddr], P.tmp, [U[0, r] for r in regs])
+
+    def bind(g: WaveSet, P: Planes) -> Bound | None:
+        # (bound steps run while no SGPR holds an unpacked lane mask: nothing to pack first)
+        if P.s1 is None:
+            return None
+        U = P.views
+        return go, (g, P.s1, U[0, vaddr], P.tmp, [U[0, r] for r in regs]), \
+            tuple(regs) if load else ()
+    bindable(run, bind)
     return run
+
+
+# The low bytes of dword-aligned offsets, and the top bytes of offsets below 2^31
+_ALIGNED = bytes(b for b in range(256) if not b & 3)
+_BELOW_2_31 = bytes(range(128))
+_TWO = u32(2)
+_LITTLE = sys.byteorder == "little"
+
+
+def dword_offsets_top(off: np.ndarray, signed: bool = False) -> int:
+    """The largest of one wave's uint32 byte offsets (off [1, 32]), or -1 where one is not
+    dword aligned (or, `signed`, is negative as an int32). On the bytes of the register: a
+    numpy reduction costs several times more than these C-level byte operations on 32 lanes."""
+    if not _LITTLE:
+        bits = int(np.bitwise_or.reduce(off, axis=None))
+        if bits & (0x80000003 if signed else 3):
+            return -1
+        return int(np.maximum.reduce(off, axis=None))
+    raw = off.tobytes()
+    # (little-endian: byte 0 of each lane holds its two low bits, byte 3 its sign)
+    if raw[::4].translate(None, _ALIGNED) or signed and raw[3::4].translate(None, _BELOW_2_31):
+        return -1
+    return max(memoryview(raw).cast("I"))
 
 
 # -- FLAT: per-lane address spaces ---------------------------------------------------------------
@@ -609,11 +645,9 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
             return general(g)
         U = P.views
         off = U[0, vaddr]
-        # the OR of the offsets: bit 31 set if one is negative as an int32, bits 1:0 if one is
-        # misaligned, and at least their maximum (else the exact maximum decides)
-        bits = int(np.bitwise_or.reduce(off, axis=None))
-        if bits & 0x80000003 or (((bits + imm) >> 2) + ndw) * 128 > sc.wave_B and \
-                (((int(np.maximum.reduce(off, axis=None)) + imm) >> 2) + ndw) * 128 > sc.wave_B:
+        # (-1: an offset is misaligned or negative as an int32)
+        top = dword_offsets_top(off, signed=True)
+        if top < 0 or (((top + imm) >> 2) + ndw) * 128 > sc.wave_B:
             return general(g)
         words = g.m.scratch_words()
         if not words.size:
