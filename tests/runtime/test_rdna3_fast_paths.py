@@ -404,8 +404,11 @@ s_endpgm
 """
 
 
-@settings(max_examples=25, deadline=None)
-@given(exec_mask=st.integers(0, 0xFFFFFFFF), start=st.sampled_from([1, 2, 3]),
+@settings(max_examples=60, deadline=None)
+@given(exec_mask=st.one_of(st.integers(0, 0xFFFFFFFF),   # (contiguous lanes: a retry loop's)
+                          st.tuples(st.integers(0, 31), st.integers(1, 32)).map(
+                              lambda t: ((1 << t[1]) - 1) << t[0] & 0xFFFFFFFF)),
+       start=st.sampled_from([1, 2, 3]),
        srcs=st.lists(st.sampled_from([1, 2, 3, 9]), min_size=32, max_size=32),
        cmps=st.lists(st.sampled_from([1, 2, 3]), min_size=32, max_size=32))
 def test_one_address_compare_and_swap_chains(exec_mask, start, srcs, cmps):

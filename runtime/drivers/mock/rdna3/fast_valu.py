@@ -257,9 +257,11 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             P.dirty_v.add(d)
             if g.exec_full:
                 fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d])
-            else:   # EXEC partly set: the ufunc writes the EXEC lanes only
-                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d],
-                   where=g.exec)
+            else:   # EXEC partly set: computed in the scratch register, copied to the EXEC
+                # lanes (cheaper on a wave's 32 lanes than the ufunc's where=)
+                T = P.tmps[kd]
+                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=T)
+                np.copyto(A[kd, d], T, where=g.exec)
         # (a ufunc's third positional argument is its output)
         _BINDERS[run2_into] = lambda g, P: (
             fn, (_operand_of(P.views, k0, i0), _operand_of(P.views, k1, i1), P.views[kd, d]),

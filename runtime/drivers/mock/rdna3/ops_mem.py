@@ -420,9 +420,8 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     """global_atomic_cmpswap_b32 of one wave32 whose active lanes all name one aligned, mapped
     dword (a retry loop's lanes racing on one counter): the lanes swap in lane order on Python
     ints, each seeing the value the lanes before it left. False (nothing done) otherwise."""
-    w = g.w1
     P = g.planes
-    if w < 0 or P is None:
+    if g.w1 < 0 or P is None or P.s1 is None:
         return False
     lanes, pick = one_wave_lanes(one_wave_word(g.exec))
     n = len(lanes)
@@ -436,8 +435,8 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     if g.dirty:
         g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
         g.s(saddr + 1)
-    S = g.m.S
-    va = (int(S[saddr, w]) | int(S[saddr + 1, w]) << 32) + imm + off
+    S1 = P.s1
+    va = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm + off
     if va & 3:
         return False
     try:
@@ -445,29 +444,42 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     except PageFault:
         return False
     srcs, cmps = pick(A[0, vdata].tolist()[0]), pick(A[0, vdata + 1].tolist()[0])
-    cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
+    old = cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
     # Lane after lane, each returns the current value and swaps where its compare value
-    # matches; the matching lanes are found with tuple.index (the search runs in C), the
-    # returned values built as runs of one value.
-    vals: list[int] = []
+    # matches; the matching lanes are found with tuple.index (the search runs in C). `cuts`:
+    # where the returned value changes (after each success but the last lane's).
+    cuts: list[int] = []
     i = 0
     while i < n:
         try:
             k = cmps.index(cur, i)
         except ValueError:
-            vals += [cur] * (n - i)
             break
-        vals += [cur] * (k + 1 - i)
         cur = srcs[k]
         i = k + 1
+        if i < n:
+            cuts.append(i)
     _U32.pack_into(data, at, cur)  # type: ignore[arg-type]
     if want:
         P.dirty_v.add(vdst)
-        dst = A[0, vdst]
-        if n == 32:
-            dst[0] = vals
+        row = A[0, vdst][0]
+        first = lanes[0]
+        if lanes[-1] - first + 1 == n:
+            # contiguous active lanes (a retry loop's EXEC loses its lowest lanes): each run
+            # of one returned value is one slice of the register
+            v, a = old, first
+            for c in cuts:
+                row[a:first + c] = v
+                v, a = srcs[c - 1], first + c   # (what the successful lane c - 1 left)
+            row[a:first + n] = v
         else:
-            dst[g.exec] = vals   # the active lanes, in lane order
+            vals: list[int] = []
+            v, a = old, 0
+            for c in cuts:
+                vals += [v] * (c - a)
+                v, a = srcs[c - 1], c
+            vals += [v] * (n - a)
+            row[g.exec[0]] = vals   # the active lanes, in lane order
     return True
 
 
