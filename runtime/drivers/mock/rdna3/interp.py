@@ -443,27 +443,36 @@ def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int)
                                      m.wave64, lay, wg0, n_wg))
         m.dirty_v.add(0)
         return
-    S0, v0, wave_wg, lds_base, written = _batch_start(lay, wg0, n_wg, m.wave64, m.lds_bytes)
+    S0, v0, wave_wg, lds_base, written = _batch_start(d.grid, d.block, d.rsrc1, d.rsrc2,
+                                                      d.wave64, wg0, n_wg, m.lds_bytes)
     S = m.S
     S[:] = S0
     m.V[0] = v0
     if n_wg > 1:   # (one workgroup's are zero, as a new machine's)
         m.wave_wg[:] = wave_wg
         m.wave_lds_base[:] = lds_base
-    # the user SGPRs (missing ones zero, each truncated to 32 bits)
-    user = d.user_sgprs
-    for i in range(min(n_user, len(user))):
-        S[i] = user[i] & 0xFFFFFFFF
+    # The user SGPRs (missing ones zero, each truncated to 32 bits). RSRC2 often loads more
+    # than the runtime sets (the rest read zero): one by one when only a few are not zero.
+    user = d.user_sgprs[:n_user]
+    if user.count(0) + 4 >= len(user):
+        for i, u in enumerate(user):
+            if u:
+                S[i] = u & 0xFFFFFFFF
+    else:
+        S[:len(user)] = np.array(user, dtype=np.uint64).astype(np.uint32)[:, None]
     m.dirty_s.update(written)
     m.dirty_v.add(0)
 
 
 @lru_cache(maxsize=64)
-def _batch_start(lay: Layout, wg0: int, n_wg: int, wave64: bool, lds_bytes: int
+def _batch_start(grid: tuple[int, int, int], block: tuple[int, int, int], rsrc1: int,
+                 rsrc2: int, wave64: bool, wg0: int, n_wg: int, lds_bytes: int
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, frozenset[int]]:
     """(SGPRs [128, waves] with the user SGPRs zero, VGPR0 [waves, 32], each wave's workgroup
     in the batch and LDS base, the SGPRs written, user SGPRs included) of a batch's waves at
-    their start, read-only."""
+    their start, read-only. (Keyed by what the layout is computed from: a dataclass's hash
+    costs more than the look-up.)"""
+    lay = _layout(grid, block, rsrc1, rsrc2, wave64)
     n_waves = n_wg * lay.waves_per_wg
     S = np.zeros((128, n_waves), dtype=np.uint32)
     v0 = np.zeros((n_waves, 32), dtype=np.uint32)
