@@ -110,8 +110,8 @@ class PM4Processor(QueueProcessor):
         # header -> (size, handler) of the well-formed packets seen (a droppable cache)
         self._known: dict[int, tuple[int, Callable[..., bool]]] = {}
         self._f_release_mem = ps.pm4["RELEASE_MEM"].fields
-        # RELEASE_MEM's first two dwords -> what they select (a droppable cache)
-        self._release_forms: dict[tuple[int, int], tuple[int, bool, bool]] = {}
+        # RELEASE_MEM's first two dwords (as one int) -> what they select (a droppable cache)
+        self._release_forms: dict[int, tuple[int, bool, bool]] = {}
         # WAIT_REG_MEM's first dword -> its compare function; EVENT_WRITE's -> whether it is a
         # CS_PARTIAL_FLUSH (droppable caches)
         self._wait_functions: dict[int, int] = {}
@@ -544,26 +544,27 @@ class PM4Processor(QueueProcessor):
 
     def _release_mem(self, body: list[int], where: str) -> None:
         # What the first two dwords select, checked once per distinct pair (`_release_form`).
-        form = self._release_forms.get((body[0], body[1]))
+        form = self._release_forms.get(body[0] << 32 | body[1])
         if form is None:
             form = self._release_form(body, where)
         kind, invalidates, irq = form
         if kind:
             addr = body[2] | body[3] << 32
+            gpu = self.gpu
             if kind == _RM_DATA32:
                 self.order.release(addr, invalidates)
                 if addr & 3:
                     self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
-                self.gpu.mem.write_u32(addr, body[4])
+                gpu.mem.write_u32(addr, body[4])
             elif kind == _RM_DATA64:
                 self.order.release(addr, invalidates)
                 if addr & 7:
                     self._aligned(addr, 8, "RELEASE_MEM 64-bit", where)
-                self.gpu.mem.write_u64(addr, body[4] | body[5] << 32)
+                gpu.mem.write_u64(addr, body[4] | body[5] << 32)
             else:
                 if addr & 7:
                     self._aligned(addr, 8, "RELEASE_MEM GPU clock", where)
-                self.gpu.mem.write_u64(addr, self.gpu.clock())
+                gpu.mem.write_u64(addr, gpu.clock())
         if irq:
             self.gpu.interrupt(body[6])
 
@@ -587,7 +588,7 @@ class PM4Processor(QueueProcessor):
                 f["int_sel"] != p.int_sel__mec_release_mem__none)
         if len(self._release_forms) >= _HEADERS_KEPT:
             self._release_forms.clear()
-        self._release_forms[(body[0], body[1])] = form
+        self._release_forms[body[0] << 32 | body[1]] = form
         return form
 
     def _wait_reg_mem(self, body: list[int], where: str) -> bool:
