@@ -153,22 +153,35 @@ class Machine:
             for r in reuse.dirty_s:
                 self._s_store[r].fill(0)
             self._lds_store[:lds_len].fill(0)
+            self._backing: np.ndarray | None = None
+            self.SCC = np.zeros(n_waves, dtype=bool)
+            self.wave_wg = np.zeros(n_waves, dtype=np.int64)
+            self.wave_lds_base = np.zeros(n_waves, dtype=np.uint32)
         else:
+            # Every array of the machine in one zeroed allocation (one fill zeroes them again
+            # for a kept machine: `_recycle`), 8-byte aligned each.
             self._cap_waves = n_waves
-            self._v_store = np.zeros((n_vgprs, n_waves, 32), dtype=np.uint32)
-            self._s_store = np.zeros((128, n_waves), dtype=np.uint32)
-            self._lds_store = np.zeros(lds_len, dtype=np.uint8)
+            sizes = (8 * n_waves, 128 * n_vgprs * n_waves, 512 * n_waves, 4 * n_waves,
+                     lds_len, n_waves)
+            at = [0]
+            for size in sizes:
+                at.append(at[-1] + -(-size // 8) * 8)
+            b = self._backing = np.zeros(at[-1], dtype=np.uint8)
+            self.wave_wg = b[at[0]:at[0] + sizes[0]].view(np.int64)
+            self._v_store = b[at[1]:at[1] + sizes[1]].view(np.uint32).reshape(n_vgprs, n_waves, 32)
+            self._s_store = b[at[2]:at[2] + sizes[2]].view(np.uint32).reshape(128, n_waves)
+            self.wave_lds_base = b[at[3]:at[3] + sizes[3]].view(np.uint32)
+            self._lds_store = b[at[4]:at[4] + sizes[4]]
+            self.SCC = b[at[5]:at[5] + sizes[5]].view(bool)
+        # (wave_wg: each wave's workgroup index within the batch; wave_lds_base: its LDS base)
         self.dirty_v: set[int] = set()
         self.dirty_s: set[int] = set()
         self.V = self._v_store[:, :n_waves]
         self.S = self._s_store[:, :n_waves]
-        self.SCC = np.zeros(n_waves, dtype=bool)
         # LDS of all workgroups back to back; a wave's LDS address is offset by its
         # workgroup's base.
         self.lds = self._lds_store[:lds_len]
         self.lds32 = self.lds[:len(self.lds) // 4 * 4].view(np.uint32)
-        self.wave_wg = np.zeros(n_waves, dtype=np.int64)   # workgroup index within the batch
-        self.wave_lds_base = np.zeros(n_waves, dtype=np.uint32)
         # Private (scratch) memory: the dispatch's scratch backing memory (set by `execute`).
         self.scratch: ScratchSetup | None = None
         self._scratch_mem: np.ndarray | None = None
@@ -210,7 +223,7 @@ class Machine:
                 m._recycle(mem)
                 return m
         m = cls(mem, n_waves, n_vgprs, n_wgs, lds_bytes, wave64=wave64)
-        if m._v_store.nbytes + m._s_store.nbytes + m._lds_store.nbytes <= POOL_MACHINE_MAX_B:
+        if m._backing is not None and m._backing.nbytes <= POOL_MACHINE_MAX_B:
             m._pool_key = key
         return m
 
@@ -237,12 +250,8 @@ class Machine:
         """The state of a new machine again, on `mem` (every array zeroed whole: a kept machine
         is small, and this does not depend on what the last dispatch marked as written)."""
         self.mem = mem
-        self._v_store.fill(0)
-        self._s_store.fill(0)
-        self._lds_store.fill(0)
-        self.SCC.fill(False)
-        self.wave_wg.fill(0)
-        self.wave_lds_base.fill(0)
+        assert self._backing is not None   # (only machines with one are kept)
+        self._backing.fill(0)
         self.dirty_v.clear()
         self.dirty_s.clear()
 
