@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 import sys
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -373,8 +373,7 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str, tail: RetryTail | None
 
 
 def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: bool,
-                            generic: Exec, tail: RetryTail | None = None
-                            ) -> Callable[[WaveSet], int]:
+                            generic: Exec, tail: RetryTail | None = None) -> Exec:
     """A 32-bit GLOBAL atomic with an SGPR base for one wave32 whose active lanes are dword
     aligned and fall in one mapping (a compare-and-swap retry loop run one wave at a time):
     atomics.rmw straight on that mapping's words, in lane order. Anything else, a fault
@@ -386,7 +385,7 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
 
     one_address_cas = op == "cmpswap" and dt is np.uint32
 
-    def run(g: WaveSet) -> int:
+    def run(g: WaveSet) -> Any:   # (an int: see the docstring)
         if g.n != 1 or g.planes is None:
             generic(g)
             return 0
