@@ -138,7 +138,7 @@ class Target:
     macros: MacroRules
     libraries: tuple[LibrarySpec, ...]
     patches: tuple[Patch, ...]
-    lazy: bool
+    lazy: bool | None  # None: lazy when the module is big (``bindgen.generate.AUTO_LAZY_BYTES``)
     sources: tuple[Source, ...]  # every source the target reads (its own closure)
     line: int = 0
     description: str = ""
@@ -335,6 +335,15 @@ class _Reader:
             return default
         if not isinstance(n.value, bool):
             raise self.err(key, f"expected true or false, got {_kind(n.value)}")
+        return n.value
+
+    def bool_or_auto(self, key: str) -> bool | None:
+        """true, false, or None for ``auto`` or no value (the generator decides)."""
+        n = self.raw(key)
+        if n is None or n.value == "auto":
+            return None
+        if not isinstance(n.value, bool):
+            raise self.err(key, f"expected true, false or auto, got {_kind(n.value)}")
         return n.value
 
     def int(self, key: str, default: int) -> int:
@@ -770,7 +779,7 @@ def load_spec(
                 macros=_macros(t.sub("macros")),
                 libraries=_libraries(t),
                 patches=_patches(t),
-                lazy=t.bool("lazy", False),
+                lazy=t.bool_or_auto("lazy"),
                 wrap_static_fns=t.bool("wrap_static_fns", False),
                 enums=enums,
                 flag_enums=flag_enums,

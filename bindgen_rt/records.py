@@ -129,24 +129,48 @@ class PointerTo:
     __slots__ = ("target",)
 
     def __init__(self, target: "Any") -> None:
-        self.target = target
+        self.target = target  # a ctypes type, or a :class:`Later` one
+
+    def pointee(self) -> "Any":
+        """The type pointed at (a :class:`Later` one is made now)."""
+        t = self.target
+        if t.__class__ is Later:
+            t = self.target = t.get()
+        return t
 
     def resolve(self) -> "Any":
-        return ctypes.POINTER(self.target)
+        return ctypes.POINTER(self.pointee())
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is PointerTo and other.target is self.target
+        return type(other) is PointerTo and other.pointee() is self.pointee()
 
     def __hash__(self) -> int:
-        return hash(self.target)
+        return hash(self.pointee())
 
     def __repr__(self) -> str:
         return f"ptr({getattr(self.target, '__name__', self.target)!r})"
 
 
+class Later:
+    """A definition of a lazy module that is not made yet, where only a pointer to it is
+    declared (a record's pointer field, a function's pointer parameter): ``get()`` makes it.
+    Following every such pointer while making a record would make every record a chain of
+    pointers reaches, which is what the lazy module is there to avoid."""
+
+    __slots__ = ("__name__", "get")
+
+    def __init__(self, name: str, get: "Any") -> None:
+        self.__name__ = name
+        self.get = get  # () -> the definition, made on first call
+
+    def __repr__(self) -> str:
+        return f"<not yet made: {self.__name__}>"
+
+
 def ptr(target: "Any") -> "Any":
-    """A record field's pointer to ``target``, made into ``POINTER(target)`` on first use (see
-    :class:`PointerTo`); only ``_layout_`` takes it."""
+    """A pointer to ``target``, made into ``POINTER(target)`` on first use (see
+    :class:`PointerTo`): a record's field (``_layout_``) or a function's parameter or result
+    (``Library.function``)."""
     return PointerTo(target)
 
 
@@ -168,7 +192,10 @@ class _PointerField:
     size = ctypes.sizeof(_SLOT)
 
     def real(self) -> "Any":
-        field = _ctypes_field(ctypes.POINTER(self.target), self.index, self.offset)
+        target = self.target
+        if target.__class__ is Later:
+            target = target.get()
+        field = _ctypes_field(ctypes.POINTER(target), self.index, self.offset)
         setattr(self.owner, self.name, field)
         if issubclass(self.owner, ctypes.Union):
             # ctypes' union classes set attributes without telling the type's attribute lookup
@@ -304,7 +331,7 @@ def _placed(cls: "Any", kind: str, size: int, align: int, fields: tuple, layout:
     from .placement import _Misaligned, lay_out
 
     norm = [_norm(f, resolve=False) for f in fields]
-    lazy = {f[0]: f[1].target for f in norm if f[1].__class__ is PointerTo}
+    lazy = {f[0]: f[1] for f in norm if f[1].__class__ is PointerTo}
     if lazy:
         norm = [(f[0], _SLOT, *f[2:]) if f[0] in lazy else f for f in norm]
     lay_out(cls, kind, size, align, norm, layout)
@@ -314,11 +341,11 @@ def _placed(cls: "Any", kind: str, size: int, align: int, fields: tuple, layout:
     del cls.__bindgen_fields__  # derived from the layout on first use, with the real pointers
     stored = [f[0] for f in cls._fields_]
     pointers = []
-    for name, target in lazy.items():
+    for name, p in lazy.items():
         if name in stored:
-            pointers.append((stored.index(name), name, target))
+            pointers.append((stored.index(name), name, p.target))
         else:  # kept as bytes off its alignment: read through a typed descriptor
-            setattr(cls, name, _Misaligned(ctypes.POINTER(target), cls.__dict__[name].offset))
+            setattr(cls, name, _Misaligned(p.resolve(), cls.__dict__[name].offset))
     _lazy_pointers(cls, pointers)
 
 
