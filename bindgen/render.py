@@ -364,7 +364,8 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     recs = _Section("records: declared first, so that layouts and pointers may refer to any")
     for rec in m.records:
         what = rec.c_name or f"anonymous {rec.kind}"
-        head = f"{what}{_loc(rec.loc)}" + (": opaque (declared, never defined)" if rec.opaque else "")
+        opaque = ": opaque (declared, never defined)" if rec.opaque else ""
+        head = f"{what}{_loc(rec.loc)}{opaque}"
         doc = head + (f"\n\n{rec.doc}" if rec.doc else "")
         lines = [f"class {rec.name}({r.record_base(rec)}):", _docstring(doc, "    ")]
         anns = [] if rec.opaque else r.annotations(rec)
@@ -463,7 +464,8 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         symbol = gvar.symbol or gvar.name
         text = (
             f"def {gvar.name}() -> 'Any':\n"
-            + wrap(f"    return {r.lib_var(gvar.library)}.variable({symbol!r}, {r.type(gvar.type)})")
+            + wrap(f"    return {r.lib_var(gvar.library)}.variable({symbol!r}, "
+                   f"{r.type(gvar.type)})")
         )
         fns.chunks.append(_Chunk(text, (gvar.name,), gap=1))
     sections.append(fns)

@@ -252,7 +252,7 @@ def _natural(kind: str, size: int, align: int, fields: "Sequence[Any]") -> "tupl
     the whole cost of their layout, so it walks the fields once and no more (a bitfield takes the
     general path); the fields that need more than ctypes' own (pointers made on first use,
     128-bit integers read as ints) are picked out in the same walk."""
-    out = []
+    out: "list[tuple[str, Any]]" = []
     anonymous = []
     pointers = None
     wide = None
