@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
 import ctypes
+import sys
 from ctypes import alignment, sizeof
 
 FieldSpec = tuple  # (name, ctype, bit_offset, bit_width or None, signed, anonymous)
@@ -232,6 +233,7 @@ def _ctypes_field(ctype: "Any", index: int, offset: int) -> "Any":
         spec: "dict[str, Any]" = {"_fields_": [*before, ("f", ctype)]}
         if offset % alignment(ctype):
             spec["_pack_"] = 1  # a field of a packed record: no padding before it
+            spec["_layout_"] = "ms"  # what ``_pack_`` implies (see ``set_fields``)
         helper: "Any" = type("_field_at", (ctypes.Structure,), spec)
         field = _FIELDS[key] = helper.__dict__["f"]
     return field
@@ -309,7 +311,8 @@ def _layout(
     if natural is None:
         _placed(cls, kind, size, align, fields, layout)
         return
-    cls._fields_, anonymous, pointers, wide = natural
+    fields_, anonymous, pointers, wide = natural
+    set_fields(cls, fields_, packed=False)
     cls.__bindgen_layout__ = layout  # the rest of the bookkeeping follows on first use
     if pointers is not None:
         _lazy_pointers(cls, pointers)
@@ -324,6 +327,36 @@ def _layout(
         # classes declare ``__slots__ = ()``): ctypes' own constructor means the same thing, and
         # a misspelt keyword still fails (AttributeError), at C speed.
         cls.__init__ = cls._ctypes_init_
+
+
+# Python 3.14's ctypes reads the class attribute ``_layout_`` when ``_fields_`` is set: "ms" or
+# "gcc-sysv", or none for the platform's default, which it deprecates together with ``_pack_``
+# ("ms" is what ``_pack_`` meant before, on every platform). A record class finds the
+# ``_layout_`` classmethod there, which no ctypes takes for a layout name.
+_NAMES_LAYOUT = sys.version_info >= (3, 14)
+
+
+def set_fields(cls: "Any", fields: "Sequence[Any]", packed: bool) -> None:
+    """``cls._fields_ = fields``, with ctypes' layout named where ctypes reads it: "ms" for a
+    record with ``_pack_`` (as ctypes before 3.14 laid those out), else "gcc-sysv" (its default
+    elsewhere than Windows). The name is set only while ctypes lays the fields out, so the
+    record's ``_layout_`` stays the classmethod."""
+    if not _NAMES_LAYOUT:
+        cls._fields_ = fields
+        return
+    cls._layout_ = "ms" if packed else "gcc-sysv"
+    _seen(cls)
+    try:
+        cls._fields_ = fields
+    finally:
+        del cls._layout_
+        _seen(cls)
+
+
+def _seen(cls: "Any") -> None:
+    """Makes attribute lookups on a union class see what was just set on it (see ``real``)."""
+    if issubclass(cls, ctypes.Union):
+        _TYPE_DOC.__set__(cls, cls.__doc__)
 
 
 def _placed(cls: "Any", kind: str, size: int, align: int, fields: tuple, layout: tuple) -> None:
