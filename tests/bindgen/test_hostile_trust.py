@@ -370,6 +370,26 @@ def test_a_big_module_first_imported_without_bytecode_is_lazy_and_bounded(tmp_pa
     assert ratio <= 0.5, f"the first import took {ratio:.2f} times the CPU time of plain records"
 
 
+def test_star_import_of_a_lazy_module_takes_every_definition(tmp_path):
+    """``from module import *`` took nothing but the loader's own names from a lazy module; a
+    module that becomes lazy by its size must keep what it gave when eager."""
+    import subprocess
+    import sys
+
+    _chain_spec(tmp_path, 30, lazy=True)
+    _peak_kb("""
+        from bindgen.cli import main
+        assert main(["--specs", "specs", "--out", "gen", "--package", "gen", "regen", "--jobs",
+                     "1", "--cache", "cache"]) == 0
+    """, tmp_path)
+    code = ("import sys\nsys.path.insert(0, '.')\nfrom gen.testgrp.chain import *\n"
+            "print(s29.__name__, s0().v, sorted(k for k in dir() if k.startswith('s'))[:2])")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["s29", "0", "['s0',", "'s1']"]
+
+
 def test_a_small_module_stays_eager_unless_its_spec_says_lazy(tmp_path):
     """Below the size where a target becomes lazy by itself, ``lazy`` left out keeps the one
     readable module; ``lazy: true`` makes any target lazy and ``lazy: false`` keeps any eager."""
