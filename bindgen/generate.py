@@ -157,6 +157,11 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         info.defs_module = defs_module(t)
         rendered = render_module(m, info, lazy=True)
     text, defs = rendered.text, rendered.defs
+    del rendered
+    if defs is not None:
+        # What the verification below does not compile, compiled first: its copies of the text
+        # and the module's objects are then never held at once.
+        _compiled(t, defs_path(t, project).name, left_to_compile(defs, m))
     code = _compiled(t, t.output, text)
     try:
         mod = load_module_text(text, project.module_name(t.output), defs, code)
@@ -168,8 +173,6 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         if defs is not None:  # a statement that does not compile: say where, in the whole file
             _compiled(t, defs_path(t, project).name, defs)
         raise ir_error(t, f"rendered module fails to load: {type(e).__name__}: {e}") from None
-    if defs is not None:
-        _compiled(t, defs_path(t, project).name, left_to_compile(defs, m))
     counts = (
         f"{len(m.records)} records, {len(m.enums)} enums, {len(m.typedefs)} typedefs, "
         f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "
