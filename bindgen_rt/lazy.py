@@ -3,7 +3,7 @@
 A lazy target is two files: the module people import (``rm_580.py``, a few lines) and its
 definitions module beside it (``_rm_580.py``), plain readable Python that also runs as a whole.
 The definitions module ends with an index (``#@ NAME LINE OFFSET LENGTH`` comment lines, offsets
-in bytes) that says where each definition's statement is. On first use of a name,
+in bytes) that says where each definition's statement is, and where each record's layout is. On first use of a name,
 :class:`LazyModule` compiles that statement with the definitions module's real file name and
 line numbers, so tracebacks, ``inspect.getsource`` and debuggers show the real source, and runs it
 in the namespace of the definitions module (registered in ``sys.modules`` under its own name, so
@@ -14,7 +14,11 @@ definitions module under ``TYPE_CHECKING``.
 Materialising a name first materialises what it refers to, with an explicit stack (a chain of
 ten thousand records, each embedding the next, does not recurse). A record is declared (its
 ``class`` statement) before anything it refers to is touched and laid out after, so records that
-point at each other resolve in any order. :meth:`LazyModule.materialize_all` imports the
+point at each other resolve in any order. What a statement refers to only through a pointer made
+on first use (``_rt.ptr(NAME)``: a record's pointer field, a function's record pointer; the
+index's last section lists them) is not made first: the statement gets a
+:class:`bindgen_rt.records.Later` for it, made when the pointer is first used, so using one record
+of a chain of records makes that record only. :meth:`LazyModule.materialize_all` imports the
 definitions module as a whole (from its bytecode cache) when nothing was materialised yet; where
 there is no bytecode and none may be written, it runs the file in parts of whole statements,
 so memory is bounded by a part rather than the whole file's syntax tree.
