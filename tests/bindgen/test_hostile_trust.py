@@ -408,6 +408,25 @@ def test_a_small_module_stays_eager_unless_its_spec_says_lazy(tmp_path):
     assert g.defs is None
 
 
+def test_a_lazy_record_pointing_at_one_that_embeds_it_is_generated(tmp_path):
+    """``struct A { struct B *p; }; struct B { struct A a; };`` as a lazy target failed to
+    generate: making A made B first (A's layout names it), whose layout needs A laid out. B is now
+    made when A's pointer is first used, after A."""
+    import ctypes
+
+    from .conftest import generate_headers
+
+    d = tmp_path / "hdr"
+    d.mkdir()
+    (d / "h.h").write_text("struct B;\nstruct A { struct B *p; int v; };\n"
+                           "struct B { struct A a; int w; };\n")
+    _, m = generate_headers(tmp_path, ["h.h"], source_dir=d, lazy=True)
+    a = m.A(v=3)
+    b = m.B(a=a, w=4)
+    a.p = ctypes.pointer(b)
+    assert a.p.contents.a.v == 3 and ctypes.sizeof(m.B) == 24
+
+
 def test_a_lazy_module_makes_what_a_pointer_points_at_on_first_use(tmp_path):
     """Making one record of a lazy module made every record its pointer fields reach (a chain of
     n records: all n), and every function made the records its pointer parameters point at. A
