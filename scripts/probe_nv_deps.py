@@ -52,6 +52,12 @@ extern "C" __global__ void step(const unsigned *src, unsigned *dst, int n) {
 # are performed and visible; in a grid launched the ordinary way it returns at once.
 SRC_WAIT = SRC.replace("int i = blockIdx.x", 'asm volatile("griddepcontrol.wait;" ::: "memory");\n'
                        "  int i = blockIdx.x")
+# ... and kernels that first let their own dependents launch (griddepcontrol.launch_dependents:
+# the programmatic-dependent-launch trigger), then wait.
+SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
+                          'asm volatile("griddepcontrol.launch_dependents;");\n'
+                          '  asm volatile("griddepcontrol.wait;" ::: "memory");\n'
+                          "  int i = blockIdx.x")
 
 # What separates launch i from launch i+1, as knobs (how the QMDs reach the GPU is the form's):
 #   fence   commands before launch i > 0: wfi, wfi_inv, sem_host, sem_compute
@@ -72,6 +78,11 @@ SRC_WAIT = SRC.replace("int i = blockIdx.x", 'asm volatile("griddepcontrol.wait;
 #           (ENABLE_PROGRAM_PRE_EXIT, PRE_EXIT_AT_LAST_CTA_LAUNCH), with kernels that begin with
 #           griddepcontrol.wait (programmatic dependent launch)
 #   wait    kernels that begin with griddepcontrol.wait
+#   trigger kernels that begin with griddepcontrol.launch_dependents, then wait
+#   clone   the fields CUDA itself writes into the QMDs of a kind of launch (read from CUDA's own
+#           process by scripts/sniff_cuda_launches.py, --cuda-fields): every field that is not the
+#           kernel's, the shape's or an address; the link, if CUDA's QMDs name dependents, with
+#           CUDA's action and prefetch; without one, `fence` (default WAIT_FOR_IDLE)
 MECHS: dict[str, dict[str, Any]] = {
     "wfi": {"fence": "wfi"},
     "wfi_inv": {"fence": "wfi_inv"},
@@ -98,7 +109,15 @@ MECHS: dict[str, dict[str, Any]] = {
     "latch_fixed": {"latch": "fixed"},
     "pdl": {"link": "schedule", "latch": "fixed", "pdl": True, "wait": True},
     "pdl_nolink": {"latch": "fixed", "pdl": True, "wait": True},
+    "cuda_graph": {"clone": "graph"},
+    "cuda_stream": {"clone": "stream"},
+    "cuda_pdl_graph": {"clone": "pdl_graph", "wait": True},
+    "cuda_pdl_trigger_graph": {"clone": "pdl_trigger_graph", "wait": True, "trigger": True},
+    "cuda_pdl_wait": {"clone": "pdl_wait", "wait": True, "fence": "none"},
+    "cuda_pdl_trigger": {"clone": "pdl_trigger", "wait": True, "trigger": True, "fence": "none"},
 }
+CLONE_LINKS = {"QMD_SCHEDULE": "schedule", "QMD_INVALIDATE_COPY_SCHEDULE": "icopy",
+               "QMD_DECREMENT_DEPENDENCE": "counter"}
 GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "qmd_notex",
          "qmd_nodinv", "qmd_nocb", "qmd_nopf", "qmd_noauto", "qmd_icopy", "qmd_cbpf", "qmd_lean",
          "qmd_lean_nomembar", "qmd_wait_kernel", "latch_seq", "latch_fixed", "pdl", "pdl_nolink"]
@@ -109,11 +128,53 @@ CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, seve
 LATCH_FIXED = 7
 
 
+def resolve_clone(k: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """Mechanism `k` with its `clone` kind's fields (`fields`: what --cuda-fields holds) as
+    `clone_fields` (linked, last), and CUDA's link: its action and prefetch if its QMDs name
+    dependents, else the mechanism's fence (default WAIT_FOR_IDLE). Raises KeyError if the sniff
+    found no QMD of that kind."""
+    from runtime.drivers.nv.qmd import QMDV04
+    f = fields[k["clone"]]
+    k = {**k, "clone_fields": (f["linked"], f["last"])}
+    if f["linked"].get("DEPENDENT_QMD_ENABLE(0)"):
+        action = f["linked"].get("DEPENDENT_QMD_ACTION(0)", 0)
+        k["link"] = next(v for n, v in CLONE_LINKS.items()
+                         if QMDV04.value("DEPENDENT_QMD_ACTION_" + n) == action)
+        k["nopf"] = not f["linked"].get("DEPENDENT_QMD_PREFETCH(0)")
+    else:
+        k.setdefault("fence", "wfi")
+    return k
+
+
+def _set_named(q: Any, name: str, value: int) -> None:
+    """Sets a field by its decoded name ("CONSTANT_BUFFER_INVALIDATE(0)" or "QMD_TYPE")."""
+    if name.endswith(")"):
+        base, idx = name[:-1].split("(")
+        q.set(base, value, int(idx))
+    else:
+        q.set(name, value)
+
+
+def clone_fields(q: Any, src: dict[str, int], first: bool) -> None:
+    """Every clonable field of `q` (sniff_cuda_launches.clonable) set to `src`'s value (0 where
+    `src` has none); the first grid of a chain counts no dependence, and only slot 0 links."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sniff_cuda_launches import clonable
+    for name, _ in type(q).all_fields():
+        if clonable(name) and not name.startswith("DEPENDENT_QMD"):
+            _set_named(q, name, src.get(name, 0))
+    if first:
+        q.set("DEPENDENCE_COUNTER", 0)
+
+
 def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: int) -> None:
     """Writes mechanism `k`'s fields (`MECHS`) into QMD `q` of launch i of a chain; `next_qva` is
     the next launch's QMD address (None for the last launch), `sem_va` the semaphore the sem_*
     mechanisms release."""
     later = i > 0
+    if k.get("clone_fields"):
+        linked, last = k["clone_fields"]
+        clone_fields(q, linked if next_qva is not None else last, first=not later)
     if k.get("sem"):
         q.set_release(1, sem_va, i + 1)
     if k.get("chase"):
@@ -177,11 +238,16 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     from runtime.hcq.memory import MemKind, round_up
 
     k = MECHS[mech]
+    if k.get("clone"):
+        k = resolve_clone(k, json.loads(Path(args.cuda_fields).read_text()))
+        print("JSON" + json.dumps({"clone": {n: v for n, v in k.items() if n != "clone_fields"},
+                                   "fields": k["clone_fields"]}), flush=True)
     dev = NVDevice(args.device)
     dev.default_timeout_ms = 5000
     m = dev.gen.compute
     qcls = dev.qmd_class
-    lib = dev.compiler.compile(SRC_WAIT if k.get("wait") else SRC)
+    lib = dev.compiler.compile(SRC_TRIGGER if k.get("trigger") else
+                               SRC_WAIT if k.get("wait") else SRC)
     inc, stp = dev.program(lib, "inc"), dev.program(lib, "step")
     ch = dev.compute_channel
     t0, end, done, sem, prog = (dev.new_signal() for _ in range(5))
@@ -443,6 +509,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="mechanisms (comma separated) to run, "
                     "or FORM:MECHANISM for one outside that form's list (stream:qmd_lean)")
     ap.add_argument("--child-timeout", type=int, default=60)
+    ap.add_argument("--cuda-fields", default="", help="CUDA's QMD fields per kind of launch "
+                    "(scripts/sniff_cuda_launches.py --cuda-fields), for the cuda_* mechanisms")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "baseline":
@@ -460,7 +528,7 @@ def main() -> int:
     fwd = ["--n", str(args.n), "--reps", str(args.reps), "--chain", str(args.chain),
            "--chain-replays", str(args.chain_replays),
            "--chain-elements", str(args.chain_elements), "--device", args.device,
-           "--child-timeout", str(args.child_timeout)]
+           "--child-timeout", str(args.child_timeout), "--cuda-fields", args.cuda_fields]
     for job in jobs:
         t = time.perf_counter()
         try:
@@ -468,10 +536,11 @@ def main() -> int:
                                capture_output=True, text=True, timeout=args.child_timeout,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
             lines = [json.loads(ln[4:]) for ln in r.stdout.splitlines() if ln.startswith("JSON")]
-            row = lines[0] if lines else {
-                "job": job, "error": (r.stderr or r.stdout)[-1500:], "rc": r.returncode}
-            for extra in lines[1:]:
-                row.update(extra)
+            row = {}
+            for line in lines:
+                row.update(line)
+            if "mode" not in row:  # the child printed no result
+                row.update(job=job, error=(r.stderr or r.stdout)[-1500:], rc=r.returncode)
         except subprocess.TimeoutExpired as e:
             row = {"job": job, "error": f"timed out after {args.child_timeout} s",
                    "stdout": str(e.stdout)[-800:], "stderr": str(e.stderr)[-800:]}
