@@ -206,9 +206,38 @@ def find_methods(data: bytes, methods: dict[int, str] = SEND_METHODS) -> list[di
         i = int(i)
         if i + 1 >= len(u):
             continue
+        nxt = i + 1 + int(count[i])
         out.append({"offset": i * 4, "subc": int((u[i] >> 13) & 7), "method": int(addr[i]),
-                    "op": int(op[i]), "count": int(count[i]), "data": int(u[i + 1])})
+                    "op": int(op[i]), "count": int(count[i]), "data": int(u[i + 1]),
+                    "next": int(u[nxt]) if nxt < len(u) else -1})
     return out
+
+
+_PCAS_B = (cl.NVCBC0_SEND_SIGNALING_PCAS2_B, cl.NVCBC0_SEND_PCAS_A + 4)
+
+
+def plausible_send(h: dict[str, Any]) -> bool:
+    """Whether a SEND_PCAS_A header found by `find_methods` is followed, as a launch's are, by
+    its second half (SEND_PCAS_B in the same incrementing method, or SEND_SIGNALING_PCAS2_B or
+    SEND_PCAS_B next on the same subchannel): a random dword that looks like the header rarely
+    is, and a read through a kernel of a wrong address loses the context."""
+    if h["method"] != cl.NVCBC0_SEND_PCAS_A or h["op"] not in (_OP_INC, _OP_NONINC):
+        return False
+    if h["op"] == _OP_INC and h["count"] >= 2:
+        return True
+    n = h.get("next", -1)
+    return n >= 0 and (n >> 29) in (_OP_INC, _OP_NONINC, _OP_IMMD, _OP_ONEINC) and \
+        (n >> 13) & 7 == h["subc"] and (n & 0xFFF) << 2 in _PCAS_B
+
+
+def gp_clusters(entries: list[dict[str, Any]], span: int = 64 << 20) -> list[dict[str, Any]]:
+    """The GPFIFO entries that have a neighbour in the list (the next or previous 8 bytes of the
+    same ring) naming a segment within `span` of theirs: a ring's entries come in runs, and a
+    pointer that only looks like an entry seldom has such a neighbour."""
+    at = {e["cpu"]: e for e in entries}
+    return [e for e in entries if any(
+        (n := at.get(e["cpu"] + d)) is not None and abs(n["va"] - e["va"]) < span
+        for d in (-8, 8))]
 
 
 def find_word(data: bytes, value: int, limit: int = 64) -> list[int]:
@@ -449,10 +478,12 @@ SEGMENT_MAX_B = 64 << 10
 CBUFS_PER_KIND, PER_KIND = 2, 12   # constant banks, and sends or segments, read per kind
 
 
-def peek_targets(sink: Sink) -> list[tuple[int, int, str, str]]:
+def peek_targets(sink: Sink, trusted: Callable[[str], bool] = _driver
+                 ) -> list[tuple[int, int, str, str]]:
     """(GPU address, bytes, kind, why) to read through a kernel, most trustworthy first: the
-    dependents and constant banks that QMDs found by the CPU name, the QMDs that send windows
-    name, then the pushbuffer segments of the GPFIFO entries each kind added."""
+    dependents and constant banks that QMDs found by the CPU name, the QMDs that plausible sends
+    in `trusted` regions name, then the pushbuffer segments of the runs of GPFIFO entries each
+    kind added."""
     out: list[tuple[int, int, str, str]] = []
     for name, k in sink.manifest["kinds"].items():
         for i, q in enumerate(k.get("qmds", [])):
@@ -461,13 +492,12 @@ def peek_targets(sink: Sink) -> list[tuple[int, int, str, str]]:
                 if why != "cbuf0" or i < CBUFS_PER_KIND:
                     out.append((va, QMDV04.size_B, name, why))
     for name, k in sink.manifest["kinds"].items():
-        sends = [w for w in k.get("windows", [])
-                 if w["method"] == cl.NVCBC0_SEND_PCAS_A and w["op"] in (_OP_INC, _OP_NONINC)]
+        sends = [w for w in k.get("windows", []) if trusted(w["region"]) and plausible_send(w)]
         out += [(w["data"] << 8, QMDV04.size_B, name, "SEND_PCAS_A")
                 for w in sends[:PER_KIND]]
     for name, k in sink.manifest["kinds"].items():
         out += [(g["va"], min(g["dwords"] * 4, SEGMENT_MAX_B), name, "segment")
-                for g in k.get("gp", [])[:PER_KIND]]
+                for g in gp_clusters(k.get("gp", []))[:PER_KIND]]
     uniq, seen = [], set()
     for t in out:
         if t[0] and t[0] not in seen and t[0] < 1 << 49:
@@ -476,11 +506,12 @@ def peek_targets(sink: Sink) -> list[tuple[int, int, str, str]]:
     return uniq
 
 
-def peek_all(lib: Any, sink: Sink, max_peeks: int) -> None:
+def peek_all(lib: Any, sink: Sink, max_peeks: int,
+             trusted: Callable[[str], bool] = _driver) -> None:
     """Reads what the CPU could not see: QMDs (following their dependent links), constant banks,
     pushbuffer segments (and the QMDs they send). The first failed read ends the reads (the
     context is lost)."""
-    todo = peek_targets(sink)
+    todo = peek_targets(sink, trusted)
     done: set[int] = set()
     cbufs: dict[str, int] = {}
     buf = ctypes.create_string_buffer(SEGMENT_MAX_B)
@@ -504,7 +535,7 @@ def peek_all(lib: Any, sink: Sink, max_peeks: int) -> None:
         follow: list[tuple[int, int, str, str]] = []
         if why == "segment":
             for h in find_methods(raw):
-                if h["method"] == cl.NVCBC0_SEND_PCAS_A and h["op"] in (_OP_INC, _OP_NONINC):
+                if plausible_send(h):
                     follow.append((h["data"] << 8, QMDV04.size_B, kind,
                                    f"SEND_PCAS_A in segment {va:#x}"))
         elif not why.startswith("cbuf0"):

@@ -101,6 +101,10 @@ def test_send_methods_are_found_and_decoded_from_a_synchronised_start(sn):
     hits = sn.find_methods(data)
     assert [(h["offset"], h["method"], h["count"], h["data"]) for h in hits] == \
         [(16, sn.cl.NVCBC0_SEND_PCAS_A, 1, 0x123456)]
+    assert sn.plausible_send(hits[0])
+    # the same header followed by anything else is not taken for a send
+    lone = sn.find_methods(np.asarray(words[:6] + [0x12345678, 0], np.uint32).tobytes())
+    assert len(lone) == 1 and not sn.plausible_send(lone[0])
     lines = sn.sync_decode(words, 4)
     assert lines[0] == "(from dword -2)"
     assert "SEND_PCAS_A = 0x123456" in lines[2] and "SEND_SIGNALING_PCAS2_B" in lines[3]
@@ -162,7 +166,7 @@ def _mock_sniff(sn: Any, tmp: Path, fail_at: int | None = None) -> tuple[Any, Mo
         del sink.manifest["kinds"]["baseline"]
         sink.save()
         lib = MockLib(mem, fail_at)
-        sn.peek_all(lib, sink, 600)
+        sn.peek_all(lib, sink, 600, trusted=lambda name: True)
         return sink, lib
     finally:
         dev.close()
@@ -201,6 +205,16 @@ def test_our_graph_and_stream_qmds_are_found_followed_and_decoded_on_mock_nv(sn,
     assert "=== graph: grid 37" in report and "=== stream: grid 41" in report
     assert "DEPENDENT_QMD0_POINTER" in report and "GRID_WIDTH" in report
     assert "SEND_PCAS_A" in report and "ours" in report and "segment at" in report
+
+
+def test_only_runs_of_gpfifo_entries_are_read(sn):
+    e = [{"cpu": 0x1000, "va": 0x2000_0000}, {"cpu": 0x1008, "va": 0x2000_0100},
+         {"cpu": 0x1010, "va": 0x7f_0000_0000}, {"cpu": 0x2000, "va": 0x2000_0200}]
+    assert [x["cpu"] for x in sn.gp_clusters(e)] == [0x1000, 0x1008]
+    from runtime.drivers.nv.methods import gp_entry
+    u = np.zeros(8, np.uint64)
+    u[1], u[2] = gp_entry(0x2000_0040, 12), gp_entry(0x2000_0100, 4) | 1 << 40  # PRIV set
+    assert sn.find_gp_entries(u.tobytes()) == [(8, 0x2000_0040, 12)]
 
 
 def test_a_failed_read_stops_the_reads_and_is_recorded(sn, tmp_path):
