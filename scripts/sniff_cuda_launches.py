@@ -724,11 +724,11 @@ def decode(root: Path, ours_root: Path | None) -> list[str]:
                            + " ".join(f"{x:08x}" for x in w[:96]))
         for m in k.get("magic", [])[:4]:
             raw = (root / m["blob"]).read_bytes()
-            words = np.frombuffer(raw, "<u4", len(raw) // 4)
+            mw = [int(x) for x in np.frombuffer(raw, "<u4", len(raw) // 4)]
             at = (m["cpu"] - m["window_cpu"]) // 4
             out.append(f"  magic at {m['cpu']:#x} ({m['region']}): " + " ".join(
-                ("[" if i == at else "") + f"{int(words[i]):08x}" + ("]" if i == at else "")
-                for i in range(max(0, at - 24), min(len(words), at + 8))))
+                ("[" if i == at else "") + f"{mw[i]:08x}" + ("]" if i == at else "")
+                for i in range(max(0, at - 24), min(len(mw), at + 8))))
         for w in k.get("windows", [])[:6]:
             raw = (root / w["blob"]).read_bytes()
             words = [int(x) for x in np.frombuffer(raw, "<u4", len(raw) // 4)]
