@@ -195,3 +195,35 @@ def test_a_clone_of_our_own_fields_runs_correctly_on_mock_nv(tmp_path):
     assert rows[0]["clone"]["link"] == "schedule"
     row = rows[1]
     assert row["inc_ok"] and row["chain_ok"] and row["host_chain_bad"] == 0
+
+
+def test_cuda_graph_recipe_prefetches_the_successors_bank_and_orders_at_gpu_scope(probe):
+    k = probe.MECHS["qmd_recipe"]
+    qs = []
+    for i in range(3):
+        q = QMDV04()
+        q.set_common(sass_version=0x90)
+        q.set_cbuf(0, 0x10000 + 0x400 * i, 0x310)
+        nxt = (0x10000 + 0x400 * (i + 1), 0x310) if i < 2 else None
+        probe.shape_qmd(k, i, q, 0x1000 * (i + 2) if i < 2 else None, 0x8000, nxt)
+        qs.append(q)
+    l1, sysm = (QMDV04.value("CWD_MEMBAR_TYPE_" + v) for v in ("L1_MEMBAR", "L1_SYSMEMBAR"))
+    assert [q.get("CWD_MEMBAR_TYPE") for q in qs] == [l1, l1, sysm]
+    assert [probe.cbuf0_of(q)[0] for q in qs] == [0x10000, 0x10400, 0x10800]
+    post = QMDV04.value("CONSTANT_BUFFER_PREFETCH_PREFETCH_POST")
+    assert [q.get("CONSTANT_BUFFER_VALID", 5) for q in qs] == [1, 1, 0]
+    assert [q.get("CONSTANT_BUFFER_PREFETCH", 5) for q in qs] == [post, post, 0]
+    assert [(q.get("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6", 5) << 6) for q in qs[:2]] == \
+        [0x10400, 0x10800]
+    # the grids a link starts keep the bank their predecessor prefetched
+    assert [q.get("CONSTANT_BUFFER_INVALIDATE", 0) for q in qs] == [1, 0, 0]
+
+
+def test_a_gate_is_a_null_grid_that_schedules_the_next_launch(probe):
+    q = probe.null_qmd(QMDV04, 2, 0x4000)
+    assert q.get("QMD_TYPE") == QMDV04.value("QMD_TYPE_GRID_NULL")
+    assert q.get("DEPENDENCE_COUNTER") == 2 and q.get("SELF_COPY_ON_COMPLETION") == 1
+    assert q.get("DEPENDENT_QMD_ACTION", 0) == QMDV04.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE")
+    assert q.get("DEPENDENT_QMD0_POINTER") == 0x40
+    assert probe.null_qmd(QMDV04, 1, None).get("DEPENDENT_QMD_ENABLE", 0) == 0
+    assert probe.sends_every_qmd(probe.MECHS["gate1"])
