@@ -191,6 +191,15 @@ class QueueOrdering:
         else:
             self.uncached += done
 
+    def dispatched(self, pgm: int, where: str, rec: RecordingMemory) -> None:
+        """A dispatch of the program at `pgm` finished, having touched what `rec` recorded:
+        numbered, checked against the dispatches not ordered before it (HazardError) and added
+        to them. One that touched no memory cannot race with any: it is only numbered."""
+        seq = self.next_seq()
+        r = rec.ranges
+        if rec.unbounded or r["read"] or r["write"] or r["atomic"]:
+            self.check(DispatchAccess.of(seq, pgm, where, rec))
+
     def check(self, new: DispatchAccess) -> None:
         """Raises HazardError if `new` races with an unordered dispatch or reads stale caches;
         otherwise `new` joins the running dispatches."""

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from runtime.drivers.amd.arch import ARCHS
 from runtime.drivers.amd.decode import describe_pm4, pm4_fields
 from runtime.drivers.amd.packets import packets_for
-from runtime.drivers.mock.amd_hazards import (DispatchAccess, HazardError, QueueOrdering,
-                                              RecordingMemory, merge)
+from runtime.drivers.mock.amd_hazards import HazardError, QueueOrdering, RecordingMemory, merge
 from runtime.drivers.mock.amd_gpu import (KernelLaunch, MockAMDGPU, MockGPUError, QueueProcessor,
                                           check_wait_possible, compare)
 from runtime.drivers.mock.host_races import pointers_in
@@ -96,10 +95,11 @@ class PM4Processor(QueueProcessor):
                              gc.regCOMPUTE_NUM_THREAD_X, gc.regCOMPUTE_NUM_THREAD_Y,
                              gc.regCOMPUTE_NUM_THREAD_Z, gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO,
                              gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI, gc.regCOMPUTE_TMPRING_SIZE)
-        self._records: dict[tuple[int, ...], tuple[Any, ...]] = {}
+        self._records: dict[tuple[int | None, ...], tuple[Any, range]] = {}
         self._running_mem: Any = None      # the RecordingMemory it runs on
         self._running_since = 0.0
         self._status_key = f"amdgpu {gpu.gpu_id:#x} compute queue {queue_id}"
+        self._status_shown = False   # a long dispatch's status line is set (`_dispatch`)
         self.order = QueueOrdering()
         # The ring looked ahead of a blocking wait up to here, and the SH registers as of there
         # (queued dispatches, for host_races).
@@ -110,8 +110,8 @@ class PM4Processor(QueueProcessor):
         # header -> (size, handler) of the well-formed packets seen (a droppable cache)
         self._known: dict[int, tuple[int, Callable[..., bool]]] = {}
         self._f_release_mem = ps.pm4["RELEASE_MEM"].fields
-        # RELEASE_MEM's first two dwords -> what they select (a droppable cache)
-        self._release_forms: dict[tuple[int, int], tuple[int, bool, bool]] = {}
+        # RELEASE_MEM's first two dwords (as one int) -> what they select (a droppable cache)
+        self._release_forms: dict[int, tuple[int, bool, bool]] = {}
         # WAIT_REG_MEM's first dword -> its compare function; EVENT_WRITE's -> whether it is a
         # CS_PARTIAL_FLUSH (droppable caches)
         self._wait_functions: dict[int, int] = {}
@@ -348,7 +348,7 @@ class PM4Processor(QueueProcessor):
         waves' program counters and later calls continue it."""
         if not self.gpu.executes_kernels:
             return self._dispatch_model(body, where)
-        Dispatch, KernelFault, _ = self._executor(where)
+        Dispatch, KernelFault, _ = self._rdna3 or self._executor(where)
         races = self.gpu.mem.races
         key = (id(self), where)
         if self._running is None:
@@ -369,6 +369,7 @@ class PM4Processor(QueueProcessor):
             done = run.advance(DISPATCH_SLICE_S)
         except KernelFault as e:
             self._running = None
+            self._status_shown = False
             self.gpu.driver.os.clear_kernel_status(self._status_key)
             if races is not None:
                 races.forget(key)
@@ -394,13 +395,15 @@ class PM4Processor(QueueProcessor):
             self.gpu.driver.os.set_kernel_status(
                 self._status_key, f"mock amdgpu {self.gpu.gpu_id:#x}: compute queue "
                 f"{self.queue_id}: {self.blocked}")
+            self._status_shown = True
             return False
         self._running = None
-        self.gpu.driver.os.clear_kernel_status(self._status_key)
+        if self._status_shown:
+            self._status_shown = False
+            self.gpu.driver.os.clear_kernel_status(self._status_key)
         self.gpu.record_dispatch(run.record, run.stats)
         try:
-            self.order.check(DispatchAccess.of(self.order.next_seq(), run.record.pgm_addr, where,
-                                               self._running_mem))
+            self.order.dispatched(run.record.pgm_addr, where, self._running_mem)
         except HazardError as e:
             raise MockGPUError(f"{where}: {e}") from None
         return True
@@ -475,12 +478,12 @@ class PM4Processor(QueueProcessor):
     def _dispatch_record(self, body: list[int], where: str) -> "DispatchRecord | None":
         # The checks and decoding of `_dispatch_regs` depend on the packet, the COMPUTE_*
         # registers but the user data, and the mappings (the program and scratch must be
-        # mapped): done once per distinct set of those. The user data (the argument pointer)
-        # changes from launch to launch and is read each time.
-        DispatchRecord = self._executor(where)[2]
-        sh = self.sh
-        get = sh.get
-        key = (*body, self.gpu.mem.generation, *[get(r, 0) for r in self._record_regs])
+        # mapped): done once per distinct set of those, which keeps the record with its user
+        # data left out. The user data (the argument pointer) changes from launch to launch and
+        # is read each time.
+        DispatchRecord = (self._rdna3 or self._executor(where))[2]
+        get = self.sh.get
+        key = (*body, self.gpu.mem.generation, *map(get, self._record_regs))
         hit = self._records.get(key)
         if hit is None:
             arch = self.arch
@@ -491,16 +494,17 @@ class PM4Processor(QueueProcessor):
             r = self._dispatch_regs(body, where)
             if r is None:
                 return None
-            hit = (r["pgm"], r["rsrc"], r["grid"], r["block"], r["lds"], r["scratch"],
-                   r["scratch_wave_B"], r["scratch_slots"], r["wave64"], len(r["user"]))
+            rsrc1, rsrc2, rsrc3 = r["rsrc"]
+            user0 = self.gc.regCOMPUTE_USER_DATA_0
+            hit = (DispatchRecord(r["pgm"], rsrc1, rsrc2, rsrc3, (), r["grid"], r["block"],
+                                  r["lds"], r["scratch"], scratch_wave_B=r["scratch_wave_B"],
+                                  scratch_slots=r["scratch_slots"], wave64=r["wave64"]),
+                   range(user0, user0 + len(r["user"])))
             if len(self._records) >= _HEADERS_KEPT:
                 self._records.clear()
             self._records[key] = hit
-        pgm, (rsrc1, rsrc2, rsrc3), grid, block, lds, scratch, wave_B, slots, wave64, n_user = hit
-        user0 = self.gc.regCOMPUTE_USER_DATA_0
-        user = tuple([get(user0 + i, 0) for i in range(n_user)])
-        return DispatchRecord(pgm, rsrc1, rsrc2, rsrc3, user, grid, block, lds, scratch,
-                              scratch_wave_B=wave_B, scratch_slots=slots, wave64=wave64)
+        record, user_regs = hit
+        return record.with_user(tuple([get(u, 0) for u in user_regs]))  # type: ignore[no-any-return]
 
     def _dispatch_model(self, body: list[int], where: str) -> bool:
         """A dispatch on a part whose kernels the mock does not execute: its state is checked
@@ -540,26 +544,27 @@ class PM4Processor(QueueProcessor):
 
     def _release_mem(self, body: list[int], where: str) -> None:
         # What the first two dwords select, checked once per distinct pair (`_release_form`).
-        form = self._release_forms.get((body[0], body[1]))
+        form = self._release_forms.get(body[0] << 32 | body[1])
         if form is None:
             form = self._release_form(body, where)
         kind, invalidates, irq = form
         if kind:
             addr = body[2] | body[3] << 32
+            gpu = self.gpu
             if kind == _RM_DATA32:
                 self.order.release(addr, invalidates)
                 if addr & 3:
                     self._aligned(addr, 4, "RELEASE_MEM 32-bit", where)
-                self.gpu.mem.write_u32(addr, body[4])
+                gpu.mem.write_u32(addr, body[4])
             elif kind == _RM_DATA64:
                 self.order.release(addr, invalidates)
                 if addr & 7:
                     self._aligned(addr, 8, "RELEASE_MEM 64-bit", where)
-                self.gpu.mem.write_u64(addr, body[4] | body[5] << 32)
+                gpu.mem.write_u64(addr, body[4] | body[5] << 32)
             else:
                 if addr & 7:
                     self._aligned(addr, 8, "RELEASE_MEM GPU clock", where)
-                self.gpu.mem.write_u64(addr, self.gpu.clock())
+                gpu.mem.write_u64(addr, gpu.clock())
         if irq:
             self.gpu.interrupt(body[6])
 
@@ -583,7 +588,7 @@ class PM4Processor(QueueProcessor):
                 f["int_sel"] != p.int_sel__mec_release_mem__none)
         if len(self._release_forms) >= _HEADERS_KEPT:
             self._release_forms.clear()
-        self._release_forms[(body[0], body[1])] = form
+        self._release_forms[body[0] << 32 | body[1]] = form
         return form
 
     def _wait_reg_mem(self, body: list[int], where: str) -> bool:

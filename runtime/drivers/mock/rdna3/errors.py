@@ -36,6 +36,16 @@ class DispatchRecord:
     # dispatches); None: no range, every ds_gws_* faults (a gfx11 KFD queue: see ops_gds).
     gws: GwsRange | None = field(default=None, compare=False)
 
+    def with_user(self, user_sgprs: tuple[int, ...]) -> "DispatchRecord":
+        """This record with other user SGPRs (the next launch of the same kernel and shape,
+        whose argument pointer differs): a copy of the fields, without the per-field checks of
+        a frozen dataclass's constructor, which cost a launch more than the copy."""
+        new = object.__new__(DispatchRecord)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields["user_sgprs"] = user_sgprs
+        return new
+
 
 @dataclass
 class ExecStats:

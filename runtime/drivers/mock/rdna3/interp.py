@@ -307,7 +307,8 @@ class ProgramCache:
         prog = self._progs.get(key)
         if prog is not None:
             try:
-                if all(mem.read(a, len(r)) == r for a, r in [(pgm_addr, prog.raw), *prog.more]):
+                if _same_code(mem, pgm_addr, prog.raw) and \
+                        all(_same_code(mem, a, r) for a, r in prog.more):
                     self._progs.move_to_end(key)
                     return prog
             except PageFault:
@@ -326,6 +327,13 @@ class ProgramCache:
         while len(self._progs) > self.capacity:
             self._progs.popitem(last=False)
         return prog
+
+
+def _same_code(mem: MockMemory, va: int, code: bytes) -> bool:
+    """Whether memory at `va` holds `code` (looked at as an instruction fetch: a memory that
+    records a dispatch's reads does not count it as one)."""
+    data, off = mem.find(va, len(code), "instruction fetch")
+    return data[off:off + len(code)].tobytes() == code
 
 
 # A bounded memo of decoded programs, keyed by address and revalidated against the code bytes on
@@ -419,45 +427,103 @@ def _user_column(user_sgprs: tuple[int, ...], n_user: int) -> np.ndarray:
     return col
 
 
+# Batches of up to this many waves (rows) start from a kept copy of their initial state
+# (`_batch_start`): all of it but the user SGPRs depends only on the layout and the workgroups.
+START_KEPT_MAX_WAVES = 64
+
+
 def _init_batch(m: Machine, lay: Layout, d: DispatchRecord, wg0: int, n_wg: int) -> None:
-    """Initial wave state (RDNA3 ISA section 3.3; AMDGPUUsage "Initial Kernel Execution State")."""
+    """Initial wave state (RDNA3 ISA section 3.3; AMDGPUUsage "Initial Kernel Execution State")
+    of a new (zeroed) machine."""
+    n_user = lay.user_sgprs
+    if m.n_waves > START_KEPT_MAX_WAVES:
+        if n_user:
+            m.S[:n_user] = _user_column(d.user_sgprs, n_user)
+        m.dirty_s.update(_init_state(m.S, m.V[0], m.wave_wg, m.wave_lds_base, m.lds_bytes,
+                                     m.wave64, lay, wg0, n_wg))
+        m.dirty_v.add(0)
+        return
+    S0, v0, wave_wg, lds_base, written = _batch_start(d.grid, d.block, d.rsrc1, d.rsrc2,
+                                                      d.wave64, wg0, n_wg, m.lds_bytes)
+    S = m.S
+    S[:] = S0
+    m.V[0] = v0
+    if n_wg > 1:   # (one workgroup's are zero, as a new machine's)
+        m.wave_wg[:] = wave_wg
+        m.wave_lds_base[:] = lds_base
+    # The user SGPRs (missing ones zero, each truncated to 32 bits). RSRC2 often loads more
+    # than the runtime sets (the rest read zero): one by one when only a few are not zero.
+    user = d.user_sgprs[:n_user]
+    if user.count(0) + 4 >= len(user):
+        for i, u in enumerate(user):
+            if u:
+                S[i] = u & 0xFFFFFFFF
+    else:
+        S[:len(user)] = np.array(user, dtype=np.uint64).astype(np.uint32)[:, None]
+    m.dirty_s.update(written)
+    m.dirty_v.add(0)
+
+
+@lru_cache(maxsize=64)
+def _batch_start(grid: tuple[int, int, int], block: tuple[int, int, int], rsrc1: int,
+                 rsrc2: int, wave64: bool, wg0: int, n_wg: int, lds_bytes: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, frozenset[int]]:
+    """(SGPRs [128, waves] with the user SGPRs zero, VGPR0 [waves, 32], each wave's workgroup
+    in the batch and LDS base, the SGPRs written, user SGPRs included) of a batch's waves at
+    their start, read-only. (Keyed by what the layout is computed from: a dataclass's hash
+    costs more than the look-up.)"""
+    lay = _layout(grid, block, rsrc1, rsrc2, wave64)
+    n_waves = n_wg * lay.waves_per_wg
+    S = np.zeros((128, n_waves), dtype=np.uint32)
+    v0 = np.zeros((n_waves, 32), dtype=np.uint32)
+    wave_wg = np.zeros(n_waves, dtype=np.int64)
+    lds_base = np.zeros(n_waves, dtype=np.uint32)
+    written = frozenset(_init_state(S, v0, wave_wg, lds_base, lds_bytes, wave64, lay, wg0, n_wg))
+    for a in (S, v0, wave_wg, lds_base):
+        a.setflags(write=False)
+    return S, v0, wave_wg, lds_base, written
+
+
+def _init_state(S: np.ndarray, v0: np.ndarray, wave_wg: np.ndarray, lds_base: np.ndarray,
+                lds_bytes: int, wave64: bool, lay: Layout, wg0: int, n_wg: int) -> set[int]:
+    """Writes the initial state of a batch but its user SGPRs into zeroed arrays (SGPRs
+    [128, waves], VGPR0 [waves, 32], each wave's workgroup in the batch and LDS base); returns
+    the SGPRs written (the user SGPRs included)."""
     gx, gy, _ = lay.grid
     wpg = lay.waves_per_wg
     wg_ids: tuple[int | np.ndarray, ...]
-    if n_wg == 1:   # (a Machine's wave_wg and wave_lds_base start zeroed)
+    if n_wg == 1:   # (the arrays start zeroed)
         wg_ids = (wg0 % gx, (wg0 // gx) % gy, wg0 // (gx * gy))
     else:
         wg_local = np.repeat(np.arange(n_wg), wpg)
-        m.wave_wg[:] = wg_local
-        m.wave_lds_base[:] = wg_local * m.lds_bytes
+        wave_wg[:] = wg_local
+        lds_base[:] = wg_local * lds_bytes
         wg = wg0 + wg_local
         wg_ids = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
     # SGPRs: the user SGPRs, then the enabled workgroup ids, then TG_SIZE, then scratch offset.
-    n_user = lay.user_sgprs
-    if n_user:
-        m.S[:n_user] = _user_column(d.user_sgprs, n_user)
-    nxt = n_user
+    nxt = lay.user_sgprs
     for dim in range(3):
         if lay.tgid[dim]:
-            m.S[nxt][:] = wg_ids[dim]
+            S[nxt][:] = wg_ids[dim]
             nxt += 1
     if lay.tg_size:
-        m.S[nxt][:] = wpg  # TG_SIZE: waves in the workgroup (bits 5:0)
+        S[nxt][:] = wpg  # TG_SIZE: waves in the workgroup (bits 5:0)
         nxt += 1
     if lay.scratch:
-        m.S[nxt][:] = 0    # private segment wave byte offset
-    v0, execs = _wave_pattern(lay.block, wpg, lay.tidig)
-    m.V[0].reshape(n_wg, wpg, 32)[:] = v0
-    if m.wave64:
+        S[nxt][:] = 0    # private segment wave byte offset
+    pattern, execs = _wave_pattern(lay.block, wpg, lay.tidig)
+    v0.reshape(n_wg, wpg, 32)[:] = pattern
+    written = set(range(nxt + 1))
+    written.add(EXEC_LO)
+    if wave64:
         # EXEC_LO holds lanes 0-31 (the even row), EXEC_HI lanes 32-63, in both rows
         pairs = execs.reshape(-1, 2)
-        m.S[EXEC_LO].reshape(n_wg, wpg)[:] = np.repeat(pairs[:, 0], 2)
-        m.S[EXEC_LO + 1].reshape(n_wg, wpg)[:] = np.repeat(pairs[:, 1], 2)
-        m.dirty_s.add(EXEC_LO + 1)
+        S[EXEC_LO].reshape(n_wg, wpg)[:] = np.repeat(pairs[:, 0], 2)
+        S[EXEC_LO + 1].reshape(n_wg, wpg)[:] = np.repeat(pairs[:, 1], 2)
+        written.add(EXEC_LO + 1)
     else:
-        m.S[EXEC_LO].reshape(n_wg, wpg)[:] = execs
-    m.dirty_v.add(0)
-    m.dirty_s.update(range(nxt + 1), (EXEC_LO,))
+        S[EXEC_LO].reshape(n_wg, wpg)[:] = execs
+    return written
 
 
 def _batches(lay: Layout, d: DispatchRecord) -> int:
@@ -582,7 +648,9 @@ class Dispatch:
         m = None
         for wg0 in range(0, n_wg_total, per_batch):
             n_wg = min(per_batch, n_wg_total - wg0)
-            m = Machine(self.mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, d.lds_bytes,
+            m = Machine.take(self.mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg,
+                             d.lds_bytes, d.wave64) if m is None else \
+                Machine(self.mem, n_wg * lay.waves_per_wg, lay.n_vgprs, n_wg, d.lds_bytes,
                         reuse=m, wave64=d.wave64)
             m.scratch = scratch
             m.gws = d.gws
@@ -592,6 +660,10 @@ class Dispatch:
             self.stats.waves += m.n_waves // (2 if d.wave64 else 1)
             self.stats.workgroups += n_wg
         self.wave_sets = []
+        if m is not None:
+            # (a dispatch that faulted or was abandoned keeps its machine: it is not given back)
+            self.machine = None
+            m.give_back()
 
     def _run_batch(self, m: Machine):  # type: ignore[no-untyped-def]
         prog = self.prog

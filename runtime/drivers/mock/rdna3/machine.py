@@ -110,6 +110,14 @@ def one_wave_word(mask: np.ndarray) -> int:
     return word
 
 
+# Machines given back by finished dispatches, by shape (`Machine.take`): a droppable cache of
+# small machines only (registers and LDS up to POOL_MACHINE_MAX_B), a few per shape.
+POOL_MACHINE_MAX_B = 64 << 10
+POOL_SHAPES = 32
+POOL_PER_SHAPE = 4
+_POOL: dict[tuple[int, int, int, int, bool], list["Machine"]] = {}
+
+
 class Machine:
     """Registers, LDS and memory of one batch of workgroups."""
 
@@ -145,22 +153,35 @@ class Machine:
             for r in reuse.dirty_s:
                 self._s_store[r].fill(0)
             self._lds_store[:lds_len].fill(0)
+            self._backing: np.ndarray | None = None
+            self.SCC = np.zeros(n_waves, dtype=bool)
+            self.wave_wg = np.zeros(n_waves, dtype=np.int64)
+            self.wave_lds_base = np.zeros(n_waves, dtype=np.uint32)
         else:
+            # Every array of the machine in one zeroed allocation (one fill zeroes them again
+            # for a kept machine: `_recycle`), 8-byte aligned each.
             self._cap_waves = n_waves
-            self._v_store = np.zeros((n_vgprs, n_waves, 32), dtype=np.uint32)
-            self._s_store = np.zeros((128, n_waves), dtype=np.uint32)
-            self._lds_store = np.zeros(lds_len, dtype=np.uint8)
+            sizes = (8 * n_waves, 128 * n_vgprs * n_waves, 512 * n_waves, 4 * n_waves,
+                     lds_len, n_waves)
+            at = [0]
+            for size in sizes:
+                at.append(at[-1] + -(-size // 8) * 8)
+            b = self._backing = np.zeros(at[-1], dtype=np.uint8)
+            self.wave_wg = b[at[0]:at[0] + sizes[0]].view(np.int64)
+            self._v_store = b[at[1]:at[1] + sizes[1]].view(np.uint32).reshape(n_vgprs, n_waves, 32)
+            self._s_store = b[at[2]:at[2] + sizes[2]].view(np.uint32).reshape(128, n_waves)
+            self.wave_lds_base = b[at[3]:at[3] + sizes[3]].view(np.uint32)
+            self._lds_store = b[at[4]:at[4] + sizes[4]]
+            self.SCC = b[at[5]:at[5] + sizes[5]].view(bool)
+        # (wave_wg: each wave's workgroup index within the batch; wave_lds_base: its LDS base)
         self.dirty_v: set[int] = set()
         self.dirty_s: set[int] = set()
         self.V = self._v_store[:, :n_waves]
         self.S = self._s_store[:, :n_waves]
-        self.SCC = np.zeros(n_waves, dtype=bool)
         # LDS of all workgroups back to back; a wave's LDS address is offset by its
         # workgroup's base.
         self.lds = self._lds_store[:lds_len]
         self.lds32 = self.lds[:len(self.lds) // 4 * 4].view(np.uint32)
-        self.wave_wg = np.zeros(n_waves, dtype=np.int64)   # workgroup index within the batch
-        self.wave_lds_base = np.zeros(n_waves, dtype=np.uint32)
         # Private (scratch) memory: the dispatch's scratch backing memory (set by `execute`).
         self.scratch: ScratchSetup | None = None
         self._scratch_mem: np.ndarray | None = None
@@ -169,6 +190,70 @@ class Machine:
         self.gws: GwsRange | None = None
         # uint32 views of memory mappings by the id of their bytes (words_at)
         self._words: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # (n_waves, n_vgprs, n_wgs, lds_bytes, wave64) for a machine small enough to be kept
+        # for the next dispatch of its shape (`take`, `give_back`); None for any other
+        self._pool_key: tuple[int, int, int, int, bool] | None = None
+        self._planes_all: Planes | None = None   # (planes_of_all)
+
+    def planes_of_all(self) -> "Planes":
+        """Planes of a wave set of every wave of the machine: the views and scratch arrays are
+        built once per machine (they depend on nothing else), the bound blocks are the new
+        wave set's own."""
+        P = self._planes_all
+        if P is None:
+            P = self._planes_all = Planes(self, ALL, self.n_waves)
+        else:
+            P.bound = {}
+        return P
+
+    @classmethod
+    def take(cls, mem: MockMemory, n_waves: int, n_vgprs: int, n_wgs: int, lds_bytes: int,
+             wave64: bool = False) -> "Machine":
+        """A machine for one batch: one given back by an earlier dispatch of the same shape
+        (every register, SCC and the LDS zeroed again, as a new machine's are) or a new one.
+        Allocating the arrays and their views is most of a small dispatch's set-up."""
+        key = (n_waves, n_vgprs, n_wgs, lds_bytes, wave64)
+        free = _POOL.get(key)
+        if free:
+            try:
+                m = free.pop()
+            except IndexError:   # another GPU's thread took the last one
+                pass
+            else:
+                m._recycle(mem)
+                return m
+        m = cls(mem, n_waves, n_vgprs, n_wgs, lds_bytes, wave64=wave64)
+        if m._backing is not None and m._backing.nbytes <= POOL_MACHINE_MAX_B:
+            m._pool_key = key
+        return m
+
+    def give_back(self) -> None:
+        """The dispatch that took this machine is done with it (it ended without a fault): a
+        small machine is kept for the next dispatch of its shape, without its references to
+        memory (a closed device's memory is not kept alive by the pool)."""
+        key = self._pool_key
+        if key is None:
+            return
+        del self.mem
+        self.scratch = self.gws = None
+        self._scratch_mem = self._scratch_words = None
+        self._words.clear()
+        free = _POOL.get(key)
+        if free is None:
+            if len(_POOL) >= POOL_SHAPES:
+                _POOL.clear()
+            free = _POOL.setdefault(key, [])
+        if len(free) < POOL_PER_SHAPE:
+            free.append(self)
+
+    def _recycle(self, mem: MockMemory) -> None:
+        """The state of a new machine again, on `mem` (every array zeroed whole: a kept machine
+        is small, and this does not depend on what the last dispatch marked as written)."""
+        self.mem = mem
+        assert self._backing is not None   # (only machines with one are kept)
+        self._backing.fill(0)
+        self.dirty_v.clear()
+        self.dirty_s.clear()
 
     def words_at(self, va: int, size: int, access: str) -> tuple[np.ndarray, int] | None:
         """(the uint32 words of the mapping holding [va, va + size), index of va's word) for a
@@ -325,8 +410,8 @@ class WaveSet:
         self.at_barrier = False
         self.parked = False   # set aside at a contended atomic until nothing else can run
         self.waiting: Blocked | None = None   # queued at a GWS resource until released
-        self.planes = Planes(m, idx, self.n) if isinstance(idx, slice) and not m.wave64 \
-            and self.n else None
+        self.planes = None if m.wave64 or not self.n or not isinstance(idx, slice) else \
+            m.planes_of_all() if idx is ALL else Planes(m, idx, self.n)
         self._load_exec()
 
     # -- lane masks (wave64: SGPR pair r, r+1 → even and odd rows)
