@@ -696,3 +696,28 @@ def test_clang_cas_loops_match_general_path(monkeypatch, name):
     fast, slow = _run_both(monkeypatch, run)
     for a, b in zip(fast, slow):
         np.testing.assert_array_equal(a, b)
+
+
+def test_words_at_notes_every_range_and_sees_unmapping():
+    """Machine.words_at answers a range inside the ones it found last without the memory's
+    look-up: the dispatch's noted ranges still cover every range asked for (merged, the same
+    as noting each), a different access kind is noted on its own, and after a mapping changes
+    the look-up runs again (an unmapped buffer is not read through a kept view)."""
+    from runtime.drivers.mock.amd_hazards import RecordingMemory, merge
+    from runtime.drivers.mock.memory import MockMemory
+    mem = MockMemory()
+    va = 0x10000
+    mem.map(va, 0x1000)
+    rec = RecordingMemory(mem)
+    m = machine.Machine(rec, 1, 8, 1, 0)   # type: ignore[arg-type]
+    asked = [(0, 128), (64, 64), (128, 128), (8, 4), (512, 16), (520, 4), (0, 256), (768, 64),
+             (832, 64), (704, 64)]
+    for off, size in asked:
+        got = m.words_at(va + off, size, "read")
+        assert got is not None and got[1] == off // 4
+    assert merge(rec.ranges["read"]) == merge([(va + o, va + o + n) for o, n in asked])
+    assert m.words_at(va + 8, 4, "atomic") is not None
+    assert rec.ranges["atomic"] == [(va + 8, va + 12)]
+    mem.unmap(va)
+    assert m.words_at(va + 8, 4, "atomic") is None
+    assert m.words_at(va, 4, "read") is None

@@ -190,6 +190,9 @@ class Machine:
         self.gws: GwsRange | None = None
         # uint32 views of memory mappings by the id of their bytes (words_at)
         self._words: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # words_at's last range: (access, lo, hi, the mapping's words, its VA, the memory's
+        # generation); None: none
+        self._seen: tuple[str, int, int, np.ndarray, int, int] | None = None
         # (n_waves, n_vgprs, n_wgs, lds_bytes, wave64) for a machine small enough to be kept
         # for the next dispatch of its shape (`take`, `give_back`); None for any other
         self._pool_key: tuple[int, int, int, int, bool] | None = None
@@ -238,6 +241,7 @@ class Machine:
         self.scratch = self.gws = None
         self._scratch_mem = self._scratch_words = None
         self._words.clear()
+        self._seen = None
         free = _POOL.get(key)
         if free is None:
             if len(_POOL) >= POOL_SHAPES:
@@ -250,6 +254,7 @@ class Machine:
         """The state of a new machine again, on `mem` (every array zeroed whole: a kept machine
         is small, and this does not depend on what the last dispatch marked as written)."""
         self.mem = mem
+        self._seen = None
         assert self._backing is not None   # (only machines with one are kept)
         self._backing.fill(0)
         self.dirty_v.clear()
@@ -259,9 +264,19 @@ class Machine:
         """(the uint32 words of the mapping holding [va, va + size), index of va's word) for a
         dword-aligned va; None where no one mapping holds the range or its words cannot be
         viewed (the caller's general path then raises the fault). Views are kept per mapping
-        for the machine's life, which is one batch of one dispatch."""
+        for the machine's life, which is one batch of one dispatch.
+
+        The memory's look-up also notes the range as the dispatch's access (a RecordingMemory,
+        for the queue's hazard checks). A range inside the ranges the last look-ups found, of
+        the same access, while no mapping has changed, is answered without one: those ranges
+        were noted already, and a one-wave loop's loads mostly fall inside them."""
+        mem = self.mem
+        seen = self._seen
+        if seen is not None and seen[1] <= va and va + size <= seen[2] and \
+                seen[0] == access and seen[5] == mem.generation:
+            return seen[3], (va - seen[4]) >> 2
         try:
-            data, at = self.mem.find(va, size, access)
+            data, at = mem.find(va, size, access)
         except PageFault:
             return None
         got = self._words.get(id(data))
@@ -269,7 +284,14 @@ class Machine:
             if len(data) % 4 or data.ctypes.data % 4:
                 return None
             got = self._words[id(data)] = (data, data.view(np.uint32))
-        return got[1], at >> 2
+        words, base = got[1], va - at
+        lo, hi = va, va + size
+        if seen is not None and seen[3] is words and seen[0] == access and \
+                lo <= seen[2] and seen[1] <= hi:
+            # (overlapping or touching the last: both were noted, so is their union)
+            lo, hi = min(lo, seen[1]), max(hi, seen[2])
+        self._seen = (access, lo, hi, words, base, mem.generation)
+        return words, at >> 2
 
     def scratch_words(self) -> np.ndarray:
         """The dispatch's scratch backing memory as uint32 words (slot after slot; see

@@ -17,7 +17,6 @@ to 16 bits first. `*_store_d16_hi_*` stores from the high half.
 """
 from __future__ import annotations
 
-import struct
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -36,7 +35,6 @@ from .machine import Planes, WaveSet, one_wave_lanes, one_wave_word
 Exec = Callable[[WaveSet], None]
 Resolver = Callable[[WaveSet], ml.Target]
 u32, u64 = np.uint32, np.uint64
-_U32 = struct.Struct("<I")
 SHARED_APERTURE = 0x1000_0000_0000_0000
 PRIVATE_APERTURE = 0x2000_0000_0000_0000
 APERTURE_SIZE = 1 << 32
@@ -507,12 +505,12 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     va = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm + off
     if va & 3:
         return -1
-    try:
-        data, at = g.m.mem.find(va, 4, "atomic")
-    except PageFault:
+    got = g.m.words_at(va, 4, "atomic")
+    if got is None:
         return -1
+    words, at = got
     srcs, cmps = pick(A[0, vdata].tolist()[0]), pick(A[0, vdata + 1].tolist()[0])
-    old = cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
+    old = cur = words.item(at)
     # Lane after lane, each returns the current value and swaps where its compare value
     # matches; the matching lanes are found with tuple.index (the search runs in C). `cuts`:
     # where the returned value changes (after each success but the last lane's); `swapped`:
@@ -530,7 +528,7 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
         i = k + 1
         if i < n:
             cuts.append(i)
-    _U32.pack_into(data, at, cur)  # type: ignore[arg-type]
+    words[at] = cur
     if not want:
         return 0
     dests = (vdst,) if tail is None else (vdst, tail.cmp)   # (v_mov vCMP, vRET: the same)
