@@ -518,7 +518,7 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     cuts: list[int] = []
     swapped = 0
     i = 0
-    while i < n:
+    while i < n and cur in cmps:   # (`in` first: a failed search's exception costs more)
         try:
             k = cmps.index(cur, i)
         except ValueError:
@@ -562,14 +562,14 @@ def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int
     if g.dirty:
         g.s(done)   # (a lane mask a VALU op left unpacked: pack it before reading it)
     d = S1.item(done) | swapped
-    m = g.m
+    e = word & ~d & 0xFFFFFFFF
+    dirty_s, cached = g.m.dirty_s, g.lanes
     for r, val in ((mask, swapped), (done, d)):
         S1[r] = val
-        m.dirty_s.add(r)
-        g.lanes.pop(r, None)
+        dirty_s.add(r)
+        cached.pop(r, None)
         if g.dirty:
             g.dirty.discard(r)
-    e = word & ~d & 0xFFFFFFFF
     P.scc[P.w] = e != 0
     g.set_s(EXEC_LO, e)
     return tail.slots
