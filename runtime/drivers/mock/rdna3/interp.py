@@ -609,18 +609,21 @@ class Dispatch:
         if self.done or m is None:
             return "no waves running"
         wg0 = getattr(self, "_wg0", 0)
-        places: dict[tuple[int, str], list[np.ndarray]] = {}
+        # (each wave set's selection, turned into wave ids only for the places listed: the
+        # queue asks after every time slice, and a contended atomic leaves a wave set per wave)
+        places: dict[tuple[int, str], list[slice | np.ndarray]] = {}
         for g in self.wave_sets:
             if not g.n:
                 continue
             state = " (at a barrier)" if g.at_barrier else " (waiting)" if g.parked else \
                 f" (queued at GWS resource {g.waiting.rid})" if g.waiting else ""
-            places.setdefault((g.pc, state), []).append(g.wave_ids())
+            places.setdefault((g.pc, state), []).append(g.idx)
         if not places:
             return "no waves running"
         lines = []
-        for (pc, state), id_lists in sorted(places.items())[:DESCRIBE_MAX_PLACES]:
-            ids = np.unique(np.concatenate(id_lists))
+        every = np.arange(m.n_waves)
+        for (pc, state), sels in sorted(places.items())[:DESCRIBE_MAX_PLACES]:
+            ids = np.unique(np.concatenate([every[sel] for sel in sels]))
             inst = self.prog.insts[pc] if pc < len(self.prog.insts) else None
             where = f"{inst.addr:#x} {inst}" if inst is not None else "past the end"
             wgs = np.unique(m.wave_wg[ids]) + wg0
