@@ -355,7 +355,9 @@ def test_a_big_module_first_imported_without_bytecode_is_lazy_and_bounded(tmp_pa
         assert main(["--specs", "specs", "--out", "gen", "--package", "gen", "regen", "--jobs",
                      "1", "--cache", "cache"]) == 0
     """, tmp_path)
-    assert (tmp_path / "gen" / "testgrp" / "_chain.py").exists()  # written lazy
+    assert (tmp_path / "gen" / "testgrp" / "_chain.py").exists()  # written lazy, and says why
+    assert "written lazy: the module would be" in (
+        tmp_path / "gen" / "testgrp" / "chain.report.txt").read_text()
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     code = _FIRST_IMPORT.format(n=n)
     runs = []
@@ -405,6 +407,7 @@ def test_a_small_module_stays_eager_unless_its_spec_says_lazy(tmp_path):
     (d / "h.h").write_text("struct a { int v; };\nstruct b { struct a *p; };\n")
     g, m = generate_headers(tmp_path / "auto", ["h.h"], source_dir=d)
     assert g.defs is None and len(g.text) < AUTO_LAZY_BYTES and m.b().p is not None
+    assert "written lazy" not in g.report and "lazy" not in g.counts
     g, _ = generate_headers(tmp_path / "on", ["h.h"], source_dir=d, lazy=True)
     assert g.defs is not None
     g, _ = generate_headers(tmp_path / "auto2", ["h.h"], source_dir=d, lazy="auto")
