@@ -90,6 +90,13 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           GRID_NULL, DEPENDENCE_COUNTER `gate`) that schedules launch i + 1's QMD; grid i
 #           decrements N_i's counter when it completes (DEPENDENT_QMD action
 #           DECREMENT_DEPENDENCE); both QMDs are sent with PCAS action 10, no fence
+#   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
+#           predecessor's link starts them) and are all sent, last first, before the first grid
+#           (as CUDA's graph upload sends them; here every replay does)
+#   pdlc    programmatic dependent launch as CUDA's PDL graphs write it: a grid that has a successor
+#           lets its link fire at its pre-exit (ENABLE_PROGRAM_PRE_EXIT) and arrives at latch
+#           i + 1 when it completes; its successor waits on that latch in griddepcontrol.wait,
+#           invalidating L1 when it acquires it (kernels that wait: `wait`)
 #   clone   the fields CUDA itself writes into the QMDs of a kind of launch (read from CUDA's own
 #           process by scripts/sniff_cuda_launches.py, --cuda-fields): every field that is not the
 #           kernel's, the shape's or an address; the link, if CUDA's QMDs name dependents, with
@@ -131,6 +138,17 @@ MECHS: dict[str, dict[str, Any]] = {
                      "nocb": True, "nextprog": True},
     "qmd_cudalike_nopre": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
                            "nextcb": True, "nocb": True, "nextprog": True, "nopre": True},
+    "qmd_presend": {"link": "schedule", "presend": True},
+    "qmd_presend_selfcopy": {"link": "schedule", "presend": True, "selfcopy": True},
+    "qmd_cuda_full": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "nextcb": True,
+                      "nocb": True, "nextprog": True, "nopre": True, "presend": True,
+                      "selfcopy": True},
+    "pdl_cuda": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "pdlc": True,
+                 "presend": True, "wait": True},
+    "pdl_cuda_trigger": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "pdlc": True,
+                         "presend": True, "wait": True, "trigger": True},
+    "pdl_cuda_nopresend": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
+                           "pdlc": True, "wait": True},
     "gate1": {"gate": 1},
     "gate2": {"gate": 2},
     "cuda_graph": {"clone": "graph"},
@@ -150,7 +168,7 @@ GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "q
 STREAM = ["wfi", "wfi_lean", "none", "qmd_schedule", "latch_seq", "latch_fixed", "pdl_nolink"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
-GATE_PCAS = 10  # INVALIDATE_PREFETCH_COPY_SCHEDULE, the action CUDA sends both QMDs with
+CUDA_PCAS = 10  # INVALIDATE_PREFETCH_COPY_SCHEDULE: the action CUDA sends every QMD with
 
 
 def resolve_clone(k: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +224,15 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
         q.set("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8", 0)
     if k.get("selfcopy"):
         q.set("SELF_COPY_ON_COMPLETION", 1)
+    if later and k.get("presend"):
+        q.set("REQUIRE_SCHEDULING_PCAS", 1)
+    if k.get("pdlc"):
+        if next_qva is not None:
+            q.write(ENABLE_PROGRAM_PRE_EXIT=1, ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=i + 1)
+        if later:
+            q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=i,
+                    LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE=1,
+                    LATCH_ACQUIRE_INVALIDATE_TEXTURE_DATA_CACHE=1)
     if next_qva is not None and k.get("nextcb") and next_cb is not None:
         q.set_cbuf(NEXT_CB_SLOT, *next_cb)
         q.set("CONSTANT_BUFFER_PREFETCH", q.value("CONSTANT_BUFFER_PREFETCH_PREFETCH_POST"),
@@ -391,9 +418,12 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
                       q.value("DEPENDENT_QMD_ACTION_QMD_DECREMENT_DEPENDENCE"), 0)
                 q.set("DEPENDENT_QMD_PREFETCH", 1, 0)
                 q.set("DEPENDENT_QMD0_POINTER", n_va >> 8)
-                c += pcas(n_va, GATE_PCAS)
-                c += pcas(qva, GATE_PCAS)
+                c += pcas(n_va, CUDA_PCAS)
+                c += pcas(qva, CUDA_PCAS)
             elif sent_all or i == 0:
+                if i == 0 and k.get("presend") and fields is None:
+                    for _, later_va in reversed(qmds[1:]):
+                        c += pcas(later_va, CUDA_PCAS)
                 c += pcas(qva)
             ka.qmd[:] = qb
             cmds.append(c)

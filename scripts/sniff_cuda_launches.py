@@ -317,15 +317,20 @@ def _driver(name: str) -> bool:
 
 def scan(kind: str, grids: Sequence[int], magics: Sequence[int],
          regions: Iterable[tuple[int, bytes, str]], sink: Sink, seen: dict[int, str],
-         gp_region: Callable[[str], bool] = _driver) -> Finding:
+         gp_region: Callable[[str], bool] = _driver,
+         segment_region: Callable[[str], bool] = _driver) -> Finding:
     """Finds kind's QMDs, send windows and magic arguments in `regions` (start, bytes, name), and
-    the GPFIFO entries that appeared in regions `gp_region` accepts; `seen` maps window and entry
-    addresses to what an earlier scan found there (a window whose bytes, or an entry whose value,
-    did not change since belongs to an earlier kind)."""
+    the GPFIFO entries that appeared in regions `gp_region` accepts, with their segments where
+    those lie in regions `segment_region` accepts; `seen` maps window and entry addresses to what
+    an earlier scan found there (a window whose bytes, or an entry whose value, did not change
+    since belongs to an earlier kind)."""
     f = Finding(kind)
     by_blob: dict[str, dict[str, Any]] = {}
+    kept: list[tuple[int, bytes]] = []  # the regions GPFIFO entries are read from
     for start, data, name in regions:
         f.scanned_B += len(data)
+        if segment_region(name):
+            kept.append((start, data))
         for off, g in find_qmds(data, grids):
             blob = sink.blob(data[off:off + QMDV04.size_B])
             if blob in by_blob:  # the same bytes again (a copy, or this scan's own)
@@ -361,6 +366,14 @@ def scan(kind: str, grids: Sequence[int], magics: Sequence[int],
                 seen[key] = val
                 if len(f.gp) < MAX_GP:
                     f.gp.append({"cpu": key, "region": name, "va": va, "dwords": n})
+    # A segment in memory the CPU sees (a driver maps its pushbuffers at the same address for
+    # the CPU and the GPU) is kept as it was when its kind ran: later kinds reuse the ring.
+    for g in f.gp:
+        for start, data in kept:
+            if start <= g["va"] and g["va"] + 4 * g["dwords"] <= start + len(data):
+                lo = g["va"] - start
+                g["segment_blob"] = sink.blob(data[lo:lo + min(4 * g["dwords"], SEGMENT_MAX_B)])
+                break
     return f
 
 
@@ -641,6 +654,22 @@ def collapse_nops(lines: list[str]) -> list[str]:
     return out
 
 
+def collapse_runs(lines: list[str], method: str = "LOAD_INLINE_DATA") -> list[str]:
+    """Runs of writes to `method` (inline data) as their first line and a count."""
+    out: list[str] = []
+    run = 0
+    for ln in lines + [""]:
+        if f" {method} = " in ln and out and f" {method} = " in out[-1]:
+            run += 1
+            continue
+        if run:
+            out.append(f"... and {run} more {method}")
+            run = 0
+        if ln:
+            out.append(ln)
+    return out
+
+
 def table(cols: dict[str, dict[str, int]]) -> list[str]:
     """Rows "FIELD  v0  v1 ..." (hexadecimal) of the fields non-zero in any column."""
     names = sorted({n for c in cols.values() for n in c})
@@ -736,9 +765,15 @@ def decode(root: Path, ours_root: Path | None) -> list[str]:
             out.append(f"  window at {w['cpu']:#x} ({w['region']}): "
                        f"{SEND_METHODS.get(w['method'], hex(w['method']))}")
             out += ["    " + ln for ln in collapse_nops(sync_decode(words, hit))]
-        for g in k.get("gp", [])[:8]:
+        for g in k.get("gp", [])[:MAX_GP]:
             out.append(f"  GPFIFO entry at {g['cpu']:#x} ({g['region']}): segment {g['va']:#x}, "
-                       f"{g['dwords']} dwords")
+                       f"{g['dwords']} dwords" + (", as the CPU saw it:" if "segment_blob" in g
+                                                   else ""))
+            if "segment_blob" in g:
+                raw = (root / g["segment_blob"]).read_bytes()
+                words = [int(x) for x in np.frombuffer(raw, "<u4", len(raw) // 4)]
+                out += ["    " + ln for ln in collapse_runs(collapse_nops(
+                    decode_pushbuffer(words, {1: COMPUTE_CLASS}, limit=4096)))]
         for p in peeks:
             if p["kind"] == name and p["why"] == "segment" and "blob" in p:
                 raw = (root / p["blob"]).read_bytes()

@@ -227,3 +227,27 @@ def test_a_gate_is_a_null_grid_that_schedules_the_next_launch(probe):
     assert q.get("DEPENDENT_QMD0_POINTER") == 0x40
     assert probe.null_qmd(QMDV04, 1, None).get("DEPENDENT_QMD_ENABLE", 0) == 0
     assert probe.sends_every_qmd(probe.MECHS["gate1"])
+
+
+def test_present_grids_are_loaded_ahead_and_started_by_their_links(probe):
+    qs = _chain(probe, "qmd_presend")
+    assert [q.get("REQUIRE_SCHEDULING_PCAS") for q in qs] == [0, 1, 1]
+    assert [q.get("DEPENDENT_QMD_ENABLE", 0) for q in qs] == [1, 1, 0]
+    assert not probe.sends_every_qmd(probe.MECHS["qmd_presend"])
+    full = _chain(probe, "qmd_cuda_full")
+    assert [q.get("SELF_COPY_ON_COMPLETION") for q in full] == [1, 1, 1]
+    assert [q.get("CONSTANT_BUFFER_PREFETCH", 0) for q in full] == [0, 0, 0]
+
+
+def test_cudas_pdl_chain_fires_links_at_pre_exit_and_pairs_latches(probe):
+    qs = _chain(probe, "pdl_cuda", 4)
+    assert [q.get("ENABLE_PROGRAM_PRE_EXIT") for q in qs] == [1, 1, 1, 0]
+    assert [q.get("PRE_EXIT_AT_LAST_CTA_LAUNCH") for q in qs] == [0, 0, 0, 0]
+    assert [q.get("ARRIVE_AT_LATCH_ID") for q in qs[:3]] == [1, 2, 3]
+    assert [q.get("WAIT_ON_LATCH_VALID") for q in qs] == [0, 1, 1, 1]
+    assert [q.get("WAIT_ON_LATCH_ID") for q in qs[1:]] == [1, 2, 3]
+    assert [q.get("LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE") for q in qs] == [0, 1, 1, 1]
+    assert [q.get("REQUIRE_SCHEDULING_PCAS") for q in qs] == [0, 1, 1, 1]
+    assert [q.get("REQUIRE_SCHEDULING_PCAS") for q in _chain(probe, "pdl_cuda_nopresend")] == \
+        [0, 0, 0]
+    assert probe.MECHS["pdl_cuda_trigger"]["trigger"] and probe.MECHS["pdl_cuda"]["wait"]

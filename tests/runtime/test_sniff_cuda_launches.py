@@ -161,7 +161,8 @@ def _mock_sniff(sn: Any, tmp: Path, fail_at: int | None = None) -> tuple[Any, Mo
             dev.synchronize()
             regions = [(m.va, m.data.tobytes(), f"mock@{m.va:#x}") for m in mem.mappings()]
             f = sn.scan(k.name, [k.grid], [k.magic], regions, sink, seen,
-                        gp_region=lambda name: name == f"mock@{ring_map.va:#x}")
+                        gp_region=lambda name: name == f"mock@{ring_map.va:#x}",
+                        segment_region=lambda name: True)
             sink.manifest["kinds"][k.name] = {**sn.asdict(k), **sn.asdict(f)}
         del sink.manifest["kinds"]["baseline"]
         sink.save()
@@ -194,6 +195,12 @@ def test_our_graph_and_stream_qmds_are_found_followed_and_decoded_on_mock_nv(sn,
     # the stream's GPFIFO entries were found, their segments read, and the QMDs they send
     gp = kinds["stream"]["gp"]
     assert len(gp) == sn.SNIFF_N and kinds["graph"]["gp"]
+    # each segment as the CPU saw it when its kind ran
+    for g in gp:
+        words = np.frombuffer((tmp_path / g["segment_blob"]).read_bytes(), "<u4")
+        assert len(words) == g["dwords"]
+        sends = sn.find_methods(words.tobytes())
+        assert any(h["method"] == sn.cl.NVCBC0_SEND_PCAS_A for h in sends)
     segs = [p for p in peeks if p["why"] == "segment"]
     assert {p["va"] for p in segs} >= {g["va"] for g in gp}
     sent = {h["data"] << 8 for p in segs
@@ -205,6 +212,16 @@ def test_our_graph_and_stream_qmds_are_found_followed_and_decoded_on_mock_nv(sn,
     assert "=== graph: grid 37" in report and "=== stream: grid 41" in report
     assert "DEPENDENT_QMD0_POINTER" in report and "GRID_WIDTH" in report
     assert "SEND_PCAS_A" in report and "ours" in report and "segment at" in report
+    assert "as the CPU saw it:" in report
+
+
+def test_runs_of_inline_data_are_collapsed(sn):
+    lines = ["sc1 NVCBC0 LAUNCH_DMA = 0x41", *["sc1 NVCBC0 LOAD_INLINE_DATA = 0x0"] * 5,
+             "sc1 NVCBC0 SEND_PCAS_A = 0x1"]
+    assert sn.collapse_runs(lines) == ["sc1 NVCBC0 LAUNCH_DMA = 0x41",
+                                       "sc1 NVCBC0 LOAD_INLINE_DATA = 0x0",
+                                       "... and 4 more LOAD_INLINE_DATA",
+                                       "sc1 NVCBC0 SEND_PCAS_A = 0x1"]
 
 
 def test_only_runs_of_gpfifo_entries_are_read(sn):
@@ -256,7 +273,9 @@ def test_cuda_fields_keep_what_orders_grids_and_drop_the_kernels(sn, tmp_path):
     assert g["count"] >= sn.SNIFF_N and g["linked_count"] >= sn.SNIFF_N - 1
     assert g["linked"]["DEPENDENT_QMD_ENABLE(0)"] == 1
     assert "DEPENDENT_QMD_ENABLE(0)" not in g["last"]
-    assert g["linked"]["CWD_MEMBAR_TYPE"] == QMDV04.value("CWD_MEMBAR_TYPE_L1_SYSMEMBAR")
+    assert g["linked"]["CWD_MEMBAR_TYPE"] == QMDV04.value("CWD_MEMBAR_TYPE_L1_MEMBAR")
+    assert g["linked"]["CWD_MEMBAR_TASK_CHASING_ENABLE"] == 1
+    assert g["last"]["CWD_MEMBAR_TYPE"] == QMDV04.value("CWD_MEMBAR_TYPE_L1_SYSMEMBAR")
     for f in (g["linked"], g["last"], fields["stream"]["linked"]):
         assert not {n for n in f if any(s in n for s in ("GRID", "REGISTER", "ADDR", "POINTER",
                                                          "SHARED_MEMORY_SIZE", "PROGRAM_A"))}
