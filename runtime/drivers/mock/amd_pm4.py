@@ -606,11 +606,12 @@ class PM4Processor(QueueProcessor):
         addr, ref, mask = body[1] | body[2] << 32, body[3], body[4]
         if addr & 3:
             self._aligned(addr, 4, "WAIT_REG_MEM", where)
-        check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         value = self.gpu.mem.read_u32(addr) & mask
         if compare(func, value, ref):
             self.order.waited(addr)
             return True
+        # (checked once the compare fails: one that can never hold cannot have held)
+        check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         self.blocked = f"{where}: WAIT_REG_MEM mem[{addr:#x}] = {value:#x}, waiting for " \
                        f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
         if self._ib is None and self.gpu.mem.races is not None:
