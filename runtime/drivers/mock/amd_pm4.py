@@ -151,6 +151,11 @@ class PM4Processor(QueueProcessor):
         dws: list[int] = []
         base = self.rptr_dw
         known = self._known
+        set_sh_reg, sh = _PM4_HANDLERS["SET_SH_REG"], self.sh
+        sh_base, sh_index_end = self._sh_base, self._sh_index_end
+        acquire_mem, event_write = _PM4_HANDLERS["ACQUIRE_MEM"], _PM4_HANDLERS["EVENT_WRITE"]
+        acquire_cache_dw, acquire_inv = self._acquire_cache_dw, self._acquire_inv
+        partial_flush = self._partial_flush
         while True:
             if self._ib is not None:
                 if not self._run_ib():
@@ -171,6 +176,37 @@ class PM4Processor(QueueProcessor):
             if hit is not None and hit[0] <= avail:
                 # `_packet`'s fast path, inline: this loop runs once per packet
                 size = hit[0]
+                # The packets that cannot wait or fault run inline as well (a handler's call,
+                # its body's slice and its position's text cost more than their work): SET_SH_REG
+                # (half of a launch's packets) when well-formed (else its handler says what is
+                # wrong), ACQUIRE_MEM, and EVENT_WRITE once its event is known.
+                handler = hit[1]
+                if handler is set_sh_reg:
+                    index = dws[at + 1] & 0xFFFF
+                    if size > 2 and index + size - 2 <= sh_index_end:
+                        i = index + sh_base - at - 2
+                        for j in range(at + 2, at + size):
+                            sh[i + j] = dws[j]
+                        self.rptr_dw = pos + size
+                        self.blocked = None
+                        progress = True
+                        continue
+                elif handler is acquire_mem:
+                    if dws[at + 1 + acquire_cache_dw] & acquire_inv == acquire_inv:
+                        self.order.invalidate()
+                    self.rptr_dw = pos + size
+                    self.blocked = None
+                    progress = True
+                    continue
+                elif handler is event_write:
+                    flush = partial_flush.get(dws[at + 1])
+                    if flush is not None:
+                        if flush:
+                            self.order.partial_flush()
+                        self.rptr_dw = pos + size
+                        self.blocked = None
+                        progress = True
+                        continue
                 try:
                     done = hit[1](self, dws[at + 1:at + size], f"ring dword {pos}", False)
                 except (PageFault, MockGPUError) as e:
