@@ -305,7 +305,9 @@ def cmd_list(targets: list[Target], project: Project) -> int:
 def cmd_show(t: Target, project: Project) -> int:
     print(f"target {t.name} (group {t.group}, spec {t.spec_shown})")
     print(f"  output: {project.shown(project.output(t.output))}")
-    print(f"  language: {t.language}   lazy: {t.lazy}   clang args: {' '.join(t.clang_args) or '-'}")
+    lazy = "auto" if t.lazy is None else str(t.lazy).lower()
+    args = " ".join(t.clang_args) or "-"
+    print(f"  language: {t.language}   lazy: {lazy}   clang args: {args}")
     for label, items in (("header", t.headers), ("include dir", t.include_dirs),
                          ("preinclude", t.preinclude)):
         for item in items:

@@ -74,6 +74,15 @@ def report_path(t: Target, project: Project) -> Path:
     return project.report_path(t.output)
 
 
+# A target whose spec does not say ``lazy`` is written lazy when its module would be bigger than
+# this (in characters). Importing a module compiles all of it where there is no bytecode yet
+# (right after a regen, or where none may be written), and CPython holds the syntax tree of all
+# of it meanwhile, many times the source's size: above this, a first import costs more time and
+# memory than a lazy module's whole use typically does. The real groups' eager modules are far
+# below it.
+AUTO_LAZY_BYTES = 1 << 20
+
+
 def defs_module(t: Target) -> str:
     """The definitions module of a lazy target: ``nv/rm_580.py`` → ``_rm_580``."""
     return project_defs_module(t.output)
@@ -142,8 +151,17 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         defs_module(t) if t.lazy else "",
         wrappers.build_id if wrappers is not None else "",
     )
-    rendered = render_module(m, info, lazy=t.lazy)
+    rendered = render_module(m, info, lazy=bool(t.lazy))
+    if t.lazy is None and len(rendered.text) > AUTO_LAZY_BYTES:
+        del rendered
+        info.defs_module = defs_module(t)
+        rendered = render_module(m, info, lazy=True)
     text, defs = rendered.text, rendered.defs
+    del rendered
+    if defs is not None:
+        # What the verification below does not compile, compiled first: its copies of the text
+        # and the module's objects are then never held at once.
+        _compiled(t, defs_path(t, project).name, left_to_compile(defs, m))
     code = _compiled(t, t.output, text)
     try:
         mod = load_module_text(text, project.module_name(t.output), defs, code)
@@ -155,8 +173,6 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         if defs is not None:  # a statement that does not compile: say where, in the whole file
             _compiled(t, defs_path(t, project).name, defs)
         raise ir_error(t, f"rendered module fails to load: {type(e).__name__}: {e}") from None
-    if defs is not None:
-        _compiled(t, defs_path(t, project).name, left_to_compile(defs, m))
     counts = (
         f"{len(m.records)} records, {len(m.enums)} enums, {len(m.typedefs)} typedefs, "
         f"{len(m.constants)} constants, {len(m.macro_functions)} macro fns, "

@@ -10,7 +10,7 @@ import sys
 import types
 from collections.abc import Sequence
 
-from bindgen_rt.lazy import INDEX_MARK, LAYOUTS_MARK, NotInParts
+from bindgen_rt.lazy import INDEX_MARK, LAYOUTS_MARK, POINTERS_MARK, NotInParts
 from bindgen_rt.lazy import compile_in_parts as _parts
 from bindgen_rt.placement import _bit_position
 
@@ -72,13 +72,16 @@ def left_to_compile(defs: str, m: ir.Module) -> bytes:
     layouts_at = data.find(LAYOUTS_MARK.encode(), at)
     if at < 0 or layouts_at < 0:
         return data  # no index: nothing was compiled apart
+    layouts_end = data.find(POINTERS_MARK.encode(), layouts_at)
+    if layouts_end < 0:
+        layouts_end = len(data)
     verified = {rec.name.encode() for rec in m.records if not rec.opaque}
     literal = _INT_ASSIGNMENT.fullmatch
     spans: list[tuple[int, int, bytes]] = []  # (offset, end, replacement)
     # "#@ NAME LINE OFFSET LENGTH" lines after the index's title line: five tokens each
     for toks, layouts in (
         (data[data.find(b"\n", at + 1) : layouts_at].split(), False),
-        (data[layouts_at + len(LAYOUTS_MARK) :].split(), True),
+        (data[layouts_at + len(LAYOUTS_MARK) : layouts_end].split(), True),
     ):
         for name, off, end in zip(
             toks[1::5], map(int, toks[3::5]), map(int, toks[4::5]), strict=True

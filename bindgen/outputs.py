@@ -78,10 +78,10 @@ def write_target(
     if manifest is not None:
         entries = {k: v for k, v in manifest.items() if k in hashes or not stale(k)}
         entries.update(hashes)
-        text = _manifest_text(entries)
+        listing = _manifest_text(entries)
         mpath = out / MANIFEST
-        if changed or not mpath.is_file() or mpath.read_bytes() != text:
-            writes.append((mpath, text))
+        if changed or not mpath.is_file() or mpath.read_bytes() != listing:
+            writes.append((mpath, listing))
     _replace_all(writes)
     if manifest is not None:  # in place: the caller's copy follows the file
         manifest.clear()

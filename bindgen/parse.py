@@ -34,7 +34,7 @@ from .static_values import static_value
 CK = ci.CursorKind
 TK = ci.TypeKind
 
-_PRIMS: dict[TK, tuple[str, bool, bool]] = {  # kind → (ctypes name, signed, float)
+_PRIMS: dict[ci.TypeKind, tuple[str, bool, bool]] = {  # kind → (ctypes name, signed, float)
     TK.BOOL: ("c_bool", False, False),
     TK.CHAR_S: ("c_char", True, False),
     TK.SCHAR: ("c_int8", True, False),
@@ -241,6 +241,7 @@ def parse_target(target: Target, roots: dict[str, Path]) -> ParseResult:
 
     headers: dict[str, HeaderRecord] = {}
     files_in_order: list[tuple[str, str]] = []  # (shown, absolute) in inclusion order
+    shown: str | None
     for p in header_files:
         shown = paths.show(str(p)) or p.name
         headers[shown] = HeaderRecord(shown, _sha(p))

@@ -29,6 +29,7 @@ from .pyfmt import WIDTH, wrap
 TEMPLATES = Path(__file__).parent / "templates"
 INDEX_MARK = "\n# bindgen-index: "  # bindgen_rt.lazy.INDEX_MARK
 LAYOUTS_MARK = "\n# bindgen-index layouts\n"  # bindgen_rt.lazy.LAYOUTS_MARK
+POINTERS_MARK = "\n# bindgen-index pointers\n"  # bindgen_rt.lazy.POINTERS_MARK
 
 _PY_SCALARS = {"c_bool": "bool", "c_float": "float", "c_double": "float", "c_longdouble": "float"}
 
@@ -60,6 +61,7 @@ class _Chunk:
     layout: bool = False  # a record's ``_layout_`` call (indexed apart from its class)
     before: str = ""  # comment lines above the statement (not part of what is compiled)
     gap: int = 0  # blank lines before it
+    pointed: tuple[str, ...] = ()  # names it uses only as ``_rt.ptr(NAME)`` (the lazy index)
 
 
 @dataclass
@@ -80,6 +82,20 @@ class _Ctx:
         # Records some ``POINTER(...)`` of the module points at: their layouts make the pointer type
         # first (``bindgen_rt.records._RecordMixin._layout_``'s ``pointee``).
         self.pointees: set[str] = set()
+        # While a statement is spelled (``begin``/``pointer_only``): the module's names it uses
+        # as types now, and those it uses only behind a pointer made on first use.
+        self._now: set[str] | None = None
+        self._later: set[str] = set()
+
+    def begin(self) -> None:
+        self._now, self._later = set(), set()
+
+    def pointer_only(self) -> tuple[str, ...]:
+        """The names the statement spelled since ``begin`` uses only as ``_rt.ptr(NAME)``."""
+        assert self._now is not None
+        out = tuple(sorted(self._later - self._now))
+        self._now = None
+        return out
 
     @staticmethod
     def lib_var(name: str | None) -> str:
@@ -103,6 +119,8 @@ class _Ctx:
             en = self.enum_map.get(t.name) if t.kind == "enum" else None
             if en is not None and en.py_class:  # the name is the enum class: C sees the integer
                 return self.type(en.underlying)
+            if self._now is not None:
+                self._now.add(t.name)
             return t.name
         if isinstance(t, ir.Pointer):
             p = self.through_functype_typedefs(t.pointee)
@@ -150,6 +168,24 @@ class _Ctx:
 
     def ret(self, t: ir.Type) -> str:
         return "None" if isinstance(t, ir.Void) else self.type(t)
+
+    def later_pointer(self, t: ir.Type) -> str | None:
+        """``_rt.ptr(RECORD)`` where ``t`` points at a record of the module: made into
+        ``POINTER(RECORD)`` on first use (``bindgen_rt.records.PointerTo``), since most of a big
+        module's pointer types would otherwise be made on import, unused."""
+        if not isinstance(t, ir.Pointer):
+            return None
+        p = self.through_functype_typedefs(t.pointee)
+        target = self.resolve(p)
+        if not (isinstance(p, ir.Named) and isinstance(target, ir.Named)
+                and target.name in self.records):
+            return None
+        self._later.add(p.name)
+        return f"_rt.ptr({p.name})"
+
+    def param(self, t: ir.Type) -> str:
+        """A function's parameter or result type (a pointer to a record made on first call)."""
+        return self.later_pointer(t) or self.ret(t)
 
     def functype(self, f: ir.FuncType) -> str:
         self.used.add("CFUNCTYPE")
@@ -224,16 +260,9 @@ class _Ctx:
         return f"({f.name!r}, {t}, {f.bit_offset})"
 
     def field_type(self, f: ir.Field) -> str:
-        """A field's C type; a pointer to a record of the module is ``_rt.ptr(RECORD)``, made
-        into ``POINTER(RECORD)`` when the field is first used (``bindgen_rt.records.PointerTo``):
-        most of a big module's pointer types would otherwise be made on import, unused."""
-        t = f.type
-        if isinstance(t, ir.Pointer):
-            p = self.through_functype_typedefs(t.pointee)
-            target = self.resolve(p)
-            if isinstance(target, ir.Named) and target.name in self.records:
-                return f"_rt.ptr({self.type(p)})"
-        return self.type(t)
+        """A field's C type; a pointer to a record of the module is made on first use of the
+        field (``later_pointer``)."""
+        return self.later_pointer(f.type) or self.type(f.type)
 
     @staticmethod
     def where(f: ir.Field) -> str:
@@ -335,7 +364,8 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     recs = _Section("records: declared first, so that layouts and pointers may refer to any")
     for rec in m.records:
         what = rec.c_name or f"anonymous {rec.kind}"
-        head = f"{what}{_loc(rec.loc)}" + (": opaque (declared, never defined)" if rec.opaque else "")
+        opaque = ": opaque (declared, never defined)" if rec.opaque else ""
+        head = f"{what}{_loc(rec.loc)}{opaque}"
         doc = head + (f"\n\n{rec.doc}" if rec.doc else "")
         lines = [f"class {rec.name}({r.record_base(rec)}):", _docstring(doc, "    ")]
         anns = [] if rec.opaque else r.annotations(rec)
@@ -389,21 +419,23 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
     lays = _Section(
         "layouts, as clang placed them: (name, C type, bit offset[, width, signed[, anonymous]])"
     )
-    field_lines: list[tuple[ir.Record, list[str]]] = []
+    field_lines: list[tuple[ir.Record, list[str], tuple[str, ...]]] = []
     for name in m.layout_order:
         rec = r.records[name]
         lines = []
+        r.begin()
         for f in rec.fields:
             note = r.where(f)
             before, stmt = _with_doc(f"    {r.field(f)},", f"{note}: {f.doc}" if f.doc else note,
                                      "    ")
             lines += [before, stmt] if before else [stmt]
-        field_lines.append((rec, lines))
+        field_lines.append((rec, lines, r.pointer_only()))
     sections.append(lays)  # its statements are written last: they need every pointer's pointee
 
     fns = _Section("functions (resolved from the library on first call)")
     for fn in m.functions:
-        params = ", ".join(r.type(p) for p in fn.type.params)
+        r.begin()
+        params = ", ".join(r.param(p) for p in fn.type.params)
         var = ", variadic=True" if fn.type.variadic else ""
         const = [i for i, p in enumerate(fn.type.params) if r.const_bytes(p)]
         if const:
@@ -411,12 +443,14 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         sig = f"{fn.name}({', '.join(fn.param_names)}){_loc(fn.loc)}"
         stmt = (
             f"{fn.name} = {r.lib_var(fn.library)}.function({fn.symbol or fn.name!r}, "
-            f"{r.ret(fn.type.ret)}, [{params}]{var})"
+            f"{r.param(fn.type.ret)}, [{params}]{var})"
         )
         text = wrap(stmt)
         if fn.doc:  # the header's comment, for help() and IDEs
             text += f"\n{fn.name}.__doc__ = (\n{_docstring(fn.doc, '    ')}\n)"
-        fns.chunks.append(_Chunk(text, (fn.name,), before=_comment_lines(sig)))
+        fns.chunks.append(
+            _Chunk(text, (fn.name,), before=_comment_lines(sig), pointed=r.pointer_only())
+        )
     statics = _Section("static const variables: the value clang computed, in their C type")
     for gvar in m.variables:
         if gvar.value is not None:
@@ -430,7 +464,8 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         symbol = gvar.symbol or gvar.name
         text = (
             f"def {gvar.name}() -> 'Any':\n"
-            + wrap(f"    return {r.lib_var(gvar.library)}.variable({symbol!r}, {r.type(gvar.type)})")
+            + wrap(f"    return {r.lib_var(gvar.library)}.variable({symbol!r}, "
+                   f"{r.type(gvar.type)})")
         )
         fns.chunks.append(_Chunk(text, (gvar.name,), gap=1))
     sections.append(fns)
@@ -469,11 +504,11 @@ def _body(m: ir.Module, r: _Ctx, info: RenderInfo) -> list[_Section]:
         extra.chunks.append(_Chunk("\n".join(lines), _defined_names(code), gap=1))
     sections.append(extra)
 
-    for rec, lines in field_lines:
+    for rec, lines, pointed in field_lines:
         head = f"{rec.name}._layout_(size={rec.size}, align={rec.align}, fields=["
         tail = "], pointee=True)" if rec.name in r.pointees else "])"
         text = "\n".join([head, *lines, tail])
-        lays.chunks.append(_Chunk(text, (rec.name,), layout=True, gap=1))
+        lays.chunks.append(_Chunk(text, (rec.name,), layout=True, gap=1, pointed=pointed))
     return [s for s in sections if s.chunks]
 
 
@@ -638,6 +673,7 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
     parts = [head.rstrip("\n") + "\n"]
     entries: list[tuple[str, int, int, int]] = []  # (name, line, offset, length)
     layouts: list[tuple[str, int, int, int]] = []
+    pointed: list[str] = []  # "NAME REF..." lines
     # Offsets and lengths are in bytes of the UTF-8 file (bindgen_rt.lazy never decodes it whole).
     header_at = parts[0].find(header_code)
     entries.append(("__header__", parts[0].count("\n", 0, header_at) + 1,
@@ -661,6 +697,10 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
                 (layouts if ch.layout else entries).append(
                     (name, lines + 1, size, len(ch.text.encode()))
                 )
+            for name in ch.names:
+                refs = [p for p in ch.pointed if p != name]  # itself: declared before its layout
+                if refs:
+                    pointed.append(f"{name} {' '.join(refs)}")
             add(ch.text + "\n")
     full = "".join(parts)
     if not lazy:
@@ -670,6 +710,9 @@ def render_module(m: ir.Module, info: RenderInfo, lazy: bool = False) -> Rendere
     index += [f"#@ {n} {ln} {off} {length}\n" for n, ln, off, length in entries]
     index.append(LAYOUTS_MARK)
     index += [f"#@ {n} {ln} {off} {length}\n" for n, ln, off, length in layouts]
+    if pointed:
+        index.append(POINTERS_MARK)
+        index += [f"#@ {line}\n" for line in pointed]
     defs = full + "".join(index)[1:]
     public = sorted({n for n, *_ in entries if n != "__header__"})
     private = [n for n in public if n.startswith("_")]

@@ -8,6 +8,7 @@ file).
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
 from dataclasses import dataclass, field, replace
@@ -138,7 +139,7 @@ class Target:
     macros: MacroRules
     libraries: tuple[LibrarySpec, ...]
     patches: tuple[Patch, ...]
-    lazy: bool
+    lazy: bool | None  # None: lazy when the module is big (``bindgen.generate.AUTO_LAZY_BYTES``)
     sources: tuple[Source, ...]  # every source the target reads (its own closure)
     line: int = 0
     description: str = ""
@@ -312,7 +313,7 @@ class _Reader:
             raise self.err(key, f"expected one of {', '.join(choices)}, got {v!r}")
         return v
 
-    def line_text(self, key: str, default: str | None = None) -> str:
+    def line_text(self, key: builtins.str, default: builtins.str | None = None) -> builtins.str:
         """A one-line text (descriptions, reasons): it ends up in comments of generated code, so
         line breaks and other control characters are refused."""
         v = self.str(key, default)
@@ -322,14 +323,14 @@ class _Reader:
                                 f"(found {bad!r})")
         return v
 
-    def ident(self, key: str) -> str:
+    def ident(self, key: builtins.str) -> builtins.str:
         """A Python identifier that generated code will define."""
         v = self.str(key)
         if not _IDENT.fullmatch(v) or keyword.iskeyword(v):
             raise self.err(key, f"expected a Python identifier, got {v!r}")
         return v
 
-    def bool(self, key: str, default: bool) -> bool:
+    def bool(self, key: builtins.str, default: builtins.bool) -> builtins.bool:
         n = self.raw(key)
         if n is None:
             return default
@@ -337,7 +338,16 @@ class _Reader:
             raise self.err(key, f"expected true or false, got {_kind(n.value)}")
         return n.value
 
-    def int(self, key: str, default: int) -> int:
+    def bool_or_auto(self, key: builtins.str) -> builtins.bool | None:
+        """true, false, or None for ``auto`` or no value (the generator decides)."""
+        n = self.raw(key)
+        if n is None or n.value == "auto":
+            return None
+        if not isinstance(n.value, bool):
+            raise self.err(key, f"expected true, false or auto, got {_kind(n.value)}")
+        return n.value
+
+    def int(self, key: builtins.str, default: int) -> int:
         n = self.raw(key)
         if n is None:
             return default
@@ -345,7 +355,7 @@ class _Reader:
             raise self.err(key, f"expected an integer, got {_kind(n.value)}")
         return n.value
 
-    def str_list(self, key: str) -> tuple[str, ...]:
+    def str_list(self, key: builtins.str) -> tuple[builtins.str, ...]:
         n = self.raw(key)
         if n is None:
             return ()
@@ -360,7 +370,7 @@ class _Reader:
             out.append(self.sub_text(key, str(item.value), item.line))
         return tuple(out)
 
-    def list(self, key: str) -> list[_Node]:
+    def list(self, key: builtins.str) -> list[_Node]:
         n = self.raw(key)
         if n is None:
             return []
@@ -368,7 +378,7 @@ class _Reader:
             raise self.err(key, f"expected a list, got {_kind(n.value)}")
         return n.value
 
-    def mapping(self, key: str) -> dict[str, _Node]:
+    def mapping(self, key: builtins.str) -> dict[builtins.str, _Node]:
         n = self.raw(key)
         if n is None:
             return {}
@@ -376,7 +386,7 @@ class _Reader:
             raise self.err(key, f"expected a mapping, got {_kind(n.value)}")
         return n.value
 
-    def sub(self, key: str, where: str | None = None) -> "_Reader | None":
+    def sub(self, key: builtins.str, where: builtins.str | None = None) -> "_Reader | None":
         n = self.raw(key)
         if n is None:
             return None
@@ -384,7 +394,7 @@ class _Reader:
             self.file, n, where or (f"{self.where}.{key}" if self.where else key), self.subst
         )
 
-    def done(self, allowed: tuple[str, ...]) -> None:
+    def done(self, allowed: tuple[builtins.str, ...]) -> None:
         for key, n in self.node.value.items():
             if key not in allowed:
                 raise SpecError(
@@ -770,7 +780,7 @@ def load_spec(
                 macros=_macros(t.sub("macros")),
                 libraries=_libraries(t),
                 patches=_patches(t),
-                lazy=t.bool("lazy", False),
+                lazy=t.bool_or_auto("lazy"),
                 wrap_static_fns=t.bool("wrap_static_fns", False),
                 enums=enums,
                 flag_enums=flag_enums,

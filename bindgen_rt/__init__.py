@@ -64,6 +64,7 @@ __all__ = [
     "CFlag",
     "IoctlRequest",
     "Library",
+    "CFunction",
     "FieldSpec",
     "c_int128",
     "c_uint128",
@@ -288,34 +289,82 @@ class Library:
 
         ``const_bytes``: the positions of parameters that point to const bytes (``const uint8_t
         *``): they also take ``bytes`` and ``bytearray``, as a ``const char *`` takes ``bytes``.
-        A pointer to bytes that are not const does not: C may write through it.
+        A pointer to bytes that are not const does not: C may write through it. A parameter or
+        result given as ``ptr(T)`` (a pointer to a record) is ``POINTER(T)``, made on first use.
 
         It shows its C signature as ``argtypes`` and ``restype``, as a ctypes function does
         (``f.argtypes[0]`` is the type to build a callback or an array argument with); the
         generated module sets its ``__doc__`` to the header's comment."""
-        lib = self
-        fn: list[Any] = []
-
-        def call(*args: "Any") -> "Any":
-            if not fn:
-                f = getattr(lib.dll(), name)
-                f.restype = restype
-                if not variadic:
-                    f.argtypes = [
-                        _ConstBytes(a) if i in const_bytes else _text_param(a)
-                        for i, a in enumerate(argtypes)
-                    ]
-                fn.append(f)
-            return fn[0](*args)
-
-        call.__name__ = call.__qualname__ = name
-        call.argtypes = tuple(argtypes)  # type: ignore[attr-defined]
-        call.restype = restype  # type: ignore[attr-defined]
-        return call
+        return CFunction(self, name, restype, tuple(argtypes), variadic, tuple(const_bytes))
 
     def variable(self, name: str, ctype: "Any") -> "Any":
         """The library's global ``name`` as a ctypes object (resolved now: call this lazily)."""
         return ctype.in_dll(self.dll(), name)
+
+
+def _signature_type(t: "Any") -> "Any":
+    """``t``, or ``POINTER(T)`` for ``ptr(T)`` (``bindgen_rt.records.PointerTo``): while no
+    record module is loaded, no ``ptr`` exists."""
+    records = _sys.modules.get("bindgen_rt.records")
+    if records is not None and t.__class__ is records.PointerTo:
+        return t.resolve()
+    return t
+
+
+class CFunction:
+    """A C function of a shared library, looked up on first call; ``argtypes`` and ``restype``
+    are its C signature in ctypes types, made on first use (a pointer to a record of a module
+    of many records costs as much as the record's class)."""
+
+    def __init__(
+        self,
+        lib: Library,
+        name: str,
+        restype: "Any",
+        argtypes: "tuple",
+        variadic: bool,
+        const_bytes: "tuple",
+    ) -> None:
+        self.__name__ = self.__qualname__ = name
+        self._lib, self._variadic, self._const = lib, variadic, const_bytes
+        self._restype, self._argtypes = restype, argtypes
+        self._signature: "tuple | None" = None
+        self._fn: "Any" = None
+
+    def _made(self) -> "tuple":
+        if self._signature is None:
+            made = _signature_type
+            self._signature = (made(self._restype), tuple(made(a) for a in self._argtypes))
+        return self._signature
+
+    @property
+    def argtypes(self) -> "tuple":
+        return self._made()[1]
+
+    @property
+    def restype(self) -> "Any":
+        return self._made()[0]
+
+    def __call__(self, *args: "Any") -> "Any":
+        fn = self._fn
+        if fn is None:
+            fn = self._bind()
+        return fn(*args)
+
+    def _bind(self) -> "Any":
+        restype, argtypes = self._made()
+        f = getattr(self._lib.dll(), self.__name__)
+        f.restype = restype
+        if not self._variadic:
+            f.argtypes = [
+                _ConstBytes(a) if i in self._const else _text_param(a)
+                for i, a in enumerate(argtypes)
+            ]
+        self._fn = f
+        return f
+
+    def __repr__(self) -> str:
+        return f"<C function {self.__name__} of library {self._lib.name}>"
 
 
 # ---------------------------------------------------------------- C-semantics helpers for macros

@@ -3,7 +3,7 @@
 A lazy target is two files: the module people import (``rm_580.py``, a few lines) and its
 definitions module beside it (``_rm_580.py``), plain readable Python that also runs as a whole.
 The definitions module ends with an index (``#@ NAME LINE OFFSET LENGTH`` comment lines, offsets
-in bytes) that says where each definition's statement is. On first use of a name,
+in bytes) that says where each definition's statement is, and where each record's layout is. On first use of a name,
 :class:`LazyModule` compiles that statement with the definitions module's real file name and
 line numbers, so tracebacks, ``inspect.getsource`` and debuggers show the real source, and runs it
 in the namespace of the definitions module (registered in ``sys.modules`` under its own name, so
@@ -14,7 +14,11 @@ definitions module under ``TYPE_CHECKING``.
 Materialising a name first materialises what it refers to, with an explicit stack (a chain of
 ten thousand records, each embedding the next, does not recurse). A record is declared (its
 ``class`` statement) before anything it refers to is touched and laid out after, so records that
-point at each other resolve in any order. :meth:`LazyModule.materialize_all` imports the
+point at each other resolve in any order. What a statement refers to only through a pointer made
+on first use (``_rt.ptr(NAME)``: a record's pointer field, a function's record pointer; the
+index's last section lists them) is not made first: the statement gets a
+:class:`bindgen_rt.records.Later` for it, made when the pointer is first used, so using one record
+of a chain of records makes that record only. :meth:`LazyModule.materialize_all` imports the
 definitions module as a whole (from its bytecode cache) when nothing was materialised yet; where
 there is no bytecode and none may be written, it runs the file in parts of whole statements,
 so memory is bounded by a part rather than the whole file's syntax tree.
@@ -35,6 +39,10 @@ if TYPE_CHECKING:
 _COMPILE_FLAGS = 0
 INDEX_MARK = "\n# bindgen-index: "
 LAYOUTS_MARK = "\n# bindgen-index layouts\n"
+# After the layouts: "#@ NAME REF..." where NAME's statement (a record's layout, a function)
+# refers to each REF only through a pointer made on first use (``_rt.ptr(REF)``). Making NAME
+# leaves those to be made when the pointer is first used.
+POINTERS_MARK = "\n# bindgen-index pointers\n"
 
 
 class LazyModule:
@@ -69,6 +77,8 @@ class LazyModule:
         self._header_done = False
         self._index_at = -1
         self._layouts_at = -1
+        self._layouts_end = -1
+        self._pointers: dict[bytes, list[str]] | None = None
         self._tokens: list[bytes] | None = None
         self._layout_tokens: list[bytes] | None = None
         self._where: dict[bytes, int] | None = None
@@ -95,6 +105,8 @@ class LazyModule:
             self._layouts_at = t.find(LAYOUTS_MARK.encode(), self._index_at)
             if self._index_at < 0 or self._layouts_at < 0:
                 raise ImportError(f"{self.file}: no bindgen index at its end (regenerate it)")
+            pointers_at = t.find(POINTERS_MARK.encode(), self._layouts_at)
+            self._layouts_end = pointers_at if pointers_at >= 0 else len(t)
         return self._text
 
     def _build_index(self) -> None:
@@ -102,7 +114,7 @@ class LazyModule:
         first = t.find(b"\n", self._index_at + 1)  # the index's title line
         # "#@ NAME LINE OFFSET LENGTH" lines: five tokens each, NAME at 5k+1
         defs = t[first:self._layouts_at].split()
-        layouts = t[self._layouts_at + len(LAYOUTS_MARK) :].split()
+        layouts = t[self._layouts_at + len(LAYOUTS_MARK) : self._layouts_end].split()
         self._where = dict(zip(defs[1::5], range(2, len(defs), 5)))
         self._layout_where = dict(zip(layouts[1::5], range(2, len(layouts), 5)))
         self._tokens, self._layout_tokens = defs, layouts
@@ -116,7 +128,9 @@ class LazyModule:
                 self._scans += 1
                 t = self.text()
                 lo, hi = (
-                    (self._layouts_at, len(t)) if layout else (self._index_at, self._layouts_at)
+                    (self._layouts_at, self._layouts_end)
+                    if layout
+                    else (self._index_at, self._layouts_at)
                 )
                 at = t.find(f"\n#@ {name} ".encode(), lo, hi)
                 if at < 0:
@@ -131,6 +145,23 @@ class LazyModule:
         if k is None:
             return None
         return int(tk[k]), int(tk[k + 1]), int(tk[k + 2])
+
+    def _pointed(self, name: str) -> "list[str]":
+        """What ``name``'s statement refers to only through pointers made on first use."""
+        t = self.text()
+        if self._where is None:  # a few names so far: scan, as ``_locate`` does
+            at = t.find(f"\n#@ {name} ".encode(), self._layouts_end)
+            if at < 0:
+                return []
+            end = t.find(b"\n", at + 1)
+            return [r.decode() for r in t[at + 1 : end if end >= 0 else len(t)].split()[2:]]
+        if self._pointers is None:
+            self._pointers = {}
+            for line in t[self._layouts_end + len(POINTERS_MARK) :].split(b"\n"):
+                toks = line.split()
+                if len(toks) > 2 and toks[0] == b"#@":
+                    self._pointers[toks[1]] = [r.decode() for r in toks[2:]]
+        return self._pointers.get(name.encode(), [])
 
     def names(self) -> "list[str]":
         """Every name the definitions module defines."""
@@ -167,6 +198,12 @@ class LazyModule:
 
             if hasattr(ctypes, name):
                 return getattr(ctypes, name)
+        if self._locate(name) is not None:
+            # Only a pointer to it is declared (``_materialize`` made everything else): it is
+            # made when that pointer is first used.
+            from .records import Later
+
+            return Later(name, lambda: self.get(name))
         raise KeyError(name)
 
     def __setitem__(self, name: str, value: "Any") -> None:
@@ -187,6 +224,8 @@ class LazyModule:
     def get(self, name: str) -> "Any":
         """The value of ``name``, materialised on first use (module ``__getattr__``)."""
         g = self.module()
+        if name == "__all__":  # ``from module import *`` takes every definition, as when eager
+            return [n for n in self.names() if not n.startswith("_")]
         if name not in g:
             if name in self._absent or name == "__header__":
                 raise AttributeError(f"module {self.stub['__name__']!r} has no attribute {name!r}")
@@ -241,12 +280,14 @@ class LazyModule:
                     later = self._compile(*layout) if layout is not None else None
                 pending[name] = later
                 if later is not None:
+                    pointed = self._pointed(name)
                     for ref in _names(later):
                         if (
                             ref not in g
                             and ref not in pending
                             and ref not in self._absent
                             and ref != name
+                            and ref not in pointed
                         ):
                             if self._locate(ref) is None:
                                 self._absent.add(ref)

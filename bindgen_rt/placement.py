@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 import ctypes
 import sys
 
-from .records import _Forward
+from .records import _Forward, set_fields
 
 
 class _BitField:
@@ -275,7 +275,7 @@ def lay_out(
         cls._pack_ = pack
     if align > 16 and sys.version_info >= (3, 13):
         cls._align_ = align  # before 3.13 ctypes cannot express it: capped at 16, in the report
-    cls._fields_ = ctfields
+    set_fields(cls, ctfields, packed=pack is not None)
     cls.__bindgen_layout__ = layout
     cls.__bindgen_size__ = size
     cls.__bindgen_align__ = align

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
 import ctypes
+import sys
 from ctypes import alignment, sizeof
 
 FieldSpec = tuple  # (name, ctype, bit_offset, bit_width or None, signed, anonymous)
@@ -129,24 +130,48 @@ class PointerTo:
     __slots__ = ("target",)
 
     def __init__(self, target: "Any") -> None:
-        self.target = target
+        self.target = target  # a ctypes type, or a :class:`Later` one
+
+    def pointee(self) -> "Any":
+        """The type pointed at (a :class:`Later` one is made now)."""
+        t = self.target
+        if t.__class__ is Later:
+            t = self.target = t.get()
+        return t
 
     def resolve(self) -> "Any":
-        return ctypes.POINTER(self.target)
+        return ctypes.POINTER(self.pointee())
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is PointerTo and other.target is self.target
+        return type(other) is PointerTo and other.pointee() is self.pointee()
 
     def __hash__(self) -> int:
-        return hash(self.target)
+        return hash(self.pointee())
 
     def __repr__(self) -> str:
         return f"ptr({getattr(self.target, '__name__', self.target)!r})"
 
 
+class Later:
+    """A definition of a lazy module that is not made yet, where only a pointer to it is
+    declared (a record's pointer field, a function's pointer parameter): ``get()`` makes it.
+    Following every such pointer while making a record would make every record a chain of
+    pointers reaches, which is what the lazy module is there to avoid."""
+
+    __slots__ = ("__name__", "get")
+
+    def __init__(self, name: str, get: "Any") -> None:
+        self.__name__ = name
+        self.get = get  # () -> the definition, made on first call
+
+    def __repr__(self) -> str:
+        return f"<not yet made: {self.__name__}>"
+
+
 def ptr(target: "Any") -> "Any":
-    """A record field's pointer to ``target``, made into ``POINTER(target)`` on first use (see
-    :class:`PointerTo`); only ``_layout_`` takes it."""
+    """A pointer to ``target``, made into ``POINTER(target)`` on first use (see
+    :class:`PointerTo`): a record's field (``_layout_``) or a function's parameter or result
+    (``Library.function``)."""
     return PointerTo(target)
 
 
@@ -168,7 +193,10 @@ class _PointerField:
     size = ctypes.sizeof(_SLOT)
 
     def real(self) -> "Any":
-        field = _ctypes_field(ctypes.POINTER(self.target), self.index, self.offset)
+        target = self.target
+        if target.__class__ is Later:
+            target = target.get()
+        field = _ctypes_field(ctypes.POINTER(target), self.index, self.offset)
         setattr(self.owner, self.name, field)
         if issubclass(self.owner, ctypes.Union):
             # ctypes' union classes set attributes without telling the type's attribute lookup
@@ -205,6 +233,7 @@ def _ctypes_field(ctype: "Any", index: int, offset: int) -> "Any":
         spec: "dict[str, Any]" = {"_fields_": [*before, ("f", ctype)]}
         if offset % alignment(ctype):
             spec["_pack_"] = 1  # a field of a packed record: no padding before it
+            spec["_layout_"] = "ms"  # what ``_pack_`` implies (see ``set_fields``)
         helper: "Any" = type("_field_at", (ctypes.Structure,), spec)
         field = _FIELDS[key] = helper.__dict__["f"]
     return field
@@ -225,7 +254,7 @@ def _natural(kind: str, size: int, align: int, fields: "Sequence[Any]") -> "tupl
     the whole cost of their layout, so it walks the fields once and no more (a bitfield takes the
     general path); the fields that need more than ctypes' own (pointers made on first use,
     128-bit integers read as ints) are picked out in the same walk."""
-    out = []
+    out: "list[tuple[str, Any]]" = []
     anonymous = []
     pointers = None
     wide = None
@@ -282,7 +311,8 @@ def _layout(
     if natural is None:
         _placed(cls, kind, size, align, fields, layout)
         return
-    cls._fields_, anonymous, pointers, wide = natural
+    fields_, anonymous, pointers, wide = natural
+    set_fields(cls, fields_, packed=False)
     cls.__bindgen_layout__ = layout  # the rest of the bookkeeping follows on first use
     if pointers is not None:
         _lazy_pointers(cls, pointers)
@@ -299,12 +329,42 @@ def _layout(
         cls.__init__ = cls._ctypes_init_
 
 
+# Python 3.14's ctypes reads the class attribute ``_layout_`` when ``_fields_`` is set: "ms" or
+# "gcc-sysv", or none for the platform's default, which it deprecates together with ``_pack_``
+# ("ms" is what ``_pack_`` meant before, on every platform). A record class finds the
+# ``_layout_`` classmethod there, which no ctypes takes for a layout name.
+_NAMES_LAYOUT = sys.version_info >= (3, 14)
+
+
+def set_fields(cls: "Any", fields: "Sequence[Any]", packed: bool) -> None:
+    """``cls._fields_ = fields``, with ctypes' layout named where ctypes reads it: "ms" for a
+    record with ``_pack_`` (as ctypes before 3.14 laid those out), else "gcc-sysv" (its default
+    elsewhere than Windows). The name is set only while ctypes lays the fields out, so the
+    record's ``_layout_`` stays the classmethod."""
+    if not _NAMES_LAYOUT:
+        cls._fields_ = fields
+        return
+    cls._layout_ = "ms" if packed else "gcc-sysv"
+    _seen(cls)
+    try:
+        cls._fields_ = fields
+    finally:
+        del cls._layout_
+        _seen(cls)
+
+
+def _seen(cls: "Any") -> None:
+    """Makes attribute lookups on a union class see what was just set on it (see ``real``)."""
+    if issubclass(cls, ctypes.Union):
+        _TYPE_DOC.__set__(cls, cls.__doc__)
+
+
 def _placed(cls: "Any", kind: str, size: int, align: int, fields: tuple, layout: tuple) -> None:
     """The general path (``bindgen_rt.placement``), with pointers made on first use as well."""
     from .placement import _Misaligned, lay_out
 
     norm = [_norm(f, resolve=False) for f in fields]
-    lazy = {f[0]: f[1].target for f in norm if f[1].__class__ is PointerTo}
+    lazy = {f[0]: f[1] for f in norm if f[1].__class__ is PointerTo}
     if lazy:
         norm = [(f[0], _SLOT, *f[2:]) if f[0] in lazy else f for f in norm]
     lay_out(cls, kind, size, align, norm, layout)
@@ -314,11 +374,11 @@ def _placed(cls: "Any", kind: str, size: int, align: int, fields: tuple, layout:
     del cls.__bindgen_fields__  # derived from the layout on first use, with the real pointers
     stored = [f[0] for f in cls._fields_]
     pointers = []
-    for name, target in lazy.items():
+    for name, p in lazy.items():
         if name in stored:
-            pointers.append((stored.index(name), name, target))
+            pointers.append((stored.index(name), name, p.target))
         else:  # kept as bytes off its alignment: read through a typed descriptor
-            setattr(cls, name, _Misaligned(ctypes.POINTER(target), cls.__dict__[name].offset))
+            setattr(cls, name, _Misaligned(p.resolve(), cls.__dict__[name].offset))
     _lazy_pointers(cls, pointers)
 
 

@@ -4,8 +4,11 @@ Generates headers of N structs, either chained (each points at the previous one:
 memory grew quadratically through ctypes' PEP 3118 pointer formats), independent, or mixed (chained
 structs of a few fields, and for every fourth one an enum, a function and a macro), optionally with
 M more macros, and runs ``bindgen regen`` on each in a fresh process (one job), then imports the
-result in two more: the first compiles the module (no bytecode cache yet), the second reads the
-cache it wrote, as an installed package does; beside that, the same module rewritten into the
+result in three more: the first imports it and uses its last record, without bytecode and writing
+none (what a user gets right after regenerating their own headers: a target whose spec does not
+say ``lazy`` is lazy above 1 MiB of module text), the second imports it whole
+(``__materialize_all__`` where lazy), compiling it and writing its bytecode cache, the third reads
+that cache, as an installed package does; beside that, the same module rewritten into the
 shape bindgen wrote before record pointer fields were made on first use (``old_shape``), imported
 from its cache the same way. Beside them, libclang alone on the same header in
 a fresh process (parse, walk every cursor, with bindgen imported as the generator has it), so the
@@ -13,6 +16,7 @@ generator's own memory per record is the difference. Prints wall time and peak R
 
     .venv/bin/python scripts/bench_bindgen_size.py            # 1k, 10k, 50k; chained, independent
     .venv/bin/python scripts/bench_bindgen_size.py --sizes 10000 50000 --kinds mixed
+    .venv/bin/python scripts/bench_bindgen_size.py --lazy false   # force eager modules (or true)
 
 Goals (on a 2-core CI-class machine): 50,000 structs in < 60 s and < 2 GB peak; the generator at
 most 10 KB a record above libclang alone; the 50,000-record import at most 2 s and 500 MB.
@@ -101,7 +105,7 @@ def old_shape(text: str) -> str:
     return re.sub(r"^(\w+)\._layout_\(.*?^\]\)$", pointee, text, flags=re.M | re.S)
 
 
-def case(work: Path, n: int, kind: str, macros: int, lazy: bool) -> dict[str, float]:
+def case(work: Path, n: int, kind: str, macros: int, lazy: bool | None) -> dict[str, float]:
     import yaml
 
     name = f"{kind}_{n}_{macros}"
@@ -112,8 +116,10 @@ def case(work: Path, n: int, kind: str, macros: int, lazy: bool) -> dict[str, fl
     spec = {
         "group": "bench",
         "sources": {"src": {"kind": "system", "path": str(d / "src"), "package": "none"}},
-        "targets": {name: {"headers": ["src:h.h"], "lazy": lazy}},
+        "targets": {name: {"headers": ["src:h.h"]}},
     }
+    if lazy is not None:
+        spec["targets"][name]["lazy"] = lazy  # type: ignore[index]
     (d / "specs" / "bench.yaml").write_text(yaml.safe_dump(spec))
     gen = measure(
         "from bindgen.cli import main\n"
@@ -122,6 +128,7 @@ def case(work: Path, n: int, kind: str, macros: int, lazy: bool) -> dict[str, fl
         d,
     )
     clang = measure(_CLANG_ALONE, d)
+    first = measure(f"import out.bench.{name} as m\nassert m.s{n - 1}(v=1).v == 1", d)
     use = (
         f"import out.bench.{name} as m\n"
         "getattr(m, '__materialize_all__', lambda: None)()\n"
@@ -130,8 +137,7 @@ def case(work: Path, n: int, kind: str, macros: int, lazy: bool) -> dict[str, fl
     imp = measure(use, d, bytecode=True)  # compiles, and writes the bytecode cache
     cached = measure(use, d, bytecode=True)
     old = {"s": float("nan"), "rss_mb": float("nan")}
-    module = d / "out" / "bench" / f"{name}.py"
-    if not lazy and module.exists():  # the same module in the old shape, beside it
+    if not (d / "out" / "bench" / f"_{name}.py").exists():  # eager: the old shape beside it
         (d / "old" / "bench").mkdir(parents=True)
         for f in ("__init__.py", f"{name}.py"):
             (d / "old" / "bench" / f).write_text((d / "out" / "bench" / f).read_text())
@@ -141,36 +147,45 @@ def case(work: Path, n: int, kind: str, macros: int, lazy: bool) -> dict[str, fl
         measure(old_use, d, bytecode=True)
         old = measure(old_use, d, bytecode=True)
     return {"gen_s": gen["s"], "gen_mb": gen["rss_mb"], "clang_mb": clang["rss_mb"],
+            "first_s": first["s"], "first_mb": first["rss_mb"],
+            "lazy": float((d / "out" / "bench" / f"_{name}.py").exists()),
             "imp_s": imp["s"], "imp_mb": imp["rss_mb"],
             "pyc_s": cached["s"], "pyc_mb": cached["rss_mb"],
             "old_s": old["s"], "old_mb": old["rss_mb"],
             "error": gen.get("error") or clang.get("error") or imp.get("error")
-            or cached.get("error") or old.get("error") or ""}
+            or cached.get("error") or old.get("error") or first.get("error") or ""}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
     ap.add_argument("--macros", type=int, default=0, help="macros added to every header")
-    ap.add_argument("--lazy", action="store_true", help="generate lazy modules")
+    ap.add_argument("--lazy", choices=["true", "false"], default=None,
+                    help="force lazy (or eager) modules; default: the spec leaves it out")
     ap.add_argument("--kinds", nargs="+", default=["chained", "independent"],
                     choices=["chained", "independent", "mixed"])
     args = ap.parse_args()
-    print(f"bindgen size benchmark ({'lazy' if args.lazy else 'eager'} modules, "
+    lazy = None if args.lazy is None else args.lazy == "true"
+    shape = {None: "lazy when over 1 MiB", True: "lazy", False: "eager"}[lazy]
+    print(f"bindgen size benchmark ({shape} modules, "
           f"{args.macros} macros per header); goals at 50k: regen < 60 s and < 2048 MB, "
           "<= 10 KB a record above libclang; import <= 2 s and <= 500 MB")
+    print("first: import and use of the last record, no bytecode; whole: every definition made, "
+          "compiled and bytecode written; cached: whole, from that bytecode")
     print(f"{'header':<22}{'regen s':>9}{'regen MB':>10}{'libclang MB':>12}{'KB/rec':>8}"
-          f"{'import s':>10}{'import MB':>11}{'cached s':>10}{'cached MB':>11}"
+          f"{'module':>8}{'first s':>9}{'first MB':>10}"
+          f"{'whole s':>9}{'whole MB':>10}{'cached s':>10}{'cached MB':>11}"
           f"{'old shape s':>12}{'old MB':>8}")
     failed = False
     with tempfile.TemporaryDirectory(prefix="bindgen-size-") as tmp:
         for n in args.sizes:
             for kind in args.kinds:
-                r = case(Path(tmp), n, kind, args.macros, args.lazy)
+                r = case(Path(tmp), n, kind, args.macros, lazy)
                 per = (r["gen_mb"] - r["clang_mb"]) * 1024 / n
                 label = f"{n:,} {kind}"
                 print(f"{label:<22}{r['gen_s']:9.1f}{r['gen_mb']:10.0f}{r['clang_mb']:12.0f}"
-                      f"{per:8.1f}{r['imp_s']:10.2f}{r['imp_mb']:11.0f}{r['pyc_s']:10.2f}"
+                      f"{per:8.1f}{'lazy' if r['lazy'] else 'eager':>8}{r['first_s']:9.2f}"
+                      f"{r['first_mb']:10.0f}{r['imp_s']:9.2f}{r['imp_mb']:10.0f}{r['pyc_s']:10.2f}"
                       f"{r['pyc_mb']:11.0f}{r['old_s']:12.2f}{r['old_mb']:8.0f}", flush=True)
                 if r["error"]:
                     print(f"  error: {r['error']}")

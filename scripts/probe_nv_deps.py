@@ -52,6 +52,12 @@ extern "C" __global__ void step(const unsigned *src, unsigned *dst, int n) {
 # are performed and visible; in a grid launched the ordinary way it returns at once.
 SRC_WAIT = SRC.replace("int i = blockIdx.x", 'asm volatile("griddepcontrol.wait;" ::: "memory");\n'
                        "  int i = blockIdx.x")
+# ... and kernels that first let their own dependents launch (griddepcontrol.launch_dependents:
+# the programmatic-dependent-launch trigger), then wait.
+SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
+                          'asm volatile("griddepcontrol.launch_dependents;");\n'
+                          '  asm volatile("griddepcontrol.wait;" ::: "memory");\n'
+                          "  int i = blockIdx.x")
 
 # What separates launch i from launch i+1, as knobs (how the QMDs reach the GPU is the form's):
 #   fence   commands before launch i > 0: wfi, wfi_inv, sem_host, sem_compute
@@ -72,6 +78,25 @@ SRC_WAIT = SRC.replace("int i = blockIdx.x", 'asm volatile("griddepcontrol.wait;
 #           (ENABLE_PROGRAM_PRE_EXIT, PRE_EXIT_AT_LAST_CTA_LAUNCH), with kernels that begin with
 #           griddepcontrol.wait (programmatic dependent launch)
 #   wait    kernels that begin with griddepcontrol.wait
+#   trigger kernels that begin with griddepcontrol.launch_dependents, then wait
+#   l1chase grids that have a successor complete with a GPU-scope barrier (L1_MEMBAR) and task
+#           chasing, the last one with the system-scope barrier (CUDA's graphs)
+#   nextcb  a grid that has a successor prefetches the successor's constant bank 0 when it
+#           completes (its constant buffer 5 names that bank, CONSTANT_BUFFER_PREFETCH POST)
+#   nextprog  ... and the successor's program (PROGRAM_PREFETCH_TYPE POST)
+#   nopre   no constant bank 0 prefetch before the CTAs launch (the runtime's template has one)
+#   selfcopy  SELF_COPY_ON_COMPLETION on every grid
+#   gate    stream form of CUDA's stream launches: launch i also sends a null QMD N_i (QMD_TYPE
+#           GRID_NULL, DEPENDENCE_COUNTER `gate`) that schedules launch i + 1's QMD; grid i
+#           decrements N_i's counter when it completes (DEPENDENT_QMD action
+#           DECREMENT_DEPENDENCE); both QMDs are sent with PCAS action 10, no fence
+#   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
+#           predecessor's link starts them) and are all sent, last first, before the first grid
+#           (as CUDA's graph upload sends them; here every replay does)
+#   clone   the fields CUDA itself writes into the QMDs of a kind of launch (read from CUDA's own
+#           process by scripts/sniff_cuda_launches.py, --cuda-fields): every field that is not the
+#           kernel's, the shape's or an address; the link, if CUDA's QMDs name dependents, with
+#           CUDA's action and prefetch; without one, `fence` (default WAIT_FOR_IDLE)
 MECHS: dict[str, dict[str, Any]] = {
     "wfi": {"fence": "wfi"},
     "wfi_inv": {"fence": "wfi_inv"},
@@ -98,7 +123,33 @@ MECHS: dict[str, dict[str, Any]] = {
     "latch_fixed": {"latch": "fixed"},
     "pdl": {"link": "schedule", "latch": "fixed", "pdl": True, "wait": True},
     "pdl_nolink": {"latch": "fixed", "pdl": True, "wait": True},
+    "qmd_l1chase": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True},
+    "qmd_nextcb": {"link": "schedule", "nextcb": True, "nocb": True},
+    "qmd_nextcb_inv": {"link": "schedule", "nextcb": True},
+    "qmd_nextprog": {"link": "schedule", "nextprog": True},
+    "qmd_selfcopy": {"link": "schedule", "selfcopy": True},
+    "qmd_recipe": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "nextcb": True,
+                   "nocb": True},
+    "qmd_cudalike": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "nextcb": True,
+                     "nocb": True, "nextprog": True},
+    "qmd_cudalike_nopre": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
+                           "nextcb": True, "nocb": True, "nextprog": True, "nopre": True},
+    "qmd_presend": {"link": "schedule", "presend": True},
+    "qmd_presend_selfcopy": {"link": "schedule", "presend": True, "selfcopy": True},
+    "qmd_cuda_full": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "nextcb": True,
+                      "nocb": True, "nextprog": True, "nopre": True, "presend": True,
+                      "selfcopy": True},
+    "gate1": {"gate": 1},
+    "gate2": {"gate": 2},
+    "cuda_graph": {"clone": "graph"},
+    "cuda_stream": {"clone": "stream"},
+    "cuda_pdl_graph": {"clone": "pdl_graph", "wait": True},
+    "cuda_pdl_trigger_graph": {"clone": "pdl_trigger_graph", "wait": True, "trigger": True},
+    "cuda_pdl_wait": {"clone": "pdl_wait", "wait": True, "fence": "none"},
+    "cuda_pdl_trigger": {"clone": "pdl_trigger", "wait": True, "trigger": True, "fence": "none"},
 }
+CLONE_LINKS = {"QMD_SCHEDULE": "schedule", "QMD_INVALIDATE_COPY_SCHEDULE": "icopy",
+               "QMD_DECREMENT_DEPENDENCE": "counter"}
 GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "qmd_notex",
          "qmd_nodinv", "qmd_nocb", "qmd_nopf", "qmd_noauto", "qmd_icopy", "qmd_cbpf", "qmd_lean",
          "qmd_lean_nomembar", "qmd_wait_kernel", "latch_seq", "latch_fixed", "pdl", "pdl_nolink"]
@@ -107,13 +158,73 @@ GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "q
 STREAM = ["wfi", "wfi_lean", "none", "qmd_schedule", "latch_seq", "latch_fixed", "pdl_nolink"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
+CUDA_PCAS = 10  # INVALIDATE_PREFETCH_COPY_SCHEDULE: the action CUDA sends every QMD with
 
 
-def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: int) -> None:
+def resolve_clone(k: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """Mechanism `k` with its `clone` kind's fields (`fields`: what --cuda-fields holds) as
+    `clone_fields` (linked, last), and CUDA's link: its action and prefetch if its QMDs name
+    dependents, else the mechanism's fence (default WAIT_FOR_IDLE). Raises KeyError if the sniff
+    found no QMD of that kind."""
+    from runtime.drivers.nv.qmd import QMDV04
+    f = fields[k["clone"]]
+    k = {**k, "clone_fields": (f["linked"], f["last"])}
+    if f["linked"].get("DEPENDENT_QMD_ENABLE(0)"):
+        action = f["linked"].get("DEPENDENT_QMD_ACTION(0)", 0)
+        k["link"] = next(v for n, v in CLONE_LINKS.items()
+                         if QMDV04.value("DEPENDENT_QMD_ACTION_" + n) == action)
+        k["nopf"] = not f["linked"].get("DEPENDENT_QMD_PREFETCH(0)")
+    else:
+        k.setdefault("fence", "wfi")
+    return k
+
+
+def _set_named(q: Any, name: str, value: int) -> None:
+    """Sets a field by its decoded name ("CONSTANT_BUFFER_INVALIDATE(0)" or "QMD_TYPE")."""
+    if name.endswith(")"):
+        base, idx = name[:-1].split("(")
+        q.set(base, value, int(idx))
+    else:
+        q.set(name, value)
+
+
+def clone_fields(q: Any, src: dict[str, int], first: bool) -> None:
+    """Every clonable field of `q` (sniff_cuda_launches.clonable) set to `src`'s value (0 where
+    `src` has none); the first grid of a chain counts no dependence, and only slot 0 links."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sniff_cuda_launches import clonable
+    for name, _ in type(q).all_fields():
+        if clonable(name) and not name.startswith("DEPENDENT_QMD"):
+            _set_named(q, name, src.get(name, 0))
+    if first:
+        q.set("DEPENDENCE_COUNTER", 0)
+
+
+NEXT_CB_SLOT = 5  # the constant buffer slot CUDA names its successor's bank in
+
+
+def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: int,
+              next_cb: tuple[int, int] | None = None) -> None:
     """Writes mechanism `k`'s fields (`MECHS`) into QMD `q` of launch i of a chain; `next_qva` is
-    the next launch's QMD address (None for the last launch), `sem_va` the semaphore the sem_*
-    mechanisms release."""
+    the next launch's QMD address (None for the last launch), `next_cb` its constant bank 0
+    (address, size), `sem_va` the semaphore the sem_* mechanisms release."""
     later = i > 0
+    if k.get("nopre"):
+        q.set("CONSTANT_BUFFER_PREFETCH", 0, 0)
+        q.set("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8", 0)
+    if k.get("selfcopy"):
+        q.set("SELF_COPY_ON_COMPLETION", 1)
+    if later and k.get("presend"):
+        q.set("REQUIRE_SCHEDULING_PCAS", 1)
+    if next_qva is not None and k.get("nextcb") and next_cb is not None:
+        q.set_cbuf(NEXT_CB_SLOT, *next_cb)
+        q.set("CONSTANT_BUFFER_PREFETCH", q.value("CONSTANT_BUFFER_PREFETCH_PREFETCH_POST"),
+              NEXT_CB_SLOT)
+    if next_qva is not None and k.get("nextprog"):
+        q.set("PROGRAM_PREFETCH_TYPE", q.value("PROGRAM_PREFETCH_TYPE_PREFTECH_POST"))
+    if k.get("clone_fields"):
+        linked, last = k["clone_fields"]
+        clone_fields(q, linked if next_qva is not None else last, first=not later)
     if k.get("sem"):
         q.set_release(1, sem_va, i + 1)
     if k.get("chase"):
@@ -151,6 +262,31 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
         q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=latch_id(k, i - 1))
 
 
+def null_qmd(qcls: Any, counter: int, next_qva: int | None) -> Any:
+    """CUDA's gate between two stream launches: a QMD of no grid (GRID_NULL) that waits for
+    `counter` decrements, then schedules the QMD at `next_qva` (the fields CUDA writes)."""
+    q = qcls()
+    q.write(QMD_MAJOR_VERSION=qcls.major, QMD_TYPE=q.value("QMD_TYPE_GRID_NULL"),
+            CTA_THREAD_DIMENSION0=1, CTA_THREAD_DIMENSION1=1, CTA_THREAD_DIMENSION2=1,
+            REGISTER_COUNT=8, SAMPLER_INDEX=1, SELF_COPY_ON_COMPLETION=1,
+            DEPENDENCE_COUNTER=counter)
+    if next_qva is not None:
+        q.set("DEPENDENT_QMD_ENABLE", 1, 0)
+        q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE"), 0)
+        q.set("DEPENDENT_QMD0_POINTER", next_qva >> 8)
+    return q
+
+
+def cbuf0_of(q: Any) -> tuple[int, int]:
+    """(address, size) of a QMD's constant bank 0."""
+    lo, hi, shift = type(q).cbuf_addr_fields(0)
+    data = q.data
+    lo_w = int.from_bytes(data[4 * lo.index:4 * lo.index + 4], "little")
+    hi_w = int.from_bytes(data[4 * hi.index:4 * hi.index + 4], "little")
+    addr = (((lo_w >> lo.shift) & lo.mask) | ((hi_w >> hi.shift) & hi.mask) << 32) << shift
+    return addr, q.get("CONSTANT_BUFFER_SIZE_SHIFTED4", 0) * 16
+
+
 def sends_every_qmd(k: dict[str, Any]) -> bool:
     """Whether every launch of mechanism `k` is sent with SEND_PCAS (else only the first: the
     others are started by their predecessor's dependent-QMD link)."""
@@ -177,11 +313,16 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     from runtime.hcq.memory import MemKind, round_up
 
     k = MECHS[mech]
+    if k.get("clone"):
+        k = resolve_clone(k, json.loads(Path(args.cuda_fields).read_text()))
+        print("JSON" + json.dumps({"clone": {n: v for n, v in k.items() if n != "clone_fields"},
+                                   "fields": k["clone_fields"]}), flush=True)
     dev = NVDevice(args.device)
     dev.default_timeout_ms = 5000
     m = dev.gen.compute
     qcls = dev.qmd_class
-    lib = dev.compiler.compile(SRC_WAIT if k.get("wait") else SRC)
+    lib = dev.compiler.compile(SRC_TRIGGER if k.get("trigger") else
+                               SRC_WAIT if k.get("wait") else SRC)
     inc, stp = dev.program(lib, "inc"), dev.program(lib, "step")
     ch = dev.compute_channel
     t0, end, done, sem, prog = (dev.new_signal() for _ in range(5))
@@ -194,9 +335,12 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     assert cl.NVCBC0_SET_REPORT_SEMAPHORE_PAYLOAD_LOWER + 16 == \
         cl.NVCBC0_REPORT_SEMAPHORE_EXECUTE
 
-    def pcas(qmd_va: int) -> list[int]:
+    extra: list[Any] = []  # buffers the chains' null QMDs live in
+
+    def pcas(qmd_va: int, action: int | None = None) -> list[int]:
         return nvm(SUBC_COMPUTE, m.SEND_PCAS_A, qmd_va >> 8) + nvm(
-            SUBC_COMPUTE, m.SEND_SIGNALING_PCAS2_B, m.pcas_action(dev.pcas_action))
+            SUBC_COMPUTE, m.SEND_SIGNALING_PCAS2_B,
+            m.pcas_action(dev.pcas_action if action is None else action))
 
     def fence(i: int) -> list[int]:
         """The commands before launch i (> 0) of the chain."""
@@ -229,20 +373,42 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
         n = len(launches)
         cmds = []
         sent_all = fields is not None or sends_every_qmd(k)
+        gate = k.get("gate") if fields is None else None
+        if gate:
+            gbuf = dev.alloc_kernargs(n * 512 + 256)
+            gview = gbuf.cpu_view()
+            gbase = round_up(gbuf.va, 256) - gbuf.va
+            extra.append(gbuf)
         for i, (ka, qva) in enumerate(qmds):
             qb = bytearray(ka.qmd)
             q = qcls(qb)
             if fields is not None:
                 q.write(**fields)
             else:
-                shape_qmd(k, i, q, qmds[i + 1][1] if i + 1 < n else None, sem.va)
+                nxt = cbuf0_of(qcls(bytearray(qmds[i + 1][0].qmd))) if i + 1 < n else None
+                shape_qmd(k, i, q, qmds[i + 1][1] if i + 1 < n else None, sem.va, nxt)
             if i == n - 1:
                 q.set_release(0, (last or done).va, 1)
-            ka.qmd[:] = qb
-            # the first launch invalidates the shader caches (as a graph body starts)
             c: list[int] = inv[:] if i == 0 else fence(i)
-            if sent_all or i == 0:
+            if gate:
+                # N_i at gbuf + 512 i: decremented by grid i, then schedules grid i + 1
+                n_off = gbase + 512 * i
+                n_va = gbuf.va + n_off
+                nq = null_qmd(qcls, gate, qmds[i + 1][1] if i + 1 < n else None)
+                gview[n_off:n_off + qcls.size_B] = nq.data
+                q.set("DEPENDENT_QMD_ENABLE", 1, 0)
+                q.set("DEPENDENT_QMD_ACTION",
+                      q.value("DEPENDENT_QMD_ACTION_QMD_DECREMENT_DEPENDENCE"), 0)
+                q.set("DEPENDENT_QMD_PREFETCH", 1, 0)
+                q.set("DEPENDENT_QMD0_POINTER", n_va >> 8)
+                c += pcas(n_va, CUDA_PCAS)
+                c += pcas(qva, CUDA_PCAS)
+            elif sent_all or i == 0:
+                if i == 0 and k.get("presend") and fields is None:
+                    for _, later_va in reversed(qmds[1:]):
+                        c += pcas(later_va, CUDA_PCAS)
                 c += pcas(qva)
+            ka.qmd[:] = qb
             cmds.append(c)
         del prg0
         return cmds, buf
@@ -443,6 +609,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="mechanisms (comma separated) to run, "
                     "or FORM:MECHANISM for one outside that form's list (stream:qmd_lean)")
     ap.add_argument("--child-timeout", type=int, default=60)
+    ap.add_argument("--cuda-fields", default="", help="CUDA's QMD fields per kind of launch "
+                    "(scripts/sniff_cuda_launches.py --cuda-fields), for the cuda_* mechanisms")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "baseline":
@@ -460,7 +628,7 @@ def main() -> int:
     fwd = ["--n", str(args.n), "--reps", str(args.reps), "--chain", str(args.chain),
            "--chain-replays", str(args.chain_replays),
            "--chain-elements", str(args.chain_elements), "--device", args.device,
-           "--child-timeout", str(args.child_timeout)]
+           "--child-timeout", str(args.child_timeout), "--cuda-fields", args.cuda_fields]
     for job in jobs:
         t = time.perf_counter()
         try:
@@ -468,10 +636,11 @@ def main() -> int:
                                capture_output=True, text=True, timeout=args.child_timeout,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
             lines = [json.loads(ln[4:]) for ln in r.stdout.splitlines() if ln.startswith("JSON")]
-            row = lines[0] if lines else {
-                "job": job, "error": (r.stderr or r.stdout)[-1500:], "rc": r.returncode}
-            for extra in lines[1:]:
-                row.update(extra)
+            row = {}
+            for line in lines:
+                row.update(line)
+            if "mode" not in row:  # the child printed no result
+                row.update(job=job, error=(r.stderr or r.stdout)[-1500:], rc=r.returncode)
         except subprocess.TimeoutExpired as e:
             row = {"job": job, "error": f"timed out after {args.child_timeout} s",
                    "stdout": str(e.stdout)[-800:], "stderr": str(e.stderr)[-800:]}

@@ -76,10 +76,11 @@ def _wrap(v: int | float, ct: CType) -> int | float:
         v = float(v)
         return _f32(v) if ct.size == 4 else v
     bits = ct.size * 8
-    v &= (1 << bits) - 1
-    if ct.signed and v >> (bits - 1):
-        v -= 1 << bits
-    return v
+    n = int(v)  # a value of an integer type is an int (``_convert`` truncates floats first)
+    n &= (1 << bits) - 1
+    if ct.signed and n >> (bits - 1):
+        n -= 1 << bits
+    return n
 
 
 def _fits(src: CType, dst: CType) -> bool:

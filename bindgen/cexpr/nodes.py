@@ -327,7 +327,7 @@ class _Binary(_Node):
         if op == "%":
             if vb == 0:
                 raise _Fail("division by zero")
-            return _wrap(va - vb * _trunc_div(va, vb), ct)  # type: ignore[arg-type]
+            return _wrap(va - vb * _trunc_div(va, vb), ct)  # type: ignore[arg-type,operator]
         return _wrap(_ARITH[op](va, vb), ct)
 
     def typed_code(self) -> str | None:

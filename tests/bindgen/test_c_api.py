@@ -247,3 +247,36 @@ def test_pointers_to_writable_bytes_refuse_bytes(api):
     buf = (ctypes.c_uint8 * 3)()
     api.fill_bytes(buf, 3, 9)
     assert list(buf) == [9, 9, 9]
+
+
+
+def test_record_pointer_parameters_and_results_are_made_on_first_call(capi, tmp_path):
+    """A function's pointer to a record was ``POINTER(RECORD)`` made on import, for every such
+    function of a module, called or not (a pointer type costs about as much as the record's
+    class). Importing makes none now; the first call, or ``argtypes``/``restype``, makes them,
+    and the function then checks and converts arguments as a ctypes function with those
+    ``argtypes`` does."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "c_api_probe.py"
+    path.write_text(capi[0].text)
+    code = f"""
+import ctypes, importlib.util
+spec = importlib.util.spec_from_file_location("c_api_probe", {str(path)!r})
+api = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(api)
+assert not {{api.msg, api.struct_st}} & set(ctypes._pointer_type_cache), "made on import"
+m = api.msg_new(3)  # its result is a POINTER(msg)
+assert type(m) is ctypes.POINTER(api.msg) and api.msg_new.restype is type(m)
+assert api.msg_sum(m) == 30 and api.msg_sum.argtypes[0] is ctypes.POINTER(api.msg)
+api.msg_free(m)
+assert api.struct_st not in ctypes._pointer_type_cache  # st() not called yet
+assert api.st(ctypes.byref(api.struct_st(x=21))) == 42
+try:
+    api.st(ctypes.byref(api.msg()))  # a record of another type: refused, as ctypes does
+except ctypes.ArgumentError:
+    print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -182,6 +182,40 @@ def test_pointer_fields_of_records_on_the_general_path_are_made_on_first_use_too
     assert bytes(packed())[1:] == bytes(8) and pack4.p.offset == 4
 
 
+@pytest.mark.parametrize("base", [rt.Struct, rt.Union])
+def test_ctypes_sees_a_layout_name_while_a_record_is_laid_out(monkeypatch, base):
+    """Python 3.14's ctypes reads the class attribute ``_layout_`` when ``_fields_`` is set: it
+    takes "ms" or "gcc-sysv" (none: the default, deprecated together with ``_pack_``), and would
+    find a record's ``_layout_`` classmethod, a bad value. Simulated here with a metaclass that
+    reads it as that ctypes does: a record with ``_pack_`` names "ms", as ctypes laid those out
+    before 3.14 on every platform, others "gcc-sysv"; the classmethod is back afterwards."""
+    from bindgen_rt import records
+
+    monkeypatch.setattr(records, "_NAMES_LAYOUT", True)
+    seen: list[tuple[object, object]] = []
+
+    class Meta(type(base)):  # type: ignore[misc]
+        def __setattr__(cls, name: str, value: object) -> None:
+            if name == "_fields_":
+                seen.append((getattr(cls, "_layout_", None), getattr(cls, "_pack_", None)))
+            super().__setattr__(name, value)
+
+    def record(name: str) -> type:
+        return Meta(name, (base,), {"__slots__": ()})
+
+    plain, packed, bits = record("Plain"), record("Packed"), record("Bits")
+    plain._layout_(8, 4, [("a", u32, 0), ("b", u32, 32 if base is rt.Struct else 0)])
+    packed._layout_(5, 1, [("c", u8, 0), ("d", u32, 8 if base is rt.Struct else 0)])
+    bits._layout_(4, 4, [("f", u32, 0, 3, False), ("g", u32, 3, 5, True)])
+    assert seen[0] == ("gcc-sysv", None)
+    assert seen[1][0] == "ms" and len(seen) == 3
+    assert all(isinstance(layout, str) and (layout == "ms") == bool(pack) for layout, pack in seen)
+    for cls in (plain, packed, bits):
+        assert "_layout_" not in cls.__dict__ and callable(cls._layout_)
+        cls._layout_(*cls.__bindgen_layout__)  # the same layout again: still a no-op
+    assert ctypes.sizeof(packed) == 5 and ctypes.alignment(packed) == 1
+
+
 def test_128_bit_fields_are_found_by_the_walk_that_lays_the_record_out():
     S = _struct()
     S._layout_(32, 16, [("a", rt.c_int128, 0), ("b", rt.c_uint128, 128)])

@@ -61,7 +61,7 @@ def test_good_spec_loads(tmp_path):
     assert [str(h) for h in t.headers] == ["corpus:t01_packed_bitfields.h"]
     assert t.keep_files == ("corpus:t01_packed_bitfields.h",)
     assert [s.name for s in t.sources] == ["corpus"] and t.sources[0].kind == "system"
-    assert t.language == "c" and t.lazy is False and t.macros.enabled
+    assert t.language == "c" and t.lazy is None and t.macros.enabled
 
 
 def test_unknown_target_key_names_file_line_key_and_allowed(tmp_path):
@@ -100,7 +100,7 @@ def test_unknown_source_kind(tmp_path):
     (("    headers: [corpus:t01_packed_bitfields.h]", "    headers: corpus:t01_packed_bitfields.h"),
      "targets.one.headers", "expected a list of strings"),
     (("    description: one target", "    description: one target\n    lazy: 'yes'"),
-     "targets.one.lazy", "expected true or false"),
+     "targets.one.lazy", "expected true, false or auto"),
     (("    description: one target", "    description: one target\n    clang_args: [[-DX]]"),
      "targets.one.clang_args", "expected a list of strings"),
     (("    description: one target", "    description: one target\n    keep: [a]"),

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.hcq import DeviceFault, GraphCopy, GraphWait, HCQError, Launch, ProgramError
+from runtime.hcq import (DeviceFault, GraphCopy, GraphWait, HCQError, Launch, MemKind,
+                         ProgramError)
 
 N = 64  # elements per buffer: two workgroups of 32
 HAVE_NV = os.path.exists("/dev/nvidiactl") and os.path.exists("/dev/nvidia-uvm")
@@ -203,8 +204,12 @@ def test_nv_a_chain_is_linked_through_the_qmds_without_wait_for_idle() -> None:
         q0 = d.qmd_class(bytearray(g.kernargs[0].qmd)).decode()
         assert q0["DEPENDENT_QMD0_POINTER"] << 8 == g.kernargs[1].va + twice.qmd_offset(
             g.kernargs[1].va)
-        membar = [d.qmd_class(bytearray(k.qmd)).get("CWD_MEMBAR_TYPE") for k in g.kernargs]
-        assert membar == [1, 1, 1]  # every grid keeps the system-scope completion barrier
+        qs = [d.qmd_class(bytearray(k.qmd)) for k in g.kernargs]
+        # grids that start the next one complete with a GPU-scope barrier and task chasing (as
+        # CUDA's graphs do); the last one, whose completion the host waits for, at system scope
+        l1, sysm = (qs[0].value("CWD_MEMBAR_TYPE_" + v) for v in ("L1_MEMBAR", "L1_SYSMEMBAR"))
+        assert [q.get("CWD_MEMBAR_TYPE") for q in qs] == [l1, l1, sysm]
+        assert [q.get("CWD_MEMBAR_TASK_CHASING_ENABLE") for q in qs] == [1, 1, 0]
         for _ in range(3):
             g.replay(wait=True)
         assert (_down(d, a) == 4 * (3 + np.arange(N))).all()
@@ -376,6 +381,22 @@ def test_nv_dependent_chains_see_every_write_at_a_size_that_fills_the_gpu(dev: A
     out = np.zeros(n, np.uint32)
     dev.copyout(out, a)
     assert int((out != 3000).sum()) == 0
+    g.free()
+    # the same chain over host memory, read by the CPU: the grids that start the next one
+    # complete with a GPU-scope barrier, and what they wrote must still reach the host (here the
+    # buffer the second-to-last grid wrote last) once the last grid's completion is seen
+    nh = n // 8
+    ha, hb = (dev.alloc(4 * nh, kind=MemKind.HOST, cpu_access=True) for _ in range(2))
+    va, vb = (np.frombuffer(h.cpu_view(), np.uint32) for h in (ha, hb))
+    va[:] = 0
+    vb[:] = 0xDEAD
+    gh = (nh // 256, 1, 1)
+    g = dev.graph([Launch(stp, (ha, hb, nh) if i % 2 == 0 else (hb, ha, nh), gh, (256, 1, 1))
+                   for i in range(1000)])
+    for r in range(3):
+        g.replay(wait=True)
+        assert int((va != 1000 * (r + 1)).sum()) == 0
+        assert int((vb != 1000 * (r + 1) - 1).sum()) == 0
     g.free()
     # diamond: a -> (b, c) -> d, 300 times in one graph
     c, d_ = dev.alloc(4 * n), dev.alloc(4 * n)

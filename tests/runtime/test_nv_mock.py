@@ -477,6 +477,27 @@ def test_a_bad_qmd_is_caught_by_the_mock(dev: NVDevice) -> None:
         dev.synchronize(timeout_ms=2000)
 
 
+@pytest.mark.parametrize("release", [False, True])
+def test_the_mock_allows_a_gpu_scope_barrier_only_on_a_grid_that_starts_a_successor(
+        dev: NVDevice, release: bool) -> None:
+    """A grid that completes with a GPU-scope barrier (L1_MEMBAR) must start a successor on this
+    GPU and release no semaphore: the host may read what a grid wrote as soon as it sees the
+    grid's completion, and only the system-scope barrier makes the writes visible to it."""
+    prg = dev.program(CUBIN, "vadd")
+    a = dev.alloc(64)
+    ka = prg.fill_kernargs((a, a, a, 1), (1, 1, 1), (32, 1, 1))
+    q = dev.qmd_class(bytearray(ka.qmd))
+    q.write(CWD_MEMBAR_TYPE=q.value("CWD_MEMBAR_TYPE_L1_MEMBAR"))
+    if release:  # starts a successor (itself), but also releases a semaphore
+        q.set_dependent(0, ka.va + prg.qmd_offset(ka.va))
+        q.set_release(0, dev.new_signal().va, 1)
+    ka.qmd[:] = q.data
+    v = dev.next_timeline()
+    dev.compute_queue().exec(prg, ka, (1, 1, 1), (32, 1, 1)).signal(dev.timeline_signal, v).submit()
+    with pytest.raises(DeviceFault, match="(?s)Xid 13.*system-scope barrier"):
+        dev.synchronize(timeout_ms=2000)
+
+
 def test_unknown_method_faults_the_channel(dev: NVDevice) -> None:
     from runtime.drivers.nv.methods import nvm
     from runtime.hcq.queue import extend_from

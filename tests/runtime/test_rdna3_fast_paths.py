@@ -10,13 +10,15 @@ pair whose halves swap registers, v_fmac by 0.5 on lanes where the product is no
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.drivers.mock.rdna3 import KernelFault, PageFaultError, fast_salu, machine, ops_salu
+from runtime.drivers.mock.rdna3 import (KernelFault, PageFaultError, fast_salu, fp, machine,
+                                         ops_mem, ops_salu)
 
 from .test_rdna3_isa import (EPILOGUE, FLOAT_CASES, INT_CASES, PROLOGUE, SALU_CASES, _floats,
                              _ints, assemble, pytestmark)  # noqa: F401  (pytestmark: llvm-mc)
@@ -403,8 +405,11 @@ s_endpgm
 """
 
 
-@settings(max_examples=25, deadline=None)
-@given(exec_mask=st.integers(0, 0xFFFFFFFF), start=st.sampled_from([1, 2, 3]),
+@settings(max_examples=60, deadline=None)
+@given(exec_mask=st.one_of(st.integers(0, 0xFFFFFFFF),   # (contiguous lanes: a retry loop's)
+                          st.tuples(st.integers(0, 31), st.integers(1, 32)).map(
+                              lambda t: ((1 << t[1]) - 1) << t[0] & 0xFFFFFFFF)),
+       start=st.sampled_from([1, 2, 3]),
        srcs=st.lists(st.sampled_from([1, 2, 3, 9]), min_size=32, max_size=32),
        cmps=st.lists(st.sampled_from([1, 2, 3]), min_size=32, max_size=32))
 def test_one_address_compare_and_swap_chains(exec_mask, start, srcs, cmps):
@@ -494,6 +499,12 @@ v_cvt_f32_u32 v8, v2
 v_fmac_f32 v8, 0.5, v8
 v_cvt_u32_f32 v9, v8
 v_xor_b32 v2, v2, v9
+v_dual_mov_b32 v11, v2 :: v_dual_and_b32 v12, 0x7c, v2
+global_load_b32 v13, v12, s[2:3]
+s_waitcnt vmcnt(0)
+v_dual_mov_b32 v14, v13 :: v_dual_lshlrev_b32 v11, 3, v11
+v_add_nc_u32 v2, v2, v14
+v_xor_b32 v2, v2, v11
 {middle}
 v_add_nc_u32 v2, v2, v7
 s_nop 1
@@ -518,8 +529,9 @@ s_cbranch_scc1 loop
 ], ids=["plain", "lane-mask", "exec-sgpr", "cmpx"])
 def test_blocks_bound_to_a_wave_set_match_general_path(monkeypatch, middle, waves):
     """A loop's straight-line block runs bound to the wave set's registers from its second
-    pass on (its plain VALU ops one numpy call each, scalar ops and v_fmac by 0.5 with their
-    registers looked up once): the same bits and the same lane counts
+    pass on (its plain VALU ops one numpy call each, scalar ops, VOPD pairs, one wave's
+    global loads and v_fmac by 0.5 with their registers looked up once): the same bits and
+    the same lane counts
     as the general path, also where EXEC or a lane mask changes inside the block (the rest of
     it then runs step by step)."""
     code = assemble_labels(PROLOGUE + _BOUND_LOOP.format(middle=middle) +
@@ -536,3 +548,151 @@ def test_blocks_bound_to_a_wave_set_match_general_path(monkeypatch, middle, wave
     (fast, fw, fl), (slow, sw, sl) = _run_both(monkeypatch, run)
     np.testing.assert_array_equal(fast, slow)
     assert (fw, fl) == (sw, sl)
+
+
+_OFFSETS = st.one_of(st.integers(0, 0xFFFFFFFF), st.integers(0, 0x3FFF).map(lambda v: v * 4),
+                     st.sampled_from([0, 4, 0x7FFFFFFC, 0x80000000, 0xFFFFFFFC, 1, 2, 3]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(offs=st.lists(_OFFSETS, min_size=32, max_size=32), signed=st.booleans())
+def test_offsets_top_matches_numpy(offs, signed):
+    """One wave's byte offsets read on the register's bytes: their maximum, or -1 where one is
+    misaligned (or, signed, negative as an int32), as numpy's reductions say."""
+    off = np.array(offs, dtype=u32).reshape(1, 32)
+    bad = (off & 3).any() or signed and (off >> 31).any()
+    assert ops_mem.dword_offsets_top(off, signed) == (-1 if bad else int(off.max()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.integers(0, 0xFFFFFFFF), min_size=1, max_size=32))
+def test_exponents_above_1_matches_numpy(words):
+    bits = np.array(words, dtype=u32)
+    want = bool(((bits & u32(0x7F000000)) != 0).all())
+    assert fp.exponents_above_1(bits, np.empty_like(bits)) is want
+    assert fp.exponents_above_1(bits.reshape(1, -1), np.empty((1, len(words)), u32)) is want
+
+
+# A compare-and-swap retry loop adding each lane's v5 to one counter, in clang's shape; the
+# tail after the swap (compare, move, OR into DONE, EXEC update) in the VOPC form with VCC and
+# in the VOP3 form with an SGPR and the OR's operands swapped. DONE starts with the bits the
+# test gives (lanes already done). Afterwards: each lane's registers, and VCC / the mask SGPR,
+# DONE and SCC.
+_RETRY_LOOP = """
+v_lshlrev_b32 v10, 2, v0
+s_lshl_b32 s7, s6, 7
+v_add_nc_u32 v10, s7, v10
+global_load_b32 v5, v10, s[2:3]
+s_load_b64 s[8:9], s[4:5], 0x4
+s_load_b32 s10, s[4:5], null
+s_waitcnt vmcnt(0) lgkmcnt(0)
+v_mov_b32 v1, 0
+v_mov_b32 v3, s10
+s_mov_b32 s12, s9
+s_mov_b32 exec_lo, s8
+loop:
+v_add_nc_u32 v2, v3, v5
+global_atomic_cmpswap_b32 v2, v1, v[2:3], s[4:5] glc
+s_waitcnt vmcnt(0)
+{tail}
+s_cbranch_execnz loop
+s_cselect_b32 s14, 1, 0
+s_mov_b32 exec_lo, -1
+v_mov_b32 v6, {mask}
+v_mov_b32 v7, s12
+v_mov_b32 v8, s14
+global_store_b32 v10, v2, s[0:1]
+global_store_b32 v10, v3, s[0:1] offset:512
+global_store_b32 v10, v6, s[0:1] offset:1024
+global_store_b32 v10, v7, s[0:1] offset:1536
+global_store_b32 v10, v8, s[0:1] offset:2048
+s_endpgm
+"""
+_TAILS = {
+    "vopc": ("v_cmp_eq_u32 vcc_lo, v2, v3\nv_mov_b32 v3, v2\ns_or_b32 s12, vcc_lo, s12\n"
+             "s_delay_alu instid0(SALU_CYCLE_1)\ns_and_not1_b32 exec_lo, exec_lo, s12",
+             "vcc_lo"),
+    "vop3": ("v_cmp_eq_u32_e64 s13, v3, v2\ns_nop 0\nv_mov_b32 v3, v2\n"
+             "s_or_b32 s12, s12, s13\ns_and_not1_b32 exec_lo, exec_lo, s12", "s13"),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(exec_mask=st.one_of(st.integers(0, 0xFFFFFFFF),
+                          st.tuples(st.integers(0, 31), st.integers(1, 32)).map(
+                              lambda t: ((1 << t[1]) - 1) << t[0] & 0xFFFFFFFF)),
+       done=st.sampled_from([0, 1, 0x80000000, 0x00FF0000]),
+       start=st.integers(0, 0xFFFFFFFF), waves=st.sampled_from([1, 3]),
+       form=st.sampled_from(sorted(_TAILS)), seed=st.integers(0, 1 << 16))
+def test_retry_tail_runs_as_its_instructions(exec_mask, done, start, waves, form, seed):
+    """The one-address compare-and-swap runs its retry loop's tail with it (one wave; waves
+    racing run one at a time): every register, SGPR and SCC the tail's instructions leave, the
+    counter, and the instruction and lane counts are those of the general path."""
+    tail, mask = _TAILS[form]
+    code = assemble_labels(_RETRY_LOOP.format(tail=tail, mask=mask))
+    add = np.random.default_rng(seed).integers(0, 1 << 32, 32 * waves, dtype=np.uint64)
+
+    def run() -> tuple[np.ndarray, int, int, int]:
+        dev = RawDevice()
+        vo = dev.alloc(2560)
+        va = dev.upload(add.astype(u32))
+        vm = dev.upload(np.array([start, exec_mask, done], u32))
+        stats = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, va & 0xFFFFFFFF, va >> 32,
+                                      vm & 0xFFFFFFFF, vm >> 32], (waves,), (32,),
+                              max_wave_instructions=200_000)   # (a wrong tail may never end)
+        return (dev.download(vo, 640, u32), int(dev.download(vm, 1, u32)[0]),
+                stats.wave_instructions, stats.lane_instructions)
+    fast, slow = _run_both(pytest.MonkeyPatch(), run)
+    np.testing.assert_array_equal(fast[0], slow[0])
+    assert fast[1:] == slow[1:]
+    if not done:   # (lanes DONE holds at the start leave after one try, swapped or not)
+        lanes = [i for i in range(32) if exec_mask >> i & 1]
+        total = start + int(sum(int(add[w * 32 + i]) for w in range(waves) for i in lanes))
+        assert fast[1] == total & 0xFFFFFFFF
+
+
+def test_retry_tails_of_clang_cas_loops():
+    """clang's compare-and-swap loops (wave32, -O1 and up) have the tail the one-address
+    compare-and-swap runs with it."""
+    from runtime.drivers.amd import elf
+    from runtime.drivers.mock.rdna3 import interp
+    clang = Path(__file__).resolve().parent / "data" / "rdna3_real" / "clang"
+    names = [f"cas_hist_w32_{o}" for o in ("O1", "O2", "O3", "Os")] + \
+        ["float_atomic_add_O2", "float_atomic_add_O3"]
+    for name in names:
+        co = elf.parse((clang / f"{name}.hsaco").read_bytes())
+        (kernel,) = co.kernels.values()
+        prog = interp.decode_program(co.image()[kernel.entry_vaddr:], kernel.entry_vaddr)
+        tails = [ops_mem.retry_tail(inst, interp._slots_after(prog, i))
+                 for i, inst in enumerate(prog.insts) if "cmpswap" in inst.name]
+        assert tails and all(t is not None and t.slots == 6 for t in tails), (name, tails)
+
+
+@pytest.mark.parametrize("name", [f"cas_hist_w32_{o}" for o in ("O0", "O1", "O2", "O3", "Os")]
+                         + ["float_atomic_add_O0", "float_atomic_add_O2"])
+def test_clang_cas_loops_match_general_path(monkeypatch, name):
+    """clang's retry loops through the driver, fast paths on and off: the same memory and the
+    same instruction and lane counts."""
+    from .rdna3_device import DriverDevice
+    clang = Path(__file__).resolve().parent / "data" / "rdna3_real" / "clang"
+    co = (clang / f"{name}.hsaco").read_bytes()
+    v = np.random.default_rng(2).integers(0, 1 << 20, 96).astype(u32)
+
+    def run() -> tuple[np.ndarray, ...]:
+        dev = DriverDevice()
+        try:
+            prg = dev.load(co)
+            if name.startswith("cas_hist"):
+                bufs = [dev.upload(v), dev.upload(np.zeros(8, u32)), dev.upload(np.zeros(1, u32))]
+                sizes = [96, 8, 1]
+            else:
+                bufs = [dev.upload(np.zeros(1, u32)), dev.upload(np.ones(96, np.float32))]
+                sizes = [1, 96]
+            stats = dev.launch(prg, bufs, (3,), (32,))
+            return (*[dev.download(b, k, u32) for b, k in zip(bufs, sizes)],
+                    np.array([stats.wave_instructions, stats.lane_instructions]))
+        finally:
+            dev.close()
+    fast, slow = _run_both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        np.testing.assert_array_equal(a, b)

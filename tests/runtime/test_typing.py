@@ -39,6 +39,13 @@ def test_mypy_runtime_is_clean() -> None:
     assert status == 0, out
 
 
+def test_mypy_bindgen_is_clean() -> None:
+    """The generator and its support runtime type-check too (they had errors that hid behind
+    methods named like builtins and untyped third-party imports)."""
+    out, status = _mypy("bindgen", "bindgen_rt")
+    assert status == 0, out
+
+
 def test_public_api_types_resolve() -> None:
     out, status = _mypy("-c", USAGE)
     assert status == 0, out

@@ -146,6 +146,7 @@ QMD_LAYOUT = {
 _QMD_ALLOWED = {
     "QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_VERSION", "QMD_TYPE", "QMD_GROUP_ID",
     "API_VISIBLE_CALL_LIMIT", "SAMPLER_INDEX", "CWD_MEMBAR_TYPE", "SASS_VERSION",
+    "CWD_MEMBAR_TASK_CHASING_ENABLE",
     "INVALIDATE_TEXTURE_HEADER_CACHE", "INVALIDATE_TEXTURE_SAMPLER_CACHE",
     "INVALIDATE_TEXTURE_DATA_CACHE", "INVALIDATE_SHADER_DATA_CACHE", "SM_GLOBAL_CACHING_ENABLE",
     "PROGRAM_ADDRESS_LOWER", "PROGRAM_ADDRESS_UPPER", "PROGRAM_ADDRESS_LOWER_SHIFTED4",
@@ -1160,8 +1161,18 @@ class MockNVGPU:
                  "SM_GLOBAL_CACHING_ENABLE must be 1 on V03")
         want(q.get("SASS_VERSION") == self.sass_version,
              f"SASS_VERSION {q.get('SASS_VERSION'):#x}, the GPU runs {self.sass_version:#x}")
+        # The completion barrier: system scope, or GPU scope (L1_MEMBAR, with or without task
+        # chasing) on a grid that only starts successors on this GPU and releases nothing the
+        # host could see before the grid's writes reach system scope.
+        membar, sysmembar = q.get("CWD_MEMBAR_TYPE"), 1
+        if membar != sysmembar:
+            gpu_scope = getattr(cl, q.prefix + "_CWD_MEMBAR_TYPE_L1_MEMBAR", None)
+            starts = any(q.get(en, idx) for en, _, _, _, idx in lay.dependents)
+            want(membar == gpu_scope and starts and not q.get(lay.release[0], 0),
+                 f"CWD_MEMBAR_TYPE {membar}: only a grid that starts a successor and releases no "
+                 "semaphore may complete with less than the system-scope barrier")
         for n, v in (("QMD_GROUP_ID", 0x3F), ("API_VISIBLE_CALL_LIMIT", 1), ("SAMPLER_INDEX", 1),
-                     ("CWD_MEMBAR_TYPE", 1), ("INVALIDATE_TEXTURE_HEADER_CACHE", 1),
+                     ("INVALIDATE_TEXTURE_HEADER_CACHE", 1),
                      ("INVALIDATE_TEXTURE_SAMPLER_CACHE", 1), ("INVALIDATE_TEXTURE_DATA_CACHE", 1),
                      ("INVALIDATE_SHADER_DATA_CACHE", 1)):
             want(q.get(n) == v, f"{n} is {q.get(n)}, expected {v}")

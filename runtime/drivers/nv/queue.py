@@ -18,8 +18,11 @@ methods come from the device's generation record (`NVDevice.gen`, runtime/driver
   engine starts this one itself, with no command in the pushbuffer and no drain of the engine
   (the cheapest correct mechanism scripts/probe_nv_deps.py found; docs/benchmarks.md has figures).
   With no free slot, or a predecessor this queue did not launch, it falls back to a barrier.
-  Every grid keeps the system-scope completion barrier (CWD_MEMBAR_TYPE L1_SYSMEMBAR): a GPU-scope
-  one on linked grids measured no faster.
+  As CUDA's graphs do on Hopper, a grid that starts successors this way completes with a GPU-scope
+  barrier and task chasing (`QMD.order_for_successors`: L1_MEMBAR, measured faster than the
+  system-scope one only together with task chasing), unless it releases a semaphore; every other
+  grid, and so the last of a chain, keeps the system-scope barrier (L1_SYSMEMBAR), which the
+  host's view of the results relies on.
 - copy: OFFSET_IN/OUT, LINE_LENGTH_IN, LAUNCH_DMA (pitch to pitch, virtual addresses,
   non-pipelined), in chunks of at most 2 GiB.
 - call: a bound queue's commands become their own GPFIFO entry (a pushbuffer cannot call another).
@@ -271,7 +274,7 @@ class NVComputeQueue(NVQueue):
             return super().exec_after(pred, prg, args, global_size, local_size)
         assert isinstance(pred, NVKernArgs)
         q = qcls(bytearray(pred.qmd))
-        q.set_dependent(slots, qmd_va)
+        q.set_dependent(slots, qmd_va).order_for_successors()
         pred.qmd[:] = q.data  # whole QMD at once: it may sit in write-combined memory
         self._dependents[pred.va] = slots + 1
         self._dependents[args.va] = 0

@@ -257,9 +257,11 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             P.dirty_v.add(d)
             if g.exec_full:
                 fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d])
-            else:   # EXEC partly set: the ufunc writes the EXEC lanes only
-                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=A[kd, d],
-                   where=g.exec)
+            else:   # EXEC partly set: computed in the scratch register, copied to the EXEC
+                # lanes (cheaper on a wave's 32 lanes than the ufunc's where=)
+                T = P.tmps[kd]
+                fn(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1, out=T)
+                np.copyto(A[kd, d], T, where=g.exec)
         # (a ufunc's third positional argument is its output)
         _BINDERS[run2_into] = lambda g, P: (
             fn, (_operand_of(P.views, k0, i0), _operand_of(P.views, k1, i1), P.views[kd, d]),
@@ -319,9 +321,7 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
             # (The usual case, every exponent >= 2, is tested in the scratch register; the
             # product goes there too.)
             bits = A[ku, iu] if ku >= 0 else iu
-            T = P.tmp
-            np.bitwise_and(bits, fp.EXP_ABOVE_1, out=T)
-            if np.count_nonzero(T) == T.size or fp.halves_exactly(bits):
+            if fp.exponents_above_1(bits, P.tmp) or fp.halves_exactly(bits):
                 np.multiply(x, k, out=P.tmp_f)
                 np.add(P.tmp_f, D, out=D)
                 return
@@ -336,8 +336,7 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
 
         def run_bound() -> None:
             if half:
-                np.bitwise_and(bits, fp.EXP_ABOVE_1, out=T)
-                if np.count_nonzero(T) == T.size or fp.halves_exactly(bits):
+                if fp.exponents_above_1(bits, T) or fp.halves_exactly(bits):
                     np.multiply(x, k, out=TF)
                     np.add(TF, D, out=D)
                     return
@@ -426,6 +425,28 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
             ry = np.array(ry)
         A[kx, dx][...] = rx
         A[ky, dy][...] = ry
+
+    if ux is None and uy is None:
+        return run
+
+    def bind(g: WaveSet, P: Planes) -> Bound:
+        # the in-place form above on views looked up once (X written first: Y does not read
+        # X's destination)
+        A = P.views
+        ax, bx, DX = _operand_of(A, kax, iax), _operand_of(A, kbx, ibx), A[kx, dx]
+        ay, by, DY = _operand_of(A, kay, iay), _operand_of(A, kby, iby), A[ky, dy]
+
+        def run_bound() -> None:
+            if ux is not None:
+                ux(ax, bx, out=DX)
+            else:
+                DX[...] = ax if movx else fx(ax, bx, DX if accx else None, lx)
+            if uy is not None:
+                uy(ay, by, out=DY)
+            else:
+                DY[...] = ay if movy else fy(ay, by, DY if accy else None, ly)
+        return run_bound, (), (dx, dy)
+    bindable(run, bind)
     return run
 
 

@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from .ops_ds import compile_ds
 from . import gws as gws_unit
 from . import ops_wave64 as wave64_ops
 from .ops_buffer import buffer_contention, compile_mubuf
-from .ops_mem import compile_flat, compile_smem, flat_contention
+from .ops_mem import compile_flat, compile_smem, flat_contention, retry_tail
 from .ops_salu import ATOMIC, BARRIER, BRANCH, END, NEXT, NOP, WAIT, Step, compile_salu
 from .ops_valu import compile_valu
 
@@ -245,10 +245,12 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
     elif enc == "SMEM":
         step = Step(NEXT, compile_smem(inst), inst)
     elif enc == "FLAT":
-        step = Step(NEXT, compile_flat(inst), inst)
         if "cmpswap" in inst.name and inst.f["glc"]:
+            tail = retry_tail(inst, _slots_after(prog, prog.index[inst.addr]))
+            step = Step(ATOMIC, compile_flat(inst, tail), inst)
             step.contended = flat_contention(inst)
-            step.kind = ATOMIC
+        else:
+            step = Step(NEXT, compile_flat(inst), inst)
     elif enc == "DS":
         step = Step(NEXT, compile_ds(inst), inst)
         if inst.f["gds"] and inst.name in gws_unit.GWS_OPS:
@@ -270,6 +272,17 @@ def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
         step.masked_skip = inst.name == "s_cbranch_execz" and \
             masked_block(prog.insts, here + 1, step.target)
     return step
+
+
+def _slots_after(prog: Program, i: int, most: int = 16) -> Iterator[tuple[Inst, bool]]:
+    """The instructions after slot i and whether each is a NOP slot (compiled to tell; the
+    first that does not compile ends them)."""
+    for j in range(i + 1, min(i + 1 + most, len(prog.insts))):
+        try:
+            kind = prog.step(j).kind
+        except KernelFault:
+            return
+        yield prog.insts[j], kind == NOP
 
 
 # Instructions whose result depends on lane numbers across the whole wave64 (not modelled:
@@ -839,11 +852,19 @@ class Dispatch:
                         for w in waves_here[1:]:
                             w.parked = True
                         return waves_here
+                    before = g.active
                     try:
-                        step.fn(g)  # type: ignore[misc]
+                        ran = step.fn(g)  # type: ignore[misc]
                     except Exception as e:
                         raise _fault(step, e) from None
                     pc += 1
+                    if ran:
+                        # it ran its retry loop's tail too (ops_mem.RetryTail): those slots
+                        # count with the EXEC they ran under, the one before the tail's last
+                        # step updated it
+                        pc += ran
+                        count += ran
+                        lanes += ran * before
                 elif kind == BRANCH:
                     if step.fn is None:
                         pc = step.target

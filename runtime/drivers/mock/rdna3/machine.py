@@ -344,11 +344,12 @@ class Planes:
     scalars), `w` its index, `scc` the machine's SCC, `dirty_v` the machine's written-VGPR set
     (see Machine), `views[k, i]` the view `regs[k][i]`, kept once built; `tmp` (uint32) and
     `tmp_f` (its float32 view), `tmp64` (int64): one register's worth of scratch a step may
-    compute into (intermediates without allocations; nothing survives the step); `bound`: the
-    scheduler's straight-line blocks bound to these planes, by the slot they start at."""
+    compute into (intermediates without allocations; nothing survives the step), `tmps` the
+    first viewed like VGPR plane k; `bound`: the scheduler's straight-line blocks bound to
+    these planes, by the slot they start at."""
 
     __slots__ = ("regs", "s1", "w", "scc", "dirty_v", "views", "tmp", "tmp_f", "tmp64",
-                 "bound")
+                 "tmps", "bound")
 
     def __init__(self, m: "Machine", idx: slice, n: int) -> None:
         V = m.V[:, idx]
@@ -363,6 +364,7 @@ class Planes:
         self.views = RegisterViews(self.regs)
         self.tmp = np.empty((n, 32), dtype=np.uint32)
         self.tmp_f = self.tmp.view(np.float32)
+        self.tmps = (self.tmp, self.tmp.view(np.int32), self.tmp_f)   # by VGPR plane
         self.tmp64 = np.empty((n, 32), dtype=np.int64)
         self.bound: dict[int, Any] = {}
 

@@ -18,8 +18,9 @@ to 16 bits first. `*_store_d16_hi_*` stores from the high half.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -27,9 +28,10 @@ from runtime.drivers.mock.memory import PageFault
 
 from . import atomics
 from . import mem_lanes as ml
-from .decode import M0, NULL, Inst
+from .decode import EXEC_LO, M0, NULL, VCC_LO, VGPR0, Inst
 from .errors import KernelFault, PageFaultError
-from .machine import WaveSet, one_wave_lanes, one_wave_word
+from .fast_valu import Bound, bindable
+from .machine import Planes, WaveSet, one_wave_lanes, one_wave_word
 
 Exec = Callable[[WaveSet], None]
 Resolver = Callable[[WaveSet], ml.Target]
@@ -187,8 +189,10 @@ def _transfer(inst: Inst, kind: str, typ: str, vdst: int, vdata: int, resolve: R
     return load if kind == "load" else store
 
 
-def compile_flat(inst: Inst) -> Exec:
-    """GLOBAL_*, FLAT_* and SCRATCH_* loads, stores and atomics."""
+def compile_flat(inst: Inst, tail: RetryTail | None = None) -> Exec:
+    """GLOBAL_*, FLAT_* and SCRATCH_* loads, stores and atomics. `tail`: the retry loop after
+    a global_atomic_cmpswap_b32 (see RetryTail), which its step then runs too where it can
+    (the step returns how many slots after it it ran)."""
     name = inst.name
     seg = name.split("_")[0]
     op = mem_op(name)
@@ -213,7 +217,8 @@ def compile_flat(inst: Inst) -> Exec:
         priv = _private_transfer(inst, op, _flat_private_offsets(inst))
         return _flat_dispatch(inst, glob, lds, priv)
     if op.kind.startswith("atomic_") and seg != "scratch":
-        glob = _compile_global_atomic(inst, op.kind.removeprefix("atomic_"), op.typ)
+        glob = _compile_global_atomic(inst, op.kind.removeprefix("atomic_"), op.typ,
+                                      tail if seg == "global" else None)
         if seg == "global":
             return glob
         from .ops_ds import compile_lds_atomic
@@ -229,11 +234,38 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
     """GLOBAL_LOAD/STORE of whole dwords with an SGPR base, for one wave32 with every lane
     active whose lanes are dword aligned and fall in one mapping (a one-wave loop's loads):
     one gather or scatter over that mapping's words. Anything else, a fault included, takes
-    `generic`, which is the reference semantics."""
+    `generic`, which is the reference semantics. Bindable: in a straight-line block its
+    registers are looked up once per wave set."""
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
     nbytes = 4 * ndw
     access = "read" if load else "write"
+    regs = [(vdst if load else vdata) + j for j in range(ndw)]
+
+    def go(g: WaveSet, S1: np.ndarray, off: np.ndarray, tmp: np.ndarray,
+           data: list[np.ndarray]) -> None:
+        start = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm
+        top = dword_offsets_top(off)
+        if start & 3 or top < 0:
+            return generic(g)
+        # (the look-up also notes the range [start, start + top + nbytes) as the dispatch's
+        # access, for the queue's hazard checks)
+        got = g.m.words_at(start, top + nbytes, access)
+        if got is None:
+            return generic(g)
+        words, base = got
+        if base:
+            words = words[base:]   # (a view: cheaper than adding base to every index)
+        # The word indices go to the wave set's scratch register: the gather may overwrite
+        # the address register. Every index is inside `words` (the look-up checked the
+        # largest), so the gather need not check them again.
+        idx = np.right_shift(off, _TWO, out=tmp)
+        if load:
+            for j, r in enumerate(data):
+                words.take(idx + u32(j) if j else idx, out=r, mode="clip")
+        else:
+            for j, r in enumerate(data):
+                words.put(idx + u32(j) if j else idx, r, mode="clip")
 
     def run(g: WaveSet) -> None:
         P = g.fast
@@ -243,36 +275,43 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         if g.dirty:
             g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
             g.s(saddr + 1)
-        S1, U = P.s1, P.views
-        start = (int(S1[saddr]) | int(S1[saddr + 1]) << 32) + imm
-        off = U[0, vaddr]   # unsigned: the lanes lie in [start, start + max + nbytes)
-        # The OR of the offsets bounds their maximum and shows a misaligned one; where it
-        # overshoots the mapping, the maximum itself decides.
-        bound = int(np.bitwise_or.reduce(off, axis=None))
-        if (start | bound) & 3:
-            generic(g)
-            return
-        got = g.m.words_at(start, bound + nbytes, access)
-        if got is None:
-            got = g.m.words_at(start, int(np.maximum.reduce(off, axis=None)) + nbytes, access)
-            if got is None:
-                generic(g)
-                return
-        words, base = got
-        if base:
-            words = words[base:]   # (a view: cheaper than adding base to every index)
-        # The word indices go to the wave set's scratch register: the gather may overwrite
-        # the address register.
-        idx = np.right_shift(off, 2, out=P.tmp)
+        U = P.views
         if load:
-            dv = P.dirty_v
-            for j in range(ndw):
-                dv.add(vdst + j)
-                words.take(idx + u32(j) if j else idx, out=U[0, vdst + j])
-        else:
-            for j in range(ndw):
-                words.put(idx + u32(j) if j else idx, U[0, vdata + j])
+            P.dirty_v.update(regs)
+        go(g, P.s1, U[0, vaddr], P.tmp, [U[0, r] for r in regs])
+
+    def bind(g: WaveSet, P: Planes) -> Bound | None:
+        # (bound steps run while no SGPR holds an unpacked lane mask: nothing to pack first)
+        if P.s1 is None:
+            return None
+        U = P.views
+        return go, (g, P.s1, U[0, vaddr], P.tmp, [U[0, r] for r in regs]), \
+            tuple(regs) if load else ()
+    bindable(run, bind)
     return run
+
+
+# The low bytes of dword-aligned offsets, and the top bytes of offsets below 2^31
+_ALIGNED = bytes(b for b in range(256) if not b & 3)
+_BELOW_2_31 = bytes(range(128))
+_TWO = u32(2)
+_LITTLE = sys.byteorder == "little"
+
+
+def dword_offsets_top(off: np.ndarray, signed: bool = False) -> int:
+    """The largest of one wave's uint32 byte offsets (off [1, 32]), or -1 where one is not
+    dword aligned (or, `signed`, is negative as an int32). On the bytes of the register: a
+    numpy reduction costs several times more than these C-level byte operations on 32 lanes."""
+    if not _LITTLE:
+        bits = int(np.bitwise_or.reduce(off, axis=None))
+        if bits & (0x80000003 if signed else 3):
+            return -1
+        return int(np.maximum.reduce(off, axis=None))
+    raw = off.tobytes()
+    # (little-endian: byte 0 of each lane holds its two low bits, byte 3 its sign)
+    if raw[::4].translate(None, _ALIGNED) or signed and raw[3::4].translate(None, _BELOW_2_31):
+        return -1
+    return max(memoryview(raw).cast("I"))
 
 
 # -- FLAT: per-lane address spaces ---------------------------------------------------------------
@@ -315,7 +354,8 @@ def _flat_dispatch(inst: Inst, glob: Exec, lds: Exec, priv: Exec | None) -> Exec
     return run
 
 
-def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
+def _compile_global_atomic(inst: Inst, op: str, typ: str, tail: RetryTail | None = None
+                           ) -> Exec:
     dt = _ATOMIC_DT.get(typ)
     if dt is None or op not in atomics.OPS:
         raise KernelFault("unsupported atomic", address=inst.addr, instruction=str(inst))
@@ -329,41 +369,45 @@ def _compile_global_atomic(inst: Inst, op: str, typ: str) -> Exec:
                           want, resolve)
     if ndw != 1 or f["saddr"] in (NULL, 0x7F):
         return generic
-    return _global_atomic_one_wave(inst, op, dt, want, has_cmp, generic)
+    return _global_atomic_one_wave(inst, op, dt, want, has_cmp, generic, tail)
 
 
 def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: bool,
-                            generic: Exec) -> Exec:
+                            generic: Exec, tail: RetryTail | None = None) -> Exec:
     """A 32-bit GLOBAL atomic with an SGPR base for one wave32 whose active lanes are dword
     aligned and fall in one mapping (a compare-and-swap retry loop run one wave at a time):
     atomics.rmw straight on that mapping's words, in lane order. Anything else, a fault
-    included, takes `generic`, the reference semantics."""
+    included, takes `generic`, the reference semantics. Returns how many slots after it it ran
+    too: a returning compare-and-swap on one address runs the `tail` of its retry loop with
+    it where one is given, else 0."""
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
 
     one_address_cas = op == "cmpswap" and dt is np.uint32
 
-    def run(g: WaveSet) -> None:
+    def run(g: WaveSet) -> Any:   # (an int: see the docstring)
         if g.n != 1 or g.planes is None:
             generic(g)
-            return
-        if one_address_cas and _cmpswap_one_address(g, imm, saddr, vaddr, vdst, vdata, want):
-            return
+            return 0
+        if one_address_cas:
+            ran = _cmpswap_one_address(g, imm, saddr, vaddr, vdst, vdata, want, tail)
+            if ran >= 0:
+                return ran
         ex = g.exec[0]
         off = g.v(vaddr)[0][ex]
         if not off.size:
-            return
+            return 0
         lo, hi = int(off.min()), int(off.max())
         start = (int(g.s(saddr)[0]) | int(g.s(saddr + 1)[0]) << 32) + imm + lo
         rel = off - u32(lo)
         if start & 3 or int(np.bitwise_or.reduce(rel)) & 3:
             generic(g)
-            return
+            return 0
         try:
             data, at = g.m.mem.find(start, hi - lo + 4, "atomic")
         except PageFault:
             generic(g)
-            return
+            return 0
         arr: np.ndarray = data[at:at + hi - lo + 4].view(dt)
         src = g.v(vdata)[0][ex].view(dt)
         cmp = g.v(vdata + 1)[0][ex].view(dt) if has_cmp else None
@@ -376,63 +420,161 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
             full = np.zeros((1, 32), dtype=u32)
             full[0][ex] = old.view(u32)
             g.set_v(vdst, full)
+        return 0
     return run
 
 
+@dataclass(frozen=True)
+class RetryTail:
+    """The instructions after a returning global_atomic_cmpswap_b32 in a compare-and-swap retry
+    loop (what clang emits for an atomic float add, min or max), up to the loop's branch:
+        v_cmp_eq_u32 MASK, vRET, vCMP     (MASK: VCC_LO, or the SGPR of the VOP3 form)
+        v_mov_b32 vCMP, vRET
+        s_or_b32 DONE, MASK, DONE
+        s_and_not1_b32 exec_lo, exec_lo, DONE
+    with NOP slots anywhere between; `slots`: the slots after the compare-and-swap through
+    the EXEC update. On one wave they follow from the swap's outcome: a lane's returned value
+    equals its compare value exactly where it swapped."""
+
+    slots: int
+    cmp: int    # vCMP
+    mask: int
+    done: int
+
+
+def retry_tail(cas: Inst, after: Iterable[tuple[Inst, bool]]) -> RetryTail | None:
+    """The RetryTail following `cas`, given the slots after it as (instruction, is a NOP
+    slot); None where they are anything else."""
+    f = cas.f
+    ret, cmp = f["vdst"], f["data"] + 1
+    if cas.name != "global_atomic_cmpswap_b32" or not f["glc"] or ret == cmp:
+        return None
+    found: list[Inst] = []
+    slots = 0
+    for inst, nop in after:
+        slots += 1
+        if nop:
+            continue
+        found.append(inst)
+        if len(found) == 4:
+            break
+    if len(found) < 4:
+        return None
+    vcmp, vmov, sor, sandn = found
+    vr, vc = VGPR0 + ret, VGPR0 + cmp
+    if vcmp.name != "v_cmp_eq_u32" or vcmp.enc not in ("VOPC", "VOP3") or \
+            any(vcmp.f.get(k) for k in ("abs", "neg", "omod", "clamp", "opsel")) or \
+            {vcmp.f["src0"], vcmp.f["src1"]} != {vr, vc}:
+        return None
+    mask = VCC_LO if vcmp.enc == "VOPC" else vcmp.f["vdst"]
+    if vmov.name != "v_mov_b32" or vmov.enc != "VOP1" or vmov.f["vdst"] != cmp or \
+            vmov.f["src0"] != vr:
+        return None
+    done = sor.f.get("sdst", -1)
+    if sor.name != "s_or_b32" or {sor.f["ssrc0"], sor.f["ssrc1"]} != {mask, done} or \
+            done == mask or mask > VCC_LO or done > VCC_LO:   # (SGPRs or VCC_LO)
+        return None
+    if sandn.name != "s_and_not1_b32" or sandn.f["sdst"] != EXEC_LO or \
+            sandn.f["ssrc0"] != EXEC_LO or sandn.f["ssrc1"] != done:
+        return None
+    return RetryTail(slots, cmp, mask, done)
+
+
 def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int, vdata: int,
-                         want: bool) -> bool:
+                         want: bool, tail: RetryTail | None = None) -> int:
     """global_atomic_cmpswap_b32 of one wave32 whose active lanes all name one aligned, mapped
     dword (a retry loop's lanes racing on one counter): the lanes swap in lane order on Python
-    ints, each seeing the value the lanes before it left. False (nothing done) otherwise."""
-    w = g.w1
+    ints, each seeing the value the lanes before it left; then the `tail` of the retry loop
+    where one is given. The slots after the instruction it ran (tail.slots, or 0), or -1 where
+    it did nothing (anything else)."""
     P = g.planes
-    if w < 0 or P is None:
-        return False
-    lanes, pick = one_wave_lanes(one_wave_word(g.exec))
+    if g.w1 < 0 or P is None or P.s1 is None:
+        return -1
+    word = one_wave_word(g.exec)
+    lanes, pick = one_wave_lanes(word)
     n = len(lanes)
     if not n:
-        return True
+        return 0
     A = P.views
     offs = pick(A[0, vaddr].tolist()[0])
     off = offs[0]
     if offs.count(off) != n:
-        return False
+        return -1
     if g.dirty:
         g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
         g.s(saddr + 1)
-    S = g.m.S
-    va = (int(S[saddr, w]) | int(S[saddr + 1, w]) << 32) + imm + off
+    S1 = P.s1
+    va = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm + off
     if va & 3:
-        return False
+        return -1
     try:
         data, at = g.m.mem.find(va, 4, "atomic")
     except PageFault:
-        return False
+        return -1
     srcs, cmps = pick(A[0, vdata].tolist()[0]), pick(A[0, vdata + 1].tolist()[0])
-    cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
+    old = cur = _U32.unpack_from(data, at)[0]  # type: ignore[arg-type]
     # Lane after lane, each returns the current value and swaps where its compare value
-    # matches; the matching lanes are found with tuple.index (the search runs in C), the
-    # returned values built as runs of one value.
-    vals: list[int] = []
+    # matches; the matching lanes are found with tuple.index (the search runs in C). `cuts`:
+    # where the returned value changes (after each success but the last lane's); `swapped`:
+    # the lanes that swapped, as a lane mask.
+    cuts: list[int] = []
+    swapped = 0
     i = 0
     while i < n:
         try:
             k = cmps.index(cur, i)
         except ValueError:
-            vals += [cur] * (n - i)
             break
-        vals += [cur] * (k + 1 - i)
         cur = srcs[k]
+        swapped |= 1 << lanes[k]
         i = k + 1
+        if i < n:
+            cuts.append(i)
     _U32.pack_into(data, at, cur)  # type: ignore[arg-type]
-    if want:
-        P.dirty_v.add(vdst)
-        dst = A[0, vdst]
-        if n == 32:
-            dst[0] = vals
+    if not want:
+        return 0
+    dests = (vdst,) if tail is None else (vdst, tail.cmp)   # (v_mov vCMP, vRET: the same)
+    first = lanes[0]
+    contiguous = lanes[-1] - first + 1 == n
+    vals: list[int] = []
+    if not contiguous:
+        v, a = old, 0
+        for c in cuts:
+            vals += [v] * (c - a)
+            v, a = srcs[c - 1], c
+        vals += [v] * (n - a)
+    for r in dests:
+        P.dirty_v.add(r)
+        row = A[0, r][0]
+        if contiguous:
+            # (a retry loop's EXEC loses its lowest lanes): each run of one returned value
+            # is one slice of the register
+            v, a = old, first
+            for c in cuts:
+                row[a:first + c] = v
+                v, a = srcs[c - 1], first + c   # (what the successful lane c - 1 left)
+            row[a:first + n] = v
         else:
-            dst[g.exec] = vals   # the active lanes, in lane order
-    return True
+            row[g.exec[0]] = vals   # the active lanes, in lane order
+    if tail is None:
+        return 0
+    # The compare's lane mask is the lanes that swapped; DONE gathers them; EXEC keeps the
+    # others; SCC is last set by the EXEC update.
+    mask, done = tail.mask, tail.done
+    if g.dirty:
+        g.s(done)   # (a lane mask a VALU op left unpacked: pack it before reading it)
+    d = S1.item(done) | swapped
+    m = g.m
+    for r, val in ((mask, swapped), (done, d)):
+        S1[r] = val
+        m.dirty_s.add(r)
+        g.lanes.pop(r, None)
+        if g.dirty:
+            g.dirty.discard(r)
+    e = word & ~d & 0xFFFFFFFF
+    P.scc[P.w] = e != 0
+    g.set_s(EXEC_LO, e)
+    return tail.slots
 
 
 def waves_share_an_address(g: WaveSet, addr: np.ndarray) -> bool:
@@ -609,11 +751,9 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
             return general(g)
         U = P.views
         off = U[0, vaddr]
-        # the OR of the offsets: bit 31 set if one is negative as an int32, bits 1:0 if one is
-        # misaligned, and at least their maximum (else the exact maximum decides)
-        bits = int(np.bitwise_or.reduce(off, axis=None))
-        if bits & 0x80000003 or (((bits + imm) >> 2) + ndw) * 128 > sc.wave_B and \
-                (((int(np.maximum.reduce(off, axis=None)) + imm) >> 2) + ndw) * 128 > sc.wave_B:
+        # (-1: an offset is misaligned or negative as an int32)
+        top = dword_offsets_top(off, signed=True)
+        if top < 0 or (((top + imm) >> 2) + ndw) * 128 > sc.wave_B:
             return general(g)
         words = g.m.scratch_words()
         if not words.size:

@@ -15,9 +15,9 @@ from typing import Callable
 import numpy as np
 
 from . import dpp, fast_valu, fp, valu_table
-from .decode import EXEC_LO, VCC_LO, VGPR0, Inst
+from .decode import EXEC_LO, NULL, VCC_LO, VGPR0, Inst
 from .errors import KernelFault
-from .machine import WaveSet
+from .machine import WaveSet, one_wave_word
 from .operands import (DTYPES, Reader, const_bits, raw_reader, reader, sgpr_lane_source,
                        to_bits, vgpr_writer, width)
 from .optypes import signature
@@ -209,7 +209,18 @@ def _compile_cmp(inst: Inst, sig, cmp) -> Exec:
     vop3 = inst.enc in ("VOP3", "VOP3SD")
     dst = VCC_LO if not vop3 else inst.f["vdst"]
 
+    one_wave_dst = EXEC_LO if is_x else dst if dst not in (EXEC_LO, NULL) else -1
+
     def write(g: WaveSet, mask: np.ndarray) -> None:
+        if g.w1 >= 0 and one_wave_dst >= 0 and mask.shape == (1, 32):
+            # One wave32: the lane mask as its word, written to the SGPR now (a dictionary
+            # look-up of the mask's bytes; the reader needs no packing, and an unpacked
+            # form is cached by word)
+            word = one_wave_word(mask)
+            if not g.exec_full:
+                word &= one_wave_word(g.exec)
+            g.set_s(one_wave_dst, word)
+            return
         if not g.exec_full:
             # (a compare's result is a fresh array: masked in place)
             mask = np.logical_and(mask, g.exec, out=mask) if mask.base is None and \

@@ -75,3 +75,6 @@ def LEAF_OF(x):
 # bindgen-index layouts
 #@ leaf 43 1188 152
 #@ node 48 1342 165
+
+# bindgen-index pointers
+#@ node leaf
