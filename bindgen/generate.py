@@ -152,7 +152,8 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         wrappers.build_id if wrappers is not None else "",
     )
     rendered = render_module(m, info, lazy=bool(t.lazy))
-    if t.lazy is None and len(rendered.text) > AUTO_LAZY_BYTES:
+    eager_size = len(rendered.text)
+    if t.lazy is None and eager_size > AUTO_LAZY_BYTES:
         del rendered
         info.defs_module = defs_module(t)
         rendered = render_module(m, info, lazy=True)
@@ -179,6 +180,12 @@ def _generate(t: Target, sources: Sources, project: Project) -> Generated:
         f"{len(m.ioctls)} ioctls, {len(m.functions)} functions, {len(m.skipped)} skipped"
     )
     report = render_report(m, info, headers)
+    if t.lazy is None and defs is not None:
+        counts += "; lazy (its module is over 1 MiB)"
+        report += (
+            f"\n## lazy\nwritten lazy: the module would be {eager_size} characters, over "
+            f"{AUTO_LAZY_BYTES} (`lazy: false` in the spec keeps one eager module)\n"
+        )
     if wrappers is not None:
         c_name, so_name = file_names(t.output)
         report += (

@@ -203,7 +203,7 @@ class LazyModule:
             # made when that pointer is first used.
             from .records import Later
 
-            return Later(name, lambda: self.get(name))
+            return Later(name, self.get)
         raise KeyError(name)
 
     def __setitem__(self, name: str, value: "Any") -> None:

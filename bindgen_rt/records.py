@@ -158,11 +158,14 @@ class Later:
     Following every such pointer while making a record would make every record a chain of
     pointers reaches, which is what the lazy module is there to avoid."""
 
-    __slots__ = ("__name__", "get")
+    __slots__ = ("__name__", "lookup")
 
-    def __init__(self, name: str, get: "Any") -> None:
+    def __init__(self, name: str, lookup: "Any") -> None:
         self.__name__ = name
-        self.get = get  # () -> the definition, made on first call
+        self.lookup = lookup  # (name) -> the definition, made on first call
+
+    def get(self) -> "Any":
+        return self.lookup(self.__name__)
 
     def __repr__(self) -> str:
         return f"<not yet made: {self.__name__}>"

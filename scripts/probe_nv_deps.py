@@ -93,6 +93,10 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
 #           predecessor's link starts them) and are all sent, last first, before the first grid
 #           (as CUDA's graph upload sends them; here every replay does)
+#   pdlc    programmatic dependent launch as CUDA's PDL graphs write it: a grid that has a successor
+#           lets its link fire at its pre-exit (ENABLE_PROGRAM_PRE_EXIT) and arrives at latch
+#           i + 1 when it completes; its successor waits on that latch in griddepcontrol.wait,
+#           invalidating L1 when it acquires it (kernels that wait: `wait`)
 #   clone   the fields CUDA itself writes into the QMDs of a kind of launch (read from CUDA's own
 #           process by scripts/sniff_cuda_launches.py, --cuda-fields): every field that is not the
 #           kernel's, the shape's or an address; the link, if CUDA's QMDs name dependents, with
@@ -139,6 +143,12 @@ MECHS: dict[str, dict[str, Any]] = {
     "qmd_cuda_full": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "nextcb": True,
                       "nocb": True, "nextprog": True, "nopre": True, "presend": True,
                       "selfcopy": True},
+    "pdl_cuda": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "pdlc": True,
+                 "presend": True, "wait": True},
+    "pdl_cuda_trigger": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "pdlc": True,
+                         "presend": True, "wait": True, "trigger": True},
+    "pdl_cuda_nopresend": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
+                           "pdlc": True, "wait": True},
     "gate1": {"gate": 1},
     "gate2": {"gate": 2},
     "cuda_graph": {"clone": "graph"},
@@ -216,6 +226,13 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
         q.set("SELF_COPY_ON_COMPLETION", 1)
     if later and k.get("presend"):
         q.set("REQUIRE_SCHEDULING_PCAS", 1)
+    if k.get("pdlc"):
+        if next_qva is not None:
+            q.write(ENABLE_PROGRAM_PRE_EXIT=1, ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=i + 1)
+        if later:
+            q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=i,
+                    LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE=1,
+                    LATCH_ACQUIRE_INVALIDATE_TEXTURE_DATA_CACHE=1)
     if next_qva is not None and k.get("nextcb") and next_cb is not None:
         q.set_cbuf(NEXT_CB_SLOT, *next_cb)
         q.set("CONSTANT_BUFFER_PREFETCH", q.value("CONSTANT_BUFFER_PREFETCH_PREFETCH_POST"),

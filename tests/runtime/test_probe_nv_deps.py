@@ -237,3 +237,17 @@ def test_present_grids_are_loaded_ahead_and_started_by_their_links(probe):
     full = _chain(probe, "qmd_cuda_full")
     assert [q.get("SELF_COPY_ON_COMPLETION") for q in full] == [1, 1, 1]
     assert [q.get("CONSTANT_BUFFER_PREFETCH", 0) for q in full] == [0, 0, 0]
+
+
+def test_cudas_pdl_chain_fires_links_at_pre_exit_and_pairs_latches(probe):
+    qs = _chain(probe, "pdl_cuda", 4)
+    assert [q.get("ENABLE_PROGRAM_PRE_EXIT") for q in qs] == [1, 1, 1, 0]
+    assert [q.get("PRE_EXIT_AT_LAST_CTA_LAUNCH") for q in qs] == [0, 0, 0, 0]
+    assert [q.get("ARRIVE_AT_LATCH_ID") for q in qs[:3]] == [1, 2, 3]
+    assert [q.get("WAIT_ON_LATCH_VALID") for q in qs] == [0, 1, 1, 1]
+    assert [q.get("WAIT_ON_LATCH_ID") for q in qs[1:]] == [1, 2, 3]
+    assert [q.get("LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE") for q in qs] == [0, 1, 1, 1]
+    assert [q.get("REQUIRE_SCHEDULING_PCAS") for q in qs] == [0, 1, 1, 1]
+    assert [q.get("REQUIRE_SCHEDULING_PCAS") for q in _chain(probe, "pdl_cuda_nopresend")] == \
+        [0, 0, 0]
+    assert probe.MECHS["pdl_cuda_trigger"]["trigger"] and probe.MECHS["pdl_cuda"]["wait"]
