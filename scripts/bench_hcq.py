@@ -19,17 +19,26 @@ Sections (each a function returning `Result`s, registered in `SECTIONS`):
   (`bench_nvidia`; `--nv` is short for `--sections nvidia`).
 
     python scripts/bench_hcq.py [--sections mock,rdna3,mockkern,mocklaunch,nvcpu] [--quick]
-                                [--json bench_hcq.json]
+                                [--json bench_hcq.json] [--baseline REF [--rounds N]]
     python scripts/bench_hcq.py --nv --json $OUT/bench_nv.json
+
+`--baseline REF`: the sections of this tree and of the commit REF (`git archive`, run with its
+own generated bindings) in alternation, one fresh process per tree and round (the trees take
+turns going first), so both see the same load; prints the median over the rounds of each
+benchmark for both trees.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import json
+import os
 import platform
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -318,6 +327,8 @@ def bench_mock_launch(quick: bool) -> list[Result]:
             out.append(Result("mocklaunch", label, statistics.median(lat) * 1e6, "us",
                               f"median wall; CPU {cpu * 1e6:.0f} us per launch (all threads); "
                               f"load {load:.1f}; target <= {target} us"))
+            out.append(Result("mocklaunch", f"{label}, CPU", cpu * 1e6, "us",
+                              "per launch, all threads (time.process_time over the loop)"))
     return out
 
 
@@ -698,6 +709,87 @@ SECTIONS: dict[str, Callable[[bool], list[Result]]] = {
 }
 
 
+# Runs a tree's bench_hcq.py with that tree's generated bindings as `hcq_bindings` (the
+# environment's editable install maps the name to the checkout's own generated/).
+_RUN_TREE = """
+import importlib.util, runpy, sys
+tree = sys.argv[1]
+spec = importlib.util.spec_from_file_location(
+    "hcq_bindings", tree + "/generated/__init__.py",
+    submodule_search_locations=[tree + "/generated"])
+mod = importlib.util.module_from_spec(spec)
+sys.modules["hcq_bindings"] = mod
+spec.loader.exec_module(mod)
+sys.argv = [tree + "/scripts/bench_hcq.py"] + sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def compare_with_baseline(sections: str, quick: bool, ref: str, rounds: int,
+                          json_path: str) -> int:
+    """The sections in this tree and in `ref`'s, alternately (`--baseline`): per benchmark the
+    median over the rounds of each tree's value, and baseline / this (> 1: this tree is lower,
+    which for times means faster)."""
+    with tempfile.TemporaryDirectory(prefix="bench_hcq_baseline_") as tmp:
+        base = Path(tmp) / "tree"
+        base.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref],
+                                 capture_output=True)
+        if archive.returncode:
+            print(f"--baseline {ref}: git archive failed: {archive.stderr.decode().strip()}",
+                  file=sys.stderr)
+            return 2
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+        runs: dict[str, list[list[dict[str, Any]]]] = {"baseline": [], "this": []}
+        for r in range(rounds):
+            # each tree goes first in every other round (the first of a pair runs colder)
+            pair = (("baseline", base), ("this", ROOT))
+            for label, tree in pair if r % 2 == 0 else pair[::-1]:
+                out = Path(tmp) / f"{label}-{r}.json"
+                cmd = [sys.executable, "-c", _RUN_TREE, str(tree), "--sections", sections,
+                       "--json", str(out)] + (["--quick"] if quick else [])
+                done = subprocess.run(cmd, capture_output=True, text=True,
+                                      env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                if done.returncode:
+                    print(f"{label} round {r}: exit status {done.returncode}\n{done.stderr}",
+                          file=sys.stderr)
+                    return 2
+                runs[label].append(json.loads(out.read_text())["results"])
+                print(f"round {r + 1}/{rounds} {label}: load {os.getloadavg()[0]:.1f}")
+    by_name: dict[tuple[str, str], dict[str, list[float]]] = {}
+    units: dict[tuple[str, str], str] = {}
+    for label, rs in runs.items():
+        for results in rs:
+            names = {res["name"] for res in results}
+            for res in list(results):
+                # an older tree gives a launch's CPU time in the note only
+                cpu = re.search(r"CPU (\d+) us per launch", res["note"])
+                if cpu and f"{res['name']}, CPU" not in names:
+                    results.append({**res, "name": f"{res['name']}, CPU",
+                                    "value": float(cpu.group(1))})
+            for res in results:
+                if res["unit"]:
+                    key = (res["section"], res["name"])
+                    by_name.setdefault(key, {}).setdefault(label, []).append(res["value"])
+                    units[key] = res["unit"]
+    w = max((len(n) for _, n in by_name), default=10)
+    print(f"{'section':10} {'benchmark':{w}} {'baseline':>10} {'this':>10} unit  baseline/this"
+          f" (median of {rounds} round(s), {ref} vs the working tree)")
+    rows = []
+    for (sec, name), vals in by_name.items():
+        b = statistics.median(vals["baseline"]) if "baseline" in vals else float("nan")
+        t = statistics.median(vals["this"]) if "this" in vals else float("nan")
+        ratio = b / t if t else float("nan")
+        rows.append({"section": sec, "name": name, "unit": units[(sec, name)],
+                     "baseline": vals.get("baseline", []), "this": vals.get("this", [])})
+        print(f"{sec:10} {name:{w}} {b:10.3f} {t:10.3f} {units[(sec, name)]:5} {ratio:.2f}")
+    meta = {"python": platform.python_version(), "baseline": ref, "rounds": rounds,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    Path(json_path).write_text(json.dumps({"meta": meta, "compared": rows}, indent=1))
+    print(f"wrote {json_path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sections", default="mock", help=f"comma list of {sorted(SECTIONS)}")
@@ -706,9 +798,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nv", action="store_true", help="the NVIDIA section (--sections nvidia)")
     ap.add_argument("--nv-device", default="nv:0", help="device of the nvidia section")
     ap.add_argument("--no-cuda", action="store_true", help="leave out the CUDA reference")
+    ap.add_argument("--baseline", metavar="REF",
+                    help="also run the sections of commit REF, alternating with this tree")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="with --baseline: rounds (one process per tree in each)")
     args = ap.parse_args(argv)
     if args.nv:
         args.sections = "nvidia"
+    for name in args.sections.split(","):
+        if name not in SECTIONS:
+            ap.error(f"unknown section {name!r}")
+    if args.baseline:
+        if args.rounds < 1:
+            ap.error("--rounds must be at least 1")
+        return compare_with_baseline(args.sections, args.quick, args.baseline, args.rounds,
+                                     args.json)
     _NV_DEVICE[0] = args.nv_device
     _NV_CUDA[0] = not args.no_cuda
     results: list[Result] = []

@@ -18,6 +18,7 @@ the queue's rptr word as a dword offset in the ring, like CP_HQD_PQ_RPTR.
 """
 from __future__ import annotations
 
+import operator
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 _M64 = (1 << 64) - 1
 MAX_LDS_B = 64 * 1024
 MAX_THREADS = 1024
+_USER_SGPRS_MAX = 32           # COMPUTE_PGM_RSRC2.USER_SGPR is 5 bits
 _HEADERS_KEPT = 256             # distinct packet headers a queue remembers
 # what a RELEASE_MEM writes (its DATA_SEL): the low 32 bits of its data, all 64, the GPU clock
 _RM_DATA32, _RM_DATA64, _RM_CLOCK = 1, 2, 3
@@ -95,7 +97,14 @@ class PM4Processor(QueueProcessor):
                              gc.regCOMPUTE_NUM_THREAD_X, gc.regCOMPUTE_NUM_THREAD_Y,
                              gc.regCOMPUTE_NUM_THREAD_Z, gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO,
                              gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_HI, gc.regCOMPUTE_TMPRING_SIZE)
-        self._records: dict[tuple[int | None, ...], tuple[Any, range]] = {}
+        self._records: dict[tuple[int, ...], tuple[Any, Callable[[dict[int, int]],
+                                                                 tuple[int, ...]]]] = {}
+        # Every register a record reads is there from the start, zero (what `_reg` reads for
+        # one never set), so they are read with itemgetter, without defaults.
+        user0 = gc.regCOMPUTE_USER_DATA_0
+        self.sh.update(dict.fromkeys((*self._record_regs, *range(user0, user0 + _USER_SGPRS_MAX)),
+                                     0))
+        self._record_values = operator.itemgetter(*self._record_regs)
         self._running_mem: Any = None      # the RecordingMemory it runs on
         self._running_since = 0.0
         self._status_key = f"amdgpu {gpu.gpu_id:#x} compute queue {queue_id}"
@@ -142,6 +151,11 @@ class PM4Processor(QueueProcessor):
         dws: list[int] = []
         base = self.rptr_dw
         known = self._known
+        set_sh_reg, sh = _PM4_HANDLERS["SET_SH_REG"], self.sh
+        sh_base, sh_index_end = self._sh_base, self._sh_index_end
+        acquire_mem, event_write = _PM4_HANDLERS["ACQUIRE_MEM"], _PM4_HANDLERS["EVENT_WRITE"]
+        acquire_cache_dw, acquire_inv = self._acquire_cache_dw, self._acquire_inv
+        partial_flush = self._partial_flush
         while True:
             if self._ib is not None:
                 if not self._run_ib():
@@ -162,6 +176,37 @@ class PM4Processor(QueueProcessor):
             if hit is not None and hit[0] <= avail:
                 # `_packet`'s fast path, inline: this loop runs once per packet
                 size = hit[0]
+                # The packets that cannot wait or fault run inline as well (a handler's call,
+                # its body's slice and its position's text cost more than their work): SET_SH_REG
+                # (half of a launch's packets) when well-formed (else its handler says what is
+                # wrong), ACQUIRE_MEM, and EVENT_WRITE once its event is known.
+                handler = hit[1]
+                if handler is set_sh_reg:
+                    index = dws[at + 1] & 0xFFFF
+                    if size > 2 and index + size - 2 <= sh_index_end:
+                        i = index + sh_base - at - 2
+                        for j in range(at + 2, at + size):
+                            sh[i + j] = dws[j]
+                        self.rptr_dw = pos + size
+                        self.blocked = None
+                        progress = True
+                        continue
+                elif handler is acquire_mem:
+                    if dws[at + 1 + acquire_cache_dw] & acquire_inv == acquire_inv:
+                        self.order.invalidate()
+                    self.rptr_dw = pos + size
+                    self.blocked = None
+                    progress = True
+                    continue
+                elif handler is event_write:
+                    flush = partial_flush.get(dws[at + 1])
+                    if flush is not None:
+                        if flush:
+                            self.order.partial_flush()
+                        self.rptr_dw = pos + size
+                        self.blocked = None
+                        progress = True
+                        continue
                 try:
                     done = hit[1](self, dws[at + 1:at + size], f"ring dword {pos}", False)
                 except (PageFault, MockGPUError) as e:
@@ -482,8 +527,8 @@ class PM4Processor(QueueProcessor):
         # data left out. The user data (the argument pointer) changes from launch to launch and
         # is read each time.
         DispatchRecord = (self._rdna3 or self._executor(where))[2]
-        get = self.sh.get
-        key = (*body, self.gpu.mem.generation, *map(get, self._record_regs))
+        sh = self.sh
+        key = (*body, self.gpu.mem.generation, *self._record_values(sh))
         hit = self._records.get(key)
         if hit is None:
             arch = self.arch
@@ -495,16 +540,15 @@ class PM4Processor(QueueProcessor):
             if r is None:
                 return None
             rsrc1, rsrc2, rsrc3 = r["rsrc"]
-            user0 = self.gc.regCOMPUTE_USER_DATA_0
             hit = (DispatchRecord(r["pgm"], rsrc1, rsrc2, rsrc3, (), r["grid"], r["block"],
                                   r["lds"], r["scratch"], scratch_wave_B=r["scratch_wave_B"],
                                   scratch_slots=r["scratch_slots"], wave64=r["wave64"]),
-                   range(user0, user0 + len(r["user"])))
+                   _user_data_getter(self.gc.regCOMPUTE_USER_DATA_0, len(r["user"])))
             if len(self._records) >= _HEADERS_KEPT:
                 self._records.clear()
             self._records[key] = hit
-        record, user_regs = hit
-        return record.with_user(tuple([get(u, 0) for u in user_regs]))  # type: ignore[no-any-return]
+        record, user_data = hit
+        return record.with_user(user_data(sh))  # type: ignore[no-any-return]
 
     def _dispatch_model(self, body: list[int], where: str) -> bool:
         """A dispatch on a part whose kernels the mock does not execute: its state is checked
@@ -598,11 +642,12 @@ class PM4Processor(QueueProcessor):
         addr, ref, mask = body[1] | body[2] << 32, body[3], body[4]
         if addr & 3:
             self._aligned(addr, 4, "WAIT_REG_MEM", where)
-        check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         value = self.gpu.mem.read_u32(addr) & mask
         if compare(func, value, ref):
             self.order.waited(addr)
             return True
+        # (checked once the compare fails: one that can never hold cannot have held)
+        check_wait_possible(func, ref, mask, f"{where}: WAIT_REG_MEM")
         self.blocked = f"{where}: WAIT_REG_MEM mem[{addr:#x}] = {value:#x}, waiting for " \
                        f"{['always', '<', '<=', '==', '!=', '>=', '>'][func]} {ref:#x}"
         if self._ib is None and self.gpu.mem.races is not None:
@@ -708,6 +753,13 @@ class PM4Processor(QueueProcessor):
             line += f"; next: {self._describe(pkt)}"
         return line
 
+
+
+def _user_data_getter(user0: int, n: int) -> Callable[[dict[int, int]], tuple[int, ...]]:
+    """A function of the SH registers giving COMPUTE_USER_DATA_0.. (n of them) as a tuple."""
+    if n >= 2:
+        return operator.itemgetter(*range(user0, user0 + n))
+    return (lambda sh: (sh[user0],)) if n == 1 else (lambda sh: ())
 
 
 def _written(rm: RecordingMemory) -> "list[tuple[int, int]] | None":

@@ -321,7 +321,7 @@ class ProgramCache:
         if prog is not None:
             try:
                 if _same_code(mem, pgm_addr, prog.raw) and \
-                        all(_same_code(mem, a, r) for a, r in prog.more):
+                        (not prog.more or all(_same_code(mem, a, r) for a, r in prog.more)):
                     self._progs.move_to_end(key)
                     return prog
             except PageFault:
