@@ -97,6 +97,8 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           lets its link fire at its pre-exit (ENABLE_PROGRAM_PRE_EXIT) and arrives at latch
 #           i + 1 when it completes; its successor waits on that latch in griddepcontrol.wait,
 #           invalidating L1 when it acquires it (kernels that wait: `wait`)
+#   runnable  with clone: the first grid without REQUIRE_SCHEDULING_PCAS, no self copy, no
+#           prefetch of the successor's bank (its address is not cloned)
 #   clone   the fields CUDA itself writes into the QMDs of a kind of launch (read from CUDA's own
 #           process by scripts/sniff_cuda_launches.py, --cuda-fields): every field that is not the
 #           kernel's, the shape's or an address; the link, if CUDA's QMDs name dependents, with
@@ -155,6 +157,10 @@ MECHS: dict[str, dict[str, Any]] = {
     "cuda_stream": {"clone": "stream"},
     "cuda_pdl_graph": {"clone": "pdl_graph", "wait": True},
     "cuda_pdl_trigger_graph": {"clone": "pdl_trigger_graph", "wait": True, "trigger": True},
+    "cuda_graph_run": {"clone": "graph", "runnable": True, "presend": True},
+    "cuda_pdl_graph_run": {"clone": "pdl_graph", "wait": True, "runnable": True, "presend": True},
+    "cuda_pdl_trigger_graph_run": {"clone": "pdl_trigger_graph", "wait": True, "trigger": True,
+                                   "runnable": True, "presend": True},
     "cuda_pdl_wait": {"clone": "pdl_wait", "wait": True, "fence": "none"},
     "cuda_pdl_trigger": {"clone": "pdl_trigger", "wait": True, "trigger": True, "fence": "none"},
 }
@@ -242,6 +248,14 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
     if k.get("clone_fields"):
         linked, last = k["clone_fields"]
         clone_fields(q, linked if next_qva is not None else last, first=not later)
+        if k.get("runnable"):
+            # what kept the plain clones from running: a first grid that waits for a scheduling
+            # PCAS (CUDA's head QMD, a grid of no CTAs, carries none), the self copy that stopped
+            # the channel, and a prefetch of a constant bank whose address is not cloned
+            if not later:
+                q.set("REQUIRE_SCHEDULING_PCAS", 0)
+            q.set("SELF_COPY_ON_COMPLETION", 0)
+            q.set("CONSTANT_BUFFER_PREFETCH", 0, NEXT_CB_SLOT)
     if k.get("sem"):
         q.set_release(1, sem_va, i + 1)
     if k.get("chase"):

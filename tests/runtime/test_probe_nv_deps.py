@@ -160,6 +160,35 @@ def test_a_clone_takes_cudas_ordering_fields_and_keeps_the_kernels(probe):
                and q.get("CONSTANT_BUFFER_VALID", 0) == 1 for q in qs)
 
 
+def test_a_runnable_clone_starts_its_first_grid_and_drops_what_stopped_the_channel(probe):
+    """CUDA's graph QMDs all wait for a scheduling PCAS and copy themselves back; cloned as they
+    are, the first grid never started. The runnable clone sends the later grids ahead (their
+    predecessor's link starts them) and lets the first one run."""
+    fields = {"graph": {"linked": {"QMD_TYPE": 2, "REQUIRE_SCHEDULING_PCAS": 1,
+                                   "SELF_COPY_ON_COMPLETION": 1, "CONSTANT_BUFFER_PREFETCH(5)": 2,
+                                   "DEPENDENT_QMD_ENABLE(0)": 1, "DEPENDENT_QMD_PREFETCH(0)": 1,
+                                   "DEPENDENT_QMD_ACTION(0)":
+                                   QMDV04.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE")},
+                        "last": {"QMD_TYPE": 2, "REQUIRE_SCHEDULING_PCAS": 1,
+                                 "SELF_COPY_ON_COMPLETION": 1},
+                        "count": 3, "linked_count": 2}}
+    k = probe.resolve_clone(probe.MECHS["cuda_graph_run"], fields)
+    assert k["link"] == "schedule" and k["presend"] and not probe.sends_every_qmd(k)
+    qs = []
+    for i in range(3):
+        q = QMDV04()
+        q.set_common(sass_version=0x90)
+        probe.shape_qmd(k, i, q, 0x1000 * (i + 2) if i < 2 else None, 0x8000)
+        qs.append(q)
+    assert [q.get("REQUIRE_SCHEDULING_PCAS") for q in qs] == [0, 1, 1]
+    assert all(q.get("SELF_COPY_ON_COMPLETION") == 0 for q in qs)
+    assert all(q.get("CONSTANT_BUFFER_PREFETCH", 5) == 0 for q in qs)
+    plain = probe.resolve_clone(probe.MECHS["cuda_graph"], fields)
+    q = QMDV04()
+    probe.shape_qmd(plain, 0, q, 0x2000, 0x8000)
+    assert q.get("REQUIRE_SCHEDULING_PCAS") == 1   # why the plain clone never started
+
+
 def test_a_clone_without_a_link_keeps_a_fence(probe):
     fields = {"stream": {"linked": {"QMD_TYPE": 2}, "last": {"QMD_TYPE": 2}, "count": 6,
                          "linked_count": 0}}
