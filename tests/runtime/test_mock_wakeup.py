@@ -232,6 +232,28 @@ def test_a_kick_no_host_waits_for_is_run_by_the_gpu_thread(dev_gpu: tuple[Device
         time.sleep(linger_s and 0.002)  # now polling (or asleep) again
 
 
+@pytest.mark.parametrize("linger", [False, True], ids=["asleep", "polling"])
+@pytest.mark.parametrize("vendor", ["amd", "nv"])
+def test_closing_the_device_ends_the_gpu_thread(vendor: str, linger: bool) -> None:
+    """The GPU's thread slept on after the device closed (nothing woke it to see that no queue
+    was left), one idle thread per mock GPU for the rest of the process; it ends now, whether
+    it was asleep or still polling for kicks, and a device opened later starts a new one."""
+    d, gpu = (_amd if vendor == "amd" else _nv)()
+    gate, sig = _pending_signal(d)
+    gate.value = 1
+    d.os.sleep_for_gpu(LONG_S, lambda: sig.value >= 1)  # type: ignore[attr-defined]
+    thread = gpu.engine._thread
+    assert thread is not None and thread.is_alive()
+    if not linger:
+        deadline = time.monotonic() + LONG_S
+        while not gpu.engine._asleep and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gpu.engine._asleep
+    d.close()
+    thread.join(LONG_S)
+    assert not thread.is_alive()
+
+
 def test_waits_on_a_mock_device_do_not_spin(dev_gpu: tuple[Device, Any]) -> None:
     d, _ = dev_gpu
     assert d.wait_spin_s == 0.0

@@ -313,6 +313,8 @@ class MockKfdDriver:
             for gid in bo.mapped_on:
                 self.gpu_by_id(gid).mem.unmap(bo.va)
         self.proc = _Process()
+        for gpu in self.gpus:
+            gpu.engine.retire()
 
     def live_objects(self) -> dict[str, int]:
         """Kernel objects of the process (for leak checks)."""

@@ -136,6 +136,18 @@ class EngineThread:
                                                     daemon=True)
                 t.start()
 
+    def retire(self) -> None:
+        """The process that owned this GPU's queues closed it: a thread asleep waiting for a
+        kick is woken so that its next pass sees no live queue and the thread ends (a later
+        kick starts a new one), and so is one polling for kicks, which would go to sleep
+        without another pass."""
+        t = self._thread
+        if t is not None and t.is_alive():
+            try:
+                self._wake.release()
+            except RuntimeError:
+                pass  # already woken
+
     def stop(self) -> None:
         """Ends the thread (the machine is being dropped); later kicks do nothing."""
         self._stopped = True

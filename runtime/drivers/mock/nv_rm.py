@@ -324,6 +324,8 @@ class MockNVDriver:
             if c in self.objects:
                 self._free_obj(c, implicit=True)
         self.objects.clear()
+        for g in self.gpus:
+            g.engine.retire()
 
     def uvm_closed(self, vas: UvmVaSpace) -> None:
         """Close of an initialized UVM descriptor: its VA space goes away with its ranges."""
