@@ -90,11 +90,13 @@ def test_host_calls_are_served_while_a_long_dispatch_runs(dev):
     # A slice is about 10 ms; a starved call waited seconds.
     assert slowest < 1.0, slowest
     # What the running dispatch touched is kept merged between slices (a range per access
-    # otherwise: thousands a second).
+    # otherwise: thousands a second). Read under the mock kernel's lock, so between two slices:
+    # during one the GPU's thread adds a range per access.
     queues = dev.os.drivers[0].gpus[0].queues.values()
-    running = [q._running_mem for q in queues if getattr(q, "_running", None) is not None]
-    assert running and all(len(rs) <= 8 for rm in running for rs in rm.ranges.values()), \
-        [{k: len(v) for k, v in rm.ranges.items()} for rm in running]
+    with dev.os.lock:
+        running = [q._running_mem for q in queues if getattr(q, "_running", None) is not None]
+        counts = [{k: len(v) for k, v in rm.ranges.items()} for rm in running]
+    assert running and all(n <= 8 for c in counts for n in c.values()), counts
     # (the race watch reports the store the kernel polls for, as it should)
     with pytest.warns(HostHazard, match="while the kernel"):
         flag_host[0] = 1
