@@ -3,7 +3,9 @@
 CUDA graphs in one run, with the same tiny kernel (4 x 256 threads, x[i] += 1).
 
 Figures: launch + wait (median), 1000 launches with one wait, a graph of 1000 chained launches
-(replay wall, submission to completion seen by the CPU), a graph of 1000 independent launches (each
+(replay wall, submission to completion seen by the CPU), the same chain with `early_start` (each
+kernel begins with griddepcontrol.wait; no CUDA column: scripts/cuda_graph_bench.cu has no PDL
+graph), a graph of 1000 independent launches (each
 on its own slice, no edges), and the CPU cost of a replay per launch. CUDA C++ comes from
 scripts/cuda_graph_bench.cu built with nvcc, PyTorch's from torch.cuda.graph capturing
 `x.add_(1)`; each runs in a process of its own (libcuda and this runtime never share one).
@@ -30,6 +32,11 @@ N = 1000
 
 SRC = r"""
 extern "C" __global__ void inc(unsigned *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
+extern "C" __global__ void inc_wait(unsigned *x, int n) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] += 1;
 }
@@ -101,7 +108,8 @@ def ours(device: str) -> dict[str, Any]:
     from runtime.hcq import Launch
 
     dev = NVDevice(device)
-    prg = dev.program(dev.compiler.compile(SRC), "inc")
+    lib = dev.compiler.compile(SRC)
+    prg, prg_wait = dev.program(lib, "inc"), dev.program(lib, "inc_wait")
     gs, ls = (4, 1, 1), (256, 1, 1)
     x = dev.alloc(4096)
     slices = dev.alloc(N * 4096)
@@ -140,9 +148,13 @@ def ours(device: str) -> dict[str, Any]:
 
     chain = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(N)])
     chain_t, chain_cpu = graph_figures(chain)
+    early = dev.graph([Launch(prg_wait, (x, 1024), gs, ls, early_start=True) for _ in range(N)])
+    early_t, _ = graph_figures(early)
+    early.free()
     out: dict[str, Any] = {"launch_wait_median": statistics.median(lat), "launch_wait_min": min(lat),
                            "b2b": statistics.median(b2b), "b2b_cpu": statistics.median(b2b_cpu),
-                           "graph_chain": chain_t, "graph_chain_cpu": chain_cpu}
+                           "graph_chain": chain_t, "graph_chain_cpu": chain_cpu,
+                           "graph_chain_early": early_t}
     try:
         indep = dev.graph([Launch(prg, (slices.slice(4096 * i, 4096), 1024), gs, ls, after=())
                            for i in range(N)])
@@ -152,7 +164,7 @@ def ours(device: str) -> dict[str, Any]:
         out["graph_indep"], out["graph_indep_cpu"] = graph_figures(indep)
         indep.free()
     chain.free()
-    want_x = 200 + 2000 + 9 * N + 22 * N
+    want_x = 200 + 2000 + 9 * N + 2 * 22 * N
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == want_x).all())
@@ -189,12 +201,14 @@ def main() -> int:
             ("1000 launches, one wait", "b2b", None, "b2b", 1e3, "ms"),
             ("graph of 1000 chained launches", "graph_chain", "graph_chain", "graph_chain", 1e3,
              "ms"),
+            ("graph of 1000 chained launches, early start (kernels wait)", None, None,
+             "graph_chain_early", 1e3, "ms"),
             ("graph of 1000 independent launches", "graph_indep", None, "graph_indep", 1e3, "ms"),
             ("graph replay CPU per launch", "graph_chain_cpu", None, "graph_chain_cpu", 1e3,
              "us")]
-    print(f"\n{'figure':38} {'CUDA C++':>14} {'PyTorch':>14} {'runtime.hcq':>14}")
+    print(f"\n{'figure':58} {'CUDA C++':>14} {'PyTorch':>14} {'runtime.hcq':>14}")
     for name, ck, tk, ok, scale, unit in rows:
-        print(f"{name:38} {f(c, ck, scale, unit):>14} "
+        print(f"{name:58} {f(c, ck, scale, unit) if ck else '-':>14} "
               f"{f(t, tk, scale, unit) if tk else '-':>14} {f(o, ok, scale, unit):>14}")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))

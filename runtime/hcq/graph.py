@@ -12,7 +12,8 @@ becomes one copy-engine submission. Inside a body, dependencies are enforced alo
 only: a launch that depends on nothing launched since the body's last barrier is sent unordered
 (it may overlap the others); a launch with one predecessor uses the driver's cheapest
 predecessor-to-successor link (`HWQueue.exec_after`; NVIDIA: the predecessor's QMD schedules it,
-AMD: a barrier); anything else gets a `barrier` first (AMD: CS_PARTIAL_FLUSH and a cache
+and with `Launch.early_start` may do so before it completes; AMD: a barrier); anything else gets a
+`barrier` first (AMD: CS_PARTIAL_FLUSH and a cache
 invalidation; NVIDIA: WAIT_FOR_IDLE). Segments run one after the other on the device timeline, so
 an edge between engines is always honoured (and nodes of different segments never overlap).
 
@@ -59,7 +60,16 @@ def _freeze_after(node: object) -> None:
 class Launch:
     """One kernel launch of a graph: arguments in the kernel's order, grid in workgroups.
     `after`: the nodes it depends on (indices or names; None: the node before it; () none);
-    `name`: what other nodes' `after` may call it."""
+    `name`: what other nodes' `after` may call it.
+
+    `early_start`: a promise that the kernel calls `griddepcontrol.wait`
+    (cudaGridDependencySynchronize) before it reads anything its predecessor wrote, so it may
+    start while its predecessor still runs (programmatic dependent launch). Honoured only on an
+    edge the graph links directly (`HWQueue.exec_after`: this launch has one predecessor, a
+    launch in the same body) whose predecessor has no other successor, on a GPU that can express
+    it (NVIDIA Hopper); everywhere else it is an ordinary edge: correct, just not faster. A
+    kernel whose PTX is known and has no `griddepcontrol.wait` is refused; for a cubin the
+    promise is not checked, and a kernel that breaks it may read stale data."""
 
     prg: Program
     args: tuple[ArgValue, ...]
@@ -67,6 +77,7 @@ class Launch:
     local_size: tuple[int, int, int] = (1, 1, 1)
     after: After = None
     name: Optional[str] = None
+    early_start: bool = False
 
     def __post_init__(self) -> None:
         _freeze_after(self)
@@ -165,6 +176,8 @@ class Graph:
                     raise ProgramError(f"graph node {i}: {n.prg!r} is not a program of {dev.name}")
                 n.prg.check_launch(as_tuple3(n.global_size, f"node {i} global_size"),
                                    as_tuple3(n.local_size, f"node {i} local_size"))
+                if n.early_start:
+                    n.prg.check_early_start(f"graph node {i}")
             elif isinstance(n, GraphCopy):
                 dev.check_range(n.dst, n.dst_offset, n.size, f"graph node {i} copy", "dst")
                 dev.check_range(n.src, n.src_offset, n.size, f"graph node {i} copy", "src")
@@ -200,6 +213,10 @@ class Graph:
             i for i, n in enumerate(self.nodes) if isinstance(n, Launch))}
         wait_index = {i: wi for wi, (i, _) in enumerate(self._wait_nodes)}
         wait_vars: dict[int, tuple[HWQueue, Var]] = {}
+        successors = [0] * len(self.nodes)
+        for preds in self.deps:
+            for p in preds:
+                successors[p] += 1
         for i in self.order:
             n = self.nodes[i]
             if isinstance(n, GraphCopy):
@@ -233,7 +250,8 @@ class Graph:
                     fresh = False
                 body.exec(n.prg, ka, gsz, lsz, ordered=False)
             elif len(preds) == 1 and preds[0] in in_body:
-                body.exec_after(in_body[preds[0]], n.prg, ka, gsz, lsz)
+                body.exec_after(in_body[preds[0]], n.prg, ka, gsz, lsz,
+                                early_start=n.early_start and successors[preds[0]] == 1)
             else:
                 body.barrier()
                 pending.clear()

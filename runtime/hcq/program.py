@@ -161,6 +161,11 @@ class Program:
                      ) -> None:
         """Raises ProgramError for a launch shape the hardware cannot run (drivers override)."""
 
+    def check_early_start(self, what: str) -> None:
+        """Raises ProgramError when this kernel is known not to call `griddepcontrol.wait`
+        before it reads its predecessor's results (`Launch.early_start`), naming `what` launches
+        it; a driver that cannot tell (or ignores early starts) accepts it."""
+
     @overload
     def __call__(self, *args: ArgValue, vals: Sequence[int | float] = ...,
                  global_size: Sequence[int] = ..., local_size: Sequence[int] = ...,

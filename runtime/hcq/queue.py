@@ -134,12 +134,18 @@ class HWQueue:
         raise QueueError(f"{type(self).__name__} ({self.engine}) has no barrier command")
 
     def exec_after(self, pred: "KernArgs", prg: "Program", args: "KernArgs",
-                   global_size: Sequence[int], local_size: Sequence[int]) -> "Self":
+                   global_size: Sequence[int], local_size: Sequence[int],
+                   early_start: bool = False) -> "Self":
         """Launches `prg` once the launch of block `pred` (recorded earlier in this queue) has
         finished; other earlier launches may still be running. The default is `barrier` then an
         unordered launch (it waits for every earlier launch); a driver with a cheaper mechanism
         overrides it (NVIDIA: the predecessor's QMD schedules this one when its grid completes,
-        so the driver may write into `pred`, which the caller owns, as a graph does)."""
+        so the driver may write into `pred`, which the caller owns, as a graph does).
+
+        `early_start`: `prg` calls `griddepcontrol.wait` (cudaGridDependencySynchronize) before
+        it reads anything `pred`'s launch wrote, and `pred` gets no other successor, so this
+        launch may start while `pred`'s still runs (NVIDIA Hopper: programmatic dependent
+        launch). A driver without the mechanism ignores it; the edge stays an ordinary one."""
         return self.barrier().exec(prg, args, global_size, local_size, ordered=False)
 
     def copy(self, dst: int, src: int, size: int) -> "Self":

@@ -421,3 +421,47 @@ def test_nv_dependent_chains_see_every_write_at_a_size_that_fills_the_gpu(dev: A
     g.free()
     for x in (a, b, c, d_):
         dev.free(x)
+
+
+PSTEP_SRC = """
+extern "C" __global__ void pstep(const unsigned *src, unsigned *dst, int n) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[n - 1 - i] + 1; }
+"""
+
+
+def test_nv_early_start_chains_see_every_write(dev: Any) -> None:
+    """3000 launches y[i] = x[n-1-i] + 1 alternating two buffers, each edge with `early_start`
+    (the successor starts at its predecessor's pre-exit and waits in griddepcontrol.wait): over
+    VRAM (2M elements, several waves of the GPU), then over host memory read by the CPU after
+    every replay. Every element is checked."""
+    if dev.kind != "nv":
+        pytest.skip("the real GPU only (the mock runs grids one after another)")
+    stp = dev.program(dev.compiler.compile(PSTEP_SRC, "pstep.cu"), "pstep")
+    n = 1 << 21
+    a, b = dev.alloc(4 * n), dev.alloc(4 * n)
+    dev.copyin(a, np.zeros(n, np.uint32))
+    dev.copyin(b, np.full(n, 0xDEAD, np.uint32))
+    g = dev.graph([Launch(stp, (a, b, n) if i % 2 == 0 else (b, a, n), (n // 256, 1, 1),
+                          (256, 1, 1), early_start=True) for i in range(3000)])
+    q1 = dev.qmd_class(bytearray(g.kernargs[1].qmd))
+    assert q1.get("WAIT_ON_LATCH_VALID") == 1 and q1.get("ENABLE_PROGRAM_PRE_EXIT") == 1
+    g.replay(wait=True)
+    out = np.zeros(n, np.uint32)
+    dev.copyout(out, a)
+    assert int((out != 3000).sum()) == 0
+    g.free()
+    nh = n // 8
+    ha, hb = (dev.alloc(4 * nh, kind=MemKind.HOST, cpu_access=True) for _ in range(2))
+    va, vb = (np.frombuffer(h.cpu_view(), np.uint32) for h in (ha, hb))
+    va[:] = 0
+    vb[:] = 0xDEAD
+    g = dev.graph([Launch(stp, (ha, hb, nh) if i % 2 == 0 else (hb, ha, nh), (nh // 256, 1, 1),
+                          (256, 1, 1), early_start=True) for i in range(3000)])
+    for r in range(2):
+        g.replay(wait=True)
+        assert int((va != 3000 * (r + 1)).sum()) == 0
+        assert int((vb != 3000 * (r + 1) - 1).sum()) == 0
+    g.free()
+    for x in (a, b, ha, hb):
+        dev.free(x)

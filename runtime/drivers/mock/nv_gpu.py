@@ -142,6 +142,14 @@ QMD_LAYOUT = {
         slm=("SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4", 4),
         program=("PROGRAM_ADDRESS_UPPER_SHIFTED4", "PROGRAM_ADDRESS_LOWER_SHIFTED4", 4)),
 }
+# Programmatic dependent launch as the runtime writes it (V04 on): the producer's link fires at
+# its pre-exit and it arrives at a latch when it completes; its one linked successor waits on that
+# latch and invalidates its data caches then.
+_PRODUCER_FIELDS = ("ENABLE_PROGRAM_PRE_EXIT", "ARRIVE_AT_LATCH_VALID", "ARRIVE_AT_LATCH_ID")
+_CONSUMER_FIELDS = ("WAIT_ON_LATCH_VALID", "WAIT_ON_LATCH_ID",
+                    "LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE",
+                    "LATCH_ACQUIRE_INVALIDATE_TEXTURE_DATA_CACHE")
+_LATCH_FIELDS = _PRODUCER_FIELDS + _CONSUMER_FIELDS
 # The QMD fields a launch of this runtime may set (anything else non-zero is a driver bug).
 _QMD_ALLOWED = {
     "QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_VERSION", "QMD_TYPE", "QMD_GROUP_ID",
@@ -171,6 +179,8 @@ _QMD_ALLOWED = {
     "DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD0_PREFETCH",
     "DEPENDENT_QMD0_POINTER", "DEPENDENT_QMD1_ENABLE", "DEPENDENT_QMD1_ACTION",
     "DEPENDENT_QMD1_PREFETCH", "DEPENDENT_QMD1_POINTER", "DEPENDENT_QMD_POINTER",
+    # a linked successor that starts early (`_check_latches` accepts one combination only)
+    *_LATCH_FIELDS,
 }
 CB0_STACK_POINTER = 0xFFFDC0
 # distinct checked QMDs a GPU remembers (a droppable cache, emptied when full)
@@ -290,6 +300,8 @@ class MockChannel:
     # QMDs that completed grids scheduled (DEPENDENT_QMD action SCHEDULE), not yet started: the
     # mock runs them before the front end goes on (one valid order of a graph's launches)
     dependents: list[int] = field(default_factory=list)
+    # scheduled QMD address -> the latch its producer arrives at (`_check_latches`)
+    latches: dict[int, int] = field(default_factory=dict)
     # copy state
     ce: dict[str, int] = field(default_factory=dict)
     methods_run: int = 0
@@ -740,6 +752,16 @@ def _compute_methods(p: str) -> dict[int, tuple[str, int]]:
 
 
 @lru_cache(maxsize=None)
+def _latch_bits(prefix: str, bits: int) -> int:
+    """Every bit of the programmatic-dependent-launch fields (none before V04)."""
+    out = 0
+    for name, hi, lo in _qmd_fields(prefix, bits):
+        if name.split("(")[0] in _LATCH_FIELDS:
+            out |= ((1 << (hi - lo + 1)) - 1) << lo
+    return out
+
+
+@lru_cache(maxsize=None)
 def _static_bits(prefix: str, bits: int) -> int:
     """The allowed fields that stay the same from one launch of a kernel to the next: all but the
     constant-buffer addresses, the release semaphores' addresses and payloads, and the dependent
@@ -998,6 +1020,9 @@ class MockNVGPU:
             raise ChannelFault(f"QMD at {qmd_va:#x} sets fields this runtime must leave zero: "
                                + ", ".join(f"{k}={fields.get(k, fields.get(k + '(0)', 0)):#x}"
                                            for k in bad), XID_GR_EXCEPTION)
+        latch = ch.latches.pop(qmd_va, None) if ch.latches else None
+        if latch is not None or q.num & _latch_bits(prefix, size * 8):
+            self._check_latches(q, qmd_va, latch)
         key = (q.num & _static_bits(prefix, size * 8), ch.shared_window, ch.local_window,
                tuple(ch.slm), self.mem.generation)
         st = self._qmd_cache.get(key)
@@ -1032,6 +1057,8 @@ class MockNVGPU:
             _, upper, lower, payload_lo = lay.release
             release = (q.get(upper) << 32 | q.get(lower), q.get(payload_lo))
         deps = self._dependents(q, lay, qmd_va)
+        if deps and q.num & _latch_bits(prefix, size * 8) and q.get("ENABLE_PROGRAM_PRE_EXIT"):
+            ch.latches[deps[0]] = q.get("ARRIVE_AT_LATCH_ID")
         if model is None:
             ch.ptx = PtxLaunch.start(ch, launch, release)
             if ch.ptx is not None:
@@ -1056,6 +1083,39 @@ class MockNVGPU:
         if release is not None:
             ch.grid_releases.append(release)
         ch.dependents += deps
+
+    @staticmethod
+    def _check_latches(q: QmdReader, qmd_va: int, latch: int | None) -> None:
+        """Accepts the programmatic-dependent-launch fields in the one combination the runtime
+        writes: a producer that pre-exits, arrives at a non-zero latch and links exactly one
+        successor; a successor that its producer's link started, waiting on that latch with both
+        cache invalidations. `latch` is the latch of the producer that scheduled this QMD."""
+        def fault(msg: str) -> ChannelFault:
+            return ChannelFault(f"QMD at {qmd_va:#x}: {msg}", XID_GR_EXCEPTION)
+        producer = [q.get(f) for f in _PRODUCER_FIELDS]
+        if any(producer):
+            bad = [f for f, v in zip(_PRODUCER_FIELDS, producer) if not v]
+            if bad:
+                raise fault(f"{bad[0]}=0 with {', '.join(f for f in _PRODUCER_FIELDS if f not in bad)} "
+                            "set (a pre-exiting grid arrives at a non-zero latch)")
+            links = sum(1 for i in range(2) if q.get("DEPENDENT_QMD_ENABLE", i))
+            if links != 1:
+                raise fault(f"ENABLE_PROGRAM_PRE_EXIT=1 with {links} linked dependent QMDs (the "
+                            "pre-exit starts every link early: exactly one successor, which "
+                            "waits on the latch)")
+        consumer = [q.get(f) for f in _CONSUMER_FIELDS]
+        if latch is None:
+            if any(consumer):
+                name = next(f for f, v in zip(_CONSUMER_FIELDS, consumer) if v)
+                raise fault(f"{name} set on a grid no pre-exiting predecessor's link started")
+            return
+        bad = [f for f, v in zip(_CONSUMER_FIELDS, consumer) if not v]
+        if bad:
+            raise fault(f"{bad[0]}=0 on a grid its predecessor starts early (it must wait on "
+                        f"latch {latch:#x} and invalidate its data caches)")
+        if q.get("WAIT_ON_LATCH_ID") != latch:
+            raise fault(f"WAIT_ON_LATCH_ID={q.get('WAIT_ON_LATCH_ID'):#x}, but the predecessor "
+                        f"that started it arrives at latch {latch:#x}")
 
     @staticmethod
     def _dependents(q: QmdReader, lay: QmdLayout, qmd_va: int) -> list[int]:

@@ -467,6 +467,20 @@ class NVProgram(Program):
     def kernargs_size(self) -> int:
         return self.cb0_B + 255 + self.qmd_class.size_B
 
+    def check_early_start(self, what: str) -> None:
+        """A PTX kernel (the module's text is kept) must contain `griddepcontrol.wait`, in its
+        body or a device function; a cubin's promise is taken on trust."""
+        mod = self.ptx_module
+        if mod is None:
+            return
+        spans = [mod.entries[self.name].body] if self.name in mod.entries else []
+        spans += [f.body for f in mod.funcs.values() if f.body is not None]
+        if not any("griddepcontrol.wait" in mod.text[a:b] for a, b in spans):
+            raise ProgramError(f"{what}: kernel {self.name} has early_start=True but never calls "
+                               "griddepcontrol.wait (cudaGridDependencySynchronize): call it "
+                               "before reading what the previous launch wrote, or drop "
+                               "early_start")
+
     def check_launch(self, global_size: Sequence[int], local_size: Sequence[int]) -> None:
         """Rejects launch shapes the hardware cannot run (or the cubin forbids)."""
         lim = self.nvdev.gen.limits

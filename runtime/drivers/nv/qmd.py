@@ -231,6 +231,17 @@ class QMD:
         nothing (every grid keeps the system-scope barrier)."""
         return self
 
+    def link_early(self, successor: "QMD", latch: int) -> bool:
+        """Lets the successor this QMD links (`set_dependent`) start before this grid completes:
+        this grid's link fires at its pre-exit and the grid arrives at latch `latch` when it
+        completes; the successor waits on that latch at its first `griddepcontrol.wait`
+        (cudaGridDependencySynchronize) and invalidates its data caches then. Writes both QMDs
+        and returns True where the layout can say so and that was measured correct; else writes
+        nothing and returns False (the link stays an ordinary one). The pre-exit fires every
+        link of this QMD, so it must link that one successor only, and the successor's kernel
+        must wait before it reads what this grid wrote."""
+        return False
+
     def _check_dependent(self, slot: int, qmd_va: int) -> None:
         if not 0 <= slot < self.dependent_slots:
             raise ProgramError(f"{self.prefix} has {self.dependent_slots} dependent QMD slots, "
@@ -412,6 +423,19 @@ class QMDV04(QMD):
         return self.write(CWD_MEMBAR_TYPE=self.value("CWD_MEMBAR_TYPE_L1_MEMBAR"),
                           CWD_MEMBAR_TASK_CHASING_ENABLE=1)
 
+    def link_early(self, successor: "QMD", latch: int) -> bool:
+        # CUDA's programmatic dependent launch as its graphs encode it on Hopper, run correct on
+        # the H200 over long chains in VRAM and host memory: the producer pre-exits and arrives,
+        # the consumer waits on the same latch and invalidates the caches that could hold data
+        # older than the producer's writes.
+        if not 0 < latch <= _M32:
+            raise ProgramError(f"latch id {latch} is outside 1..{_M32:#x}")
+        self.write(ENABLE_PROGRAM_PRE_EXIT=1, ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=latch)
+        successor.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=latch,
+                        LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE=1,
+                        LATCH_ACQUIRE_INVALIDATE_TEXTURE_DATA_CACHE=1)
+        return True
+
     def set_dependent(self, slot: int, qmd_va: int) -> "QMD":
         self._check_dependent(slot, qmd_va)
         self.set("DEPENDENT_QMD_ENABLE", 1, slot)
@@ -449,6 +473,9 @@ class QMDV05(QMDV04):
 
     def order_for_successors(self) -> "QMD":
         return self  # no Blackwell measured it
+
+    def link_early(self, successor: "QMD", latch: int) -> bool:
+        return False  # no Blackwell measured it
 
     def set_program(self, addr: int) -> "QMD":
         if addr & 0xF:

@@ -194,6 +194,14 @@ class NVComputeQueue(NVQueue):
         self._launches_since_sync = 0
         # launch block address -> dependent QMD slots used, for the launches this queue recorded
         self._dependents: dict[int, int] = {}
+        # launch blocks whose QMD lets its one successor start early: nothing else may link to
+        # them, since their pre-exit would start it too soon (`exec_after`)
+        self._early: set[int] = set()
+        # the next latch id of an early-start edge: one per edge, counted from 1 per queue (so
+        # per graph body). Ids repeat from one replay, queue or graph to the next; a waiting grid
+        # is only ever started by the link of the grid that arrives at its latch, and the H200
+        # ran chains replayed so correctly.
+        self._next_latch = 1
 
     def _after_host_method(self, drained: bool, launches: bool = False) -> None:
         self._last_launch = None
@@ -264,17 +272,28 @@ class NVComputeQueue(NVQueue):
         return self
 
     def exec_after(self, pred: KernArgs, prg: "NVProgram", args: KernArgs,  # type: ignore[override]
-                   global_size: Sequence[int], local_size: Sequence[int]) -> "Self":
+                   global_size: Sequence[int], local_size: Sequence[int],
+                   early_start: bool = False) -> "Self":
         """Launches `prg` when the launch of block `pred` completes: `pred`'s QMD schedules this
-        launch's QMD (module docstring). Writes into `pred`'s QMD."""
+        launch's QMD (module docstring). Writes into `pred`'s QMD (and, with `early_start`, this
+        launch's). `early_start` (`HWQueue.exec_after`) is honoured where the QMD layout can say
+        it (`QMD.link_early`) and this is `pred`'s first link; the caller promises `pred` gets
+        no other."""
         qmd_va = self._qmd_va(prg, args, global_size, local_size)
         slots = self._dependents.get(pred.va) if isinstance(pred, NVKernArgs) else None
         qcls = self.device.qmd_class
-        if slots is None or slots >= qcls.dependent_slots or not isinstance(args, NVKernArgs):
+        if slots is None or slots >= qcls.dependent_slots or not isinstance(args, NVKernArgs) \
+                or pred.va in self._early:
             return super().exec_after(pred, prg, args, global_size, local_size)
         assert isinstance(pred, NVKernArgs)
         q = qcls(bytearray(pred.qmd))
         q.set_dependent(slots, qmd_va).order_for_successors()
+        if early_start and slots == 0:
+            succ = qcls(bytearray(args.qmd))
+            if q.link_early(succ, self._next_latch):
+                self._next_latch = self._next_latch % _M32 + 1
+                self._early.add(pred.va)
+                args.qmd[:] = succ.data
         pred.qmd[:] = q.data  # whole QMD at once: it may sit in write-combined memory
         self._dependents[pred.va] = slots + 1
         self._dependents[args.va] = 0

@@ -1157,6 +1157,9 @@ def _build() -> dict[str, Callable[["Kernel", Instr], Fn]]:
         "mov": _op_mov, "cvt": _op_cvt, "cvta": _op_cvta, "isspacep": _op_isspacep,
         "ld": m.op_ld, "ldu": m.op_ld, "st": m.op_st, "atom": m.op_atom, "red": m.op_atom,
         "membar": lambda k, i: _nop, "fence": lambda k, i: _nop,
+        # programmatic dependent launch: the mock starts a grid only once its predecessor has
+        # completed, so the wait has nothing to wait for and the trigger nothing to start early
+        "griddepcontrol": _op_griddepcontrol,
         "prefetch": lambda k, i: _nop, "prefetchu": lambda k, i: _nop,
         "discard": lambda k, i: _nop, "createpolicy": m.op_createpolicy,
         "shfl": warp.op_shfl, "vote": warp.op_vote, "redux": warp.op_redux,
@@ -1169,6 +1172,12 @@ def _build() -> dict[str, Callable[["Kernel", Instr], Fn]]:
 
 
 _OPS: dict[str, Callable[["Kernel", Instr], Fn]] = {}   # filled on first use (a cache)
+
+
+def _op_griddepcontrol(k: "Kernel", ins: Instr) -> Fn:
+    if ins.mods[:1] not in (("wait",), ("launch_dependents",)) or ins.args:
+        raise Unsupported(f"{ins.opcode} (only griddepcontrol.wait and .launch_dependents)")
+    return _nop
 
 
 def ops_table() -> dict[str, Callable[["Kernel", Instr], Fn]]:
