@@ -41,14 +41,17 @@ extern "C" __global__ void join(unsigned *d, const unsigned *b, const unsigned *
 GS, LS = (N // 32, 1, 1), (32, 1, 1)
 
 
-def _open(kind: str) -> Any:
+def _open(kind: str, own: bool = False) -> Any:
+    """A device of `kind` with the test kernels; `own`: mock-amd on a mock machine of its own
+    (tests that open one while the module's `dev` may still hold the shared machine's GPU)."""
     if kind == "mock-amd":
         from runtime.drivers.amd.compiler import AMDCompiler
         from runtime.drivers.amd.device import AMDDevice
+        from runtime.drivers.mock.os import MockOS
         comp = AMDCompiler()
         if comp.available():
             pytest.skip(comp.available() or "")
-        d = AMDDevice("mock-amd:0")
+        d = AMDDevice("amd:0", os=MockOS.with_amd_gpus(1)) if own else AMDDevice("mock-amd:0")
         lib = comp.compile(CL_SRC)
     else:
         from runtime.hcq import NVDevice
@@ -140,7 +143,7 @@ def _hazard_graph(d: Any, drop_edge: bool) -> Any:
 
 
 def test_amd_an_edge_is_a_barrier_and_the_hazard_model_confirms_it() -> None:
-    d = _open("mock-amd")
+    d = _open("mock-amd", own=True)
     try:
         g, b = _hazard_graph(d, drop_edge=False)
         names = [p.name.removeprefix("PACKET3_") for p in _packets(g.body)]
@@ -154,7 +157,7 @@ def test_amd_an_edge_is_a_barrier_and_the_hazard_model_confirms_it() -> None:
 
 
 def test_amd_dropping_the_edge_is_caught_by_the_hazard_model() -> None:
-    d = _open("mock-amd")
+    d = _open("mock-amd", own=True)
     try:
         g, _ = _hazard_graph(d, drop_edge=True)
         names = [p.name.removeprefix("PACKET3_") for p in _packets(g.body)]
@@ -166,7 +169,7 @@ def test_amd_dropping_the_edge_is_caught_by_the_hazard_model() -> None:
 
 
 def test_amd_independent_dispatches_carry_no_barrier() -> None:
-    d = _open("mock-amd")
+    d = _open("mock-amd", own=True)
     try:
         fill = d.kern["fill"]
         bufs = [d.alloc(4 * N) for _ in range(4)]

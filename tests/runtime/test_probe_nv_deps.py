@@ -4,32 +4,26 @@ ordered mechanisms run end to end through the runtime on mock-nv, chains compare
 element."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Iterator
 
 import pytest
 
 from runtime.drivers.nv.qmd import QMDV04
+
+from .script_util import loaded_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "probe_nv_deps.py"
 
 
 @pytest.fixture(scope="module")
-def probe():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("probe_nv_deps_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-        yield mod
-    finally:
-        del sys.modules[spec.name]
+def probe() -> Iterator[ModuleType]:
+    yield from loaded_script("probe_nv_deps")
 
 
 def _chain(probe: Any, mech: str, n: int = 3) -> list[QMDV04]:

@@ -7,9 +7,7 @@ state must equal the one written register by register for large batches.
 """
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 from functools import lru_cache
 
 import numpy as np
@@ -24,6 +22,7 @@ from runtime.drivers.mock.rdna3 import machine as machine_mod
 from runtime.drivers.mock.rdna3.machine import Machine
 
 from .rdna3_device import RawDevice
+from .test_rdna3_isa import assemble as assemble_once
 
 needs_mc = pytest.mark.skipif(shutil.which("llvm-mc-16") is None,
                               reason="llvm-mc-16 (Debian llvm-16) assembles these tests")
@@ -92,16 +91,8 @@ s_endpgm
 """
 
 
-@lru_cache(maxsize=None)
-def assemble(text: str) -> bytes:
-    res = subprocess.run(["llvm-mc-16", "-arch=amdgcn", "-mcpu=gfx1100", "--show-encoding"],
-                         input=text, capture_output=True, text=True)
-    if res.returncode != 0 or "error" in res.stderr:
-        raise AssertionError(f"llvm-mc-16 rejected the test program:\n{res.stderr}")
-    out = bytearray()
-    for m in re.finditer(r"encoding: \[([^\]]*)\]", res.stdout):
-        out += bytes(int(b, 16) for b in m.group(1).split(","))
-    return bytes(out)
+# the examples assemble the same programs again and again
+assemble = lru_cache(maxsize=None)(assemble_once)
 
 
 def _launch(dev: RawDevice, code: str, out: int, block_x: int, grid_x: int, wave64: bool,

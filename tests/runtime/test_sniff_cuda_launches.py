@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import importlib.util
-import sys
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -18,21 +17,11 @@ import pytest
 from runtime.drivers.nv.methods import SUBC_COMPUTE, nvm
 from runtime.drivers.nv.qmd import QMDV04
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "sniff_cuda_launches.py"
-
+from .script_util import loaded_script
 
 @pytest.fixture(scope="module")
-def sn():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("sniff_cuda_launches_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-        yield mod
-    finally:
-        del sys.modules[spec.name]
+def sn() -> Iterator[ModuleType]:
+    yield from loaded_script("sniff_cuda_launches")
 
 
 MAPS = """\

@@ -413,9 +413,9 @@ class QMDV04(QMD):
     dependent_slots = 2
 
     def order_for_successors(self) -> "QMD":
-        # What CUDA's graphs do on Hopper, measured on the H200 to start each successor about
-        # 0.07 us sooner: a GPU-scope barrier (the successors are grids on this GPU) with task
-        # chasing. A grid that releases a semaphore keeps the system-scope barrier, since the
+        # What CUDA's graphs do on Hopper, and measured on the H200 to start each successor
+        # sooner (docs/benchmarks.md): a GPU-scope barrier (the successors are grids on this
+        # GPU) with task chasing. A grid that releases a semaphore keeps the system-scope barrier, since the
         # host may read what it wrote as soon as it sees the release; so does the last grid of
         # a chain, whose completion the host waits for.
         if self.get("RELEASE_ENABLE", 0):
