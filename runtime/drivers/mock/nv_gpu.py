@@ -1096,8 +1096,9 @@ class MockNVGPU:
         if any(producer):
             bad = [f for f, v in zip(_PRODUCER_FIELDS, producer) if not v]
             if bad:
-                raise fault(f"{bad[0]}=0 with {', '.join(f for f in _PRODUCER_FIELDS if f not in bad)} "
-                            "set (a pre-exiting grid arrives at a non-zero latch)")
+                set_ = ", ".join(f for f in _PRODUCER_FIELDS if f not in bad)
+                raise fault(f"{bad[0]}=0 with {set_} set (a pre-exiting grid arrives at a "
+                            "non-zero latch)")
             links = sum(1 for i in range(2) if q.get("DEPENDENT_QMD_ENABLE", i))
             if links != 1:
                 raise fault(f"ENABLE_PROGRAM_PRE_EXIT=1 with {links} linked dependent QMDs (the "
