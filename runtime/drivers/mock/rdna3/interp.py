@@ -719,10 +719,22 @@ class Dispatch:
             rest = yield from self._run_wave_set(g, horizon)
             wave_sets.extend(rest)
 
+    def _tally(self, wave_instructions: int, lanes: int, inst: Any) -> bool:
+        """Adds what a wave set ran since the last look at the clock to the stats; raises
+        KernelFault naming `inst` (the instruction about to run) past the instruction limit.
+        Returns whether the time slice is over."""
+        stats = self.stats
+        stats.wave_instructions += wave_instructions
+        stats.lane_instructions += lanes
+        if stats.wave_instructions > self.limit:
+            raise KernelFault(f"instruction limit of {self.limit} wave-instructions exceeded (a "
+                              "kernel that never ends?)", address=inst.addr, instruction=str(inst))
+        return time.perf_counter() > self._deadline
+
     def _run_wave_set(self, g: WaveSet, horizon: int):  # type: ignore[no-untyped-def]
         """Runs g until it reaches another wave set's pc, splits, waits, or ends; returns what is
         left (a generator: it pauses when the time slice is over)."""
-        prog, stats, limit = self.prog, self.stats, self.limit
+        prog, stats = self.prog, self.stats
         n_insts = len(prog.insts)
         steps = prog.steps
         n = g.n
@@ -757,16 +769,10 @@ class Dispatch:
                     # is a good part of a one-wave instruction's cost); the clock is looked at
                     # before it, so a run overshoots the budget by at most one block.
                     if count >= budget:
-                        stats.wave_instructions += count * waves
-                        stats.lane_instructions += lanes
+                        over = self._tally(count * waves, lanes, blk.body[0][2].inst)
                         count = lanes = 0
                         budget = CHECK_EVERY
-                        if stats.wave_instructions > limit:
-                            inst = blk.body[0][2].inst
-                            raise KernelFault(f"instruction limit of {limit} wave-instructions "
-                                              "exceeded (a kernel that never ends?)",
-                                              address=inst.addr, instruction=str(inst))
-                        if time.perf_counter() > self._deadline:
+                        if over:
                             g.pc = pc
                             yield
                     P = g.fast
@@ -818,15 +824,10 @@ class Dispatch:
                 lanes += g.active
                 count += 1
                 if count >= budget:
-                    stats.wave_instructions += count * waves
-                    stats.lane_instructions += lanes
+                    over = self._tally(count * waves, lanes, step.inst)
                     count = lanes = 0
                     budget = CHECK_EVERY
-                    if stats.wave_instructions > limit:
-                        raise KernelFault(f"instruction limit of {limit} wave-instructions "
-                                          "exceeded (a kernel that never ends?)",
-                                          address=step.inst.addr, instruction=str(step.inst))
-                    if time.perf_counter() > self._deadline:
+                    if over:
                         g.pc = pc
                         yield
                 kind = step.kind
