@@ -30,7 +30,7 @@ import time
 import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterator
 
 import numpy as np
 
@@ -704,14 +704,19 @@ def _field_range(prefix: str, name: str, index: int | None) -> tuple[int, int]:
     return lo, (1 << (hi - lo + 1)) - 1
 
 
+def _mask_of(prefix: str, bits: int, names: Container[str]) -> int:
+    """Every bit of the QMD fields in `names` (an indexed field by its name without the index)."""
+    out = 0
+    for name, hi, lo in _qmd_fields(prefix, bits):
+        if name.split("(")[0] in names:
+            out |= ((1 << (hi - lo + 1)) - 1) << lo
+    return out
+
+
 @lru_cache(maxsize=None)
 def _allowed_bits(prefix: str, bits: int) -> int:
     """Every bit of the fields a launch of this runtime may set (`_QMD_ALLOWED`)."""
-    out = 0
-    for name, hi, lo in _qmd_fields(prefix, bits):
-        if name.split("(")[0] in _QMD_ALLOWED:
-            out |= ((1 << (hi - lo + 1)) - 1) << lo
-    return out
+    return _mask_of(prefix, bits, _QMD_ALLOWED)
 
 
 @lru_cache(maxsize=4096)
@@ -754,11 +759,7 @@ def _compute_methods(p: str) -> dict[int, tuple[str, int]]:
 @lru_cache(maxsize=None)
 def _latch_bits(prefix: str, bits: int) -> int:
     """Every bit of the programmatic-dependent-launch fields (none before V04)."""
-    out = 0
-    for name, hi, lo in _qmd_fields(prefix, bits):
-        if name.split("(")[0] in _LATCH_FIELDS:
-            out |= ((1 << (hi - lo + 1)) - 1) << lo
-    return out
+    return _mask_of(prefix, bits, _LATCH_FIELDS)
 
 
 @lru_cache(maxsize=None)
