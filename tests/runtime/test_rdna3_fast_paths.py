@@ -281,6 +281,57 @@ def test_one_wave_scratch_and_its_range_check(monkeypatch):
     assert errors[0] == errors[1] and "beyond the 64 B per lane" in errors[0]
 
 
+_SCRATCH_LOOP = """
+v_lshlrev_b32 v10, 2, v0
+v_and_b32 v4, 3, v0
+v_lshlrev_b32 v4, 2, v4
+s_mov_b32 s10, 0
+v_mov_b32 v2, 0
+loop:
+v_add_nc_u32 v5, s10, v0
+v_xor_b32 v6, 0x55, v5
+scratch_store_b32 v4, v5, off offset:4
+scratch_store_b64 v4, v[5:6], off offset:8
+s_waitcnt vmcnt(0)
+scratch_load_b32 v7, v4, off offset:4
+scratch_load_b64 v[8:9], v4, off offset:8
+s_waitcnt vmcnt(0)
+v_add3_u32 v2, v2, v7, v9
+v_add_nc_u32 v4, {step}, v4
+s_add_i32 s10, s10, 1
+s_cmp_lg_u32 s10, 6
+s_cbranch_scc1 loop
+global_store_b32 v10, v2, s[0:1]
+s_endpgm
+"""
+
+
+@pytest.mark.parametrize("step", [4, 12])
+def test_one_wave_scratch_in_a_loop_bound_and_its_range_check(monkeypatch, step):
+    """Scratch loads and stores in a loop's straight-line block run bound to the wave set from
+    its second pass on: the same bits as the general path, and where a later pass's offsets
+    leave the 64 bytes each lane has (step 12), the same fault."""
+    code = assemble_labels(_SCRATCH_LOOP.format(step=step))
+
+    def run() -> tuple:  # type: ignore[type-arg]
+        dev = RawDevice()
+        vo = dev.alloc(128)
+        try:
+            st = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32], (1,), (32,),
+                                scratch_per_lane_B=64)
+        except KernelFault as e:
+            return ("fault", str(e))
+        return dev.download(vo, 32, u32).tolist(), st.wave_instructions, st.lane_instructions
+    fast, slow = _run_both(monkeypatch, run)
+    assert fast == slow
+    if step == 12:
+        assert fast[0] == "fault" and "beyond the 64 B per lane" in fast[1]
+    else:
+        lane = np.arange(32)
+        want = sum((k + lane) + ((k + lane) ^ 0x55) for k in range(6))
+        assert fast[0] == want.tolist()
+
+
 def test_one_wave_compare_and_swap_on_one_address(monkeypatch):
     """Lanes 4-7, 12-15, ... (EXEC 0xF0F0F0F0) swap lane + 1 for lane on one dword holding 4:
     lanes 4-7 succeed in lane order, each seeing the one before's value, the later ones fail and

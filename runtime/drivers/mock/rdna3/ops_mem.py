@@ -755,40 +755,62 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
     """_private_words for one wave32 with every lane active and the common addressing (a VGPR
     offset plus a non-negative, dword-aligned immediate), on the register planes: dword d of
     lane l at private offset o is word slot + (o + imm) * 8 + 32 d + l of the scratch words.
-    Anything else, an offset out of range included, takes `general`."""
+    Anything else, an offset out of range included, takes `general`. Bindable: in a
+    straight-line block its registers, the scratch words and the wave's slot are looked up
+    once per wave set."""
     firsts: dict[int, np.ndarray] = {}   # each wave's lane words of private offset 0
+    regs = [(vdst if load else vdata) + j for j in range(ndw)]
+
+    def go(g: WaveSet, off: np.ndarray, words: np.ndarray, wave_B: int, lanes: np.ndarray,
+           tmp64: np.ndarray, data: list[np.ndarray]) -> None:
+        # (-1: an offset is misaligned or negative as an int32)
+        top = dword_offsets_top(off, signed=True)
+        if top < 0 or (((top + imm) >> 2) + ndw) * 128 > wave_B:
+            return general(g)
+        # (the word indices in the wave set's 64-bit scratch register, not a new array)
+        idx = np.multiply(off, 8, out=tmp64, dtype=np.int64)
+        np.add(idx, lanes, out=idx)
+        if load:
+            for j, r in enumerate(data):
+                words.take(idx + 32 * j if j else idx, out=r)
+        else:
+            for j, r in enumerate(data):
+                words.put(idx + 32 * j if j else idx, r)
+
+    def lanes_of(P: Planes, wave_B: int) -> np.ndarray:
+        first = P.w * (wave_B >> 2) + imm * 8
+        lanes = firsts.get(first)
+        if lanes is None:
+            if len(firsts) > 64:
+                firsts.clear()
+            lanes = firsts[first] = _LANE32 + first
+        return lanes
 
     def run(g: WaveSet) -> None:
         P = g.fast
         sc = g.m.scratch
         if P is None or P.s1 is None or sc is None:
             return general(g)
-        U = P.views
-        off = U[0, vaddr]
-        # (-1: an offset is misaligned or negative as an int32)
-        top = dword_offsets_top(off, signed=True)
-        if top < 0 or (((top + imm) >> 2) + ndw) * 128 > sc.wave_B:
-            return general(g)
         words = g.m.scratch_words()
         if not words.size:
             return general(g)
-        first = P.w * (sc.wave_B >> 2) + imm * 8
-        lanes = firsts.get(first)
-        if lanes is None:
-            if len(firsts) > 64:
-                firsts.clear()
-            lanes = firsts[first] = _LANE32 + first
-        # (the word indices in the wave set's 64-bit scratch register, not a new array)
-        idx = np.multiply(off, 8, out=P.tmp64, dtype=np.int64)
-        np.add(idx, lanes, out=idx)
+        U = P.views
         if load:
-            dv = P.dirty_v
-            for j in range(ndw):
-                dv.add(vdst + j)
-                words.take(idx + 32 * j if j else idx, out=U[0, vdst + j])
-        else:
-            for j in range(ndw):
-                words.put(idx + 32 * j if j else idx, U[0, vdata + j])
+            P.dirty_v.update(regs)
+        go(g, U[0, vaddr], words, sc.wave_B, lanes_of(P, sc.wave_B), P.tmp64,
+           [U[0, r] for r in regs])
+
+    def bind(g: WaveSet, P: Planes) -> Bound | None:
+        sc = g.m.scratch
+        if P.s1 is None or sc is None or not sc.wave_B:
+            return None
+        words = g.m.scratch_words()   # (kept by the machine: the same all along)
+        if not words.size:
+            return None
+        U = P.views
+        return go, (g, U[0, vaddr], words, sc.wave_B, lanes_of(P, sc.wave_B), P.tmp64,
+                    [U[0, r] for r in regs]), tuple(regs) if load else ()
+    bindable(run, bind)
     return run
 
 
