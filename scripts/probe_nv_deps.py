@@ -97,14 +97,21 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           DECREMENT_DEPENDENCE, or 10 as CUDA sends its nulls); G_i (DEPENDENCE_COUNTER 2) fires
 #           when both happened and starts launch i + 1's QMD with action `gring` (icopy or
 #           schedule); only launch 0 is sent directly. Every grid releases its own semaphore
-#           value, as the runtime's timeline (`tl`). `ring` R: the CPU copies each launch's QMD into one
-#           of R fixed slots and rewrites the slot's gate as it submits (a slot and gate reused
-#           once the launch after their last user completed), each launch its own submission;
-#           `delay`: launch i + 1 submitted only after launch i completed (the gate's kernel
-#           decrement comes first). Without `ring`: every QMD and gate prebuilt. `close`: the
-#           last gate is released (it starts a null QMD) before the end's WFI release; without,
-#           the last gate is left pending when the channel waits for idle. `gnopf`: the grid's
-#           link does not prefetch its gate; `gself`: gates have SELF_COPY_ON_COMPLETION
+#           value, as the runtime's timeline (`tl`). `ring` R: the CPU copies each launch's QMD
+#           into one of R fixed slots and rewrites the slot's gate as it submits (a slot and
+#           gate reused once the launch after their last user completed), each launch its own
+#           submission; `delay`: launch i + 1 submitted only after launch i completed (the
+#           gate's kernel decrement comes first). Without `ring`: every QMD and gate prebuilt.
+#           `close`: the last gate is released (it starts a null QMD) before the end's WFI
+#           release; without, the last gate is left pending when the channel waits for idle.
+#           `gnopf`: the grid's
+#           link does not prefetch its gate; `gself`: gates have SELF_COPY_ON_COMPLETION.
+#           On the H200 a decrement of a gate the compute engine has not loaded underflows
+#           (Xid 13, SKEDCHECK36_DEPENDENCE_COUNTER_UNDERFLOW). `gload` A: launch i's segment
+#           first sends G_i with PCAS action A, before it decrements G_{i-1} (what the next run
+#           tests: a copy action loads the gate and its count; a gate of two sent with action 10
+#           did not start there); `ghw` n: the gate is written with HW_ONLY_DEPENDENCE_COUNTER n
+#           instead (no load)
 #   gsem    only the gate's semantics (single submissions, each checked within a second)
 #   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
 #           predecessor's link starts them) and are all sent, last first, before the first grid
@@ -178,6 +185,18 @@ MECHS: dict[str, dict[str, Any]] = {
                         "delay": True},
     "gate_ring_delay_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True,
                               "ring": 7, "delay": True},
+    "gate_load": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gload": 10},
+    "gate_load_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True, "gload": 10},
+    "gate_load_pending": {"gring": "icopy", "dec": 7, "tl": True, "gload": 10},
+    "gate_load_live": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gload": 10,
+                       "ring": 7},
+    "gate_load_delay": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gload": 10,
+                        "ring": 7, "delay": True},
+    "gate_load_delay_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True,
+                              "gload": 10, "ring": 7, "delay": True},
+    "gate_hw": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2},
+    "gate_hw_delay": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2,
+                      "ring": 7, "delay": True},
     "gate_sem": {"gsem": True},
     "gate1": {"gate": 1},
     "gate2": {"gate": 2},
@@ -203,7 +222,8 @@ STREAM = ["wfi", "wfi_lean", "none", "qmd_schedule", "latch_seq", "latch_fixed",
 # the gate ring's mechanisms, run with --only stream:NAME
 GATES = ["gate_ring", "gate_ring_noinv", "gate_ring_nopf", "gate_ring_self", "gate_ring_pcas10",
          "gate_ring_pending", "gate_ring_live", "gate_ring_delay", "gate_ring_delay_noinv",
-         "gate_sem"]
+         "gate_load", "gate_load_noinv", "gate_load_pending", "gate_load_live", "gate_load_delay",
+         "gate_load_delay_noinv", "gate_hw", "gate_hw_delay", "gate_sem"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
 CUDA_PCAS = 10  # INVALIDATE_PREFETCH_COPY_SCHEDULE: the action CUDA sends every QMD with
@@ -350,7 +370,10 @@ GATE_ACTIONS = {"icopy": "QMD_INVALIDATE_COPY_SCHEDULE", "schedule": "QMD_SCHEDU
 def gate_of(qcls: Any, k: dict[str, Any], next_qva: int | None) -> Any:
     """Mechanism `k`'s gate (`gring`): two decrements, then it starts `next_qva`'s QMD; with no
     successor (None) it starts nothing."""
-    return null_qmd(qcls, 2, next_qva, GATE_ACTIONS[k["gring"]], bool(k.get("gself")))
+    q = null_qmd(qcls, 2, next_qva, GATE_ACTIONS[k["gring"]], bool(k.get("gself")))
+    if k.get("ghw"):
+        q.set("HW_ONLY_DEPENDENCE_COUNTER", k["ghw"])
+    return q
 
 
 def link_gate(q: Any, k: dict[str, Any], gate_va: int) -> None:
@@ -477,7 +500,8 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
             return [["ring", out]], buf  # type: ignore[list-item]
         if gring:
             tail_va = gbuf.va + gbase + 512 * n  # the null QMD the last gate starts
-            gview[gbase + 512 * n:gbase + 512 * n + qcls.size_B] = null_qmd(qcls, 0, None, selfcopy=False).data
+            tail = null_qmd(qcls, 0, None, selfcopy=False)
+            gview[gbase + 512 * n:gbase + 512 * n + qcls.size_B] = tail.data
         for i, (ka, qva) in enumerate(qmds):
             qb = bytearray(ka.qmd)
             q = qcls(qb)
@@ -495,6 +519,8 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
                 g_off = gbase + 512 * i
                 gview[g_off:g_off + qcls.size_B] = gate_of(
                     qcls, k, qmds[i + 1][1] if i + 1 < n else tail_va).data
+                if k.get("gload"):
+                    c += pcas(g_va, k["gload"])
                 if i == 0:
                     c += pcas(qva)
                 else:
@@ -550,8 +576,8 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
 
     def replay(parts: list[tuple[int, int]]) -> tuple[float, float, float, float]:
         """(wall s, CPU submit s, GPU s to the last grid's release, GPU s to idle)."""
-        if parts and parts[0][0] == "ring":
-            return ring_replay(parts[0][1], parts[0][2])
+        if parts and parts[0][0] == "ring":  # the CPU-driven ring (`bind`)
+            return ring_replay(parts[0][1], parts[0][2])  # type: ignore[misc]
         done.value = 0
         sem.value = 0
         end.value = 0
@@ -610,7 +636,8 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
             link_gate(q, k, gva)
             view[go:go + qcls.size_B] = gate_of(qcls, k, slot((i + 1) % R)[1]).data
             view[so:so + qcls.size_B] = q.data
-            c = inv + pcas(sva) if i == 0 else pcas(gate((i - 1) % R)[1], k["dec"])
+            c = pcas(gva, k["gload"]) if k.get("gload") else []
+            c += inv + pcas(sva) if i == 0 else pcas(gate((i - 1) % R)[1], k["dec"])
             ch.submit([array("I", c)])
         wait_for(sem, n - R + 2, deadline, "the closing null QMD's slot")
         so, _ = slot(n % R)
@@ -771,58 +798,60 @@ def gate_semantics(dev: Any, inc: Any, qcls: Any, pcas: Any, inv: list[int], ch:
         res[name] = True
         return True
 
-    # 1. a kernel whose gate waits for a second decrement that has not come: does the channel's
-    # wait for idle (a WFI release) complete? Then the decrement that releases it (a null QMD)
+    # 1. a kernel whose gate (loaded: PCAS action 10) waits for a second decrement that has not
+    # come: does the channel's wait for idle (a WFI release) complete? Then the decrement that
+    # releases it (it starts a null QMD)
     s1 = dev.new_signal()
     k1 = kernel(0, s1)
     link_gate(k1, {}, addr(1)[1])
     put(0, k1)
     put(1, null_qmd(qcls, 2, addr(2)[1], GATE_ACTIONS["icopy"], False))
     put(2, null_qmd(qcls, 0, None, selfcopy=False))
-    if not step("pending_gate_wfi", inv + pcas(addr(0)[1])):
+    if not step("pending_gate_wfi", pcas(addr(1)[1], 10) + inv + pcas(addr(0)[1])):
         return
     res["pending_kernel_done"] = s1.value
     res["pending_gate_fields"] = counters(1)
     if not step("pending_gate_released", pcas(addr(1)[1], 7)):
         return
     res["released_gate_fields"] = counters(1)
-    # 2. a gate of two decrements (SELF_COPY_ON_COMPLETION, as CUDA's) sent with action 10: does
-    # that count as one decrement, or start its successor at once?
+    print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
+    # 2. a gate of two decrements (SELF_COPY_ON_COMPLETION, as CUDA's) loaded with action 10, then
+    # decremented from the pushbuffer: does the load count as one (CUDA's gates), when does its
+    # successor start, what does the engine write back
     s2 = dev.new_signal()
     put(3, kernel(1, s2))
     put(4, null_qmd(qcls, 2, addr(3)[1], GATE_ACTIONS["icopy"], True))
-    if not step("pcas10_sent", pcas(addr(4)[1], 10)):
+    if not step("load_sent", pcas(addr(4)[1], 10)):
         return
     time.sleep(0.05)
-    res["pcas10_successor_ran"] = s2.value
-    res["pcas10_gate_fields"] = counters(4)
-    print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
-    if not step("pcas10_then_dec", pcas(addr(4)[1], 7)):
+    res["load_successor_ran"] = s2.value
+    res["load_gate_fields"] = counters(4)
+    if not step("load_dec1", pcas(addr(4)[1], 7)):
         return
     time.sleep(0.05)
-    res["pcas10_dec_successor_ran"] = s2.value
-    res["pcas10_dec_gate_fields"] = counters(4)
+    res["load_dec1_successor_ran"] = s2.value
+    res["load_dec1_gate_fields"] = counters(4)
     print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
-    # 3. a gate of two decrements sent twice with action 7 from the pushbuffer alone
+    if s2.value < 1:
+        if not step("load_dec2", pcas(addr(4)[1], 7)):
+            return
+        time.sleep(0.05)
+        res["load_dec2_successor_ran"] = s2.value
+        res["load_dec2_gate_fields"] = counters(4)
+        print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
+    # 3. a loaded gate loaded again while one decrement is still due: is the count reset (the
+    # next decrement does not start it), kept (it does), or refused
     s3 = dev.new_signal()
     put(5, kernel(2, s3))
     put(6, null_qmd(qcls, 2, addr(5)[1], GATE_ACTIONS["icopy"], False))
-    if not step("dec_once", pcas(addr(6)[1], 7)):
+    if not step("reload_dec1", pcas(addr(6)[1], 10) + pcas(addr(6)[1], 7)):
+        return
+    if not step("reload_again", pcas(addr(6)[1], 10) + pcas(addr(6)[1], 7)):
         return
     time.sleep(0.05)
-    res["dec_once_successor_ran"] = s3.value
-    if not step("dec_twice", pcas(addr(6)[1], 7)):
-        return
-    time.sleep(0.05)
-    res["dec_twice_successor_ran"] = s3.value
+    res["reload_dec2_successor_ran"] = s3.value
     res["x0"] = int(dev_read(dev, x))
     print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
-    # 4. the pcas10 gate left over (count unknown): one more decrement, last, may underflow
-    if s2.value < 1:
-        step("pcas10_dec_twice", pcas(addr(4)[1], 7))
-        time.sleep(0.05)
-        res["pcas10_dec_twice_successor_ran"] = s2.value
-        print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
 
 
 def round_up_(v: int, a: int) -> int:

@@ -193,9 +193,12 @@ PCAS_DECREMENT = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_DECREMENT_DEPENDEN
 # one of its dependences down
 _DEP_SCHEDULE = (1, 3)
 _DEP_DECREMENT = 4
-# A gate is a QMD of no grid (QMD_TYPE GRID_NULL) with a DEPENDENCE_COUNTER: decrements (a grid's
-# DEPENDENT_QMD action DECREMENT_DEPENDENCE, or a SEND_SIGNALING_PCAS2_B action
-# DECREMENT_DEPENDENCE) count it down, and the last one starts its dependents. It may set only these.
+# A gate is a QMD of no grid (QMD_TYPE GRID_NULL) with a DEPENDENCE_COUNTER. Sent with a copy
+# action (SEND_PCAS), the compute engine loads it and counts its dependences (it does not start);
+# decrements (a grid's DEPENDENT_QMD action DECREMENT_DEPENDENCE, or a SEND_SIGNALING_PCAS2_B
+# action DECREMENT_DEPENDENCE) count it down, and the last one starts its dependents. On the H200
+# a decrement of a gate the engine has not loaded underflows the counter (Xid 13), and so it
+# faults here. A gate may set only these fields.
 _GATE_ALLOWED = {
     "QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_TYPE", "DEPENDENCE_COUNTER",
     "CTA_THREAD_DIMENSION0", "CTA_THREAD_DIMENSION1", "CTA_THREAD_DIMENSION2", "REGISTER_COUNT",
@@ -897,8 +900,8 @@ class MockNVGPU:
         self.ptx_programs: dict[int, tuple[bytes, bytes, Any]] = {}
         # (static QMD bits, channel windows, mappings) -> what a checked QMD launches
         self._qmd_cache: dict[tuple[Any, ...], _QmdStatic] = {}
-        # gate QMD address -> decrements it still waits for (the engine's copy: read from memory
-        # at its first decrement, dropped when it fires)
+        # gate QMD address -> decrements it still waits for (the engine's copy: loaded by a
+        # SEND_PCAS, dropped when it fires)
         self.gates: dict[int, int] = {}
         self.engine = EngineThread(f"mock-nvidia{self.index}", self.driver.os.lock,
                                    self._engine_step,
@@ -1025,7 +1028,7 @@ class MockNVGPU:
             ch.dependents += ch.ptx_dependents
             ch.ptx_dependents = []
         else:
-            self._start(ch, cls, qmd_va)
+            self._start(ch, cls, qmd_va, sent=True)
         self._run_dependents(ch, cls)
 
     def decrement(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
@@ -1065,11 +1068,10 @@ class MockNVGPU:
     def _decrement(self, ch: MockChannel, qmd_va: int) -> None:
         left = self.gates.get(qmd_va)
         if left is None:
-            q = self._gate(qmd_va)
-            left = q.get("DEPENDENCE_COUNTER")
-            if left == 0:
-                raise ChannelFault(f"gate QMD at {qmd_va:#x}: a dependence decrement of a "
-                                   "DEPENDENCE_COUNTER of 0", XID_GR_EXCEPTION)
+            self._gate(qmd_va)  # not a gate at all: say so
+            raise ChannelFault(f"gate QMD at {qmd_va:#x}: dependence counter underflow (a "
+                               "decrement of a gate the compute engine has not loaded: send it "
+                               "with SEND_PCAS first)", XID_GR_EXCEPTION)
         left -= 1
         if left:
             self.gates[qmd_va] = left
@@ -1083,9 +1085,9 @@ class MockNVGPU:
         lay = QMD_LAYOUT[self.generation.qmd.major]
         ch.dependents += self._dependents(q, lay, qmd_va)
 
-    def _start(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
+    def _start(self, ch: MockChannel, cls: int, qmd_va: int, sent: bool = False) -> None:
         """Starts the grid of the QMD at `qmd_va` (and runs it to completion unless it is a PTX
-        grid that needs more time slices)."""
+        grid that needs more time slices); `sent`: by a SEND_PCAS (a gate is loaded then)."""
         races = self.mem.races
         race_key = (id(ch), qmd_va)
         if races is not None:
@@ -1097,10 +1099,18 @@ class MockNVGPU:
         q = QmdReader(prefix, raw)
         if lay.typed and q.get("QMD_TYPE") == getattr(cl, prefix + "_QMD_TYPE_GRID_NULL"):
             q = self._gate(qmd_va)
-            if q.get("DEPENDENCE_COUNTER") or qmd_va in self.gates:
-                raise ChannelFault(f"gate QMD at {qmd_va:#x} started while it waits for "
-                                   "dependence decrements", XID_GR_EXCEPTION)
-            self._fire_null(ch, q, qmd_va)
+            if qmd_va in self.gates:
+                raise ChannelFault(f"gate QMD at {qmd_va:#x} sent or started again while it "
+                                   "waits for dependence decrements", XID_GR_EXCEPTION)
+            count = q.get("DEPENDENCE_COUNTER")
+            if count and sent:
+                self.gates[qmd_va] = count
+            elif count:
+                raise ChannelFault(f"gate QMD at {qmd_va:#x} with DEPENDENCE_COUNTER {count} "
+                                   "started by another QMD's link (only decrements start it)",
+                                   XID_GR_EXCEPTION)
+            else:
+                self._fire_null(ch, q, qmd_va)
             return
         if q.num & ~_allowed_bits(prefix, size * 8):  # some field outside the allowed set is set
             fields = q.nonzero()
