@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from hcq_bindings.nv import classes as cl
 
@@ -42,7 +42,7 @@ from runtime.drivers.nv.program import NVKernArgs
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
-from runtime.hcq.queue import HWQueue, Value, as_tuple3, check_fill
+from runtime.hcq.queue import HWQueue, Value, Var, as_tuple3, check_fill
 
 if TYPE_CHECKING:
     from typing import Self
@@ -181,6 +181,54 @@ class NVQueue(HWQueue):
             if body.bound_va is None:
                 raise QueueError("a called command buffer was unbound before submission")
         self.channel.submit(self._parts())
+
+    def resubmitter(self, var: Var) -> Callable[[int], None]:
+        """`HWQueue.resubmitter`: the GPFIFO entries are laid out once (`Channel.submit_spans`),
+        so a resubmission patches the variable's dwords, copies the queue's own words into the
+        pushbuffer in one block and writes the entries. Bound queues, and queues with other
+        variables, take the base's route."""
+        if self._bound_buf is not None or any(p.var is not var for p in self._patches):
+            return super().resubmitter(var)
+        # (0, start, count) for a run of the queue's own words, (1, body, count) for a call
+        layout: list[tuple[int, int, NVQueue | None, int]] = []
+        start = 0
+        for pos, body in self._calls:
+            if pos > start:
+                layout.append((0, start, None, pos - start))
+            layout.append((1, 0, body, len(body)))
+            start = pos
+        layout.append((0, start, None, len(self._d) - start))  # carries the progress release
+        dev, channel, words, vals = self.device, self.channel, self._d, self._vals
+        patches = [(p.lo, p.hi, p.add, p.max_bits) for p in self._patches]
+
+        def resubmit(value: int) -> None:
+            dev.check_usable()
+            spans = []
+            for ext, a, body, cnt in layout:
+                if body is None:
+                    spans.append((ext, a, cnt))
+                elif body.bound_va is None:
+                    raise QueueError("a called command buffer was unbound before submission")
+                else:
+                    spans.append((ext, body.bound_va, cnt))
+            for lo, hi, add, bits in patches:  # checked first: a refused value writes nothing
+                v = value + add
+                if v < 0 or v >> bits:
+                    raise QueueError(f"value {v:#x} of {var.name}{add:+d} does not fit the "
+                                     f"{bits}-bit field it patches")
+            for lo, hi, add, bits in patches:  # what `update` writes
+                v = value + add
+                words[lo] = v & _M32
+                if hi >= 0:
+                    words[hi] = v >> 32
+            vals[var] = value
+            try:
+                channel.submit_spans(words, spans)
+            except Exception as e:  # a fault noticed while submitting poisons the device
+                dev.note_submit_error(e)
+                raise
+
+        return resubmit
 
 
 class NVComputeQueue(NVQueue):
