@@ -4,9 +4,11 @@ CUDA graphs in one run, with the same tiny kernel (4 x 256 threads, x[i] += 1).
 
 Figures: launch + wait (median), 1000 launches with one wait, a graph of 1000 chained launches
 (replay wall, submission to completion seen by the CPU), the same chain with `early_start` (each
-kernel begins with griddepcontrol.wait; no CUDA column: scripts/cuda_graph_bench.cu has no PDL
-graph), a graph of 1000 independent launches (each
-on its own slice, no edges), and the CPU cost of a replay per launch. CUDA C++ comes from
+kernel begins with griddepcontrol.wait; CUDA's column: its graph captured from programmatic
+dependent launches), the same with kernels that first call griddepcontrol.launch_dependents, a
+graph of 1000 independent launches (each on its own slice, no edges), and the CPU cost of a replay
+per launch (also with each replay's submissions built afresh, as replays did before they were
+built once; and the GPU time of the chains from the replays' timestamps). CUDA C++ comes from
 scripts/cuda_graph_bench.cu built with nvcc, PyTorch's from torch.cuda.graph capturing
 `x.add_(1)`; each runs in a process of its own (libcuda and this runtime never share one).
 
@@ -36,6 +38,12 @@ extern "C" __global__ void inc(unsigned *x, int n) {
   if (i < n) x[i] += 1;
 }
 extern "C" __global__ void inc_wait(unsigned *x, int n) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
+extern "C" __global__ void inc_trigger(unsigned *x, int n) {
+  asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] += 1;
@@ -109,7 +117,7 @@ def ours(device: str) -> dict[str, Any]:
 
     dev = NVDevice(device)
     lib = dev.compiler.compile(SRC)
-    prg, prg_wait = dev.program(lib, "inc"), dev.program(lib, "inc_wait")
+    prg, prg_wait, prg_trigger = (dev.program(lib, k) for k in ("inc", "inc_wait", "inc_trigger"))
     gs, ls = (4, 1, 1), (256, 1, 1)
     x = dev.alloc(4096)
     slices = dev.alloc(N * 4096)
@@ -135,6 +143,8 @@ def ours(device: str) -> dict[str, Any]:
         b2b.append(time.perf_counter() - t)
 
     def graph_figures(g: Any) -> tuple[float, float]:
+        """(replay wall, replay CPU up to its return, which follows the doorbell), medians of 21;
+        the graph is replayed 22 times."""
         g.replay(wait=True)
         walls, cpus = [], []
         for _ in range(21):
@@ -146,15 +156,28 @@ def ours(device: str) -> dict[str, Any]:
             walls.append(time.perf_counter() - t)
         return statistics.median(walls), statistics.median(cpus)
 
+    def gpu_time(g: Any) -> float:
+        """The GPU's time for the graph (its timestamps), median of 7 replays that wait."""
+        return statistics.median(g.replay(wait=True) for _ in range(7))
+
     chain = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(N)])
     chain_t, chain_cpu = graph_figures(chain)
-    early = dev.graph([Launch(prg_wait, (x, 1024), gs, ls, early_start=True) for _ in range(N)])
-    early_t, _ = graph_figures(early)
-    early.free()
+    # the same replays with each replay's submissions built afresh (the route a replay takes
+    # while a profiler is attached, and every replay's before they were built once)
+    chain._submit_segments = chain._submit_built
+    chain_t_built, chain_cpu_built = graph_figures(chain)
+    del chain._submit_segments
     out: dict[str, Any] = {"launch_wait_median": statistics.median(lat), "launch_wait_min": min(lat),
                            "b2b": statistics.median(b2b), "b2b_cpu": statistics.median(b2b_cpu),
                            "graph_chain": chain_t, "graph_chain_cpu": chain_cpu,
-                           "graph_chain_early": early_t}
+                           "graph_chain_built": chain_t_built,
+                           "graph_chain_cpu_built": chain_cpu_built,
+                           "graph_chain_gpu": gpu_time(chain)}
+    for key, kernel in (("graph_chain_early", prg_wait), ("graph_chain_trigger", prg_trigger)):
+        g = dev.graph([Launch(kernel, (x, 1024), gs, ls, early_start=True) for _ in range(N)])
+        out[key], out[key + "_cpu"] = graph_figures(g)
+        out[key + "_gpu"] = gpu_time(g)
+        g.free()
     try:
         indep = dev.graph([Launch(prg, (slices.slice(4096 * i, 4096), 1024), gs, ls, after=())
                            for i in range(N)])
@@ -164,7 +187,7 @@ def ours(device: str) -> dict[str, Any]:
         out["graph_indep"], out["graph_indep_cpu"] = graph_figures(indep)
         indep.free()
     chain.free()
-    want_x = 200 + 2000 + 9 * N + 2 * 22 * N
+    want_x = 200 + 2000 + 9 * N + (2 * 22 + 7 + 2 * (22 + 7)) * N
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == want_x).all())
@@ -201,10 +224,20 @@ def main() -> int:
             ("1000 launches, one wait", "b2b", None, "b2b", 1e3, "ms"),
             ("graph of 1000 chained launches", "graph_chain", "graph_chain", "graph_chain", 1e3,
              "ms"),
-            ("graph of 1000 chained launches, early start (kernels wait)", None, None,
-             "graph_chain_early", 1e3, "ms"),
+            ("  the same, GPU time (timestamps)", None, None, "graph_chain_gpu", 1e3, "ms"),
+            ("  the same, each replay's submissions built afresh", None, None,
+             "graph_chain_built", 1e3, "ms"),
+            ("graph of 1000 chained launches, early start (kernels wait)", "graph_chain_pdl",
+             None, "graph_chain_early", 1e3, "ms"),
+            ("  the same, GPU time (timestamps)", None, None, "graph_chain_early_gpu", 1e3, "ms"),
+            ("the same, kernels trigger (launch_dependents, then wait)",
+             "graph_chain_pdl_trigger", None, "graph_chain_trigger", 1e3, "ms"),
+            ("  the same, GPU time (timestamps)", None, None, "graph_chain_trigger_gpu", 1e3,
+             "ms"),
             ("graph of 1000 independent launches", "graph_indep", None, "graph_indep", 1e3, "ms"),
             ("graph replay CPU per launch", "graph_chain_cpu", None, "graph_chain_cpu", 1e3,
+             "us"),
+            ("  the same, built afresh per replay", None, None, "graph_chain_cpu_built", 1e3,
              "us")]
     print(f"\n{'figure':58} {'CUDA C++':>14} {'PyTorch':>14} {'runtime.hcq':>14}")
     for name, ck, tk, ok, scale, unit in rows:
