@@ -160,8 +160,45 @@ def ours(device: str) -> dict[str, Any]:
         """The GPU's time for the graph (its timestamps), median of 7 replays that wait."""
         return statistics.median(g.replay(wait=True) for _ in range(7))
 
+    def replay_spans(g: Any) -> dict[str, float]:
+        """Where a replay's CPU time goes up to the doorbell: microseconds from the call of
+        replay() to the entry (and return) of the steps it takes, medians of 21 replays that
+        each follow a synchronize (the wrappers that take the times add a little to each)."""
+        ch = dev.compute_channel
+        marks: dict[str, float] = {}
+        steps = [(g, "_check_live"), (g, "_submit_segments"), (ch, "submit_spans"),
+                 (ch, "publish")]
+        saved = [(obj, name, obj.__dict__.get(name)) for obj, name in steps]
+
+        def timed(fn: Any, name: str) -> Any:
+            def call(*a: Any) -> Any:
+                marks.setdefault(name, time.perf_counter())
+                r = fn(*a)
+                marks.setdefault(name + " returned", time.perf_counter())
+                return r
+            return call
+        for obj, name in steps:
+            setattr(obj, name, timed(getattr(obj, name), name))
+        rows = []
+        try:
+            for _ in range(21):
+                dev.synchronize()
+                marks.clear()
+                t = time.perf_counter()
+                g.replay()
+                end = time.perf_counter()
+                rows.append({k: (v - t) * 1e6 for k, v in marks.items()} | {"end": (end - t) * 1e6})
+        finally:
+            for obj, name, old in saved:
+                if old is None:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, old)
+        return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+
     chain = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(N)])
     chain_t, chain_cpu = graph_figures(chain)
+    spans = replay_spans(chain)
     # the same replays with each replay's submissions built afresh (the route a replay takes
     # while a profiler is attached, and every replay's before they were built once)
     chain._submit_segments = chain._submit_built
@@ -172,7 +209,7 @@ def ours(device: str) -> dict[str, Any]:
                            "graph_chain": chain_t, "graph_chain_cpu": chain_cpu,
                            "graph_chain_built": chain_t_built,
                            "graph_chain_cpu_built": chain_cpu_built,
-                           "graph_chain_gpu": gpu_time(chain)}
+                           "graph_chain_gpu": gpu_time(chain), "graph_replay_spans_us": spans}
     for key, kernel in (("graph_chain_early", prg_wait), ("graph_chain_trigger", prg_trigger)):
         g = dev.graph([Launch(kernel, (x, 1024), gs, ls, early_start=True) for _ in range(N)])
         out[key], out[key + "_cpu"] = graph_figures(g)
@@ -187,7 +224,7 @@ def ours(device: str) -> dict[str, Any]:
         out["graph_indep"], out["graph_indep_cpu"] = graph_figures(indep)
         indep.free()
     chain.free()
-    want_x = 200 + 2000 + 9 * N + (2 * 22 + 7 + 2 * (22 + 7)) * N
+    want_x = 200 + 2000 + 9 * N + (2 * 22 + 21 + 7 + 2 * (22 + 7)) * N
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == want_x).all())
@@ -243,6 +280,9 @@ def main() -> int:
     for name, ck, tk, ok, scale, unit in rows:
         print(f"{name:58} {f(c, ck, scale, unit) if ck else '-':>14} "
               f"{f(t, tk, scale, unit) if tk else '-':>14} {f(o, ok, scale, unit):>14}")
+    if isinstance(o.get("graph_replay_spans_us"), dict):
+        print("\nreplay of the chain, CPU from the call (us): " + ", ".join(
+            f"{k} {v:.1f}" for k, v in o["graph_replay_spans_us"].items()))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
     return 0 if o.get("ok") else 1

@@ -19,7 +19,11 @@ an edge between engines is always honoured (and nodes of different segments neve
 
 A replay submits each segment in order on the device timeline (wait for the previous value,
 `call` the body, AMD: one INDIRECT_BUFFER packet, or the copies; signal the next value), so a
-graph of launches only is one tiny submission. Updating arguments (and the values waits wait
+graph of launches only is one tiny submission. Those submissions are built on the first replay
+around a variable for the timeline value and then only patched and handed over
+(`HWQueue.resubmitter`; NVIDIA: GPFIFO entries laid out once), so a replay's cost before the
+doorbell does not grow with the graph; they are built afresh while a profiler is attached (its
+own timestamps and hooks) and where timeline values pass 32 bits. Updating arguments (and the values waits wait
 for) rewrites them in place, after the previous replay has finished reading them; an update that
 is refused changes nothing.
 
@@ -456,6 +460,7 @@ class Graph:
         """Releases the graph's memory (after waiting for its last replay)."""
         if self._last:
             self.device.timeline_signal.wait(self._last)
+        self._plans.clear()  # they call the bodies: a later replay is refused building them
         for seg in self._segments:
             if isinstance(seg, HWQueue):
                 seg.unbind()

@@ -367,9 +367,9 @@ class Channel:
         """`submit` for a stream laid out once (`NVQueue.resubmitter`): `words` are every inline
         dword of the stream, copied into the pushbuffer as one block with the progress release
         right after them; `spans` are its GPFIFO entries in order, each (0, first dword in
-        `words`, count) for a run of `words` or (1, va, count) for commands already in GPU memory.
-        The last span is a run that ends at the end of `words` (the release rides in its entry).
-        Returns the submission's sequence number."""
+        `words`, count) for a run of `words` or (1, entry, 0) for commands already in GPU memory
+        (`gp_entry` of their address and length). The last span is a run that ends at the end
+        of `words` (the release rides in its entry). Returns the submission's sequence number."""
         st = self.state
         seq = st[SEQ] + 1
         trailer = self._trailer
@@ -397,7 +397,7 @@ class Channel:
         ring, mask = self.ring, self.entries - 1
         put = st[GP_PUT]
         for ext, a, cnt in spans[:-1]:
-            ring[put & mask] = gp_entry(a, cnt) if ext else base + 4 * a | cnt << GP_LENGTH_SHIFT
+            ring[put & mask] = a if ext else base + 4 * a | cnt << GP_LENGTH_SHIFT
             put += 1
         st[GP_PUT] = put
         _, a, cnt = spans[-1]

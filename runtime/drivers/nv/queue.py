@@ -37,7 +37,8 @@ from hcq_bindings.nv import classes as cl
 
 from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW, SEM_RELEASE_TS,
                                        SEM_RELEASE_WFI_TS, Channel, host_semaphore)
-from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, fget, hi32, lo32, nvm
+from runtime.drivers.nv.methods import (SUBC_COMPUTE, SUBC_COPY, fget, gp_entry, hi32, lo32,
+                                        nvm)
 from runtime.drivers.nv.program import NVKernArgs
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
@@ -189,28 +190,30 @@ class NVQueue(HWQueue):
         variables, take the base's route."""
         if self._bound_buf is not None or any(p.var is not var for p in self._patches):
             return super().resubmitter(var)
-        # (0, start, count) for a run of the queue's own words, (1, body, count) for a call
-        layout: list[tuple[int, int, NVQueue | None, int]] = []
+        # the entries: runs of the queue's own words and, between them, the called bodies (whose
+        # entries are made again only if a body was bound anew)
+        spans: list[tuple[int, int, int]] = []
+        calls: list[tuple[int, NVQueue, int | None]] = []  # (span index, body, its va then)
         start = 0
         for pos, body in self._calls:
             if pos > start:
-                layout.append((0, start, None, pos - start))
-            layout.append((1, 0, body, len(body)))
+                spans.append((0, start, pos - start))
+            calls.append((len(spans), body, None))
+            spans.append((1, 0, 0))
             start = pos
-        layout.append((0, start, None, len(self._d) - start))  # carries the progress release
+        spans.append((0, start, len(self._d) - start))  # carries the progress release
         dev, channel, words, vals = self.device, self.channel, self._d, self._vals
         patches = [(p.lo, p.hi, p.add, p.max_bits) for p in self._patches]
 
         def resubmit(value: int) -> None:
             dev.check_usable()
-            spans = []
-            for ext, a, body, cnt in layout:
-                if body is None:
-                    spans.append((ext, a, cnt))
-                elif body.bound_va is None:
-                    raise QueueError("a called command buffer was unbound before submission")
-                else:
-                    spans.append((ext, body.bound_va, cnt))
+            for k, (i, body, va) in enumerate(calls):
+                if body.bound_va != va:
+                    if body.bound_va is None:
+                        raise QueueError("a called command buffer was unbound before "
+                                         "submission")
+                    spans[i] = (1, gp_entry(body.bound_va, len(body)), 0)
+                    calls[k] = (i, body, body.bound_va)
             for lo, hi, add, bits in patches:  # checked first: a refused value writes nothing
                 v = value + add
                 if v < 0 or v >> bits:
