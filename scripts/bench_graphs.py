@@ -5,8 +5,9 @@ CUDA graphs in one run, with the same tiny kernel (4 x 256 threads, x[i] += 1).
 Figures: launch + wait (median), 1000 launches with one wait, a graph of 1000 chained launches
 (replay wall, submission to completion seen by the CPU), the same chain with `early_start` (each
 kernel begins with griddepcontrol.wait; CUDA's column: its graph captured from programmatic
-dependent launches), the same with kernels that first call griddepcontrol.launch_dependents, a
-graph of 1000 independent launches (each on its own slice, no edges), and the CPU cost of a replay
+dependent launches), the same with kernels that first call griddepcontrol.launch_dependents (both
+also at 53 CTAs of 96 threads, a shape where CUDA's trigger was seen to gain), a graph of 1000
+independent launches (each on its own slice, no edges), and the CPU cost of a replay
 per launch (also with each replay's submissions built afresh, as replays did before they were
 built once; and the GPU time of the chains from the replays' timestamps). CUDA C++ comes from
 scripts/cuda_graph_bench.cu built with nvcc, PyTorch's from torch.cuda.graph capturing
@@ -210,8 +211,20 @@ def ours(device: str) -> dict[str, Any]:
                            "graph_chain_built": chain_t_built,
                            "graph_chain_cpu_built": chain_cpu_built,
                            "graph_chain_gpu": gpu_time(chain), "graph_replay_spans_us": spans}
-    for key, kernel in (("graph_chain_early", prg_wait), ("graph_chain_trigger", prg_trigger)):
-        g = dev.graph([Launch(kernel, (x, 1024), gs, ls, early_start=True) for _ in range(N)])
+    # early start, and (the shape scripts/sniff_cuda_launches.py saw CUDA's PDL graphs gain from
+    # the trigger at) 53 CTAs of 96 threads over 53 * 96 elements of y
+    wide = 53 * 96
+    y = dev.alloc(4 * wide)
+    dev.copyin(y, np.zeros(wide, np.uint32))
+    for key, kernel, shape in (("graph_chain_early", prg_wait, (x, 1024, gs, ls)),
+                               ("graph_chain_trigger", prg_trigger, (x, 1024, gs, ls)),
+                               ("graph_chain_early_wide", prg_wait, (y, wide, (53, 1, 1),
+                                                                     (96, 1, 1))),
+                               ("graph_chain_trigger_wide", prg_trigger, (y, wide, (53, 1, 1),
+                                                                          (96, 1, 1)))):
+        buf, n, grid, block = shape
+        g = dev.graph([Launch(kernel, (buf, n), grid, block, early_start=True)
+                       for _ in range(N)])
         out[key], out[key + "_cpu"] = graph_figures(g)
         out[key + "_gpu"] = gpu_time(g)
         g.free()
@@ -228,6 +241,9 @@ def ours(device: str) -> dict[str, Any]:
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == want_x).all())
+    res = np.zeros(wide, np.uint32)
+    dev.copyout(res, y)
+    out["ok"] = out["ok"] and bool((res == 2 * (22 + 7) * N).all())
     if "graph_indep" in out:
         s = np.zeros(N * 1024, np.uint32)
         dev.copyout(s, slices)
@@ -271,6 +287,10 @@ def main() -> int:
              "graph_chain_pdl_trigger", None, "graph_chain_trigger", 1e3, "ms"),
             ("  the same, GPU time (timestamps)", None, None, "graph_chain_trigger_gpu", 1e3,
              "ms"),
+            ("early start, 53 x 96 threads, kernels wait", "graph_chain_pdl_wide", None,
+             "graph_chain_early_wide", 1e3, "ms"),
+            ("early start, 53 x 96 threads, kernels trigger", "graph_chain_pdl_trigger_wide",
+             None, "graph_chain_trigger_wide", 1e3, "ms"),
             ("graph of 1000 independent launches", "graph_indep", None, "graph_indep", 1e3, "ms"),
             ("graph replay CPU per launch", "graph_chain_cpu", None, "graph_chain_cpu", 1e3,
              "us"),

@@ -3,9 +3,9 @@
 // synchronize, a captured graph of 1000 chained launches, the same chain captured from
 // programmatic-dependent launches (cudaLaunchAttributeProgrammaticStreamSerialization; the kernel
 // begins with griddepcontrol.wait, and in a second graph first lets its dependents launch with
-// griddepcontrol.launch_dependents), and a graph of 1000 independent launches (each node its own
-// 1024-element slice, no edges). Host synchronization spins (as runtime.hcq's waits do). Prints
-// one line: JSON{...} with medians in seconds.
+// griddepcontrol.launch_dependents; both also at 53 CTAs of 96 threads), and a graph of 1000
+// independent launches (each node its own 1024-element slice, no edges). Host synchronization
+// spins (as runtime.hcq's waits do). Prints one line: JSON{...} with medians in seconds.
 //
 //   nvcc -O2 -arch=sm_90 -o /tmp/cuda_graph_bench scripts/cuda_graph_bench.cu && /tmp/cuda_graph_bench
 #include <algorithm>
@@ -73,13 +73,13 @@ static double replay(cudaGraphExec_t exec, cudaStream_t s, int reps) {
 // A graph captured from `n` launches of `kernel` with programmatic stream serialization: each
 // launch may start while the one before still runs, and waits for it in griddepcontrol.wait.
 static cudaGraphExec_t pdl_chain(void (*kernel)(unsigned *, int), cudaStream_t s, int n_launch,
-                                 unsigned *x, int n) {
+                                 unsigned *x, int n, int grid = 4, int block = 256) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(4);
-  cfg.blockDim = dim3(256);
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = s;
   cfg.attrs = attr;
@@ -152,6 +152,13 @@ int main() {
   double pdl_t = replay(pdl_exec, s, REPS);
   cudaGraphExec_t trig_exec = pdl_chain(inc_trigger, s, N, x, n);
   double trig_t = replay(trig_exec, s, REPS);
+  // ... and at another shape: 53 CTAs of 96 threads over 53 * 96 elements of y
+  const int WIDE = 53 * 96;
+  unsigned *y;
+  CHECK(cudaMalloc(&y, WIDE * 4));
+  CHECK(cudaMemset(y, 0, WIDE * 4));
+  double pdl_wide_t = replay(pdl_chain(inc_wait, s, N, y, WIDE, 53, 96), s, REPS);
+  double trig_wide_t = replay(pdl_chain(inc_trigger, s, N, y, WIDE, 53, 96), s, REPS);
 
   // 4. a graph of 1000 independent launches (no edges), each on its own slice
   cudaGraph_t indep;
@@ -179,7 +186,11 @@ int main() {
   CHECK(cudaMemcpy(hx.data(), x, ELEMS * 4, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(hs.data(), slices, hs.size() * 4, cudaMemcpyDeviceToHost));
   unsigned want_x = 200 + 2000 + 9 * N + (2 * REPS + 1) * N + 2 * (REPS + 1) * N;
+  std::vector<unsigned> hy(WIDE);
+  CHECK(cudaMemcpy(hy.data(), y, WIDE * 4, cudaMemcpyDeviceToHost));
   bool ok = std::all_of(hx.begin(), hx.end(), [&](unsigned v) { return v == want_x; }) &&
+            std::all_of(hy.begin(), hy.end(),
+                        [&](unsigned v) { return v == unsigned(2 * (REPS + 1) * N); }) &&
             std::all_of(hs.begin(), hs.end(), [&](unsigned v) { return v == unsigned(REPS + 1); });
   int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
@@ -187,8 +198,9 @@ int main() {
   std::printf("JSON{\"launch_sync_median\": %.9f, \"launch_sync_min\": %.9f, \"b2b\": %.9f, "
               "\"b2b_cpu\": %.9f, \"graph_chain\": %.9f, \"graph_chain_cpu\": %.9f, "
               "\"graph_chain_pdl\": %.9f, \"graph_chain_pdl_trigger\": %.9f, "
+              "\"graph_chain_pdl_wide\": %.9f, \"graph_chain_pdl_trigger_wide\": %.9f, "
               "\"graph_indep\": %.9f, \"ok\": %s, \"cuda_runtime\": %d, \"cuda_driver\": %d}\n",
               median(lat), lat_min, median(b2b), median(b2b_cpu), chain_t, median(chain_cpu),
-              pdl_t, trig_t, indep_t, ok ? "true" : "false", rt, drv);
+              pdl_t, trig_t, pdl_wide_t, trig_wide_t, indep_t, ok ? "true" : "false", rt, drv);
   return ok ? 0 : 1;
 }
