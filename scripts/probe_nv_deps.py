@@ -108,10 +108,10 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           link does not prefetch its gate; `gself`: gates have SELF_COPY_ON_COMPLETION.
 #           On the H200 a decrement of a gate the compute engine has not loaded underflows
 #           (Xid 13, SKEDCHECK36_DEPENDENCE_COUNTER_UNDERFLOW). `gload` A: launch i's segment
-#           first sends G_i with PCAS action A, before it decrements G_{i-1} (what the next run
-#           tests: a copy action loads the gate and its count; a gate of two sent with action 10
-#           did not start there); `ghw` n: the gate is written with HW_ONLY_DEPENDENCE_COUNTER n
-#           instead (no load)
+#           first sends G_i with PCAS action A, before it decrements G_{i-1} (action 10 loads the
+#           gate: its count goes to HW_ONLY_DEPENDENCE_COUNTER, and it does not start; correct
+#           on the H200); `ghw` n: the gate is written with HW_ONLY_DEPENDENCE_COUNTER n instead
+#           (no load; not run on the H200 yet)
 #   gsem    only the gate's semantics (single submissions, each checked within a second)
 #   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
 #           predecessor's link starts them) and are all sent, last first, before the first grid
