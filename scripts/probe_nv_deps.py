@@ -112,6 +112,8 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           gate: its count goes to HW_ONLY_DEPENDENCE_COUNTER, and it does not start; correct
 #           on the H200); `ghw` n: the gate is written with HW_ONLY_DEPENDENCE_COUNTER n instead
 #           (no load; not run on the H200 yet)
+#   tl      every grid releases its own value (the runtime's timeline, QMD release 0); the last
+#           one releases the end of the chain instead
 #   gsem    only the gate's semantics (single submissions, each checked within a second)
 #   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
 #           predecessor's link starts them) and are all sent, last first, before the first grid
@@ -194,6 +196,12 @@ MECHS: dict[str, dict[str, Any]] = {
                         "ring": 7, "delay": True},
     "gate_load_delay_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True,
                               "gload": 10, "ring": 7, "delay": True},
+    "gate_load_notl": {"gring": "icopy", "dec": 7, "close": True, "gload": 10},
+    "gate_load_l1": {"gring": "icopy", "dec": 7, "close": True, "gload": 10,
+                     "membar": "L1_MEMBAR", "chase": True},
+    "wfi_tl": {"fence": "wfi", "tl": True},
+    "wfi_l1": {"fence": "wfi", "notex": True, "chase": True, "cbpf": True,
+               "membar": "L1_MEMBAR"},
     "gate_hw": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2},
     "gate_hw_delay": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2,
                       "ring": 7, "delay": True},
@@ -223,7 +231,8 @@ STREAM = ["wfi", "wfi_lean", "none", "qmd_schedule", "latch_seq", "latch_fixed",
 GATES = ["gate_ring", "gate_ring_noinv", "gate_ring_nopf", "gate_ring_self", "gate_ring_pcas10",
          "gate_ring_pending", "gate_ring_live", "gate_ring_delay", "gate_ring_delay_noinv",
          "gate_load", "gate_load_noinv", "gate_load_pending", "gate_load_live", "gate_load_delay",
-         "gate_load_delay_noinv", "gate_hw", "gate_hw_delay", "gate_sem"]
+         "gate_load_delay_noinv", "gate_load_notl", "gate_load_l1", "wfi_tl", "wfi_l1", "gate_hw",
+         "gate_hw_delay", "gate_sem"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
 CUDA_PCAS = 10  # INVALIDATE_PREFETCH_COPY_SCHEDULE: the action CUDA sends every QMD with
