@@ -146,6 +146,8 @@ class _LaunchQueue:
 class AMDProgram(Program):
     """A kernel of an AMDHSA code object, ready to launch on the device's compute queue."""
 
+    device: "AMDDevice"
+
     def __init__(self, device: "AMDDevice", lib: bytes, name: str, *,
                  dynamic_lds_B: int = 0) -> None:
         """`dynamic_lds_B`: LDS the kernel uses beyond its descriptor's group segment (Triton's
