@@ -90,6 +90,31 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           GRID_NULL, DEPENDENCE_COUNTER `gate`) that schedules launch i + 1's QMD; grid i
 #           decrements N_i's counter when it completes (DEPENDENT_QMD action
 #           DECREMENT_DEPENDENCE); both QMDs are sent with PCAS action 10, no fence
+#   gring   stream launches ordered by a ring of gates (null QMDs) instead of WAIT_FOR_IDLE: grid
+#           i decrements its gate G_i when it completes (DEPENDENT_QMD action DECREMENT_DEPENDENCE,
+#           no pre-exit: after its completion barrier); launch i + 1's segment decrements G_i
+#           from the pushbuffer (SEND_PCAS_A of G_i, SEND_SIGNALING_PCAS2_B action `dec`: 7
+#           DECREMENT_DEPENDENCE, or 10 as CUDA sends its nulls); G_i (DEPENDENCE_COUNTER 2) fires
+#           when both happened and starts launch i + 1's QMD with action `gring` (icopy or
+#           schedule); only launch 0 is sent directly. Every grid releases its own semaphore
+#           value, as the runtime's timeline (`tl`). `ring` R: the CPU copies each launch's QMD
+#           into one of R fixed slots and rewrites the slot's gate as it submits (a slot and
+#           gate reused once the launch after their last user completed), each launch its own
+#           submission; `delay`: launch i + 1 submitted only after launch i completed (the
+#           gate's kernel decrement comes first). Without `ring`: every QMD and gate prebuilt.
+#           `close`: the last gate is released (it starts a null QMD) before the end's WFI
+#           release; without, the last gate is left pending when the channel waits for idle.
+#           `gnopf`: the grid's
+#           link does not prefetch its gate; `gself`: gates have SELF_COPY_ON_COMPLETION.
+#           On the H200 a decrement of a gate the compute engine has not loaded underflows
+#           (Xid 13, SKEDCHECK36_DEPENDENCE_COUNTER_UNDERFLOW). `gload` A: launch i's segment
+#           first sends G_i with PCAS action A, before it decrements G_{i-1} (action 10 loads the
+#           gate: its count goes to HW_ONLY_DEPENDENCE_COUNTER, and it does not start; correct
+#           on the H200); `ghw` n: the gate is written with HW_ONLY_DEPENDENCE_COUNTER n instead
+#           (no load; not run on the H200 yet)
+#   tl      every grid releases its own value (the runtime's timeline, QMD release 0); the last
+#           one releases the end of the chain instead
+#   gsem    only the gate's semantics (single submissions, each checked within a second)
 #   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
 #           predecessor's link starts them) and are all sent, last first, before the first grid
 #           (as CUDA's graph upload sends them; here every replay does)
@@ -151,6 +176,36 @@ MECHS: dict[str, dict[str, Any]] = {
                          "presend": True, "wait": True, "trigger": True},
     "pdl_cuda_nopresend": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
                            "pdlc": True, "wait": True},
+    "gate_ring": {"gring": "icopy", "dec": 7, "tl": True, "close": True},
+    "gate_ring_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True},
+    "gate_ring_nopf": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gnopf": True},
+    "gate_ring_self": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gself": True},
+    "gate_ring_pcas10": {"gring": "icopy", "dec": 10, "tl": True, "close": True},
+    "gate_ring_pending": {"gring": "icopy", "dec": 7, "tl": True},
+    "gate_ring_live": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ring": 7},
+    "gate_ring_delay": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ring": 7,
+                        "delay": True},
+    "gate_ring_delay_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True,
+                              "ring": 7, "delay": True},
+    "gate_load": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gload": 10},
+    "gate_load_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True, "gload": 10},
+    "gate_load_pending": {"gring": "icopy", "dec": 7, "tl": True, "gload": 10},
+    "gate_load_live": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gload": 10,
+                       "ring": 7},
+    "gate_load_delay": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gload": 10,
+                        "ring": 7, "delay": True},
+    "gate_load_delay_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True,
+                              "gload": 10, "ring": 7, "delay": True},
+    "gate_load_notl": {"gring": "icopy", "dec": 7, "close": True, "gload": 10},
+    "gate_load_l1": {"gring": "icopy", "dec": 7, "close": True, "gload": 10,
+                     "membar": "L1_MEMBAR", "chase": True},
+    "wfi_tl": {"fence": "wfi", "tl": True},
+    "wfi_l1": {"fence": "wfi", "notex": True, "chase": True, "cbpf": True,
+               "membar": "L1_MEMBAR"},
+    "gate_hw": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2},
+    "gate_hw_delay": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2,
+                      "ring": 7, "delay": True},
+    "gate_sem": {"gsem": True},
     "gate1": {"gate": 1},
     "gate2": {"gate": 2},
     "cuda_graph": {"clone": "graph"},
@@ -172,6 +227,12 @@ GRAPH = ["wfi", "none", "qmd_schedule", "qmd_schedule_nomembar", "qmd_chase", "q
 # stream:qmd_schedule bounds what a stream could reach if its launches could be linked (each its
 # own GPFIFO entry, started by its predecessor's link)
 STREAM = ["wfi", "wfi_lean", "none", "qmd_schedule", "latch_seq", "latch_fixed", "pdl_nolink"]
+# the gate ring's mechanisms, run with --only stream:NAME
+GATES = ["gate_ring", "gate_ring_noinv", "gate_ring_nopf", "gate_ring_self", "gate_ring_pcas10",
+         "gate_ring_pending", "gate_ring_live", "gate_ring_delay", "gate_ring_delay_noinv",
+         "gate_load", "gate_load_noinv", "gate_load_pending", "gate_load_live", "gate_load_delay",
+         "gate_load_delay_noinv", "gate_load_notl", "gate_load_l1", "wfi_tl", "wfi_l1", "gate_hw",
+         "gate_hw_delay", "gate_sem"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
 CUDA_PCAS = 10  # INVALIDATE_PREFETCH_COPY_SCHEDULE: the action CUDA sends every QMD with
@@ -258,6 +319,8 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
             q.set("CONSTANT_BUFFER_PREFETCH", 0, NEXT_CB_SLOT)
     if k.get("sem"):
         q.set_release(1, sem_va, i + 1)
+    if k.get("tl"):  # the runtime's timeline: every grid releases its own value
+        q.set_release(0, sem_va, i + 1)
     if k.get("chase"):
         q.set("CWD_MEMBAR_TASK_CHASING_ENABLE", 1)
     if later and k.get("notex"):
@@ -293,19 +356,41 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
         q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=latch_id(k, i - 1))
 
 
-def null_qmd(qcls: Any, counter: int, next_qva: int | None) -> Any:
+def null_qmd(qcls: Any, counter: int, next_qva: int | None, action: str = "QMD_SCHEDULE",
+             selfcopy: bool = True) -> Any:
     """CUDA's gate between two stream launches: a QMD of no grid (GRID_NULL) that waits for
-    `counter` decrements, then schedules the QMD at `next_qva` (the fields CUDA writes)."""
+    `counter` decrements, then starts the QMD at `next_qva` with `action` (the fields CUDA
+    writes; `selfcopy`: SELF_COPY_ON_COMPLETION, as CUDA's)."""
     q = qcls()
     q.write(QMD_MAJOR_VERSION=qcls.major, QMD_TYPE=q.value("QMD_TYPE_GRID_NULL"),
             CTA_THREAD_DIMENSION0=1, CTA_THREAD_DIMENSION1=1, CTA_THREAD_DIMENSION2=1,
-            REGISTER_COUNT=8, SAMPLER_INDEX=1, SELF_COPY_ON_COMPLETION=1,
+            REGISTER_COUNT=8, SAMPLER_INDEX=1, SELF_COPY_ON_COMPLETION=int(selfcopy),
             DEPENDENCE_COUNTER=counter)
     if next_qva is not None:
         q.set("DEPENDENT_QMD_ENABLE", 1, 0)
-        q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_QMD_SCHEDULE"), 0)
+        q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_" + action), 0)
         q.set("DEPENDENT_QMD0_POINTER", next_qva >> 8)
     return q
+
+
+GATE_ACTIONS = {"icopy": "QMD_INVALIDATE_COPY_SCHEDULE", "schedule": "QMD_SCHEDULE"}
+
+
+def gate_of(qcls: Any, k: dict[str, Any], next_qva: int | None) -> Any:
+    """Mechanism `k`'s gate (`gring`): two decrements, then it starts `next_qva`'s QMD; with no
+    successor (None) it starts nothing."""
+    q = null_qmd(qcls, 2, next_qva, GATE_ACTIONS[k["gring"]], bool(k.get("gself")))
+    if k.get("ghw"):
+        q.set("HW_ONLY_DEPENDENCE_COUNTER", k["ghw"])
+    return q
+
+
+def link_gate(q: Any, k: dict[str, Any], gate_va: int) -> None:
+    """Grid `q` decrements its gate at `gate_va` when it completes."""
+    q.set("DEPENDENT_QMD_ENABLE", 1, 0)
+    q.set("DEPENDENT_QMD_ACTION", q.value("DEPENDENT_QMD_ACTION_QMD_DECREMENT_DEPENDENCE"), 0)
+    q.set("DEPENDENT_QMD_PREFETCH", 0 if k.get("gnopf") else 1, 0)
+    q.set("DEPENDENT_QMD0_POINTER", gate_va >> 8)
 
 
 def cbuf0_of(q: Any) -> tuple[int, int]:
@@ -405,11 +490,27 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
         cmds = []
         sent_all = fields is not None or sends_every_qmd(k)
         gate = k.get("gate") if fields is None else None
-        if gate:
-            gbuf = dev.alloc_kernargs(n * 512 + 256)
+        gring = k.get("gring") if fields is None else None
+        if gate or gring:
+            gbuf = dev.alloc_kernargs((n + 1) * 512 + 256)
             gview = gbuf.cpu_view()
             gbase = round_up(gbuf.va, 256) - gbuf.va
             extra.append(gbuf)
+        if gring and k.get("ring"):
+            # the CPU writes the ring's slots and gates as it submits (`ring_replay`): here only
+            # each launch's QMD bytes
+            out = []
+            for i, (ka, qva) in enumerate(qmds):
+                q = qcls(bytearray(ka.qmd))
+                shape_qmd(k, i, q, None, sem.va)
+                if i == n - 1:
+                    q.set_release(0, (last or done).va, 1)
+                out.append(bytes(q.data))
+            return [["ring", out]], buf  # type: ignore[list-item]
+        if gring:
+            tail_va = gbuf.va + gbase + 512 * n  # the null QMD the last gate starts
+            tail = null_qmd(qcls, 0, None, selfcopy=False)
+            gview[gbase + 512 * n:gbase + 512 * n + qcls.size_B] = tail.data
         for i, (ka, qva) in enumerate(qmds):
             qb = bytearray(ka.qmd)
             q = qcls(qb)
@@ -421,7 +522,21 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
             if i == n - 1:
                 q.set_release(0, (last or done).va, 1)
             c: list[int] = inv[:] if i == 0 else fence(i)
-            if gate:
+            if gring:
+                g_va = gbuf.va + gbase + 512 * i
+                link_gate(q, k, g_va)
+                g_off = gbase + 512 * i
+                gview[g_off:g_off + qcls.size_B] = gate_of(
+                    qcls, k, qmds[i + 1][1] if i + 1 < n else tail_va).data
+                if k.get("gload"):
+                    c += pcas(g_va, k["gload"])
+                if i == 0:
+                    c += pcas(qva)
+                else:
+                    c += pcas(g_va - 512, k["dec"])
+                if i == n - 1 and k.get("close"):
+                    c += pcas(g_va, k["dec"])
+            elif gate:
                 # N_i at gbuf + 512 i: decremented by grid i, then schedules grid i + 1
                 n_off = gbase + 512 * i
                 n_va = gbuf.va + n_off
@@ -447,6 +562,10 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
     def bind(cmds: list[list[int]]) -> tuple[Any, list[tuple[int, int]]]:
         """The commands in one GPU buffer: graph form is one segment, stream form one per launch
         with a progress release (no wait for idle) after each."""
+        if cmds and cmds[0] and cmds[0][0] == "ring":
+            R = k["ring"]
+            rb = dev.alloc_kernargs(2 * R * 512 + 256)
+            return rb, [("ring", rb, cmds[0][1])]  # type: ignore[list-item]
         segs = []
         for c in cmds:
             if mode == "stream":
@@ -466,6 +585,8 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
 
     def replay(parts: list[tuple[int, int]]) -> tuple[float, float, float, float]:
         """(wall s, CPU submit s, GPU s to the last grid's release, GPU s to idle)."""
+        if parts and parts[0][0] == "ring":  # the CPU-driven ring (`bind`)
+            return ring_replay(parts[0][1], parts[0][2])  # type: ignore[misc]
         done.value = 0
         sem.value = 0
         end.value = 0
@@ -488,7 +609,62 @@ def run_child(mode: str, mech: str, args: argparse.Namespace) -> None:
         return (wall, t_sub, (done.timestamp - t0.timestamp) / hz,
                 (end.timestamp - t0.timestamp) / hz)
 
+    def wait_for(sig: Any, value: int, deadline: float, what: str) -> None:
+        while sig.value < value:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{what}: signal {sig.value} < {value} after 5 s; "
+                                   f"{ch.describe()}")
+
+    def ring_replay(rb: Any, qbs: list[bytes]) -> tuple[float, float, float, float]:
+        """Launch after launch through a ring of R QMD slots and R gates the CPU rewrites as it
+        submits (the protocol a stream would use), each launch its own submission."""
+        R = k["ring"]
+        view = rb.cpu_view()
+        base = round_up(rb.va, 256) - rb.va
+
+        def slot(j: int) -> tuple[int, int]:  # (offset in rb, address) of QMD slot j
+            return base + 512 * j, rb.va + base + 512 * j
+
+        def gate(j: int) -> tuple[int, int]:
+            return base + 512 * (R + j), rb.va + base + 512 * (R + j)
+
+        done.value = 0
+        sem.value = 0
+        end.value = 0
+        t = time.perf_counter()
+        deadline = t + 5
+        ch.submit([array("I", host_semaphore(t0.va, 1, SEM_RELEASE_WFI_TS))])
+        n = len(qbs)
+        for i, qb in enumerate(qbs):
+            # slot i % R was last used by launch i - R and its gate fired once launch i - R + 1
+            # started; with `delay`, launch i - 1 must have completed
+            wait_for(sem, i if k.get("delay") else i - R + 2, deadline, f"launch {i}")
+            so, sva = slot(i % R)
+            go, gva = gate(i % R)
+            q = qcls(bytearray(qb))
+            link_gate(q, k, gva)
+            view[go:go + qcls.size_B] = gate_of(qcls, k, slot((i + 1) % R)[1]).data
+            view[so:so + qcls.size_B] = q.data
+            c = pcas(gva, k["gload"]) if k.get("gload") else []
+            c += inv + pcas(sva) if i == 0 else pcas(gate((i - 1) % R)[1], k["dec"])
+            ch.submit([array("I", c)])
+        wait_for(sem, n - R + 2, deadline, "the closing null QMD's slot")
+        so, _ = slot(n % R)
+        view[so:so + qcls.size_B] = null_qmd(qcls, 0, None, selfcopy=False).data
+        c = pcas(gate((n - 1) % R)[1], k["dec"]) if k.get("close") else []
+        t_sub = time.perf_counter() - t
+        ch.submit([array("I", c + host_semaphore(end.va, 1, SEM_RELEASE_WFI_TS))])
+        wait_for(done, 1, deadline, "the last grid")
+        wait_for(end, 1, deadline, "the end's release")
+        wall = time.perf_counter() - t
+        hz = dev.clock_hz
+        return (wall, t_sub, (done.timestamp - t0.timestamp) / hz,
+                (end.timestamp - t0.timestamp) / hz)
+
     out: dict[str, Any] = {"mode": mode, "mech": mech}
+    if k.get("gsem"):
+        gate_semantics(dev, inc, qcls, pcas, inv, ch)
+        os._exit(0)
     # -- timing: N launches of inc (4 x 256) on one buffer
     x = dev.alloc(1024 * 4)
     dev.copyin(x, np.zeros(1024, np.uint32))
@@ -580,6 +756,124 @@ def latch_semantics(dev: Any, build: Any, bind: Any, inc: Any, x: Any, ch: Any) 
     return True
 
 
+def gate_semantics(dev: Any, inc: Any, qcls: Any, pcas: Any, inv: list[int], ch: Any) -> None:
+    """What a gate does when left pending, and how a pushbuffer send counts on it: prints a JSON
+    line after each step (a step that does not complete within a second ends the list, the
+    channel may be blocked)."""
+    import numpy as np
+
+    from runtime.drivers.nv.gpfifo import SEM_RELEASE_WFI_TS, host_semaphore
+    x = dev.alloc(4096)
+    dev.copyin(x, np.zeros(1024, np.uint32))
+    dev.synchronize()
+    buf = dev.alloc_kernargs(8 * 512 + 256)
+    view = buf.cpu_view()
+    base = round_up_(buf.va, 256) - buf.va
+    kbuf = dev.alloc_kernargs(4 * 4096)
+    kview = kbuf.cpu_view()
+    res: dict[str, Any] = {}
+    print("JSON" + json.dumps({"mode": "stream", "mech": "gate_sem"}), flush=True)
+
+    def addr(j: int) -> tuple[int, int]:
+        return base + 512 * j, buf.va + base + 512 * j
+
+    def kernel(j: int, sig: Any) -> Any:
+        """inc's QMD at slot j, releasing `sig` = 1 when it completes."""
+        ka = inc.fill_kernargs((x, 1024), (4, 1, 1), (256, 1, 1),
+                               (kbuf.va + 4096 * j, kview[4096 * j:4096 * (j + 1)]))
+        q = qcls(bytearray(ka.qmd))
+        q.set_release(0, sig.va, 1)
+        return q
+
+    def put(j: int, q: Any) -> None:
+        o, _ = addr(j)
+        view[o:o + qcls.size_B] = q.data
+
+    def counters(j: int) -> dict[str, int]:
+        o, _ = addr(j)
+        q = qcls(bytearray(view[o:o + qcls.size_B]))
+        return {"DEPENDENCE_COUNTER": q.get("DEPENDENCE_COUNTER"),
+                "HW_ONLY_DEPENDENCE_COUNTER": q.get("HW_ONLY_DEPENDENCE_COUNTER")}
+
+    def step(name: str, words: list[int]) -> bool:
+        sig = dev.new_signal()
+        ch.submit([array("I", words + host_semaphore(sig.va, 1, SEM_RELEASE_WFI_TS))])
+        t = time.perf_counter()
+        while sig.value < 1:
+            if time.perf_counter() - t > 1.0:
+                res[name] = False
+                print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
+                return False
+        res[name] = True
+        return True
+
+    # 1. a kernel whose gate (loaded: PCAS action 10) waits for a second decrement that has not
+    # come: does the channel's wait for idle (a WFI release) complete? Then the decrement that
+    # releases it (it starts a null QMD)
+    s1 = dev.new_signal()
+    k1 = kernel(0, s1)
+    link_gate(k1, {}, addr(1)[1])
+    put(0, k1)
+    put(1, null_qmd(qcls, 2, addr(2)[1], GATE_ACTIONS["icopy"], False))
+    put(2, null_qmd(qcls, 0, None, selfcopy=False))
+    if not step("pending_gate_wfi", pcas(addr(1)[1], 10) + inv + pcas(addr(0)[1])):
+        return
+    res["pending_kernel_done"] = s1.value
+    res["pending_gate_fields"] = counters(1)
+    if not step("pending_gate_released", pcas(addr(1)[1], 7)):
+        return
+    res["released_gate_fields"] = counters(1)
+    print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
+    # 2. a gate of two decrements (SELF_COPY_ON_COMPLETION, as CUDA's) loaded with action 10, then
+    # decremented from the pushbuffer: does the load count as one (CUDA's gates), when does its
+    # successor start, what does the engine write back
+    s2 = dev.new_signal()
+    put(3, kernel(1, s2))
+    put(4, null_qmd(qcls, 2, addr(3)[1], GATE_ACTIONS["icopy"], True))
+    if not step("load_sent", pcas(addr(4)[1], 10)):
+        return
+    time.sleep(0.05)
+    res["load_successor_ran"] = s2.value
+    res["load_gate_fields"] = counters(4)
+    if not step("load_dec1", pcas(addr(4)[1], 7)):
+        return
+    time.sleep(0.05)
+    res["load_dec1_successor_ran"] = s2.value
+    res["load_dec1_gate_fields"] = counters(4)
+    print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
+    if s2.value < 1:
+        if not step("load_dec2", pcas(addr(4)[1], 7)):
+            return
+        time.sleep(0.05)
+        res["load_dec2_successor_ran"] = s2.value
+        res["load_dec2_gate_fields"] = counters(4)
+        print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
+    # 3. a loaded gate loaded again while one decrement is still due: is the count reset (the
+    # next decrement does not start it), kept (it does), or refused
+    s3 = dev.new_signal()
+    put(5, kernel(2, s3))
+    put(6, null_qmd(qcls, 2, addr(5)[1], GATE_ACTIONS["icopy"], False))
+    if not step("reload_dec1", pcas(addr(6)[1], 10) + pcas(addr(6)[1], 7)):
+        return
+    if not step("reload_again", pcas(addr(6)[1], 10) + pcas(addr(6)[1], 7)):
+        return
+    time.sleep(0.05)
+    res["reload_dec2_successor_ran"] = s3.value
+    res["x0"] = int(dev_read(dev, x))
+    print("JSON" + json.dumps({"gate_semantics": res}), flush=True)
+
+
+def round_up_(v: int, a: int) -> int:
+    return (v + a - 1) // a * a
+
+
+def dev_read(dev: Any, x: Any) -> int:
+    import numpy as np
+    out = np.zeros(1024, np.uint32)
+    dev.copyout(out, x)
+    return int(out[0])
+
+
 def run_baseline(args: argparse.Namespace) -> None:
     """Today's runtime paths: launch + wait, 1000 back-to-back launches, a graph of N launches."""
     import numpy as np
@@ -654,7 +948,8 @@ def main() -> int:
     only = set(filter(None, args.only.split(",")))
     jobs = ["baseline"] + [f"graph:{m}" for m in GRAPH if not only or m in only] + \
         [f"stream:{m}" for m in STREAM if not only or m in only] + \
-        sorted(j for j in only if ":" in j and j.split(":")[1] in MECHS)
+        [j for j in dict.fromkeys(filter(None, args.only.split(",")))
+         if ":" in j and j.split(":")[1] in MECHS]
     rows = []
     fwd = ["--n", str(args.n), "--reps", str(args.reps), "--chain", str(args.chain),
            "--chain-replays", str(args.chain_replays),
@@ -690,6 +985,8 @@ def main() -> int:
             print(f"{'baseline':24} launch+wait {r['launch_wait_med_us']:.2f} us, 1000 b2b "
                   f"{r['b2b_ms']:.3f} ms (CPU {r['b2b_cpu_ms']:.3f}), graph "
                   f"{r['graph_wall_ms']:.3f} ms ({r['graph_cpu_us_per_launch']:.3f} us CPU/launch)")
+        elif "wall_ms" not in r:
+            print(f"{r['job']:24} {json.dumps(r.get('gate_semantics', r))[:400]}")
         else:
             sem = f"; latch {r['semantics']}" if "semantics" in r else ""
             print(f"{r['job']:24} {r['wall_ms']:8.3f} {r['gpu_last_ms']:8.3f} "

@@ -101,7 +101,9 @@ def test_lower_bounds_keep_the_system_barrier_on_the_last_grid(probe):
     assert all(q.get("CWD_MEMBAR_TASK_CHASING_ENABLE") == 1 for q in _chain(probe, "qmd_chase"))
 
 
-@pytest.mark.parametrize("job", ["graph:qmd_schedule", "stream:wfi"])
+@pytest.mark.parametrize("job", ["graph:qmd_schedule", "stream:wfi", "stream:gate_load",
+                                 "stream:gate_load_live", "stream:gate_load_delay",
+                                 "stream:gate_load_l1", "stream:wfi_tl"])
 def test_ordered_mechanisms_run_on_mock_nv(job):
     r = subprocess.run(
         [sys.executable, str(SCRIPT), "--child", job, "--device", "mock-nv:0", "--n", "8",

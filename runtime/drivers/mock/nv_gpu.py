@@ -188,6 +188,23 @@ _QMD_CACHE_ENTRIES = 256
 PCAS_ACTIONS_OK = {cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE,
                    cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE,
                    cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE}
+PCAS_DECREMENT = cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_DECREMENT_DEPENDENCE
+# DEPENDENT_QMD actions: start the named QMD (a fresh copy for INVALIDATE_COPY_SCHEDULE), or count
+# one of its dependences down
+_DEP_SCHEDULE = (1, 3)
+_DEP_DECREMENT = 4
+# A gate is a QMD of no grid (QMD_TYPE GRID_NULL) with a DEPENDENCE_COUNTER. Sent with a copy
+# action (SEND_PCAS), the compute engine loads it and counts its dependences (it does not start);
+# decrements (a grid's DEPENDENT_QMD action DECREMENT_DEPENDENCE, or a SEND_SIGNALING_PCAS2_B
+# action DECREMENT_DEPENDENCE) count it down, and the last one starts its dependents. On the H200
+# a decrement of a gate the engine has not loaded underflows the counter (Xid 13), and so it
+# faults here; a second load of a pending gate starts its count over there, which only a broken
+# protocol would rely on, so it faults here too. A gate may set only these fields.
+_GATE_ALLOWED = {
+    "QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_TYPE", "DEPENDENCE_COUNTER",
+    "CTA_THREAD_DIMENSION0", "CTA_THREAD_DIMENSION1", "CTA_THREAD_DIMENSION2", "REGISTER_COUNT",
+    "SAMPLER_INDEX", "DEPENDENT_QMD_ENABLE", "DEPENDENT_QMD_ACTION", "DEPENDENT_QMD_PREFETCH",
+    "DEPENDENT_QMD0_POINTER", "DEPENDENT_QMD1_POINTER"}
 
 
 def _round_up(x: int, a: int) -> int:
@@ -411,7 +428,8 @@ class MockChannel:
                 elif mthd == pcas_a_m:
                     pcas_a = data
                 elif mthd == pcas_b_m and pcas_a is not None:
-                    self.gpu.watch_launch(self, pcas_a << 8)
+                    if fget(cl.NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION, data) != PCAS_DECREMENT:
+                        self.gpu.watch_launch(self, pcas_a << 8)
                     pcas_a = None
 
     def _fault(self, msg: str, xid: int, va: int | None) -> None:
@@ -565,6 +583,15 @@ class MockChannel:
             self.pcas_a = data
         else:  # SEND_SIGNALING_PCAS2_B
             action = fget(getattr(cl, p + "SEND_SIGNALING_PCAS2_B_PCAS_ACTION"), data)
+            if action == PCAS_DECREMENT:
+                if self.pcas_a is None:
+                    raise ChannelFault("SEND_SIGNALING_PCAS2_B without SEND_PCAS_A")
+                if self.ptx is not None:  # the method again: what the gate started goes on
+                    self.gpu.launch(self, cls, 0)
+                else:
+                    self.gpu.decrement(self, cls, self.pcas_a << 8)
+                self.pcas_a = None
+                return
             if action not in PCAS_ACTIONS_OK:
                 raise ChannelFault(f"SEND_SIGNALING_PCAS2_B action {action} does not schedule a "
                                    "fresh copy of the QMD")
@@ -874,6 +901,9 @@ class MockNVGPU:
         self.ptx_programs: dict[int, tuple[bytes, bytes, Any]] = {}
         # (static QMD bits, channel windows, mappings) -> what a checked QMD launches
         self._qmd_cache: dict[tuple[Any, ...], _QmdStatic] = {}
+        # gate QMD address -> decrements it still waits for (the engine's copy: loaded by a
+        # SEND_PCAS, dropped when it fires)
+        self.gates: dict[int, int] = {}
         self.engine = EngineThread(f"mock-nvidia{self.index}", self.driver.os.lock,
                                    self._engine_step,
                                    self.driver.os.wake_waiters, self.driver.os.host_entries)
@@ -999,13 +1029,66 @@ class MockNVGPU:
             ch.dependents += ch.ptx_dependents
             ch.ptx_dependents = []
         else:
-            self._start(ch, cls, qmd_va)
-        while ch.dependents:  # grids that completed grids scheduled, in order
-            self._start(ch, cls, ch.dependents.pop(0))
+            self._start(ch, cls, qmd_va, sent=True)
+        self._run_dependents(ch, cls)
 
-    def _start(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
+    def decrement(self, ch: MockChannel, cls: int, qmd_va: int) -> None:
+        """A SEND_SIGNALING_PCAS2_B action DECREMENT_DEPENDENCE of the gate at `qmd_va`: what it
+        starts when this is its last decrement runs now."""
+        ch.dependents.append(qmd_va | 1)
+        self._run_dependents(ch, cls)
+
+    def _run_dependents(self, ch: MockChannel, cls: int) -> None:
+        """What completed grids scheduled, in order: QMDs to start, and gate decrements (an
+        address with bit 0 set: QMDs are 256-byte aligned)."""
+        while ch.dependents:
+            va = ch.dependents.pop(0)
+            if va & 1:
+                self._decrement(ch, va & ~1)
+            else:
+                self._start(ch, cls, va)
+
+    def _gate(self, qmd_va: int) -> QmdReader:
+        """The gate QMD at `qmd_va`, checked: GRID_NULL, only the fields a gate may set, links of
+        action SCHEDULE or INVALIDATE_COPY_SCHEDULE."""
+        lay = QMD_LAYOUT[self.generation.qmd.major]
+        if not lay.typed:
+            raise ChannelFault(f"QMD at {qmd_va:#x}: QMD_TYPE GRID_NULL needs QMD V04 or later",
+                               XID_GR_EXCEPTION)
+        q = QmdReader(lay.prefix, self.mem.view(qmd_va, lay.size_B, "QMD fetch").tobytes())
+        if q.get("QMD_TYPE") != getattr(cl, lay.prefix + "_QMD_TYPE_GRID_NULL"):
+            raise ChannelFault(f"QMD at {qmd_va:#x}: QMD_TYPE {q.get('QMD_TYPE')} is not "
+                               "GRID_NULL (only gates take dependence decrements here)",
+                               XID_GR_EXCEPTION)
+        bad = sorted(k for k in q.nonzero() if k.split("(")[0] not in _GATE_ALLOWED)
+        if bad:
+            raise ChannelFault(f"gate QMD at {qmd_va:#x} sets fields a gate must leave zero: "
+                               + ", ".join(bad), XID_GR_EXCEPTION)
+        return q
+
+    def _decrement(self, ch: MockChannel, qmd_va: int) -> None:
+        left = self.gates.get(qmd_va)
+        if left is None:
+            self._gate(qmd_va)  # not a gate at all: say so
+            raise ChannelFault(f"gate QMD at {qmd_va:#x}: dependence counter underflow (a "
+                               "decrement of a gate the compute engine has not loaded: send it "
+                               "with SEND_PCAS first)", XID_GR_EXCEPTION)
+        left -= 1
+        if left:
+            self.gates[qmd_va] = left
+            return
+        self.gates.pop(qmd_va, None)
+        self._fire_null(ch, self._gate(qmd_va), qmd_va)
+
+    def _fire_null(self, ch: MockChannel, q: QmdReader, qmd_va: int) -> None:
+        """A gate (or a null QMD started directly) whose dependences are all met: it runs no grid
+        and starts its dependents."""
+        lay = QMD_LAYOUT[self.generation.qmd.major]
+        ch.dependents += self._dependents(q, lay, qmd_va)
+
+    def _start(self, ch: MockChannel, cls: int, qmd_va: int, sent: bool = False) -> None:
         """Starts the grid of the QMD at `qmd_va` (and runs it to completion unless it is a PTX
-        grid that needs more time slices)."""
+        grid that needs more time slices); `sent`: by a SEND_PCAS (a gate is loaded then)."""
         races = self.mem.races
         race_key = (id(ch), qmd_va)
         if races is not None:
@@ -1015,6 +1098,21 @@ class MockNVGPU:
         prefix, size = lay.prefix, lay.size_B
         raw = self.mem.view(qmd_va, size, "QMD fetch").tobytes()
         q = QmdReader(prefix, raw)
+        if lay.typed and q.get("QMD_TYPE") == getattr(cl, prefix + "_QMD_TYPE_GRID_NULL"):
+            q = self._gate(qmd_va)
+            if qmd_va in self.gates:
+                raise ChannelFault(f"gate QMD at {qmd_va:#x} sent or started again while it "
+                                   "waits for dependence decrements", XID_GR_EXCEPTION)
+            count = q.get("DEPENDENCE_COUNTER")
+            if count and sent:
+                self.gates[qmd_va] = count
+            elif count:
+                raise ChannelFault(f"gate QMD at {qmd_va:#x} with DEPENDENCE_COUNTER {count} "
+                                   "started by another QMD's link (only decrements start it)",
+                                   XID_GR_EXCEPTION)
+            else:
+                self._fire_null(ch, q, qmd_va)
+            return
         if q.num & ~_allowed_bits(prefix, size * 8):  # some field outside the allowed set is set
             fields = q.nonzero()
             bad = sorted(k.split("(")[0] for k in fields if k.split("(")[0] not in _QMD_ALLOWED)
@@ -1121,21 +1219,24 @@ class MockNVGPU:
 
     @staticmethod
     def _dependents(q: QmdReader, lay: QmdLayout, qmd_va: int) -> list[int]:
-        """The QMDs this grid schedules when it completes (DEPENDENT_QMD slots enabled with
-        action SCHEDULE; any other action is not modelled and faults)."""
+        """What this grid does when it completes, per DEPENDENT_QMD slot enabled: start a QMD
+        (action SCHEDULE or INVALIDATE_COPY_SCHEDULE: its address), or decrement a gate (action
+        DECREMENT_DEPENDENCE: its address with bit 0 set); any other action is not modelled and
+        faults."""
         out = []
         for enable, action, _prefetch, pointer, idx in lay.dependents:
             if not q.get(enable, idx):
                 continue
             act = q.get(action, idx)
-            if act != 1:  # QMD_SCHEDULE
+            if act not in _DEP_SCHEDULE and act != _DEP_DECREMENT:
                 raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD action {act} is not "
-                                   "modelled (only SCHEDULE)", XID_GR_EXCEPTION)
+                                   "modelled (only SCHEDULE, INVALIDATE_COPY_SCHEDULE and "
+                                   "DECREMENT_DEPENDENCE)", XID_GR_EXCEPTION)
             ptr = q.get(pointer) << 8
             if not ptr:
                 raise ChannelFault(f"QMD at {qmd_va:#x}: dependent QMD enabled with a null "
                                    "pointer", XID_GR_EXCEPTION)
-            out.append(ptr)
+            out.append(ptr | 1 if act == _DEP_DECREMENT else ptr)
         return out
 
     def _run_slice(self, ch: MockChannel, key: tuple[int, int]) -> None:
