@@ -108,10 +108,12 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           link does not prefetch its gate; `gself`: gates have SELF_COPY_ON_COMPLETION.
 #           On the H200 a decrement of a gate the compute engine has not loaded underflows
 #           (Xid 13, SKEDCHECK36_DEPENDENCE_COUNTER_UNDERFLOW). `gload` A: launch i's segment
-#           first sends G_i with PCAS action A, before it decrements G_{i-1} (what the next run
-#           tests: a copy action loads the gate and its count; a gate of two sent with action 10
-#           did not start there); `ghw` n: the gate is written with HW_ONLY_DEPENDENCE_COUNTER n
-#           instead (no load)
+#           first sends G_i with PCAS action A, before it decrements G_{i-1} (action 10 loads the
+#           gate: its count goes to HW_ONLY_DEPENDENCE_COUNTER, and it does not start; correct
+#           on the H200); `ghw` n: the gate is written with HW_ONLY_DEPENDENCE_COUNTER n instead
+#           (no load; not run on the H200 yet)
+#   tl      every grid releases its own value (the runtime's timeline, QMD release 0); the last
+#           one releases the end of the chain instead
 #   gsem    only the gate's semantics (single submissions, each checked within a second)
 #   presend grids after the first have REQUIRE_SCHEDULING_PCAS (a SEND_PCAS only loads them; their
 #           predecessor's link starts them) and are all sent, last first, before the first grid
@@ -120,6 +122,9 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           lets its link fire at its pre-exit (ENABLE_PROGRAM_PRE_EXIT) and arrives at latch
 #           i + 1 when it completes; its successor waits on that latch in griddepcontrol.wait,
 #           invalidating L1 when it acquires it (kernels that wait: `wait`)
+#   lastcta with pdlc: a producer's pre-exit (and so its link) fires when its last CTA is
+#           launched (PRE_EXIT_AT_LAST_CTA_LAUNCH), as if every CTA began with
+#           griddepcontrol.launch_dependents
 #   runnable  with clone: the first grid without REQUIRE_SCHEDULING_PCAS, no self copy, no
 #           prefetch of the successor's bank (its address is not cloned)
 #   clone   the fields CUDA itself writes into the QMDs of a kind of launch (read from CUDA's own
@@ -174,6 +179,12 @@ MECHS: dict[str, dict[str, Any]] = {
                          "presend": True, "wait": True, "trigger": True},
     "pdl_cuda_nopresend": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
                            "pdlc": True, "wait": True},
+    # what `Launch(early_start=True)` writes, with kernels that trigger first (the measured
+    # `pdl_cuda_trigger` had its QMDs sent ahead, which `pdl_cuda` showed to cost)
+    "pdl_cuda_nopresend_trigger": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
+                                   "pdlc": True, "wait": True, "trigger": True},
+    "pdl_lastcta": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "pdlc": True,
+                    "wait": True, "lastcta": True},
     "gate_ring": {"gring": "icopy", "dec": 7, "tl": True, "close": True},
     "gate_ring_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True},
     "gate_ring_nopf": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gnopf": True},
@@ -194,6 +205,12 @@ MECHS: dict[str, dict[str, Any]] = {
                         "ring": 7, "delay": True},
     "gate_load_delay_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True,
                               "gload": 10, "ring": 7, "delay": True},
+    "gate_load_notl": {"gring": "icopy", "dec": 7, "close": True, "gload": 10},
+    "gate_load_l1": {"gring": "icopy", "dec": 7, "close": True, "gload": 10,
+                     "membar": "L1_MEMBAR", "chase": True},
+    "wfi_tl": {"fence": "wfi", "tl": True},
+    "wfi_l1": {"fence": "wfi", "notex": True, "chase": True, "cbpf": True,
+               "membar": "L1_MEMBAR"},
     "gate_hw": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2},
     "gate_hw_delay": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "ghw": 2,
                       "ring": 7, "delay": True},
@@ -223,7 +240,8 @@ STREAM = ["wfi", "wfi_lean", "none", "qmd_schedule", "latch_seq", "latch_fixed",
 GATES = ["gate_ring", "gate_ring_noinv", "gate_ring_nopf", "gate_ring_self", "gate_ring_pcas10",
          "gate_ring_pending", "gate_ring_live", "gate_ring_delay", "gate_ring_delay_noinv",
          "gate_load", "gate_load_noinv", "gate_load_pending", "gate_load_live", "gate_load_delay",
-         "gate_load_delay_noinv", "gate_hw", "gate_hw_delay", "gate_sem"]
+         "gate_load_delay_noinv", "gate_load_notl", "gate_load_l1", "wfi_tl", "wfi_l1", "gate_hw",
+         "gate_hw_delay", "gate_sem"]
 CHAIN_N = 1 << 21          # elements per chain buffer: 8192 blocks of 256, several waves on an H200
 LATCH_FIXED = 7
 CUDA_PCAS = 10  # INVALIDATE_PREFETCH_COPY_SCHEDULE: the action CUDA sends every QMD with
@@ -287,6 +305,8 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
     if k.get("pdlc"):
         if next_qva is not None:
             q.write(ENABLE_PROGRAM_PRE_EXIT=1, ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=i + 1)
+            if k.get("lastcta"):
+                q.write(PRE_EXIT_AT_LAST_CTA_LAUNCH=1)
         if later:
             q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=i,
                     LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE=1,

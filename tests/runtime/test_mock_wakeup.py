@@ -413,30 +413,78 @@ def test_memory_look_ups_match_a_scan_of_the_mappings(ops: list[tuple[str, int, 
 
 
 def test_an_amd_launch_from_kept_commands_sends_what_the_builder_builds() -> None:
-    # The commands of a launch are kept per shape and patched: what reaches the ring must be
-    # what building them afresh gives, for every shape, with and without the timestamps.
+    # The commands of a launch are kept per shape and patched, its block copied from the
+    # shape's: what reaches the ring and the block must be what building them afresh gives,
+    # for every shape, with and without the timestamps, whatever the arguments.
+    from runtime.hcq.program import write_arg
     d, gpu = _amd()
     try:
         prg: Any = d.program((DATA / "amd_reference" / "vector_add.hsaco").read_bytes(),
                              "vector_add")
-        a = d.alloc(4096)
+        bufs = [d.alloc(4096) for _ in range(3)]
         ring = d.compute_ring  # type: ignore[attr-defined]
+        arena = d.kernarg_arena()
+        blocks: list[int] = []
+        take = arena.take
+
+        def taking(size: int, align: int = 16) -> Any:
+            va, view = take(size, align)
+            blocks.append(va)
+            return va, view
+
+        arena.take = taking  # type: ignore[method-assign]
         shapes = [((4, 1, 1), (256, 1, 1)), ((2, 3, 1), (8, 4, 2)), ((4, 1, 1), (256, 1, 1))]
-        for wait in (True, False, True):
+        for i, wait in enumerate((True, False, True, True)):
             for g, l in shapes:
+                args = tuple(bufs[(i + j) % 3] for j in range(3))
                 start = ring.wptr_dw
                 v = d.timeline_value + 1
-                prg(a, a, a, global_size=g, local_size=l, wait=wait)
+                prg(*args, global_size=g, local_size=l, wait=wait)
                 sent = [int(ring.ring[i % ring.size_dw]) for i in range(start, ring.wptr_dw)]
-                lq = prg._launch_queues[(g, l, wait)]
+                va = blocks[-1]  # the block this launch took
                 q = d.compute_queue().wait(d.timeline_signal, v - 1).memory_barrier()
                 if wait:
                     q.timestamp(prg._t0)
-                q.exec(prg, lq.queue.value(lq.kernargs), g, l)  # the block this launch took
+                q.exec(prg, va, g, l)
                 if wait:
                     q.timestamp(prg._t1)
                 q.signal(d.timeline_signal, v)
                 assert sent == q.dwords()
+                size = prg.kernargs_size()
+                fresh = memoryview(bytearray(size))
+                prg._fill_block_fields(va, fresh, g, l)
+                for slot, value in zip(prg.slots, args):
+                    write_arg(fresh[:max(prg.kernarg_B, 1)], slot, value, d)
+                assert gpu.mem.read(va, size) == bytes(fresh)
         d.synchronize()
+    finally:
+        d.close()
+
+
+def test_an_amd_launch_of_a_kept_shape_refuses_what_the_first_one_refuses() -> None:
+    # A launch of a shape seen before takes the kept route: sizes of another type (1.0 for 1),
+    # a wrong argument count or a bad argument are refused as for the first launch, and a
+    # timeline value a 32-bit compare cannot hold is refused as the builder refuses it.
+    from runtime.hcq.errors import ProgramError, QueueError
+    d, _ = _amd()
+    try:
+        prg: Any = d.program((DATA / "amd_reference" / "vector_add.hsaco").read_bytes(),
+                             "vector_add")
+        a = d.alloc(4096)
+        prg(a, a, a, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+        with pytest.raises(ProgramError, match="global_size"):
+            prg(a, a, a, global_size=(4.0, 1, 1), local_size=(256, 1, 1), wait=True)
+        with pytest.raises(ProgramError, match="takes 3 arguments"):
+            prg(a, a, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+        with pytest.raises(ProgramError, match="pointer"):
+            prg(a, a, 1.5, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+        d.synchronize()
+        v = d.timeline_value
+        # (the timeline as far as a launch can take it: its wait compares 32 bits)
+        d.timeline_signal.value = d.timeline_value = (1 << 32)
+        with pytest.raises(QueueError, match="32-bit field"):
+            prg(a, a, a, global_size=(4, 1, 1), local_size=(256, 1, 1), wait=True)
+        assert d.timeline_value == 1 << 32
+        d.timeline_signal.value = d.timeline_value = v
     finally:
         d.close()

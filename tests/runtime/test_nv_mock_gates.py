@@ -157,6 +157,7 @@ def test_only_gates_take_decrements(rig: Rig) -> None:
 
 
 def test_a_gate_loaded_again_while_pending_is_refused(rig: Rig) -> None:
+    # the H200 starts the count over; a protocol that relied on it would be broken
     rig.gate(1, 2, starts=None)
     _fault(rig, rig.pcas(1, LOAD) + rig.pcas(1, DECREMENT) + rig.pcas(1, LOAD),
            "sent or started again while it waits")

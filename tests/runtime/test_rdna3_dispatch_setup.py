@@ -160,9 +160,13 @@ def test_kept_initial_state_equals_the_one_written_register_by_register(
     np.testing.assert_array_equal(kept, written)
 
 
+S_ENDPGM = (0xBFB00000).to_bytes(4, "little")
+S_NOP = (0xBF800000).to_bytes(4, "little")   # s_nop 0
+
+
 def _empty_kernel(mem: MockMemory, va: int = 0x10000) -> DispatchRecord:
     mem.map(va, 0x1000)
-    mem.write(va, (0xBFB00000).to_bytes(4, "little"))   # s_endpgm
+    mem.write(va, S_ENDPGM)
     return DispatchRecord(va, rsrc1=0, rsrc2=2 << 1 | 1 << 7, rsrc3=0,
                           user_sgprs=(0x1000, 0x10), grid=(1, 1, 1), block=(32, 1, 1),
                           lds_bytes=0)
@@ -197,6 +201,7 @@ def test_a_kept_machine_holds_no_memory() -> None:
     machine_mod._POOL.clear()
     mem = MockMemory()
     rec = _empty_kernel(mem)
+    mem.write(rec.pgm_addr, S_NOP + S_ENDPGM)   # (a lone s_endpgm builds no waves)
     run = Dispatch(rec, mem)
     assert run.advance() and run.machine is None
     (kept,) = [m for ms in machine_mod._POOL.values() for m in ms]
@@ -220,3 +225,50 @@ def test_a_record_with_other_user_data_equals_a_new_one() -> None:
     assert other == DispatchRecord(0x1000, 1, 2, 3, (6, 7, 8), (1, 2, 3), (32, 1, 1), 256,
                                    0x9000, scratch_wave_B=512, scratch_slots=8, wave64=True)
     assert rec.user_sgprs == (4, 5) and hash(other) == hash(rec.with_user((6, 7, 8)))
+
+
+def _stats_of(rec: DispatchRecord, mem: MockMemory, general: bool) -> tuple[int, ...]:
+    with pytest.MonkeyPatch.context() as m:
+        if general:
+            m.setattr(Dispatch, "_end_at_entry", lambda self: False)
+        run = Dispatch(rec, mem, cache=interp.ProgramCache())
+        assert run.advance() and run.describe() == "no waves running"
+    s = run.stats
+    return s.waves, s.workgroups, s.wave_instructions, s.lane_instructions
+
+
+@settings(max_examples=60, deadline=None)
+@given(grid=st.tuples(st.integers(0, 5), st.integers(1, 3), st.integers(1, 2)),
+       block=st.tuples(st.integers(1, 70), st.integers(1, 4), st.integers(1, 3)),
+       wave64=st.booleans(), lds=st.sampled_from([0, 512]))
+@example(grid=(130, 1, 1), block=(1024, 1, 1), wave64=False, lds=0)   # two batches
+def test_a_lone_s_endpgm_runs_as_its_waves_would(grid: tuple[int, int, int],
+                                                 block: tuple[int, int, int], wave64: bool,
+                                                 lds: int) -> None:
+    """A dispatch of a program that starts with s_endpgm builds no waves when its workgroups
+    fit one batch; what it reports (waves, workgroups, wave- and lane-instructions) is what
+    the waves run one by one report."""
+    mem = MockMemory()
+    rec = _empty_kernel(mem)
+    rec = DispatchRecord(rec.pgm_addr, 0, rec.rsrc2, 0, rec.user_sgprs, grid, block, lds,
+                         wave64=wave64)
+    taken: list[int] = []
+    take = Machine.take.__func__   # type: ignore[attr-defined]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Machine, "take", classmethod(lambda cls, *a, **k: taken.append(1) or
+                                               take(cls, *a, **k)))
+        fast = _stats_of(rec, mem, general=False)
+    one_batch = grid[0] * grid[1] * grid[2] <= interp._batches(interp.Layout.of(rec), rec)
+    assert (not taken) == (one_batch or 0 in grid)   # no machine taken for its waves
+    assert fast == _stats_of(rec, mem, general=True)
+
+
+def test_a_lone_s_endpgm_still_needs_scratch_slots_for_a_workgroup() -> None:
+    """What the dispatch's set-up refuses is refused without waves too."""
+    mem = MockMemory()
+    base = _empty_kernel(mem)
+    rec = DispatchRecord(base.pgm_addr, 0, base.rsrc2 | 1, 0, base.user_sgprs, (1, 1, 1),
+                         (256, 1, 1), 0, scratch_va=0x10000, scratch_wave_B=256,
+                         scratch_slots=2)
+    with pytest.raises(interp.KernelFault, match="scratch slots"):
+        Dispatch(rec, mem, cache=interp.ProgramCache()).advance()

@@ -20,8 +20,8 @@ from runtime.drivers.amd.pm4 import ShRegs
 from runtime.drivers.amd.scratch import NO_SCRATCH
 from runtime.hcq.errors import ProgramError
 from runtime.hcq.memory import MemKind, round_up
-from runtime.hcq.program import ArgSlot, ArgValue, KernArgs, Program
-from runtime.hcq.queue import HWQueue, Var
+from runtime.hcq.program import ArgSlot, ArgValue, KernArgs, Program, write_arg
+from runtime.hcq.queue import HWQueue, Var, as_tuple3
 
 if TYPE_CHECKING:
     from runtime.drivers.amd.arch import AMDArch
@@ -115,16 +115,38 @@ _UNSIGNED_TYPES = frozenset(("bool", "uchar", "ushort", "uint", "ulong", "size_t
 
 
 class _LaunchQueue:
-    """A launch's commands kept per shape, and the variables each launch binds."""
+    """A launch's commands kept per shape, and the variables each launch binds. Once built
+    (`ready`), also what `AMDProgram._launch_kept` sends: a copy of the commands (`words`),
+    the places each launch's values go in it (`spots`: dword of the low half, of the high half
+    or -1, which value: 0 the argument block's address, 1 the timeline value waited for, 2 the
+    one signalled, and the addend), the first timeline value a field cannot hold (`v_end`),
+    and the shape's launch block with its address left zero (`block`)."""
 
-    __slots__ = ("queue", "kernargs", "before", "value")
+    __slots__ = ("queue", "kernargs", "before", "value", "words", "spots", "v_end", "block")
 
     def __init__(self, queue: HWQueue, kernargs: Var, before: Var, value: Var) -> None:
         self.queue, self.kernargs, self.before, self.value = queue, kernargs, before, value
+        self.words = array("I")
+        self.spots: tuple[tuple[int, int, int, int], ...] = ()
+        self.v_end = 0
+        self.block = b""
+
+    def ready(self, block: bytes) -> None:
+        """Takes the commands built so far as the ones kept launches send."""
+        self.words = array("I", self.queue.dwords())
+        which = {self.kernargs: 0, self.before: 1, self.value: 2}
+        self.spots = tuple((p.lo, p.hi, which[p.var], p.add) for p in self.queue.patch_points)
+        # `update` refuses a value past a field's bits: v - 1 + add (waited for) or v + add
+        ends = [(1 << p.max_bits) - p.add + (p.var is self.before)
+                for p in self.queue.patch_points if p.var is not self.kernargs]
+        self.v_end = min(ends, default=1 << 64)
+        self.block = block
 
 
 class AMDProgram(Program):
     """A kernel of an AMDHSA code object, ready to launch on the device's compute queue."""
+
+    device: "AMDDevice"
 
     def __init__(self, device: "AMDDevice", lib: bytes, name: str, *,
                  dynamic_lds_B: int = 0) -> None:
@@ -269,6 +291,16 @@ class AMDProgram(Program):
         if dev.tracer is not None or vals or key is None:
             return super().__call__(*args, vals=vals, global_size=global_size,
                                     local_size=local_size, wait=wait, timeout_ms=timeout_ms)
+        if lq is not None and len(args) == len(self.slots):
+            # (sizes equal to the key's as another type, 1.0 for 1, are refused as before)
+            as_tuple3(global_size, "global_size")
+            as_tuple3(local_size, "local_size")
+            kept = self._launch_kept(lq, args)
+            if kept:
+                if not wait:
+                    return None
+                dev.timeline_signal.wait(kept, timeout_ms)
+                return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
         dev.check_usable()
         with dev.submit_lock:
             kargs = self.fill_kernargs(args, global_size, local_size)  # checks the shape
@@ -278,12 +310,47 @@ class AMDProgram(Program):
                 if len(self._launch_queues) >= _LAUNCH_QUEUES_KEPT:
                     self._launch_queues.clear()
                 self._launch_queues[key] = lq
+                lq.ready(self._block_template(as_tuple3(global_size, "global_size"),
+                                              as_tuple3(local_size, "local_size")))
             lq.queue.update({lq.kernargs: kargs.va, lq.before: v - 1, lq.value: v})
             dev.submit_timeline(lq.queue, v)
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)
         return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
+
+    def _launch_kept(self, lq: "_LaunchQueue", args: tuple[ArgValue, ...]) -> int:
+        """A launch of a kept shape, sending what the general path sends: the shape's launch
+        block copied with its address and the arguments written, the kept commands with this
+        launch's values put in, on the compute ring. Returns the timeline value signalled, or
+        0 when the general path must launch instead (a timeline value a command field cannot
+        hold: it refuses it)."""
+        dev = self.device
+        dev.check_usable()
+        with dev.submit_lock:
+            block = lq.block
+            va, view = dev.kernarg_arena().take(len(block), 64)
+            view[:len(block)] = block
+            _U64.pack_into(view, self.packet_offset + _KERNARG_ADDRESS_OFFSET_B, va)
+            for slot, value in zip(self.slots, args):
+                write_arg(view, slot, value, dev)
+            v = dev.timeline_value + 1
+            if v >= lq.v_end:
+                return 0
+            words = lq.words
+            values = (va, v - 1, v)
+            for lo, hi, which, add in lq.spots:
+                x = values[which] + add
+                words[lo] = x & _M32
+                if hi >= 0:
+                    words[hi] = x >> 32
+            try:
+                dev.compute_ring.put(words)
+            except Exception as e:  # a fault noticed while submitting poisons the device
+                dev.note_submit_error(e)
+                raise
+            dev.timeline_value = v
+        return v
 
     def _launch_queue(self, global_size: Sequence[int], local_size: Sequence[int],
                       wait: bool) -> "_LaunchQueue":
@@ -323,19 +390,24 @@ class AMDProgram(Program):
                     local_size: tuple[int, int, int]) -> KernArgs:
         # Everything but the block's own address depends on the shape only: built once per shape
         # (a few kept), then copied, with the address patched into the dispatch packet.
-        size = self.kernargs_size()
+        tmpl = self._block_template(global_size, local_size)
+        view[:len(tmpl)] = tmpl
+        _U64.pack_into(view, self.packet_offset + _KERNARG_ADDRESS_OFFSET_B, va)
+        return KernArgs(va, view[:max(self.kernarg_B, 1)], self.slots)
+
+    def _block_template(self, global_size: tuple[int, int, int],
+                        local_size: tuple[int, int, int]) -> bytes:
+        """The launch block of a launch of this shape with its own address zero (kept)."""
         shape = (global_size, local_size)
         tmpl = self._block_templates.get(shape)
         if tmpl is None:
-            scratch = bytearray(size)
+            scratch = bytearray(self.kernargs_size())
             self._fill_block_fields(0, memoryview(scratch), global_size, local_size)
             tmpl = bytes(scratch)
             if len(self._block_templates) >= _BLOCK_TEMPLATES_KEPT:
                 self._block_templates.clear()
             self._block_templates[shape] = tmpl
-        view[:size] = tmpl
-        _U64.pack_into(view, self.packet_offset + _KERNARG_ADDRESS_OFFSET_B, va)
-        return KernArgs(va, view[:max(self.kernarg_B, 1)], self.slots)
+        return tmpl
 
     def _fill_block_fields(self, va: int, view: memoryview, global_size: tuple[int, int, int],
                            local_size: tuple[int, int, int]) -> None:

@@ -198,7 +198,8 @@ _DEP_DECREMENT = 4
 # decrements (a grid's DEPENDENT_QMD action DECREMENT_DEPENDENCE, or a SEND_SIGNALING_PCAS2_B
 # action DECREMENT_DEPENDENCE) count it down, and the last one starts its dependents. On the H200
 # a decrement of a gate the engine has not loaded underflows the counter (Xid 13), and so it
-# faults here. A gate may set only these fields.
+# faults here; a second load of a pending gate starts its count over there, which only a broken
+# protocol would rely on, so it faults here too. A gate may set only these fields.
 _GATE_ALLOWED = {
     "QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_TYPE", "DEPENDENCE_COUNTER",
     "CTA_THREAD_DIMENSION0", "CTA_THREAD_DIMENSION1", "CTA_THREAD_DIMENSION2", "REGISTER_COUNT",

@@ -72,6 +72,8 @@ class Program:
     more: list[tuple[int, bytes]] = field(default_factory=list)
     # The straight-line run starting at each slot, built on first use (None: not yet)
     blocks: list[Block | None] = field(default_factory=list)
+    # The entry is s_endpgm: every wave ends at its first instruction (`Dispatch`)
+    ends_at_entry: bool = False
 
     def block(self, i: int) -> Block:
         """The run of NEXT steps starting at slot i (NO_BLOCK where it would be one step or
@@ -305,7 +307,8 @@ def decode_program(code: bytes, base: int) -> Program:
         insts.append(inst)
         pos += inst.size
     return Program(base, bytes(code[:pos]), insts, [None] * len(insts),
-                   {inst.addr: i for i, inst in enumerate(insts)}, dead_mask_writes(insts))
+                   {inst.addr: i for i, inst in enumerate(insts)}, dead_mask_writes(insts),
+                   ends_at_entry=bool(insts) and insts[0].name == "s_endpgm")
 
 
 class ProgramCache:
@@ -580,7 +583,30 @@ class Dispatch:
         self._deadline = math.inf
         self._ticks = CHECK_EVERY
         self._gws_queued = False   # a GWS op has queued waves in this dispatch
+        if self.prog.ends_at_entry and self._end_at_entry():
+            return
         self._gen = self._run()
+
+    def _end_at_entry(self) -> bool:
+        """Runs a dispatch whose program is s_endpgm at its entry without building its waves,
+        when all its workgroups fit one batch (one wave set, whose single instruction never
+        reaches a look at the clock or the instruction limit, as in `_run_wave_set`): every
+        wave issues the s_endpgm with its EXEC (the workgroup's live lanes) and ends. Checks
+        what `_run` checks before its waves start (`_batches`). False: run it the general
+        way."""
+        lay, d = self.lay, self.record
+        gx, gy, gz = lay.grid
+        n_wg = gx * gy * gz
+        if n_wg > _batches(lay, d):
+            return False
+        bx, by, bz = lay.block
+        waves = n_wg * (lay.waves_per_wg // (2 if d.wave64 else 1))
+        stats = self.stats
+        stats.waves = stats.wave_instructions = waves
+        stats.lane_instructions = n_wg * bx * by * bz
+        stats.workgroups = n_wg
+        self.done = True
+        return True
 
     def advance(self, seconds: float = math.inf) -> bool:
         """Runs for about `seconds` (to the end when infinite); True once the dispatch is done.
