@@ -4,9 +4,12 @@ CUDA graphs in one run, with the same tiny kernel (4 x 256 threads, x[i] += 1).
 
 Figures: launch + wait (median), 1000 launches with one wait, a graph of 1000 chained launches
 (replay wall, submission to completion seen by the CPU), the same chain with `early_start` (each
-kernel begins with griddepcontrol.wait; no CUDA column: scripts/cuda_graph_bench.cu has no PDL
-graph), a graph of 1000 independent launches (each
-on its own slice, no edges), and the CPU cost of a replay per launch. CUDA C++ comes from
+kernel begins with griddepcontrol.wait; CUDA's column: its graph captured from programmatic
+dependent launches), the same with kernels that first call griddepcontrol.launch_dependents (both
+also at 53 CTAs of 96 threads, a shape where CUDA's trigger was seen to gain), a graph of 1000
+independent launches (each on its own slice, no edges), and the CPU cost of a replay
+per launch (also with each replay's submissions built afresh, as replays did before they were
+built once; and the GPU time of the chains from the replays' timestamps). CUDA C++ comes from
 scripts/cuda_graph_bench.cu built with nvcc, PyTorch's from torch.cuda.graph capturing
 `x.add_(1)`; each runs in a process of its own (libcuda and this runtime never share one).
 
@@ -36,6 +39,12 @@ extern "C" __global__ void inc(unsigned *x, int n) {
   if (i < n) x[i] += 1;
 }
 extern "C" __global__ void inc_wait(unsigned *x, int n) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
+extern "C" __global__ void inc_trigger(unsigned *x, int n) {
+  asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] += 1;
@@ -109,7 +118,7 @@ def ours(device: str) -> dict[str, Any]:
 
     dev = NVDevice(device)
     lib = dev.compiler.compile(SRC)
-    prg, prg_wait = dev.program(lib, "inc"), dev.program(lib, "inc_wait")
+    prg, prg_wait, prg_trigger = (dev.program(lib, k) for k in ("inc", "inc_wait", "inc_trigger"))
     gs, ls = (4, 1, 1), (256, 1, 1)
     x = dev.alloc(4096)
     slices = dev.alloc(N * 4096)
@@ -135,6 +144,8 @@ def ours(device: str) -> dict[str, Any]:
         b2b.append(time.perf_counter() - t)
 
     def graph_figures(g: Any) -> tuple[float, float]:
+        """(replay wall, replay CPU up to its return, which follows the doorbell), medians of 21;
+        the graph is replayed 22 times."""
         g.replay(wait=True)
         walls, cpus = [], []
         for _ in range(21):
@@ -146,15 +157,77 @@ def ours(device: str) -> dict[str, Any]:
             walls.append(time.perf_counter() - t)
         return statistics.median(walls), statistics.median(cpus)
 
+    def gpu_time(g: Any) -> float:
+        """The GPU's time for the graph (its timestamps), median of 7 replays that wait."""
+        return statistics.median(g.replay(wait=True) for _ in range(7))
+
+    def replay_spans(g: Any) -> dict[str, float]:
+        """Where a replay's CPU time goes up to the doorbell: microseconds from the call of
+        replay() to the entry (and return) of the steps it takes, medians of 21 replays that
+        each follow a synchronize (the wrappers that take the times add a little to each)."""
+        ch = dev.compute_channel
+        marks: dict[str, float] = {}
+        steps = [(g, "_check_live"), (g, "_submit_segments"), (ch, "submit_spans"),
+                 (ch, "publish")]
+        saved = [(obj, name, obj.__dict__.get(name)) for obj, name in steps]
+
+        def timed(fn: Any, name: str) -> Any:
+            def call(*a: Any) -> Any:
+                marks.setdefault(name, time.perf_counter())
+                r = fn(*a)
+                marks.setdefault(name + " returned", time.perf_counter())
+                return r
+            return call
+        for obj, name in steps:
+            setattr(obj, name, timed(getattr(obj, name), name))
+        rows = []
+        try:
+            for _ in range(21):
+                dev.synchronize()
+                marks.clear()
+                t = time.perf_counter()
+                g.replay()
+                end = time.perf_counter()
+                rows.append({k: (v - t) * 1e6 for k, v in marks.items()} | {"end": (end - t) * 1e6})
+        finally:
+            for obj, name, old in saved:
+                if old is None:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, old)
+        return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+
     chain = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(N)])
     chain_t, chain_cpu = graph_figures(chain)
-    early = dev.graph([Launch(prg_wait, (x, 1024), gs, ls, early_start=True) for _ in range(N)])
-    early_t, _ = graph_figures(early)
-    early.free()
+    spans = replay_spans(chain)
+    # the same replays with each replay's submissions built afresh (the route a replay takes
+    # while a profiler is attached, and every replay's before they were built once)
+    chain._submit_segments = chain._submit_built
+    chain_t_built, chain_cpu_built = graph_figures(chain)
+    del chain._submit_segments
     out: dict[str, Any] = {"launch_wait_median": statistics.median(lat), "launch_wait_min": min(lat),
                            "b2b": statistics.median(b2b), "b2b_cpu": statistics.median(b2b_cpu),
                            "graph_chain": chain_t, "graph_chain_cpu": chain_cpu,
-                           "graph_chain_early": early_t}
+                           "graph_chain_built": chain_t_built,
+                           "graph_chain_cpu_built": chain_cpu_built,
+                           "graph_chain_gpu": gpu_time(chain), "graph_replay_spans_us": spans}
+    # early start, and (the shape scripts/sniff_cuda_launches.py saw CUDA's PDL graphs gain from
+    # the trigger at) 53 CTAs of 96 threads over 53 * 96 elements of y
+    wide = 53 * 96
+    y = dev.alloc(4 * wide)
+    dev.copyin(y, np.zeros(wide, np.uint32))
+    for key, kernel, shape in (("graph_chain_early", prg_wait, (x, 1024, gs, ls)),
+                               ("graph_chain_trigger", prg_trigger, (x, 1024, gs, ls)),
+                               ("graph_chain_early_wide", prg_wait, (y, wide, (53, 1, 1),
+                                                                     (96, 1, 1))),
+                               ("graph_chain_trigger_wide", prg_trigger, (y, wide, (53, 1, 1),
+                                                                          (96, 1, 1)))):
+        buf, n, grid, block = shape
+        g = dev.graph([Launch(kernel, (buf, n), grid, block, early_start=True)
+                       for _ in range(N)])
+        out[key], out[key + "_cpu"] = graph_figures(g)
+        out[key + "_gpu"] = gpu_time(g)
+        g.free()
     try:
         indep = dev.graph([Launch(prg, (slices.slice(4096 * i, 4096), 1024), gs, ls, after=())
                            for i in range(N)])
@@ -164,10 +237,13 @@ def ours(device: str) -> dict[str, Any]:
         out["graph_indep"], out["graph_indep_cpu"] = graph_figures(indep)
         indep.free()
     chain.free()
-    want_x = 200 + 2000 + 9 * N + 2 * 22 * N
+    want_x = 200 + 2000 + 9 * N + (2 * 22 + 21 + 7 + 2 * (22 + 7)) * N
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == want_x).all())
+    res = np.zeros(wide, np.uint32)
+    dev.copyout(res, y)
+    out["ok"] = out["ok"] and bool((res == 2 * (22 + 7) * N).all())
     if "graph_indep" in out:
         s = np.zeros(N * 1024, np.uint32)
         dev.copyout(s, slices)
@@ -201,15 +277,32 @@ def main() -> int:
             ("1000 launches, one wait", "b2b", None, "b2b", 1e3, "ms"),
             ("graph of 1000 chained launches", "graph_chain", "graph_chain", "graph_chain", 1e3,
              "ms"),
-            ("graph of 1000 chained launches, early start (kernels wait)", None, None,
-             "graph_chain_early", 1e3, "ms"),
+            ("  the same, GPU time (timestamps)", None, None, "graph_chain_gpu", 1e3, "ms"),
+            ("  the same, each replay's submissions built afresh", None, None,
+             "graph_chain_built", 1e3, "ms"),
+            ("graph of 1000 chained launches, early start (kernels wait)", "graph_chain_pdl",
+             None, "graph_chain_early", 1e3, "ms"),
+            ("  the same, GPU time (timestamps)", None, None, "graph_chain_early_gpu", 1e3, "ms"),
+            ("the same, kernels trigger (launch_dependents, then wait)",
+             "graph_chain_pdl_trigger", None, "graph_chain_trigger", 1e3, "ms"),
+            ("  the same, GPU time (timestamps)", None, None, "graph_chain_trigger_gpu", 1e3,
+             "ms"),
+            ("early start, 53 x 96 threads, kernels wait", "graph_chain_pdl_wide", None,
+             "graph_chain_early_wide", 1e3, "ms"),
+            ("early start, 53 x 96 threads, kernels trigger", "graph_chain_pdl_trigger_wide",
+             None, "graph_chain_trigger_wide", 1e3, "ms"),
             ("graph of 1000 independent launches", "graph_indep", None, "graph_indep", 1e3, "ms"),
             ("graph replay CPU per launch", "graph_chain_cpu", None, "graph_chain_cpu", 1e3,
+             "us"),
+            ("  the same, built afresh per replay", None, None, "graph_chain_cpu_built", 1e3,
              "us")]
     print(f"\n{'figure':58} {'CUDA C++':>14} {'PyTorch':>14} {'runtime.hcq':>14}")
     for name, ck, tk, ok, scale, unit in rows:
         print(f"{name:58} {f(c, ck, scale, unit) if ck else '-':>14} "
               f"{f(t, tk, scale, unit) if tk else '-':>14} {f(o, ok, scale, unit):>14}")
+    if isinstance(o.get("graph_replay_spans_us"), dict):
+        print("\nreplay of the chain, CPU from the call (us): " + ", ".join(
+            f"{k} {v:.1f}" for k, v in o["graph_replay_spans_us"].items()))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
     return 0 if o.get("ok") else 1

@@ -122,6 +122,9 @@ SRC_TRIGGER = SRC.replace("int i = blockIdx.x",
 #           lets its link fire at its pre-exit (ENABLE_PROGRAM_PRE_EXIT) and arrives at latch
 #           i + 1 when it completes; its successor waits on that latch in griddepcontrol.wait,
 #           invalidating L1 when it acquires it (kernels that wait: `wait`)
+#   lastcta with pdlc: a producer's pre-exit (and so its link) fires when its last CTA is
+#           launched (PRE_EXIT_AT_LAST_CTA_LAUNCH), as if every CTA began with
+#           griddepcontrol.launch_dependents
 #   runnable  with clone: the first grid without REQUIRE_SCHEDULING_PCAS, no self copy, no
 #           prefetch of the successor's bank (its address is not cloned)
 #   clone   the fields CUDA itself writes into the QMDs of a kind of launch (read from CUDA's own
@@ -176,6 +179,12 @@ MECHS: dict[str, dict[str, Any]] = {
                          "presend": True, "wait": True, "trigger": True},
     "pdl_cuda_nopresend": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
                            "pdlc": True, "wait": True},
+    # what `Launch(early_start=True)` writes, with kernels that trigger first (the measured
+    # `pdl_cuda_trigger` had its QMDs sent ahead, which `pdl_cuda` showed to cost)
+    "pdl_cuda_nopresend_trigger": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True,
+                                   "pdlc": True, "wait": True, "trigger": True},
+    "pdl_lastcta": {"link": "schedule", "membar": "L1_MEMBAR", "chase": True, "pdlc": True,
+                    "wait": True, "lastcta": True},
     "gate_ring": {"gring": "icopy", "dec": 7, "tl": True, "close": True},
     "gate_ring_noinv": {"gring": "schedule", "dec": 7, "tl": True, "close": True},
     "gate_ring_nopf": {"gring": "icopy", "dec": 7, "tl": True, "close": True, "gnopf": True},
@@ -296,6 +305,8 @@ def shape_qmd(k: dict[str, Any], i: int, q: Any, next_qva: int | None, sem_va: i
     if k.get("pdlc"):
         if next_qva is not None:
             q.write(ENABLE_PROGRAM_PRE_EXIT=1, ARRIVE_AT_LATCH_VALID=1, ARRIVE_AT_LATCH_ID=i + 1)
+            if k.get("lastcta"):
+                q.write(PRE_EXIT_AT_LAST_CTA_LAUNCH=1)
         if later:
             q.write(WAIT_ON_LATCH_VALID=1, WAIT_ON_LATCH_ID=i,
                     LATCH_ACQUIRE_INVALIDATE_SHADER_DATA_CACHE=1,

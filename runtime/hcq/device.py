@@ -557,6 +557,17 @@ class Device:
             self.timeline_value = v
         return v
 
+    def resubmit_timeline(self, resubmit: Callable[[int], None]) -> int:
+        """`submit_timeline` for a queue built once around a variable that stands for its
+        timeline value (it waits for the variable - 1 and signals the variable): calls
+        `resubmit` (`HWQueue.resubmitter`) with v = timeline_value + 1, then takes v as
+        reserved. One that raises leaves the timeline as it was."""
+        with self._submit:
+            v = self.timeline_value + 1
+            resubmit(v)
+            self.timeline_value = v
+        return v
+
     def synchronize(self, timeout_ms: float | None = None) -> None:
         """Waits until everything the device submitted has completed (its timeline and every
         stream's), then asks the driver whether the GPU reported a fault (work submitted outside

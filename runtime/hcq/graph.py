@@ -19,7 +19,11 @@ an edge between engines is always honoured (and nodes of different segments neve
 
 A replay submits each segment in order on the device timeline (wait for the previous value,
 `call` the body, AMD: one INDIRECT_BUFFER packet, or the copies; signal the next value), so a
-graph of launches only is one tiny submission. Updating arguments (and the values waits wait
+graph of launches only is one tiny submission. Those submissions are built on the first replay
+around a variable for the timeline value and then only patched and handed over
+(`HWQueue.resubmitter`; NVIDIA: GPFIFO entries laid out once), so a replay's cost before the
+doorbell does not grow with the graph; they are built afresh while a profiler is attached (its
+own timestamps and hooks) and where timeline values pass 32 bits. Updating arguments (and the values waits wait
 for) rewrites them in place, after the previous replay has finished reading them; an update that
 is refused changes nothing.
 
@@ -30,7 +34,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Mapping, Optional, Sequence, Union, overload
+from typing import (TYPE_CHECKING, Callable, Literal, Mapping, Optional, Sequence, Union,
+                    overload)
 
 from runtime.hcq.errors import HCQError, ProgramError
 from runtime.hcq.memory import Buffer, round_up
@@ -40,6 +45,8 @@ from runtime.hcq.signal import Signal
 
 if TYPE_CHECKING:
     from runtime.hcq.device import Device
+
+_M32 = 0xFFFFFFFF
 
 
 #: A reference to a graph node: its index in the node list, or its `name`.
@@ -151,6 +158,8 @@ class Graph:
         bodies = [s for s in self._segments if isinstance(s, HWQueue)]
         self.body = bodies[0] if bodies else None  # the (first) bound compute body
         self._t0, self._t1 = device.new_signal(), device.new_signal()
+        # the replay's submissions, built on first use, without and with timestamps
+        self._plans: dict[bool, list[Callable[[int], None]]] = {}
         self._last = 0  # timeline value of the latest replay
         # (what to call it in an error, buffer) for every buffer the nodes use
         self._buffers: dict[tuple[int, int], tuple[str, Buffer]] = {}
@@ -376,6 +385,48 @@ class Graph:
 
     def _submit_segments(self, wait: bool) -> "tuple[int, tuple[Signal, Signal] | None]":
         dev = self.device
+        if dev.tracer is not None or dev.timeline_value + len(self._segments) > _M32:
+            return self._submit_built(wait)
+        plan = self._plans.get(wait)
+        if plan is None:
+            plan = self._plans[wait] = self._make_plan(wait)
+        v = self._last
+        for resubmit in plan:
+            v = dev.resubmit_timeline(resubmit)
+            self._last = v  # per segment, as in _submit_built
+        return v, ((self._t0, self._t1) if wait else None)
+
+    def _make_plan(self, wait: bool) -> "list[Callable[[int], None]]":
+        """Each segment's submission built once around a variable for its timeline value (wait
+        for it - 1, call the body or run the copies, signal it; with `wait`, timestamps into the
+        graph's own signals), as resubmission functions (`HWQueue.resubmitter`): a replay
+        rewrites the timeline values and hands the words over, with no per-node work."""
+        dev = self.device
+        tl = dev.timeline_signal
+        last = len(self._segments) - 1
+        plan = []
+        for i, seg in enumerate(self._segments):
+            var = Var(f"graph segment {i} timeline value")
+            q = dev.copy_queue() if isinstance(seg, list) else dev.compute_queue()
+            q.update({var: 1}).wait(tl, var - 1)  # bound before use: a wait may compare 32 bits
+            if wait and i == 0:
+                q.timestamp(self._t0)
+            if isinstance(seg, list):
+                for c in seg:
+                    if c.size:
+                        q.copy(c.dst.va + c.dst_offset, c.src.va + c.src_offset, c.size)
+            else:
+                q.call(seg)
+            if wait and i == last:
+                q.timestamp(self._t1)
+            plan.append(q.signal(tl, var).resubmitter(var))
+        return plan
+
+    def _submit_built(self, wait: bool) -> "tuple[int, tuple[Signal, Signal] | None]":
+        """The replay's submissions built afresh: while a tracer is attached (its timestamp
+        signals, its hooks) or where a timeline value may outgrow the 32 bits some engines'
+        semaphores compare."""
+        dev = self.device
         tl = dev.timeline_signal
         last = len(self._segments) - 1
         v = self._last
@@ -409,6 +460,7 @@ class Graph:
         """Releases the graph's memory (after waiting for its last replay)."""
         if self._last:
             self.device.timeline_signal.wait(self._last)
+        self._plans.clear()  # they call the bodies: a later replay is refused building them
         for seg in self._segments:
             if isinstance(seg, HWQueue):
                 seg.unbind()

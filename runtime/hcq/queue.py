@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, Union
 
 from runtime.hcq.errors import ProgramError, QueueError
 
@@ -178,6 +178,17 @@ class HWQueue:
         if dev.tracer is not None:
             dev.tracer.submitted(self)
         return self
+
+    def resubmitter(self, var: Var) -> Callable[[int], None]:
+        """A function that does what `submit({var: value})` does, for a queue submitted again and
+        again with only `var` changing (a graph's replays): it checks the device, rewrites the
+        variable's patch points and hands the commands to the hardware, with what can be worked
+        out once worked out here. The caller holds the device's submission lock; a tracer is
+        not told (the caller traces, or uses it only while none is attached). A driver may
+        return a faster one; the base's calls `submit`."""
+        def resubmit(value: int) -> None:
+            self.submit({var: value})
+        return resubmit
 
     def describe_commands(self) -> list[str]:
         """The queue's commands decoded, one line each (drivers decode their streams)."""

@@ -430,17 +430,24 @@ PSTEP_SRC = """
 extern "C" __global__ void pstep(const unsigned *src, unsigned *dst, int n) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[n - 1 - i] + 1; }
+extern "C" __global__ void ptrig(const unsigned *src, unsigned *dst, int n) {
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[n - 1 - i] + 1; }
 """
 
 
-def test_nv_early_start_chains_see_every_write(dev: Any) -> None:
+@pytest.mark.parametrize("kernel", ["pstep", "ptrig"])
+def test_nv_early_start_chains_see_every_write(dev: Any, kernel: str) -> None:
     """3000 launches y[i] = x[n-1-i] + 1 alternating two buffers, each edge with `early_start`
     (the successor starts at its predecessor's pre-exit and waits in griddepcontrol.wait): over
     VRAM (2M elements, several waves of the GPU), then over host memory read by the CPU after
-    every replay. Every element is checked."""
+    every replay. Every element is checked. `ptrig` lets its successor launch before it even
+    waits (griddepcontrol.launch_dependents first), so every grid's CTAs may be resident while
+    its predecessor's last wave still runs."""
     if dev.kind != "nv":
         pytest.skip("the real GPU only (the mock runs grids one after another)")
-    stp = dev.program(dev.compiler.compile(PSTEP_SRC, "pstep.cu"), "pstep")
+    stp = dev.program(dev.compiler.compile(PSTEP_SRC, "pstep.cu"), kernel)
     n = 1 << 21
     a, b = dev.alloc(4 * n), dev.alloc(4 * n)
     dev.copyin(a, np.zeros(n, np.uint32))

@@ -276,3 +276,17 @@ def test_cudas_pdl_chain_fires_links_at_pre_exit_and_pairs_latches(probe):
     assert [q.get("REQUIRE_SCHEDULING_PCAS") for q in _chain(probe, "pdl_cuda_nopresend")] == \
         [0, 0, 0]
     assert probe.MECHS["pdl_cuda_trigger"]["trigger"] and probe.MECHS["pdl_cuda"]["wait"]
+
+
+def test_the_runtimes_early_start_encoding_with_kernels_that_trigger(probe):
+    # the QMDs are those of pdl_cuda_nopresend (Launch(early_start=True)); only the kernel differs
+    base, trig = (_chain(probe, m, 4) for m in ("pdl_cuda_nopresend",
+                                                 "pdl_cuda_nopresend_trigger"))
+    assert [q.data for q in base] == [q.data for q in trig]
+    assert probe.MECHS["pdl_cuda_nopresend_trigger"]["trigger"]
+    assert "griddepcontrol.launch_dependents" in probe.SRC_TRIGGER
+    last = _chain(probe, "pdl_lastcta", 4)
+    assert [q.get("PRE_EXIT_AT_LAST_CTA_LAUNCH") for q in last] == [1, 1, 1, 0]
+    assert [q.get("ENABLE_PROGRAM_PRE_EXIT") for q in last] == [1, 1, 1, 0]
+    assert [q.get("WAIT_ON_LATCH_ID") for q in last[1:]] == [1, 2, 3]
+    assert not probe.MECHS["pdl_lastcta"].get("trigger")

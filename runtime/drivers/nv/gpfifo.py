@@ -363,6 +363,47 @@ class Channel:
         self.publish(seq, entries[-1])
         return seq
 
+    def submit_spans(self, words: array, spans: Sequence[tuple[int, int, int]]) -> int:
+        """`submit` for a stream laid out once (`NVQueue.resubmitter`): `words` are every inline
+        dword of the stream, copied into the pushbuffer as one block with the progress release
+        right after them; `spans` are its GPFIFO entries in order, each (0, first dword in
+        `words`, count) for a run of `words` or (1, entry, 0) for commands already in GPU memory
+        (`gp_entry` of their address and length). The last span is a run that ends at the end
+        of `words` (the release rides in its entry). Returns the submission's sequence number."""
+        st = self.state
+        seq = st[SEQ] + 1
+        trailer = self._trailer
+        trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
+        trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
+        k = len(words)
+        n = k + len(trailer)
+        pb_dw = self.pb_dw
+        start = st[PB_PUT]
+        off = start % pb_dw
+        if off + n > pb_dw:
+            start += pb_dw - off
+            off = 0
+        gp_n = len(spans)
+        if start + n > st[PB_FREE_UNTIL] or st[GP_PUT] + gp_n > st[GP_FREE_UNTIL]:
+            if n > pb_dw // 2:
+                raise QueueError(f"{n} dwords do not fit the {self.name} pushbuffer "
+                                 f"({pb_dw} dwords); bind() the queue instead")
+            self.wait_space(start + n, gp_n)
+        pb = self.pb
+        pb[off:off + k] = words
+        pb[off + k:off + n] = trailer
+        st[PB_PUT] = start + n
+        base = self._pb_entry_base + off * 4
+        ring, mask = self.ring, self.entries - 1
+        put = st[GP_PUT]
+        for ext, a, cnt in spans[:-1]:
+            ring[put & mask] = a if ext else base + 4 * a | cnt << GP_LENGTH_SHIFT
+            put += 1
+        st[GP_PUT] = put
+        _, a, cnt = spans[-1]
+        self.publish(seq, base + 4 * a | (cnt + len(trailer)) << GP_LENGTH_SHIFT)
+        return seq
+
     def submit_one(self, words: array) -> int:
         """`submit([words])` for one inline stream, the short launch and copy path: the same
         protocol with fewer steps (the trailer is copied after `words`, one GPFIFO entry)."""

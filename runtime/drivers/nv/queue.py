@@ -31,18 +31,19 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from hcq_bindings.nv import classes as cl
 
 from runtime.drivers.nv.gpfifo import (SEM_ACQUIRE_GEQ_64, SEM_PAYLOAD_LO_DW, SEM_RELEASE_TS,
                                        SEM_RELEASE_WFI_TS, Channel, host_semaphore)
-from runtime.drivers.nv.methods import SUBC_COMPUTE, SUBC_COPY, fget, hi32, lo32, nvm
+from runtime.drivers.nv.methods import (SUBC_COMPUTE, SUBC_COPY, fget, gp_entry, hi32, lo32,
+                                        nvm)
 from runtime.drivers.nv.program import NVKernArgs
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
-from runtime.hcq.queue import HWQueue, Value, as_tuple3, check_fill
+from runtime.hcq.queue import HWQueue, Value, Var, as_tuple3, check_fill
 
 if TYPE_CHECKING:
     from typing import Self
@@ -181,6 +182,56 @@ class NVQueue(HWQueue):
             if body.bound_va is None:
                 raise QueueError("a called command buffer was unbound before submission")
         self.channel.submit(self._parts())
+
+    def resubmitter(self, var: Var) -> Callable[[int], None]:
+        """`HWQueue.resubmitter`: the GPFIFO entries are laid out once (`Channel.submit_spans`),
+        so a resubmission patches the variable's dwords, copies the queue's own words into the
+        pushbuffer in one block and writes the entries. Bound queues, and queues with other
+        variables, take the base's route."""
+        if self._bound_buf is not None or any(p.var is not var for p in self._patches):
+            return super().resubmitter(var)
+        # the entries: runs of the queue's own words and, between them, the called bodies (whose
+        # entries are made again only if a body was bound anew)
+        spans: list[tuple[int, int, int]] = []
+        calls: list[tuple[int, NVQueue, int | None]] = []  # (span index, body, its va then)
+        start = 0
+        for pos, body in self._calls:
+            if pos > start:
+                spans.append((0, start, pos - start))
+            calls.append((len(spans), body, None))
+            spans.append((1, 0, 0))
+            start = pos
+        spans.append((0, start, len(self._d) - start))  # carries the progress release
+        dev, channel, words, vals = self.device, self.channel, self._d, self._vals
+        patches = [(p.lo, p.hi, p.add, p.max_bits) for p in self._patches]
+
+        def resubmit(value: int) -> None:
+            dev.check_usable()
+            for k, (i, body, va) in enumerate(calls):
+                if body.bound_va != va:
+                    if body.bound_va is None:
+                        raise QueueError("a called command buffer was unbound before "
+                                         "submission")
+                    spans[i] = (1, gp_entry(body.bound_va, len(body)), 0)
+                    calls[k] = (i, body, body.bound_va)
+            for lo, hi, add, bits in patches:  # checked first: a refused value writes nothing
+                v = value + add
+                if v < 0 or v >> bits:
+                    raise QueueError(f"value {v:#x} of {var.name}{add:+d} does not fit the "
+                                     f"{bits}-bit field it patches")
+            for lo, hi, add, bits in patches:  # what `update` writes
+                v = value + add
+                words[lo] = v & _M32
+                if hi >= 0:
+                    words[hi] = v >> 32
+            vals[var] = value
+            try:
+                channel.submit_spans(words, spans)
+            except Exception as e:  # a fault noticed while submitting poisons the device
+                dev.note_submit_error(e)
+                raise
+
+        return resubmit
 
 
 class NVComputeQueue(NVQueue):

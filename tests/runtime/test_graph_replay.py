@@ -1,0 +1,228 @@
+"""Graph replays submit what was built once: no queue is built and no node is visited per replay
+(each segment's submission is laid out on the first replay around a variable for its timeline
+value, `HWQueue.resubmitter`), the commands are those a replay built afresh submits, and the
+routes that must build afresh (a tracer, timeline values past 32 bits) still do; on NVIDIA the
+prelaid GPFIFO entries (`Channel.submit_spans`) carry exactly what `Channel.submit` writes."""
+from __future__ import annotations
+
+from array import array
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime.hcq import GraphCopy, GraphWait, Launch, QueueError
+from runtime.hcq.queue import HWQueue
+
+from .test_graph_dag import GS, LS, N, _down, _open
+
+
+@pytest.fixture(params=["mock-amd", "mock-nv"])
+def dev(request: pytest.FixtureRequest) -> Iterator[Any]:
+    d = _open(request.param, own=True)
+    yield d
+    d.close()
+
+
+def _graph(d: Any) -> tuple[Any, Any, list[Any]]:
+    """fill a; [wait gate >= 1] twice a -> b; copy b -> c; twice c -> e: a compute segment, a copy
+    segment and a compute segment, with a GraphWait."""
+    fill, twice = d.kern["fill"], d.kern["twice"]
+    a, b, c, e = (d.alloc(4 * N) for _ in range(4))
+    gate = d.new_signal(0)
+    g = d.graph([Launch(fill, (a, 3), GS, LS),
+                 GraphWait(gate, 1),
+                 Launch(twice, (a, b), GS, LS),
+                 GraphCopy(c, b, 4 * N),
+                 Launch(twice, (c, e), GS, LS)])
+    return g, gate, [a, b, c, e]
+
+
+def test_replays_build_no_queue_after_the_first_and_give_the_serial_result(
+        dev: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    g, gate, (a, b, c, e) = _graph(dev)
+    gate.value = 5
+    g.replay(wait=True)
+    g.replay()  # each of the two routes (timed or not) lays its submissions out once
+    dev.synchronize()
+    built: list[str] = []
+    replaying = [False]
+    init = HWQueue.__init__
+
+    def counting_init(self: HWQueue, device: Any) -> None:
+        if replaying[0]:
+            built.append(type(self).__name__)
+        init(self, device)
+
+    monkeypatch.setattr(HWQueue, "__init__", counting_init)
+    for r in range(6):
+        v = 10 + r
+        replaying[0] = True
+        t = g.replay({0: {1: v}}, wait=r % 2 == 0, wait_values={0: r})
+        replaying[0] = False
+        if r % 2 == 0:
+            assert t is not None and t >= 0
+        dev.synchronize()
+        assert (_down(dev, e) == 4 * (v + np.arange(N))).all()
+    assert built == []
+    assert len(g._plans[True]) == len(g._plans[False]) == 3  # compute, copy, compute
+
+
+def test_a_replay_after_free_is_refused(dev: Any) -> None:
+    g, gate, _ = _graph(dev)
+    gate.value = 1
+    g.replay(wait=True)
+    g.replay()  # both routes laid out while the bodies were bound
+    g.free()
+    for wait in (False, True):
+        with pytest.raises(QueueError, match="bound"):
+            g.replay(wait=wait)
+    dev.synchronize()  # the refused replays left the timeline as it was
+
+
+def _submissions(d: Any, run: Any, names: dict[int, str]) -> list[list[object]]:
+    """What `run()` put on the compute and copy channels: per GPFIFO entry the pushbuffer dwords
+    it points at, or (va, length) for commands elsewhere (bound bodies), with the words `names`
+    names and each channel's sequence numbers ("compute 2": its second submission) replaced by
+    their names."""
+    from runtime.drivers.nv.methods import decode_gp_entry
+    chans = (d.compute_channel, d.copy_channel)
+    before = [(ch.gp_put, ch.seq) for ch in chans]
+    run()
+    d.synchronize()
+    out: list[list[object]] = []
+    for ch, (put, seq) in zip(chans, before):
+        known = names | {seq + k: f"{ch.name} {k}" for k in range(1, ch.seq - seq + 1)}
+        base = ch.pushbuf.va
+        for i in range(put, ch.gp_put):
+            va, n = decode_gp_entry(int(ch.ring[i & (ch.entries - 1)]))
+            if base <= va < base + 4 * ch.pb_dw:
+                off = (va - base) // 4
+                out.append([known.get(w, w) for w in ch.pb[off:off + n].tolist()])
+            else:
+                out.append([(va, n)])
+    return out
+
+
+def test_nv_a_replay_submits_the_commands_a_built_replay_submits() -> None:
+    d = _open("mock-nv", own=True)
+    try:
+        g, gate, _ = _graph(d)
+        gate.value = 1
+        d.synchronize()
+        for wait in (False, True):
+            runs = []
+            for k, submit in enumerate((lambda: g._submit_built(wait),
+                                        lambda: g.replay(wait=wait))):
+                # distinctive timeline values (everything before is complete), so that they can
+                # be told apart from every other word
+                base = 0x5A5A0000 + 0x100 * k
+                d.timeline_value = base
+                d.timeline_signal.value = base
+                runs.append(_submissions(d, submit,
+                                         {base + i: f"timeline + {i}" for i in range(4)}))
+            assert runs[0] == runs[1] and len(runs[0]) == 7  # 3 + 1 + 3 entries
+    finally:
+        d.close()
+
+
+def test_timeline_values_past_32_bits_take_the_built_route(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the copy engine's semaphore compares 32 bits: the built route releases such values from
+    # the host instead, which a queue laid out once around a variable cannot
+    d = _open("mock-nv", own=True)
+    try:
+        g, gate, (a, b, c, e) = _graph(d)
+        gate.value = 1
+        g.replay(wait=True)
+        routes: list[bool] = []
+        built = g._submit_built
+        monkeypatch.setattr(g, "_submit_built", lambda wait: routes.append(wait) or built(wait))
+        d.synchronize()
+        start = (1 << 32) - 3  # the first replay's last segment signals 2^32
+        d.timeline_value = start
+        d.timeline_signal.value = start
+        for r in range(3):
+            g.replay({0: {1: 7 + r}}, wait=True)
+            assert (_down(d, e) == 4 * (7 + r + np.arange(N))).all()
+        assert routes == [True, True, True] and d.timeline_value > 1 << 32
+    finally:
+        d.close()
+
+
+@pytest.fixture(scope="module")
+def nv_channel() -> Iterator[Any]:
+    d = _open("mock-nv", own=True)
+    yield d.compute_channel
+    d.close()
+
+
+# a stream: runs of words (lists) and commands already in GPU memory ((va, length))
+_part = st.one_of(st.lists(st.integers(0, 0xFFFFFFFF), min_size=1, max_size=40),
+                  st.tuples(st.integers(1, 1 << 20).map(lambda k: k * 0x100),
+                            st.integers(1, 500)))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(_part, min_size=1, max_size=6), room=st.integers(0, 300))
+def test_prelaid_entries_carry_what_submit_writes(nv_channel: Any, parts: list[Any],
+                                                  room: int) -> None:
+    """Channel.submit_spans against Channel.submit on the same stream, from the same ring state
+    (`room`: dwords left before the pushbuffer wraps): every GPFIFO entry points at the same
+    dwords, the progress release included."""
+    from runtime.drivers.nv.gpfifo import GP_FREE_UNTIL, GP_PUT, PB_FREE_UNTIL, PB_PUT, SEQ
+    from runtime.drivers.nv.methods import decode_gp_entry, gp_entry
+    ch = nv_channel
+    st_ = ch.state
+    saved = st_.tolist()
+    ring_mask = ch.entries - 1
+    entries: list[list[object]] = []
+
+    def publish(seq: int, entry: int) -> None:  # the stores of a publish, without the doorbell
+        ch.ring[st_[GP_PUT] & ring_mask] = entry
+        st_[GP_PUT] += 1
+        st_[SEQ] = seq
+
+    def content(put: int) -> list[object]:
+        out: list[object] = []
+        for i in range(put, st_[GP_PUT]):
+            va, n = decode_gp_entry(int(ch.ring[i & ring_mask]))
+            if ch.pushbuf.va <= va < ch.pushbuf.va + 4 * ch.pb_dw:
+                off = (va - ch.pushbuf.va) // 4
+                out.append(ch.pb[off:off + n].tolist())
+            else:
+                out.append((va, n))
+        return out
+
+    words = array("I")
+    spans: list[tuple[int, int, int]] = []
+    for p in parts:
+        if isinstance(p, list):
+            spans.append((0, len(words), len(p)))
+            words.extend(p)
+        else:
+            spans.append((1, gp_entry(*p), 0))
+    if spans[-1][0]:
+        spans.append((0, len(words), 0))
+    orig = ch.publish
+    ch.publish = publish
+    try:
+        for route in ("submit", "spans"):
+            st_[PB_PUT] = ch.pb_dw * 3 - room  # the same position, `room` before a wrap
+            st_[PB_FREE_UNTIL] = st_[PB_PUT] + ch.pb_dw
+            st_[GP_PUT] = saved[GP_PUT]
+            st_[GP_FREE_UNTIL] = saved[GP_PUT] + ch.entries - 1
+            st_[SEQ] = saved[SEQ]
+            if route == "submit":
+                seq = ch.submit([array("I", p) if isinstance(p, list) else p for p in parts])
+            else:
+                seq = ch.submit_spans(words, spans)
+            assert seq == saved[SEQ] + 1
+            entries.append(content(saved[GP_PUT]))
+    finally:
+        ch.publish = orig
+        st_[:] = array("Q", saved)
+    assert entries[0] == entries[1]
