@@ -597,7 +597,8 @@ class Dispatch:
         lay, d = self.lay, self.record
         gx, gy, gz = lay.grid
         n_wg = gx * gy * gz
-        if n_wg > _batches(lay, d):
+        # (one workgroup always fits a batch; the scratch slots may still refuse it)
+        if (n_wg > 1 or lay.scratch and d.scratch_wave_B) and n_wg > _batches(lay, d):
             return False
         bx, by, bz = lay.block
         waves = n_wg * (lay.waves_per_wg // (2 if d.wave64 else 1))
