@@ -606,6 +606,70 @@ def test_blocks_bound_to_a_wave_set_match_general_path(monkeypatch, middle, wave
     assert (fw, fl) == (sw, sl)
 
 
+@pytest.mark.parametrize("check_every", [5, 67, 97, 256])
+@pytest.mark.parametrize("middle", [
+    "",
+    "v_cmp_gt_u32 vcc_lo, 8, v0\nv_cndmask_b32 v2, v2, v7, vcc_lo\ns_and_b32 s11, vcc_lo, s10",
+    "s_mov_b32 exec_lo, 0xffff00f0\ns_nop 0\nv_add_nc_u32 v2, 5, v2\n"
+    "s_delay_alu instid0(VALU_DEP_1)\ns_mov_b32 exec_lo, -1",
+    "v_cmpx_lt_u32 v0, 20\ns_nop 0\ns_nop 1",
+], ids=["plain", "lane-mask", "exec-sgpr", "cmpx"])
+def test_one_wave_loop_matches_the_scheduler_and_pauses_within_it(monkeypatch, middle,
+                                                                  check_every):
+    """A one-wave loop of straight-line code runs time round after time round in one call
+    (interp.Loop; bound while EXEC is full, slot by slot otherwise, leaving to the scheduler
+    where a step changes EXEC or unpacks a lane mask): the same registers and counts as
+    without it and on the general path; the dispatch still pauses inside the loop, never more
+    than a time round or a block past its budget of instructions, and an instruction limit
+    inside the loop faults."""
+    from runtime.drivers.mock.rdna3 import interp
+    from . import rdna3_device
+    monkeypatch.setattr(interp, "CHECK_EVERY", check_every)
+    # (40 time rounds of about 30 slots: the clock is looked at within the loop's rounds, and
+    # from 67 on some whole rounds fit between two looks)
+    loop = _BOUND_LOOP.format(middle=middle).replace("s_cmp_lg_u32 s10, 6", "s_cmp_lg_u32 s10, 40")
+    code = assemble_labels(PROLOGUE + loop + "s_mov_b32 exec_lo, -1\n" + EPILOGUE)
+    x, y = _ints(np.random.default_rng(check_every))
+    pauses: list[int] = []
+
+    def paused(rec, mem, *, cache=None, max_wave_instructions=1 << 40):  # type: ignore[no-untyped-def]
+        d = interp.Dispatch(rec, mem, cache=cache, max_wave_instructions=max_wave_instructions)
+        while not d.advance(0.0):
+            pauses.append(d.stats.wave_instructions)
+        return d.stats
+
+    monkeypatch.setattr(rdna3_device, "execute", paused)
+
+    def run(limit: int = 1 << 40) -> tuple:  # type: ignore[type-arg]
+        pauses.clear()
+        dev = RawDevice()
+        vo = dev.alloc(4 * 32)
+        vx, vy = dev.upload(x[:32]), dev.upload(y[:32])
+        try:
+            st = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32,
+                                       vy & 0xFFFFFFFF, vy >> 32], (1,), (32,),
+                                max_wave_instructions=limit)
+        except KernelFault as e:
+            return ("fault", str(e), list(pauses))
+        return (dev.download(vo, 32, u32).tolist(), st.wave_instructions, st.lane_instructions,
+                list(pauses))
+
+    def without_loop(run):  # type: ignore[no-untyped-def]
+        with monkeypatch.context() as m:
+            m.setattr(interp, "one_wave_loop", lambda *a: None)
+            return run()
+    fast = run()
+    plain = without_loop(run)
+    assert fast[:3] == plain[:3] == _run_both(monkeypatch, run)[1][:3]
+    seen = fast[-1]
+    # (where the clock is looked at may differ: without the runner, a block's first run is
+    # never cut short where EXEC changes, and the blocks after a cut start new looks)
+    assert len(seen) > 3 and max(np.diff([0, *seen])) < check_every + 40
+    for limit in (seen[1] - 1, seen[len(seen) // 2] - 1, seen[-1] - 1):
+        got = run(limit)
+        assert got[0] == "fault" and "instruction limit" in got[1]
+
+
 _OFFSETS = st.one_of(st.integers(0, 0xFFFFFFFF), st.integers(0, 0x3FFF).map(lambda v: v * 4),
                      st.sampled_from([0, 4, 0x7FFFFFFC, 0x80000000, 0xFFFFFFFC, 1, 2, 3]))
 
@@ -712,10 +776,11 @@ def test_retry_tail_runs_as_its_instructions(exec_mask, done, start, waves, form
 def test_retry_loop_pauses_and_faults_where_the_general_path_does(monkeypatch, check_every,
                                                                   waves):
     """A one-wave retry loop runs time round after time round in one call (interp.RetryLoop),
-    but stops short of the next look at the clock: the dispatch pauses after the same
-    instructions as on the general path (every look at the clock ends the time slice here),
-    ends with the same registers, counter and counts, and an instruction limit inside the loop
-    faults naming the same instruction."""
+    but stops short of the next look at the clock: here (no block is cut short in the loop)
+    the dispatch pauses after the same instructions as without it (every look at the clock
+    ends the time slice), ends with the same registers, counter and counts (those also as on
+    the general path), and an instruction limit inside the loop faults naming the same
+    instruction."""
     from runtime.drivers.mock.rdna3 import interp
     from . import rdna3_device
     monkeypatch.setattr(interp, "CHECK_EVERY", check_every)

@@ -121,6 +121,12 @@ class RecordingMemory:
         self.unbounded = True  # the caller indexes the mappings itself: addresses unknown here
         return self._mem.mappings()
 
+    @property
+    def generation(self) -> int:
+        """The memory's mapping generation (read by the interpreter's memory paths on every
+        access: a property costs less than the forwarding below)."""
+        return self._mem.generation
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._mem, name)
 

@@ -911,6 +911,15 @@ class Dispatch:
                         continue
                     taken = step.fn(g)
                     if taken is True or taken is False:   # every wave agrees
+                        if taken and step.target < pc and g.w1 >= 0 and g.planes is not None:
+                            # one wave going round a loop: its further time rounds without
+                            # the look-ups above for each of their slots
+                            loop = step.loop
+                            if loop is None:
+                                loop = step.loop = one_wave_loop(prog, pc) or False
+                            if loop:
+                                pc, count, lanes = _run_loop(loop, g, count, lanes, budget)
+                                continue
                         pc = step.target if taken else pc + 1
                         continue
                     k = np.count_nonzero(taken)
@@ -951,6 +960,122 @@ class Dispatch:
             stats.lane_instructions += lanes
             self._ticks = budget - count
             self.wave_sets.remove(g)
+
+
+# Branches whose condition is a Python bool for one wave with planes (ops_salu._scc_cond,
+# _exec_cond)
+_BOOL_BRANCHES = frozenset({"s_cbranch_scc0", "s_cbranch_scc1", "s_cbranch_execz",
+                            "s_cbranch_execnz"})
+
+
+class Loop(NamedTuple):
+    """A loop of straight-line code: the slots from `head` up to the conditional branch back
+    to it at `branch`."""
+
+    head: int
+    branch: int
+    cond: Callable[[WaveSet], Any]   # the branch's condition
+    # (fn, NOP slots after it, step) of each slot from head to the branch; fn None: a NOP slot
+    body: tuple[tuple[Callable[[WaveSet], Any] | None, int, Step], ...]
+
+
+def one_wave_loop(prog: Program, branch: int) -> Loop | None:
+    """The loop the branch at slot `branch` closes, or None where it is not a conditional
+    branch of SCC or EXEC back to straight-line code (NOP and NEXT steps only)."""
+    br = prog.steps[branch]
+    if br is None or br.kind != BRANCH or br.fn is None or \
+            br.inst.name not in _BOOL_BRANCHES or not 0 <= br.target < branch:
+        return None
+    body: list[tuple[Callable[[WaveSet], Any] | None, int, Step]] = []
+    j = br.target
+    while j < branch:
+        try:
+            s = prog.step(j)
+        except KernelFault:
+            return None
+        if s.kind == NOP:
+            body.append((None, 0, s))
+            j += 1
+        elif s.kind == NEXT:
+            body.append((s.fn, s.skip, s))
+            j += 1 + s.skip
+        else:
+            return None
+    if j != branch:
+        return None
+    return Loop(br.target, branch, br.fn, tuple(body))
+
+
+def _bind_loop(loop: Loop, g: WaveSet, P: Planes) -> tuple[BoundStep, ...]:
+    """The loop's steps bound to P where they can be (as _bind does for a block); NOP slots
+    are left out (they are only counted)."""
+    out: list[BoundStep] = []
+    pc, slots = loop.head, 0
+    for fn, skip, st in loop.body:
+        pc += 1 + skip
+        slots += 1 + skip
+        if fn is None:
+            continue
+        bind = fast_valu.binder(fn)
+        got = bind(g, P) if bind is not None else None
+        if got is not None:
+            f, args, dests = got
+            P.dirty_v.update(dests)
+            out.append((f, args, st, True, pc, slots))
+        else:
+            out.append((fn, (), st, False, pc, slots))
+    return tuple(out)
+
+
+def _run_loop(loop: Loop, g: WaveSet, count: int, lanes: int, budget: int
+              ) -> tuple[int, int, int]:
+    """Runs a loop of one wave (with planes) from its head, after its branch was taken: time
+    round after time round as the scheduler would run them (the same steps, the same counts;
+    while EXEC is full and no lane mask is unpacked, the steps bound to the wave set's planes
+    as a block's are), while the instructions' count stays short of `budget` through a whole
+    time round: the scheduler looks at the clock before the round that would reach it, never
+    past it. Returns (the slot to go on at, count, lanes): after the branch once it is not
+    taken, the head, or the slot after a step that changed EXEC or unpacked a lane mask in a
+    bound time round."""
+    head, branch, cond, body = loop
+    n_body = branch - head
+    key = -1 - branch   # (P.bound's key for the loop: blocks use their first slot)
+    while count + n_body + 1 < budget:
+        P = g.fast
+        if P is not None and not g.dirty:
+            bound = P.bound.get(key)
+            if bound is None:
+                bound = P.bound[key] = _bind_loop(loop, g, P)
+            active = g.active
+            for fn, args, st, is_bound, after, through in bound:
+                try:
+                    if is_bound:
+                        fn(*args)
+                    else:
+                        fn(g)
+                        if g.fast is not P or g.dirty:
+                            # EXEC or a lane mask changed at step st: its NOPs count the new
+                            # EXEC, and the rest of the time round runs slot by slot
+                            lanes += active * (through - st.skip) + st.skip * g.active
+                            return after, count + through, lanes
+                except Exception as e:
+                    raise _fault(st, e) from None
+            lanes += active * n_body
+        else:
+            for fn, skip, st in body:
+                lanes += g.active
+                if fn is not None:
+                    try:
+                        fn(g)
+                    except Exception as e:
+                        raise _fault(st, e) from None
+                    if skip:
+                        lanes += skip * g.active
+        count += n_body + 1
+        lanes += g.active
+        if not cond(g):   # (one wave with planes: a bool)
+            return branch + 1, count, lanes
+    return head, count, lanes
 
 
 class RetryLoop(NamedTuple):
@@ -1005,10 +1130,10 @@ def _run_retry_loop(loop: RetryLoop, cas: Step, g: WaveSet, count: int, lanes: i
                     budget: int) -> tuple[int, int, int]:
     """Runs a retry loop of one wave from its branch, after the swap ran its tail: time round
     after time round as the scheduler would run them slot by slot (the same steps, the same
-    counts), while the instructions' count stays short of `budget` through a whole time round,
-    so the scheduler looks at the clock exactly where it would have. Returns (the slot to go on
-    at, count, lanes): after the branch once EXEC is empty, the slot after the swap where it
-    did not run the tail, or the branch."""
+    counts), while the instructions' count stays short of `budget` through a whole time round:
+    the scheduler looks at the clock before the round that would reach it, never past it.
+    Returns (the slot to go on at, count, lanes): after the branch once EXEC is empty, the
+    slot after the swap where it did not run the tail, or the branch."""
     branch, body, cond, swap, need = loop.branch, loop.body, loop.cond, cas.fn, loop.slots
     assert swap is not None   # (ATOMIC steps carry one)
     while count + need < budget:

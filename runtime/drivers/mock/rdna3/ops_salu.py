@@ -50,8 +50,9 @@ class Step:
     # NEXT: how many NOP slots (s_waitcnt, s_delay_alu, s_clause, ...) follow it; the scheduler
     # steps over them at once, counting them as executed
     skip: int = 0
-    # ATOMIC with a retry loop's tail: the loop around it (interp.RetryLoop), built on first
-    # use; None: not looked for yet, False: there is none
+    # ATOMIC with a retry loop's tail: the loop around it (interp.RetryLoop); a BRANCH back:
+    # the loop it closes (interp.Loop). Built on first use; None: not looked for yet, False:
+    # there is none
     loop: Any = None
 
 
