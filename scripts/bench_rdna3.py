@@ -213,7 +213,7 @@ def cases(quick: bool, only: set[str] | None = None) -> list[Case]:
         v = np.ones(n, np.float32)
         out.append(Case("cas", f"2^{lg} lanes", co.get("cas", b""), "cas",
                         [np.zeros(1, np.float32), v], (n // 256, 1, 1), (256, 1, 1),
-                        lambda bufs, n=n: float(bufs[0][0]) == n, repeats=1))
+                        lambda bufs, n=n: float(bufs[0][0]) == n))
     tv = TRITON_DIR / "vector_add.hsaco"
     if tv.exists():
         meta = json.loads((TRITON_DIR / "vector_add.json").read_text())

@@ -30,7 +30,7 @@ from . import mem_lanes as ml
 from .decode import EXEC_LO, M0, NULL, VCC_LO, VGPR0, Inst
 from .errors import KernelFault, PageFaultError
 from .fast_valu import Bound, bindable
-from .machine import Planes, WaveSet, one_wave_lanes, one_wave_word
+from .machine import Planes, WaveSet, one_wave_lanes, one_wave_mask, one_wave_word
 
 Exec = Callable[[WaveSet], None]
 Resolver = Callable[[WaveSet], ml.Target]
@@ -495,12 +495,20 @@ def _cmpswap_one_address(imm: int, saddr: int, vaddr: int, vdst: int, vdata: int
     # (two adjacent destinations are written as one slice of two registers)
     pair = min(dests) if len(dests) == 2 and abs(dests[0] - dests[1]) == 1 else -1
     slots = tail.slots if tail is not None else 0
+    written = (tail.mask, tail.done, EXEC_LO) if tail is not None else ()
+    # (the EXEC mask the tail left last, its word): a retry loop's next swap finds its lanes
+    # without packing EXEC again (the mask arrays are read-only, one per word; one tuple, so
+    # GPUs' threads running the same program never see a mask with another's word)
+    last: list[tuple[Any, int]] = [(None, 0)]
 
     def run(g: WaveSet) -> int:
         P = g.planes
         if g.w1 < 0 or P is None or P.s1 is None:
             return -1
-        word = one_wave_word(g.exec)
+        ex = g.exec
+        mask_then, word = last[0]
+        if ex is not mask_then:
+            word = one_wave_word(ex)
         lanes, pick = one_wave_lanes(word)
         n = len(lanes)
         if not n:
@@ -566,9 +574,8 @@ def _cmpswap_one_address(imm: int, saddr: int, vaddr: int, vdst: int, vdata: int
                 vals += [v] * (c - a)
                 v, a = srcs[c - 1], c
             vals += [v] * (n - a)
-            ex = g.exec[0]
             for r in dests:
-                V[r, 0][ex] = vals   # the active lanes, in lane order
+                V[r, 0][ex[0]] = vals   # the active lanes, in lane order
         if tail is None:
             return 0
         # The compare's lane mask is the lanes that swapped; DONE gathers them; EXEC keeps the
@@ -579,14 +586,19 @@ def _cmpswap_one_address(imm: int, saddr: int, vaddr: int, vdst: int, vdata: int
         d = S1.item(done) | swapped
         e = word & ~d & 0xFFFFFFFF
         dirty_s, cached = g.m.dirty_s, g.lanes
-        for r, val in ((mask, swapped), (done, d)):
-            S1[r] = val
-            dirty_s.add(r)
-            cached.pop(r, None)
-            if g.dirty:
-                g.dirty.discard(r)
+        S1[mask] = swapped
+        S1[done] = d
+        S1[EXEC_LO] = e
+        dirty_s.update(written)
+        cached.pop(mask, None)
+        cached.pop(done, None)
+        if g.dirty:
+            g.dirty.difference_update(written)
         P.scc[P.w] = e != 0
-        g.set_s(EXEC_LO, e)
+        # (what set_s does for EXEC of one wave: its lanes from the word)
+        got = one_wave_mask(e)
+        g._set_exec(*got)
+        last[0] = (got[0], e)
         return slots
     return run
 
