@@ -113,8 +113,9 @@ class Signal:
         deadline = start + timeout_ms / 1000.0
         spin_end = start + dev.wait_spin_s
         # Poll between clock reads: a read of the value costs a few tens of ns, the clock more,
-        # and a completion is then seen within one read of happening.
-        while True:
+        # and a completion is then seen within one read of happening. (A device that does not
+        # spin goes on at once: its GPU's work runs here, `run_gpus_here`, or wakes it.)
+        while spin_end > start:
             for _ in _POLLS:
                 if u64[0] >= value:
                     return

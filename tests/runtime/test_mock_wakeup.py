@@ -260,6 +260,32 @@ def test_waits_on_a_mock_device_do_not_spin(dev_gpu: tuple[Device, Any]) -> None
     assert Device.wait_spin_s == SPIN_S  # a device on a real seam polls first
 
 
+def test_a_wait_on_a_mock_device_runs_the_pass_without_reading_the_value_first(
+        dev_gpu: tuple[Device, Any]) -> None:
+    # A device that does not spin reads the value once and goes on to run the GPU's pass:
+    # a round of polls before it would only read a value nothing can change meanwhile.
+    d, _ = dev_gpu
+    sig = d.new_signal(0)
+    reads: list[int] = []
+
+    class Counted:
+        def __init__(self, words: Any) -> None:
+            self.words = words
+
+        def __getitem__(self, i: int) -> int:
+            reads.append(i)
+            return int(self.words[i])
+
+    words = sig._u64
+    d.compute_queue().signal(sig, 1).submit()
+    sig._u64 = Counted(words)  # type: ignore[assignment]
+    try:
+        sig.wait(1, timeout_ms=LONG_S * 1000)
+    finally:
+        sig._u64 = words
+    assert sig.value == 1 and len(reads) <= 4, len(reads)
+
+
 # ------------------------------------------------------------------ what the NVIDIA mock remembers
 @pytest.fixture
 def nv() -> Iterator[tuple[NVDevice, Any]]:

@@ -45,6 +45,34 @@ DISPATCH_SLICE_S = 0.01        # how long one call into the queue runs a dispatc
 _ARGS_SCAN_B = 256             # bytes of a kernel's argument block searched for buffer pointers
 WRITE_DATA_DST_MEMORY = (2, 5)  # nvd.h WRITE_DATA_DST_SEL: 2 = gl2, 5 = memory (async)
 MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
+PLAN_MIN_DW = 16               # the shortest run of packets a queue keeps a plan for (`_replay`)
+_PLANS_KEPT = 64                # plans a queue keeps (a droppable cache)
+# What a plan's steps do (`_Plan.ops`)
+_OP_SH, _OP_INVALIDATE, _OP_FLUSH, _OP_PACKET = range(4)
+
+
+class _Plan:
+    """A run of packets decoded once (`PM4Processor._replay`): `n` dwords, the dwords that
+    decide what it does (headers, SET_SH_REG indices, whole ACQUIRE_MEM and EVENT_WRITE
+    packets) at the positions `check` reads, as `fixed`, and its steps in order: a run of
+    SET_SH_REGs as one store of (register, position) pairs, a cache invalidation, a partial
+    flush, or a packet run by its handler."""
+
+    __slots__ = ("n", "check", "fixed", "ops")
+
+    def __init__(self, n: int, fixed_at: list[int], dws: list[int], ops: tuple[Any, ...]
+                 ) -> None:
+        self.n, self.ops = n, ops
+        self.check = operator.itemgetter(*fixed_at)
+        self.fixed = self.check(dws)
+
+
+def _getter(positions: list[int]) -> Callable[[list[int]], tuple[int, ...]]:
+    """The dwords at `positions` as a tuple (itemgetter gives a lone item for one position)."""
+    if len(positions) == 1:
+        i = positions[0]
+        return lambda dws: (dws[i],)
+    return operator.itemgetter(*positions)
 
 
 class PM4Processor(QueueProcessor):
@@ -127,6 +155,10 @@ class PM4Processor(QueueProcessor):
         self._partial_flush: dict[int, bool] = {}
         self._f_wait_reg_mem = ps.pm4["WAIT_REG_MEM"].fields
         self._f_event_write = ps.pm4["EVENT_WRITE"].fields
+        # Plans of runs of packets by (first dword, dwords published) (a droppable cache), and
+        # the key that missed last: a run is planned the second time in a row it is seen.
+        self._plans: dict[tuple[int, int], _Plan] = {}
+        self._plan_missed: tuple[int, int] | None = None
 
     def set_wptr(self, value: int) -> None:
         if value < self.wptr_dw:
@@ -171,6 +203,17 @@ class PM4Processor(QueueProcessor):
                 return progress
             if pos - base >= len(dws):
                 dws, base = self.ring_dwords(pos, avail), pos
+                if avail >= PLAN_MIN_DW:
+                    ran, waits = self._replay(dws, pos)
+                    if ran:
+                        progress = True
+                        if not waits:
+                            self.rptr_dw = pos + ran
+                            self.blocked = None
+                    if waits:
+                        return progress
+                    if ran:
+                        continue
             at = pos - base
             hit = known.get(dws[at])
             if hit is not None and hit[0] <= avail:
@@ -223,6 +266,103 @@ class PM4Processor(QueueProcessor):
             self.rptr_dw = pos + size
             self.blocked = None
             progress = True
+
+    def _replay(self, dws: list[int], pos: int) -> tuple[int, bool]:
+        """Runs the packets at the start of `dws` (published at ring position `pos`) by the
+        plan kept for them, when their deciding dwords are those it was made from: (dwords of
+        the packets it completed, whether one must wait: it is then the current packet). (0,
+        False): no plan; the fetch loop runs them one by one. A plan does what that loop does,
+        packet by packet: the registers stored, the caches invalidated, the flushes, and the
+        other packets by their handlers, with the same errors."""
+        key = (dws[0], len(dws))
+        plan = self._plans.get(key)
+        if plan is None or plan.check(dws) != plan.fixed:
+            if self._plan_missed != key:
+                self._plan_missed = key
+                return 0, False
+            self._plan_missed = None
+            plan = self._plan(dws)
+            if plan is None:
+                return 0, False
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            self._plans[key] = plan
+        sh = self.sh
+        for op in plan.ops:
+            kind = op[0]
+            if kind == _OP_PACKET:
+                _, at, size, handler = op
+                # (where the queue is, for a fault report or a wait's look ahead)
+                self.rptr_dw = pos + at
+                where = f"ring dword {pos + at}"
+                try:
+                    done = handler(self, dws[at + 1:at + size], where, False)
+                except (PageFault, MockGPUError) as e:
+                    raise self._packet_error(e, dws[at:at + size], where) from None
+                if not done:
+                    return at, True
+            elif kind == _OP_SH:
+                sh.update(zip(op[1], op[2](dws)))
+            elif kind == _OP_INVALIDATE:
+                self.order.invalidate()
+            else:
+                self.order.partial_flush()
+        return plan.n, False
+
+    def _plan(self, dws: list[int]) -> _Plan | None:
+        """The plan of the packets at the start of `dws` whose headers are known (seen in
+        well-formed packets), up to the first that the fetch loop must run itself (an
+        INDIRECT_BUFFER or WRITE_DATA, a malformed SET_SH_REG, one not all there); None when
+        they are fewer than PLAN_MIN_DW dwords."""
+        known, n = self._known, len(dws)
+        h = _PM4_HANDLERS
+        set_sh_reg, acquire_mem, event_write = h["SET_SH_REG"], h["ACQUIRE_MEM"], h["EVENT_WRITE"]
+        by_handler = (h["RELEASE_MEM"], h["WAIT_REG_MEM"], h["DISPATCH_DIRECT"])
+        acquire_dw, inv = self._acquire_cache_dw, self._acquire_inv
+        fixed_at: list[int] = []
+        ops: list[tuple[Any, ...]] = []
+        sh_keys: list[int] = []
+        sh_at: list[int] = []
+        at = 0
+        while at < n:
+            hit = known.get(dws[at])
+            if hit is None or at + hit[0] > n:
+                break
+            size, handler = hit
+            if handler is set_sh_reg:
+                index = dws[at + 1] & 0xFFFF
+                if size <= 2 or index + size - 2 > self._sh_index_end:
+                    break
+                fixed_at += (at, at + 1)
+                sh_keys.extend(range(index + self._sh_base, index + self._sh_base + size - 2))
+                sh_at.extend(range(at + 2, at + size))
+                at += size
+                continue
+            if sh_keys:
+                ops.append((_OP_SH, tuple(sh_keys), _getter(sh_at)))
+                sh_keys, sh_at = [], []
+            flush = self._partial_flush.get(dws[at + 1]) if handler is event_write else None
+            if handler is acquire_mem:
+                fixed_at.extend(range(at, at + size))
+                if dws[at + 1 + acquire_dw] & inv == inv:
+                    ops.append((_OP_INVALIDATE,))
+            elif flush is not None:
+                fixed_at.extend(range(at, at + size))
+                if flush:
+                    ops.append((_OP_FLUSH,))
+            elif handler is h["NOP"]:
+                fixed_at.append(at)
+            elif handler in by_handler or handler is event_write:
+                fixed_at.append(at)
+                ops.append((_OP_PACKET, at, size, handler))
+            else:
+                break
+            at += size
+        if sh_keys:
+            ops.append((_OP_SH, tuple(sh_keys), _getter(sh_at)))
+        if at < PLAN_MIN_DW:
+            return None
+        return _Plan(at, fixed_at, dws, tuple(ops))
 
     def _advance(self, size: int) -> None:
         self.rptr_dw += size

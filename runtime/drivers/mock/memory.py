@@ -18,6 +18,7 @@ import numpy as np
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_PAGES_KEPT = 1024  # pages whose mapping `MockMemory.find` remembers
 
 
 class PageFault(Exception):
@@ -50,9 +51,12 @@ class MockMemory:
         #: changes whenever a mapping is added or removed: what was checked against the mappings
         #: may be remembered under it
         self.generation = 0
-        # the mapping the last look-up found: the command processors' look-ups mostly hit the
-        # same few mappings (rings, signals, argument blocks) one after the other
+        # the mapping the last look-up found, and those look-ups found by the 4 KiB page of the
+        # address looked up: the command processors' look-ups go to a few mappings (rings,
+        # signals, argument blocks, code) again and again, often to one several times in a row
+        # (droppable caches, emptied when the mappings change)
         self._last: Mapping | None = None
+        self._pages: dict[int, Mapping] = {}
 
     # -- mapping management
     def map(self, va: int, size: int, data: np.ndarray | None = None) -> np.ndarray:
@@ -73,6 +77,7 @@ class MockMemory:
         self._maps.insert(i, Mapping(va, data))
         self.generation += 1
         self._last = None
+        self._pages.clear()
         return data
 
     def unmap(self, va: int) -> None:
@@ -82,6 +87,7 @@ class MockMemory:
         del self._bases[i], self._maps[i]
         self.generation += 1
         self._last = None
+        self._pages.clear()
 
     def mappings(self) -> list[Mapping]:
         return list(self._maps)
@@ -91,6 +97,10 @@ class MockMemory:
         m = self._last
         if m is not None and m.va <= va and va + size <= m.end:
             return m.data, va - m.va
+        m = self._pages.get(va >> 12)
+        if m is not None and m.va <= va and va + size <= m.end:
+            self._last = m
+            return m.data, va - m.va
         i = bisect.bisect_right(self._bases, va) - 1
         if i < 0:
             raise PageFault(va, size, access)
@@ -99,7 +109,9 @@ class MockMemory:
             detail = f"runs {va + size - m.end} B past the mapping at {m.va:#x}+{len(m.data):#x}" \
                 if va < m.end else ""
             raise PageFault(va, size, access, detail)
-        self._last = m
+        if len(self._pages) >= _PAGES_KEPT:
+            self._pages.clear()
+        self._pages[va >> 12] = self._last = m
         return m.data, va - m.va
 
     # -- scalar access
