@@ -205,6 +205,7 @@ class PM4Processor(QueueProcessor):
             if pos - base >= len(dws):
                 dws, base = self.ring_dwords(pos, avail), pos
                 if avail >= PLAN_MIN_DW:
+                    # a run of packets seen before (a launch's, say) runs by its plan
                     ran, waits = self._replay(dws, pos)
                     if ran:
                         progress = True
