@@ -45,6 +45,7 @@ def both_paths(monkeypatch: pytest.MonkeyPatch, snippet: str, x: np.ndarray, y: 
     fast = launch(code, x, y, waves)
     with monkeypatch.context() as m:
         m.setattr(machine, "Planes", lambda *a: None)
+        m.setattr(machine, "_POOL", {})   # (a kept machine would bring its planes along)
         slow = launch(code, x, y, waves)
     return fast, slow
 
@@ -146,6 +147,8 @@ def _run_both(monkeypatch: pytest.MonkeyPatch, run) -> tuple:  # type: ignore[no
     fast = run()
     with monkeypatch.context() as m:
         m.setattr(machine, "Planes", lambda *a: None)
+        # (a machine kept from a run above would bring its planes along)
+        m.setattr(machine, "_POOL", {})
         slow = run()
     return fast, slow
 
@@ -271,10 +274,62 @@ def test_one_wave_scratch_and_its_range_check(monkeypatch):
     for planes in (machine.Planes, lambda *a: None):
         with monkeypatch.context() as m:
             m.setattr(machine, "Planes", planes)
+            m.setattr(machine, "_POOL", {})
             with pytest.raises(KernelFault) as e:
                 run(bad)
             errors.append(str(e.value))
     assert errors[0] == errors[1] and "beyond the 64 B per lane" in errors[0]
+
+
+_SCRATCH_LOOP = """
+v_lshlrev_b32 v10, 2, v0
+v_and_b32 v4, 3, v0
+v_lshlrev_b32 v4, 2, v4
+s_mov_b32 s10, 0
+v_mov_b32 v2, 0
+loop:
+v_add_nc_u32 v5, s10, v0
+v_xor_b32 v6, 0x55, v5
+scratch_store_b32 v4, v5, off offset:4
+scratch_store_b64 v4, v[5:6], off offset:8
+s_waitcnt vmcnt(0)
+scratch_load_b32 v7, v4, off offset:4
+scratch_load_b64 v[8:9], v4, off offset:8
+s_waitcnt vmcnt(0)
+v_add3_u32 v2, v2, v7, v9
+v_add_nc_u32 v4, {step}, v4
+s_add_i32 s10, s10, 1
+s_cmp_lg_u32 s10, 6
+s_cbranch_scc1 loop
+global_store_b32 v10, v2, s[0:1]
+s_endpgm
+"""
+
+
+@pytest.mark.parametrize("step", [4, 12])
+def test_one_wave_scratch_in_a_loop_bound_and_its_range_check(monkeypatch, step):
+    """Scratch loads and stores in a loop's straight-line block run bound to the wave set from
+    its second pass on: the same bits as the general path, and where a later pass's offsets
+    leave the 64 bytes each lane has (step 12), the same fault."""
+    code = assemble_labels(_SCRATCH_LOOP.format(step=step))
+
+    def run() -> tuple:  # type: ignore[type-arg]
+        dev = RawDevice()
+        vo = dev.alloc(128)
+        try:
+            st = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32], (1,), (32,),
+                                scratch_per_lane_B=64)
+        except KernelFault as e:
+            return ("fault", str(e))
+        return dev.download(vo, 32, u32).tolist(), st.wave_instructions, st.lane_instructions
+    fast, slow = _run_both(monkeypatch, run)
+    assert fast == slow
+    if step == 12:
+        assert fast[0] == "fault" and "beyond the 64 B per lane" in fast[1]
+    else:
+        lane = np.arange(32)
+        want = sum((k + lane) + ((k + lane) ^ 0x55) for k in range(6))
+        assert fast[0] == want.tolist()
 
 
 def test_one_wave_compare_and_swap_on_one_address(monkeypatch):
@@ -436,6 +491,7 @@ def test_one_address_compare_and_swap_chains(exec_mask, start, srcs, cmps):
     fast, fmem = run()
     with pytest.MonkeyPatch.context() as m:
         m.setattr(machine, "Planes", lambda *a: None)
+        m.setattr(machine, "_POOL", {})
         slow, smem = run()
     assert fmem == smem == cur
     np.testing.assert_array_equal(fast, want)
@@ -649,6 +705,61 @@ def test_retry_tail_runs_as_its_instructions(exec_mask, done, start, waves, form
         lanes = [i for i in range(32) if exec_mask >> i & 1]
         total = start + int(sum(int(add[w * 32 + i]) for w in range(waves) for i in lanes))
         assert fast[1] == total & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("check_every", [5, 13, 64])
+@pytest.mark.parametrize("waves", [1, 2])
+def test_retry_loop_pauses_and_faults_where_the_general_path_does(monkeypatch, check_every,
+                                                                  waves):
+    """A one-wave retry loop runs time round after time round in one call (interp.RetryLoop),
+    but stops short of the next look at the clock: the dispatch pauses after the same
+    instructions as on the general path (every look at the clock ends the time slice here),
+    ends with the same registers, counter and counts, and an instruction limit inside the loop
+    faults naming the same instruction."""
+    from runtime.drivers.mock.rdna3 import interp
+    from . import rdna3_device
+    monkeypatch.setattr(interp, "CHECK_EVERY", check_every)
+    tail, mask = _TAILS["vopc"]
+    code = assemble_labels(_RETRY_LOOP.format(tail=tail, mask=mask))
+    add = np.random.default_rng(check_every).integers(0, 1 << 32, 32 * waves, dtype=np.uint64)
+    pauses: list[int] = []
+
+    def paused(rec, mem, *, cache=None, max_wave_instructions=1 << 40):  # type: ignore[no-untyped-def]
+        d = interp.Dispatch(rec, mem, cache=cache, max_wave_instructions=max_wave_instructions)
+        while not d.advance(0.0):
+            pauses.append(d.stats.wave_instructions)
+        return d.stats
+
+    monkeypatch.setattr(rdna3_device, "execute", paused)
+
+    def run(limit: int = 1 << 40) -> tuple:  # type: ignore[type-arg]
+        pauses.clear()
+        dev = RawDevice()
+        vo = dev.alloc(2560)
+        va = dev.upload(add.astype(u32))
+        vm = dev.upload(np.array([7, 0xFFFFFFFF, 0], u32))
+        try:
+            stats = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, va & 0xFFFFFFFF, va >> 32,
+                                          vm & 0xFFFFFFFF, vm >> 32], (waves,), (32,),
+                                   max_wave_instructions=limit)
+        except KernelFault as e:
+            return ("fault", str(e), list(pauses))
+        return (dev.download(vo, 640, u32).tolist(), int(dev.download(vm, 1, u32)[0]),
+                stats.wave_instructions, stats.lane_instructions, list(pauses))
+    def without_loop(run):  # type: ignore[no-untyped-def]
+        with monkeypatch.context() as m:
+            m.setattr(interp, "retry_loop", lambda *a: None)
+            return run()
+    fast = run()
+    assert fast == without_loop(run)
+    assert len(fast[-1]) > 3   # (it did pause inside the loop)
+    # the general path: the same memory and counts (it looks at the clock elsewhere: the tail
+    # of its swap is a straight-line block)
+    assert fast[:4] == _run_both(monkeypatch, run)[1][:4]
+    seen = fast[-1]   # (the counts at each look at the clock, where the limit is checked)
+    for limit in (seen[1] - 1, seen[len(seen) // 2] - 1, seen[-1] - 1):
+        got = run(limit)
+        assert got[0] == "fault" and got == without_loop(lambda: run(limit))
 
 
 def test_retry_tails_of_clang_cas_loops():

@@ -896,6 +896,15 @@ class Dispatch:
                         pc += ran
                         count += ran
                         lanes += ran * before
+                        if g.w1 >= 0 and pc < stop:
+                            # one wave: the loop's further iterations without the look-ups
+                            # above for each of their slots
+                            loop = step.loop
+                            if loop is None:
+                                loop = step.loop = retry_loop(prog, pc - 1 - ran, pc) or False
+                            if loop:
+                                pc, count, lanes = _run_retry_loop(loop, step, g, count, lanes,
+                                                                   budget)
                 elif kind == BRANCH:
                     if step.fn is None:
                         pc = step.target
@@ -942,6 +951,93 @@ class Dispatch:
             stats.lane_instructions += lanes
             self._ticks = budget - count
             self.wave_sets.remove(g)
+
+
+class RetryLoop(NamedTuple):
+    """A compare-and-swap retry loop (what clang emits for a float atomic add, min or max):
+    the slots from `head` up to the compare-and-swap, the swap at `cas` with its tail
+    (ops_mem.RetryTail, `tail` slots), and at `branch` the s_cbranch_execnz back to `head`."""
+
+    head: int
+    cas: int
+    tail: int
+    branch: int
+    cond: Callable[[WaveSet], Any]   # the branch's condition
+    # (fn, NOP slots after it, step) of each slot from head to the swap; fn None: a NOP slot
+    body: tuple[tuple[Callable[[WaveSet], Any] | None, int, Step], ...]
+    slots: int   # the slots of one time round: branch, body, swap and tail
+
+
+def retry_loop(prog: Program, cas: int, branch: int) -> RetryLoop | None:
+    """The retry loop whose compare-and-swap (with its tail) is at slot `cas` and whose tail
+    ends before slot `branch`, or None where the slots are anything else: the branch must be an
+    s_cbranch_execnz back to at or before the swap, and every slot from its target to the swap
+    a NOP or a NEXT step (straight-line code)."""
+    try:
+        br = prog.step(branch)
+    except KernelFault:
+        return None
+    if br.kind != BRANCH or br.inst.name != "s_cbranch_execnz" or br.fn is None or \
+            not 0 <= br.target <= cas:
+        return None
+    body: list[tuple[Callable[[WaveSet], Any] | None, int, Step]] = []
+    j = br.target
+    while j < cas:
+        try:
+            s = prog.step(j)
+        except KernelFault:
+            return None
+        if s.kind == NOP:
+            body.append((None, 0, s))
+            j += 1
+        elif s.kind == NEXT:
+            body.append((s.fn, s.skip, s))
+            j += 1 + s.skip
+        else:
+            return None
+    if j != cas:
+        return None
+    return RetryLoop(br.target, cas, branch - cas - 1, branch, br.fn, tuple(body),
+                     1 + (cas - br.target) + 1 + (branch - cas - 1))
+
+
+def _run_retry_loop(loop: RetryLoop, cas: Step, g: WaveSet, count: int, lanes: int,
+                    budget: int) -> tuple[int, int, int]:
+    """Runs a retry loop of one wave from its branch, after the swap ran its tail: time round
+    after time round as the scheduler would run them slot by slot (the same steps, the same
+    counts), while the instructions' count stays short of `budget` through a whole time round,
+    so the scheduler looks at the clock exactly where it would have. Returns (the slot to go on
+    at, count, lanes): after the branch once EXEC is empty, the slot after the swap where it
+    did not run the tail, or the branch."""
+    branch, body, cond, swap, need = loop.branch, loop.body, loop.cond, cas.fn, loop.slots
+    assert swap is not None   # (ATOMIC steps carry one)
+    while count + need < budget:
+        lanes += g.active
+        count += 1
+        if not cond(g):   # (one wave: a bool)
+            return branch + 1, count, lanes
+        for fn, skip, st in body:
+            lanes += g.active
+            count += 1 + skip
+            if fn is not None:
+                try:
+                    fn(g)
+                except Exception as e:
+                    raise _fault(st, e) from None
+                if skip:
+                    lanes += skip * g.active
+        before = g.active
+        lanes += before
+        count += 1
+        try:
+            ran = swap(g)
+        except Exception as e:
+            raise _fault(cas, e) from None
+        if not ran:
+            return loop.cas + 1, count, lanes
+        count += ran
+        lanes += ran * before
+    return branch, count, lanes
 
 
 def _ranges(ids: np.ndarray, most: int = 8) -> str:

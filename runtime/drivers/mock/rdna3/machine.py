@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -64,7 +64,7 @@ def one_wave_mask(word: int) -> tuple[np.ndarray, int]:
     return got
 
 
-_LANES_OF_WORDS: dict[int, tuple[tuple[int, ...], Callable[[list[int]], tuple[int, ...]]]] = {}
+_LANES_OF_WORDS: dict[int, tuple[tuple[int, ...], Callable[[list[int]], Sequence[int]]]] = {}
 
 
 class _Pick1:
@@ -80,17 +80,21 @@ class _Pick1:
         return (vals[self.lane],) if self.lane >= 0 else ()
 
 
-def one_wave_lanes(word: int) -> tuple[tuple[int, ...], Callable[[list[int]], tuple[int, ...]]]:
+def one_wave_lanes(word: int) -> tuple[tuple[int, ...], Callable[[list[int]], Sequence[int]]]:
     """The lanes set in a 32-bit lane mask, in lane order, and a function that picks those
-    lanes' values (in that order) out of a list of 32."""
+    lanes' values (in that order) out of a list of 32 (a tuple, or a list where the lanes are
+    consecutive)."""
     got = _LANES_OF_WORDS.get(word)
     if got is None:
         if len(_LANES_OF_WORDS) >= _MASK_CACHE_MAX:
             _LANES_OF_WORDS.clear()
         lanes = tuple(i for i in range(32) if word >> i & 1)
-        pick: Callable[[list[int]], tuple[int, ...]]
+        pick: Callable[[list[int]], Sequence[int]]
         if len(lanes) == 1:
             pick = _Pick1(lanes[0])
+        elif lanes and lanes[-1] - lanes[0] + 1 == len(lanes):
+            # (a retry loop's EXEC loses its lowest lanes: a slice of the list is cheaper)
+            pick = operator.itemgetter(slice(lanes[0], lanes[-1] + 1))
         elif lanes:
             pick = operator.itemgetter(*lanes)
         else:

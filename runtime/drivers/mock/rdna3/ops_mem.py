@@ -381,14 +381,15 @@ def _global_atomic_one_wave(inst: Inst, op: str, dt: type, want: bool, has_cmp: 
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
 
-    one_address_cas = op == "cmpswap" and dt is np.uint32
+    one_address = _cmpswap_one_address(imm, saddr, vaddr, vdst, vdata, want, tail) \
+        if op == "cmpswap" and dt is np.uint32 else None
 
     def run(g: WaveSet) -> Any:   # (an int: see the docstring)
         if g.n != 1 or g.planes is None:
             generic(g)
             return 0
-        if one_address_cas:
-            ran = _cmpswap_one_address(g, imm, saddr, vaddr, vdst, vdata, want, tail)
+        if one_address is not None:
+            ran = one_address(g)
             if ran >= 0:
                 return ran
         ex = g.exec[0]
@@ -478,101 +479,116 @@ def retry_tail(cas: Inst, after: Iterable[tuple[Inst, bool]]) -> RetryTail | Non
     return RetryTail(slots, cmp, mask, done)
 
 
-def _cmpswap_one_address(g: WaveSet, imm: int, saddr: int, vaddr: int, vdst: int, vdata: int,
-                         want: bool, tail: RetryTail | None = None) -> int:
+def _cmpswap_one_address(imm: int, saddr: int, vaddr: int, vdst: int, vdata: int, want: bool,
+                         tail: RetryTail | None = None) -> Callable[[WaveSet], int]:
     """global_atomic_cmpswap_b32 of one wave32 whose active lanes all name one aligned, mapped
     dword (a retry loop's lanes racing on one counter): the lanes swap in lane order on Python
     ints, each seeing the value the lanes before it left; then the `tail` of the retry loop
-    where one is given. The slots after the instruction it ran (tail.slots, or 0), or -1 where
-    it did nothing (anything else)."""
-    P = g.planes
-    if g.w1 < 0 or P is None or P.s1 is None:
-        return -1
-    word = one_wave_word(g.exec)
-    lanes, pick = one_wave_lanes(word)
-    n = len(lanes)
-    if not n:
-        return 0
-    A = P.views
-    offs = pick(A[0, vaddr].tolist()[0])
-    off = offs[0]
-    if offs.count(off) != n:
-        return -1
-    if g.dirty:
-        g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
-        g.s(saddr + 1)
-    S1 = P.s1
-    va = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm + off
-    if va & 3:
-        return -1
-    got = g.m.words_at(va, 4, "atomic")
-    if got is None:
-        return -1
-    words, at = got
-    srcs, cmps = pick(A[0, vdata].tolist()[0]), pick(A[0, vdata + 1].tolist()[0])
-    old = cur = words.item(at)
-    # Lane after lane, each returns the current value and swaps where its compare value
-    # matches; the matching lanes are found with tuple.index (the search runs in C). `cuts`:
-    # where the returned value changes (after each success but the last lane's); `swapped`:
-    # the lanes that swapped, as a lane mask.
-    cuts: list[int] = []
-    swapped = 0
-    i = 0
-    while i < n and cur in cmps:   # (`in` first: a failed search's exception costs more)
-        try:
-            k = cmps.index(cur, i)
-        except ValueError:
-            break
-        cur = srcs[k]
-        swapped |= 1 << lanes[k]
-        i = k + 1
-        if i < n:
-            cuts.append(i)
-    words[at] = cur
-    if not want:
-        return 0
-    dests = (vdst,) if tail is None else (vdst, tail.cmp)   # (v_mov vCMP, vRET: the same)
-    first = lanes[0]
-    contiguous = lanes[-1] - first + 1 == n
-    vals: list[int] = []
-    if not contiguous:
-        v, a = old, 0
-        for c in cuts:
-            vals += [v] * (c - a)
-            v, a = srcs[c - 1], c
-        vals += [v] * (n - a)
-    for r in dests:
-        P.dirty_v.add(r)
-        row = A[0, r][0]
-        if contiguous:
-            # (a retry loop's EXEC loses its lowest lanes): each run of one returned value
-            # is one slice of the register
-            v, a = old, first
-            for c in cuts:
-                row[a:first + c] = v
-                v, a = srcs[c - 1], first + c   # (what the successful lane c - 1 left)
-            row[a:first + n] = v
+    where one is given. The step returns the slots after the instruction it ran (tail.slots,
+    or 0), or -1 where it did nothing (anything else)."""
+    # The address, data and compare VGPRs are read with one tolist where they lie close
+    lo = min(vaddr, vdata)
+    span = max(vaddr, vdata + 1) - lo + 1
+    ia, i_s, ic = vaddr - lo, vdata - lo, vdata + 1 - lo
+    # A returned value goes to vdst and, with the tail, to its compare VGPR (v_mov vCMP, vRET)
+    dests: tuple[int, ...] = (vdst,) if tail is None else (vdst, tail.cmp)
+    # (two adjacent destinations are written as one slice of two registers)
+    pair = min(dests) if len(dests) == 2 and abs(dests[0] - dests[1]) == 1 else -1
+    slots = tail.slots if tail is not None else 0
+
+    def run(g: WaveSet) -> int:
+        P = g.planes
+        if g.w1 < 0 or P is None or P.s1 is None:
+            return -1
+        word = one_wave_word(g.exec)
+        lanes, pick = one_wave_lanes(word)
+        n = len(lanes)
+        if not n:
+            return 0
+        V = P.regs[0]
+        if span <= 8:
+            rows = V[lo:lo + span, 0].tolist()
+            offs, srcs, cmps = pick(rows[ia]), pick(rows[i_s]), pick(rows[ic])
         else:
-            row[g.exec[0]] = vals   # the active lanes, in lane order
-    if tail is None:
-        return 0
-    # The compare's lane mask is the lanes that swapped; DONE gathers them; EXEC keeps the
-    # others; SCC is last set by the EXEC update.
-    mask, done = tail.mask, tail.done
-    if g.dirty:
-        g.s(done)   # (a lane mask a VALU op left unpacked: pack it before reading it)
-    d = S1.item(done) | swapped
-    e = word & ~d & 0xFFFFFFFF
-    dirty_s, cached = g.m.dirty_s, g.lanes
-    for r, val in ((mask, swapped), (done, d)):
-        S1[r] = val
-        dirty_s.add(r)
-        cached.pop(r, None)
+            offs, srcs, cmps = pick(V[vaddr, 0].tolist()), pick(V[vdata, 0].tolist()), \
+                pick(V[vdata + 1, 0].tolist())
+        off = offs[0]
+        if offs.count(off) != n:
+            return -1
         if g.dirty:
-            g.dirty.discard(r)
-    P.scc[P.w] = e != 0
-    g.set_s(EXEC_LO, e)
-    return tail.slots
+            g.s(saddr)   # (a lane mask a VALU op left unpacked, used as an address: pack it)
+            g.s(saddr + 1)
+        S1 = P.s1
+        va = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm + off
+        if va & 3:
+            return -1
+        got = g.m.words_at(va, 4, "atomic")
+        if got is None:
+            return -1
+        words, at = got
+        old = cur = words.item(at)
+        # Lane after lane, each returns the current value and swaps where its compare value
+        # matches; the matching lanes are found with index (the search runs in C). `cuts`:
+        # where the returned value changes (after each success but the last lane's);
+        # `swapped`: the lanes that swapped, as a lane mask.
+        cuts: list[int] = []
+        swapped = 0
+        i = 0
+        while i < n and cur in cmps:   # (`in` first: a failed search's exception costs more)
+            try:
+                k = cmps.index(cur, i)
+            except ValueError:
+                break
+            cur = srcs[k]
+            swapped |= 1 << lanes[k]
+            i = k + 1
+            if i < n:
+                cuts.append(i)
+        words[at] = cur
+        if not want:
+            return 0
+        P.dirty_v.update(dests)
+        first = lanes[0]
+        if lanes[-1] - first + 1 == n:
+            # (a retry loop's EXEC loses its lowest lanes): each run of one returned value
+            # is one slice of the registers
+            regs = (V[pair:pair + 2, 0],) if pair >= 0 else tuple(V[r, 0] for r in dests)
+            for row in regs:
+                v, a = old, first
+                for c in cuts:
+                    row[..., a:first + c] = v
+                    v, a = srcs[c - 1], first + c   # (what the successful lane c - 1 left)
+                row[..., a:first + n] = v
+        else:
+            vals: list[int] = []
+            v, a = old, 0
+            for c in cuts:
+                vals += [v] * (c - a)
+                v, a = srcs[c - 1], c
+            vals += [v] * (n - a)
+            ex = g.exec[0]
+            for r in dests:
+                V[r, 0][ex] = vals   # the active lanes, in lane order
+        if tail is None:
+            return 0
+        # The compare's lane mask is the lanes that swapped; DONE gathers them; EXEC keeps the
+        # others; SCC is last set by the EXEC update.
+        mask, done = tail.mask, tail.done
+        if g.dirty:
+            g.s(done)   # (a lane mask a VALU op left unpacked: pack it before reading it)
+        d = S1.item(done) | swapped
+        e = word & ~d & 0xFFFFFFFF
+        dirty_s, cached = g.m.dirty_s, g.lanes
+        for r, val in ((mask, swapped), (done, d)):
+            S1[r] = val
+            dirty_s.add(r)
+            cached.pop(r, None)
+            if g.dirty:
+                g.dirty.discard(r)
+        P.scc[P.w] = e != 0
+        g.set_s(EXEC_LO, e)
+        return slots
+    return run
 
 
 def waves_share_an_address(g: WaveSet, addr: np.ndarray) -> bool:
@@ -739,40 +755,62 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
     """_private_words for one wave32 with every lane active and the common addressing (a VGPR
     offset plus a non-negative, dword-aligned immediate), on the register planes: dword d of
     lane l at private offset o is word slot + (o + imm) * 8 + 32 d + l of the scratch words.
-    Anything else, an offset out of range included, takes `general`."""
+    Anything else, an offset out of range included, takes `general`. Bindable: in a
+    straight-line block its registers, the scratch words and the wave's slot are looked up
+    once per wave set."""
     firsts: dict[int, np.ndarray] = {}   # each wave's lane words of private offset 0
+    regs = [(vdst if load else vdata) + j for j in range(ndw)]
+
+    def go(g: WaveSet, off: np.ndarray, words: np.ndarray, wave_B: int, lanes: np.ndarray,
+           tmp64: np.ndarray, data: list[np.ndarray]) -> None:
+        # (-1: an offset is misaligned or negative as an int32)
+        top = dword_offsets_top(off, signed=True)
+        if top < 0 or (((top + imm) >> 2) + ndw) * 128 > wave_B:
+            return general(g)
+        # (the word indices in the wave set's 64-bit scratch register, not a new array)
+        idx = np.multiply(off, 8, out=tmp64, dtype=np.int64)
+        np.add(idx, lanes, out=idx)
+        if load:
+            for j, r in enumerate(data):
+                words.take(idx + 32 * j if j else idx, out=r)
+        else:
+            for j, r in enumerate(data):
+                words.put(idx + 32 * j if j else idx, r)
+
+    def lanes_of(P: Planes, wave_B: int) -> np.ndarray:
+        first = P.w * (wave_B >> 2) + imm * 8
+        lanes = firsts.get(first)
+        if lanes is None:
+            if len(firsts) > 64:
+                firsts.clear()
+            lanes = firsts[first] = _LANE32 + first
+        return lanes
 
     def run(g: WaveSet) -> None:
         P = g.fast
         sc = g.m.scratch
         if P is None or P.s1 is None or sc is None:
             return general(g)
-        U = P.views
-        off = U[0, vaddr]
-        # (-1: an offset is misaligned or negative as an int32)
-        top = dword_offsets_top(off, signed=True)
-        if top < 0 or (((top + imm) >> 2) + ndw) * 128 > sc.wave_B:
-            return general(g)
         words = g.m.scratch_words()
         if not words.size:
             return general(g)
-        first = P.w * (sc.wave_B >> 2) + imm * 8
-        lanes = firsts.get(first)
-        if lanes is None:
-            if len(firsts) > 64:
-                firsts.clear()
-            lanes = firsts[first] = _LANE32 + first
-        # (the word indices in the wave set's 64-bit scratch register, not a new array)
-        idx = np.multiply(off, 8, out=P.tmp64, dtype=np.int64)
-        np.add(idx, lanes, out=idx)
+        U = P.views
         if load:
-            dv = P.dirty_v
-            for j in range(ndw):
-                dv.add(vdst + j)
-                words.take(idx + 32 * j if j else idx, out=U[0, vdst + j])
-        else:
-            for j in range(ndw):
-                words.put(idx + 32 * j if j else idx, U[0, vdata + j])
+            P.dirty_v.update(regs)
+        go(g, U[0, vaddr], words, sc.wave_B, lanes_of(P, sc.wave_B), P.tmp64,
+           [U[0, r] for r in regs])
+
+    def bind(g: WaveSet, P: Planes) -> Bound | None:
+        sc = g.m.scratch
+        if P.s1 is None or sc is None or not sc.wave_B:
+            return None
+        words = g.m.scratch_words()   # (kept by the machine: the same all along)
+        if not words.size:
+            return None
+        U = P.views
+        return go, (g, U[0, vaddr], words, sc.wave_B, lanes_of(P, sc.wave_B), P.tmp64,
+                    [U[0, r] for r in regs]), tuple(regs) if load else ()
+    bindable(run, bind)
     return run
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -50,6 +50,9 @@ class Step:
     # NEXT: how many NOP slots (s_waitcnt, s_delay_alu, s_clause, ...) follow it; the scheduler
     # steps over them at once, counting them as executed
     skip: int = 0
+    # ATOMIC with a retry loop's tail: the loop around it (interp.RetryLoop), built on first
+    # use; None: not looked for yet, False: there is none
+    loop: Any = None
 
 
 def _unsupported(inst: Inst, why: str = "") -> KernelFault:
