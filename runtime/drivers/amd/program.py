@@ -114,6 +114,12 @@ _UNSIGNED_TYPES = frozenset(("bool", "uchar", "ushort", "uint", "ulong", "size_t
                              "uint8_t", "uint16_t", "uint32_t", "uint64_t"))
 
 
+def _ints3(xs: Sequence[int]) -> bool:
+    """Whether `xs` is a tuple of three Python ints (what a kept launch's key holds)."""
+    return type(xs) is tuple and len(xs) == 3 and type(xs[0]) is int \
+        and type(xs[1]) is int and type(xs[2]) is int
+
+
 class _LaunchQueue:
     """A launch's commands kept per shape, and the variables each launch binds. Once built
     (`ready`), also what `AMDProgram._launch_kept` sends: a copy of the commands (`words`),
@@ -292,9 +298,10 @@ class AMDProgram(Program):
             return super().__call__(*args, vals=vals, global_size=global_size,
                                     local_size=local_size, wait=wait, timeout_ms=timeout_ms)
         if lq is not None and len(args) == len(self.slots):
-            # (sizes equal to the key's as another type, 1.0 for 1, are refused as before)
-            as_tuple3(global_size, "global_size")
-            as_tuple3(local_size, "local_size")
+            # (sizes equal to the key's as another type, 1.0 for 1, are checked as before)
+            if not (_ints3(global_size) and _ints3(local_size)):
+                as_tuple3(global_size, "global_size")
+                as_tuple3(local_size, "local_size")
             kept = self._launch_kept(lq, args)
             if kept:
                 if not wait:

@@ -48,15 +48,16 @@ MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
 PLAN_MIN_DW = 16               # the shortest run of packets a queue keeps a plan for (`_replay`)
 _PLANS_KEPT = 64                # plans a queue keeps (a droppable cache)
 # What a plan's steps do (`_Plan.ops`)
-_OP_SH, _OP_INVALIDATE, _OP_FLUSH, _OP_PACKET = range(4)
+_OP_SH, _OP_INVALIDATE, _OP_FLUSH, _OP_PACKET, _OP_RELEASE = range(5)
 
 
 class _Plan:
     """A run of packets decoded once (`PM4Processor._replay`): `n` dwords, the dwords that
     decide what it does (headers, SET_SH_REG indices, whole ACQUIRE_MEM and EVENT_WRITE
-    packets) at the positions `check` reads, as `fixed`, and its steps in order: a run of
-    SET_SH_REGs as one store of (register, position) pairs, a cache invalidation, a partial
-    flush, or a packet run by its handler."""
+    packets, RELEASE_MEM selectors) at the positions `check` reads, as `fixed`, and its steps in
+    order: a run of SET_SH_REGs as one store of (register, position) pairs, a cache
+    invalidation, a partial flush, a RELEASE_MEM of known selectors, or a packet run by its
+    handler."""
 
     __slots__ = ("n", "check", "fixed", "ops")
 
@@ -204,6 +205,7 @@ class PM4Processor(QueueProcessor):
             if pos - base >= len(dws):
                 dws, base = self.ring_dwords(pos, avail), pos
                 if avail >= PLAN_MIN_DW:
+                    # a run of packets seen before (a launch's, say) runs by its plan
                     ran, waits = self._replay(dws, pos)
                     if ran:
                         progress = True
@@ -301,6 +303,14 @@ class PM4Processor(QueueProcessor):
                     raise self._packet_error(e, dws[at:at + size], where) from None
                 if not done:
                     return at, True
+            elif kind == _OP_RELEASE:
+                _, at, size, form = op
+                self.rptr_dw = pos + at
+                where = f"ring dword {pos + at}"
+                try:
+                    self._release(form, dws[at + 1:at + size], where)
+                except (PageFault, MockGPUError) as e:
+                    raise self._packet_error(e, dws[at:at + size], where) from None
             elif kind == _OP_SH:
                 sh.update(zip(op[1], op[2](dws)))
             elif kind == _OP_INVALIDATE:
@@ -317,7 +327,8 @@ class PM4Processor(QueueProcessor):
         known, n = self._known, len(dws)
         h = _PM4_HANDLERS
         set_sh_reg, acquire_mem, event_write = h["SET_SH_REG"], h["ACQUIRE_MEM"], h["EVENT_WRITE"]
-        by_handler = (h["RELEASE_MEM"], h["WAIT_REG_MEM"], h["DISPATCH_DIRECT"])
+        release_mem = h["RELEASE_MEM"]
+        by_handler = (release_mem, h["WAIT_REG_MEM"], h["DISPATCH_DIRECT"])
         acquire_dw, inv = self._acquire_cache_dw, self._acquire_inv
         fixed_at: list[int] = []
         ops: list[tuple[Any, ...]] = []
@@ -342,7 +353,12 @@ class PM4Processor(QueueProcessor):
                 ops.append((_OP_SH, tuple(sh_keys), _getter(sh_at)))
                 sh_keys, sh_at = [], []
             flush = self._partial_flush.get(dws[at + 1]) if handler is event_write else None
-            if handler is acquire_mem:
+            form = self._release_forms.get(dws[at + 1] << 32 | dws[at + 2]) \
+                if handler is release_mem else None
+            if form is not None:
+                fixed_at += (at, at + 1, at + 2)
+                ops.append((_OP_RELEASE, at, size, form))
+            elif handler is acquire_mem:
                 fixed_at.extend(range(at, at + size))
                 if dws[at + 1 + acquire_dw] & inv == inv:
                     ops.append((_OP_INVALIDATE,))
@@ -731,6 +747,10 @@ class PM4Processor(QueueProcessor):
         form = self._release_forms.get(body[0] << 32 | body[1])
         if form is None:
             form = self._release_form(body, where)
+        self._release(form, body, where)
+
+    def _release(self, form: tuple[int, bool, bool], body: list[int], where: str) -> None:
+        """A RELEASE_MEM whose first two dwords select `form` (`_release_form`)."""
         kind, invalidates, irq = form
         if kind:
             addr = body[2] | body[3] << 32
