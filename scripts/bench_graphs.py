@@ -9,7 +9,9 @@ dependent launches), the same with kernels that first call griddepcontrol.launch
 also at 53 CTAs of 96 threads, a shape where CUDA's trigger was seen to gain), a graph of 1000
 independent launches (each on its own slice, no edges), and the CPU cost of a replay
 per launch (also with each replay's submissions built afresh, as replays did before they were
-built once; and the GPU time of the chains from the replays' timestamps). CUDA C++ comes from
+built once; the GPU time of the chains from the replays' timestamps; and the chains' wall with
+the CPU polling until they complete, as the CUDA program's spin synchronization does, where this
+runtime's waits poll for 50 us and then sleep until the GPU's interrupt). CUDA C++ comes from
 scripts/cuda_graph_bench.cu built with nvcc, PyTorch's from torch.cuda.graph capturing
 `x.add_(1)`; each runs in a process of its own (libcuda and this runtime never share one).
 
@@ -143,18 +145,26 @@ def ours(device: str) -> dict[str, Any]:
         dev.synchronize()
         b2b.append(time.perf_counter() - t)
 
-    def graph_figures(g: Any) -> tuple[float, float]:
+    def graph_figures(g: Any, spin: bool = False) -> tuple[float, float]:
         """(replay wall, replay CPU up to its return, which follows the doorbell), medians of 21;
-        the graph is replayed 22 times."""
-        g.replay(wait=True)
-        walls, cpus = [], []
-        for _ in range(21):
-            dev.synchronize()
-            t = time.perf_counter()
-            g.replay()
-            cpus.append(time.perf_counter() - t)
-            dev.synchronize()
-            walls.append(time.perf_counter() - t)
+        the graph is replayed 22 times. A wait polls for `Device.wait_spin_s` (50 us), then
+        sleeps until the GPU's interrupt; with `spin` it polls throughout, as the CUDA program
+        (cudaDeviceScheduleSpin) does."""
+        spin_s = dev.wait_spin_s
+        if spin:
+            dev.wait_spin_s = 0.05
+        try:
+            g.replay(wait=True)
+            walls, cpus = [], []
+            for _ in range(21):
+                dev.synchronize()
+                t = time.perf_counter()
+                g.replay()
+                cpus.append(time.perf_counter() - t)
+                dev.synchronize()
+                walls.append(time.perf_counter() - t)
+        finally:
+            dev.wait_spin_s = spin_s
         return statistics.median(walls), statistics.median(cpus)
 
     def gpu_time(g: Any) -> float:
@@ -199,6 +209,7 @@ def ours(device: str) -> dict[str, Any]:
 
     chain = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(N)])
     chain_t, chain_cpu = graph_figures(chain)
+    chain_t_spin, _ = graph_figures(chain, spin=True)
     spans = replay_spans(chain)
     # the same replays with each replay's submissions built afresh (the route a replay takes
     # while a profiler is attached, and every replay's before they were built once)
@@ -208,6 +219,7 @@ def ours(device: str) -> dict[str, Any]:
     out: dict[str, Any] = {"launch_wait_median": statistics.median(lat), "launch_wait_min": min(lat),
                            "b2b": statistics.median(b2b), "b2b_cpu": statistics.median(b2b_cpu),
                            "graph_chain": chain_t, "graph_chain_cpu": chain_cpu,
+                           "graph_chain_spin": chain_t_spin,
                            "graph_chain_built": chain_t_built,
                            "graph_chain_cpu_built": chain_cpu_built,
                            "graph_chain_gpu": gpu_time(chain), "graph_replay_spans_us": spans}
@@ -227,6 +239,7 @@ def ours(device: str) -> dict[str, Any]:
                        for _ in range(N)])
         out[key], out[key + "_cpu"] = graph_figures(g)
         out[key + "_gpu"] = gpu_time(g)
+        out[key + "_spin"], _ = graph_figures(g, spin=True)
         g.free()
     try:
         indep = dev.graph([Launch(prg, (slices.slice(4096 * i, 4096), 1024), gs, ls, after=())
@@ -237,13 +250,13 @@ def ours(device: str) -> dict[str, Any]:
         out["graph_indep"], out["graph_indep_cpu"] = graph_figures(indep)
         indep.free()
     chain.free()
-    want_x = 200 + 2000 + 9 * N + (2 * 22 + 21 + 7 + 2 * (22 + 7)) * N
+    want_x = 200 + 2000 + 9 * N + (3 * 22 + 21 + 7 + 2 * (2 * 22 + 7)) * N
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == want_x).all())
     res = np.zeros(wide, np.uint32)
     dev.copyout(res, y)
-    out["ok"] = out["ok"] and bool((res == 2 * (22 + 7) * N).all())
+    out["ok"] = out["ok"] and bool((res == 2 * (2 * 22 + 7) * N).all())
     if "graph_indep" in out:
         s = np.zeros(N * 1024, np.uint32)
         dev.copyout(s, slices)
@@ -278,11 +291,15 @@ def main() -> int:
             ("graph of 1000 chained launches", "graph_chain", "graph_chain", "graph_chain", 1e3,
              "ms"),
             ("  the same, GPU time (timestamps)", None, None, "graph_chain_gpu", 1e3, "ms"),
+            ("  the same, the CPU polling throughout (as CUDA's)", None, None,
+             "graph_chain_spin", 1e3, "ms"),
             ("  the same, each replay's submissions built afresh", None, None,
              "graph_chain_built", 1e3, "ms"),
             ("graph of 1000 chained launches, early start (kernels wait)", "graph_chain_pdl",
              None, "graph_chain_early", 1e3, "ms"),
             ("  the same, GPU time (timestamps)", None, None, "graph_chain_early_gpu", 1e3, "ms"),
+            ("  the same, the CPU polling throughout (as CUDA's)", None, None,
+             "graph_chain_early_spin", 1e3, "ms"),
             ("the same, kernels trigger (launch_dependents, then wait)",
              "graph_chain_pdl_trigger", None, "graph_chain_trigger", 1e3, "ms"),
             ("  the same, GPU time (timestamps)", None, None, "graph_chain_trigger_gpu", 1e3,
