@@ -411,12 +411,7 @@ class Graph:
             q.update({var: 1}).wait(tl, var - 1)  # bound before use: a wait may compare 32 bits
             if wait and i == 0:
                 q.timestamp(self._t0)
-            if isinstance(seg, list):
-                for c in seg:
-                    if c.size:
-                        q.copy(c.dst.va + c.dst_offset, c.src.va + c.src_offset, c.size)
-            else:
-                q.call(seg)
+            _segment_commands(q, seg)
             if wait and i == last:
                 q.timestamp(self._t1)
             plan.append(q.signal(tl, var).resubmitter(var))
@@ -440,12 +435,7 @@ class Graph:
             q = (dev.copy_queue() if isinstance(seg, list) else dev.compute_queue()).wait(tl, v - 1)
             if stamps is not None and i == 0:
                 q.timestamp(stamps[0])
-            if isinstance(seg, list):
-                for c in seg:
-                    if c.size:
-                        q.copy(c.dst.va + c.dst_offset, c.src.va + c.src_offset, c.size)
-            else:
-                q.call(seg)
+            _segment_commands(q, seg)
             if stamps is not None and i == last:
                 q.timestamp(stamps[1])
             dev.submit_timeline(q.signal(tl, v), v)
@@ -467,6 +457,16 @@ class Graph:
         self.device.free(self._args_buf)
         for s in (self._t0, self._t1):
             s.release()
+
+
+def _segment_commands(q: HWQueue, seg: "HWQueue | list[GraphCopy]") -> None:
+    """A replay segment's commands on `q`: its copies, or a call of its bound body."""
+    if isinstance(seg, list):
+        for c in seg:
+            if c.size:
+                q.copy(c.dst.va + c.dst_offset, c.src.va + c.src_offset, c.size)
+    else:
+        q.call(seg)
 
 
 def _describe(nodes: Sequence[Node], i: int) -> str:

@@ -986,9 +986,17 @@ def one_wave_loop(prog: Program, branch: int) -> Loop | None:
     if br is None or br.kind != BRANCH or br.fn is None or \
             br.inst.name not in _BOOL_BRANCHES or not 0 <= br.target < branch:
         return None
+    body = _straight_run(prog, br.target, branch)
+    return None if body is None else Loop(br.target, branch, br.fn, body)
+
+
+def _straight_run(prog: Program, start: int, end: int) \
+        -> tuple[tuple[Callable[[WaveSet], Any] | None, int, Step], ...] | None:
+    """(fn, NOP slots after it, step) of each slot from `start` to `end` (fn None: a NOP slot),
+    or None where a slot between is not a NOP or a NEXT step or the last one runs past `end`."""
     body: list[tuple[Callable[[WaveSet], Any] | None, int, Step]] = []
-    j = br.target
-    while j < branch:
+    j = start
+    while j < end:
         try:
             s = prog.step(j)
         except KernelFault:
@@ -1001,9 +1009,7 @@ def one_wave_loop(prog: Program, branch: int) -> Loop | None:
             j += 1 + s.skip
         else:
             return None
-    if j != branch:
-        return None
-    return Loop(br.target, branch, br.fn, tuple(body))
+    return tuple(body) if j == end else None
 
 
 def _bind_loop(loop: Loop, g: WaveSet, P: Planes) -> tuple[BoundStep, ...]:
@@ -1105,24 +1111,10 @@ def retry_loop(prog: Program, cas: int, branch: int) -> RetryLoop | None:
     if br.kind != BRANCH or br.inst.name != "s_cbranch_execnz" or br.fn is None or \
             not 0 <= br.target <= cas:
         return None
-    body: list[tuple[Callable[[WaveSet], Any] | None, int, Step]] = []
-    j = br.target
-    while j < cas:
-        try:
-            s = prog.step(j)
-        except KernelFault:
-            return None
-        if s.kind == NOP:
-            body.append((None, 0, s))
-            j += 1
-        elif s.kind == NEXT:
-            body.append((s.fn, s.skip, s))
-            j += 1 + s.skip
-        else:
-            return None
-    if j != cas:
+    body = _straight_run(prog, br.target, cas)
+    if body is None:
         return None
-    return RetryLoop(br.target, cas, branch - cas - 1, branch, br.fn, tuple(body),
+    return RetryLoop(br.target, cas, branch - cas - 1, branch, br.fn, body,
                      1 + (cas - br.target) + 1 + (branch - cas - 1))
 
 
