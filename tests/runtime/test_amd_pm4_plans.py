@@ -149,3 +149,45 @@ def test_a_planned_wait_stops_the_run_and_resumes_it(monkeypatch: pytest.MonkeyP
         assert (a.value, b.value) == (30, 3) and q.blocked is None
     finally:
         dev.close()
+
+
+def _wait_report(plans: bool, bad_va: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The queue's report for a run (a barrier, a release, a wait that passes, a release) seen
+    three times, then run with the wait's address replaced by `bad_va(gate)`."""
+    dev, gpu = _device(plans, monkeypatch)
+    try:
+        a, b, gate = dev.new_signal(0), dev.new_signal(0), dev.new_signal(0)
+        at_wait = len(dev.compute_queue().memory_barrier().signal(a, 1).dwords())
+
+        def run(va: int | None) -> None:
+            dws = dev.compute_queue().memory_barrier().signal(a, 1).wait(gate, 0) \
+                .signal(b, 2).dwords()
+            if va is not None:   # the address dwords of the wait
+                dws[at_wait + 2], dws[at_wait + 3] = va & 0xFFFFFFFF, va >> 32
+            q = dev.compute_queue()
+            extend_from(q, dws)
+            q.submit()
+
+        for _ in range(3):
+            run(None)
+        assert (a.value, b.value) == (1, 2)
+        assert bool(_compute(gpu)._plans) == plans
+        run(bad_va(gate))
+        with pytest.raises(DeviceFault) as ei:
+            dev.synchronize()
+        return str(ei.value)
+    finally:
+        dev.close()
+
+
+@pytest.mark.parametrize("bad_va", [lambda gate: gate.va + 2, lambda gate: 0xDEAD0000],
+                         ids=["misaligned", "unmapped"])
+def test_a_planned_wait_faults_as_it_would_alone(bad_va: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wait run by a plan whose address is misaligned or unmapped is reported as the fetch
+    loop reports it: the same text, naming the WAIT_REG_MEM packet and its ring dword."""
+    planned = _wait_report(True, bad_va, monkeypatch)
+    with pytest.MonkeyPatch.context() as m:
+        alone = _wait_report(False, bad_va, m)
+    assert planned == alone
+    assert "WAIT_REG_MEM" in planned and "ring dword" in planned, planned

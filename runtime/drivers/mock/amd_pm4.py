@@ -48,7 +48,7 @@ MEM_SPACE_MEMORY = 1            # nvd.h WAIT_REG_MEM_MEM_SPACE: 1 = mem
 PLAN_MIN_DW = 16               # the shortest run of packets a queue keeps a plan for (`_replay`)
 _PLANS_KEPT = 64                # plans a queue keeps (a droppable cache)
 # What a plan's steps do (`_Plan.ops`)
-_OP_SH, _OP_INVALIDATE, _OP_FLUSH, _OP_PACKET, _OP_RELEASE = range(5)
+_OP_SH, _OP_INVALIDATE, _OP_FLUSH, _OP_PACKET, _OP_RELEASE, _OP_WAIT = range(6)
 
 
 class _Plan:
@@ -56,8 +56,8 @@ class _Plan:
     decide what it does (headers, SET_SH_REG indices, whole ACQUIRE_MEM and EVENT_WRITE
     packets, RELEASE_MEM selectors) at the positions `check` reads, as `fixed`, and its steps in
     order: a run of SET_SH_REGs as one store of (register, position) pairs, a cache
-    invalidation, a partial flush, a RELEASE_MEM of known selectors, or a packet run by its
-    handler."""
+    invalidation, a partial flush, a RELEASE_MEM of known selectors, a WAIT_REG_MEM of a known
+    compare function, or a packet run by its handler."""
 
     __slots__ = ("n", "check", "fixed", "ops")
 
@@ -292,6 +292,16 @@ class PM4Processor(QueueProcessor):
         sh = self.sh
         for op in plan.ops:
             kind = op[0]
+            if kind == _OP_WAIT:
+                # A wait whose value is there passes here (no body slice, no position text);
+                # one that must wait, is misaligned or faults goes to its handler, which
+                # reads the value again and reports as the fetch loop would.
+                _, at, size, func = op
+                addr = dws[at + 2] | dws[at + 3] << 32
+                if not addr & 3 and self._wait_passes(func, addr, dws[at + 4], dws[at + 5]):
+                    continue
+                op = (_OP_PACKET, at, size, _PM4_HANDLERS["WAIT_REG_MEM"])
+                kind = _OP_PACKET
             if kind == _OP_PACKET:
                 _, at, size, handler = op
                 # (where the queue is, for a fault report or a wait's look ahead)
@@ -306,11 +316,11 @@ class PM4Processor(QueueProcessor):
             elif kind == _OP_RELEASE:
                 _, at, size, form = op
                 self.rptr_dw = pos + at
-                where = f"ring dword {pos + at}"
                 try:
-                    self._release(form, dws[at + 1:at + size], where)
+                    self._release_at(form, dws, at, pos)
                 except (PageFault, MockGPUError) as e:
-                    raise self._packet_error(e, dws[at:at + size], where) from None
+                    raise self._packet_error(e, dws[at:at + size], f"ring dword {pos + at}") \
+                        from None
             elif kind == _OP_SH:
                 sh.update(zip(op[1], op[2](dws)))
             elif kind == _OP_INVALIDATE:
@@ -328,7 +338,8 @@ class PM4Processor(QueueProcessor):
         h = _PM4_HANDLERS
         set_sh_reg, acquire_mem, event_write = h["SET_SH_REG"], h["ACQUIRE_MEM"], h["EVENT_WRITE"]
         release_mem = h["RELEASE_MEM"]
-        by_handler = (release_mem, h["WAIT_REG_MEM"], h["DISPATCH_DIRECT"])
+        wait_reg_mem = h["WAIT_REG_MEM"]
+        by_handler = (release_mem, wait_reg_mem, h["DISPATCH_DIRECT"])
         acquire_dw, inv = self._acquire_cache_dw, self._acquire_inv
         fixed_at: list[int] = []
         ops: list[tuple[Any, ...]] = []
@@ -353,11 +364,15 @@ class PM4Processor(QueueProcessor):
                 ops.append((_OP_SH, tuple(sh_keys), _getter(sh_at)))
                 sh_keys, sh_at = [], []
             flush = self._partial_flush.get(dws[at + 1]) if handler is event_write else None
+            func = self._wait_functions.get(dws[at + 1]) if handler is wait_reg_mem else None
             form = self._release_forms.get(dws[at + 1] << 32 | dws[at + 2]) \
                 if handler is release_mem else None
             if form is not None:
                 fixed_at += (at, at + 1, at + 2)
                 ops.append((_OP_RELEASE, at, size, form))
+            elif func is not None:
+                fixed_at += (at, at + 1)
+                ops.append((_OP_WAIT, at, size, func))
             elif handler is acquire_mem:
                 fixed_at.extend(range(at, at + size))
                 if dws[at + 1 + acquire_dw] & inv == inv:
@@ -771,6 +786,37 @@ class PM4Processor(QueueProcessor):
                 gpu.mem.write_u64(addr, gpu.clock())
         if irq:
             self.gpu.interrupt(body[6])
+
+    def _release_at(self, form: tuple[int, bool, bool], dws: list[int], at: int,
+                    pos: int) -> None:
+        """`_release` of the RELEASE_MEM at `dws[at]` (ring dword `pos + at`), reading its
+        dwords in place: its body and position text are made only for a misaligned address."""
+        kind, invalidates, irq = form
+        if kind:
+            addr = dws[at + 3] | dws[at + 4] << 32
+            if kind == _RM_DATA32 and not addr & 3:
+                self.order.release(addr, invalidates)
+                self.gpu.mem.write_u32(addr, dws[at + 5])
+            elif kind == _RM_DATA64 and not addr & 7:
+                self.order.release(addr, invalidates)
+                self.gpu.mem.write_u64(addr, dws[at + 5] | dws[at + 6] << 32)
+            else:
+                self._release((kind, invalidates, False), dws[at + 1:at + 8],
+                              f"ring dword {pos + at}")
+        if irq:
+            self.gpu.interrupt(dws[at + 7])
+
+    def _wait_passes(self, func: int, addr: int, ref: int, mask: int) -> bool:
+        """Whether a WAIT_REG_MEM of compare function `func` on the aligned `addr` passes now
+        (then done, as `_wait_reg_mem` does it); False when it must wait or the read faults."""
+        try:
+            value = self.gpu.mem.read_u32(addr)
+        except PageFault:
+            return False
+        if compare(func, value & mask, ref):
+            self.order.waited(addr)
+            return True
+        return False
 
     def _release_form(self, body: list[int], where: str) -> tuple[int, bool, bool]:
         """(what is written: 0 nothing or one of _RM_*, whether the release invalidates the
