@@ -800,6 +800,8 @@ class PM4Processor(QueueProcessor):
             elif kind == _RM_DATA64 and not addr & 7:
                 self.order.release(addr, invalidates)
                 self.gpu.mem.write_u64(addr, dws[at + 5] | dws[at + 6] << 32)
+            elif kind == _RM_CLOCK and not addr & 7:
+                self.gpu.mem.write_u64(addr, self.gpu.clock())
             else:
                 self._release((kind, invalidates, False), dws[at + 1:at + 8],
                               f"ring dword {pos + at}")
