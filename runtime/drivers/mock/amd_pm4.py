@@ -170,6 +170,10 @@ class PM4Processor(QueueProcessor):
     # ------------------------------------------------------------------ fetch loop
     def _run(self) -> bool:
         start = self.rptr_dw
+        if start >= self.wptr_dw and self._ib is None:
+            # nothing published (the GPU's run looks at every queue again after a pass)
+            self.blocked = None
+            return False
         try:
             return self._fetch()
         finally:
