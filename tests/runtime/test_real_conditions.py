@@ -441,7 +441,10 @@ class _Dies(_Mortal):
         self.fin = fin
 
     def __del__(self) -> None:
-        self.fin()
+        # A Ctrl-C can end __init__ before `fin` is set; the half-made object still dies here.
+        fin = self.__dict__.get("fin")
+        if fin is not None:
+            fin()
 
 
 class _SpySet(set):  # type: ignore[type-arg]
