@@ -361,6 +361,29 @@ def test_nv_a_launch_after_a_wait_or_a_call_still_waits_for_the_launches_before(
 
 
 # ------------------------------------------------------------------------------ the real GPU, at scale
+def _ping_pong(stp: Any, x: Any, y: Any, n: int, count: int, **kw: Any) -> list[Launch]:
+    """`count` launches of y[i] = x[n-1-i] + 1 that alternate the two buffers (x to y first)."""
+    return [Launch(stp, (x, y, n) if i % 2 == 0 else (y, x, n), (n // 256, 1, 1), (256, 1, 1),
+                   **kw) for i in range(count)]
+
+
+def _check_host_chain(dev: Any, stp: Any, nh: int, count: int, replays: int, **kw: Any) -> None:
+    """The ping-pong chain over two host-memory buffers of `nh` elements, read by the CPU after
+    each of `replays` replays: every element of both is checked."""
+    ha, hb = (dev.alloc(4 * nh, kind=MemKind.HOST, cpu_access=True) for _ in range(2))
+    va, vb = (np.frombuffer(h.cpu_view(), np.uint32) for h in (ha, hb))
+    va[:] = 0
+    vb[:] = 0xDEAD
+    g = dev.graph(_ping_pong(stp, ha, hb, nh, count, **kw))
+    for r in range(replays):
+        g.replay(wait=True)
+        assert int((va != count * (r + 1)).sum()) == 0
+        assert int((vb != count * (r + 1) - 1).sum()) == 0
+    g.free()
+    for h in (ha, hb):
+        dev.free(h)
+
+
 def test_nv_dependent_chains_see_every_write_at_a_size_that_fills_the_gpu(dev: Any) -> None:
     """1000 launches y[i] = x[n-1-i] + 1 alternating two buffers of 2M elements (several waves of
     the whole GPU), linked through their QMDs, replayed three times; and 300 diamonds in a row
@@ -374,8 +397,7 @@ def test_nv_dependent_chains_see_every_write_at_a_size_that_fills_the_gpu(dev: A
     a, b = dev.alloc(4 * n), dev.alloc(4 * n)
     dev.copyin(a, np.zeros(n, np.uint32))
     dev.copyin(b, np.full(n, 0xDEAD, np.uint32))
-    g = dev.graph([Launch(stp, (a, b, n) if i % 2 == 0 else (b, a, n), gs, (256, 1, 1))
-                   for i in range(1000)])
+    g = dev.graph(_ping_pong(stp, a, b, n, 1000))
     cmds = " ".join(g.body.describe_commands())
     assert "WAIT_FOR_IDLE" not in cmds and cmds.count("SEND_PCAS_A") == 1
     for _ in range(3):
@@ -388,19 +410,7 @@ def test_nv_dependent_chains_see_every_write_at_a_size_that_fills_the_gpu(dev: A
     # the same chain over host memory, read by the CPU: the grids that start the next one
     # complete with a GPU-scope barrier, and what they wrote must still reach the host (here the
     # buffer the second-to-last grid wrote last) once the last grid's completion is seen
-    nh = n // 8
-    ha, hb = (dev.alloc(4 * nh, kind=MemKind.HOST, cpu_access=True) for _ in range(2))
-    va, vb = (np.frombuffer(h.cpu_view(), np.uint32) for h in (ha, hb))
-    va[:] = 0
-    vb[:] = 0xDEAD
-    gh = (nh // 256, 1, 1)
-    g = dev.graph([Launch(stp, (ha, hb, nh) if i % 2 == 0 else (hb, ha, nh), gh, (256, 1, 1))
-                   for i in range(1000)])
-    for r in range(3):
-        g.replay(wait=True)
-        assert int((va != 1000 * (r + 1)).sum()) == 0
-        assert int((vb != 1000 * (r + 1) - 1).sum()) == 0
-    g.free()
+    _check_host_chain(dev, stp, n // 8, 1000, 3)
     # diamond: a -> (b, c) -> d, 300 times in one graph
     c, d_ = dev.alloc(4 * n), dev.alloc(4 * n)
     nodes: list[Any] = []
@@ -452,8 +462,7 @@ def test_nv_early_start_chains_see_every_write(dev: Any, kernel: str) -> None:
     a, b = dev.alloc(4 * n), dev.alloc(4 * n)
     dev.copyin(a, np.zeros(n, np.uint32))
     dev.copyin(b, np.full(n, 0xDEAD, np.uint32))
-    g = dev.graph([Launch(stp, (a, b, n) if i % 2 == 0 else (b, a, n), (n // 256, 1, 1),
-                          (256, 1, 1), early_start=True) for i in range(3000)])
+    g = dev.graph(_ping_pong(stp, a, b, n, 3000, early_start=True))
     q1 = dev.qmd_class(bytearray(g.kernargs[1].qmd))
     assert q1.get("WAIT_ON_LATCH_VALID") == 1 and q1.get("ENABLE_PROGRAM_PRE_EXIT") == 1
     g.replay(wait=True)
@@ -461,17 +470,6 @@ def test_nv_early_start_chains_see_every_write(dev: Any, kernel: str) -> None:
     dev.copyout(out, a)
     assert int((out != 3000).sum()) == 0
     g.free()
-    nh = n // 8
-    ha, hb = (dev.alloc(4 * nh, kind=MemKind.HOST, cpu_access=True) for _ in range(2))
-    va, vb = (np.frombuffer(h.cpu_view(), np.uint32) for h in (ha, hb))
-    va[:] = 0
-    vb[:] = 0xDEAD
-    g = dev.graph([Launch(stp, (ha, hb, nh) if i % 2 == 0 else (hb, ha, nh), (nh // 256, 1, 1),
-                          (256, 1, 1), early_start=True) for i in range(3000)])
-    for r in range(2):
-        g.replay(wait=True)
-        assert int((va != 3000 * (r + 1)).sum()) == 0
-        assert int((vb != 3000 * (r + 1) - 1).sum()) == 0
-    g.free()
-    for x in (a, b, ha, hb):
+    _check_host_chain(dev, stp, n // 8, 3000, 2, early_start=True)
+    for x in (a, b):
         dev.free(x)

@@ -217,14 +217,20 @@ def _bind(blk: Block, start: int, g: WaveSet, P: Planes) -> tuple[BoundStep, ...
     for (fn, skip, st), bind in zip(blk.body, blk.binders):
         pc += 1 + skip
         slots += 1 + skip
-        got = bind(g, P) if bind is not None else None
-        if got is not None:
-            f, args, dests = got
-            P.dirty_v.update(dests)
-            out.append((f, args, st, True, pc, slots))
-        else:
-            out.append((fn, (), st, False, pc, slots))
+        out.append(_bound_step(fn, bind, st, pc, slots, g, P))
     return tuple(out)
+
+
+def _bound_step(fn: Callable[[WaveSet], Any], bind: "fast_valu.Binder | None", st: Step,
+                pc: int, slots: int, g: WaveSet, P: Planes) -> BoundStep:
+    """One step bound to P by `bind` (its VGPRs marked written), or left as `fn` where `bind`
+    is None or declines."""
+    got = bind(g, P) if bind is not None else None
+    if got is None:
+        return (fn, (), st, False, pc, slots)
+    f, args, dests = got
+    P.dirty_v.update(dests)
+    return (f, args, st, True, pc, slots)
 
 
 def _compile(inst: Inst, mask_dead: bool, prog: Program) -> Step:
@@ -1022,14 +1028,7 @@ def _bind_loop(loop: Loop, g: WaveSet, P: Planes) -> tuple[BoundStep, ...]:
         slots += 1 + skip
         if fn is None:
             continue
-        bind = fast_valu.binder(fn)
-        got = bind(g, P) if bind is not None else None
-        if got is not None:
-            f, args, dests = got
-            P.dirty_v.update(dests)
-            out.append((f, args, st, True, pc, slots))
-        else:
-            out.append((fn, (), st, False, pc, slots))
+        out.append(_bound_step(fn, fast_valu.binder(fn), st, pc, slots, g, P))
     return tuple(out)
 
 
