@@ -188,20 +188,9 @@ class NVQueue(HWQueue):
         so a resubmission patches the variable's dwords, copies the queue's own words into the
         pushbuffer in one block and writes the entries. Bound queues, and queues with other
         variables, take the base's route."""
-        if self._bound_buf is not None or any(p.var is not var for p in self._patches):
+        if not self._laid_out(var):
             return super().resubmitter(var)
-        # the entries: runs of the queue's own words and, between them, the called bodies (whose
-        # entries are made again only if a body was bound anew)
-        spans: list[tuple[int, int, int]] = []
-        calls: list[tuple[int, NVQueue, int | None]] = []  # (span index, body, its va then)
-        start = 0
-        for pos, body in self._calls:
-            if pos > start:
-                spans.append((0, start, pos - start))
-            calls.append((len(spans), body, None))
-            spans.append((1, 0, 0))
-            start = pos
-        spans.append((0, start, len(self._d) - start))  # carries the progress release
+        spans, calls = self._spans()
         dev, channel, words, vals = self.device, self.channel, self._d, self._vals
         patches = [(p.lo, p.hi, p.add, p.max_bits) for p in self._patches]
 
@@ -232,6 +221,67 @@ class NVQueue(HWQueue):
                 raise
 
         return resubmit
+
+    def _laid_out(self, var: Var) -> bool:
+        """Whether resubmissions of `var` can be laid out once: the queue is not bound, and
+        `var` is its only variable."""
+        return self._bound_buf is None and all(p.var is var for p in self._patches)
+
+    def _spans(self) -> "tuple[list[tuple[int, int, int]], list[tuple[int, NVQueue, int | None]]]":
+        """The GPFIFO entries of a laid-out resubmission (`Channel.submit_spans`' form): runs of
+        the queue's own words and, between them, the called bodies, whose entries are made on
+        first use and again only if a body was bound anew; and those calls, as (span index,
+        body, its address when its entry was made: None, not yet)."""
+        spans: list[tuple[int, int, int]] = []
+        calls: list[tuple[int, NVQueue, int | None]] = []
+        start = 0
+        for pos, body in self._calls:
+            if pos > start:
+                spans.append((0, start, pos - start))
+            calls.append((len(spans), body, None))
+            spans.append((1, 0, 0))
+            start = pos
+        spans.append((0, start, len(self._d) - start))  # carries the progress release
+        return spans, calls
+
+    def native_resubmitter(self, var: Var, last: array,
+                           limit: int) -> "Callable[[Sequence[Buffer]], int] | None":
+        """`HWQueue.native_resubmitter`: what `resubmitter`'s function does, with the device's
+        next timeline value and the timeline's books, in one call of the launch helper
+        (_nvlaunch.c `make_replay`), which writes the bytes the Python route writes. None where
+        the helper is off or unavailable, or the queue is not laid out once."""
+        from runtime.drivers.nv.gpfifo import _GP_PUT_DW
+        from runtime.drivers.nv.launcher import _doorbell, native_helper
+        from runtime.drivers.nv.methods import GP_LENGTH_SHIFT
+        dev, ch = self.device, self.channel
+        if not dev.launch_native or not self._laid_out(var) or len(self._patches) > 8 \
+                or len(self._calls) > 16 or any(b.bound_va is None for _, b in self._calls) \
+                or len(self._d) + len(ch._trailer) > ch.pb_dw // 2:
+            return None
+        mod = native_helper()
+        if mod is None:
+            return None
+        spans, calls = self._spans()
+        flat = array("Q")
+        for ext, a, cnt in spans:
+            flat.extend((ext, a, cnt))
+        for i, body, _ in calls:
+            assert body.bound_va is not None
+            flat[3 * i + 1] = gp_entry(body.bound_va, len(body))
+        bell, index, width, token = _doorbell(ch)
+        if isinstance(bell, memoryview):
+            bell = bell[:]  # the helper's own view (see ShapeLauncher._native)
+        fn = mod.make_replay(
+            words=self._d, spans=flat, calls=tuple((b, b.bound_va) for _, b in self._calls),
+            patches=tuple((p.lo, p.hi, p.add, p.max_bits) for p in self._patches),
+            vals=self._vals, var=var, pushbuf=ch.pb[:], pb_entry_base=ch._pb_entry_base,
+            length_shift=GP_LENGTH_SHIFT, trailer=tuple(ch._trailer),
+            trailer_seq_dw=SEM_PAYLOAD_LO_DW, device_words=dev.words, channel_words=ch.state,
+            records=ch.records, ring=ch.ring[:], userd=ch.userd[:], doorbell=bell,
+            progress=ch.progress.value_view[:], last=last, limit=limit, entries=ch.entries,
+            gp_put_dw=_GP_PUT_DW, token=token, doorbell_index=index, doorbell_width=width,
+            on_error=dev.note_submit_error)
+        return fn  # type: ignore[no-any-return]
 
 
 class NVComputeQueue(NVQueue):
