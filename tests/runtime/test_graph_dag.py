@@ -473,3 +473,56 @@ def test_nv_early_start_chains_see_every_write(dev: Any, kernel: str) -> None:
     _check_host_chain(dev, stp, n // 8, 3000, 2, early_start=True)
     for x in (a, b):
         dev.free(x)
+
+
+def test_early_start_chains_on_two_channels_at_once_keep_to_their_own_latches(dev: Any) -> None:
+    """Latch ids are counted from 1 in every queue, so two early-start chains use the same ids:
+    a graph's replay on the device's timeline and, at the same time, a chain recorded on a
+    stream's channel (its queue linked with `exec_after(early_start=True)`). Each grid must
+    still be started only by its own predecessor's arrival: both ping-pong chains give the
+    serial result, every element checked, over five rounds of both at once."""
+    if dev.kind == "mock-amd":
+        pytest.skip("NVIDIA latches (AMD ignores early_start)")
+    stp = dev.program(dev.compiler.compile(PSTEP_SRC, "pstep.cu"), "pstep")
+    real = dev.kind == "nv"
+    n, count, rounds = (1 << 16, 1000, 5) if real else (256, 6, 2)
+    gs, ls = (n // 256, 1, 1), (256, 1, 1)
+    a, b, c, d_ = (dev.alloc(4 * n) for _ in range(4))
+    for x, v in ((a, 0), (b, 0xDEAD), (c, 0), (d_, 0xDEAD)):
+        dev.copyin(x, np.full(n, v, np.uint32))
+    g = dev.graph(_ping_pong(stp, a, b, n, count, early_start=True))
+    s = dev.stream()
+    q = s._make_queue()  # a queue on the stream's own channel
+    assert q.channel is not g.body.channel
+    size = -(-stp.kernargs_size() // 64) * 64
+    args_buf = dev.alloc_kernargs(size * count)
+    view = args_buf.cpu_view()
+    kas = [stp.fill_kernargs(ln.args, gs, ls, (args_buf.va + i * size,
+                                                view[i * size:(i + 1) * size]))
+           for i, ln in enumerate(_ping_pong(stp, c, d_, n, count))]
+    q.exec(stp, kas[0], gs, ls)
+    for prev, ka in zip(kas, kas[1:]):
+        q.exec_after(prev, stp, ka, gs, ls, early_start=True)
+    done = dev.new_signal(0)
+    q.signal(done, 1)
+    ids = [dev.qmd_class(bytearray(k.qmd)).get("WAIT_ON_LATCH_ID") for k in g.kernargs[1:4]]
+    assert ids == [dev.qmd_class(bytearray(k.qmd)).get("WAIT_ON_LATCH_ID") for k in kas[1:4]]
+    assert all(ids)
+    for r in range(rounds):
+        done.value = 0
+        q.submit()  # the stream's chain, then the graph's, with no order between them
+        g.replay()
+        done.wait(1, 20_000)
+        dev.synchronize()
+        for x, y in ((a, b), (c, d_)):
+            out = np.zeros(n, np.uint32)
+            dev.copyout(out, x)
+            assert int((out != count * (r + 1)).sum()) == 0, (r, x)
+            dev.copyout(out, y)
+            assert int((out != count * (r + 1) - 1).sum()) == 0, (r, y)
+    g.free()
+    s.close()
+    done.release()
+    dev.free(args_buf)
+    for x in (a, b, c, d_):
+        dev.free(x)
