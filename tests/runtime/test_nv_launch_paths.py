@@ -109,7 +109,7 @@ def test_the_native_launch_and_the_python_launch_write_the_same_bytes(
         assert with_c[key] == without[key], key
 
 
-REPLAYS = 150
+REPLAYS = 300
 
 
 def _replay_script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -142,6 +142,16 @@ def _replay_script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict
             if i % 17 == 8:
                 with pytest.raises(ProgramError, match="graph node 0 .* was freed"):
                     doomed.replay()
+            if i % 19 == 9:  # the timeline held back: the next replay keeps its opening wait
+                gate = d.new_signal(0)
+                with d.submit_lock:
+                    v = d.timeline_value + 1
+                    q = d.copy_queue().wait(d.timeline_signal, v - 1).wait(gate, 1)
+                    d.submit_timeline(q.signal(d.timeline_signal, v), v)
+                chain.replay()
+                gate.value = 1
+                d.synchronize()
+                gate.release()
         used = {k: chain._native.get(k) is not None for k in (False,)}
         used["pair"] = pair._native.get(True) is not None
         out = r.snapshot()
@@ -167,7 +177,7 @@ def test_a_native_replay_and_the_python_replay_write_the_same_bytes(
         assert with_c[key] == without[key], key
     n = REPLAYS
     assert with_c["launch_count"] == 1 + 3 * n + 2 * len(range(1, n, 4)) + len(range(2, n, 5)) \
-        + 3 * len(range(6, n, 13))
+        + 3 * len(range(6, n, 13)) + 3 * len(range(9, n, 19))
     assert with_c["pushbuffer wraps"] >= 1
 
 

@@ -278,7 +278,7 @@ static PyMethodDef launch_def = {"launch", launch, METH_O,
 
 /* ------------------------------------------------------------------ replay of a laid-out stream */
 enum { R_WORDS, R_SPANS, R_PB, R_DEV, R_CH, R_REC, R_RING, R_USERD, R_BELL, R_PROGRESS, R_LAST,
-       N_RVIEWS };
+       R_TL, N_RVIEWS };
 #define MAX_PATCHES 8
 #define MAX_CALLS 16
 #define TRAILER_DW 6
@@ -297,6 +297,9 @@ typedef struct {
     uint8_t *bellp;
     volatile uint64_t *progress;
     uint64_t *last;             /* where the submitted timeline value is noted (the graph's) */
+    volatile uint64_t *tlv;     /* the timeline signal's value */
+    Py_ssize_t head_dw;         /* the words of the wait that opens the stream (0: none) */
+    int64_t head_add;           /* it waits for the value + head_add */
     Py_ssize_t k, nspans, pb_dw, gp_put_dw, bell_width, npatch, ncalls;
     uint64_t mask, token, pb_entry_base, len_shift;
     uint64_t limit;             /* the largest timeline value it submits (larger: declined) */
@@ -383,17 +386,24 @@ static PyObject *replay(PyObject *self, PyObject *live) {
         if (x < 0 || (R->p_bits[p] < 64 && ((uint64_t)x >> R->p_bits[p])))
             return PyLong_FromLong(0);
     }
+    /* A timeline value the GPU has reached already needs no wait (NVQueue.resubmitter): the
+     * opening wait's words, and an entry left with nothing, are left out. */
+    Py_ssize_t skip = 0, first = 0;
+    if (R->head_dw && *R->tlv >= (uint64_t)((int64_t)v + R->head_add)) {
+        skip = R->head_dw;
+        first = R->nspans > 1 && R->spans[1] + R->spans[2] <= (uint64_t)skip;
+    }
+    Py_ssize_t gp_n = R->nspans - first;
     /* 2. room: the block (skipping the ring's tail when it would wrap) and the entries */
-    Py_ssize_t n = R->k + TRAILER_DW;
+    Py_ssize_t n = R->k - skip + TRAILER_DW;
     uint64_t start = C->pb_put, off = start % (uint64_t)R->pb_dw;
     if (off + (uint64_t)n > (uint64_t)R->pb_dw) {
         start += (uint64_t)R->pb_dw - off;
         off = 0;
     }
-    if (start + (uint64_t)n > C->pb_free_until || C->gp_put + (uint64_t)R->nspans > C->gp_free_until) {
+    if (start + (uint64_t)n > C->pb_free_until || C->gp_put + (uint64_t)gp_n > C->gp_free_until) {
         reclaim(R);
-        if (start + (uint64_t)n > C->pb_free_until ||
-            C->gp_put + (uint64_t)R->nspans > C->gp_free_until)
+        if (start + (uint64_t)n > C->pb_free_until || C->gp_put + (uint64_t)gp_n > C->gp_free_until)
             return PyLong_FromLong(0);
     }
     PyObject *vo = PyLong_FromUnsignedLongLong(v);
@@ -409,21 +419,32 @@ static PyObject *replay(PyObject *self, PyObject *live) {
         if (R->p_hi[p] >= 0) R->words[R->p_hi[p]] = (uint32_t)(x >> 32);
     }
     uint32_t *dst = R->pb + off;
-    memcpy(dst, R->words, (size_t)R->k * 4);
+    memcpy(dst, R->words + skip, (size_t)(R->k - skip) * 4);
     R->trailer[R->seq_dw] = (uint32_t)seq;
     R->trailer[R->seq_dw + 1] = (uint32_t)(seq >> 32);
-    memcpy(dst + R->k, R->trailer, sizeof(R->trailer));
+    memcpy(dst + R->k - skip, R->trailer, sizeof(R->trailer));
     C->pb_put = start + (uint64_t)n;
-    uint64_t base = R->pb_entry_base + off * 4;
+    /* words[a] lands at base + 4 * a */
+    uint64_t base = R->pb_entry_base + off * 4 - (uint64_t)skip * 4;
     volatile uint64_t *ring = (volatile uint64_t *)R->ringp;
     uint64_t put = C->gp_put;
-    for (Py_ssize_t s = 0; s + 1 < R->nspans; s++) {
+    for (Py_ssize_t s = first; s + 1 < R->nspans; s++) {
         const uint64_t *sp = R->spans + 3 * s;
-        ring[put & R->mask] = sp[0] ? sp[1] : (base + 4 * sp[1]) | sp[2] << R->len_shift;
+        uint64_t a = sp[1], cnt = sp[2];
+        if (!sp[0] && a < (uint64_t)skip) {  /* the first run, less the words left out */
+            cnt -= (uint64_t)skip - a;
+            a = (uint64_t)skip;
+        }
+        ring[put & R->mask] = sp[0] ? a : (base + 4 * a) | cnt << R->len_shift;
         put += 1;
     }
     const uint64_t *sp = R->spans + 3 * (R->nspans - 1);
-    uint64_t entry = (base + 4 * sp[1]) | (sp[2] + TRAILER_DW) << R->len_shift;
+    uint64_t a = sp[1], cnt = sp[2];
+    if (a < (uint64_t)skip) {
+        cnt -= (uint64_t)skip - a;
+        a = (uint64_t)skip;
+    }
+    uint64_t entry = (base + 4 * a) | (cnt + TRAILER_DW) << R->len_shift;
     /* 4. the books */
     D->timeline_value = v;
     *R->last = v;
@@ -479,19 +500,22 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
     static char *names[] = {"words", "spans", "calls", "patches", "vals", "var", "pushbuf",
                             "pb_entry_base", "length_shift", "trailer", "trailer_seq_dw",
                             "device_words", "channel_words", "records", "ring", "userd",
-                            "doorbell", "progress", "last", "limit", "entries", "gp_put_dw", "token",
+                            "doorbell", "progress", "last", "limit", "timeline", "head_dw",
+                            "head_add", "entries", "gp_put_dw", "token",
                             "doorbell_index", "doorbell_width", "on_error", NULL};
     PyObject *words, *spans, *calls, *patches, *vals, *var, *pb, *trailer, *dw, *cw, *rec, *ring,
-        *userd, *bell, *progress, *last, *on_error;
+        *userd, *bell, *progress, *last, *tl, *on_error;
+    long long head_add;
     unsigned long long pb_entry_base, len_shift, limit, entries, token;
-    Py_ssize_t seq_dw, gp_put_dw, bell_index, bell_width;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOKKOnOOOOOOOOKKnKnnO", names,
+    Py_ssize_t seq_dw, gp_put_dw, bell_index, bell_width, head_dw;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOKKOnOOOOOOOOKOnLKnKnnO", names,
                                      &words, &spans, &calls, &patches, &vals, &var, &pb,
                                      &pb_entry_base, &len_shift, &trailer, &seq_dw, &dw, &cw, &rec,
-                                     &ring, &userd, &bell, &progress, &last, &limit, &entries, &gp_put_dw, &token,
+                                     &ring, &userd, &bell, &progress, &last, &limit, &tl, &head_dw,
+                                     &head_add, &entries, &gp_put_dw, &token,
                                      &bell_index, &bell_width, &on_error))
         return NULL;
-    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 26) {
+    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 29) {
         PyErr_SetString(PyExc_TypeError, "make_replay() takes every setting, by keyword");
         return NULL;
     }
@@ -519,6 +543,8 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
     R->len_shift = len_shift;
     R->seq_dw = seq_dw;
     R->limit = limit;
+    R->head_dw = head_dw;
+    R->head_add = head_add;
     R->vals = Py_NewRef(vals);
     R->var = Py_NewRef(var);
     R->on_error = Py_NewRef(on_error);
@@ -550,6 +576,8 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
     R->progress = p;
     if (rget_view(R, R_LAST, last, 8, "last", &p) < 0) goto fail;
     R->last = p;
+    if (rget_view(R, R_TL, tl, 8, "timeline", &p) < 0) goto fail;
+    R->tlv = p;
     if (PyCallable_Check(bell)) {
         R->bell_fn = Py_NewRef(bell);
         if (!(R->token_obj = PyLong_FromUnsignedLongLong(token))) goto fail;
@@ -568,6 +596,11 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
             PyErr_SetString(PyExc_ValueError, "spans: a run lies outside the words");
             goto fail;
         }
+    }
+    if (head_dw < 0 || head_dw > R->k || (head_dw && (R->spans[0] || R->spans[1] ||
+                                                      R->spans[2] < (uint64_t)head_dw))) {
+        PyErr_SetString(PyExc_ValueError, "head_dw: the opening wait must lie in the first run");
+        goto fail;
     }
     if (!R->nspans || R->spans[3 * (R->nspans - 1)] ||
         R->spans[3 * (R->nspans - 1) + 1] + R->spans[3 * (R->nspans - 1) + 2] != (uint64_t)R->k) {

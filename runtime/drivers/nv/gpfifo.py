@@ -363,37 +363,45 @@ class Channel:
         self.publish(seq, entries[-1])
         return seq
 
-    def submit_spans(self, words: array, spans: Sequence[tuple[int, int, int]]) -> int:
+    def submit_spans(self, words: array, spans: Sequence[tuple[int, int, int]],
+                     skip: int = 0) -> int:
         """`submit` for a stream laid out once (`NVQueue.resubmitter`): `words` are every inline
         dword of the stream, copied into the pushbuffer as one block with the progress release
         right after them; `spans` are its GPFIFO entries in order, each (0, first dword in
         `words`, count) for a run of `words` or (1, entry, 0) for commands already in GPU memory
         (`gp_entry` of their address and length). The last span is a run that ends at the end
-        of `words` (the release rides in its entry). Returns the submission's sequence number."""
+        of `words` (the release rides in its entry). `skip`: the first `skip` words are left
+        out (they lie in the first span; an entry left with nothing is not written). Returns the
+        submission's sequence number."""
         st = self.state
         seq = st[SEQ] + 1
         trailer = self._trailer
         trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
         trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
-        k = len(words)
+        k = len(words) - skip
         n = k + len(trailer)
         start = self._pb_reserve(n)
         off = start % self.pb_dw
-        gp_n = len(spans)
+        first = 1 if skip and len(spans) > 1 and spans[0][1] + spans[0][2] <= skip else 0
+        gp_n = len(spans) - first
         if start + n > st[PB_FREE_UNTIL] or st[GP_PUT] + gp_n > st[GP_FREE_UNTIL]:
             self.wait_space(start + n, gp_n)
         pb = self.pb
-        pb[off:off + k] = words
+        pb[off:off + k] = words[skip:] if skip else words
         pb[off + k:off + n] = trailer
         st[PB_PUT] = start + n
-        base = self._pb_entry_base + off * 4
+        base = self._pb_entry_base + off * 4 - skip * 4  # words[a] lands at base + 4 * a
         ring, mask = self.ring, self.entries - 1
         put = st[GP_PUT]
-        for ext, a, cnt in spans[:-1]:
+        for ext, a, cnt in spans[first:-1]:
+            if a < skip and not ext:  # the first run, less the words left out
+                a, cnt = skip, cnt - (skip - a)
             ring[put & mask] = a if ext else base + 4 * a | cnt << GP_LENGTH_SHIFT
             put += 1
         st[GP_PUT] = put
         _, a, cnt = spans[-1]
+        if a < skip:
+            a, cnt = skip, cnt - (skip - a)
         self.publish(seq, base + 4 * a | (cnt + len(trailer)) << GP_LENGTH_SHIFT)
         return seq
 

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 _M32 = 0xFFFFFFFF
 MAX_COPY_CHUNK_B = 1 << 31
+HEAD_WAIT_DW = len(host_semaphore(0, 0, SEM_ACQUIRE_GEQ_64))  # a wait's dwords (`wait`)
 
 
 def _drains(execute: int) -> bool:
@@ -73,6 +74,9 @@ class NVQueue(HWQueue):
         self.channel = channel
         self._calls: list[tuple[int, NVQueue]] = []   # (dword position, bound body)
         self._bound_buf: Buffer | None = None
+        # the addend of a wait for (variable + addend) on the device's timeline that opens the
+        # queue, None without one: a laid-out resubmission leaves it out when it is met already
+        self._head_wait: int | None = None
 
     # -------------------------------------------------------------- the stream
     @property
@@ -102,6 +106,8 @@ class NVQueue(HWQueue):
         self._d.extend(host_semaphore(self._sig_va(sig), val, SEM_ACQUIRE_GEQ_64))
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
+            if n == 0 and sig is self.device.timeline_signal:
+                self._head_wait = add
         self._after_host_method(drained=False)
         return self
 
@@ -186,12 +192,16 @@ class NVQueue(HWQueue):
     def resubmitter(self, var: Var) -> Callable[[int], None]:
         """`HWQueue.resubmitter`: the GPFIFO entries are laid out once (`Channel.submit_spans`),
         so a resubmission patches the variable's dwords, copies the queue's own words into the
-        pushbuffer in one block and writes the entries. Bound queues, and queues with other
-        variables, take the base's route."""
+        pushbuffer in one block and writes the entries. A queue that opens with a wait for the
+        variable (plus or minus a constant) on the device's timeline leaves that wait out of a
+        resubmission whose value the timeline has reached already. Bound queues, and queues with
+        other variables, take the base's route."""
         if not self._laid_out(var):
             return super().resubmitter(var)
         spans, calls = self._spans()
         dev, channel, words, vals = self.device, self.channel, self._d, self._vals
+        head = self._head_wait
+        tlv = dev.timeline_signal.value_view
         patches = [(p.lo, p.hi, p.add, p.max_bits) for p in self._patches]
 
         def resubmit(value: int) -> None:
@@ -214,8 +224,11 @@ class NVQueue(HWQueue):
                 if hi >= 0:
                     words[hi] = v >> 32
             vals[var] = value
+            # A timeline value the GPU has reached already needs no wait: the work it orders
+            # after is complete (the CPU has seen its release), so the acquire is left out.
+            skip = HEAD_WAIT_DW if head is not None and tlv[0] >= value + head else 0
             try:
-                channel.submit_spans(words, spans)
+                channel.submit_spans(words, spans, skip)
             except Exception as e:  # a fault noticed while submitting poisons the device
                 dev.note_submit_error(e)
                 raise
@@ -278,7 +291,10 @@ class NVQueue(HWQueue):
             length_shift=GP_LENGTH_SHIFT, trailer=tuple(ch._trailer),
             trailer_seq_dw=SEM_PAYLOAD_LO_DW, device_words=dev.words, channel_words=ch.state,
             records=ch.records, ring=ch.ring[:], userd=ch.userd[:], doorbell=bell,
-            progress=ch.progress.value_view[:], last=last, limit=limit, entries=ch.entries,
+            progress=ch.progress.value_view[:], last=last, limit=limit,
+            timeline=dev.timeline_signal.value_view[:],
+            head_dw=0 if self._head_wait is None else HEAD_WAIT_DW,
+            head_add=self._head_wait or 0, entries=ch.entries,
             gp_put_dw=_GP_PUT_DW, token=token, doorbell_index=index, doorbell_width=width,
             on_error=dev.note_submit_error)
         return fn  # type: ignore[no-any-return]
