@@ -321,7 +321,7 @@ class Graph:
         dev = self.device
         if not updates and not wait_values and dev.tracer is None:
             fast = self._native.get(wait)
-            if fast is not None:
+            if fast is not None and self._distinct is not None:  # (its buffers are known)
                 v = fast(self._live)
                 if v:
                     if not wait:

@@ -526,3 +526,55 @@ def test_early_start_chains_on_two_channels_at_once_keep_to_their_own_latches(de
     dev.free(args_buf)
     for x in (a, b, c, d_):
         dev.free(x)
+
+
+SLOW_SRC = """
+extern "C" __global__ void slow_set(unsigned *x, int n, unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 1; }
+"""
+
+
+def test_nv_a_replay_waits_for_the_timeline_work_still_running(dev: Any) -> None:
+    """A replay leaves out its wait for the timeline's previous value only when the timeline has
+    reached it. Here the previous value is a kernel that spins for 2 ms before it writes x = 1,
+    launched just before the replay, whose first node reads x (y = x + 1): the replay must wait
+    (y == 2), five times. Without the wait the same replay reads x before it is written (y ==
+    1 somewhere): the check that this test can see a missing order."""
+    if dev.kind != "nv":
+        pytest.skip("the real GPU only (the mock runs grids one after another)")
+    lib = dev.compiler.compile(SLOW_SRC + STEP_SRC, "slow.cu")
+    slow, stp = dev.program(lib, "slow_set"), dev.program(lib, "step")
+    n = 1 << 16
+    x, y = dev.alloc(4 * n), dev.alloc(4 * n)
+    g = dev.graph([Launch(stp, (x, y, n), (n // 256, 1, 1), (256, 1, 1))])
+    g.replay(wait=True)
+
+    def round_(replay: Any) -> np.ndarray:
+        dev.copyin(x, np.zeros(n, np.uint32))
+        dev.synchronize()
+        slow(x, n, 2_000_000, global_size=(1, 1, 1), local_size=(256, 1, 1))
+        replay()
+        dev.synchronize()
+        out = np.zeros(n, np.uint32)
+        dev.copyout(out, y)
+        return out
+
+    for _ in range(5):
+        assert int((round_(g.replay) != 2).sum()) == 0
+    # the same body submitted without the wait (as a replay would that wrongly left it out)
+    from runtime.hcq.queue import Var
+    var = Var("timeline value")
+    q = dev.compute_queue().update({var: 1})
+    q.call(g.body)
+    unordered = q.signal(dev.timeline_signal, var).resubmitter(var)
+
+    def replay_unordered() -> None:
+        with dev.submit_lock:
+            dev.resubmit_timeline(unordered)
+    assert int((round_(replay_unordered) == 1).sum()) > 0
+    g.free()
+    for b in (x, y):
+        dev.free(b)

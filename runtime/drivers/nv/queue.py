@@ -262,7 +262,8 @@ class NVQueue(HWQueue):
         """`HWQueue.native_resubmitter`: what `resubmitter`'s function does, with the device's
         next timeline value and the timeline's books, in one call of the launch helper
         (_nvlaunch.c `make_replay`), which writes the bytes the Python route writes. None where
-        the helper is off or unavailable, or the queue is not laid out once."""
+        the helper is off or unavailable, or the queue is not laid out once. The helper holds
+        the queue's words: the queue cannot grow afterwards (BufferError)."""
         from runtime.drivers.nv.gpfifo import _GP_PUT_DW
         from runtime.drivers.nv.launcher import _doorbell, native_helper
         from runtime.drivers.nv.methods import GP_LENGTH_SHIFT
