@@ -22,10 +22,13 @@ A replay submits each segment in order on the device timeline (wait for the prev
 graph of launches only is one tiny submission. Those submissions are built on the first replay
 around a variable for the timeline value and then only patched and handed over
 (`HWQueue.resubmitter`; NVIDIA: GPFIFO entries laid out once), so a replay's cost before the
-doorbell does not grow with the graph; they are built afresh while a profiler is attached (its
-own timestamps and hooks) and where timeline values pass 32 bits. Updating arguments (and the values waits wait
-for) rewrites them in place, after the previous replay has finished reading them; an update that
-is refused changes nothing.
+doorbell does not grow with the graph; a graph of one segment may be replayed by one native call
+(`HWQueue.native_resubmitter`: NVIDIA's launch helper), which declines, writing nothing, whenever
+the Python route has something to raise or wait for. An NVIDIA submission leaves out its wait
+for the previous timeline value when the timeline has reached it already. The submissions are
+built afresh while a profiler is attached (its own timestamps and hooks) and where timeline
+values pass 32 bits. Updating arguments (and the values waits wait for) rewrites them in place,
+after the previous replay has finished reading them; an update that is refused changes nothing.
 
 Lifetimes: a replay refuses to run once a buffer one of its nodes uses was freed (the error names
 the node and the argument): its memory may already belong to another allocation.
