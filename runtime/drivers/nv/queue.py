@@ -397,6 +397,8 @@ class NVComputeQueue(NVQueue):
         launch's). `early_start` (`HWQueue.exec_after`) is honoured where the QMD layout can say
         it (`QMD.link_early`) and this is `pred`'s first link; the caller promises `pred` gets
         no other."""
+        if early_start:
+            prg.check_early_start("exec_after(early_start=True)")
         qmd_va = self._qmd_va(prg, args, global_size, local_size)
         slots = self._dependents.get(pred.va) if isinstance(pred, NVKernArgs) else None
         qcls = self.device.qmd_class
