@@ -989,23 +989,23 @@ def main() -> int:
     print(f"{'mechanism':24} {'wall ms':>8} {'gpu ms':>8} {'to idle':>8} {'submit':>8}  "
           f"{'inc':>4}  chain ({args.chain * args.chain_replays} launches, "
           f"{args.chain_elements} elements)")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['job']:24} FAILED: {r['error'].strip().splitlines()[-1][:100]}")
-        elif r.get("mode") == "baseline":
-            print(f"{'baseline':24} launch+wait {r['launch_wait_med_us']:.2f} us, 1000 b2b "
-                  f"{r['b2b_ms']:.3f} ms (CPU {r['b2b_cpu_ms']:.3f}), graph "
-                  f"{r['graph_wall_ms']:.3f} ms ({r['graph_cpu_us_per_launch']:.3f} us CPU/launch)")
-        elif "wall_ms" not in r:
-            print(f"{r['job']:24} {json.dumps(r.get('gate_semantics', r))[:400]}")
+    for res in rows:
+        if "error" in res:
+            print(f"{res['job']:24} FAILED: {res['error'].strip().splitlines()[-1][:100]}")
+        elif res.get("mode") == "baseline":
+            print(f"{'baseline':24} launch+wait {res['launch_wait_med_us']:.2f} us, 1000 b2b "
+                  f"{res['b2b_ms']:.3f} ms (CPU {res['b2b_cpu_ms']:.3f}), graph "
+                  f"{res['graph_wall_ms']:.3f} ms ({res['graph_cpu_us_per_launch']:.3f} us CPU/launch)")
+        elif "wall_ms" not in res:
+            print(f"{res['job']:24} {json.dumps(res.get('gate_semantics', res))[:400]}")
         else:
-            sem = f"; latch {r['semantics']}" if "semantics" in r else ""
-            print(f"{r['job']:24} {r['wall_ms']:8.3f} {r['gpu_last_ms']:8.3f} "
-                  f"{r['gpu_idle_ms']:8.3f} {r['submit_ms']:8.3f}  "
-                  f"{'ok' if r['inc_ok'] else 'BAD':>4}"
-                  f"  {'ok' if r['chain_ok'] else 'BAD'} ({r['chain_bad']} wrong, "
-                  f"{r['chain_gpu_ms']:.2f} ms GPU); host memory chain "
-                  f"{'ok' if r['host_chain_bad'] == 0 else 'BAD'} ({r['host_chain_bad']} wrong)"
+            sem = f"; latch {res['semantics']}" if "semantics" in res else ""
+            print(f"{res['job']:24} {res['wall_ms']:8.3f} {res['gpu_last_ms']:8.3f} "
+                  f"{res['gpu_idle_ms']:8.3f} {res['submit_ms']:8.3f}  "
+                  f"{'ok' if res['inc_ok'] else 'BAD':>4}"
+                  f"  {'ok' if res['chain_ok'] else 'BAD'} ({res['chain_bad']} wrong, "
+                  f"{res['chain_gpu_ms']:.2f} ms GPU); host memory chain "
+                  f"{'ok' if res['host_chain_bad'] == 0 else 'BAD'} ({res['host_chain_bad']} wrong)"
                   f"{sem}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -191,7 +192,7 @@ _OP_INC, _OP_NONINC, _OP_IMMD, _OP_ONEINC = (cl.NVC56F_DMA_SEC_OP_INC_METHOD,
                                              cl.NVC56F_DMA_SEC_OP_ONE_INC)
 
 
-def find_methods(data: bytes, methods: dict[int, str] = SEND_METHODS) -> list[dict[str, int]]:
+def find_methods(data: bytes, methods: dict[int, str] = SEND_METHODS) -> list[dict[str, Any]]:
     """Method headers (incrementing, non-incrementing or one-increment, 1..127 data dwords) whose
     method is one of `methods`: {offset (bytes), subc, method, op, count, data (first dword)}."""
     u = np.frombuffer(data, "<u4", len(data) // 4)
@@ -202,8 +203,8 @@ def find_methods(data: bytes, methods: dict[int, str] = SEND_METHODS) -> list[di
         np.isin(op, np.asarray([_OP_INC, _OP_NONINC, _OP_ONEINC], np.uint32)) & \
         (count >= 1) & (count < 128) & (((u >> 12) & 1) == 0)
     out = []
-    for i in np.nonzero(ok)[0]:
-        i = int(i)
+    for at in np.nonzero(ok)[0]:
+        i = int(at)
         if i + 1 >= len(u):
             continue
         nxt = i + 1 + int(count[i])
@@ -368,11 +369,11 @@ def scan(kind: str, grids: Sequence[int], magics: Sequence[int],
                     f.gp.append({"cpu": key, "region": name, "va": va, "dwords": n})
     # A segment in memory the CPU sees (a driver maps its pushbuffers at the same address for
     # the CPU and the GPU) is kept as it was when its kind ran: later kinds reuse the ring.
-    for g in f.gp:
+    for e in f.gp:
         for start, data in kept:
-            if start <= g["va"] and g["va"] + 4 * g["dwords"] <= start + len(data):
-                lo = g["va"] - start
-                g["segment_blob"] = sink.blob(data[lo:lo + min(4 * g["dwords"], SEGMENT_MAX_B)])
+            if start <= e["va"] and e["va"] + 4 * e["dwords"] <= start + len(data):
+                lo = e["va"] - start
+                e["segment_blob"] = sink.blob(data[lo:lo + min(4 * e["dwords"], SEGMENT_MAX_B)])
                 break
     return f
 
@@ -816,8 +817,9 @@ def cuda_fields(root: Path) -> dict[str, dict[str, Any]]:
             continue
 
         def common(group: list[dict[str, int]]) -> dict[str, int]:
+            # the most frequent field set; among equals, the first seen (a set's order varies)
             keys = [tuple(sorted(f.items())) for f in group]
-            return dict(max(set(keys), key=keys.count))
+            return dict(Counter(keys).most_common(1)[0][0])
 
         linked = [f for f in fs if f.get("DEPENDENT_QMD_ENABLE(0)")]
         last = [f for f in fs if not f.get("DEPENDENT_QMD_ENABLE(0)")]
