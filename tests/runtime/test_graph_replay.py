@@ -304,3 +304,69 @@ def test_prelaid_entries_carry_what_submit_writes(nv_channel: Any, parts: list[A
         ch.publish = orig
         st_[:] = array("Q", saved)
     assert entries[0] == entries[1]
+
+
+def test_nv_the_native_replay_declines_and_the_python_route_raises_or_waits() -> None:
+    """The one-call replay declines, writing nothing, whenever the Python route has something
+    to raise or wait for: a freed buffer (refused by name, the timeline as it was), another
+    thread inside a submission (the replay waits for it), a closed device. A replay with
+    updates goes the Python route; the next one is native again."""
+    import threading
+
+    from runtime.drivers.nv.launcher import native_helper
+    from runtime.hcq import DeviceClosed, ProgramError
+    d = _open("mock-nv", own=True)
+    try:
+        if native_helper() is None:
+            pytest.skip("native launch helper unavailable")
+        fill, twice = d.kern["fill"], d.kern["twice"]
+        a, b, c = d.alloc(4 * N), d.alloc(4 * N), d.alloc(4 * N)
+        g = d.graph([Launch(fill, (a, 3), GS, LS), Launch(twice, (a, b), GS, LS)])
+        g.replay(wait=True)
+        g.replay()
+        results: list[int] = []
+        fast = g._native[False]
+        assert fast is not None
+        held, go = threading.Event(), threading.Event()
+
+        def counted(live: Any) -> int:
+            v = fast(live)
+            results.append(v)
+            if held.is_set():
+                go.set()  # declined while the other thread holds the lock: let it go on
+            return v
+        g._native[False] = counted
+        d.synchronize()
+        g.replay()
+        d.synchronize()
+        assert results[-1] == d.timeline_value
+        d.free(b)
+        before = d.timeline_value
+        with pytest.raises(ProgramError, match=r"graph node 1 .*argument 1.* was freed"):
+            g.replay()
+        assert results[-1] == 0 and d.timeline_value == before
+        g.replay({1: {1: c}})  # the Python route, which checks and applies the update
+        n = len(results)
+        g.replay()
+        d.synchronize()
+        assert len(results) == n + 1 and results[-1] == d.timeline_value
+        assert (_down(d, c) == 2 * (3 + np.arange(N))).all()
+
+        def hold() -> None:
+            with d.submit_lock:
+                held.set()
+                go.wait(10)
+        t = threading.Thread(target=hold)
+        t.start()
+        held.wait(10)
+        g.replay()  # declined while the lock is held, then submitted by the Python route
+        t.join()
+        held.clear()
+        assert results[-1] == 0 and go.is_set()
+        d.synchronize()
+        assert d.timeline_signal.value == d.timeline_value
+    finally:
+        d.close()
+    with pytest.raises(DeviceClosed):
+        g.replay()
+    assert results[-1] == 0
