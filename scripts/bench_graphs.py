@@ -145,11 +145,12 @@ def ours(device: str) -> dict[str, Any]:
         dev.synchronize()
         b2b.append(time.perf_counter() - t)
 
-    def graph_figures(g: Any, spin: bool = False) -> tuple[float, float]:
+    def graph_figures(g: Any, spin: bool = False, sync: bool = True) -> tuple[float, float]:
         """(replay wall, replay CPU up to its return, which follows the doorbell), medians of 21;
         the graph is replayed 22 times. A wait polls for `Device.wait_spin_s` (50 us), then
         sleeps until the GPU's interrupt; with `spin` it polls throughout, as the CUDA program
-        (cudaDeviceScheduleSpin) does."""
+        (cudaDeviceScheduleSpin) does; without `sync`, the end is the timeline's wait alone
+        (`Device.synchronize` also asks the driver for faults and covers the streams)."""
         spin_s = dev.wait_spin_s
         if spin:
             dev.wait_spin_s = 0.05
@@ -161,7 +162,10 @@ def ours(device: str) -> dict[str, Any]:
                 t = time.perf_counter()
                 g.replay()
                 cpus.append(time.perf_counter() - t)
-                dev.synchronize()
+                if sync:
+                    dev.synchronize()
+                else:
+                    dev.timeline_signal.wait(dev.timeline_value)
                 walls.append(time.perf_counter() - t)
         finally:
             dev.wait_spin_s = spin_s
@@ -211,18 +215,38 @@ def ours(device: str) -> dict[str, Any]:
     chain_t, chain_cpu = graph_figures(chain)
     chain_t_spin, _ = graph_figures(chain, spin=True)
     spans = replay_spans(chain)
+    native = dict(chain._native)
+    chain._native.clear()
+    spans_python = replay_spans(chain)  # the Python route, step by step
+    chain._native.update(native)
+    idle: dict[str, float] = {}
+    dev.synchronize()
+    for name, fn in (("synchronize", dev.synchronize),
+                     ("timeline wait", lambda: dev.timeline_signal.wait(dev.timeline_value)),
+                     ("fault check", dev.check_fault)):
+        ts = []
+        for _ in range(2001):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        idle[name] = statistics.median(ts) * 1e6
     # the same replays with each replay's submissions built afresh (the route a replay takes
     # while a profiler is attached, and every replay's before they were built once)
+    native = dict(chain._native)
+    chain._native.clear()
     chain._submit_segments = chain._submit_built
     chain_t_built, chain_cpu_built = graph_figures(chain)
     del chain._submit_segments
+    chain._native.update(native)
     out: dict[str, Any] = {"launch_wait_median": statistics.median(lat), "launch_wait_min": min(lat),
                            "b2b": statistics.median(b2b), "b2b_cpu": statistics.median(b2b_cpu),
                            "graph_chain": chain_t, "graph_chain_cpu": chain_cpu,
                            "graph_chain_spin": chain_t_spin,
                            "graph_chain_built": chain_t_built,
                            "graph_chain_cpu_built": chain_cpu_built,
-                           "graph_chain_gpu": gpu_time(chain), "graph_replay_spans_us": spans}
+                           "graph_chain_gpu": gpu_time(chain), "graph_replay_spans_us": spans,
+                           "graph_replay_spans_python_us": spans_python,
+                           "idle_wait_us": idle}
     # early start, and (the shape scripts/sniff_cuda_launches.py saw CUDA's PDL graphs gain from
     # the trigger at) 53 CTAs of 96 threads over 53 * 96 elements of y
     wide = 53 * 96
@@ -240,6 +264,14 @@ def ours(device: str) -> dict[str, Any]:
         out[key], out[key + "_cpu"] = graph_figures(g)
         out[key + "_gpu"] = gpu_time(g)
         out[key + "_spin"], _ = graph_figures(g, spin=True)
+        if key == "graph_chain_early" and g._native:
+            # the same replays through the Python route (what the native call accelerates)
+            native = dict(g._native)
+            g._native.clear()
+            out[key + "_python"], out[key + "_python_cpu"] = graph_figures(g)
+            out[key + "_python_spin"], _ = graph_figures(g, spin=True)
+            g._native.update(native)
+            out[key + "_spin_wait"], _ = graph_figures(g, spin=True, sync=False)
         g.free()
     try:
         indep = dev.graph([Launch(prg, (slices.slice(4096 * i, 4096), 1024), gs, ls, after=())
@@ -250,7 +282,7 @@ def ours(device: str) -> dict[str, Any]:
         out["graph_indep"], out["graph_indep_cpu"] = graph_figures(indep)
         indep.free()
     chain.free()
-    want_x = 200 + 2000 + 9 * N + (3 * 22 + 21 + 7 + 2 * (2 * 22 + 7)) * N
+    want_x = 200 + 2000 + 9 * N + (3 * 22 + 2 * 21 + 7 + 2 * (2 * 22 + 7) + 3 * 22) * N
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == want_x).all())
@@ -300,6 +332,15 @@ def main() -> int:
             ("  the same, GPU time (timestamps)", None, None, "graph_chain_early_gpu", 1e3, "ms"),
             ("  the same, the CPU polling throughout (as CUDA's)", None, None,
              "graph_chain_early_spin", 1e3, "ms"),
+            ("  the same, replayed through the Python route", None, None,
+             "graph_chain_early_python", 1e3, "ms"),
+            ("  the same, Python route, the CPU polling throughout", None, None,
+             "graph_chain_early_python_spin", 1e3, "ms"),
+            ("  polling throughout, ended by the timeline's wait alone", None, None,
+             "graph_chain_early_spin_wait", 1e3, "ms"),
+            ("  replay CPU, one call / the Python route", None, None, "graph_chain_early_cpu",
+             1e6, "us"),
+            ("", None, None, "graph_chain_early_python_cpu", 1e6, "us"),
             ("the same, kernels trigger (launch_dependents, then wait)",
              "graph_chain_pdl_trigger", None, "graph_chain_trigger", 1e3, "ms"),
             ("  the same, GPU time (timestamps)", None, None, "graph_chain_trigger_gpu", 1e3,
@@ -317,9 +358,13 @@ def main() -> int:
     for name, ck, tk, ok, scale, unit in rows:
         print(f"{name:58} {f(c, ck, scale, unit) if ck else '-':>14} "
               f"{f(t, tk, scale, unit) if tk else '-':>14} {f(o, ok, scale, unit):>14}")
-    if isinstance(o.get("graph_replay_spans_us"), dict):
-        print("\nreplay of the chain, CPU from the call (us): " + ", ".join(
-            f"{k} {v:.1f}" for k, v in o["graph_replay_spans_us"].items()))
+    for key, what in (("graph_replay_spans_us", ""), ("graph_replay_spans_python_us",
+                                                      ", the Python route"),
+                      ("idle_wait_us", "")):
+        if isinstance(o.get(key), dict):
+            label = ("nothing to wait for, CPU (us)" if key == "idle_wait_us" else
+                     f"replay of the chain{what}, CPU from the call (us)")
+            print(f"\n{label}: " + ", ".join(f"{k} {v:.1f}" for k, v in o[key].items()))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
     return 0 if o.get("ok") else 1

@@ -22,10 +22,13 @@ A replay submits each segment in order on the device timeline (wait for the prev
 graph of launches only is one tiny submission. Those submissions are built on the first replay
 around a variable for the timeline value and then only patched and handed over
 (`HWQueue.resubmitter`; NVIDIA: GPFIFO entries laid out once), so a replay's cost before the
-doorbell does not grow with the graph; they are built afresh while a profiler is attached (its
-own timestamps and hooks) and where timeline values pass 32 bits. Updating arguments (and the values waits wait
-for) rewrites them in place, after the previous replay has finished reading them; an update that
-is refused changes nothing.
+doorbell does not grow with the graph; a graph of one segment may be replayed by one native call
+(`HWQueue.native_resubmitter`: NVIDIA's launch helper), which declines, writing nothing, whenever
+the Python route has something to raise or wait for. An NVIDIA submission leaves out its wait
+for the previous timeline value when the timeline has reached it already. The submissions are
+built afresh while a profiler is attached (its own timestamps and hooks) and where timeline
+values pass 32 bits. Updating arguments (and the values waits wait for) rewrites them in place,
+after the previous replay has finished reading them; an update that is refused changes nothing.
 
 Lifetimes: a replay refuses to run once a buffer one of its nodes uses was freed (the error names
 the node and the argument): its memory may already belong to another allocation.
@@ -33,6 +36,7 @@ the node and the argument): its memory may already belong to another allocation.
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Callable, Literal, Mapping, Optional, Sequence, Union,
                     overload)
@@ -160,10 +164,16 @@ class Graph:
         self._t0, self._t1 = device.new_signal(), device.new_signal()
         # the replay's submissions, built on first use, without and with timestamps
         self._plans: dict[bool, list[Callable[[int], None]]] = {}
-        self._last = 0  # timeline value of the latest replay
+        # a one-segment graph's whole resubmission in one native call, where the driver has one
+        # (`HWQueue.native_resubmitter`), built with the plan
+        self._native: dict[bool, Callable[[Sequence[Buffer]], int] | None] = {}
+        # [timeline value of the latest replay]: a word, so the native replay notes it as part
+        # of the submission (no Python step between them for a Ctrl-C to fall in)
+        self._books = array("Q", [0])
         # (what to call it in an error, buffer) for every buffer the nodes use
         self._buffers: dict[tuple[int, int], tuple[str, Buffer]] = {}
         self._distinct: list[tuple[str, Buffer]] | None = None  # one entry per buffer, cached
+        self._live: tuple[Buffer, ...] = ()  # their buffers, for the native replay's check
         li = 0
         for i, n in enumerate(self.nodes):
             if isinstance(n, Launch):
@@ -175,6 +185,15 @@ class Graph:
             elif isinstance(n, GraphCopy):
                 self._buffers[-1 - i, 0] = (f"graph node {i} (copy) dst", n.dst)
                 self._buffers[-1 - i, 1] = (f"graph node {i} (copy) src", n.src)
+
+    @property
+    def _last(self) -> int:
+        """The timeline value of the latest replay (0: none yet)."""
+        return self._books[0]
+
+    @_last.setter
+    def _last(self, value: int) -> None:
+        self._books[0] = value
 
     # -------------------------------------------------------------- recording
     def _check_nodes(self) -> None:
@@ -303,6 +322,15 @@ class Graph:
         new value. With `wait`, blocks until done and returns the GPU time of the whole graph in
         seconds."""
         dev = self.device
+        if not updates and not wait_values and dev.tracer is None:
+            fast = self._native.get(wait)
+            if fast is not None and self._distinct is not None:  # (its buffers are known)
+                v = fast(self._live)
+                if v:
+                    if not wait:
+                        return None
+                    dev.timeline_signal.wait(v, timeout_ms)
+                    return (self._t1.timestamp - self._t0.timestamp) / dev.clock_hz
         dev.check_usable()
         if updates or wait_values:
             self._check_updates(updates or {}, wait_values or {})
@@ -369,6 +397,7 @@ class Graph:
                 else:
                     self._buffers.pop((li, ai), None)
                 self._distinct = None
+                self._live = ()
 
     def _check_live(self) -> None:
         distinct = self._distinct
@@ -377,6 +406,7 @@ class Graph:
             for name, buf in self._buffers.values():
                 seen.setdefault(id(buf.base or buf), (name, buf))
             distinct = self._distinct = list(seen.values())
+            self._live = tuple(buf for _, buf in distinct)
         for name, buf in distinct:
             if buf.freed or (buf.base is not None and buf.base.freed):
                 raise ProgramError(f"{name}: {buf!r} was freed; the graph cannot run (its memory "
@@ -415,6 +445,8 @@ class Graph:
             if wait and i == last:
                 q.timestamp(self._t1)
             plan.append(q.signal(tl, var).resubmitter(var))
+            if last == 0 and not self._wait_vars:
+                self._native[wait] = q.native_resubmitter(var, self._books, _M32)
         return plan
 
     def _submit_built(self, wait: bool) -> "tuple[int, tuple[Signal, Signal] | None]":
@@ -451,6 +483,7 @@ class Graph:
         if self._last:
             self.device.timeline_signal.wait(self._last)
         self._plans.clear()  # they call the bodies: a later replay is refused building them
+        self._native.clear()
         for seg in self._segments:
             if isinstance(seg, HWQueue):
                 seg.unbind()

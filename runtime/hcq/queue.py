@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from runtime.hcq.device import Device
+    from runtime.hcq.memory import Buffer
     from runtime.hcq.program import KernArgs, Program
     from runtime.hcq.signal import Signal
 
@@ -189,6 +190,17 @@ class HWQueue:
         def resubmit(value: int) -> None:
             self.submit({var: value})
         return resubmit
+
+    def native_resubmitter(self, var: Var, last: array,
+                           limit: int) -> "Callable[[Sequence[Buffer]], int] | None":
+        """A timeline resubmission in one native call, or None where the driver has none: a
+        function `replay(live)` that, with v = the device's timeline value + 1, does what
+        `Device.resubmit_timeline(self.resubmitter(var))` does and notes v in `last[0]`, returning
+        v; or returns 0, having submitted nothing, when a buffer in `live` was freed, the device
+        may not submit (faulted, closed, or its submission lock held), v > `limit`, or the rings
+        lack room (the caller then takes the Python route, which raises the error or waits).
+        The queue waits for `var` - 1 and signals `var` on the device's timeline."""
+        return None
 
     def describe_commands(self) -> list[str]:
         """The queue's commands decoded, one line each (drivers decode their streams)."""

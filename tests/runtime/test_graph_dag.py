@@ -473,3 +473,108 @@ def test_nv_early_start_chains_see_every_write(dev: Any, kernel: str) -> None:
     _check_host_chain(dev, stp, n // 8, 3000, 2, early_start=True)
     for x in (a, b):
         dev.free(x)
+
+
+def test_early_start_chains_on_two_channels_at_once_keep_to_their_own_latches(dev: Any) -> None:
+    """Latch ids are counted from 1 in every queue, so two early-start chains use the same ids:
+    a graph's replay on the device's timeline and, at the same time, a chain recorded on a
+    stream's channel (its queue linked with `exec_after(early_start=True)`). Each grid must
+    still be started only by its own predecessor's arrival: both ping-pong chains give the
+    serial result, every element checked, over five rounds of both at once."""
+    if dev.kind == "mock-amd":
+        pytest.skip("NVIDIA latches (AMD ignores early_start)")
+    stp = dev.program(dev.compiler.compile(PSTEP_SRC, "pstep.cu"), "pstep")
+    real = dev.kind == "nv"
+    n, count, rounds = (1 << 16, 1000, 5) if real else (256, 6, 2)
+    gs, ls = (n // 256, 1, 1), (256, 1, 1)
+    a, b, c, d_ = (dev.alloc(4 * n) for _ in range(4))
+    for x, v in ((a, 0), (b, 0xDEAD), (c, 0), (d_, 0xDEAD)):
+        dev.copyin(x, np.full(n, v, np.uint32))
+    g = dev.graph(_ping_pong(stp, a, b, n, count, early_start=True))
+    s = dev.stream()
+    q = s._make_queue()  # a queue on the stream's own channel
+    assert q.channel is not g.body.channel
+    size = -(-stp.kernargs_size() // 64) * 64
+    args_buf = dev.alloc_kernargs(size * count)
+    view = args_buf.cpu_view()
+    kas = [stp.fill_kernargs(ln.args, gs, ls, (args_buf.va + i * size,
+                                                view[i * size:(i + 1) * size]))
+           for i, ln in enumerate(_ping_pong(stp, c, d_, n, count))]
+    q.exec(stp, kas[0], gs, ls)
+    for prev, ka in zip(kas, kas[1:]):
+        q.exec_after(prev, stp, ka, gs, ls, early_start=True)
+    done = dev.new_signal(0)
+    q.signal(done, 1)
+    ids = [dev.qmd_class(bytearray(k.qmd)).get("WAIT_ON_LATCH_ID") for k in g.kernargs[1:4]]
+    assert ids == [dev.qmd_class(bytearray(k.qmd)).get("WAIT_ON_LATCH_ID") for k in kas[1:4]]
+    assert all(ids)
+    for r in range(rounds):
+        done.value = 0
+        q.submit()  # the stream's chain, then the graph's, with no order between them
+        g.replay()
+        done.wait(1, 20_000)
+        dev.synchronize()
+        for x, y in ((a, b), (c, d_)):
+            out = np.zeros(n, np.uint32)
+            dev.copyout(out, x)
+            assert int((out != count * (r + 1)).sum()) == 0, (r, x)
+            dev.copyout(out, y)
+            assert int((out != count * (r + 1) - 1).sum()) == 0, (r, y)
+    g.free()
+    s.close()
+    done.release()
+    dev.free(args_buf)
+    for x in (a, b, c, d_):
+        dev.free(x)
+
+
+SLOW_SRC = """
+extern "C" __global__ void slow_set(unsigned *x, int n, unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 1; }
+"""
+
+
+def test_nv_a_replay_waits_for_the_timeline_work_still_running(dev: Any) -> None:
+    """A replay leaves out its wait for the timeline's previous value only when the timeline has
+    reached it. Here the previous value is a kernel that spins for 2 ms before it writes x = 1,
+    launched just before the replay, whose first node reads x (y = x + 1): the replay must wait
+    (y == 2), five times. Without the wait the same replay reads x before it is written (y ==
+    1 somewhere): the check that this test can see a missing order."""
+    if dev.kind != "nv":
+        pytest.skip("the real GPU only (the mock runs grids one after another)")
+    lib = dev.compiler.compile(SLOW_SRC + STEP_SRC, "slow.cu")
+    slow, stp = dev.program(lib, "slow_set"), dev.program(lib, "step")
+    n = 1 << 16
+    x, y = dev.alloc(4 * n), dev.alloc(4 * n)
+    g = dev.graph([Launch(stp, (x, y, n), (n // 256, 1, 1), (256, 1, 1))])
+    g.replay(wait=True)
+
+    def round_(replay: Any) -> np.ndarray:
+        dev.copyin(x, np.zeros(n, np.uint32))
+        dev.synchronize()
+        slow(x, n, 2_000_000, global_size=(1, 1, 1), local_size=(256, 1, 1))
+        replay()
+        dev.synchronize()
+        out = np.zeros(n, np.uint32)
+        dev.copyout(out, y)
+        return out
+
+    for _ in range(5):
+        assert int((round_(g.replay) != 2).sum()) == 0
+    # the same body submitted without the wait (as a replay would that wrongly left it out)
+    from runtime.hcq.queue import Var
+    var = Var("timeline value")
+    q = dev.compute_queue().update({var: 1})
+    q.call(g.body)
+    unordered = q.signal(dev.timeline_signal, var).resubmitter(var)
+
+    def replay_unordered() -> None:
+        with dev.submit_lock:
+            dev.resubmit_timeline(unordered)
+    assert int((round_(replay_unordered) == 1).sum()) > 0
+    g.free()
+    for b in (x, y):
+        dev.free(b)

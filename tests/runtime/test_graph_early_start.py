@@ -106,6 +106,43 @@ def test_a_ptx_kernel_that_never_waits_is_refused_naming_it(nv: Any) -> None:
         _chain(nv, a, b, 2, nv.step)
 
 
+WAIT_IN_CALLEE = """
+__device__ __noinline__ void dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __noinline__ void unused_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+extern "C" __global__ void via_call(const unsigned *src, unsigned *dst, int n) {
+  dep_wait();
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[n - 1 - i] + 1; }
+extern "C" __global__ void no_call(const unsigned *src, unsigned *dst, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[n - 1 - i] + 1; }
+extern "C" __global__ void keep(void) { unused_wait(); }
+"""
+
+
+def test_the_wait_counts_in_a_called_function_but_not_in_one_the_kernel_never_calls(
+        nv: Any) -> None:
+    lib = nv.compiler.compile(WAIT_IN_CALLEE, "callee.cu")
+    via_call, no_call = nv.program(lib, "via_call"), nv.program(lib, "no_call")
+    a, b = _bufs(nv)
+    g = _chain(nv, a, b, 4, via_call)
+    g.replay(wait=True)
+    assert (_down(nv, a) == 4).all()
+    # the module has a function with the wait, but no_call never calls it
+    with pytest.raises(ProgramError, match=r"graph node 0: kernel no_call .*griddepcontrol"):
+        _chain(nv, a, b, 2, no_call)
+
+
+def test_a_queue_link_with_early_start_refuses_a_kernel_that_never_waits(nv: Any) -> None:
+    a, b = _bufs(nv)
+    ka = [nv.step.fill_kernargs((a, b, N), GS, LS), nv.step.fill_kernargs((b, a, N), GS, LS)]
+    q = nv.compute_queue().exec(nv.step, ka[0], GS, LS)
+    with pytest.raises(ProgramError, match=r"exec_after\(early_start=True\): kernel step "):
+        q.exec_after(ka[0], nv.step, ka[1], GS, LS, early_start=True)
+    q.exec_after(ka[0], nv.step, ka[1], GS, LS)  # without the promise: an ordinary link
+    q.submit()
+    nv.synchronize()
+    assert (_down(nv, a) == 2).all()
+
+
 @pytest.mark.parametrize("tamper,match", [
     # producer pre-exits but arrives nowhere
     (lambda qs: qs[0].set("ARRIVE_AT_LATCH_VALID", 0), "ARRIVE_AT_LATCH_VALID=0"),

@@ -106,7 +106,23 @@ def _submissions(d: Any, run: Any, names: dict[int, str]) -> list[list[object]]:
     return out
 
 
+def _without_timeline_waits(run: list[list[object]]) -> list[list[object]]:
+    """`_submissions`' entries less the waits for a named timeline value that open them (and
+    the entries left with nothing)."""
+    from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64
+    out = []
+    for words in run:
+        if len(words) >= 6 and str(words[3]).startswith("timeline + ") and \
+                words[5] == SEM_ACQUIRE_GEQ_64:
+            words = words[6:]
+        if words:
+            out.append(words)
+    return out
+
+
 def test_nv_a_replay_submits_the_commands_a_built_replay_submits() -> None:
+    """The same commands, but for the waits that open each segment's submission: a laid-out
+    replay leaves out those whose value was reached when it was submitted (the next test)."""
     d = _open("mock-nv", own=True)
     try:
         g, gate, _ = _graph(d)
@@ -123,9 +139,71 @@ def test_nv_a_replay_submits_the_commands_a_built_replay_submits() -> None:
                 d.timeline_signal.value = base
                 runs.append(_submissions(d, submit,
                                          {base + i: f"timeline + {i}" for i in range(4)}))
-            assert runs[0] == runs[1] and len(runs[0]) == 7  # 3 + 1 + 3 entries
+            assert len(runs[0]) == 7  # 3 + 1 + 3 entries
+            assert _without_timeline_waits(runs[0]) == _without_timeline_waits(runs[1])
+            # without timestamps the first segment's first entry is its wait alone
+            assert len(_without_timeline_waits(runs[1])) == (6 if wait else 5)
     finally:
         d.close()
+
+
+@pytest.mark.parametrize("launch_native", [True, False])
+def test_nv_a_replay_leaves_out_its_wait_only_for_a_value_already_reached(
+        launch_native: bool) -> None:
+    """A one-segment graph's replay opens with a wait for the timeline's previous value, unless
+    the timeline has reached that value when the replay is submitted: then everything it orders
+    the graph after is complete. Here the previous value is held back by a copy that waits for
+    a gate: the replay keeps its wait (and runs only once the gate opens); once everything is
+    complete, the next replay leaves it out. Both routes, the native call and Python's."""
+    from runtime.drivers.nv.gpfifo import SEM_ACQUIRE_GEQ_64
+    d = _open("mock-nv", own=True)
+    d.launch_native = launch_native
+    try:
+        fill, twice = d.kern["fill"], d.kern["twice"]
+        a, b = d.alloc(4 * N), d.alloc(4 * N)
+        g = d.graph([Launch(fill, (a, 3), GS, LS), Launch(twice, (a, b), GS, LS)])
+        for _ in range(2):
+            g.replay(wait=True)
+            g.replay()
+        d.synchronize()
+        gate = d.new_signal(0)
+        with d.submit_lock:
+            v = d.timeline_value + 1
+            q = d.copy_queue().wait(d.timeline_signal, v - 1).wait(gate, 1)
+            d.submit_timeline(q.signal(d.timeline_signal, v), v)
+        held = _submissions_now(d, g.replay)
+        assert held[0][5] == SEM_ACQUIRE_GEQ_64 and held[0][3] == v and len(held) == 3
+        assert d.timeline_signal.value == v - 1
+        gate.value = 1
+        d.synchronize()
+        assert (_down(d, b) == 2 * (3 + np.arange(N))).all()
+        done = _submissions_now(d, g.replay)
+        # the body's call, then the release and the progress word (their values move on)
+        assert len(done) == 2 and done[0] == held[1] and len(done[1]) == len(held[2])
+        assert SEM_ACQUIRE_GEQ_64 not in [w for e in done for w in e[:6]]
+        assert (g._native.get(False) is not None) == launch_native
+        d.synchronize()
+    finally:
+        d.close()
+
+
+def _submissions_now(d: Any, run: Any) -> list[list[Any]]:
+    """The compute channel's entries that `run()` wrote (dwords, or (va, length) for commands
+    elsewhere), read right away: nothing waits for the GPU."""
+    from runtime.drivers.nv.methods import decode_gp_entry
+    ch = d.compute_channel
+    put = ch.gp_put
+    run()
+    out: list[list[Any]] = []
+    base = ch.pushbuf.va
+    for i in range(put, ch.gp_put):
+        va, n = decode_gp_entry(int(ch.ring[i & (ch.entries - 1)]))
+        if base <= va < base + 4 * ch.pb_dw:
+            off = (va - base) // 4
+            out.append(ch.pb[off:off + n].tolist())
+        else:
+            out.append([(va, n)])
+    return out
 
 
 def test_timeline_values_past_32_bits_take_the_built_route(
@@ -226,3 +304,69 @@ def test_prelaid_entries_carry_what_submit_writes(nv_channel: Any, parts: list[A
         ch.publish = orig
         st_[:] = array("Q", saved)
     assert entries[0] == entries[1]
+
+
+def test_nv_the_native_replay_declines_and_the_python_route_raises_or_waits() -> None:
+    """The one-call replay declines, writing nothing, whenever the Python route has something
+    to raise or wait for: a freed buffer (refused by name, the timeline as it was), another
+    thread inside a submission (the replay waits for it), a closed device. A replay with
+    updates goes the Python route; the next one is native again."""
+    import threading
+
+    from runtime.drivers.nv.launcher import native_helper
+    from runtime.hcq import DeviceClosed, ProgramError
+    d = _open("mock-nv", own=True)
+    try:
+        if native_helper() is None:
+            pytest.skip("native launch helper unavailable")
+        fill, twice = d.kern["fill"], d.kern["twice"]
+        a, b, c = d.alloc(4 * N), d.alloc(4 * N), d.alloc(4 * N)
+        g = d.graph([Launch(fill, (a, 3), GS, LS), Launch(twice, (a, b), GS, LS)])
+        g.replay(wait=True)
+        g.replay()
+        results: list[int] = []
+        fast = g._native[False]
+        assert fast is not None
+        held, go = threading.Event(), threading.Event()
+
+        def counted(live: Any) -> int:
+            v = fast(live)
+            results.append(v)
+            if held.is_set():
+                go.set()  # declined while the other thread holds the lock: let it go on
+            return v
+        g._native[False] = counted
+        d.synchronize()
+        g.replay()
+        d.synchronize()
+        assert results[-1] == d.timeline_value
+        d.free(b)
+        before = d.timeline_value
+        with pytest.raises(ProgramError, match=r"graph node 1 .*argument 1.* was freed"):
+            g.replay()
+        assert results[-1] == 0 and d.timeline_value == before
+        g.replay({1: {1: c}})  # the Python route, which checks and applies the update
+        n = len(results)
+        g.replay()
+        d.synchronize()
+        assert len(results) == n + 1 and results[-1] == d.timeline_value
+        assert (_down(d, c) == 2 * (3 + np.arange(N))).all()
+
+        def hold() -> None:
+            with d.submit_lock:
+                held.set()
+                go.wait(10)
+        t = threading.Thread(target=hold)
+        t.start()
+        held.wait(10)
+        g.replay()  # declined while the lock is held, then submitted by the Python route
+        t.join()
+        held.clear()
+        assert results[-1] == 0 and go.is_set()
+        d.synchronize()
+        assert d.timeline_signal.value == d.timeline_value
+    finally:
+        d.close()
+    with pytest.raises(DeviceClosed):
+        g.replay()
+    assert results[-1] == 0

@@ -109,6 +109,78 @@ def test_the_native_launch_and_the_python_launch_write_the_same_bytes(
         assert with_c[key] == without[key], key
 
 
+REPLAYS = 300
+
+
+def _replay_script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Graph replays laid out once, among hot launches and copies, on a fresh deterministic mock
+    GPU with small rings (the replays wrap the pushbuffer and the GPFIFO, and wait for room);
+    returns the rig's snapshot and the graphs' results."""
+    from runtime.hcq import Launch as GraphLaunch
+    monkeypatch.setenv("HCQ_MOCK_SYNC", "1")
+    r = _Rig(launch_native)
+    d, vadd, inc, a, b, c = r.dev, r.vadd, r.inc, r.a, r.b, r.c
+    try:
+        chain = d.graph([GraphLaunch(inc, (a, 7), (1, 1, 1), (32, 1, 1)) for _ in range(3)])
+        pair = d.graph([GraphLaunch(vadd, (a, b, c, 9), (2, 1, 1), (64, 1, 1)),
+                        GraphLaunch(inc, (c, 3), (1, 1, 1), (32, 1, 1), after=())])
+        dead = d.alloc(256)
+        doomed = d.graph([GraphLaunch(inc, (dead, 1), (1, 1, 1), (32, 1, 1))])
+        doomed.replay(wait=True)
+        d.free(dead)
+        times = []
+        for i in range(REPLAYS):
+            chain.replay()
+            if i % 4 == 1:
+                times.append(pair.replay(wait=True) > 0)
+            if i % 5 == 2:
+                vadd(a, b, c, i, global_size=(2, 1, 1), local_size=(64, 1, 1))
+            if i % 7 == 3:  # another channel's work: the next replay's acquire waits for it
+                d.copyin(b, np.full(1024, i, np.float32))
+            if i % 13 == 6:
+                chain.replay({1: {1: 100 + i}})
+            if i % 17 == 8:
+                with pytest.raises(ProgramError, match="graph node 0 .* was freed"):
+                    doomed.replay()
+            if i % 19 == 9:  # the timeline held back: the next replay keeps its opening wait
+                gate = d.new_signal(0)
+                with d.submit_lock:
+                    v = d.timeline_value + 1
+                    q = d.copy_queue().wait(d.timeline_signal, v - 1).wait(gate, 1)
+                    d.submit_timeline(q.signal(d.timeline_signal, v), v)
+                chain.replay()
+                gate.value = 1
+                d.synchronize()
+                gate.release()
+        used = {k: chain._native.get(k) is not None for k in (False,)}
+        used["pair"] = pair._native.get(True) is not None
+        out = r.snapshot()
+        out["times"], out["native"] = times, used
+        out["pushbuffer wraps"] = d.compute_channel.pb_put // d.compute_channel.pb_dw
+        return out
+    finally:
+        d.close()
+
+
+def test_a_native_replay_and_the_python_replay_write_the_same_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Graph.replay`'s one native call (_nvlaunch.c `make_replay`) is an accelerator of the
+    Python route (`NVQueue.resubmitter`): the same script leaves the same bytes everywhere."""
+    if native_helper() is None:
+        pytest.skip(f"native launch helper unavailable: {native.unavailable}")
+    with_c = _replay_script(True, monkeypatch)
+    without = _replay_script(False, monkeypatch)
+    assert with_c.pop("native") == {False: True, "pair": True}
+    assert without.pop("native") == {False: False, "pair": False}
+    assert with_c.keys() == without.keys()
+    for key in with_c:
+        assert with_c[key] == without[key], key
+    n = REPLAYS
+    assert with_c["launch_count"] == 1 + 3 * n + 2 * len(range(1, n, 4)) + len(range(2, n, 5)) \
+        + 3 * len(range(6, n, 13)) + 3 * len(range(9, n, 19))
+    assert with_c["pushbuffer wraps"] >= 1
+
+
 def test_the_launch_fence_is_one_method_every_route_takes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A different fence in `NVComputeQueue.launch_fence` (here the host's WFI) reaches the hot
     path's segments, queues with several launches and graph bodies, and no route emits the old

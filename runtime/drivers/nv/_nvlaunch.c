@@ -32,7 +32,7 @@
 #ifndef HCQ_SOURCE_SHA256
 #define HCQ_SOURCE_SHA256 ""  /* setup.py defines it when it builds the wheel's copy */
 #endif
-#define ABI 6
+#define ABI 7
 
 /* gpfifo.CHANNEL_WORDS, in order */
 typedef struct {
@@ -276,6 +276,374 @@ static PyObject *launch(PyObject *self, PyObject *args) {
 static PyMethodDef launch_def = {"launch", launch, METH_O,
                                  "launch(args) -> bool: one launch through the next slot"};
 
+/* ------------------------------------------------------------------ replay of a laid-out stream */
+enum { R_WORDS, R_SPANS, R_PB, R_DEV, R_CH, R_REC, R_RING, R_USERD, R_BELL, R_PROGRESS, R_LAST,
+       R_TL, N_RVIEWS };
+#define MAX_PATCHES 8
+#define MAX_CALLS 16
+#define TRAILER_DW 6
+
+typedef struct {
+    Py_buffer view[N_RVIEWS];
+    int have[N_RVIEWS];
+    uint32_t *words;            /* the queue's words (patched in place, as `update` does) */
+    uint64_t *spans;            /* (ext, a, cnt) per GPFIFO entry, Channel.submit_spans' form */
+    uint32_t *pb;
+    device_state *dev;
+    channel_state *ch;
+    uint64_t *rec;
+    uint64_t *ringp;
+    uint32_t *userdp;
+    uint8_t *bellp;
+    volatile uint64_t *progress;
+    uint64_t *last;             /* where the submitted timeline value is noted (the graph's) */
+    volatile uint64_t *tlv;     /* the timeline signal's value */
+    Py_ssize_t head_dw;         /* the words of the wait that opens the stream (0: none) */
+    int64_t head_add;           /* it waits for the value + head_add */
+    Py_ssize_t k, nspans, pb_dw, gp_put_dw, bell_width, npatch, ncalls;
+    uint64_t mask, token, pb_entry_base, len_shift;
+    uint64_t limit;             /* the largest timeline value it submits (larger: declined) */
+    uint32_t trailer[TRAILER_DW];
+    Py_ssize_t seq_dw;          /* the trailer's payload position */
+    Py_ssize_t p_lo[MAX_PATCHES], p_hi[MAX_PATCHES];
+    int64_t p_add[MAX_PATCHES];
+    int p_bits[MAX_PATCHES];
+    PyObject *bodies[MAX_CALLS];
+    uint64_t body_va[MAX_CALLS];
+    PyObject *vals, *var;       /* the queue's bindings: vals[var] = value, as `update` does */
+    PyObject *bell_fn, *token_obj, *on_error;
+} replayer;
+
+static PyObject *s_bound_va;
+static int get_ints(PyObject *seq, Py_ssize_t n, Py_ssize_t *out, uint64_t *out_u,
+                    const char *what);
+
+static void replayer_free(PyObject *capsule) {
+    replayer *R = (replayer *)PyCapsule_GetPointer(capsule, "nvreplay");
+    if (!R) return;
+    for (int i = 0; i < N_RVIEWS; i++)
+        if (R->have[i]) PyBuffer_Release(&R->view[i]);
+    for (Py_ssize_t i = 0; i < R->ncalls; i++) Py_XDECREF(R->bodies[i]);
+    Py_XDECREF(R->vals);
+    Py_XDECREF(R->var);
+    Py_XDECREF(R->bell_fn);
+    Py_XDECREF(R->token_obj);
+    Py_XDECREF(R->on_error);
+    PyMem_Free(R);
+}
+
+/* Channel.reclaim: takes back the space of the submissions the progress word shows consumed */
+static void reclaim(replayer *R) {
+    channel_state *C = R->ch;
+    uint64_t done = *R->progress;
+    if (done > C->seq) done = C->seq;
+    if (done <= C->reclaimed) return;
+    uint64_t pb_tail, gp_tail;
+    if (done == C->seq) {
+        pb_tail = C->pb_put;
+        gp_tail = C->gp_put;
+    } else {
+        uint64_t r = 2 * (done & R->mask);
+        pb_tail = R->rec[r];
+        gp_tail = R->rec[r + 1];
+    }
+    C->pb_free_until = pb_tail + (uint64_t)R->pb_dw;
+    C->gp_free_until = gp_tail + R->mask;
+    C->reclaimed = done;
+}
+
+static PyObject *replay(PyObject *self, PyObject *live) {
+    replayer *R = (replayer *)PyCapsule_GetPointer(self, "nvreplay");
+    if (!R) return NULL;
+    /* 1. admission: live buffers, the device, the bodies, the values */
+    PyObject *fast = PySequence_Fast(live, "replay(live): a sequence of buffers is needed");
+    if (!fast) return NULL;
+    Py_ssize_t nl = PySequence_Fast_GET_SIZE(fast);
+    for (Py_ssize_t i = 0; i < nl; i++) {
+        int dead = buffer_dead(PySequence_Fast_GET_ITEM(fast, i));
+        if (dead) {
+            Py_DECREF(fast);
+            if (dead < 0) return NULL;
+            return PyLong_FromLong(0);  /* the Python route names the buffer */
+        }
+    }
+    Py_DECREF(fast);
+    device_state *D = R->dev;
+    channel_state *C = R->ch;
+    if (D->blocked) return PyLong_FromLong(0);  /* faulted, closed, or the lock is held */
+    for (Py_ssize_t i = 0; i < R->ncalls; i++) {
+        PyObject *va = PyObject_GetAttr(R->bodies[i], s_bound_va);
+        if (!va) return NULL;
+        uint64_t u = va == Py_None ? 0 : PyLong_AsUnsignedLongLong(va);
+        Py_DECREF(va);
+        if (u == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+        if (u != R->body_va[i]) return PyLong_FromLong(0);
+    }
+    uint64_t v = D->timeline_value + 1, seq = C->seq + 1;
+    if (v > R->limit) return PyLong_FromLong(0);
+    for (Py_ssize_t p = 0; p < R->npatch; p++) {
+        int64_t x = (int64_t)v + R->p_add[p];
+        if (x < 0 || (R->p_bits[p] < 64 && ((uint64_t)x >> R->p_bits[p])))
+            return PyLong_FromLong(0);
+    }
+    /* A timeline value the GPU has reached already needs no wait (NVQueue.resubmitter): the
+     * opening wait's words, and an entry left with nothing, are left out. */
+    Py_ssize_t skip = 0, first = 0;
+    if (R->head_dw && *R->tlv >= (uint64_t)((int64_t)v + R->head_add)) {
+        skip = R->head_dw;
+        first = R->nspans > 1 && R->spans[1] + R->spans[2] <= (uint64_t)skip;
+    }
+    Py_ssize_t gp_n = R->nspans - first;
+    /* 2. room: the block (skipping the ring's tail when it would wrap) and the entries */
+    Py_ssize_t n = R->k - skip + TRAILER_DW;
+    uint64_t start = C->pb_put, off = start % (uint64_t)R->pb_dw;
+    if (off + (uint64_t)n > (uint64_t)R->pb_dw) {
+        start += (uint64_t)R->pb_dw - off;
+        off = 0;
+    }
+    if (start + (uint64_t)n > C->pb_free_until || C->gp_put + (uint64_t)gp_n > C->gp_free_until) {
+        reclaim(R);
+        if (start + (uint64_t)n > C->pb_free_until || C->gp_put + (uint64_t)gp_n > C->gp_free_until)
+            return PyLong_FromLong(0);
+    }
+    PyObject *vo = PyLong_FromUnsignedLongLong(v);
+    if (!vo) return NULL;
+    if (PyDict_SetItem(R->vals, R->var, vo) < 0) {
+        Py_DECREF(vo);
+        return NULL;
+    }
+    /* 3. the patches, the block, the entries */
+    for (Py_ssize_t p = 0; p < R->npatch; p++) {
+        uint64_t x = (uint64_t)((int64_t)v + R->p_add[p]);
+        R->words[R->p_lo[p]] = (uint32_t)x;
+        if (R->p_hi[p] >= 0) R->words[R->p_hi[p]] = (uint32_t)(x >> 32);
+    }
+    uint32_t *dst = R->pb + off;
+    memcpy(dst, R->words + skip, (size_t)(R->k - skip) * 4);
+    R->trailer[R->seq_dw] = (uint32_t)seq;
+    R->trailer[R->seq_dw + 1] = (uint32_t)(seq >> 32);
+    memcpy(dst + R->k - skip, R->trailer, sizeof(R->trailer));
+    C->pb_put = start + (uint64_t)n;
+    /* words[a] lands at base + 4 * a */
+    uint64_t base = R->pb_entry_base + off * 4 - (uint64_t)skip * 4;
+    volatile uint64_t *ring = (volatile uint64_t *)R->ringp;
+    uint64_t put = C->gp_put;
+    for (Py_ssize_t s = first; s + 1 < R->nspans; s++) {
+        const uint64_t *sp = R->spans + 3 * s;
+        uint64_t a = sp[1], cnt = sp[2];
+        if (!sp[0] && a < (uint64_t)skip) {  /* the first run, less the words left out */
+            cnt -= (uint64_t)skip - a;
+            a = (uint64_t)skip;
+        }
+        ring[put & R->mask] = sp[0] ? a : (base + 4 * a) | cnt << R->len_shift;
+        put += 1;
+    }
+    const uint64_t *sp = R->spans + 3 * (R->nspans - 1);
+    uint64_t a = sp[1], cnt = sp[2];
+    if (a < (uint64_t)skip) {
+        cnt -= (uint64_t)skip - a;
+        a = (uint64_t)skip;
+    }
+    uint64_t entry = (base + 4 * a) | (cnt + TRAILER_DW) << R->len_shift;
+    /* 4. the books */
+    D->timeline_value = v;
+    *R->last = v;
+    /* 5. publish (Channel.publish): entry, record, seq, GP_PUT, USERD, fence, doorbell */
+    ring[put & R->mask] = entry;
+    put += 1;
+    uint64_t r = 2 * (seq & R->mask);
+    R->rec[r] = C->pb_put;
+    R->rec[r + 1] = put;
+    C->seq = seq;
+    C->gp_put = put;
+    ((volatile uint32_t *)R->userdp)[R->gp_put_dw] = (uint32_t)(put & R->mask);
+    store_fence();
+    if (R->bell_fn) {
+        PyObject *res = PyObject_CallOneArg(R->bell_fn, R->token_obj);
+        if (!res) {  /* a fault noticed while submitting poisons the device, as in Python */
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_NormalizeException(&et, &ev, &tb);
+            Py_XDECREF(PyObject_CallOneArg(R->on_error, ev ? ev : Py_None));
+            PyErr_Restore(et, ev, tb);
+            Py_DECREF(vo);
+            return NULL;
+        }
+        Py_DECREF(res);
+    } else if (R->bell_width == 8) {
+        *(volatile uint64_t *)R->bellp = R->token;
+    } else {
+        *(volatile uint32_t *)R->bellp = (uint32_t)R->token;
+    }
+    return vo;
+}
+
+static PyMethodDef replay_def = {"replay", replay, METH_O,
+                                 "replay(live) -> int: one resubmission, 0 when declined"};
+
+static int rget_view(replayer *R, int which, PyObject *o, Py_ssize_t need, const char *what,
+                     void **ptr) {
+    if (PyObject_GetBuffer(o, &R->view[which], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    R->have[which] = 1;
+    if (R->view[which].len < need) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, %zd needed", what, R->view[which].len,
+                     need);
+        return -1;
+    }
+    *ptr = R->view[which].buf;
+    return 0;
+}
+
+static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    static char *names[] = {"words", "spans", "calls", "patches", "vals", "var", "pushbuf",
+                            "pb_entry_base", "length_shift", "trailer", "trailer_seq_dw",
+                            "device_words", "channel_words", "records", "ring", "userd",
+                            "doorbell", "progress", "last", "limit", "timeline", "head_dw",
+                            "head_add", "entries", "gp_put_dw", "token",
+                            "doorbell_index", "doorbell_width", "on_error", NULL};
+    PyObject *words, *spans, *calls, *patches, *vals, *var, *pb, *trailer, *dw, *cw, *rec, *ring,
+        *userd, *bell, *progress, *last, *tl, *on_error;
+    long long head_add;
+    unsigned long long pb_entry_base, len_shift, limit, entries, token;
+    Py_ssize_t seq_dw, gp_put_dw, bell_index, bell_width, head_dw;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOKKOnOOOOOOOOKOnLKnKnnO", names,
+                                     &words, &spans, &calls, &patches, &vals, &var, &pb,
+                                     &pb_entry_base, &len_shift, &trailer, &seq_dw, &dw, &cw, &rec,
+                                     &ring, &userd, &bell, &progress, &last, &limit, &tl, &head_dw,
+                                     &head_add, &entries, &gp_put_dw, &token,
+                                     &bell_index, &bell_width, &on_error))
+        return NULL;
+    if (PyTuple_GET_SIZE(args) || !kw || PyDict_GET_SIZE(kw) != 29) {
+        PyErr_SetString(PyExc_TypeError, "make_replay() takes every setting, by keyword");
+        return NULL;
+    }
+    if (!entries || (entries & (entries - 1)) || (bell_width != 4 && bell_width != 8) ||
+        len_shift >= 64 || seq_dw < 0 || seq_dw + 1 >= TRAILER_DW) {
+        PyErr_SetString(PyExc_ValueError, "bad GPFIFO size, doorbell width or entry layout");
+        return NULL;
+    }
+    if (!PyDict_Check(vals) || !PyCallable_Check(on_error)) {
+        PyErr_SetString(PyExc_TypeError, "vals must be a dict, on_error a callable");
+        return NULL;
+    }
+    replayer *R = (replayer *)PyMem_Calloc(1, sizeof(replayer));
+    if (!R) return PyErr_NoMemory();
+    PyObject *cap = PyCapsule_New(R, "nvreplay", replayer_free);
+    if (!cap) {
+        PyMem_Free(R);
+        return NULL;
+    }
+    R->mask = entries - 1;
+    R->gp_put_dw = gp_put_dw;
+    R->token = token;
+    R->bell_width = bell_width;
+    R->pb_entry_base = pb_entry_base;
+    R->len_shift = len_shift;
+    R->seq_dw = seq_dw;
+    R->limit = limit;
+    R->head_dw = head_dw;
+    R->head_add = head_add;
+    R->vals = Py_NewRef(vals);
+    R->var = Py_NewRef(var);
+    R->on_error = Py_NewRef(on_error);
+    void *p;
+    if (rget_view(R, R_WORDS, words, 4, "words", &p) < 0) goto fail;
+    R->words = p;
+    R->k = R->view[R_WORDS].len / 4;
+    if (rget_view(R, R_SPANS, spans, 24, "spans", &p) < 0) goto fail;
+    R->spans = p;
+    R->nspans = R->view[R_SPANS].len / 24;
+    if (rget_view(R, R_PB, pb, 4, "pushbuf", &p) < 0) goto fail;
+    R->pb = p;
+    R->pb_dw = R->view[R_PB].len / 4;
+    if (R->k + TRAILER_DW > R->pb_dw / 2) {
+        PyErr_SetString(PyExc_ValueError, "the stream does not fit half the pushbuffer");
+        goto fail;
+    }
+    if (rget_view(R, R_DEV, dw, sizeof(device_state), "device_words", &p) < 0) goto fail;
+    R->dev = p;
+    if (rget_view(R, R_CH, cw, sizeof(channel_state), "channel_words", &p) < 0) goto fail;
+    R->ch = p;
+    if (rget_view(R, R_REC, rec, (Py_ssize_t)entries * 16, "records", &p) < 0) goto fail;
+    R->rec = p;
+    if (rget_view(R, R_RING, ring, (Py_ssize_t)entries * 8, "ring", &p) < 0) goto fail;
+    R->ringp = p;
+    if (rget_view(R, R_USERD, userd, (gp_put_dw + 1) * 4, "userd", &p) < 0) goto fail;
+    R->userdp = p;
+    if (rget_view(R, R_PROGRESS, progress, 8, "progress", &p) < 0) goto fail;
+    R->progress = p;
+    if (rget_view(R, R_LAST, last, 8, "last", &p) < 0) goto fail;
+    R->last = p;
+    if (rget_view(R, R_TL, tl, 8, "timeline", &p) < 0) goto fail;
+    R->tlv = p;
+    if (PyCallable_Check(bell)) {
+        R->bell_fn = Py_NewRef(bell);
+        if (!(R->token_obj = PyLong_FromUnsignedLongLong(token))) goto fail;
+    } else {
+        if (rget_view(R, R_BELL, bell, (bell_index + 1) * bell_width, "doorbell", &p) < 0)
+            goto fail;
+        R->bellp = (uint8_t *)p + bell_index * bell_width;
+    }
+    Py_ssize_t tw[TRAILER_DW];
+    if (get_ints(trailer, TRAILER_DW, tw, NULL, "trailer") < 0) goto fail;
+    for (int i = 0; i < TRAILER_DW; i++) R->trailer[i] = (uint32_t)tw[i];
+    /* the spans: every run lies inside the words; the last is a run ending with them */
+    for (Py_ssize_t s = 0; s < R->nspans; s++) {
+        const uint64_t *sp = R->spans + 3 * s;
+        if (!sp[0] && sp[1] + sp[2] > (uint64_t)R->k) {
+            PyErr_SetString(PyExc_ValueError, "spans: a run lies outside the words");
+            goto fail;
+        }
+    }
+    if (head_dw < 0 || head_dw > R->k || (head_dw && (R->spans[0] || R->spans[1] ||
+                                                      R->spans[2] < (uint64_t)head_dw))) {
+        PyErr_SetString(PyExc_ValueError, "head_dw: the opening wait must lie in the first run");
+        goto fail;
+    }
+    if (!R->nspans || R->spans[3 * (R->nspans - 1)] ||
+        R->spans[3 * (R->nspans - 1) + 1] + R->spans[3 * (R->nspans - 1) + 2] != (uint64_t)R->k) {
+        PyErr_SetString(PyExc_ValueError, "spans: the last must be a run ending with the words");
+        goto fail;
+    }
+    if (!PyTuple_Check(patches) || PyTuple_GET_SIZE(patches) > MAX_PATCHES ||
+        !PyTuple_Check(calls) || PyTuple_GET_SIZE(calls) > MAX_CALLS) {
+        PyErr_SetString(PyExc_ValueError, "patches (at most 8) and calls (at most 16): tuples");
+        goto fail;
+    }
+    R->npatch = PyTuple_GET_SIZE(patches);
+    for (Py_ssize_t i = 0; i < R->npatch; i++) {
+        Py_ssize_t q[4];
+        if (get_ints(PyTuple_GET_ITEM(patches, i), 4, q, NULL, "patch") < 0) goto fail;
+        if (q[0] < 0 || q[0] >= R->k || q[1] >= R->k || q[3] < 1 || q[3] > 64) {
+            PyErr_SetString(PyExc_ValueError, "a patch lies outside the words");
+            goto fail;
+        }
+        R->p_lo[i] = q[0];
+        R->p_hi[i] = q[1];
+        R->p_add[i] = q[2];
+        R->p_bits[i] = (int)q[3];
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(calls); i++) {
+        PyObject *c = PyTuple_GET_ITEM(calls, i);
+        if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) != 2) {
+            PyErr_SetString(PyExc_ValueError, "calls: (body, its bound address) pairs");
+            goto fail;
+        }
+        R->body_va[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(c, 1));
+        if (PyErr_Occurred()) goto fail;
+        R->bodies[i] = Py_NewRef(PyTuple_GET_ITEM(c, 0));
+        R->ncalls = i + 1;
+    }
+    PyObject *fn = PyCFunction_New(&replay_def, cap);
+    Py_DECREF(cap);
+    return fn;
+fail:
+    Py_DECREF(cap);
+    return NULL;
+}
+
 static int get_ints(PyObject *seq, Py_ssize_t n, Py_ssize_t *out, uint64_t *out_u,
                     const char *what) {
     if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != n) {
@@ -428,6 +796,8 @@ fail:
 static PyMethodDef methods[] = {
     {"make", (PyCFunction)(void (*)(void))make, METH_VARARGS | METH_KEYWORDS,
      "make(**config) -> launch function (see launcher.py)"},
+    {"make_replay", (PyCFunction)(void (*)(void))make_replay, METH_VARARGS | METH_KEYWORDS,
+     "make_replay(**config) -> replay function (see queue.py NVQueue.native_resubmitter)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_nvlaunch", NULL, -1, methods};
@@ -436,7 +806,8 @@ PyMODINIT_FUNC PyInit__nvlaunch(void) {
     if (!(s_freed = PyUnicode_InternFromString("freed")) ||
         !(s_base = PyUnicode_InternFromString("base")) ||
         !(s_va = PyUnicode_InternFromString("va")) ||
-        !(s_device = PyUnicode_InternFromString("device")))
+        !(s_device = PyUnicode_InternFromString("device")) ||
+        !(s_bound_va = PyUnicode_InternFromString("bound_va")))
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import mmap as _mmap
 import platform
-import struct
 import threading
 import time
 from array import array
@@ -186,7 +185,8 @@ class Channel:
         self.state[CHAIN_VALUE] = NO_CHAIN
         self.records = array("Q", bytes(16 * entries))
         self.notifier: Buffer | None = None          # RM's error notifier for this channel
-        self.error_notifier: memoryview | None = None  # its first NvNotification, when mapped
+        self._error_notifier: memoryview | None = None
+        self._error_words: memoryview | None = None
         self.subc_class = {subc: engine_class}
         # gp_entry(va, n) == _pb_entry_base + offset | n << GP_LENGTH_SHIFT for the pushbuffer
         self._pb_entry_base = gp_entry(pushbuf.va, 1) & ~(0x1FFFFF << GP_LENGTH_SHIFT)
@@ -363,37 +363,45 @@ class Channel:
         self.publish(seq, entries[-1])
         return seq
 
-    def submit_spans(self, words: array, spans: Sequence[tuple[int, int, int]]) -> int:
+    def submit_spans(self, words: array, spans: Sequence[tuple[int, int, int]],
+                     skip: int = 0) -> int:
         """`submit` for a stream laid out once (`NVQueue.resubmitter`): `words` are every inline
         dword of the stream, copied into the pushbuffer as one block with the progress release
         right after them; `spans` are its GPFIFO entries in order, each (0, first dword in
         `words`, count) for a run of `words` or (1, entry, 0) for commands already in GPU memory
         (`gp_entry` of their address and length). The last span is a run that ends at the end
-        of `words` (the release rides in its entry). Returns the submission's sequence number."""
+        of `words` (the release rides in its entry). `skip`: the first `skip` words are left
+        out (they lie in the first span; an entry left with nothing is not written). Returns the
+        submission's sequence number."""
         st = self.state
         seq = st[SEQ] + 1
         trailer = self._trailer
         trailer[SEM_PAYLOAD_LO_DW] = seq & 0xFFFFFFFF
         trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
-        k = len(words)
+        k = len(words) - skip
         n = k + len(trailer)
         start = self._pb_reserve(n)
         off = start % self.pb_dw
-        gp_n = len(spans)
+        first = 1 if skip and len(spans) > 1 and spans[0][1] + spans[0][2] <= skip else 0
+        gp_n = len(spans) - first
         if start + n > st[PB_FREE_UNTIL] or st[GP_PUT] + gp_n > st[GP_FREE_UNTIL]:
             self.wait_space(start + n, gp_n)
         pb = self.pb
-        pb[off:off + k] = words
+        pb[off:off + k] = words[skip:] if skip else words
         pb[off + k:off + n] = trailer
         st[PB_PUT] = start + n
-        base = self._pb_entry_base + off * 4
+        base = self._pb_entry_base + off * 4 - skip * 4  # words[a] lands at base + 4 * a
         ring, mask = self.ring, self.entries - 1
         put = st[GP_PUT]
-        for ext, a, cnt in spans[:-1]:
+        for ext, a, cnt in spans[first:-1]:
+            if a < skip and not ext:  # the first run, less the words left out
+                a, cnt = skip, cnt - (skip - a)
             ring[put & mask] = a if ext else base + 4 * a | cnt << GP_LENGTH_SHIFT
             put += 1
         st[GP_PUT] = put
         _, a, cnt = spans[-1]
+        if a < skip:
+            a, cnt = skip, cnt - (skip - a)
         self.publish(seq, base + 4 * a | (cnt + len(trailer)) << GP_LENGTH_SHIFT)
         return seq
 
@@ -429,12 +437,27 @@ class Channel:
         """GP_GET as USERD reports it (an index into the GPFIFO ring)."""
         return self.userd[USERD_GP_GET_B // 4]
 
+    @property
+    def error_notifier(self) -> memoryview | None:
+        """The channel's first NvNotification (16 bytes: time stamp, info32, info16, status),
+        where RM reports the channel's errors, when it is mapped."""
+        return self._error_notifier
+
+    @error_notifier.setter
+    def error_notifier(self, view: memoryview | None) -> None:
+        self._error_notifier = view
+        self._error_words = None if view is None else view[:16].cast("Q")
+
     def error(self) -> tuple[int, int, int] | None:
-        """(info32, info16, status) of the channel's error notifier when RM wrote one, else None."""
-        n = self.error_notifier
-        if n is None:
+        """(info32, info16, status) of the channel's error notifier when RM wrote one, else None.
+        Its second 64-bit word holds all three and is read with one load: the memory is
+        uncached, where each load reaches DRAM (a decoder that reads byte by byte pays that 16
+        times), and every synchronize asks."""
+        w = self._error_words
+        if w is None:
             return None
-        _, info32, info16, status = struct.unpack_from("<QIHH", n, 0)
+        word = w[1]
+        info32, info16, status = word & 0xFFFFFFFF, (word >> 32) & 0xFFFF, word >> 48
         if info32 or status:
             return info32, info16, status
         return None

@@ -79,7 +79,7 @@ BACKING_B = 2 << 20         # VRAM carved into chunks
 MAX_SLOTS = 32
 MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
-NATIVE_ABI = 6             # _nvlaunch.c's ABI: the make() settings and the shared words
+NATIVE_ABI = 7             # _nvlaunch.c's ABI: the make() settings and the shared words
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size): the
 # ranges of the formats `NVProgram.packer` gives the Python launch (signed for ints and numpy
 # signed integers, unsigned for numpy unsigned ones).

@@ -15,6 +15,7 @@ shape (`launch_shape`, the one QMD builder). Every route writes its launch block
 """
 from __future__ import annotations
 
+import re
 import struct
 from array import array
 from dataclasses import dataclass, field
@@ -468,14 +469,26 @@ class NVProgram(Program):
         return self.cb0_B + 255 + self.qmd_class.size_B
 
     def check_early_start(self, what: str) -> None:
-        """A PTX kernel (the module's text is kept) must contain `griddepcontrol.wait`, in its
-        body or a device function; a cubin's promise is taken on trust."""
+        """A PTX kernel (the module's text is kept) must contain `griddepcontrol.wait` in its
+        body or in a device function it calls (directly or through others); a cubin's promise
+        is taken on trust (its machine code is not searched). Whether the instruction is reached
+        on every path is not decided: it only has to be there."""
         mod = self.ptx_module
-        if mod is None:
+        if mod is None or self.name not in mod.entries:
             return
-        spans = [mod.entries[self.name].body] if self.name in mod.entries else []
-        spans += [f.body for f in mod.funcs.values() if f.body is not None]
-        if not any("griddepcontrol.wait" in mod.text[a:b] for a, b in spans):
+        spans = [mod.entries[self.name].body]
+        seen: set[str] = set()
+        found = False
+        while spans and not found:
+            a, b = spans.pop()
+            body = mod.text[a:b]
+            found = "griddepcontrol.wait" in body
+            for m in _PTX_CALL.finditer(body):
+                f = mod.funcs.get(m.group(1))
+                if f is not None and f.body is not None and f.name not in seen:
+                    seen.add(f.name)
+                    spans.append(f.body)
+        if not found:
             raise ProgramError(f"{what}: kernel {self.name} has early_start=True but never calls "
                                "griddepcontrol.wait (cudaGridDependencySynchronize): call it "
                                "before reading what the previous launch wrote, or drop "
@@ -532,6 +545,8 @@ class NVProgram(Program):
         self._t1.release()
 
 
+# a PTX call's callee: `call[.uni] [(ret),] name[, (args)];`
+_PTX_CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([A-Za-z_$%][\w$]*)")
 _ONE_U32 = struct.Struct("<I")
 _TWO_U32 = struct.Struct("<II")
 _PACK = {(0xFFFFFFFF, 0): "<I", (0xFFFF, 0): "<H", (0xFFFF, 16): "<H", (0xFF, 0): "<B",

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 _M32 = 0xFFFFFFFF
 MAX_COPY_CHUNK_B = 1 << 31
+HEAD_WAIT_DW = len(host_semaphore(0, 0, SEM_ACQUIRE_GEQ_64))  # a wait's dwords (`wait`)
 
 
 def _drains(execute: int) -> bool:
@@ -73,6 +74,9 @@ class NVQueue(HWQueue):
         self.channel = channel
         self._calls: list[tuple[int, NVQueue]] = []   # (dword position, bound body)
         self._bound_buf: Buffer | None = None
+        # the addend of a wait for (variable + addend) on the device's timeline that opens the
+        # queue, None without one: a laid-out resubmission leaves it out when it is met already
+        self._head_wait: int | None = None
 
     # -------------------------------------------------------------- the stream
     @property
@@ -102,6 +106,8 @@ class NVQueue(HWQueue):
         self._d.extend(host_semaphore(self._sig_va(sig), val, SEM_ACQUIRE_GEQ_64))
         if var is not None:
             self._patch(var, add, n + 3, n + 4)
+            if n == 0 and sig is self.device.timeline_signal:
+                self._head_wait = add
         self._after_host_method(drained=False)
         return self
 
@@ -186,23 +192,16 @@ class NVQueue(HWQueue):
     def resubmitter(self, var: Var) -> Callable[[int], None]:
         """`HWQueue.resubmitter`: the GPFIFO entries are laid out once (`Channel.submit_spans`),
         so a resubmission patches the variable's dwords, copies the queue's own words into the
-        pushbuffer in one block and writes the entries. Bound queues, and queues with other
-        variables, take the base's route."""
-        if self._bound_buf is not None or any(p.var is not var for p in self._patches):
+        pushbuffer in one block and writes the entries. A queue that opens with a wait for the
+        variable (plus or minus a constant) on the device's timeline leaves that wait out of a
+        resubmission whose value the timeline has reached already. Bound queues, and queues with
+        other variables, take the base's route."""
+        if not self._laid_out(var):
             return super().resubmitter(var)
-        # the entries: runs of the queue's own words and, between them, the called bodies (whose
-        # entries are made again only if a body was bound anew)
-        spans: list[tuple[int, int, int]] = []
-        calls: list[tuple[int, NVQueue, int | None]] = []  # (span index, body, its va then)
-        start = 0
-        for pos, body in self._calls:
-            if pos > start:
-                spans.append((0, start, pos - start))
-            calls.append((len(spans), body, None))
-            spans.append((1, 0, 0))
-            start = pos
-        spans.append((0, start, len(self._d) - start))  # carries the progress release
+        spans, calls = self._spans()
         dev, channel, words, vals = self.device, self.channel, self._d, self._vals
+        head = self._head_wait
+        tlv = dev.timeline_signal.value_view
         patches = [(p.lo, p.hi, p.add, p.max_bits) for p in self._patches]
 
         def resubmit(value: int) -> None:
@@ -225,13 +224,81 @@ class NVQueue(HWQueue):
                 if hi >= 0:
                     words[hi] = v >> 32
             vals[var] = value
+            # A timeline value the GPU has reached already needs no wait: the work it orders
+            # after is complete (the CPU has seen its release), so the acquire is left out.
+            skip = HEAD_WAIT_DW if head is not None and tlv[0] >= value + head else 0
             try:
-                channel.submit_spans(words, spans)
+                channel.submit_spans(words, spans, skip)
             except Exception as e:  # a fault noticed while submitting poisons the device
                 dev.note_submit_error(e)
                 raise
 
         return resubmit
+
+    def _laid_out(self, var: Var) -> bool:
+        """Whether resubmissions of `var` can be laid out once: the queue is not bound, and
+        `var` is its only variable."""
+        return self._bound_buf is None and all(p.var is var for p in self._patches)
+
+    def _spans(self) -> "tuple[list[tuple[int, int, int]], list[tuple[int, NVQueue, int | None]]]":
+        """The GPFIFO entries of a laid-out resubmission (`Channel.submit_spans`' form): runs of
+        the queue's own words and, between them, the called bodies, whose entries are made on
+        first use and again only if a body was bound anew; and those calls, as (span index,
+        body, its address when its entry was made: None, not yet)."""
+        spans: list[tuple[int, int, int]] = []
+        calls: list[tuple[int, NVQueue, int | None]] = []
+        start = 0
+        for pos, body in self._calls:
+            if pos > start:
+                spans.append((0, start, pos - start))
+            calls.append((len(spans), body, None))
+            spans.append((1, 0, 0))
+            start = pos
+        spans.append((0, start, len(self._d) - start))  # carries the progress release
+        return spans, calls
+
+    def native_resubmitter(self, var: Var, last: array,
+                           limit: int) -> "Callable[[Sequence[Buffer]], int] | None":
+        """`HWQueue.native_resubmitter`: what `resubmitter`'s function does, with the device's
+        next timeline value and the timeline's books, in one call of the launch helper
+        (_nvlaunch.c `make_replay`), which writes the bytes the Python route writes. None where
+        the helper is off or unavailable, or the queue is not laid out once. The helper holds
+        the queue's words: the queue cannot grow afterwards (BufferError)."""
+        from runtime.drivers.nv.gpfifo import _GP_PUT_DW
+        from runtime.drivers.nv.launcher import _doorbell, native_helper
+        from runtime.drivers.nv.methods import GP_LENGTH_SHIFT
+        dev, ch = self.device, self.channel
+        if not dev.launch_native or not self._laid_out(var) or len(self._patches) > 8 \
+                or len(self._calls) > 16 or any(b.bound_va is None for _, b in self._calls) \
+                or len(self._d) + len(ch._trailer) > ch.pb_dw // 2:
+            return None
+        mod = native_helper()
+        if mod is None:
+            return None
+        spans, calls = self._spans()
+        flat = array("Q")
+        for ext, a, cnt in spans:
+            flat.extend((ext, a, cnt))
+        for i, body, _ in calls:
+            assert body.bound_va is not None
+            flat[3 * i + 1] = gp_entry(body.bound_va, len(body))
+        bell, index, width, token = _doorbell(ch)
+        if isinstance(bell, memoryview):
+            bell = bell[:]  # the helper's own view (see ShapeLauncher._native)
+        fn = mod.make_replay(
+            words=self._d, spans=flat, calls=tuple((b, b.bound_va) for _, b in self._calls),
+            patches=tuple((p.lo, p.hi, p.add, p.max_bits) for p in self._patches),
+            vals=self._vals, var=var, pushbuf=ch.pb[:], pb_entry_base=ch._pb_entry_base,
+            length_shift=GP_LENGTH_SHIFT, trailer=tuple(ch._trailer),
+            trailer_seq_dw=SEM_PAYLOAD_LO_DW, device_words=dev.words, channel_words=ch.state,
+            records=ch.records, ring=ch.ring[:], userd=ch.userd[:], doorbell=bell,
+            progress=ch.progress.value_view[:], last=last, limit=limit,
+            timeline=dev.timeline_signal.value_view[:],
+            head_dw=0 if self._head_wait is None else HEAD_WAIT_DW,
+            head_add=self._head_wait or 0, entries=ch.entries,
+            gp_put_dw=_GP_PUT_DW, token=token, doorbell_index=index, doorbell_width=width,
+            on_error=dev.note_submit_error)
+        return fn  # type: ignore[no-any-return]
 
 
 class NVComputeQueue(NVQueue):
@@ -330,6 +397,8 @@ class NVComputeQueue(NVQueue):
         launch's). `early_start` (`HWQueue.exec_after`) is honoured where the QMD layout can say
         it (`QMD.link_early`) and this is `pred`'s first link; the caller promises `pred` gets
         no other."""
+        if early_start:
+            prg.check_early_start("exec_after(early_start=True)")
         qmd_va = self._qmd_va(prg, args, global_size, local_size)
         slots = self._dependents.get(pred.va) if isinstance(pred, NVKernArgs) else None
         qcls = self.device.qmd_class
