@@ -897,3 +897,103 @@ def test_words_at_notes_every_range_and_sees_unmapping():
     mem.unmap(va)
     assert m.words_at(va + 8, 4, "atomic") is None
     assert m.words_at(va, 4, "read") is None
+
+
+# A float atomic add's retry loop in clang's shape (ops_mem.fadd_retry_rounds runs its rounds
+# without its instructions): v_add_f32 of the compare value and the lane's v5 in either order,
+# the swap returning into its data register (clang's) or into v4.
+_FADD_LOOP = _RETRY_LOOP.replace("v_add_nc_u32 v2, v3, v5", "{add}").replace(
+    "global_atomic_cmpswap_b32 v2, v1, v[2:3], s[4:5] glc", "{cas}").replace(
+    "global_store_b32 v10, v8, s[0:1] offset:2048",
+    "global_store_b32 v10, v8, s[0:1] offset:2048\nglobal_store_b32 v10, v4, s[0:1] offset:2560")
+_FADD_FORMS = {
+    "clang": ("v_add_f32 v2, v3, v5", "global_atomic_cmpswap_b32 v2, v1, v[2:3], s[4:5] glc",
+              "v_cmp_eq_u32 vcc_lo, v2, v3\nv_mov_b32 v3, v2\ns_or_b32 s12, vcc_lo, s12\n"
+              "s_and_not1_b32 exec_lo, exec_lo, s12"),
+    "swapped_add": ("v_add_f32 v2, v5, v3",
+                    "global_atomic_cmpswap_b32 v2, v1, v[2:3], s[4:5] glc",
+                    "v_cmp_eq_u32_e64 s13, v3, v2\nv_mov_b32 v3, v2\ns_or_b32 s12, s12, s13\n"
+                    "s_and_not1_b32 exec_lo, exec_lo, s12"),
+    "own_dest": ("v_add_f32 v2, v3, v5", "global_atomic_cmpswap_b32 v4, v1, v[2:3], s[4:5] glc",
+                 "v_cmp_eq_u32 vcc_lo, v4, v3\nv_mov_b32 v3, v4\ns_or_b32 s12, vcc_lo, s12\n"
+                 "s_and_not1_b32 exec_lo, exec_lo, s12"),
+}
+# f32 bit patterns: ordinary values, zeros, denormals, the largest finite, inf and NaN
+_F32_EDGES = [0, 0x80000000, 1, 0x007FFFFF, 0x00800000, 0x3F800000, 0xBF800000, 0x4B800000,
+              0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0x7FC00001, 0x33800000]
+_F32_BITS = st.one_of(st.sampled_from(_F32_EDGES), st.integers(0, 0xFFFFFFFF),
+                      st.floats(-4.0, 4.0, width=32).map(
+                          lambda v: int(np.array(v, f32).view(u32))))
+
+
+@settings(max_examples=40, deadline=None)
+@given(exec_mask=st.one_of(st.integers(0, 0xFFFFFFFF),
+                          st.tuples(st.integers(0, 31), st.integers(1, 32)).map(
+                              lambda t: ((1 << t[1]) - 1) << t[0] & 0xFFFFFFFF)),
+       done=st.sampled_from([0, 0, 1, 0x00FF0000]), start=_F32_BITS,
+       adds=st.one_of(st.lists(_F32_BITS, min_size=96, max_size=96),
+                      _F32_BITS.map(lambda b: [b] * 96)),   # (all alike: sums that repeat)
+       waves=st.sampled_from([1, 3]), form=st.sampled_from(sorted(_FADD_FORMS)),
+       check_every=st.sampled_from([7, 64, 256]))
+def test_float_add_retry_rounds_match_the_loop_run_as_instructions(
+        exec_mask, done, start, adds, waves, form, check_every):
+    """A float atomic add's retry loop run round by round without its instructions
+    (interp.RetryLoop.fadd) ends as its instructions leave it: every register, VCC or the mask
+    SGPR, DONE, SCC and the counter, the instruction and lane counts and the dispatch's
+    pauses (a look at the clock every `check_every` instructions) are those of the loop run
+    instruction by instruction, and the memory and counts those of the general path; including
+    sums that leave the counter as it was (several lanes swap in one round), sums out of
+    f32's range, NaN and inf, and lanes done before the loop."""
+    from runtime.drivers.mock.rdna3 import interp
+    from . import rdna3_device
+    mp = pytest.MonkeyPatch()
+    mp.setattr(interp, "CHECK_EVERY", check_every)
+    add_i, cas_i, tail = _FADD_FORMS[form]
+    code = assemble_labels(_FADD_LOOP.format(add=add_i, cas=cas_i, tail=tail, mask="vcc_lo"
+                                             if "vcc_lo" in tail else "s13"))
+    pauses: list[int] = []
+
+    def paused(rec, mem, *, cache=None, max_wave_instructions=1 << 40):  # type: ignore[no-untyped-def]
+        d = interp.Dispatch(rec, mem, cache=cache, max_wave_instructions=max_wave_instructions)
+        while not d.advance(0.0):
+            pauses.append(d.stats.wave_instructions)
+        return d.stats
+
+    mp.setattr(rdna3_device, "execute", paused)
+
+    def run() -> tuple:  # type: ignore[type-arg]
+        pauses.clear()
+        dev = RawDevice()
+        vo = dev.alloc(3072)
+        va = dev.upload(np.array(adds[:32 * waves], u32))
+        vm = dev.upload(np.array([start, exec_mask, done], u32))
+        stats = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, va & 0xFFFFFFFF, va >> 32,
+                                      vm & 0xFFFFFFFF, vm >> 32], (waves,), (32,),
+                               max_wave_instructions=400_000)
+        return (dev.download(vo, 768, u32).tolist(), int(dev.download(vm, 1, u32)[0]),
+                stats.wave_instructions, stats.lane_instructions, list(pauses))
+    try:
+        fast = run()
+        with mp.context() as m:
+            m.setattr(interp, "_fadd_rounds", lambda *a: None)
+            assert fast == run()
+        assert fast[:4] == _run_both(mp, run)[1][:4]
+    finally:
+        mp.undo()
+
+
+def test_float_add_retry_rounds_are_taken_in_clang_loops(monkeypatch):
+    """clang's float atomic add (the benchmark's contended case) has the loop the rounds run
+    for, and they run: fewer than one call of the swap per lane."""
+    from runtime.drivers.amd import elf
+    from runtime.drivers.mock.rdna3 import interp
+    clang = Path(__file__).resolve().parent / "data" / "rdna3_real" / "clang"
+    for name in ("float_atomic_add_O2", "float_atomic_add_O3"):
+        co = elf.parse((clang / f"{name}.hsaco").read_bytes())
+        (kernel,) = co.kernels.values()
+        prog = interp.decode_program(co.image()[kernel.entry_vaddr:], kernel.entry_vaddr)
+        (cas,) = [i for i, inst in enumerate(prog.insts) if "cmpswap" in inst.name]
+        branch = next(i for i in range(cas, len(prog.insts))
+                      if prog.insts[i].name == "s_cbranch_execnz")
+        loop = interp.retry_loop(prog, cas, branch)
+        assert loop is not None and loop.fadd is not None, name

@@ -33,7 +33,7 @@ import numpy as np
 
 from runtime.drivers.mock.memory import MockMemory, PageFault
 
-from .decode import EXEC_LO, Inst, decode_one
+from .decode import EXEC_LO, NULL, VGPR0, Inst, decode_one
 from .errors import DispatchRecord, ExecStats, KernelFault, PageFaultError
 from .liveness import dead_mask_writes, masked_block
 from . import fast_valu
@@ -42,7 +42,8 @@ from .ops_ds import compile_ds
 from . import gws as gws_unit
 from . import ops_wave64 as wave64_ops
 from .ops_buffer import buffer_contention, compile_mubuf
-from .ops_mem import compile_flat, compile_smem, flat_contention, retry_tail
+from .ops_mem import (compile_flat, compile_smem, fadd_retry_rounds, flat_contention,
+                      retry_tail)
 from .ops_salu import ATOMIC, BARRIER, BRANCH, END, NEXT, NOP, WAIT, Step, compile_salu
 from .ops_valu import compile_valu
 
@@ -1096,6 +1097,33 @@ class RetryLoop(NamedTuple):
     # (fn, NOP slots after it, step) of each slot from head to the swap; fn None: a NOP slot
     body: tuple[tuple[Callable[[WaveSet], Any] | None, int, Step], ...]
     slots: int   # the slots of one time round: branch, body, swap and tail
+    # ops_mem.fadd_retry_rounds of a float atomic add's loop, or None
+    fadd: Callable[[WaveSet, int, int], tuple[int, int, bool] | None] | None = None
+
+
+def _fadd_rounds(prog: Program, cas: int, body: tuple[tuple[Any, int, Step], ...]
+                 ) -> Callable[[WaveSet, int, int], tuple[int, int, bool] | None] | None:
+    """ops_mem.fadd_retry_rounds for a retry loop whose only instruction before the swap is
+    `v_add_f32 vNEW, vCMP, vX` (either order, no modifiers) adding into the swap's data from
+    its compare value, with vX and the address VGPR not written in the loop; else None."""
+    steps = [st for fn, _, st in body if fn is not None]
+    if len(steps) != 1:
+        return None
+    add, sw = steps[0].inst, prog.insts[cas]
+    tail = retry_tail(sw, _slots_after(prog, cas))
+    if tail is None or add.name != "v_add_f32" or add.enc != "VOP2" or \
+            not fast_valu.is_plain(add):
+        return None
+    f = sw.f
+    vnew, vcmp, vaddr, ret = f["data"], tail.cmp, f["addr"], f["vdst"]
+    srcs = {add.f["src0"] - VGPR0, add.f["src1"] - VGPR0}
+    if add.f["vdst"] != vnew or vcmp not in srcs or len(srcs) != 2 or \
+            f["saddr"] in (NULL, 0x7F) or {tail.mask, tail.done} & {f["saddr"], f["saddr"] + 1}:
+        return None
+    (x,) = srcs - {vcmp}
+    if not 0 <= x < 256 or x in (vnew, vcmp, ret) or vaddr in (vnew, vcmp, ret):
+        return None
+    return fadd_retry_rounds(sw, tail, x)
 
 
 def retry_loop(prog: Program, cas: int, branch: int) -> RetryLoop | None:
@@ -1114,7 +1142,8 @@ def retry_loop(prog: Program, cas: int, branch: int) -> RetryLoop | None:
     if body is None:
         return None
     return RetryLoop(br.target, cas, branch - cas - 1, branch, br.fn, body,
-                     1 + (cas - br.target) + 1 + (branch - cas - 1))
+                     1 + (cas - br.target) + 1 + (branch - cas - 1),
+                     _fadd_rounds(prog, cas, body))
 
 
 def _run_retry_loop(loop: RetryLoop, cas: Step, g: WaveSet, count: int, lanes: int,
@@ -1126,8 +1155,17 @@ def _run_retry_loop(loop: RetryLoop, cas: Step, g: WaveSet, count: int, lanes: i
     Returns (the slot to go on at, count, lanes): after the branch once EXEC is empty, the
     slot after the swap where it did not run the tail, or the branch."""
     branch, body, cond, swap, need = loop.branch, loop.body, loop.cond, cas.fn, loop.slots
+    fadd = loop.fadd
     assert swap is not None   # (ATOMIC steps carry one)
     while count + need < budget:
+        if fadd is not None:
+            # whole rounds of a float atomic add's loop at once, as many as fit in the budget
+            # the way the loop below would run them
+            got = fadd(g, (budget - count - 1) // need, need)
+            if got is not None:
+                count += got[0] * need
+                lanes += got[1]
+                continue
         lanes += g.active
         count += 1
         if not cond(g):   # (one wave: a bool)

@@ -17,6 +17,9 @@ to 16 bits first. `*_store_d16_hi_*` stores from the high half.
 """
 from __future__ import annotations
 
+import array
+import math
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -600,6 +603,137 @@ def _cmpswap_one_address(imm: int, saddr: int, vaddr: int, vdst: int, vdata: int
         g._set_exec(*got)
         last[0] = (got[0], e)
         return slots
+    return run
+
+
+_F32 = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+
+
+def f32_add_bits(a: float, b: float) -> int:
+    """The f32 bit pattern of a + b for two finite f32 values given as Python floats: their sum
+    in f64 rounded to f32 is the correctly rounded f32 sum (f64's 53 bits are more than twice
+    f32's 24 plus two, so the two roundings never differ from one). OverflowError where the sum
+    leaves f32's range."""
+    return _U32.unpack(_F32.pack(a + b))[0]
+
+
+def f32_of_bits(b: int) -> float:
+    """The f32 value of a 32-bit pattern, as a Python float (exact)."""
+    return _F32.unpack(_U32.pack(b))[0]
+
+
+def fadd_retry_rounds(cas: Inst, tail: RetryTail, x: int
+                      ) -> Callable[[WaveSet, int, int], tuple[int, int, bool] | None]:
+    """Rounds of a float atomic add's retry loop for one wave32 at a time, without running its
+    instructions one by one: the loop whose body (before the swap) is `v_add_f32 vNEW, vCMP,
+    vX` (vNEW the swap's data, vCMP its compare value), its global_atomic_cmpswap_b32 on one
+    address and its RetryTail. Taken in the steady state of such a loop: every active lane's
+    compare value is the memory's current word (after the first round of a contended loop,
+    always). Then in each round the active lanes swap in lane order while the sum they swap
+    in leaves the word as it was, the first that changes it is the last to swap, and the rest
+    see the new word: their compare values are all that word again. Registers, SGPRs, EXEC,
+    SCC and the word end as the instructions leave them; only their final values are written.
+
+    run(g, rounds, a) runs at most `rounds` rounds (each one time round of the loop: branch,
+    add, swap and tail), stopping early once EXEC is empty after a round; returns (rounds run,
+    lanes counted: the active lanes of each round times the loop's slots, computed by the
+    caller as `a`-weighted, EXEC empty) or None where it does not apply now (several waves, a
+    lane mask unpacked, lanes on different addresses, a compare value not the word, a value
+    not finite, a sum out of f32's range before any round ran)."""
+    f = cas.f
+    imm, saddr, vaddr, vdst, vnew = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
+    vcmp, mask_r, done_r = tail.cmp, tail.mask, tail.done
+    written = (mask_r, done_r, EXEC_LO)
+
+    def run(g: WaveSet, rounds: int, slots: int) -> tuple[int, int, bool] | None:
+        P = g.planes
+        if g.w1 < 0 or P is None or P.s1 is None or g.dirty or rounds <= 0:
+            return None
+        word = one_wave_word(g.exec)
+        lanes, pick = one_wave_lanes(word)
+        n = len(lanes)
+        if not n:
+            return None
+        V = P.regs[0]
+        S1 = P.s1
+        offs = pick(V[vaddr, 0].tolist())
+        off = offs[0]
+        va = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm + off
+        if va & 3 or offs.count(off) != n or S1.item(done_r) & word:
+            return None
+        got = g.m.words_at(va, 4, "atomic")
+        if got is None:
+            return None
+        words, at = got
+        cur = words.item(at)
+        if pick(V[vcmp, 0].tolist()).count(cur) != n:
+            return None
+        xs = pick(V[x, 0].view(np.float32).tolist())   # (lane order)
+        cf = f32_of_bits(cur)
+        if not math.isfinite(cf + sum(xs)):   # (not finite, or large: left to the rest)
+            return None
+        pack, bits_of = _F32.pack, _U32.unpack
+        # Lane order: the word each lane saw (its returned and compare value) and the sum it
+        # swapped in, for lanes that swapped (round by round); lanes i0.. are still active.
+        seen: list[int] = []
+        sums: list[int] = []
+        i0 = prev = r = lanes_n = 0
+        start = cur   # the word the last round began with (lanes prev.. were then active)
+        packed = b""
+        while r < rounds and i0 < n:
+            # the round's swaps, computed before anything is kept (a sum out of range stops
+            # before the round)
+            j, new, mine = i0, cur, []
+            try:
+                while j < n:
+                    packed = pack(cf + xs[j])   # (f32_add_bits)
+                    new = bits_of(packed)[0]
+                    mine.append(new)
+                    j += 1
+                    if new != cur:
+                        break
+            except OverflowError:
+                j = i0
+                break
+            lanes_n += (n - i0) * slots
+            r += 1
+            seen += [cur] * (j - i0)
+            sums += mine
+            start, cur, prev, i0 = cur, new, i0, j
+            cf = _F32.unpack(packed)[0]
+        if not r:
+            return None
+        # (lanes from index k on, as a lane mask: the lanes are in order)
+        def suffix(k: int) -> int:
+            return word & -(1 << lanes[k]) & 0xFFFFFFFF if k < n else 0
+        swapped = suffix(prev) ^ suffix(i0)   # the last round's
+        words[at] = cur
+        # The lanes still active saw the new word in their last round and added to the one
+        # it began with.
+        sf = f32_of_bits(start)
+        seen += [cur] * (n - i0)
+        sums += [f32_add_bits(sf, xv) for xv in xs[i0:]]   # (in range: the round computed it)
+        # (uint32 arrays from array.array, much cheaper than numpy converting lists)
+        vals = np.frombuffer(array.array("I", seen), dtype=np.uint32)
+        first = lanes[0]
+        idx: Any = slice(first, first + n) if lanes[-1] - first + 1 == n else list(lanes)
+        # (the swap writes its returned value after the add wrote the sum: where vNEW is the
+        # swap's destination too, the returned value is what stays)
+        V[vnew, 0][idx] = np.frombuffer(array.array("I", sums), dtype=np.uint32)
+        V[vdst, 0][idx] = vals
+        V[vcmp, 0][idx] = vals
+        P.dirty_v.update((vdst, vcmp, vnew))
+        e = suffix(i0)
+        S1[mask_r] = swapped
+        S1[done_r] = S1.item(done_r) | (word ^ e)
+        S1[EXEC_LO] = e
+        g.m.dirty_s.update(written)
+        g.lanes.pop(mask_r, None)
+        g.lanes.pop(done_r, None)
+        P.scc[P.w] = e != 0
+        g._set_exec(*one_wave_mask(e))
+        return r, lanes_n, e == 0
     return run
 
 
