@@ -51,7 +51,23 @@ enum { K_BUF = 0, K_I8, K_I16, K_I32, K_I64, K_F32, K_F64, K_U8, K_U16, K_U32, K
 #define MAX_SLOTS 64
 #define MAX_ARGS 64
 #define M32 0xFFFFFFFFull
-enum { V_CHUNK, V_SLOTS, V_DEV, V_CH, V_REC, V_TL, V_RING, V_USERD, V_BELL, N_VIEWS };
+enum { V_CHUNK, V_SLOTS, V_DEV, V_CH, V_TL, N_VIEWS };
+
+/* What Channel.publish writes to, and the doorbell: the part of a channel both the launch and
+ * the replay submit through (`publish`). */
+enum { P_REC, P_RING, P_USERD, P_BELL, N_PVIEWS };
+typedef struct {
+    Py_buffer view[N_PVIEWS];
+    int have[N_PVIEWS];
+    uint64_t *rec;              /* in-flight records: 2 words per submission, by seq % entries */
+    volatile uint64_t *ring;
+    uint32_t *userd;
+    uint8_t *bell;
+    Py_ssize_t gp_put_dw, bell_width;
+    uint64_t mask, token;
+    PyObject *bell_fn, *token_obj;  /* a doorbell that is a Python call (the mock) */
+    PyObject *on_error;             /* told of an error the doorbell raised */
+} channel_io;
 
 typedef struct {
     Py_buffer view[N_VIEWS];
@@ -60,13 +76,9 @@ typedef struct {
     uint64_t *st;               /* slot values [0, n), current slot at [n] */
     device_state *dev;
     channel_state *ch;
-    uint64_t *rec;              /* in-flight records: 2 words per submission, by seq % entries */
+    channel_io io;
     volatile uint64_t *tlv;     /* the timeline signal's value */
-    uint64_t *ringp;
-    uint32_t *userdp;
-    uint8_t *bellp;
-    Py_ssize_t n, nargs, gp_put_dw, bell_width;
-    uint64_t mask, token;
+    Py_ssize_t n, nargs;
     /* SlotLayout: byte offset of each slot's parameters, dword indices of its payloads */
     Py_ssize_t param_off[MAX_SLOTS], payload_idx[MAX_SLOTS], acq_idx[MAX_SLOTS],
         seq_idx[MAX_SLOTS];
@@ -75,22 +87,82 @@ typedef struct {
     Py_ssize_t off[MAX_ARGS];
     PyObject *buffer_type, *owner;  /* Buffer, and the device whose buffers the launch takes */
     PyObject *types;  /* the exact type of each argument this launch is specialized for */
-    PyObject *bell_fn, *token_obj, *on_error;   /* a doorbell that is a Python call (the mock) */
 } launcher;
 
 static PyObject *s_freed, *s_base, *s_va, *s_device;
+
+/* A writable, contiguous view of `o` of at least `need` bytes, kept in *view (*have set) */
+static int take_view(Py_buffer *view, int *have, PyObject *o, Py_ssize_t need, const char *what,
+                     void **ptr) {
+    if (PyObject_GetBuffer(o, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    *have = 1;
+    if (view->len < need) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, %zd needed", what, view->len, need);
+        return -1;
+    }
+    *ptr = view->buf;
+    return 0;
+}
+
+static int io_init(channel_io *P, PyObject *rec, PyObject *ring, PyObject *userd, PyObject *bell,
+                   unsigned long long entries, Py_ssize_t gp_put_dw, unsigned long long token,
+                   Py_ssize_t bell_index, Py_ssize_t bell_width, PyObject *on_error) {
+    if (!entries || (entries & (entries - 1)) || (bell_width != 4 && bell_width != 8) ||
+        gp_put_dw < 0 || bell_index < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad GPFIFO size, GP_PUT position or doorbell");
+        return -1;
+    }
+    if (!PyCallable_Check(on_error)) {
+        PyErr_SetString(PyExc_TypeError, "on_error must be a callable");
+        return -1;
+    }
+    P->mask = entries - 1;
+    P->gp_put_dw = gp_put_dw;
+    P->token = token;
+    P->bell_width = bell_width;
+    P->on_error = Py_NewRef(on_error);
+    void *p;
+    if (take_view(&P->view[P_REC], &P->have[P_REC], rec, (Py_ssize_t)entries * 16, "records",
+                  &p) < 0)
+        return -1;
+    P->rec = p;
+    if (take_view(&P->view[P_RING], &P->have[P_RING], ring, (Py_ssize_t)entries * 8, "ring",
+                  &p) < 0)
+        return -1;
+    P->ring = p;
+    if (take_view(&P->view[P_USERD], &P->have[P_USERD], userd, (gp_put_dw + 1) * 4, "userd",
+                  &p) < 0)
+        return -1;
+    P->userd = p;
+    if (PyCallable_Check(bell)) {  /* a doorbell that is a Python call */
+        P->bell_fn = Py_NewRef(bell);
+        if (!(P->token_obj = PyLong_FromUnsignedLongLong(token))) return -1;
+    } else {
+        if (take_view(&P->view[P_BELL], &P->have[P_BELL], bell, (bell_index + 1) * bell_width,
+                      "doorbell", &p) < 0)
+            return -1;
+        P->bell = (uint8_t *)p + bell_index * bell_width;
+    }
+    return 0;
+}
+
+static void io_release(channel_io *P) {
+    for (int i = 0; i < N_PVIEWS; i++)
+        if (P->have[i]) PyBuffer_Release(&P->view[i]);
+    Py_XDECREF(P->bell_fn);
+    Py_XDECREF(P->token_obj);
+    Py_XDECREF(P->on_error);
+}
 
 static void launcher_free(PyObject *capsule) {
     launcher *L = (launcher *)PyCapsule_GetPointer(capsule, "nvlaunch");
     if (!L) return;
     for (int i = 0; i < N_VIEWS; i++)
         if (L->have[i]) PyBuffer_Release(&L->view[i]);
+    io_release(&L->io);
     Py_XDECREF(L->buffer_type);
     Py_XDECREF(L->types);
     Py_XDECREF(L->owner);
-    Py_XDECREF(L->bell_fn);
-    Py_XDECREF(L->token_obj);
-    Py_XDECREF(L->on_error);
     PyMem_Free(L);
 }
 
@@ -105,6 +177,38 @@ static inline void store_fence(void) {
 #else
     __sync_synchronize();
 #endif
+}
+
+/* Channel.publish: the last GPFIFO entry at `put`, the in-flight record of `seq`, the state
+ * words, USERD's GP_PUT, the store fence, the doorbell. 0, or -1 with the doorbell's error set
+ * (a fault noticed while submitting poisons the device, as in Python: `on_error` is told). */
+static int publish(channel_io *P, channel_state *C, uint64_t seq, uint64_t put, uint64_t entry) {
+    P->ring[put & P->mask] = entry;
+    put += 1;
+    uint64_t r = 2 * (seq & P->mask);
+    P->rec[r] = C->pb_put;
+    P->rec[r + 1] = put;
+    C->seq = seq;
+    C->gp_put = put;
+    ((volatile uint32_t *)P->userd)[P->gp_put_dw] = (uint32_t)(put & P->mask);
+    store_fence();
+    if (P->bell_fn) {
+        PyObject *res = PyObject_CallOneArg(P->bell_fn, P->token_obj);
+        if (!res) {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_NormalizeException(&et, &ev, &tb);
+            Py_XDECREF(PyObject_CallOneArg(P->on_error, ev ? ev : Py_None));
+            PyErr_Restore(et, ev, tb);
+            return -1;
+        }
+        Py_DECREF(res);
+    } else if (P->bell_width == 8) {
+        *(volatile uint64_t *)P->bell = P->token;
+    } else {
+        *(volatile uint32_t *)P->bell = (uint32_t)P->token;
+    }
+    return 0;
 }
 
 /* o.attr's truth: 1, 0, or -1 on error */
@@ -244,32 +348,8 @@ static PyObject *launch(PyObject *self, PyObject *args) {
     D->timeline_value = v;
     L->st[i] = v;
     L->st[L->n] = (uint64_t)((i + 1) % L->n);
-    /* 5. publish (Channel.publish): entry, record, seq, GP_PUT, USERD, fence, doorbell */
-    ((volatile uint64_t *)L->ringp)[put & L->mask] = entry;
-    put += 1;
-    uint64_t r = 2 * (seq & L->mask);
-    L->rec[r] = C->pb_put;
-    L->rec[r + 1] = put;
-    C->seq = seq;
-    C->gp_put = put;
-    ((volatile uint32_t *)L->userdp)[L->gp_put_dw] = (uint32_t)(put & L->mask);
-    store_fence();
-    if (L->bell_fn) {
-        PyObject *res = PyObject_CallOneArg(L->bell_fn, L->token_obj);
-        if (!res) {  /* a fault noticed while submitting poisons the device, as in Python */
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
-            PyErr_NormalizeException(&et, &ev, &tb);
-            Py_XDECREF(PyObject_CallOneArg(L->on_error, ev ? ev : Py_None));
-            PyErr_Restore(et, ev, tb);
-            return NULL;
-        }
-        Py_DECREF(res);
-    } else if (L->bell_width == 8) {
-        *(volatile uint64_t *)L->bellp = L->token;
-    } else {
-        *(volatile uint32_t *)L->bellp = (uint32_t)L->token;
-    }
+    /* 5. publish */
+    if (publish(&L->io, C, seq, put, entry) < 0) return NULL;
     Py_RETURN_TRUE;
 }
 
@@ -277,8 +357,7 @@ static PyMethodDef launch_def = {"launch", launch, METH_O,
                                  "launch(args) -> bool: one launch through the next slot"};
 
 /* ------------------------------------------------------------------ replay of a laid-out stream */
-enum { R_WORDS, R_SPANS, R_PB, R_DEV, R_CH, R_REC, R_RING, R_USERD, R_BELL, R_PROGRESS, R_LAST,
-       R_TL, N_RVIEWS };
+enum { R_WORDS, R_SPANS, R_PB, R_DEV, R_CH, R_PROGRESS, R_LAST, R_TL, N_RVIEWS };
 #define MAX_PATCHES 8
 #define MAX_CALLS 16
 #define TRAILER_DW 6
@@ -291,17 +370,14 @@ typedef struct {
     uint32_t *pb;
     device_state *dev;
     channel_state *ch;
-    uint64_t *rec;
-    uint64_t *ringp;
-    uint32_t *userdp;
-    uint8_t *bellp;
+    channel_io io;
     volatile uint64_t *progress;
     uint64_t *last;             /* where the submitted timeline value is noted (the graph's) */
     volatile uint64_t *tlv;     /* the timeline signal's value */
     Py_ssize_t head_dw;         /* the words of the wait that opens the stream (0: none) */
     int64_t head_add;           /* it waits for the value + head_add */
-    Py_ssize_t k, nspans, pb_dw, gp_put_dw, bell_width, npatch, ncalls;
-    uint64_t mask, token, pb_entry_base, len_shift;
+    Py_ssize_t k, nspans, pb_dw, npatch, ncalls;
+    uint64_t pb_entry_base, len_shift;
     uint64_t limit;             /* the largest timeline value it submits (larger: declined) */
     uint32_t trailer[TRAILER_DW];
     Py_ssize_t seq_dw;          /* the trailer's payload position */
@@ -311,7 +387,6 @@ typedef struct {
     PyObject *bodies[MAX_CALLS];
     uint64_t body_va[MAX_CALLS];
     PyObject *vals, *var;       /* the queue's bindings: vals[var] = value, as `update` does */
-    PyObject *bell_fn, *token_obj, *on_error;
 } replayer;
 
 static PyObject *s_bound_va;
@@ -324,11 +399,9 @@ static void replayer_free(PyObject *capsule) {
     for (int i = 0; i < N_RVIEWS; i++)
         if (R->have[i]) PyBuffer_Release(&R->view[i]);
     for (Py_ssize_t i = 0; i < R->ncalls; i++) Py_XDECREF(R->bodies[i]);
+    io_release(&R->io);
     Py_XDECREF(R->vals);
     Py_XDECREF(R->var);
-    Py_XDECREF(R->bell_fn);
-    Py_XDECREF(R->token_obj);
-    Py_XDECREF(R->on_error);
     PyMem_Free(R);
 }
 
@@ -343,12 +416,12 @@ static void reclaim(replayer *R) {
         pb_tail = C->pb_put;
         gp_tail = C->gp_put;
     } else {
-        uint64_t r = 2 * (done & R->mask);
-        pb_tail = R->rec[r];
-        gp_tail = R->rec[r + 1];
+        uint64_t r = 2 * (done & R->io.mask);
+        pb_tail = R->io.rec[r];
+        gp_tail = R->io.rec[r + 1];
     }
     C->pb_free_until = pb_tail + (uint64_t)R->pb_dw;
-    C->gp_free_until = gp_tail + R->mask;
+    C->gp_free_until = gp_tail + R->io.mask;
     C->reclaimed = done;
 }
 
@@ -426,7 +499,7 @@ static PyObject *replay(PyObject *self, PyObject *live) {
     C->pb_put = start + (uint64_t)n;
     /* words[a] lands at base + 4 * a */
     uint64_t base = R->pb_entry_base + off * 4 - (uint64_t)skip * 4;
-    volatile uint64_t *ring = (volatile uint64_t *)R->ringp;
+    volatile uint64_t *ring = R->io.ring;
     uint64_t put = C->gp_put;
     for (Py_ssize_t s = first; s + 1 < R->nspans; s++) {
         const uint64_t *sp = R->spans + 3 * s;
@@ -435,7 +508,7 @@ static PyObject *replay(PyObject *self, PyObject *live) {
             cnt -= (uint64_t)skip - a;
             a = (uint64_t)skip;
         }
-        ring[put & R->mask] = sp[0] ? a : (base + 4 * a) | cnt << R->len_shift;
+        ring[put & R->io.mask] = sp[0] ? a : (base + 4 * a) | cnt << R->len_shift;
         put += 1;
     }
     const uint64_t *sp = R->spans + 3 * (R->nspans - 1);
@@ -448,32 +521,10 @@ static PyObject *replay(PyObject *self, PyObject *live) {
     /* 4. the books */
     D->timeline_value = v;
     *R->last = v;
-    /* 5. publish (Channel.publish): entry, record, seq, GP_PUT, USERD, fence, doorbell */
-    ring[put & R->mask] = entry;
-    put += 1;
-    uint64_t r = 2 * (seq & R->mask);
-    R->rec[r] = C->pb_put;
-    R->rec[r + 1] = put;
-    C->seq = seq;
-    C->gp_put = put;
-    ((volatile uint32_t *)R->userdp)[R->gp_put_dw] = (uint32_t)(put & R->mask);
-    store_fence();
-    if (R->bell_fn) {
-        PyObject *res = PyObject_CallOneArg(R->bell_fn, R->token_obj);
-        if (!res) {  /* a fault noticed while submitting poisons the device, as in Python */
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
-            PyErr_NormalizeException(&et, &ev, &tb);
-            Py_XDECREF(PyObject_CallOneArg(R->on_error, ev ? ev : Py_None));
-            PyErr_Restore(et, ev, tb);
-            Py_DECREF(vo);
-            return NULL;
-        }
-        Py_DECREF(res);
-    } else if (R->bell_width == 8) {
-        *(volatile uint64_t *)R->bellp = R->token;
-    } else {
-        *(volatile uint32_t *)R->bellp = (uint32_t)R->token;
+    /* 5. publish */
+    if (publish(&R->io, C, seq, put, entry) < 0) {
+        Py_DECREF(vo);
+        return NULL;
     }
     return vo;
 }
@@ -483,16 +534,7 @@ static PyMethodDef replay_def = {"replay", replay, METH_O,
 
 static int rget_view(replayer *R, int which, PyObject *o, Py_ssize_t need, const char *what,
                      void **ptr) {
-    if (PyObject_GetBuffer(o, &R->view[which], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    R->have[which] = 1;
-    if (R->view[which].len < need) {
-        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, %zd needed", what, R->view[which].len,
-                     need);
-        return -1;
-    }
-    *ptr = R->view[which].buf;
-    return 0;
+    return take_view(&R->view[which], &R->have[which], o, need, what, ptr);
 }
 
 static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
@@ -519,13 +561,12 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_TypeError, "make_replay() takes every setting, by keyword");
         return NULL;
     }
-    if (!entries || (entries & (entries - 1)) || (bell_width != 4 && bell_width != 8) ||
-        len_shift >= 64 || seq_dw < 0 || seq_dw + 1 >= TRAILER_DW) {
-        PyErr_SetString(PyExc_ValueError, "bad GPFIFO size, doorbell width or entry layout");
+    if (len_shift >= 64 || seq_dw < 0 || seq_dw + 1 >= TRAILER_DW) {
+        PyErr_SetString(PyExc_ValueError, "bad GPFIFO entry layout");
         return NULL;
     }
-    if (!PyDict_Check(vals) || !PyCallable_Check(on_error)) {
-        PyErr_SetString(PyExc_TypeError, "vals must be a dict, on_error a callable");
+    if (!PyDict_Check(vals)) {
+        PyErr_SetString(PyExc_TypeError, "vals must be a dict");
         return NULL;
     }
     replayer *R = (replayer *)PyMem_Calloc(1, sizeof(replayer));
@@ -535,10 +576,6 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
         PyMem_Free(R);
         return NULL;
     }
-    R->mask = entries - 1;
-    R->gp_put_dw = gp_put_dw;
-    R->token = token;
-    R->bell_width = bell_width;
     R->pb_entry_base = pb_entry_base;
     R->len_shift = len_shift;
     R->seq_dw = seq_dw;
@@ -547,7 +584,9 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
     R->head_add = head_add;
     R->vals = Py_NewRef(vals);
     R->var = Py_NewRef(var);
-    R->on_error = Py_NewRef(on_error);
+    if (io_init(&R->io, rec, ring, userd, bell, entries, gp_put_dw, token, bell_index, bell_width,
+                on_error) < 0)
+        goto fail;
     void *p;
     if (rget_view(R, R_WORDS, words, 4, "words", &p) < 0) goto fail;
     R->words = p;
@@ -566,26 +605,12 @@ static PyObject *make_replay(PyObject *mod, PyObject *args, PyObject *kw) {
     R->dev = p;
     if (rget_view(R, R_CH, cw, sizeof(channel_state), "channel_words", &p) < 0) goto fail;
     R->ch = p;
-    if (rget_view(R, R_REC, rec, (Py_ssize_t)entries * 16, "records", &p) < 0) goto fail;
-    R->rec = p;
-    if (rget_view(R, R_RING, ring, (Py_ssize_t)entries * 8, "ring", &p) < 0) goto fail;
-    R->ringp = p;
-    if (rget_view(R, R_USERD, userd, (gp_put_dw + 1) * 4, "userd", &p) < 0) goto fail;
-    R->userdp = p;
     if (rget_view(R, R_PROGRESS, progress, 8, "progress", &p) < 0) goto fail;
     R->progress = p;
     if (rget_view(R, R_LAST, last, 8, "last", &p) < 0) goto fail;
     R->last = p;
     if (rget_view(R, R_TL, tl, 8, "timeline", &p) < 0) goto fail;
     R->tlv = p;
-    if (PyCallable_Check(bell)) {
-        R->bell_fn = Py_NewRef(bell);
-        if (!(R->token_obj = PyLong_FromUnsignedLongLong(token))) goto fail;
-    } else {
-        if (rget_view(R, R_BELL, bell, (bell_index + 1) * bell_width, "doorbell", &p) < 0)
-            goto fail;
-        R->bellp = (uint8_t *)p + bell_index * bell_width;
-    }
     Py_ssize_t tw[TRAILER_DW];
     if (get_ints(trailer, TRAILER_DW, tw, NULL, "trailer") < 0) goto fail;
     for (int i = 0; i < TRAILER_DW; i++) R->trailer[i] = (uint32_t)tw[i];
@@ -661,15 +686,7 @@ static int get_ints(PyObject *seq, Py_ssize_t n, Py_ssize_t *out, uint64_t *out_
 
 static int get_view(launcher *L, int which, PyObject *o, Py_ssize_t need, const char *what,
                     void **ptr) {
-    if (PyObject_GetBuffer(o, &L->view[which], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    L->have[which] = 1;
-    if (L->view[which].len < need) {
-        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, %zd needed", what, L->view[which].len,
-                     need);
-        return -1;
-    }
-    *ptr = L->view[which].buf;
-    return 0;
+    return take_view(&L->view[which], &L->have[which], o, need, what, ptr);
 }
 
 static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
@@ -694,9 +711,8 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_TypeError, "make() takes every setting, by keyword");
         return NULL;
     }
-    if (n < 1 || n > MAX_SLOTS || (n & (n - 1)) || !entries || (entries & (entries - 1)) ||
-        (bell_width != 4 && bell_width != 8)) {
-        PyErr_SetString(PyExc_ValueError, "bad slot count, GPFIFO size or doorbell width");
+    if (n < 1 || n > MAX_SLOTS || (n & (n - 1))) {
+        PyErr_SetString(PyExc_ValueError, "bad slot count");
         return NULL;
     }
     launcher *L = (launcher *)PyMem_Calloc(1, sizeof(launcher));
@@ -707,10 +723,9 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
         return NULL;
     }
     L->n = n;
-    L->mask = entries - 1;
-    L->gp_put_dw = gp_put_dw;
-    L->token = token;
-    L->bell_width = bell_width;
+    if (io_init(&L->io, rec, ring, userd, bell, entries, gp_put_dw, token, bell_index, bell_width,
+                on_error) < 0)
+        goto fail;
     void *p;
     if (get_view(L, V_CHUNK, chunk, 0, "chunk", &p) < 0) goto fail;
     L->base = p;
@@ -720,22 +735,8 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
     L->dev = p;
     if (get_view(L, V_CH, cw, sizeof(channel_state), "channel_words", &p) < 0) goto fail;
     L->ch = p;
-    if (get_view(L, V_REC, rec, (Py_ssize_t)entries * 16, "records", &p) < 0) goto fail;
-    L->rec = p;
     if (get_view(L, V_TL, tl, 8, "timeline", &p) < 0) goto fail;
     L->tlv = p;
-    if (get_view(L, V_RING, ring, (Py_ssize_t)entries * 8, "ring", &p) < 0) goto fail;
-    L->ringp = p;
-    if (get_view(L, V_USERD, userd, (gp_put_dw + 1) * 4, "userd", &p) < 0) goto fail;
-    L->userdp = p;
-    if (PyCallable_Check(bell)) {  /* a doorbell that is a Python call */
-        L->bell_fn = Py_NewRef(bell);
-        if (!(L->token_obj = PyLong_FromUnsignedLongLong(token))) goto fail;
-    } else {
-        if (get_view(L, V_BELL, bell, (bell_index + 1) * bell_width, "doorbell", &p) < 0)
-            goto fail;
-        L->bellp = (uint8_t *)p + bell_index * bell_width;
-    }
     if (get_ints(pars, n, L->param_off, NULL, "param_offs") < 0 ||
         get_ints(pays, n, L->payload_idx, NULL, "payload_idx") < 0 ||
         get_ints(acq, n, L->acq_idx, NULL, "acquire_idx") < 0 ||
@@ -777,14 +778,13 @@ static PyObject *make(PyObject *mod, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "types: a tuple of one type per argument kind is needed");
         goto fail;
     }
-    if (!PyType_Check(btype) || !PyCallable_Check(on_error)) {
-        PyErr_SetString(PyExc_TypeError, "buffer_type must be a type, on_error a callable");
+    if (!PyType_Check(btype)) {
+        PyErr_SetString(PyExc_TypeError, "buffer_type must be a type");
         goto fail;
     }
     L->buffer_type = Py_NewRef(btype);
     L->types = Py_NewRef(types);
     L->owner = Py_NewRef(owner);
-    L->on_error = Py_NewRef(on_error);
     PyObject *fn = PyCFunction_New(&launch_def, cap);
     Py_DECREF(cap);
     return fn;
