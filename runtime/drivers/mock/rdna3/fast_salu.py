@@ -248,7 +248,7 @@ def _bind_int(g: WaveSet, P: Planes, r0: bool, v0: Any, r1: bool, v1: Any, n_src
         # SCC read and written through memoryviews (several times cheaper per element than
         # numpy's item and item assignment; the values are Python ints and bools)
         mark, forget = dirty_s.add, lanes.pop
-        sv, cv = memoryview(S1), memoryview(SCC)
+        sv, cv = S1.data, SCC.data   # (memoryviews, strided where the row is)
         item = sv.__getitem__
         if r0 and not r1:
             if write:
