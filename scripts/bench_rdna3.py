@@ -21,8 +21,9 @@ alternate: in each of --rounds rounds every case runs once on our side and then 
 peer's (tinygrad's test/mockgpu/amd/emu.py `run_asm`, kept loaded in one subprocess by
 scripts/rdna3_peer.py --serve from a tinygrad checkout given with --peer), after one warm-up run
 each. Printed per case: the best of the rounds of wall time and CPU time (time.process_time:
-every thread of the process) per side, their ratios, and our wave-instructions/s; the JSON file
-keeps every round. The peer's output is checked against numpy like ours; a case it cannot run
+every thread of the process) per side, their ratios, the median over the rounds of each
+round's CPU ratio (its two runs were back to back, so drift moves it less), and our
+wave-instructions/s; the JSON file keeps every round. The peer's output is checked against numpy like ours; a case it cannot run
 is reported with its error. The load average before and after is printed with the table.
 --instructions adds a figure the load does not move: the machine instructions of one run of
 the slow cases on each side, counted with valgrind (scripts/callgrind_region.py; minutes).
@@ -477,9 +478,15 @@ def measure(quick: bool, peer: Path | None, only: set[str] | None = None,
             note = (note + "; " if note else "") + p
         elif p:
             pms, pcpu = min(x[0] for x in p), min(x[1] for x in p)
+        extra: dict[str, Any] = {"rounds_ours_ms": o,
+                                 "rounds_peer_ms": p if isinstance(p, list) else []}
+        if isinstance(p, list) and p:
+            # each round's ours and peer ran back to back: their ratio moves less with the
+            # machine's drift than the ratio of the two sides' best rounds
+            extra["cpu_ratio_median_of_rounds"] = float(np.median(
+                [pc / oc for (_, oc), (_, pc) in zip(o, p) if oc > 0]))
         rows.append(Row(c.name, c.size, best, pms, (pms / best) if pms else None, w,
-                        w / (best / 1e3), note, cpu, pcpu,
-                        {"rounds_ours_ms": o, "rounds_peer_ms": p if isinstance(p, list) else []}))
+                        w / (best / 1e3), note, cpu, pcpu, extra))
     if only is None or "launch" in only:
         lat, lat_cpu = bench_launch(100 if quick else 300)
         rows.append(Row("launch", "empty", lat * 1e3, None, None, 0, 0.0,
@@ -585,9 +592,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = measure(args.quick, args.peer, only, args.rounds)
     load1 = os.getloadavg()
-    print(f"{args.rounds} round(s), ours then the peer per case; best of the rounds per side")
+    print(f"{args.rounds} round(s), ours then the peer per case; best of the rounds per side "
+          "(peer/ours: wall and CPU of the best rounds; rnd: median of each round's CPU ratio)")
     print(f"{'case':7} {'size':15} {'ours ms':>9} {'cpu ms':>9} {'peer ms':>9} {'cpu ms':>9} "
-          f"{'peer/ours':>9} {'cpu':>7} {'M wave-inst/s':>13}  note")
+          f"{'peer/ours':>9} {'cpu':>7} {'rnd':>7} {'M wave-inst/s':>13}  note")
     for r in rows:
         peer = f"{r.peer_ms:9.1f}" if r.peer_ms is not None else f"{'-':>9}"
         pcpu = f"{r.peer_cpu_ms:9.1f}" if r.peer_cpu_ms is not None else f"{'-':>9}"
@@ -595,9 +603,11 @@ def main(argv: list[str] | None = None) -> int:
         ratio = f"{r.ratio:8.1f}x" if r.ratio is not None else f"{'-':>9}"
         cratio = (f"{r.peer_cpu_ms / r.ours_cpu_ms:6.1f}x"
                   if r.peer_cpu_ms is not None and r.ours_cpu_ms else f"{'-':>7}")
+        med = r.extra.get("cpu_ratio_median_of_rounds")
+        mratio = f"{med:6.1f}x" if med is not None else f"{'-':>7}"
         rate = f"{r.ours_wave_instr_per_s / 1e6:13.3f}" if r.wave_instructions else f"{'-':>13}"
         print(f"{r.case:7} {r.size:15} {r.ours_ms:9.2f} {ocpu} {peer} {pcpu} {ratio} {cratio} "
-              f"{rate}  {r.note}")
+              f"{mratio} {rate}  {r.note}")
     print(f"load average (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} before, "
           f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} after, on {os.cpu_count()} cores; "
           f"{time.perf_counter() - t0:.0f} s")

@@ -997,3 +997,59 @@ def test_float_add_retry_rounds_are_taken_in_clang_loops(monkeypatch):
                       if prog.insts[i].name == "s_cbranch_execnz")
         loop = interp.retry_loop(prog, cas, branch)
         assert loop is not None and loop.fadd is not None, name
+
+
+_SCALAR_LOOP = """
+s_mov_b32 s10, 0
+s_mov_b32 s12, s8
+s_mov_b32 s13, s9
+v_mov_b32 v2, 0
+loop:
+{op} s14, s12, s13
+{op2} s15, s13, {k}
+s_cselect_b32 s16, 1, 2
+{cmp} s14, s15
+s_cselect_b32 s17, 4, 8
+{cmp} s15, {k}
+s_cselect_b32 s18, 16, 32
+s_add_u32 s12, s12, s14
+s_xor_b32 s13, s13, s15
+v_xor_b32 v2, s16, v2
+v_add_nc_u32 v2, s17, v2
+v_xor_b32 v2, s18, v2
+v_add_nc_u32 v2, s12, v2
+v_xor_b32 v2, s13, v2
+v_mul_lo_u32 v2, 0x9e3779b1, v2
+s_add_i32 s10, s10, 1
+s_cmp_lg_u32 s10, 4
+s_cbranch_scc1 loop
+"""
+_SOP2 = ["s_add_i32", "s_sub_i32", "s_add_u32", "s_sub_u32", "s_and_b32", "s_or_b32",
+         "s_xor_b32", "s_lshl_b32", "s_lshr_b32", "s_ashr_i32", "s_min_i32", "s_max_u32",
+         "s_mul_i32", "s_lshl1_add_u32", "s_andn2_b32", "s_nor_b32"]
+_SOPC = ["s_cmp_eq_u32", "s_cmp_lg_u32", "s_cmp_lt_i32", "s_cmp_ge_u32", "s_cmp_gt_i32",
+         "s_cmp_le_u32", "s_bitcmp1_b32"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(op=st.sampled_from(_SOP2), op2=st.sampled_from(_SOP2), cmp=st.sampled_from(_SOPC),
+       k=st.sampled_from(["0", "1", "-16", "31", "64", "0x80000000", "0x12345678"]),
+       x=st.integers(0, 0xFFFFFFFF), y=st.integers(0, 0xFFFFFFFF))
+def test_bound_scalar_ops_match_general_path(op, op2, cmp, k, x, y):
+    """One wave's scalar ops bound in a loop's block (two SGPRs, an SGPR and a constant, and
+    compares of both kinds: their SGPR row and SCC read and written through memoryviews) give
+    the general path's SGPRs and SCC, seen through the VGPR each pass folds them into."""
+    code = assemble_labels(PROLOGUE + _SCALAR_LOOP.format(op=op, op2=op2, cmp=cmp, k=k) +
+                           EPILOGUE)
+    xs, ys = np.full(32, x, u32), np.full(32, y, u32)
+
+    def run() -> tuple[np.ndarray, int, int]:
+        dev = RawDevice()
+        vo = dev.alloc(4 * 32)
+        vx, vy = dev.upload(xs), dev.upload(ys)
+        st_ = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32,
+                                    vy & 0xFFFFFFFF, vy >> 32], (1,), (32,))
+        return dev.download(vo, 32, u32), st_.wave_instructions, st_.lane_instructions
+    (fast, fw, fl), (slow, sw, sl) = _run_both(pytest.MonkeyPatch(), run)
+    np.testing.assert_array_equal(fast, slow)
+    assert (fw, fl) == (sw, sl)

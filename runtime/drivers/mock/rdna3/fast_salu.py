@@ -241,6 +241,49 @@ def _bind_int(g: WaveSet, P: Planes, r0: bool, v0: Any, r1: bool, v1: Any, n_src
         return None
     lanes, dirty_s = g.lanes, g.m.dirty_s
     write = out != NULL
+    if n_src == 2 and not reads_scc and S1.ndim == 1 and S1.dtype == np.uint32 and \
+            SCC.dtype == np.bool_:
+        # the usual shapes, each its own function (a test per step costs about what the
+        # step's own work does), with the methods they call looked up here; the SGPR row and
+        # SCC read and written through memoryviews (several times cheaper per element than
+        # numpy's item and item assignment; the values are Python ints and bools)
+        mark, forget = dirty_s.add, lanes.pop
+        sv, cv = S1.data, SCC.data   # (memoryviews, strided where the row is)
+        item = sv.__getitem__
+        if r0 and not r1:
+            if write:
+                def run_rc() -> None:
+                    d, scc = fn(item(v0), v1)
+                    if d is not None:
+                        sv[out] = d
+                        mark(out)
+                        forget(out, None)   # an unpacked copy of the old value is stale
+                    if scc is not None:
+                        cv[w] = scc
+                return run_rc, (), ()
+
+            def cmp_rc() -> None:
+                scc = fn(item(v0), v1)[1]
+                if scc is not None:
+                    cv[w] = scc
+            return cmp_rc, (), ()
+        if r0 and r1:
+            if write:
+                def run_rr() -> None:
+                    d, scc = fn(item(v0), item(v1))
+                    if d is not None:
+                        sv[out] = d
+                        mark(out)
+                        forget(out, None)
+                    if scc is not None:
+                        cv[w] = scc
+                return run_rr, (), ()
+
+            def cmp_rr() -> None:
+                scc = fn(item(v0), item(v1))[1]
+                if scc is not None:
+                    cv[w] = scc
+            return cmp_rr, (), ()
 
     def run() -> None:
         a = S1.item(v0) if r0 else v0
