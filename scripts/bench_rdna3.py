@@ -519,11 +519,16 @@ def count_peer(peer: Path, c: Case) -> int | str:
         log, job = Path(tmp) / "cg.log", Path(tmp) / "job.npz"
         names = _peer_job(c, job)
         env = dict(_peer_env(tmp), PYTHONHASHSEED="0")
+        # tinygrad's CPU backend compiles its kernels for the host (-march=native); valgrind
+        # implements no AVX-512, so on a host that has it the counted run would die of SIGILL.
+        # AVX2 code runs the same emulator, counted.
+        env.setdefault("DEV", "CPU:CLANG:x86_64,x86-64-v3")
         res = subprocess.run(callgrind_region.command(
             log, [str(ROOT / "scripts" / "rdna3_peer.py"), str(peer), str(job), "--count"]),
             capture_output=True, text=True, env=env, timeout=1800)
         if res.returncode != 0:
-            last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "?"
+            last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else \
+                f"exit status {res.returncode}"
             return f"peer failed: {last[:120]}"
         if not _peer_check(c, job, names):
             return "peer computed a wrong result"
