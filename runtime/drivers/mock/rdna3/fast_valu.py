@@ -19,6 +19,7 @@ functions: a Python call per operand costs about as much as the numpy work of a 
 """
 from __future__ import annotations
 
+import operator
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -229,9 +230,9 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
             else:   # EXEC partly set: the EXEC lanes only
                 np.copyto(A[kd, d], A[k0, i0] if k0 >= 0 else i0, where=g.exec,
                           casting="unsafe")
-        # (copyto's third argument: casting, as the assignment casts)
+        # (the assignment above, as a C call: no Python frame)
         _BINDERS[run1_cast] = lambda g, P: (
-            np.copyto, (P.views[kd, d], _operand_of(P.views, k0, i0), "unsafe"), (d,))
+            operator.setitem, (P.views[kd, d], Ellipsis, _operand_of(P.views, k0, i0)), (d,))
         return run1_cast
     if len(ops) == 1:
         def run1(g: WaveSet) -> None:
@@ -426,25 +427,35 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         A[kx, dx][...] = rx
         A[ky, dy][...] = ry
 
-    if ux is None and uy is None:
+    if clash:
         return run
+
+    def half(a: Any, b: Any, D: np.ndarray, move: bool, u: np.ufunc | None,
+             fn: Callable[..., np.ndarray], acc: bool, lit: Any
+             ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        # one half computed into its register: a ufunc with its output, a move as a copy,
+        # else the lane function's result assigned
+        if u is not None:
+            return u, (a, b, D)
+        if move:
+            return operator.setitem, (D, Ellipsis, a)
+
+        def other() -> None:
+            D[...] = fn(a, b, D if acc else None, lit)
+        return other, ()
 
     def bind(g: WaveSet, P: Planes) -> Bound:
         # the in-place form above on views looked up once (X written first: Y does not read
         # X's destination)
         A = P.views
-        ax, bx, DX = _operand_of(A, kax, iax), _operand_of(A, kbx, ibx), A[kx, dx]
-        ay, by, DY = _operand_of(A, kay, iay), _operand_of(A, kby, iby), A[ky, dy]
+        fx_, ax_ = half(_operand_of(A, kax, iax), _operand_of(A, kbx, ibx), A[kx, dx], movx,
+                        ux, fx, accx, lx)
+        fy_, ay_ = half(_operand_of(A, kay, iay), _operand_of(A, kby, iby), A[ky, dy], movy,
+                        uy, fy, accy, ly)
 
         def run_bound() -> None:
-            if ux is not None:
-                ux(ax, bx, out=DX)
-            else:
-                DX[...] = ax if movx else fx(ax, bx, DX if accx else None, lx)
-            if uy is not None:
-                uy(ay, by, out=DY)
-            else:
-                DY[...] = ay if movy else fy(ay, by, DY if accy else None, ly)
+            fx_(*ax_)
+            fy_(*ay_)
         return run_bound, (), (dx, dy)
     bindable(run, bind)
     return run

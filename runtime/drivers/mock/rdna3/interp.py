@@ -925,7 +925,8 @@ class Dispatch:
                             if loop is None:
                                 loop = step.loop = one_wave_loop(prog, pc) or False
                             if loop:
-                                pc, count, lanes = _run_loop(loop, g, count, lanes, budget)
+                                pc, count, lanes = _run_loop(loop, prog, g, count, lanes,
+                                                               budget)
                                 continue
                         pc = step.target if taken else pc + 1
                         continue
@@ -1019,7 +1020,18 @@ def _straight_run(prog: Program, start: int, end: int) \
     return tuple(body) if j == end else None
 
 
-def _bind_loop(loop: Loop, g: WaveSet, P: Planes) -> tuple[BoundStep, ...]:
+class BoundLoop(NamedTuple):
+    """A loop's steps bound to one wave set's planes (_bind_loop). Where every step is bound
+    and the branch tests the SCC of one wave, `calls` holds each step's (fn, args) and the
+    rounds run without looking at each step (`_run_bound_rounds`); else `calls` is None."""
+
+    steps: tuple[BoundStep, ...]
+    calls: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] | None
+    scc: memoryview | None = None   # the machine's SCC, one bool per wave
+    taken_if: bool = True           # the SCC value that takes the branch
+
+
+def _bind_loop(loop: Loop, prog: Program, g: WaveSet, P: Planes) -> BoundLoop:
     """The loop's steps bound to P where they can be (as _bind does for a block); NOP slots
     are left out (they are only counted)."""
     out: list[BoundStep] = []
@@ -1030,10 +1042,16 @@ def _bind_loop(loop: Loop, g: WaveSet, P: Planes) -> tuple[BoundStep, ...]:
         if fn is None:
             continue
         out.append(_bound_step(fn, fast_valu.binder(fn), st, pc, slots, g, P))
-    return tuple(out)
+    steps = tuple(out)
+    name = prog.insts[loop.branch].name
+    if all(b[3] for b in steps) and P.s1 is not None and P.scc.ndim == 1 and \
+            P.scc.dtype == np.bool_ and name in ("s_cbranch_scc0", "s_cbranch_scc1"):
+        return BoundLoop(steps, tuple((b[0], b[1]) for b in steps), P.scc.data,
+                         name == "s_cbranch_scc1")
+    return BoundLoop(steps, None)
 
 
-def _run_loop(loop: Loop, g: WaveSet, count: int, lanes: int, budget: int
+def _run_loop(loop: Loop, prog: Program, g: WaveSet, count: int, lanes: int, budget: int
               ) -> tuple[int, int, int]:
     """Runs a loop of one wave (with planes) from its head, after its branch was taken: time
     round after time round as the scheduler would run them (the same steps, the same counts;
@@ -1049,11 +1067,13 @@ def _run_loop(loop: Loop, g: WaveSet, count: int, lanes: int, budget: int
     while count + n_body + 1 < budget:
         P = g.fast
         if P is not None and not g.dirty:
-            bound = P.bound.get(key)
-            if bound is None:
-                bound = P.bound[key] = _bind_loop(loop, g, P)
+            bl = P.bound.get(key)
+            if bl is None:
+                bl = P.bound[key] = _bind_loop(loop, prog, g, P)
+            if bl.calls is not None:
+                return _run_bound_rounds(loop, bl, P.w, g.active, count, lanes, budget)
             active = g.active
-            for fn, args, st, is_bound, after, through in bound:
+            for fn, args, st, is_bound, after, through in bl.steps:
                 try:
                     if is_bound:
                         fn(*args)
@@ -1082,6 +1102,32 @@ def _run_loop(loop: Loop, g: WaveSet, count: int, lanes: int, budget: int
         if not cond(g):   # (one wave with planes: a bool)
             return branch + 1, count, lanes
     return head, count, lanes
+
+
+def _run_bound_rounds(loop: Loop, bl: BoundLoop, w: int, active: int, count: int, lanes: int,
+                      budget: int) -> tuple[int, int, int]:
+    """_run_loop's time rounds where every step of the loop is bound and its branch tests the
+    SCC of wave w (BoundLoop.calls): no bound step changes EXEC or unpacks a lane mask, so
+    every round counts the same, and the rounds run as calls of the bound steps and a look at
+    SCC, until the branch is not taken or the next round would reach `budget`."""
+    per = loop.branch - loop.head + 1
+    add = active * per
+    calls, scc, taken_if = bl.calls, bl.scc, bl.taken_if
+    assert calls is not None and scc is not None
+    i = 0
+    try:
+        while count + per < budget:
+            i = 0
+            for fn, args in calls:
+                fn(*args)
+                i += 1
+            count += per
+            lanes += add
+            if scc[w] is not taken_if:
+                return loop.branch + 1, count, lanes
+    except Exception as e:
+        raise _fault(bl.steps[i][2], e) from None
+    return loop.head, count, lanes
 
 
 class RetryLoop(NamedTuple):

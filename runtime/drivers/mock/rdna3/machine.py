@@ -297,6 +297,25 @@ class Machine:
         self._seen = (access, lo, hi, words, base, mem.generation)
         return words, at >> 2
 
+    def noted_dwords(self, va: int, access: str, ndw: int = 1) -> np.ndarray | None:
+        """A uint32 view whose element i is the ndw little-endian dwords at byte va + i (aligned
+        or not; shape [n] for one dword, [n, ndw] for more) over the bytes from va to the end
+        of the range words_at found last for `access`, which the dispatch's access record
+        holds already: an index whose dwords reach past that range raises IndexError. None
+        where va is not inside that range. Valid while the memory's generation stays what it
+        is now."""
+        seen = self._seen
+        if seen is None or seen[0] != access or not seen[1] <= va or \
+                seen[5] != self.mem.generation:
+            return None
+        n = seen[2] - va - 4 * ndw + 1
+        if n <= 0:
+            return None
+        words, at = seen[3], va - seen[4]
+        if ndw == 1:
+            return np.ndarray((n,), np.uint32, words, at, (1,))
+        return np.ndarray((n, ndw), np.uint32, words, at, (1, 4))
+
     def scratch_words(self) -> np.ndarray:
         """The dispatch's scratch backing memory as uint32 words (slot after slot; see
         scratch_view for the layout), raising the fault for a dispatch without any."""

@@ -236,22 +236,44 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
     active whose lanes are dword aligned and fall in one mapping (a one-wave loop's loads):
     one gather or scatter over that mapping's words. Anything else, a fault included, takes
     `generic`, which is the reference semantics. Bindable: in a straight-line block its
-    registers are looked up once per wave set."""
+    registers are looked up once per wave set.
+
+    A load whose lanes all fall in the range this step's last look-up found (from the same
+    base, while no mapping changed: the range the dispatch's access record holds already)
+    gathers over that range's bytes without computing the offsets' bound (one fancy index
+    over `Machine.noted_dwords`, which raises IndexError for an offset past the range, and
+    reads a misaligned dword as the general path does)."""
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
     nbytes = 4 * ndw
     access = "read" if load else "write"
     regs = [(vdst if load else vdata) + j for j in range(ndw)]
 
-    def go(g: WaveSet, S1: np.ndarray, off: np.ndarray, tmp: np.ndarray,
-           data: list[np.ndarray]) -> None:
-        start = (S1.item(saddr) | S1.item(saddr + 1) << 32) + imm
+    def go(g: WaveSet, sv: memoryview, off: np.ndarray, tmp: np.ndarray,
+           data: list[np.ndarray], last: list[Any]) -> None:
+        # last: [base, memory, its generation, Machine.noted_dwords from base] of this step's
+        # last look-up, or [None] * 4
+        start = (sv[saddr] | sv[saddr + 1] << 32) + imm
+        m = g.m
+        mem = m.mem
+        if start == last[0] and mem is last[1] and mem.generation == last[2]:
+            try:
+                got = last[3][off]
+            except IndexError:
+                pass   # past the range: the look-up below notes the new one
+            else:
+                if ndw == 1:
+                    data[0][...] = got
+                else:
+                    for j, r in enumerate(data):
+                        r[...] = got[..., j]
+                return
         top = dword_offsets_top(off)
         if start & 3 or top < 0:
             return generic(g)
         # (the look-up also notes the range [start, start + top + nbytes) as the dispatch's
         # access, for the queue's hazard checks)
-        got = g.m.words_at(start, top + nbytes, access)
+        got = m.words_at(start, top + nbytes, access)
         if got is None:
             return generic(g)
         words, base = got
@@ -264,6 +286,9 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         if load:
             for j, r in enumerate(data):
                 words.take(idx + u32(j) if j else idx, out=r, mode="clip")
+            win = m.noted_dwords(start, access, ndw)
+            if win is not None:
+                last[:] = start, mem, mem.generation, win
         else:
             for j, r in enumerate(data):
                 words.put(idx + u32(j) if j else idx, r, mode="clip")
@@ -279,14 +304,14 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         U = P.views
         if load:
             P.dirty_v.update(regs)
-        go(g, P.s1, U[0, vaddr], P.tmp, [U[0, r] for r in regs])
+        go(g, P.s1.data, U[0, vaddr], P.tmp, [U[0, r] for r in regs], [None] * 4)
 
     def bind(g: WaveSet, P: Planes) -> Bound | None:
         # (bound steps run while no SGPR holds an unpacked lane mask: nothing to pack first)
         if P.s1 is None:
             return None
         U = P.views
-        return go, (g, P.s1, U[0, vaddr], P.tmp, [U[0, r] for r in regs]), \
+        return go, (g, P.s1.data, U[0, vaddr], P.tmp, [U[0, r] for r in regs], [None] * 4), \
             tuple(regs) if load else ()
     bindable(run, bind)
     return run
