@@ -128,15 +128,22 @@ _CONST_SHIFTS = {"v_lshlrev_b32": np.left_shift, "v_lshrrev_b32": np.right_shift
 
 
 def _mul_hi_into(wide: type) -> Callable[..., None]:
+    amount = np.array(32, dtype=wide)
+    as_is = wide is np.int64   # (the scratch register's own type: no view needed)
+
     def run(a: np.ndarray, b: np.ndarray, out: np.ndarray, wide_tmp: np.ndarray) -> None:
         # exact: a 32 x 32-bit product fits 64 bits; computed in the wave set's 64-bit scratch
-        # register (one operand widened there, the other by the ufunc)
-        t: np.ndarray = wide_tmp.view(wide)
+        # register (one operand widened there, the other by the ufunc: a constant comes
+        # widened already where the step is bound, so the ufunc's types match)
+        t: np.ndarray = wide_tmp if as_is else wide_tmp.view(wide)
         t[...] = a
-        np.multiply(t, b, out=t)
-        np.right_shift(t, 32, out=t)
+        np.multiply(t, b, t)
+        np.right_shift(t, amount, t)
         out[...] = t
     return run
+
+
+_WIDE = {"v_mul_hi_i32": np.int64, "v_mul_hi_u32": np.uint64}
 
 
 def _add3_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray,
@@ -209,9 +216,12 @@ def plain(inst: Inst, srcs: tuple[str, ...], dst: str, fn: Callable[..., np.ndar
                 compute_into(A[k0, i0] if k0 >= 0 else i0, A[k1, i1] if k1 >= 0 else i1,
                              A[k2, i2] if k2 >= 0 else i2, A[kd, d], P.tmp64)
 
+        wide = _WIDE.get(inst.name)
+
         def bind_into(g: WaveSet, P: Planes) -> Bound:
             A = P.views
-            srcs_now = [_operand_of(A, k, i) for k, i in ops]
+            srcs_now = [_operand_of(A, k, i) if k >= 0 or wide is None else
+                        np.asarray(i).astype(wide) for k, i in ops]
             return compute_into, (*srcs_now, A[kd, d], P.tmp64), (d,)
         _BINDERS[run_into] = bind_into
         return run_into
@@ -334,6 +344,20 @@ def fmac_pow2(inst: Inst, k: np.ndarray, slow: Exec) -> Exec:
         D, T, TF = A[F32_PLANE, d], P.tmp, P.tmp_f
         x = A[kf, i_f] if kf >= 0 else i_f
         bits = A[ku, iu] if ku >= 0 else iu
+
+        if half and D.size == 32 and fp.LITTLE:
+            # one wave: fp.exponents_above_1's test on the register's top bytes inline (a
+            # Python call costs about what the test does), numpy called with positional outputs
+            multiply, add, tobytes = np.multiply, np.add, bits.tobytes
+
+            def run_bound_wave() -> None:
+                top = tobytes()[3::4]
+                if 0 not in top and 0x80 not in top or fp.halves_exactly(bits):
+                    multiply(x, k, TF)
+                    add(TF, D, D)
+                    return
+                fp.fma32_pow2(x, k, D, out=D)
+            return run_bound_wave, (), (d,)
 
         def run_bound() -> None:
             if half:

@@ -83,7 +83,7 @@ _BELOW_EXP2 = np.array(0x01FFFFFF, dtype=np.uint32)
 _FLT_MAX = 3.4028234663852886e38
 
 
-_LITTLE = sys.byteorder == "little"
+LITTLE = sys.byteorder == "little"
 
 
 def exponents_above_1(bits: np.ndarray, tmp: np.ndarray) -> bool:
@@ -91,7 +91,7 @@ def exponents_above_1(bits: np.ndarray, tmp: np.ndarray) -> bool:
     at least 2 (then x * 0.5 is exact): for one wave's 32 lanes on the bytes of the register
     (bits 30:24 of each lane, in its top byte, are not all zero: the byte is neither 0x00 nor
     0x80), else `tmp` (uint32 of the same shape) takes the masked bits."""
-    if _LITTLE and bits.size <= 32:
+    if LITTLE and bits.size <= 32:
         top = bits.tobytes()[3::4]
         return 0 not in top and 0x80 not in top
     np.bitwise_and(bits, EXP_ABOVE_1, out=tmp)

@@ -249,7 +249,7 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
     access = "read" if load else "write"
     regs = [(vdst if load else vdata) + j for j in range(ndw)]
 
-    def go(g: WaveSet, sv: memoryview, off: np.ndarray, tmp: np.ndarray,
+    def go(g: WaveSet, sv: memoryview, off: np.ndarray, tmp: np.ndarray, tmp64: np.ndarray,
            data: list[np.ndarray], last: list[Any]) -> None:
         # last: [base, memory, its generation, Machine.noted_dwords from base] of this step's
         # last look-up, or [None] * 4
@@ -257,8 +257,11 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         m = g.m
         mem = m.mem
         if start == last[0] and mem is last[1] and mem.generation == last[2]:
+            # (the offsets widened to numpy's index type first: indexing converts uint32 ones
+            # at several times the cost of this assignment)
+            tmp64[...] = off
             try:
-                got = last[3][off]
+                got = last[3][tmp64]
             except IndexError:
                 pass   # past the range: the look-up below notes the new one
             else:
@@ -304,14 +307,15 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         U = P.views
         if load:
             P.dirty_v.update(regs)
-        go(g, P.s1.data, U[0, vaddr], P.tmp, [U[0, r] for r in regs], [None] * 4)
+        go(g, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs], [None] * 4)
 
     def bind(g: WaveSet, P: Planes) -> Bound | None:
         # (bound steps run while no SGPR holds an unpacked lane mask: nothing to pack first)
         if P.s1 is None:
             return None
         U = P.views
-        return go, (g, P.s1.data, U[0, vaddr], P.tmp, [U[0, r] for r in regs], [None] * 4), \
+        return go, (g, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs],
+                    [None] * 4), \
             tuple(regs) if load else ()
     bindable(run, bind)
     return run
@@ -925,64 +929,85 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
                             general: Exec) -> Exec:
     """_private_words for one wave32 with every lane active and the common addressing (a VGPR
     offset plus a non-negative, dword-aligned immediate), on the register planes: dword d of
-    lane l at private offset o is word slot + (o + imm) * 8 + 32 d + l of the scratch words.
-    Anything else, an offset out of range included, takes `general`. Bindable: in a
-    straight-line block its registers, the scratch words and the wave's slot are looked up
-    once per wave set."""
-    firsts: dict[int, np.ndarray] = {}   # each wave's lane words of private offset 0
-    regs = [(vdst if load else vdata) + j for j in range(ndw)]
+    lane l at private offset o is word (o + imm) * 8 + 32 d + l of the wave's slot of the
+    scratch words. All ndw dwords of every lane move in one fancy index over the slot, between
+    it and the ndw registers (adjacent in the VGPR file). Anything else, a misaligned offset or
+    one past the slot included (indexing the slot raises IndexError before anything moves),
+    takes `general`. Bindable: in a straight-line block its registers and the wave's slot are
+    looked up once per wave set."""
+    first = vdst if load else vdata
+    regs = [first + j for j in range(ndw)]
+    # the word of dword j of lane l at private offset 0 (with the immediate): [ndw, 1, 32],
+    # [1, 32] for one dword (the registers' shape: same-shaped operands cost numpy less)
+    lane_words = (imm * 8 + 32 * np.arange(ndw, dtype=np.int64)[:, None, None]
+                  + np.arange(32, dtype=np.int64)[None, None, :])
+    if ndw == 1:
+        lane_words = lane_words[0]
+    lane_words.setflags(write=False)
 
-    def go(g: WaveSet, off: np.ndarray, words: np.ndarray, wave_B: int, lanes: np.ndarray,
-           tmp64: np.ndarray, data: list[np.ndarray]) -> None:
-        # (-1: an offset is misaligned or negative as an int32)
-        top = dword_offsets_top(off, signed=True)
-        if top < 0 or (((top + imm) >> 2) + ndw) * 128 > wave_B:
+    def go(g: WaveSet, off: np.ndarray, slot: np.ndarray, block: np.ndarray,
+           tmp64: np.ndarray, idx: np.ndarray) -> None:
+        if not dword_aligned(off):
             return general(g)
-        # (the word indices in the wave set's 64-bit scratch register, not a new array)
-        idx = np.multiply(off, 8, out=tmp64, dtype=np.int64)
-        np.add(idx, lanes, out=idx)
-        if load:
-            for j, r in enumerate(data):
-                words.take(idx + 32 * j if j else idx, out=r)
-        else:
-            for j, r in enumerate(data):
-                words.put(idx + 32 * j if j else idx, r)
-
-    def lanes_of(P: Planes, wave_B: int) -> np.ndarray:
-        first = P.w * (wave_B >> 2) + imm * 8
-        lanes = firsts.get(first)
-        if lanes is None:
-            if len(firsts) > 64:
-                firsts.clear()
-            lanes = firsts[first] = _LANE32 + first
-        return lanes
-
-    def run(g: WaveSet) -> None:
-        P = g.fast
-        sc = g.m.scratch
-        if P is None or P.s1 is None or sc is None:
+        # (in the 64-bit scratch register, widened first: offset * 8 cannot wrap there, and
+        # numpy's calls cost least on operands of one type)
+        tmp64[...] = off
+        np.left_shift(tmp64, _THREE, tmp64)
+        np.add(tmp64, lane_words, idx)
+        try:
+            if load:
+                block[...] = slot[idx]   # (gathered whole first: the address may be among them)
+            else:
+                slot[idx] = block
+        except IndexError:   # an offset past the slot (or negative as an int32)
             return general(g)
-        words = g.m.scratch_words()
-        if not words.size:
-            return general(g)
-        U = P.views
-        if load:
-            P.dirty_v.update(regs)
-        go(g, U[0, vaddr], words, sc.wave_B, lanes_of(P, sc.wave_B), P.tmp64,
-           [U[0, r] for r in regs])
 
-    def bind(g: WaveSet, P: Planes) -> Bound | None:
+    def slot_of(g: WaveSet, P: Planes) -> np.ndarray | None:
         sc = g.m.scratch
         if P.s1 is None or sc is None or not sc.wave_B:
             return None
         words = g.m.scratch_words()   # (kept by the machine: the same all along)
-        if not words.size:
+        n = sc.wave_B >> 2
+        return words[P.w * n:(P.w + 1) * n] if words.size else None
+
+    def run(g: WaveSet) -> None:
+        P = g.fast
+        slot = None if P is None else slot_of(g, P)
+        if P is None or slot is None:
+            return general(g)
+        if load:
+            P.dirty_v.update(regs)
+        go(g, P.views[0, vaddr], slot, *_block_and_index(P, first, ndw))
+
+    def bind(g: WaveSet, P: Planes) -> Bound | None:
+        slot = slot_of(g, P)
+        if slot is None:
             return None
-        U = P.views
-        return go, (g, U[0, vaddr], words, sc.wave_B, lanes_of(P, sc.wave_B), P.tmp64,
-                    [U[0, r] for r in regs]), tuple(regs) if load else ()
+        return go, (g, P.views[0, vaddr], slot, *_block_and_index(P, first, ndw)), \
+            tuple(regs) if load else ()
     bindable(run, bind)
     return run
+
+
+def _block_and_index(P: Planes, first: int, ndw: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(VGPRs first..first+ndw-1 of a one-wave Planes as one array, its 64-bit scratch
+    register, an int64 index array of the block's shape): [1, 32] for one dword, [ndw, 1, 32]
+    for more."""
+    if ndw == 1:
+        return P.views[0, first], P.tmp64, P.tmp64
+    return P.regs[0][first:first + ndw], P.tmp64, np.empty((ndw, 1, 32), np.int64)
+
+
+_THREE = np.array(3, dtype=np.int64)
+
+
+def dword_aligned(off: np.ndarray) -> bool:
+    """Whether every one of one wave's uint32 byte offsets (off [1, 32]) is dword aligned (on
+    the register's low bytes where the host is little-endian)."""
+    if _LITTLE:
+        return not off.tobytes()[::4].translate(None, _ALIGNED)
+    return not int(np.bitwise_or.reduce(off, axis=None)) & 3
 
 
 def _scratch_offsets(inst: Inst) -> Callable[[WaveSet], np.ndarray]:
