@@ -1053,3 +1053,115 @@ def test_bound_scalar_ops_match_general_path(op, op2, cmp, k, x, y):
     (fast, fw, fl), (slow, sw, sl) = _run_both(pytest.MonkeyPatch(), run)
     np.testing.assert_array_equal(fast, slow)
     assert (fw, fl) == (sw, sl)
+
+
+_GLOBAL_LOOP = """
+v_lshlrev_b32 v10, 2, v0
+v_mul_lo_u32 v4, {stride}, v0
+v_add_nc_u32 v4, {bias}, v4
+s_mov_b32 s10, 0
+v_mov_b32 v2, 0
+v_mov_b32 v11, 0
+loop:
+v_and_b32 v5, {mask}, v4
+global_load_b32 v6, v5, s[2:3]
+global_load_{wide} v[7:{last}], v5, s[2:3] offset:{imm}
+s_waitcnt vmcnt(0)
+v_dual_mov_b32 v12, v2 :: v_dual_mov_b32 v13, v7
+v_add3_u32 v2, v12, v13, v8
+v_xor_b32 v11, v11, v6
+v_add_nc_u32 v4, {step}, v4
+s_add_i32 s10, s10, 1
+s_cmp_lg_u32 s10, {rounds}
+s_cbranch_scc1 loop
+v_xor_b32 v2, v2, v11
+global_store_b32 v10, v2, s[0:1]
+s_endpgm
+"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(stride=st.sampled_from([0, 1, 2, 4, 12, 128]), bias=st.integers(0, 40),
+       step=st.sampled_from([0, 3, 4, 128, 0x400]),
+       mask=st.sampled_from([0x7FC, 0xFFF, 0xFFC, 0x1FFC, 0xFFFFFFFF]),
+       wide=st.sampled_from(["b64", "b96", "b128"]), imm=st.sampled_from([0, 4, 6, 64]),
+       rounds=st.sampled_from([3, 40]))
+def test_one_wave_global_loads_in_a_loop_match_general_path(stride, bias, step, mask, wide,
+                                                            imm, rounds):
+    """One-wave GLOBAL loads in a loop whose offsets move, wrap, go misaligned or leave the
+    buffer: from their second round on they gather over the range their last look-up noted
+    (Machine.noted_dwords) and look it up again where an offset leaves it; the same registers,
+    counts and faults as the general path (a VOPD pair of moves bound in the same loop)."""
+    last = 7 + {"b64": 1, "b96": 2, "b128": 3}[wide]
+    code = assemble_labels(_GLOBAL_LOOP.format(stride=stride, bias=bias, step=step, mask=mask,
+                                               wide=wide, last=last, imm=imm, rounds=rounds))
+    words = (np.arange(0x1000 // 4, dtype=np.uint64) * 2654435761 % (1 << 32)).astype(u32)
+
+    def run() -> tuple:  # type: ignore[type-arg]
+        dev = RawDevice()
+        vo, vx = dev.alloc(128), dev.upload(words)
+        try:
+            got = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32],
+                                 (1,), (32,))
+        except KernelFault as e:
+            return ("fault", str(e))
+        return dev.download(vo, 32, u32).tolist(), got.wave_instructions, got.lane_instructions
+    fast, slow = _run_both(pytest.MonkeyPatch, run)   # (a fresh patch per example)
+    assert fast == slow
+
+
+_SCRATCH_FORMS = """
+v_lshlrev_b32 v10, 2, v0
+v_mul_lo_u32 v4, {stride}, v0
+v_add_nc_u32 v4, {bias}, v4
+s_mov_b32 s10, 0
+v_mov_b32 v2, 0
+loop:
+v_add_nc_u32 v5, s10, v0
+v_xor_b32 v6, 0x55, v5
+v_mul_hi_u32 v7, 0x9e3779b1, v5
+v_mul_hi_i32 v8, 0xc2b2ae35, v6
+scratch_store_{wide} v4, v[5:{last}], off offset:{imm}
+s_waitcnt vmcnt(0)
+scratch_load_{wide} v[12:{last2}], v4, off offset:{imm}
+scratch_load_b32 v4, v4, off offset:{imm}
+s_waitcnt vmcnt(0)
+v_add3_u32 v2, v2, v12, v{last2}
+v_add3_u32 v2, v2, v4, v8
+v_mul_lo_u32 v4, {stride}, v0
+v_add_nc_u32 v4, {bias}, v4
+v_add_nc_u32 v4, s11, v4
+s_add_i32 s11, s11, {step}
+s_add_i32 s10, s10, 1
+s_cmp_lg_u32 s10, 6
+s_cbranch_scc1 loop
+global_store_b32 v10, v2, s[0:1]
+s_endpgm
+"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(stride=st.sampled_from([0, 4, 8, 16, 2]), bias=st.sampled_from([0, 4, 8, 1, -4]),
+       step=st.sampled_from([0, 4, 8, 16]), wide=st.sampled_from(["b32", "b64", "b128"]),
+       imm=st.sampled_from([0, 4, 8]))
+def test_one_wave_scratch_forms_match_general_path(stride, bias, step, wide, imm):
+    """One-wave scratch loads and stores of one, two and four dwords (one fancy index over the
+    wave's slot each), the address VGPR among a load's destinations, offsets that go
+    misaligned, negative or past the 64 bytes each lane has, beside v_mul_hi by constants: the
+    same registers, counts and faults as the general path."""
+    ndw = {"b32": 1, "b64": 2, "b128": 4}[wide]
+    code = assemble_labels("s_mov_b32 s11, 0\n" + _SCRATCH_FORMS.format(
+        stride=stride, bias=bias & 0xFFFFFFFF, step=step, wide=wide, last=5 + ndw - 1,
+        last2=12 + ndw - 1, imm=imm))
+
+    def run() -> tuple:  # type: ignore[type-arg]
+        dev = RawDevice()
+        vo = dev.alloc(128)
+        try:
+            got = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32], (1,), (32,),
+                                 scratch_per_lane_B=64)
+        except KernelFault as e:
+            return ("fault", str(e))
+        return dev.download(vo, 32, u32).tolist(), got.wave_instructions, got.lane_instructions
+    fast, slow = _run_both(pytest.MonkeyPatch, run)   # (a fresh patch per example)
+    assert fast == slow
