@@ -324,6 +324,33 @@ def test_short_launch_path_emits_what_the_queue_builder_emits(dev: NVDevice) -> 
     assert bytes(ka.qmd) == qmd_generic
 
 
+def test_the_short_submission_path_reserves_as_every_path_does(dev: NVDevice) -> None:
+    """`Channel.submit_one` takes its pushbuffer block through the channel's one reservation
+    rule: a stream larger than half the pushbuffer is refused before anything is written (the
+    error says to bind the queue), and a block that would wrap starts at the ring's beginning."""
+    from array import array
+
+    from runtime.drivers.nv.gpfifo import GP_PUT, PB_PUT, SEQ
+    ch = dev.compute_channel
+    dev.synchronize()
+    before = (ch.state[PB_PUT], ch.state[GP_PUT], ch.state[SEQ])
+    with pytest.raises(QueueError, match=r"bind\(\) the queue"):
+        ch.submit_one(array("I", bytes(4 * (ch.pb_dw // 2 + 1))))
+    assert (ch.state[PB_PUT], ch.state[GP_PUT], ch.state[SEQ]) == before
+    # zero dwords (empty method headers) up to 4 dwords before the ring's end, so that the next
+    # block cannot fit there
+    nop, trailer = array("I", [0] * 8), len(ch._trailer)
+    while (left := ch.pb_dw - ch.state[PB_PUT] % ch.pb_dw) >= len(nop) + trailer:
+        ch.progress.wait(ch.submit_one(array("I", bytes(4 * min(ch.pb_dw // 4,
+                                                               left - trailer - 4)))))
+    start = ch.state[PB_PUT]
+    assert start % ch.pb_dw == ch.pb_dw - 4
+    ch.progress.wait(ch.submit_one(nop), 5000)   # (raw submissions are not on the timeline)
+    assert ch.state[PB_PUT] == start + 4 + len(nop) + trailer   # began at the ring's start
+    dev.copyin(dev.alloc(64), bytes(64))  # the channel still works
+    dev.synchronize()
+
+
 @pytest.mark.parametrize("name,args", [
     ("vadd", lambda b: (b, b, b, 1000)),
     ("many_params", lambda b: (b, -3, 300, 70000, -(1 << 40), 1.5, 2.25, 7, -8, 3.125, -0.5, 200,

@@ -415,15 +415,9 @@ class Channel:
         trailer[SEM_PAYLOAD_LO_DW + 1] = seq >> 32
         k = len(words)
         n = k + len(trailer)
-        pb_dw = self.pb_dw
-        start = st[PB_PUT]
-        off = start % pb_dw
-        if off + n > pb_dw:
-            start += pb_dw - off
-            off = 0
+        start = self._pb_reserve(n)
+        off = start % self.pb_dw
         if start + n > st[PB_FREE_UNTIL] or st[GP_PUT] + 1 > st[GP_FREE_UNTIL]:
-            if n > pb_dw // 2:
-                raise QueueError(f"{n} dwords do not fit the {self.name} pushbuffer")
             self.wait_space(start + n, 1)
         pb = self.pb
         pb[off:off + k] = words

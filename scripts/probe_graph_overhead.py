@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Where a graph replay's wall time goes beyond its GPU time, on a real NVIDIA GPU.
+
+A replay's wall (from the call of `replay()` to the CPU seeing the timeline value, the CPU
+polling throughout) exceeds the GPU time its own timestamps give (first to last) by a few
+microseconds of head (CPU to doorbell, the channel fetching the submission) and tail (the
+release, the CPU's next poll). This probe replays chains of n = 1 ... 3000 dependent launches
+(the tiny kernel of scripts/bench_graphs.py; plain and early-start) and fits wall and GPU time
+against n: if the overhead is a head and a tail, wall - GPU is the same at every n and both
+slopes agree; a wall slope above the GPU slope means the GPU's timer runs slow against the
+host's clock (the timestamps then understate every GPU time), or that per-launch work happens
+outside the timestamps.
+
+It also prints the hot path's launch + wait in the same process, and can move what the
+graphs' launch blocks sit on (--prealloc-mb, --huge-kernargs) or launch through the hot path
+before any graph is built (--hot-first), to tell placement and first use from the mechanism.
+
+    python scripts/probe_graph_overhead.py [--device nv:0] [--sizes 1,10,100,1000,3000]
+        [--replays 31] [--warmup-s 1] [--hot-first] [--prealloc-mb N] [--huge-kernargs]
+        [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_graphs import SRC  # noqa: E402  (beside this script: the same kernels)
+
+SIZES = (1, 10, 100, 1000, 3000)
+
+
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (xs, ys)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - slope * mx, slope
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="nv:0")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--replays", type=int, default=31)
+    ap.add_argument("--warmup-s", type=float, default=1.0, help="seconds of replays first")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="chain lengths")
+    ap.add_argument("--prealloc-mb", type=int, default=0,
+                    help="allocate this much VRAM before the graphs (moves where they land)")
+    ap.add_argument("--hot-first", action="store_true",
+                    help="the hot path's launches before any graph is built")
+    ap.add_argument("--huge-kernargs", action="store_true",
+                    help="graphs' launch blocks in 2 MiB pages (allocated as 8 MiB)")
+    args = ap.parse_args()
+
+    import numpy as np
+
+    from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq import Launch
+
+    dev = NVDevice(args.device)
+    lib = dev.compiler.compile(SRC)
+    kernels = {"plain": dev.program(lib, "inc"), "early": dev.program(lib, "inc_wait")}
+    x = dev.alloc(4096)
+    if args.prealloc_mb:
+        dev.alloc(args.prealloc_mb << 20)
+    if args.huge_kernargs:
+        from runtime.hcq.memory import MemKind
+        dev.alloc_kernargs = lambda size: dev.alloc(  # type: ignore[method-assign]
+            max(size, 8 << 20), kind=MemKind.VRAM, cpu_access=True)
+    dev.copyin(x, np.zeros(1024, np.uint32))
+    gs, ls = (4, 1, 1), (256, 1, 1)
+    dev.wait_spin_s = 0.05   # poll throughout (the comparison with CUDA's spin synchronization)
+    tl = dev.timeline_signal
+    out: dict[str, Any] = {}
+    total = 0
+
+    def launch_wait() -> int:
+        """The hot path's launch + wait (the same head and tail without a graph): its median
+        into `out`; the number of launches."""
+        lat = []
+        for _ in range(2000):
+            t = time.perf_counter()
+            kernels["plain"](x, 1024, global_size=gs, local_size=ls)
+            tl.wait(dev.timeline_value)
+            lat.append(time.perf_counter() - t)
+        out["launch_wait_us"] = statistics.median(lat) * 1e6
+        print(f"launch + wait median {out['launch_wait_us']:.2f} us", flush=True)
+        return 2000
+
+    if args.hot_first:
+        total += launch_wait()
+    # Warm-up: the GPU's clocks rise under load (the first form measured on an idle GPU came out
+    # several percent slower per launch than the same form later in the run).
+    warm = dev.graph([Launch(kernels["plain"], (x, 1024), gs, ls) for _ in range(1000)])
+    t_end = time.perf_counter() + args.warmup_s
+    while time.perf_counter() < t_end:
+        warm.replay(wait=True)
+        total += 1000
+    warm.free()
+    if not args.hot_first:
+        total += launch_wait()
+    for form, prg in kernels.items():
+        rows = []
+        for n in map(int, args.sizes.split(",")):
+            g = dev.graph([Launch(prg, (x, 1024), gs, ls, early_start=form == "early")
+                           for _ in range(n)])
+            g.replay(wait=True)
+            walls, cpus = [], []
+            for _ in range(args.replays):
+                dev.synchronize()
+                t = time.perf_counter()
+                g.replay()
+                cpus.append(time.perf_counter() - t)
+                tl.wait(dev.timeline_value)
+                walls.append(time.perf_counter() - t)
+            gpus = [g.replay(wait=True) for _ in range(7)]
+            total += n * (1 + args.replays + 7)
+            wall, gpu = statistics.median(walls) * 1e6, statistics.median(gpus) * 1e6
+            rows.append({"n": n, "wall_us": wall, "gpu_us": gpu, "over_us": wall - gpu,
+                         "replay_cpu_us": statistics.median(cpus) * 1e6,
+                         "wall_min_us": min(walls) * 1e6})
+            print(f"{form:5s} n={n:5d}  wall {wall:9.2f} us  gpu {gpu:9.2f} us  "
+                  f"wall-gpu {wall - gpu:6.2f} us  replay() {rows[-1]['replay_cpu_us']:.2f} us",
+                  flush=True)
+            g.free()
+        ns = [float(r["n"]) for r in rows]
+        if len(set(ns)) < 2:
+            out[form] = {"rows": rows}
+            continue
+        wa, wb = fit(ns, [r["wall_us"] for r in rows])
+        ga, gb = fit(ns, [r["gpu_us"] for r in rows])
+        out[form] = {"rows": rows, "wall_fit": [wa, wb], "gpu_fit": [ga, gb],
+                     "slope_ratio": wb / gb}
+        print(f"{form:5s} fit: wall {wa:.2f} + {wb * 1e3:.2f} ns * n; gpu {ga:.2f} + "
+              f"{gb * 1e3:.2f} ns * n; wall slope / gpu slope {wb / gb:.5f}", flush=True)
+    res = np.zeros(1024, np.uint32)
+    dev.copyout(res, x)
+    out["ok"] = bool((res == total).all())
+    print("ok:", out["ok"])
+    dev.close()
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
