@@ -128,7 +128,7 @@ _CONST_SHIFTS = {"v_lshlrev_b32": np.left_shift, "v_lshrrev_b32": np.right_shift
 
 
 def _mul_hi_into(wide: type) -> Callable[..., None]:
-    amount = np.array(32, dtype=wide)
+    amount: np.ndarray = np.array(32, dtype=wide)
     as_is = wide is np.int64   # (the scratch register's own type: no view needed)
 
     def run(a: np.ndarray, b: np.ndarray, out: np.ndarray, wide_tmp: np.ndarray) -> None:
