@@ -250,6 +250,31 @@ def _bind_int(g: WaveSet, P: Planes, r0: bool, v0: Any, r1: bool, v1: Any, n_src
         mark, forget = dirty_s.add, lanes.pop
         sv, cv = S1.data, SCC.data   # (memoryviews, strided where the row is)
         item = sv.__getitem__
+        compare = getattr(fn, "compare", None)   # (operator, sign flip) of a SOPC compare
+        if compare is not None and not write and r0:
+            # a compare's operator inline (no call of fn: a Python call costs about what the
+            # rest of the step does)
+            op, flip = compare
+            if not r1:
+                k = v1 ^ flip
+
+                def cmp_rc_inline() -> None:
+                    cv[w] = op(item(v0) ^ flip, k)
+                return cmp_rc_inline, (), ()
+
+            def cmp_rr_inline() -> None:
+                cv[w] = op(item(v0) ^ flip, item(v1) ^ flip)
+            return cmp_rr_inline, (), ()
+        if fn is add_i32 and write and r0 and not r1:
+            # the loop counter's add, inline (add_i32's arithmetic)
+            def add_rc() -> None:
+                a = item(v0)
+                d = (a + v1) & M32
+                sv[out] = d
+                mark(out)
+                forget(out, None)   # an unpacked copy of the old value is stale
+                cv[w] = ((a ^ d) & (v1 ^ d)) >= 0x80000000
+            return add_rc, (), ()
         if r0 and not r1:
             if write:
                 def run_rc() -> None:

@@ -42,7 +42,8 @@ _MODIFIERS = ("abs", "neg", "omod", "clamp", "opsel")
 
 # A step bound to one wave set's planes: fn(*args) does the step's work while EXEC has every
 # lane set and no SGPR holds an unpacked lane mask; the VGPRs it writes. A binder may answer
-# None (the step then runs as it is).
+# None (the step then runs as it is). A bound fn that only makes calls of its own may list them
+# as its `parts` attribute, ((fn, args), ...): a runner may call those instead.
 Bound = tuple[Callable[..., Any], tuple[Any, ...], tuple[int, ...]]
 Binder = Callable[[WaveSet, Planes], "Bound | None"]
 # The binders of the steps below that reduce to one call (a droppable cache: a step without one
@@ -480,6 +481,7 @@ def vopd(inst: Inst, x: VopdHalf, y: VopdHalf, clash: bool, slow: Exec) -> Exec:
         def run_bound() -> None:
             fx_(*ax_)
             fy_(*ay_)
+        run_bound.parts = ((fx_, ax_), (fy_, ay_))   # type: ignore[attr-defined]
         return run_bound, (), (dx, dy)
     bindable(run, bind)
     return run

@@ -1026,7 +1026,9 @@ class BoundLoop(NamedTuple):
     rounds run without looking at each step (`_run_bound_rounds`); else `calls` is None."""
 
     steps: tuple[BoundStep, ...]
+    # the bound calls (a step's `parts` where it lists them) and the step of each
     calls: tuple[tuple[Callable[..., Any], tuple[Any, ...]], ...] | None
+    owners: tuple[Step, ...] = ()
     scc: memoryview | None = None   # the machine's SCC, one bool per wave
     taken_if: bool = True           # the SCC value that takes the branch
 
@@ -1046,8 +1048,16 @@ def _bind_loop(loop: Loop, prog: Program, g: WaveSet, P: Planes) -> BoundLoop:
     name = prog.insts[loop.branch].name
     if all(b[3] for b in steps) and P.s1 is not None and P.scc.ndim == 1 and \
             P.scc.dtype == np.bool_ and name in ("s_cbranch_scc0", "s_cbranch_scc1"):
-        return BoundLoop(steps, tuple((b[0], b[1]) for b in steps), P.scc.data,
-                         name == "s_cbranch_scc1")
+        calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        owners: list[Step] = []
+        for fn, args, st, _, _, _ in steps:
+            parts = getattr(fn, "parts", None) or ((fn, args),)
+            calls += parts
+            owners += [st] * len(parts)
+        # (_run_bound_rounds tells which call raised by its function and arguments tuple)
+        if len({(id(f), id(a)) for f, a in calls}) == len(calls):
+            return BoundLoop(steps, tuple(calls), tuple(owners), P.scc.data,
+                             name == "s_cbranch_scc1")
     return BoundLoop(steps, None)
 
 
@@ -1114,19 +1124,21 @@ def _run_bound_rounds(loop: Loop, bl: BoundLoop, w: int, active: int, count: int
     add = active * per
     calls, scc, taken_if = bl.calls, bl.scc, bl.taken_if
     assert calls is not None and scc is not None
-    i = 0
+    fn: Any = None
+    args: Any = None
     try:
         while count + per < budget:
-            i = 0
             for fn, args in calls:
                 fn(*args)
-                i += 1
             count += per
             lanes += add
             if scc[w] is not taken_if:
                 return loop.branch + 1, count, lanes
     except Exception as e:
-        raise _fault(bl.steps[i][2], e) from None
+        # (the call that raised is the one the loop variables hold: each bound call has its
+        # own function or its own arguments tuple)
+        i = next(j for j, c in enumerate(calls) if c[0] is fn and c[1] is args)
+        raise _fault(bl.owners[i], e) from None
     return loop.head, count, lanes
 
 

@@ -33,7 +33,8 @@ from . import mem_lanes as ml
 from .decode import EXEC_LO, M0, NULL, VCC_LO, VGPR0, Inst
 from .errors import KernelFault, PageFaultError
 from .fast_valu import Bound, bindable
-from .machine import Planes, WaveSet, one_wave_lanes, one_wave_mask, one_wave_word
+from .machine import (Machine, Planes, WaveSet, one_wave_lanes, one_wave_mask,
+                      one_wave_word)
 
 Exec = Callable[[WaveSet], None]
 Resolver = Callable[[WaveSet], ml.Target]
@@ -233,44 +234,53 @@ def compile_flat(inst: Inst, tail: RetryTail | None = None) -> Exec:
 
 def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> Exec:
     """GLOBAL_LOAD/STORE of whole dwords with an SGPR base, for one wave32 with every lane
-    active whose lanes are dword aligned and fall in one mapping (a one-wave loop's loads):
-    one gather or scatter over that mapping's words. Anything else, a fault included, takes
+    active whose lanes fall in one mapping (a one-wave loop's loads; a store's lanes dword
+    aligned): one gather or scatter over that mapping. Anything else, a fault included, takes
     `generic`, which is the reference semantics. Bindable: in a straight-line block its
     registers are looked up once per wave set.
 
-    A load whose lanes all fall in the range this step's last look-up found (from the same
-    base, while no mapping changed: the range the dispatch's access record holds already)
-    gathers over that range's bytes without computing the offsets' bound (one fancy index
-    over `Machine.noted_dwords`, which raises IndexError for an offset past the range, and
-    reads a misaligned dword as the general path does)."""
+    A load gathers with one fancy index over `Machine.noted_dwords` (the bytes from the base
+    to the end of the range the dispatch's access record holds; a misaligned dword reads as
+    the general path reads it). While its lanes fall in the range this step's last look-up
+    found (same base, no mapping changed), the index itself is the bound check (IndexError
+    past the range); else the largest offset is looked up (and noted) first."""
     f = inst.f
     imm, saddr, vaddr, vdst, vdata = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
     nbytes = 4 * ndw
     access = "read" if load else "write"
     regs = [(vdst if load else vdata) + j for j in range(ndw)]
 
-    def go(g: WaveSet, sv: memoryview, off: np.ndarray, tmp: np.ndarray, tmp64: np.ndarray,
-           data: list[np.ndarray], last: list[Any]) -> None:
+    saddr_hi = saddr + 1
+
+    def go(g: WaveSet, m: Machine, sv: memoryview, off: np.ndarray, tmp: np.ndarray,
+           tmp64: np.ndarray, data: list[np.ndarray], last: list[Any]) -> None:
         # last: [base, memory, its generation, Machine.noted_dwords from base] of this step's
         # last look-up, or [None] * 4
-        start = (sv[saddr] | sv[saddr + 1] << 32) + imm
-        m = g.m
+        start = (sv[saddr] | sv[saddr_hi] << 32) + imm
         mem = m.mem
-        if start == last[0] and mem is last[1] and mem.generation == last[2]:
+        if load:
             # (the offsets widened to numpy's index type first: indexing converts uint32 ones
-            # at several times the cost of this assignment)
+            # at several times the cost of this assignment; the gather may overwrite the
+            # address register)
             tmp64[...] = off
-            try:
-                got = last[3][tmp64]
-            except IndexError:
-                pass   # past the range: the look-up below notes the new one
-            else:
-                if ndw == 1:
-                    data[0][...] = got
+            if start == last[0] and mem is last[1] and mem.generation == last[2]:
+                try:
+                    got = last[3][tmp64]
+                except IndexError:
+                    pass   # past the range: the look-up below notes the new one
                 else:
-                    for j, r in enumerate(data):
-                        r[...] = got[..., j]
-                return
+                    _write_dwords(data, got)
+                    return
+            # The look-up notes [start, start + top + nbytes) as the dispatch's access (for
+            # the queue's hazard checks); the gather then runs over that range's bytes.
+            top = int(tmp64.max())
+            win = m.noted_dwords(start, access, ndw) \
+                if m.words_at(start, top + nbytes, access) is not None else None
+            if win is None:
+                return generic(g)
+            last[:] = start, mem, mem.generation, win
+            _write_dwords(data, win[tmp64])
+            return
         top = dword_offsets_top(off)
         if start & 3 or top < 0:
             return generic(g)
@@ -286,15 +296,8 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         # the address register. Every index is inside `words` (the look-up checked the
         # largest), so the gather need not check them again.
         idx = np.right_shift(off, _TWO, out=tmp)
-        if load:
-            for j, r in enumerate(data):
-                words.take(idx + u32(j) if j else idx, out=r, mode="clip")
-            win = m.noted_dwords(start, access, ndw)
-            if win is not None:
-                last[:] = start, mem, mem.generation, win
-        else:
-            for j, r in enumerate(data):
-                words.put(idx + u32(j) if j else idx, r, mode="clip")
+        for j, r in enumerate(data):
+            words.put(idx + u32(j) if j else idx, r, mode="clip")
 
     def run(g: WaveSet) -> None:
         P = g.fast
@@ -307,18 +310,28 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         U = P.views
         if load:
             P.dirty_v.update(regs)
-        go(g, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs], [None] * 4)
+        go(g, g.m, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs],
+           [None] * 4)
 
     def bind(g: WaveSet, P: Planes) -> Bound | None:
         # (bound steps run while no SGPR holds an unpacked lane mask: nothing to pack first)
         if P.s1 is None:
             return None
         U = P.views
-        return go, (g, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs],
+        return go, (g, g.m, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs],
                     [None] * 4), \
             tuple(regs) if load else ()
     bindable(run, bind)
     return run
+
+
+def _write_dwords(data: list[np.ndarray], got: np.ndarray) -> None:
+    """The gather of Machine.noted_dwords ([1, 32], or [1, 32, ndw]) into its registers."""
+    if len(data) == 1:
+        data[0][...] = got
+    else:
+        for j, r in enumerate(data):
+            r[...] = got[..., j]
 
 
 # The low bytes of dword-aligned offsets, and the top bytes of offsets below 2^31

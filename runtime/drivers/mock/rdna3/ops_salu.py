@@ -347,6 +347,8 @@ def _sopc(inst: Inst) -> Callable[[WaveSet], None]:
 
     def pred_int(x: int, y: int) -> tuple[None, bool]:
         return None, cmp(x ^ flip, y ^ flip)
+    # (fast_salu binds the operator inline)
+    pred_int.compare = (cmp, flip)   # type: ignore[attr-defined]
     if w == 32:
         return fast_salu.scalar_step([(inst.f["ssrc0"], parts[3]), (inst.f["ssrc1"], parts[3])],
                                      inst.literal, None, pred, run, int_fn=pred_int)
