@@ -1137,7 +1137,7 @@ def _run_bound_rounds(loop: Loop, bl: BoundLoop, w: int, active: int, count: int
     except Exception as e:
         # (the call that raised is the one the loop variables hold: each bound call has its
         # own function or its own arguments tuple)
-        i = next(j for j, c in enumerate(calls) if c[0] is fn and c[1] is args)
+        i = next((j for j, c in enumerate(calls) if c[0] is fn and c[1] is args), 0)
         raise _fault(bl.owners[i], e) from None
     return loop.head, count, lanes
 

@@ -977,7 +977,7 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
 
     def slot_of(g: WaveSet, P: Planes) -> np.ndarray | None:
         sc = g.m.scratch
-        if P.s1 is None or sc is None or not sc.wave_B:
+        if P.s1 is None or sc is None or not sc.wave_B or first + ndw > len(P.regs[0]):
             return None
         words = g.m.scratch_words()   # (kept by the machine: the same all along)
         n = sc.wave_B >> 2
