@@ -1165,3 +1165,60 @@ def test_one_wave_scratch_forms_match_general_path(stride, bias, step, wide, imm
         return dev.download(vo, 32, u32).tolist(), got.wave_instructions, got.lane_instructions
     fast, slow = _run_both(pytest.MonkeyPatch, run)   # (a fresh patch per example)
     assert fast == slow
+
+
+def test_one_wave_load_looks_up_again_after_the_mapping_changes(monkeypatch):
+    """A one-wave load in a loop gathers over the range it noted while the memory's mappings
+    stay as they were; once the buffer is unmapped between two time slices of the dispatch
+    (and mapped again with other bytes), the next load reads the new mapping, as the general
+    path does; unmapped for good, it faults."""
+    from runtime.drivers.mock.rdna3 import interp
+    from . import rdna3_device
+    code = assemble_labels("""
+    v_lshlrev_b32 v10, 2, v0
+    v_mov_b32 v2, 0
+    s_mov_b32 s10, 0
+    loop:
+    global_load_b32 v6, v10, s[2:3]
+    s_waitcnt vmcnt(0)
+    v_add_nc_u32 v2, v2, v6
+    s_add_i32 s10, s10, 1
+    s_cmp_lg_u32 s10, 400
+    s_cbranch_scc1 loop
+    global_store_b32 v10, v2, s[0:1]
+    s_endpgm
+    """)
+    monkeypatch.setattr(interp, "CHECK_EVERY", 64)
+    words = np.arange(32, dtype=u32) + u32(1)
+
+    def run(remap: bool) -> object:
+        dev = RawDevice()
+        vo, vx = dev.alloc(128), dev.upload(words)
+        slices = []
+
+        def sliced(rec, mem, *, cache=None, max_wave_instructions=1 << 40):  # type: ignore[no-untyped-def]
+            d = interp.Dispatch(rec, mem, cache=cache,
+                                max_wave_instructions=max_wave_instructions)
+            while not d.advance(0.0):
+                slices.append(d.stats.wave_instructions)
+                if len(slices) == 10:   # (inside the loop, its loads bound by now)
+                    mem.unmap(vx)
+                    if remap:
+                        mem.map(vx, 4096)[:128] = (words * u32(1000)).view(np.uint8)
+            return d.stats
+        with monkeypatch.context() as m:
+            m.setattr(rdna3_device, "execute", sliced)
+            try:
+                dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32, vx & 0xFFFFFFFF, vx >> 32],
+                               (1,), (32,))
+            except KernelFault as e:
+                return ("fault", str(e).split(":")[0])
+        assert len(slices) > 10
+        return dev.download(vo, 32, u32).tolist()
+    for remap in (True, False):
+        fast, slow = _run_both(monkeypatch, lambda: run(remap))
+        assert fast == slow
+        if remap:
+            assert fast != (words * u32(400)).tolist()   # the new bytes were read
+        else:
+            assert fast[0] == "fault"

@@ -67,6 +67,8 @@ class RecordingMemory:
 
     def __init__(self, mem: MockMemory) -> None:
         self._mem = mem
+        # (see MockMemory.generation_source: the wrapped memory's generation is this one's)
+        self.generation_source = getattr(mem, "generation_source", mem)
         self.ranges: dict[str, Ranges] = {"read": [], "write": [], "atomic": []}
         self.unbounded = False
 

@@ -51,6 +51,9 @@ class MockMemory:
         #: changes whenever a mapping is added or removed: what was checked against the mappings
         #: may be remembered under it
         self.generation = 0
+        #: the object whose `generation` attribute is this memory's (a wrapper that forwards
+        #: to a MockMemory names the MockMemory: one attribute read instead of a property)
+        self.generation_source = self
         # the mapping the last look-up found, and those look-ups found by the 4 KiB page of the
         # address looked up: the command processors' look-ups go to a few mappings (rings,
         # signals, argument blocks, code) again and again, often to one several times in a row

@@ -254,8 +254,8 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
 
     def go(g: WaveSet, m: Machine, sv: memoryview, off: np.ndarray, tmp: np.ndarray,
            tmp64: np.ndarray, data: list[np.ndarray], last: list[Any]) -> None:
-        # last: [base, memory, its generation, Machine.noted_dwords from base] of this step's
-        # last look-up, or [None] * 4
+        # last: [base, memory, its generation, Machine.noted_dwords from base, the memory's
+        # generation_source] of this step's last look-up, or [None] * 5
         start = (sv[saddr] | sv[saddr_hi] << 32) + imm
         mem = m.mem
         if load:
@@ -263,7 +263,7 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
             # at several times the cost of this assignment; the gather may overwrite the
             # address register)
             tmp64[...] = off
-            if start == last[0] and mem is last[1] and mem.generation == last[2]:
+            if start == last[0] and mem is last[1] and last[4].generation == last[2]:
                 try:
                     got = last[3][tmp64]
                 except IndexError:
@@ -273,12 +273,16 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
                     return
             # The look-up notes [start, start + top + nbytes) as the dispatch's access (for
             # the queue's hazard checks); the gather then runs over that range's bytes.
+            # (the generation read first: a mapping changed meanwhile makes the next load
+            # look up again)
+            src = getattr(mem, "generation_source", mem)
+            gen = src.generation
             top = int(tmp64.max())
             win = m.noted_dwords(start, access, ndw) \
                 if m.words_at(start, top + nbytes, access) is not None else None
             if win is None:
                 return generic(g)
-            last[:] = start, mem, mem.generation, win
+            last[:] = start, mem, gen, win, src
             _write_dwords(data, win[tmp64])
             return
         top = dword_offsets_top(off)
@@ -311,7 +315,7 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
         if load:
             P.dirty_v.update(regs)
         go(g, g.m, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs],
-           [None] * 4)
+           [None] * 5)
 
     def bind(g: WaveSet, P: Planes) -> Bound | None:
         # (bound steps run while no SGPR holds an unpacked lane mask: nothing to pack first)
@@ -319,7 +323,7 @@ def _global_words_one_wave(inst: Inst, load: bool, ndw: int, generic: Exec) -> E
             return None
         U = P.views
         return go, (g, g.m, P.s1.data, U[0, vaddr], P.tmp, P.tmp64, [U[0, r] for r in regs],
-                    [None] * 4), \
+                    [None] * 5), \
             tuple(regs) if load else ()
     bindable(run, bind)
     return run
