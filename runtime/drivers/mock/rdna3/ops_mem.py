@@ -964,7 +964,10 @@ def _private_words_one_wave(load: bool, ndw: int, vdst: int, vdata: int, vaddr: 
 
     def go(g: WaveSet, off: np.ndarray, slot: np.ndarray, block: np.ndarray,
            tmp64: np.ndarray, idx: np.ndarray) -> None:
-        if not dword_aligned(off):
+        # (dword_aligned's test inline where the host is little-endian: a call costs about
+        # what the test does)
+        if off.tobytes()[::4].translate(None, _ALIGNED) if _LITTLE else \
+                not dword_aligned(off):
             return general(g)
         # (in the 64-bit scratch register, widened first: offset * 8 cannot wrap there, and
         # numpy's calls cost least on operands of one type)
