@@ -338,25 +338,23 @@ def _write_dwords(data: list[np.ndarray], got: np.ndarray) -> None:
             r[...] = got[..., j]
 
 
-# The low bytes of dword-aligned offsets, and the top bytes of offsets below 2^31
+# The low bytes of dword-aligned offsets
 _ALIGNED = bytes(b for b in range(256) if not b & 3)
-_BELOW_2_31 = bytes(range(128))
 _TWO = u32(2)
 _LITTLE = sys.byteorder == "little"
 
 
-def dword_offsets_top(off: np.ndarray, signed: bool = False) -> int:
+def dword_offsets_top(off: np.ndarray) -> int:
     """The largest of one wave's uint32 byte offsets (off [1, 32]), or -1 where one is not
-    dword aligned (or, `signed`, is negative as an int32). On the bytes of the register: a
-    numpy reduction costs several times more than these C-level byte operations on 32 lanes."""
+    dword aligned. On the bytes of the register: a numpy reduction costs several times more
+    than these C-level byte operations on 32 lanes."""
     if not _LITTLE:
-        bits = int(np.bitwise_or.reduce(off, axis=None))
-        if bits & (0x80000003 if signed else 3):
+        if int(np.bitwise_or.reduce(off, axis=None)) & 3:
             return -1
         return int(np.maximum.reduce(off, axis=None))
     raw = off.tobytes()
-    # (little-endian: byte 0 of each lane holds its two low bits, byte 3 its sign)
-    if raw[::4].translate(None, _ALIGNED) or signed and raw[3::4].translate(None, _BELOW_2_31):
+    # (little-endian: byte 0 of each lane holds its two low bits)
+    if raw[::4].translate(None, _ALIGNED):
         return -1
     return max(memoryview(raw).cast("I"))
 
