@@ -153,6 +153,19 @@ def _run_both(monkeypatch: pytest.MonkeyPatch, run) -> tuple:  # type: ignore[no
     return fast, slow
 
 
+def _run_with_scratch(code: bytes) -> tuple:  # type: ignore[type-arg]
+    """One wave32 of `code` (its output pointer in s[0:1]) with 64 B of scratch per lane: the
+    32 words it wrote and its wave and lane instruction counts, or ("fault", the message)."""
+    dev = RawDevice()
+    vo = dev.alloc(128)
+    try:
+        st_ = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32], (1,), (32,),
+                             scratch_per_lane_B=64)
+    except KernelFault as e:
+        return ("fault", str(e))
+    return dev.download(vo, 32, u32).tolist(), st_.wave_instructions, st_.lane_instructions
+
+
 def _i32(v: np.ndarray) -> np.ndarray:
     return v.astype(np.int64) - ((v.astype(np.int64) >> 31 & 1) << 32)
 
@@ -312,17 +325,7 @@ def test_one_wave_scratch_in_a_loop_bound_and_its_range_check(monkeypatch, step)
     its second pass on: the same bits as the general path, and where a later pass's offsets
     leave the 64 bytes each lane has (step 12), the same fault."""
     code = assemble_labels(_SCRATCH_LOOP.format(step=step))
-
-    def run() -> tuple:  # type: ignore[type-arg]
-        dev = RawDevice()
-        vo = dev.alloc(128)
-        try:
-            st = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32], (1,), (32,),
-                                scratch_per_lane_B=64)
-        except KernelFault as e:
-            return ("fault", str(e))
-        return dev.download(vo, 32, u32).tolist(), st.wave_instructions, st.lane_instructions
-    fast, slow = _run_both(monkeypatch, run)
+    fast, slow = _run_both(monkeypatch, lambda: _run_with_scratch(code))
     assert fast == slow
     if step == 12:
         assert fast[0] == "fault" and "beyond the 64 B per lane" in fast[1]
@@ -1153,17 +1156,8 @@ def test_one_wave_scratch_forms_match_general_path(stride, bias, step, wide, imm
     code = assemble_labels("s_mov_b32 s11, 0\n" + _SCRATCH_FORMS.format(
         stride=stride, bias=bias & 0xFFFFFFFF, step=step, wide=wide, last=5 + ndw - 1,
         last2=12 + ndw - 1, imm=imm))
-
-    def run() -> tuple:  # type: ignore[type-arg]
-        dev = RawDevice()
-        vo = dev.alloc(128)
-        try:
-            got = dev.launch_raw(code, [vo & 0xFFFFFFFF, vo >> 32], (1,), (32,),
-                                 scratch_per_lane_B=64)
-        except KernelFault as e:
-            return ("fault", str(e))
-        return dev.download(vo, 32, u32).tolist(), got.wave_instructions, got.lane_instructions
-    fast, slow = _run_both(pytest.MonkeyPatch, run)   # (a fresh patch per example)
+    fast, slow = _run_both(pytest.MonkeyPatch,   # (a fresh patch per example)
+                           lambda: _run_with_scratch(code))
     assert fast == slow
 
 
