@@ -338,9 +338,12 @@ def bench_nv_launch_cpu(quick: bool) -> list[Result]:
     silenced (the mock GPU never runs; between batches the CPU marks the batch complete itself),
     so only building and publishing is timed: the hot path with the native helper and in Python,
     the short path (`vals=`: a launch block from the arena, commands from the template), and the
-    queue path (the core's `Program.__call__`: fill_kernargs, a compute queue, submit)."""
+    queue path (the core's `Program.__call__`: fill_kernargs, a compute queue, submit); and a
+    graph's replay, native and in Python, of one segment (one launch) and of three (a copy, a
+    wait and a launch, a copy: two channels)."""
     from runtime.drivers.mock.nv_rm import NvMockOS
     from runtime.drivers.nv.device import NVDevice
+    from runtime.hcq import GraphCopy, GraphWait, Launch
     from runtime.hcq.program import Program
 
     class _Silent:  # a doorbell the mock GPU does not hear
@@ -354,15 +357,29 @@ def bench_nv_launch_cpu(quick: bool) -> list[Result]:
         prg = dev.program(cubin, "vadd")
         a, b, c = (dev.alloc(4096) for _ in range(3))
         dev.synchronize()
-        ch = dev.compute_channel
-        ch.doorbell = _Silent()  # type: ignore[assignment]
-        ch.publish = ch._make_publish()  # a benchmark's shortcut: rebind the silenced doorbell
+        ch, cch = dev.compute_channel, dev.copy_channel
+        for c_ in (ch, cch):
+            c_.doorbell = _Silent()  # type: ignore[assignment]
+            c_.publish = c_._make_publish()  # a benchmark's shortcut: rebind the silent doorbell
         g, l1 = (2, 1, 1), (64, 1, 1)
         batch, reps = 16, (30 if quick else 200)
 
         def complete() -> None:  # what the GPU would have written
             dev.timeline_signal.value = dev.timeline_value
             ch.progress.value = ch.seq
+            cch.progress.value = cch.seq
+
+        opened = dev.new_signal(1)
+        graphs = {}
+        for native in (True, False):
+            dev.launch_native = native
+            one = dev.graph([Launch(prg, (a, b, c, 100), g, l1)])
+            three = dev.graph([GraphCopy(b, a, 4096), GraphWait(opened, 1),
+                               Launch(prg, (a, b, c, 100), g, l1), GraphCopy(a, c, 4096)])
+            for gr in (one, three):
+                gr.replay()  # the plan built
+                complete()
+            graphs[native] = (one, three)
 
         routes: dict[str, Callable[[], object]] = {
             "hot path, native": lambda: prg(a, b, c, 100, global_size=g, local_size=l1),
@@ -371,8 +388,19 @@ def bench_nv_launch_cpu(quick: bool) -> list[Result]:
                                               local_size=l1),
             "queue path (Program.__call__)": lambda: Program.__call__(
                 prg, a, b, c, 100, global_size=g, local_size=l1),
+            "graph replay, 1 segment, native": graphs[True][0].replay,
+            "graph replay, 1 segment, Python": graphs[False][0].replay,
+            "graph replay, 3 segments, native": graphs[True][1].replay,
+            "graph replay, 3 segments, Python": graphs[False][1].replay,
         }
         for name, fn in routes.items():
+            if name.startswith("graph"):
+                gr = graphs[name.endswith("native")][name.startswith("graph replay, 1") and 0 or 1]
+                if name.endswith("native") and gr._native.get(False) is None:
+                    out.append(Result("nvcpu", name, 0, "", "skipped: no native launch helper"))
+                    continue
+                if name.endswith("Python"):
+                    assert gr._native.get(False) is None
             dev.launch_native = name != "hot path, Python"
             complete()
             prg._release_launchers()  # a fresh specialization for this setting
@@ -393,8 +421,9 @@ def bench_nv_launch_cpu(quick: bool) -> list[Result]:
                 return dt / batch
             for _ in range(3):
                 run()
+            per = "replay" if name.startswith("graph") else "launch"
             out.append(Result("nvcpu", name, _best(run, reps) * 1e6, "us",
-                              "CPU per launch, mock-nv with a silent doorbell"))
+                              f"CPU per {per}, mock-nv with a silent doorbell"))
     finally:
         dev.launch_native = True
         dev.close()

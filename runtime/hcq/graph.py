@@ -22,9 +22,11 @@ A replay submits each segment in order on the device timeline (wait for the prev
 graph of launches only is one tiny submission. Those submissions are built on the first replay
 around a variable for the timeline value and then only patched and handed over
 (`HWQueue.resubmitter`; NVIDIA: GPFIFO entries laid out once), so a replay's cost before the
-doorbell does not grow with the graph; a graph of one segment may be replayed by one native call
-(`HWQueue.native_resubmitter`: NVIDIA's launch helper), which declines, writing nothing, whenever
-the Python route has something to raise or wait for. An NVIDIA submission leaves out its wait
+doorbell does not grow with the graph. Where the driver has one, each segment's submission is
+one native call (`HWQueue.native_resubmitter`: NVIDIA's launch helper), which declines, writing
+nothing, whenever the Python route has something to raise or wait for; a graph of several
+segments, or with waits, makes its calls under one holding of the submission lock, so that its
+replay stays one unit among other threads' submissions. An NVIDIA submission leaves out its wait
 for the previous timeline value when the timeline has reached it already. The submissions are
 built afresh while a profiler is attached (its own timestamps and hooks) and where timeline
 values pass 32 bits. Updating arguments (and the values waits wait for) rewrites them in place,
@@ -44,7 +46,7 @@ from typing import (TYPE_CHECKING, Callable, Literal, Mapping, Optional, Sequenc
 from runtime.hcq.errors import HCQError, ProgramError
 from runtime.hcq.memory import Buffer, round_up
 from runtime.hcq.program import ArgValue, KernArgs, Program, write_arg
-from runtime.hcq.queue import HWQueue, Var, as_tuple3
+from runtime.hcq.queue import HWQueue, NativeReplay, Var, as_tuple3
 from runtime.hcq.signal import Signal
 
 if TYPE_CHECKING:
@@ -164,9 +166,11 @@ class Graph:
         self._t0, self._t1 = device.new_signal(), device.new_signal()
         # the replay's submissions, built on first use, without and with timestamps
         self._plans: dict[bool, list[Callable[[int], None]]] = {}
-        # a one-segment graph's whole resubmission in one native call, where the driver has one
+        # each segment's resubmission in one native call, where the driver has them all
         # (`HWQueue.native_resubmitter`), built with the plan
-        self._native: dict[bool, Callable[[Sequence[Buffer]], int] | None] = {}
+        self._native: dict[bool, tuple[NativeReplay, ...] | None] = {}
+        # one native call replays the graph, with no lock taken (one segment, no gates to name)
+        self._one_call = len(self._segments) == 1 and not self._wait_nodes
         # [timeline value of the latest replay]: a word, so the native replay notes it as part
         # of the submission (no Python step between them for a Ctrl-C to fall in)
         self._books = array("Q", [0])
@@ -325,7 +329,7 @@ class Graph:
         if not updates and not wait_values and dev.tracer is None:
             fast = self._native.get(wait)
             if fast is not None and self._distinct is not None:  # (its buffers are known)
-                v = fast(self._live)
+                v = fast[0](self._live) if self._one_call else self._replay_native(fast, wait)
                 if v:
                     if not wait:
                         return None
@@ -342,15 +346,44 @@ class Graph:
                 self._apply_updates(updates or {}, wait_values or {})
             self._check_live()
             v, stamps = self._submit_segments(wait)
-            for wi, (body, var) in enumerate(self._wait_vars):
-                node, sig = self._wait_nodes[wi]
-                dev.watch_gate((id(self), wi), f"graph node {node} (GraphWait {wi}, replay "
-                               f"ending at timeline value {v})", sig, body.value(var))
+            self._watch_gates(v)
         if not wait:
             return None
         dev.timeline_signal.wait(v, timeout_ms)
         assert stamps is not None
         return (stamps[1].timestamp - stamps[0].timestamp) / dev.clock_hz
+
+    def _replay_native(self, fast: tuple[NativeReplay, ...], wait: bool) -> int:
+        """The segments' native calls under one holding of the submission lock, then the gates
+        the graph's waits name; the replay's last timeline value, or 0 when the first call
+        declined (nothing was submitted: the caller takes the Python route). A later segment
+        declines only for room on its ring (the first call's checks hold for all of them under
+        the lock, its value limit included): the Python route submits the rest, waiting for
+        room."""
+        dev = self.device
+        live = self._live
+        with dev.submit_lock:
+            v = fast[0](live, True)
+            if not v:
+                return 0
+            for k in range(1, len(fast)):
+                w = fast[k](live, True)
+                if not w:
+                    for resubmit in self._plans[wait][k:]:
+                        v = dev.resubmit_timeline(resubmit)
+                        self._last = v
+                    break
+                v = w
+            self._watch_gates(v)
+        return v
+
+    def _watch_gates(self, v: int) -> None:
+        """Names each GraphWait of the replay ending at timeline value `v` for timeout reports."""
+        dev = self.device
+        for wi, (body, var) in enumerate(self._wait_vars):
+            node, sig = self._wait_nodes[wi]
+            dev.watch_gate((id(self), wi), f"graph node {node} (GraphWait {wi}, replay "
+                           f"ending at timeline value {v})", sig, body.value(var))
 
     def _check_updates(self, updates: Mapping[int, Mapping[int, ArgValue]],
                        wait_values: Mapping[int, int]) -> None:
@@ -435,6 +468,7 @@ class Graph:
         tl = dev.timeline_signal
         last = len(self._segments) - 1
         plan = []
+        natives: list[NativeReplay] = []
         for i, seg in enumerate(self._segments):
             var = Var(f"graph segment {i} timeline value")
             q = dev.copy_queue() if isinstance(seg, list) else dev.compute_queue()
@@ -445,8 +479,11 @@ class Graph:
             if wait and i == last:
                 q.timestamp(self._t1)
             plan.append(q.signal(tl, var).resubmitter(var))
-            if last == 0 and not self._wait_vars:
-                self._native[wait] = q.native_resubmitter(var, self._books, _M32)
+            # each value leaves room for the segments after it: when the first fits, all do
+            fast = q.native_resubmitter(var, self._books, _M32 - (last - i))
+            if fast is not None:
+                natives.append(fast)
+        self._native[wait] = tuple(natives) if len(natives) == len(plan) else None
         return plan
 
     def _submit_built(self, wait: bool) -> "tuple[int, tuple[Signal, Signal] | None]":

@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence, Union
 
 from runtime.hcq.errors import ProgramError, QueueError
 
@@ -71,6 +71,12 @@ class VarExpr:
 
 
 Value = Union[int, Var, VarExpr]
+
+
+class NativeReplay(Protocol):
+    """The function `HWQueue.native_resubmitter` returns: `replay(live, held=False)`."""
+
+    def __call__(self, live: Sequence[Buffer], held: bool = ..., /) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -192,14 +198,15 @@ class HWQueue:
         return resubmit
 
     def native_resubmitter(self, var: Var, last: array,
-                           limit: int) -> "Callable[[Sequence[Buffer]], int] | None":
+                           limit: int) -> "NativeReplay | None":
         """A timeline resubmission in one native call, or None where the driver has none: a
-        function `replay(live)` that, with v = the device's timeline value + 1, does what
-        `Device.resubmit_timeline(self.resubmitter(var))` does and notes v in `last[0]`, returning
-        v; or returns 0, having submitted nothing, when a buffer in `live` was freed, the device
-        may not submit (faulted, closed, or its submission lock held), v > `limit`, or the rings
-        lack room (the caller then takes the Python route, which raises the error or waits).
-        The queue waits for `var` - 1 and signals `var` on the device's timeline."""
+        function `replay(live, held=False)` that, with v = the device's timeline value + 1,
+        does what `Device.resubmit_timeline(self.resubmitter(var))` does and notes v in
+        `last[0]`, returning v; or returns 0, having submitted nothing, when a buffer in `live`
+        was freed, the device may not submit (faulted, closed, or its submission lock held by
+        another thread; `held`: the caller holds it), v > `limit`, or the rings lack room (the
+        caller then takes the Python route, which raises the error or waits). The queue waits
+        for `var` - 1 and signals `var` on the device's timeline."""
         return None
 
     def describe_commands(self) -> list[str]:

@@ -325,17 +325,18 @@ def test_nv_the_native_replay_declines_and_the_python_route_raises_or_waits() ->
         g.replay(wait=True)
         g.replay()
         results: list[int] = []
-        fast = g._native[False]
-        assert fast is not None
+        natives = g._native[False]
+        assert natives is not None and len(natives) == 1
+        fast = natives[0]
         held, go = threading.Event(), threading.Event()
 
-        def counted(live: Any) -> int:
-            v = fast(live)
+        def counted(live: Any, *flag: bool) -> int:
+            v = fast(live, *flag)
             results.append(v)
             if held.is_set():
                 go.set()  # declined while the other thread holds the lock: let it go on
             return v
-        g._native[False] = counted
+        g._native[False] = (counted,)
         d.synchronize()
         g.replay()
         d.synchronize()
@@ -370,3 +371,133 @@ def test_nv_the_native_replay_declines_and_the_python_route_raises_or_waits() ->
     with pytest.raises(DeviceClosed):
         g.replay()
     assert results[-1] == 0
+
+
+def _native_segments(g: Any, wait: bool) -> tuple[Any, ...]:
+    natives = g._native.get(wait)
+    if natives is None:
+        from runtime.drivers.nv.launcher import native_helper
+        from runtime.hcq import native
+        if native_helper() is None:
+            pytest.skip(f"native launch helper unavailable: {native.unavailable}")
+    assert natives is not None
+    return natives  # type: ignore[no-any-return]
+
+
+def test_nv_a_graph_of_several_segments_replays_natively_under_one_lock(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph of three segments on two channels, with a GraphWait, replays through one native
+    call per segment and no Python resubmission; a segment declined after the first (its ring
+    short of room) is submitted by the Python route and the replay completes in order; a gate
+    closed again is named by the native route's timeout report."""
+    from runtime.hcq import SignalTimeout
+    d = _open("mock-nv", own=True)
+    try:
+        g, gate, (a, b, c, e) = _graph(d)
+        gate.value = 1
+        g.replay(wait=True)
+        g.replay()  # both plans built
+        d.synchronize()
+        for wait in (False, True):
+            assert len(_native_segments(g, wait)) == 3
+        python_route: list[int] = []
+        resubmit = d.resubmit_timeline
+        monkeypatch.setattr(d, "resubmit_timeline",
+                            lambda fn: python_route.append(1) or resubmit(fn))
+        for r in range(6):
+            before = d.timeline_value
+            t = g.replay({0: {1: 10}}, wait=True) if r == 3 else g.replay(wait=r % 2 == 0)
+            assert d.timeline_value == before + 3 and g._last == before + 3
+            assert t is None or t > 0
+            d.synchronize()
+            assert (_down(d, e) == 4 * ((10 if r >= 3 else 3) + np.arange(N))).all()
+        assert len(python_route) == 3  # the update's replay only
+
+        # the copy segment declines once, as for a ring short of room
+        natives = _native_segments(g, False)
+        declined: list[int] = []
+
+        def once_short(live: Any, *flag: bool) -> int:
+            if not declined:
+                declined.append(1)
+                return 0
+            return natives[1](live, *flag)
+        g.replay({0: {1: 11}}, wait=True)  # (the Python route)
+        d.synchronize()
+        g._native[False] = (natives[0], once_short, natives[2])
+        python_route.clear()
+        before = d.timeline_value
+        g.replay()
+        assert declined == [1] and len(python_route) == 2  # segments 1 and 2 in Python
+        assert d.timeline_value == before + 3
+        d.synchronize()
+        assert (_down(d, e) == 4 * (11 + np.arange(N))).all()
+        g.replay()  # native again for every segment
+        assert len(python_route) == 2
+        d.synchronize()
+
+        gate.value = 0  # closed again: the native route names the gate in the timeout
+        with pytest.raises(SignalTimeout) as err:
+            g.replay(wait=True, timeout_ms=200)
+        assert len(python_route) == 2
+        assert "waiting for graph node 1 (GraphWait 0" in str(err.value)
+        gate.value = 1
+        d.synchronize()
+        assert (_down(d, e) == 4 * (11 + np.arange(N))).all()
+    finally:
+        d.close()
+
+
+def test_nv_replays_of_several_segments_from_two_threads_stay_whole() -> None:
+    """Two threads replay graphs of three segments (switching threads as often as the
+    interpreter allows): every replay's segments take consecutive timeline values, since its
+    native calls run under one holding of the submission lock; both results are right."""
+    import sys
+    import threading
+    REPLAYS = 60
+    d = _open("mock-nv", own=True)
+    try:
+        graphs = [_graph(d) for _ in range(2)]
+        seen: list[tuple[int, int, int]] = []
+        for gi, (g, gate, _) in enumerate(graphs):
+            gate.value = 1
+            g.replay()  # the plan built
+            natives = _native_segments(g, False)
+
+            def recording(gi: int, k: int, fn: Any) -> Any:
+                def rec(live: Any, *flag: bool) -> int:
+                    v = fn(live, *flag)
+                    seen.append((gi, k, v))
+                    return int(v)
+                return rec
+            g._native[False] = tuple(recording(gi, k, fn) for k, fn in enumerate(natives))
+        d.synchronize()
+        errors: list[BaseException] = []
+
+        def run(g: Any) -> None:
+            try:
+                for _ in range(REPLAYS):
+                    g.replay()
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [threading.Thread(target=run, args=(g,)) for g, _, _ in graphs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+        finally:
+            sys.setswitchinterval(old)
+        assert not errors
+        d.synchronize(timeout_ms=60_000)  # (the mock GPU's thread ran slowly meanwhile)
+        assert len(seen) == 2 * REPLAYS * 3 and all(v for _, _, v in seen)
+        for i in range(0, len(seen), 3):
+            (g0, k0, v0), (g1, k1, v1), (g2, k2, v2) = seen[i:i + 3]
+            assert g0 == g1 == g2 and (k0, k1, k2) == (0, 1, 2)
+            assert (v1, v2) == (v0 + 1, v0 + 2)
+        for _, _, (_, _, _, e) in graphs:
+            assert (_down(d, e) == 4 * (3 + np.arange(N))).all()
+    finally:
+        d.close()

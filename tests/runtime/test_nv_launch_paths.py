@@ -116,12 +116,18 @@ def _replay_script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict
     """Graph replays laid out once, among hot launches and copies, on a fresh deterministic mock
     GPU with small rings (the replays wrap the pushbuffer and the GPFIFO, and wait for room);
     returns the rig's snapshot and the graphs' results."""
+    from runtime.hcq import GraphCopy, GraphWait
     from runtime.hcq import Launch as GraphLaunch
     monkeypatch.setenv("HCQ_MOCK_SYNC", "1")
     r = _Rig(launch_native)
     d, vadd, inc, a, b, c = r.dev, r.vadd, r.inc, r.a, r.b, r.c
     try:
         chain = d.graph([GraphLaunch(inc, (a, 7), (1, 1, 1), (32, 1, 1)) for _ in range(3)])
+        # three segments (copy, compute with a wait, copy) on two channels
+        e, f, opened = d.alloc(4096), d.alloc(4096), d.new_signal(1)
+        mixed = d.graph([GraphCopy(e, a, 4096), GraphWait(opened, 1),
+                         GraphLaunch(inc, (e, 5), (1, 1, 1), (32, 1, 1)),
+                         GraphCopy(f, e, 4096)])
         pair = d.graph([GraphLaunch(vadd, (a, b, c, 9), (2, 1, 1), (64, 1, 1)),
                         GraphLaunch(inc, (c, 3), (1, 1, 1), (32, 1, 1), after=())])
         dead = d.alloc(256)
@@ -135,6 +141,8 @@ def _replay_script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict
                 times.append(pair.replay(wait=True) > 0)
             if i % 5 == 2:
                 vadd(a, b, c, i, global_size=(2, 1, 1), local_size=(64, 1, 1))
+            if i % 3 == 0:
+                mixed.replay(wait=i % 2 == 0)
             if i % 7 == 3:  # another channel's work: the next replay's acquire waits for it
                 d.copyin(b, np.full(1024, i, np.float32))
             if i % 13 == 6:
@@ -154,7 +162,15 @@ def _replay_script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict
                 gate.release()
         used = {k: chain._native.get(k) is not None for k in (False,)}
         used["pair"] = pair._native.get(True) is not None
+        used["mixed"] = {k: mixed._native.get(k) is not None for k in (False, True)}
         out = r.snapshot()
+        cch = d.copy_channel
+        out["copy channel"] = (cch.state.tolist(), cch.records.tolist(), cch.ring.tolist(),
+                               cch.pb.tolist(), cch.progress.value)
+        got = [np.empty(1024, np.uint32) for _ in range(2)]
+        d.copyout(got[0], e)
+        d.copyout(got[1], f)
+        out["mixed"] = [x.tolist() for x in got]
         out["times"], out["native"] = times, used
         out["pushbuffer wraps"] = d.compute_channel.pb_put // d.compute_channel.pb_dw
         return out
@@ -170,14 +186,15 @@ def test_a_native_replay_and_the_python_replay_write_the_same_bytes(
         pytest.skip(f"native launch helper unavailable: {native.unavailable}")
     with_c = _replay_script(True, monkeypatch)
     without = _replay_script(False, monkeypatch)
-    assert with_c.pop("native") == {False: True, "pair": True}
-    assert without.pop("native") == {False: False, "pair": False}
+    assert with_c.pop("native") == {False: True, "pair": True, "mixed": {False: True, True: True}}
+    assert without.pop("native") == {False: False, "pair": False,
+                                     "mixed": {False: False, True: False}}
     assert with_c.keys() == without.keys()
     for key in with_c:
         assert with_c[key] == without[key], key
     n = REPLAYS
     assert with_c["launch_count"] == 1 + 3 * n + 2 * len(range(1, n, 4)) + len(range(2, n, 5)) \
-        + 3 * len(range(6, n, 13)) + 3 * len(range(9, n, 19))
+        + 3 * len(range(6, n, 13)) + 3 * len(range(9, n, 19)) + len(range(0, n, 3))
     assert with_c["pushbuffer wraps"] >= 1
 
 

@@ -32,7 +32,7 @@
 #ifndef HCQ_SOURCE_SHA256
 #define HCQ_SOURCE_SHA256 ""  /* setup.py defines it when it builds the wheel's copy */
 #endif
-#define ABI 7
+#define ABI 8
 
 /* gpfifo.CHANNEL_WORDS, in order */
 typedef struct {
@@ -45,6 +45,8 @@ typedef struct {
 #define CHANNEL_WORDS "seq", "gp_put", "gp_free_until", "pb_put", "pb_free_until", "reclaimed", \
     "chain_value"
 #define DEVICE_WORDS "timeline_value", "blocked"
+/* the bit of `blocked` that SubmitLock.HELD sets while a thread holds the submission lock */
+#define LOCK_HELD 2
 
 /* launcher._NATIVE_KINDS: signed integers (Python ints, numpy signed), floats, numpy unsigned */
 enum { K_BUF = 0, K_I8, K_I16, K_I32, K_I64, K_F32, K_F64, K_U8, K_U16, K_U32, K_U64 };
@@ -425,9 +427,19 @@ static void reclaim(replayer *R) {
     C->reclaimed = done;
 }
 
-static PyObject *replay(PyObject *self, PyObject *live) {
+/* replay(live, held=False): `held` says the caller holds the device's submission lock (whose
+ * bit in `blocked` then stands for itself, not for another thread inside a submission): a graph
+ * of several segments submits them all under one holding of the lock. */
+static PyObject *replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     replayer *R = (replayer *)PyCapsule_GetPointer(self, "nvreplay");
     if (!R) return NULL;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "replay(live, held=False) takes one or two arguments");
+        return NULL;
+    }
+    PyObject *live = args[0];
+    int held = 0;
+    if (nargs == 2 && (held = PyObject_IsTrue(args[1])) < 0) return NULL;
     /* 1. admission: live buffers, the device, the bodies, the values */
     PyObject *fast = PySequence_Fast(live, "replay(live): a sequence of buffers is needed");
     if (!fast) return NULL;
@@ -443,7 +455,8 @@ static PyObject *replay(PyObject *self, PyObject *live) {
     Py_DECREF(fast);
     device_state *D = R->dev;
     channel_state *C = R->ch;
-    if (D->blocked) return PyLong_FromLong(0);  /* faulted, closed, or the lock is held */
+    /* faulted, closed, or the lock is held (by another thread, unless `held`) */
+    if (D->blocked & ~(uint64_t)(held ? LOCK_HELD : 0)) return PyLong_FromLong(0);
     for (Py_ssize_t i = 0; i < R->ncalls; i++) {
         PyObject *va = PyObject_GetAttr(R->bodies[i], s_bound_va);
         if (!va) return NULL;
@@ -529,8 +542,9 @@ static PyObject *replay(PyObject *self, PyObject *live) {
     return vo;
 }
 
-static PyMethodDef replay_def = {"replay", replay, METH_O,
-                                 "replay(live) -> int: one resubmission, 0 when declined"};
+static PyMethodDef replay_def = {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
+                                 "replay(live, held=False) -> int: one resubmission, 0 when "
+                                 "declined"};
 
 static int rget_view(replayer *R, int which, PyObject *o, Py_ssize_t need, const char *what,
                      void **ptr) {
@@ -821,6 +835,7 @@ PyMODINIT_FUNC PyInit__nvlaunch(void) {
     }
     if (PyModule_AddObject(m, "DEVICE_WORDS", dw) < 0 ||
         PyModule_AddIntConstant(m, "ABI", ABI) < 0 ||
+        PyModule_AddIntConstant(m, "LOCK_HELD", LOCK_HELD) < 0 ||
         PyModule_AddStringConstant(m, "SOURCE_SHA256", HCQ_SOURCE_SHA256) < 0) {
         Py_XDECREF(dw);
         Py_DECREF(m);

@@ -64,6 +64,7 @@ from runtime.drivers.nv.gpfifo import (_GP_PUT_DW, BLOCKED, CHAIN_VALUE, CHANNEL
                                        TIMELINE_VALUE)
 from runtime.drivers.nv.methods import gp_entry
 from runtime.hcq import native
+from runtime.hcq.device import SubmitLock
 from runtime.hcq.memory import Buffer, MemKind, SlotPool, round_up
 from runtime.hcq.seam import MappedDoorbell
 
@@ -79,7 +80,7 @@ BACKING_B = 2 << 20         # VRAM carved into chunks
 MAX_SLOTS = 32
 MIN_SLOTS = 4
 SEGMENT_STRIDE_B = 128
-NATIVE_ABI = 7             # _nvlaunch.c's ABI: the make() settings and the shared words
+NATIVE_ABI = 8             # _nvlaunch.c's ABI: the make() settings and the shared words
 # Argument kinds of the native launch (_nvlaunch.c's enum), by (Python type, slot size): the
 # ranges of the formats `NVProgram.packer` gives the Python launch (signed for ints and numpy
 # signed integers, unsigned for numpy unsigned ones).
@@ -136,7 +137,8 @@ def native_helper() -> ModuleType | None:
                       fallback="NVIDIA launches take the pure-Python path (several times slower)")
     if mod is not None and (getattr(mod, "ABI", None) != NATIVE_ABI
                             or tuple(mod.CHANNEL_WORDS) != CHANNEL_WORDS
-                            or tuple(mod.DEVICE_WORDS) != DEVICE_WORDS):
+                            or tuple(mod.DEVICE_WORDS) != DEVICE_WORDS
+                            or getattr(mod, "LOCK_HELD", None) != SubmitLock.HELD):
         native.unavailable["runtime.drivers.nv._nvlaunch"] = \
             "its shared state layout differs from runtime/drivers/nv/gpfifo.py's"
         return None

@@ -43,7 +43,7 @@ from runtime.drivers.nv.program import NVKernArgs
 from runtime.hcq.errors import QueueError
 from runtime.hcq.memory import Buffer, MemKind
 from runtime.hcq.program import KernArgs
-from runtime.hcq.queue import HWQueue, Value, Var, as_tuple3, check_fill
+from runtime.hcq.queue import HWQueue, NativeReplay, Value, Var, as_tuple3, check_fill
 
 if TYPE_CHECKING:
     from typing import Self
@@ -257,8 +257,7 @@ class NVQueue(HWQueue):
         spans.append((0, start, len(self._d) - start))  # carries the progress release
         return spans, calls
 
-    def native_resubmitter(self, var: Var, last: array,
-                           limit: int) -> "Callable[[Sequence[Buffer]], int] | None":
+    def native_resubmitter(self, var: Var, last: array, limit: int) -> "NativeReplay | None":
         """`HWQueue.native_resubmitter`: what `resubmitter`'s function does, with the device's
         next timeline value and the timeline's books, in one call of the launch helper
         (_nvlaunch.c `make_replay`), which writes the bytes the Python route writes. None where
