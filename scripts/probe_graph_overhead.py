@@ -14,10 +14,14 @@ outside the timestamps.
 It also prints the hot path's launch + wait in the same process, and can move what the
 graphs' launch blocks sit on (--prealloc-mb, --huge-kernargs) or launch through the hot path
 before any graph is built (--hot-first), to tell placement and first use from the mechanism.
+`--placements K` then replays the plain chain of 1000 with its data at K places in one 64 MiB
+buffer (offsets a multiple of 68 KiB apart, so they fall on different memory partitions and
+L2 slices), first and last at the same place: whether where the kernel's data lies sets the
+chain's GPU time.
 
     python scripts/probe_graph_overhead.py [--device nv:0] [--sizes 1,10,100,1000,3000]
         [--replays 31] [--warmup-s 1] [--hot-first] [--prealloc-mb N] [--huge-kernargs]
-        [--json out.json]
+        [--placements K] [--json out.json]
 """
 from __future__ import annotations
 
@@ -59,6 +63,8 @@ def main() -> int:
                     help="the hot path's launches before any graph is built")
     ap.add_argument("--huge-kernargs", action="store_true",
                     help="graphs' launch blocks in 2 MiB pages (allocated as 8 MiB)")
+    ap.add_argument("--placements", type=int, default=0,
+                    help="the plain chain of 1000 with its data at this many places")
     args = ap.parse_args()
 
     import numpy as np
@@ -145,11 +151,47 @@ def main() -> int:
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == total).all())
+    if args.placements:
+        out["placements"] = placements(dev, kernels["plain"], args.placements, gs, ls)
+        out["ok"] = out["ok"] and all(p["ok"] for p in out["placements"])
     print("ok:", out["ok"])
     dev.close()
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0 if out["ok"] else 1
+
+
+def placements(dev: Any, prg: Any, k: int, gs: tuple[int, int, int],
+               ls: tuple[int, int, int]) -> list[dict[str, Any]]:
+    """The plain chain of 1000 on data at `k` places of one 64 MiB buffer (the first place
+    measured again last): median GPU time of 9 replays each, and each place's result checked."""
+    import numpy as np
+
+    from runtime.hcq import Launch
+    step = 68 << 10
+    pool = dev.alloc(64 << 20)
+    dev.copyin(pool, np.zeros((64 << 20) // 4, np.uint32))
+    offsets = [(i * step) % ((64 << 20) - 4096) for i in range(k)] + [0]
+    runs: dict[int, int] = {}
+    rows = []
+    for off in offsets:
+        x = pool.slice(off, 4096)
+        g = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(1000)])
+        g.replay(wait=True)
+        gpus = [g.replay(wait=True) for _ in range(9)]
+        g.free()
+        runs[off] = runs.get(off, 0) + 10
+        res = np.zeros(1024, np.uint32)
+        dev.copyout(res, x)
+        row = {"offset": off, "va": x.va, "gpu_us": statistics.median(gpus) * 1e6,
+               "gpu_min_us": min(gpus) * 1e6, "ok": bool((res == 1000 * runs[off]).all())}
+        rows.append(row)
+        print(f"place {off:#10x} (va {x.va:#x})  gpu {row['gpu_us']:8.2f} us  "
+              f"min {row['gpu_min_us']:8.2f}  ok {row['ok']}", flush=True)
+    g_us = [r["gpu_us"] for r in rows]
+    print(f"placements: gpu {min(g_us):.2f} .. {max(g_us):.2f} us "
+          f"(first {g_us[0]:.2f}, again last {g_us[-1]:.2f})", flush=True)
+    return rows
 
 
 if __name__ == "__main__":
