@@ -17,11 +17,14 @@ before any graph is built (--hot-first), to tell placement and first use from th
 `--placements K` then replays the plain chain of 1000 with its data at K places in one 64 MiB
 buffer (offsets a multiple of 68 KiB apart, so they fall on different memory partitions and
 L2 slices), first and last at the same place: whether where the kernel's data lies sets the
-chain's GPU time.
+chain's GPU time. `--split` splits a replay's wall in host time: the CPU polls the replay's
+first timestamp, its last, and the timeline's value, and notes when each changes (head: call
+to first timestamp; body: first to last; tail: last timestamp to the value), for chains of 1
+and 100 plain launches, with the CPU it ran on.
 
     python scripts/probe_graph_overhead.py [--device nv:0] [--sizes 1,10,100,1000,3000]
         [--replays 31] [--warmup-s 1] [--hot-first] [--prealloc-mb N] [--huge-kernargs]
-        [--placements K] [--json out.json]
+        [--placements K] [--split] [--json out.json]
 """
 from __future__ import annotations
 
@@ -65,6 +68,8 @@ def main() -> int:
                     help="graphs' launch blocks in 2 MiB pages (allocated as 8 MiB)")
     ap.add_argument("--placements", type=int, default=0,
                     help="the plain chain of 1000 with its data at this many places")
+    ap.add_argument("--split", action="store_true",
+                    help="a replay's head, body and tail in host time")
     args = ap.parse_args()
 
     import numpy as np
@@ -151,6 +156,11 @@ def main() -> int:
     res = np.zeros(1024, np.uint32)
     dev.copyout(res, x)
     out["ok"] = bool((res == total).all())
+    if args.split:
+        out["split"] = split(dev, kernels["plain"], x, gs, ls)
+        dev.copyout(res, x)
+        total += out["split"]["launches"]
+        out["ok"] = out["ok"] and bool((res == total).all())
     if args.placements:
         out["placements"] = placements(dev, kernels["plain"], args.placements, gs, ls)
         out["ok"] = out["ok"] and all(p["ok"] for p in out["placements"])
@@ -159,6 +169,50 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0 if out["ok"] else 1
+
+
+def split(dev: Any, prg: Any, x: Any, gs: tuple[int, int, int],
+          ls: tuple[int, int, int]) -> dict[str, Any]:
+    """Replays of chains of 1 and 100 (the timed form), the CPU polling the first timestamp,
+    the last and the timeline's value: medians of 41 of head, body and tail, in host µs."""
+    import ctypes
+
+    from runtime.hcq import Launch
+    tl = dev.timeline_signal
+    res: dict[str, Any] = {"cpu": ctypes.CDLL(None).sched_getcpu(), "launches": 0}
+    for n in (1, 100):
+        g = dev.graph([Launch(prg, (x, 1024), gs, ls) for _ in range(n)])
+        g.replay(wait=True)
+        t0, t1 = g._t0.value_view, g._t1.value_view
+        fast = g._native.get(True)
+        heads, bodies, tails = [], [], []
+        for _ in range(41):
+            dev.synchronize()
+            t0[1] = t1[1] = 0
+            clock = time.perf_counter
+            start = clock()
+            # the timed replay's submission without its wait (replay(wait=True) would block)
+            v = fast[0](g._live) if fast else g._submit_segments(True)[0]
+            assert v == dev.timeline_value
+            while not t0[1]:
+                pass
+            a = clock()
+            while not t1[1]:
+                pass
+            b = clock()
+            while tl.value < v:
+                pass
+            c = clock()
+            heads.append(a - start)
+            bodies.append(b - a)
+            tails.append(c - b)
+        res["launches"] += n * 42
+        row = res[f"n{n}"] = {k: statistics.median(vs) * 1e6 for k, vs in
+                              (("head", heads), ("body", bodies), ("tail", tails))}
+        print(f"split n={n:4d} (cpu {res['cpu']}): head {row['head']:6.2f}  body "
+              f"{row['body']:7.2f}  tail {row['tail']:6.2f} us", flush=True)
+        g.free()
+    return res
 
 
 def placements(dev: Any, prg: Any, k: int, gs: tuple[int, int, int],
