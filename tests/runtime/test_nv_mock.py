@@ -666,3 +666,56 @@ def test_copy_template_submits_what_the_copy_queue_builds(dev: NVDevice) -> None
     out = np.zeros(1 << 18, np.uint32)
     dev.copyout(out, b)
     assert np.array_equal(out[1021:1021 + 1000], np.arange(3, 1003, dtype=np.uint32))
+
+
+def test_every_acquire_switches_the_channel_group_off_while_unmet(dev: NVDevice) -> None:
+    """Every host semaphore acquire the runtime writes carries ACQUIRE_SWITCH_TSG: a channel
+    waiting for a signal must not hold the engine for its group's whole timeslice (on the H200
+    another process's launches then took about 1 ms each). Scanned: the pushbuffers of the
+    compute, copy and stream channels and a graph's bound body, after launches chained after
+    copies, a stream's event waited on, a GraphWait and a replay held back by the timeline."""
+    from hcq_bindings.nv import classes as cl
+
+    from runtime.drivers.nv.gpfifo import _SEM_HEADER
+    from runtime.drivers.nv.methods import fget
+    from runtime.hcq import GraphWait
+    from runtime.hcq import Launch as GraphLaunch
+    inc = dev.program(CUBIN, "inc")
+    _gpu(dev).register_kernel(inc.prog_va, _inc_model)
+    x = dev.alloc(256)
+    dev.copyin(x, np.zeros(64, np.uint32))
+    gs, ls = (1, 1, 1), (64, 1, 1)
+    for _ in range(3):
+        inc(x, 64, global_size=gs, local_size=ls)
+        dev.copyin(x, np.zeros(64, np.uint32))  # the copy waits for the launch, and the
+    s = dev.stream()                             # next launch for the copy
+    s.launch(inc, x, 64, global_size=gs, local_size=ls)
+    dev.wait(s.record())
+    gate = dev.new_signal(1)
+    g = dev.graph([GraphWait(gate, 1), GraphLaunch(inc, (x, 64), gs, ls)])
+    g.replay(wait=True)
+    held = dev.new_signal(0)
+    with dev.submit_lock:  # the timeline held back: the replay keeps its opening wait
+        v = dev.timeline_value + 1
+        q = dev.copy_queue().wait(dev.timeline_signal, v - 1).wait(held, 1)
+        dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
+    g.replay()
+    held.value = 1
+    dev.synchronize()
+    out = np.zeros(64, np.uint32)
+    dev.copyout(out, x)
+    assert (out == 3).all()
+
+    acquires = {cl.NVC56F_SEM_EXECUTE_OPERATION_ACQUIRE, cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ,
+                cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_STRICT_GEQ}
+    streams = [ch.pb.tolist() for ch in dev._stream_channels]
+    bodies = [seg.dwords() for seg in g._segments if not isinstance(seg, list)]
+    found = 0
+    for words in [dev.compute_channel.pb.tolist(), dev.copy_channel.pb.tolist(), *streams,
+                  *bodies]:
+        for i, w in enumerate(words[:-5]):
+            execute = words[i + 5]
+            if w == _SEM_HEADER and fget(cl.NVC56F_SEM_EXECUTE_OPERATION, execute) in acquires:
+                found += 1
+                assert fget(cl.NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG, execute), hex(execute)
+    assert found >= 8  # copies after launches, launches after copies, the event, the gates

@@ -62,9 +62,14 @@ SEM_RELEASE_WFI_TS = SEM_RELEASE_64 \
 # A release that also writes the GPU's timer at +8 (no wait for idle: the time it is processed).
 SEM_RELEASE_TS = SEM_RELEASE_64 \
     | fval(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN)
+# An acquire that is not met yet switches the channel group off the engine's runlist instead of
+# polling through its whole timeslice: without it, a channel waiting on a signal (an event of
+# another stream, a gate the host opens later) holds every other process's work on the GPU back
+# by about 1 ms per launch (scripts/probe_acquire_switch.py measures both).
 SEM_ACQUIRE_GEQ_64 = fval(cl.NVC56F_SEM_EXECUTE_OPERATION,
                           cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ) \
-    | fval(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT)
+    | fval(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT) \
+    | fval(cl.NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG, cl.NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN)
 
 
 _SEM_HEADER = nvm(SUBC_HOST, cl.NVC56F_SEM_ADDR_LO, 0, 0, 0, 0, 0)[0]

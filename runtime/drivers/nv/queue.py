@@ -2,7 +2,9 @@
 copy queue (its copy class on subchannel 4), both with the host class's semaphores. Compute and copy
 methods come from the device's generation record (`NVDevice.gen`, runtime/drivers/nv/generation.py).
 
-- wait: host SEM_EXECUTE ACQ_CIRC_GEQ with a 64-bit payload (the channel stalls until value >= v).
+- wait: host SEM_EXECUTE ACQ_CIRC_GEQ with a 64-bit payload (the channel stalls until value >= v)
+  and ACQUIRE_SWITCH_TSG (while unmet, the channel group leaves the engine to other groups, such
+  as other processes', instead of polling through its timeslice).
 - signal: compute, right after a launch of this queue with a 32-bit value: the QMD's own release
   semaphore (written when the grid completes, no wait-for-idle in the channel); otherwise a host
   release with WFI and a timestamp (payload at +0, GPU time in ns at +8, as `Signal` lays them out).
