@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from runtime.hcq import GraphCopy, GraphWait, Launch, QueueError
 from runtime.hcq.queue import HWQueue
 
+from .device_util import hold_timeline
 from .test_graph_dag import GS, LS, N, _down, _open
 
 
@@ -167,10 +168,7 @@ def test_nv_a_replay_leaves_out_its_wait_only_for_a_value_already_reached(
             g.replay()
         d.synchronize()
         gate = d.new_signal(0)
-        with d.submit_lock:
-            v = d.timeline_value + 1
-            q = d.copy_queue().wait(d.timeline_signal, v - 1).wait(gate, 1)
-            d.submit_timeline(q.signal(d.timeline_signal, v), v)
+        v = hold_timeline(d, gate)
         held = _submissions_now(d, g.replay)
         assert held[0][5] == SEM_ACQUIRE_GEQ_64 and held[0][3] == v and len(held) == 3
         assert d.timeline_signal.value == v - 1

@@ -22,6 +22,8 @@ from runtime.drivers.nv.launcher import native_helper
 from runtime.hcq import native
 from runtime.hcq.errors import ProgramError
 
+from .device_util import hold_timeline
+
 CUBIN = (Path(__file__).parent / "data" / "nv_kernels_cuda13.cubin").read_bytes()
 
 
@@ -152,10 +154,7 @@ def _replay_script(launch_native: bool, monkeypatch: pytest.MonkeyPatch) -> dict
                     doomed.replay()
             if i % 19 == 9:  # the timeline held back: the next replay keeps its opening wait
                 gate = d.new_signal(0)
-                with d.submit_lock:
-                    v = d.timeline_value + 1
-                    q = d.copy_queue().wait(d.timeline_signal, v - 1).wait(gate, 1)
-                    d.submit_timeline(q.signal(d.timeline_signal, v), v)
+                hold_timeline(d, gate)
                 chain.replay()
                 gate.value = 1
                 d.synchronize()

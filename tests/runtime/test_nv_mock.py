@@ -25,6 +25,8 @@ from runtime.drivers.nv.rm import RmError
 from runtime.hcq import DeviceFault, HCQMemoryError, MemKind, SignalTimeout
 from runtime.hcq.errors import DeviceNotFound, ProgramError, QueueError
 
+from .device_util import hold_timeline
+
 DATA = Path(__file__).parent / "data"
 CUBIN = (DATA / "nv_kernels_cuda13.cubin").read_bytes()
 
@@ -695,10 +697,7 @@ def test_every_acquire_switches_the_channel_group_off_while_unmet(dev: NVDevice)
     g = dev.graph([GraphWait(gate, 1), GraphLaunch(inc, (x, 64), gs, ls)])
     g.replay(wait=True)
     held = dev.new_signal(0)
-    with dev.submit_lock:  # the timeline held back: the replay keeps its opening wait
-        v = dev.timeline_value + 1
-        q = dev.copy_queue().wait(dev.timeline_signal, v - 1).wait(held, 1)
-        dev.submit_timeline(q.signal(dev.timeline_signal, v), v)
+    hold_timeline(dev, held)  # the replay keeps its opening wait
     g.replay()
     held.value = 1
     dev.synchronize()
