@@ -831,10 +831,10 @@ class Bench:
         bc_copy = self.tmp / "regen-bc"
         bc_env = self.regen_env(bc_copy, bytecode=True)
         self.regen_once(bc_copy, bc_env, group, cache, 2, False, timeout)  # writes the caches
-        runs = [
+        bc_runs = [
             self.regen_once(bc_copy, bc_env, group, cache, 2, True, timeout) for _ in range(reps)
         ]
-        res["warm_bc"] = {"j2": summarise_runs(runs)}
+        res["warm_bc"] = {"j2": summarise_runs(bc_runs)}
         log(f"  warm --jobs 2 with bytecode: {fmt(res['warm_bc']['j2'].get('wall_s'), 2)} s wall")
         return res
 

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,7 +77,34 @@ def header(n: int, kind: str, macros: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def measure(body: str, cwd: Path, bytecode: bool = False) -> dict[str, float]:
+class Measured(TypedDict):
+    """One fresh process's figures (`measure`): wall time, peak RSS, and its error if it failed."""
+
+    s: float
+    rss_mb: float
+    error: NotRequired[str]
+
+
+class CaseFigures(TypedDict):
+    """A header's figures (`case`): seconds and MB per step, whether the module came out lazy
+    (1.0 or 0.0), and the first error of its steps ("" if none)."""
+
+    gen_s: float
+    gen_mb: float
+    clang_mb: float
+    first_s: float
+    first_mb: float
+    lazy: float
+    imp_s: float
+    imp_mb: float
+    pyc_s: float
+    pyc_mb: float
+    old_s: float
+    old_mb: float
+    error: str
+
+
+def measure(body: str, cwd: Path, bytecode: bool = False) -> Measured:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if not bytecode:
@@ -105,7 +133,7 @@ def old_shape(text: str) -> str:
     return re.sub(r"^(\w+)\._layout_\(.*?^\]\)$", pointee, text, flags=re.M | re.S)
 
 
-def case(work: Path, n: int, kind: str, macros: int, lazy: bool | None) -> dict[str, float]:
+def case(work: Path, n: int, kind: str, macros: int, lazy: bool | None) -> CaseFigures:
     import yaml
 
     name = f"{kind}_{n}_{macros}"
@@ -113,13 +141,13 @@ def case(work: Path, n: int, kind: str, macros: int, lazy: bool | None) -> dict[
     (d / "src").mkdir(parents=True)
     (d / "specs").mkdir()
     (d / "src" / "h.h").write_text(header(n, kind, macros))
-    spec = {
+    spec: dict[str, Any] = {
         "group": "bench",
         "sources": {"src": {"kind": "system", "path": str(d / "src"), "package": "none"}},
         "targets": {name: {"headers": ["src:h.h"]}},
     }
     if lazy is not None:
-        spec["targets"][name]["lazy"] = lazy  # type: ignore[index]
+        spec["targets"][name]["lazy"] = lazy
     (d / "specs" / "bench.yaml").write_text(yaml.safe_dump(spec))
     gen = measure(
         "from bindgen.cli import main\n"
@@ -136,7 +164,7 @@ def case(work: Path, n: int, kind: str, macros: int, lazy: bool | None) -> dict[
     )
     imp = measure(use, d, bytecode=True)  # compiles, and writes the bytecode cache
     cached = measure(use, d, bytecode=True)
-    old = {"s": float("nan"), "rss_mb": float("nan")}
+    old: Measured = {"s": float("nan"), "rss_mb": float("nan")}
     if not (d / "out" / "bench" / f"_{name}.py").exists():  # eager: the old shape beside it
         (d / "old" / "bench").mkdir(parents=True)
         for f in ("__init__.py", f"{name}.py"):

@@ -91,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         dev.close()
     print(f"{'MiB':>6} {'fill':>8} {'fill32':>8} {'copy':>8} {'cudaMemset':>11} "
           f"{'cudaMemcpy':>11} {'fill/copy':>10} {'fill/memset':>12}   (GB/s)")
-    for r in rows:
-        print(f"{r['MiB']:>6} {r['fill GB/s']:>8.1f} {r['fill32 GB/s']:>8.1f} "
-              f"{r['copy d2d GB/s']:>8.1f} {r['cudaMemset GB/s']:>11.1f} "
-              f"{r['cudaMemcpy d2d GB/s']:>11.1f} {r['fill / copy']:>10.2f} "
-              f"{r['fill / cudaMemset']:>12.2f}")
+    for row in rows:
+        print(f"{row['MiB']:>6} {row['fill GB/s']:>8.1f} {row['fill32 GB/s']:>8.1f} "
+              f"{row['copy d2d GB/s']:>8.1f} {row['cudaMemset GB/s']:>11.1f} "
+              f"{row['cudaMemcpy d2d GB/s']:>11.1f} {row['fill / copy']:>10.2f} "
+              f"{row['fill / cudaMemset']:>12.2f}")
     if "error" in ref:
         print(f"CUDA reference: {ref['error'][:300]}")
     Path(args.json).write_text(json.dumps({"rows": rows, "cuda": ref}, indent=1))

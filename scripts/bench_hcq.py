@@ -553,6 +553,7 @@ def bench_nvidia(quick: bool) -> list[Result]:
     # -- CUDA first, in its own process (libcuda and this runtime never share one)
     code = _NV_CUDA_REF.replace("TRITON_SRC", repr(_TRITON_SRC)).replace("SRC", repr(_NV_SRC)) \
         .replace("SIZES", repr(sizes)).replace("REPS", str(reps))
+    ref: dict[str, Any]  # the CUDA process's JSON: per library a dict of figures, or errors
     if _NV_CUDA[0]:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=300)

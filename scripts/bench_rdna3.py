@@ -179,6 +179,21 @@ def _scratch_ref(n: int) -> np.ndarray:
     return acc.astype(np.int32)
 
 
+def _equal(i: int, want: np.ndarray) -> Callable[[list[np.ndarray]], bool]:
+    """A check: buffer `i` equals `want` (bound here, not to the loop's later values)."""
+    return lambda bufs: np.array_equal(bufs[i], want)
+
+
+def _close(i: int, want: np.ndarray) -> Callable[[list[np.ndarray]], bool]:
+    """A check: buffer `i` is `want` to within 1e-4 (float sums in another order)."""
+    return lambda bufs: np.allclose(bufs[i], want, rtol=1e-4, atol=1e-4)
+
+
+def _first_is(n: int) -> Callable[[list[np.ndarray]], bool]:
+    """A check: the first element of buffer 0 is `n`."""
+    return lambda bufs: float(bufs[0][0]) == n
+
+
 def cases(quick: bool, only: set[str] | None = None) -> list[Case]:
     comp = AMDCompiler()
     missing = comp.available()
@@ -194,17 +209,16 @@ def cases(quick: bool, only: set[str] | None = None) -> list[Case]:
         want = (a.astype(np.float64) + b * 2.0).astype(np.float32)
         out.append(Case("axpb", f"2^{lg}", co.get("axpb", b""), "axpb",
                         [a, b, np.zeros(n, np.float32)], (n // 256, 1, 1), (256, 1, 1),
-                        lambda bufs, w=want: np.array_equal(bufs[2], w)))
+                        _equal(2, want)))
         x = rng.standard_normal(n).astype(np.float32)
         ref = x.reshape(-1, 256).sum(1, dtype=np.float64)
         out.append(Case("reduce", f"2^{lg}", co.get("reduce", b""), "reduce",
                         [x, np.zeros(n // 256, np.float32), n], (n // 256, 1, 1), (256, 1, 1),
-                        lambda bufs, r=ref: np.allclose(bufs[1], r, rtol=1e-4, atol=1e-4)))
+                        _close(1, ref)))
         # the __local pointer argument is the LDS offset of the dynamic part: 0 (no static LDS)
         out.append(Case("dynlds", f"2^{lg}", co.get("dynlds", b""), "dynlds",
                         [x, np.zeros(n // 256, np.float32), 0], (n // 256, 1, 1), (256, 1, 1),
-                        lambda bufs, r=ref: np.allclose(bufs[1], r, rtol=1e-4, atol=1e-4),
-                        dynamic_lds_B=256 * 4))
+                        _close(1, ref), dynamic_lds_B=256 * 4))
     loop_n = 4096
     out.append(Case("loop", f"{loop_n} it", co.get("loop", b""), "loop",
                     [np.zeros(32, np.float32), loop_n], (1, 1, 1), (32, 1, 1),
@@ -223,7 +237,7 @@ def cases(quick: bool, only: set[str] | None = None) -> list[Case]:
         v = np.ones(n, np.float32)
         out.append(Case("cas", f"2^{lg} lanes", co.get("cas", b""), "cas",
                         [np.zeros(1, np.float32), v], (n // 256, 1, 1), (256, 1, 1),
-                        lambda bufs, n=n: float(bufs[0][0]) == n))
+                        _first_is(n)))
     tv = TRITON_DIR / "vector_add.hsaco"
     if tv.exists():
         meta = json.loads((TRITON_DIR / "vector_add.json").read_text())
@@ -232,7 +246,7 @@ def cases(quick: bool, only: set[str] | None = None) -> list[Case]:
         out.append(Case("triton", "2^16", tv.read_bytes(), meta["name"],
                         [a, b, np.zeros(n, np.float32), n, 0, 0], (n // 1024, 1, 1),
                         (meta["num_warps"] * 32, 1, 1),
-                        lambda bufs, w=a + b: np.array_equal(bufs[2], w)))
+                        _equal(2, a + b)))
     return [c for c in out if only is None or c.name in only]
 
 
@@ -341,7 +355,11 @@ def _peer_job(c: Case, path: Path) -> list[str]:
     meta = {"kernel": c.kernel, "grid": list(c.grid), "block": list(c.block),
             "args": [next(it) if isinstance(a, np.ndarray) else a for a in c.args],
             "repeats": c.repeats, "dynamic_lds_B": c.dynamic_lds_B}
-    arrays = {nm: a for nm, a in zip(names, (a for a in c.args if isinstance(a, np.ndarray)))}
+    # Any, not ndarray: to numpy's stubs a ** dict may reach savez's keyword allow_pickle (a
+    # bool), though no buffer is named so; passing allow_pickle=True to rule that out would save
+    # an array of that name under numpy < 2.1, which has no such keyword
+    arrays: dict[str, Any] = {
+        nm: a for nm, a in zip(names, (a for a in c.args if isinstance(a, np.ndarray)))}
     np.savez(path, code=np.frombuffer(c.code, np.uint8), meta=json.dumps(meta), **arrays)
     return names
 

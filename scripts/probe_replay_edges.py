@@ -52,6 +52,7 @@ def main() -> int:
     from runtime.drivers.nv.device import NVDevice
     from runtime.drivers.nv.gpfifo import (SEM_RELEASE_64, SEM_RELEASE_WFI_TS, host_semaphore)
     from runtime.drivers.nv.methods import fval, nvm
+    from runtime.drivers.nv.program import NVKernArgs
     from runtime.hcq import Launch
     from runtime.hcq.queue import Var
 
@@ -76,7 +77,11 @@ def main() -> int:
         g.replay(wait=True)
         expect += size
         body = g.body
+        # a graph of launches alone is one compute body, and on an NVDevice its launch blocks
+        # are NVKernArgs (Graph types them device-neutrally: HWQueue | None, KernArgs)
+        assert body is not None
         last_ka = g.kernargs[-1]
+        assert isinstance(last_ka, NVKernArgs)
         plain_qmd = bytes(last_ka.qmd)
 
         def variant(head: str, tail: str) -> Callable[[], int]:
